@@ -1,0 +1,1 @@
+"""One module per CLI command group; each module only parses options and calls the core."""

@@ -1,0 +1,123 @@
+"""`distbench scale` (a sweep over strategies and device counts) and `distbench run` (one point)."""
+from __future__ import annotations
+
+import functools
+import sys
+
+import click
+from rich.console import Console
+
+from distbench.errors import BadInput
+from distbench.models.specs import model_names
+from distbench.output import json_document, print_summary
+from distbench.plan import SweepOptions, make_plan, parse_gpus
+from distbench.store import DEFAULT_PATH, Store
+from distbench.strategies import parse_strategies, strategy_names
+from distbench.sweep import command_line, run_plan
+
+
+def workload_options(fn):
+    """Options shared by `scale` and `run`, so both accept exactly the same workload knobs."""
+    options = [
+        click.option("--model", default="resnet50", show_default=True,
+                     help=f"Model to train: {', '.join(model_names())}."),
+        click.option("--strategy", "strategy", multiple=True, metavar="NAME[,NAME]",
+                     help=f"Strategies to run (repeatable or comma list): {', '.join(strategy_names())}. "
+                          "Default: all."),
+        click.option("--batch-size", type=int, default=None,
+                     help="Per-device batch (weak scaling) or global batch (strong). "
+                          "Default: 32 on GPUs, 8 on CPU workers."),
+        click.option("--scaling", type=click.Choice(["weak", "strong"]), default="weak", show_default=True,
+                     help="weak: per-device batch fixed; strong: global batch fixed and divided among N."),
+        click.option("--image-size", type=int, default=None,
+                     help="Input side in pixels. Default: the model's (224) on GPUs, 64 on CPU workers."),
+        click.option("--num-classes", type=click.IntRange(min=2), default=1000, show_default=True),
+        click.option("--steps", type=int, default=None,
+                     help="Measured steps per point (after warmup). Default: 50 on GPUs, 10 on CPU."),
+        click.option("--warmup", type=int, default=None,
+                     help="Unmeasured warmup steps (tracing, compilation). Default: 5 on GPUs, 3 on CPU."),
+        click.option("--device", type=click.Choice(["auto", "cuda", "cpu"]), default="auto", show_default=True,
+                     help="auto uses CUDA GPUs when enough are visible, otherwise CPU workers."),
+        click.option("--timeout", type=float, default=900.0, show_default=True,
+                     help="Seconds before a point is killed and recorded as 'timeout'."),
+        click.option("--seed", type=int, default=0, show_default=True),
+        click.option("--results", type=click.Path(dir_okay=False), default=str(DEFAULT_PATH), show_default=True,
+                     help="SQLite results store; every point is committed as soon as it finishes."),
+        click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True,
+                     help="json prints one JSON document (a list of points) to stdout."),
+    ]
+    for option in reversed(options):
+        fn = option(fn)
+    return fn
+
+
+def _execute(*, gpus_text: str, add_baselines: bool, model, strategy, batch_size, scaling, image_size,
+             num_classes, steps, warmup, device, timeout, seed, results, fmt) -> None:
+    gpus = parse_gpus(gpus_text)
+    strategies = parse_strategies(strategy)
+    opts = SweepOptions(model=model, gpus=gpus, strategies=strategies, device=device, batch_size=batch_size,
+                        scaling=scaling, image_size=image_size, num_classes=num_classes, steps=steps,
+                        warmup=warmup, timeout=timeout, seed=seed, add_baselines=add_baselines)
+    plan = make_plan(opts)
+    err = Console(stderr=True, highlight=False)
+    out = Console(highlight=False) if fmt == "table" else err
+    store = Store(results)
+    for note in plan.notes:
+        err.print(f"[dim]note:[/] {note}")
+
+    def progress(phase, i, total, point, record):
+        name = f"{point.strategy.name} N={point.config.world_size}"
+        if phase == "start":
+            err.print(f"[{i}/{total}] {name} ...", end="" if err.is_terminal else "\n")
+        else:
+            status = record["status"]
+            detail = (f"{record['throughput']:.2f} samples/s" if status == "ok"
+                      else (record.get("reason") or ""))
+            prefix = "" if err.is_terminal else f"[{i}/{total}] {name} "
+            err.print(f"{prefix} {status} {detail}".rstrip())
+
+    options = {"model": model, "gpus": gpus, "strategies": [s.name for s in strategies], "batch_size": batch_size,
+               "scaling": scaling, "image_size": image_size, "num_classes": num_classes, "steps": steps,
+               "warmup": warmup, "device": device, "resolved_device": plan.device.device, "timeout": timeout,
+               "seed": seed}
+    try:
+        sweep_id, records = run_plan(plan, store, command=command_line(), options=options, timeout_s=timeout,
+                                     progress=progress)
+    finally:
+        store.close()
+    if fmt == "json":
+        sys.stdout.write(json_document(records) + "\n")
+    else:
+        print_summary(out, records, [], sweep_id, results)
+
+
+@click.command()
+@click.option("--gpus", "gpus_text", default="1,2,4", show_default=True,
+              help="Comma list of device counts to measure, e.g. 1,2,4.")
+@workload_options
+def scale(gpus_text, **kwargs):
+    """Sweep strategies over device counts and report throughput, speedup and efficiency.
+
+    Each (strategy, N) point runs in a fresh process tree launched the way users launch it
+    (torchrun for ddp, horovodrun for Horovod), plus each framework's single-device baseline.
+
+    Example: distbench scale --gpus 1,2,4 --model resnet50
+    """
+    _execute(gpus_text=gpus_text, add_baselines=True, **kwargs)
+
+
+@click.command()
+@click.option("--gpus", "gpus_text", default="1", show_default=True, help="Device count for this point.")
+@workload_options
+def run(gpus_text, **kwargs):
+    """Run one point (one strategy at one device count) with the same options and output as scale.
+
+    Example: distbench run --strategy ddp --gpus 2 --model resnet50
+    """
+    gpus = parse_gpus(gpus_text)
+    if len(gpus) != 1:
+        raise BadInput(f"run measures one point: --gpus takes one count, got {gpus_text!r} (use `distbench scale`)")
+    strategies = parse_strategies(kwargs["strategy"])
+    if len(strategies) != 1:
+        raise BadInput("run measures one point: give exactly one --strategy (use `distbench scale` for several)")
+    _execute(gpus_text=gpus_text, add_baselines=False, **kwargs)

@@ -1,0 +1,78 @@
+"""Typed configuration of one measured point, checked at the edge."""
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+
+SCALINGS = ("weak", "strong")
+DEVICES = ("auto", "cuda", "cpu")
+
+
+@dataclass(frozen=True, kw_only=True)
+class PointConfig:
+    """Everything a worker needs to run one (strategy, N) point. Serialized to JSON for the worker."""
+
+    strategy: str
+    """Strategy name from distbench.strategies."""
+    model: str
+    """Model name from distbench.models."""
+    world_size: int
+    """Number of devices (GPUs, or CPU workers when there is no GPU)."""
+    device: str
+    """Resolved device kind: 'cuda' or 'cpu' (never 'auto' here)."""
+    per_device_batch: int
+    """Samples per device per step."""
+    scaling: str = "weak"
+    """'weak': per-device batch fixed; 'strong': global batch fixed and divided among devices."""
+    image_size: int = 224
+    num_classes: int = 1000
+    steps: int = 20
+    """Measured steps (after warmup)."""
+    warmup: int = 3
+    """Unmeasured steps first: graph tracing, compilation, allocator warmup."""
+    seed: int = 0
+    lr: float = 0.01
+    momentum: float = 0.9
+    threads_per_worker: int = 1
+    """CPU threads each worker may use (intra-op); the machine's cores divided among workers."""
+    nodes: int = 1
+    extra: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        if self.world_size < 1:
+            raise ValueError(f"world_size must be >= 1, got {self.world_size}")
+        if self.per_device_batch < 1:
+            raise ValueError(f"per-device batch must be >= 1, got {self.per_device_batch}")
+        if self.steps < 1:
+            raise ValueError(f"steps must be >= 1, got {self.steps}")
+        if self.warmup < 0:
+            raise ValueError(f"warmup must be >= 0, got {self.warmup}")
+        if self.scaling not in SCALINGS:
+            raise ValueError(f"scaling must be one of {SCALINGS}, got {self.scaling!r}")
+        if self.device not in ("cuda", "cpu"):
+            raise ValueError(f"device must be 'cuda' or 'cpu', got {self.device!r}")
+        if self.threads_per_worker < 1:
+            raise ValueError(f"threads_per_worker must be >= 1, got {self.threads_per_worker}")
+
+    @property
+    def global_batch(self) -> int:
+        return self.per_device_batch * self.world_size
+
+    def to_json(self) -> str:
+        return json.dumps(dataclasses.asdict(self), sort_keys=True)
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "PointConfig":
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ValueError(f"unknown config keys: {', '.join(unknown)}")
+        return cls(**data)
+
+    @classmethod
+    def from_json(cls, text: str) -> "PointConfig":
+        return cls.from_dict(json.loads(text))

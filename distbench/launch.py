@@ -1,0 +1,154 @@
+"""Launching one point: pure builders of (argv, env), and a small executor with a timeout.
+
+The builders say exactly what would run, so they are unit-tested without running anything; the
+executor runs it in a fresh process tree (its own session, so a timeout kills the whole tree),
+and turns whatever happened into a result record.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from distbench.config import PointConfig
+from distbench.record import base_record, read_record
+from distbench.strategies import Strategy
+
+STDERR_TAIL_CHARS = 4000
+OOM_MARKERS = ("out of memory", "OutOfMemoryError", "ResourceExhaustedError", "OOM when allocating",
+               "std::bad_alloc", "MemoryError", "Killed")
+
+
+def _tool(name: str) -> str:
+    """A console script from the same environment as this Python (torchrun, horovodrun)."""
+    local = Path(sys.executable).parent / name
+    if local.exists():
+        return str(local)
+    return shutil.which(name) or name
+
+
+def worker_module(strategy: Strategy) -> str:
+    return f"distbench.launchers.{strategy.module}"
+
+
+def build_env(cfg: PointConfig, base: dict | None = None) -> dict:
+    env = dict(os.environ if base is None else base)
+    threads = str(cfg.threads_per_worker)
+    env.update({
+        "OMP_NUM_THREADS": threads,
+        "MKL_NUM_THREADS": threads,
+        "PYTHONUNBUFFERED": "1",
+        "TF_CPP_MIN_LOG_LEVEL": env.get("TF_CPP_MIN_LOG_LEVEL", "2"),
+        "KERAS_BACKEND": "tensorflow",
+    })
+    if cfg.device == "cpu":
+        # CPU workers: hide any GPU so no framework picks one up behind our back.
+        env["CUDA_VISIBLE_DEVICES"] = ""
+    return env
+
+
+def build_command(strategy: Strategy, cfg: PointConfig, config_path: str, out_path: str,
+                  base_env: dict | None = None) -> tuple[list[str], dict]:
+    """The argv and environment that run `cfg` the way users launch this strategy."""
+    worker = ["-m", worker_module(strategy), "--config", str(config_path), "--out", str(out_path)]
+    n = cfg.world_size
+    if strategy.launcher == "process":
+        argv = [sys.executable, *worker]
+    elif strategy.launcher == "torchrun":
+        argv = [_tool("torchrun"), "--standalone", "--nnodes=1", f"--nproc_per_node={n}", *worker]
+    elif strategy.launcher == "horovodrun":
+        argv = [_tool("horovodrun"), "-np", str(n), "-H", f"localhost:{n}", "--gloo",
+                "--network-interface", "lo", "--start-timeout", "120", sys.executable, *worker]
+    else:
+        raise ValueError(f"unknown launcher {strategy.launcher!r} for strategy {strategy.name!r}")
+    return argv, build_env(cfg, base_env)
+
+
+def _tail(path: Path, limit: int = STDERR_TAIL_CHARS) -> str:
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(0, os.SEEK_END)
+            size = fh.tell()
+            fh.seek(max(0, size - limit))
+            return fh.read().decode("utf-8", "replace")
+    except OSError:
+        return ""
+
+
+def _kill_tree(proc: subprocess.Popen, grace_s: float = 5.0) -> None:
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(timeout=grace_s)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def classify_failure(returncode: int | None, stderr_tail: str) -> str:
+    if any(m in stderr_tail for m in OOM_MARKERS) or returncode in (-signal.SIGKILL, 137):
+        return "oom"
+    return "failed"
+
+
+def run_point(strategy: Strategy, cfg: PointConfig, workdir: str | os.PathLike, timeout_s: float) -> dict:
+    """Run one point in a fresh process tree; always returns a result record (never raises for the
+    point's own failures)."""
+    workdir = Path(workdir)
+    workdir.mkdir(parents=True, exist_ok=True)
+    config_path = workdir / "config.json"
+    out_path = workdir / "result.json"
+    stderr_path = workdir / "stderr.log"
+    stdout_path = workdir / "stdout.log"
+    config_path.write_text(cfg.to_json())
+    if out_path.exists():
+        out_path.unlink()
+    argv, env = build_command(strategy, cfg, str(config_path), str(out_path))
+    started = time.time()
+    status = None
+    with open(stdout_path, "wb") as out, open(stderr_path, "wb") as err:
+        proc = subprocess.Popen(argv, env=env, stdout=out, stderr=err, stdin=subprocess.DEVNULL,
+                                start_new_session=True)
+        try:
+            returncode = proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            _kill_tree(proc)
+            returncode = None
+            status = "timeout"
+        except BaseException:
+            _kill_tree(proc, grace_s=2.0)
+            raise
+    wall = time.time() - started
+    tail = _tail(stderr_path)
+    record = None
+    if status is None and out_path.exists():
+        try:
+            record = read_record(out_path)
+        except (ValueError, OSError) as exc:
+            record = None
+            tail += f"\n[distbench] unreadable result record: {exc}"
+    if record is None:
+        if status == "timeout":
+            reason = f"timed out after {timeout_s:g}s (--timeout)"
+        else:
+            status = classify_failure(returncode, tail)
+            last = [ln for ln in tail.strip().splitlines() if ln.strip()]
+            reason = (f"exit status {returncode}: " + (last[-1][:300] if last else "no output")
+                      if returncode != 0 else "worker exited without writing a result")
+        record = base_record(cfg.to_dict(), strategy=strategy.name, framework=strategy.framework,
+                             status=status, reason=reason)
+    elif record["status"] == "ok" and returncode != 0:
+        record["status"] = classify_failure(returncode, tail)
+        record["reason"] = f"a rank failed after rank 0 finished (exit status {returncode})"
+    if record["status"] != "ok":
+        record["stderr_tail"] = tail
+    record["launch"] = {"argv": argv, "returncode": returncode, "wall_s": wall,
+                        "launcher": strategy.launcher, "workdir": str(workdir)}
+    return record

@@ -1,0 +1,72 @@
+"""Presenting points: the terminal table (rich), progress lines and the JSON document."""
+from __future__ import annotations
+
+import json
+import math
+
+from rich.console import Console
+from rich.table import Table
+
+JSON_FIELDS = ("strategy", "framework", "model", "world_size", "nodes", "device", "status", "reason",
+               "throughput", "step_time_median_s", "step_time_p5_s", "step_time_p95_s", "step_time_cv",
+               "measured_steps", "speedup", "efficiency", "wrapper_overhead", "scaling",
+               "per_device_batch", "global_batch", "sweep_id", "point_id")
+
+STATUS_STYLE = {"ok": "green", "skipped": "yellow", "failed": "red", "timeout": "red", "oom": "magenta"}
+
+
+def _num(value, fmt: str) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    return format(value, fmt)
+
+
+def json_document(records: list[dict]) -> str:
+    points = []
+    for r in records:
+        p = {k: r.get(k) for k in JSON_FIELDS}
+        p["config"] = r.get("config")
+        if r.get("status") != "ok" and r.get("stderr_tail"):
+            p["stderr_tail"] = r["stderr_tail"][-1500:]
+        points.append(p)
+    return json.dumps(points, indent=2, sort_keys=False)
+
+
+def results_table(records: list[dict], title: str | None = None) -> Table:
+    table = Table(title=title, title_justify="left")
+    for col, justify in (("strategy", "left"), ("N", "right"), ("throughput\n(samples/s)", "right"),
+                         ("speedup", "right"), ("efficiency", "right"), ("step median\n(ms)", "right"),
+                         ("step p95\n(ms)", "right"), ("status", "left")):
+        table.add_column(col, justify=justify)
+    for r in records:
+        status = r.get("status", "?")
+        shown = f"[{STATUS_STYLE.get(status, 'white')}]{status}[/]"
+        if status != "ok" and r.get("reason"):
+            shown += f": {r['reason']}"
+        table.add_row(
+            r["strategy"], str(r["world_size"]), _num(r.get("throughput"), ".2f"),
+            _num(r.get("speedup"), ".2f"), _num(r.get("efficiency"), ".0%"),
+            _num(r.get("step_time_median_s") and r["step_time_median_s"] * 1e3, ".1f"),
+            _num(r.get("step_time_p95_s") and r["step_time_p95_s"] * 1e3, ".1f"), shown)
+    return table
+
+
+def wrapper_lines(records: list[dict]) -> list[str]:
+    lines = []
+    for r in records:
+        if r.get("wrapper_overhead") is not None:
+            base = "torch" if r["framework"] == "torch" else "tf"
+            lines.append(f"1-device wrapper cost: {r['strategy']} at N=1 is "
+                         f"{r['wrapper_overhead']:+.1%} slower than the plain {base!r} loop")
+    return lines
+
+
+def print_summary(console: Console, records: list[dict], notes: list[str], sweep_id: str, store_path) -> None:
+    for note in notes:
+        console.print(f"[dim]note:[/] {note}", highlight=False)
+    console.print(results_table(records, title=f"sweep {sweep_id}"))
+    for line in wrapper_lines(records):
+        console.print(line, highlight=False)
+    console.print("speedup = throughput / the same framework's single-device baseline; "
+                  "efficiency = speedup / N", style="dim", highlight=False)
+    console.print(f"results stored in {store_path} (sweep {sweep_id})", highlight=False)

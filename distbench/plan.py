@@ -1,0 +1,190 @@
+"""Sweep planning: validate options, resolve the device, and list the points to run."""
+from __future__ import annotations
+
+import importlib.util
+import os
+from dataclasses import dataclass, field
+
+from distbench import envinfo
+from distbench.config import PointConfig
+from distbench.errors import BadInput
+from distbench.models.specs import get_spec, model_names
+from distbench.strategies import FRAMEWORK_BASELINE, STRATEGIES, Strategy
+
+INSTALL_HINT = "run `make install` (creates .venv with torch, TensorFlow and Horovod)"
+
+# Defaults sized for the device: a ResNet-50 step on 2 CPU cores at 224px takes many seconds.
+GPU_DEFAULTS = {"batch_size": 32, "image_size": None, "steps": 50, "warmup": 5}
+CPU_DEFAULTS = {"batch_size": 8, "image_size": 64, "steps": 10, "warmup": 3}
+
+
+def parse_gpus(text: str) -> list[int]:
+    """'1,2,4' -> [1, 2, 4]. Rejects empty, zero, negative, non-numeric and duplicated values."""
+    if text is None or not text.strip():
+        raise BadInput("--gpus is empty: give a comma list of device counts, e.g. --gpus 1,2,4")
+    values: list[int] = []
+    for part in text.split(","):
+        raw = part.strip()
+        if not raw:
+            raise BadInput(f"--gpus {text!r} has an empty entry: give a comma list such as 1,2,4")
+        try:
+            n = int(raw)
+        except ValueError:
+            raise BadInput(f"--gpus value {raw!r} is not a whole number") from None
+        if n <= 0:
+            raise BadInput(f"--gpus value {raw!r} must be a positive device count")
+        if n in values:
+            raise BadInput(f"--gpus value {raw!r} is duplicated")
+        values.append(n)
+    return sorted(values)
+
+
+def cpu_cores() -> int:
+    if hasattr(os, "sched_getaffinity"):
+        return max(1, len(os.sched_getaffinity(0)))
+    return max(1, os.cpu_count() or 1)
+
+
+@dataclass(frozen=True)
+class DeviceChoice:
+    device: str
+    """'cuda' or 'cpu'."""
+    visible_gpus: int
+    note: str
+    """Plain words for the user about what a 'GPU' means in this run."""
+
+
+def resolve_device(requested: str, gpus: list[int], visible: int | None = None) -> DeviceChoice:
+    visible = envinfo.visible_gpu_count() if visible is None else visible
+    if requested == "cuda":
+        if visible == 0:
+            raise BadInput("--device cuda: no CUDA GPU is visible on this machine (use --device cpu)")
+        if max(gpus) > visible:
+            raise BadInput(f"--gpus asks for {max(gpus)} GPUs but only {visible} "
+                           f"{'is' if visible == 1 else 'are'} visible")
+        return DeviceChoice("cuda", visible, f"running on {visible} visible CUDA GPU(s)")
+    if requested == "auto" and visible > 0 and max(gpus) <= visible:
+        return DeviceChoice("cuda", visible, f"running on {visible} visible CUDA GPU(s)")
+    cores = cpu_cores()
+    why = ("no CUDA GPU is visible" if visible == 0 and requested == "auto"
+           else f"--gpus asks for {max(gpus)} but only {visible} CUDA GPU(s) are visible" if requested == "auto"
+           else "--device cpu")
+    note = (f"CPU workers ({why}): each 'GPU' below is a CPU worker process (gloo for torch.distributed "
+            f"and Horovod, logical CPU devices for MirroredStrategy) sharing {cores} CPU core(s); "
+            f"absolute numbers are CPU numbers, not GPU numbers")
+    if max(gpus) > cores:
+        note += f"; N > {cores} oversubscribes the cores, so speedup there is bounded by the CPU"
+    return DeviceChoice("cpu", visible, note)
+
+
+@dataclass(frozen=True, kw_only=True)
+class SweepOptions:
+    model: str
+    gpus: list[int]
+    strategies: list[Strategy]
+    device: str = "auto"
+    batch_size: int | None = None
+    """Per-device batch (weak scaling) or global batch (strong scaling); None = device default."""
+    scaling: str = "weak"
+    image_size: int | None = None
+    num_classes: int = 1000
+    steps: int | None = None
+    warmup: int | None = None
+    timeout: float = 900.0
+    seed: int = 0
+    add_baselines: bool = True
+    """Add each framework's single-device baseline so speedup can be computed."""
+
+
+@dataclass(frozen=True)
+class PlannedPoint:
+    strategy: Strategy
+    config: PointConfig
+    skip_reason: str | None = None
+    auto_added: bool = False
+
+
+@dataclass
+class Plan:
+    points: list[PlannedPoint]
+    device: DeviceChoice
+    notes: list[str] = field(default_factory=list)
+
+
+def _missing_modules(strategy: Strategy) -> list[str]:
+    missing = []
+    for mod in strategy.requires:
+        try:
+            if importlib.util.find_spec(mod) is None:
+                missing.append(mod)
+        except (ImportError, ValueError):
+            missing.append(mod)
+    return missing
+
+
+def make_plan(opts: SweepOptions, visible_gpus: int | None = None) -> Plan:
+    try:
+        spec = get_spec(opts.model)
+    except ValueError:
+        raise BadInput(f"unknown model {opts.model!r}; valid models: {', '.join(model_names())}") from None
+    if opts.batch_size is not None and opts.batch_size <= 0:
+        raise BadInput(f"--batch-size must be a positive integer, got {opts.batch_size}")
+    if opts.timeout <= 0:
+        raise BadInput(f"--timeout must be positive, got {opts.timeout:g}")
+    if opts.scaling not in ("weak", "strong"):
+        raise BadInput(f"--scaling must be weak or strong, got {opts.scaling!r}")
+    choice = resolve_device(opts.device, opts.gpus, visible_gpus)
+    defaults = GPU_DEFAULTS if choice.device == "cuda" else CPU_DEFAULTS
+    notes = [choice.note]
+    batch = opts.batch_size or defaults["batch_size"]
+    image = opts.image_size or defaults["image_size"] or spec.default_image_size
+    steps = opts.steps or defaults["steps"]
+    warmup = defaults["warmup"] if opts.warmup is None else opts.warmup
+    if image < spec.min_image_size:
+        raise BadInput(f"--image-size {image} is too small for {spec.name}: the minimum is {spec.min_image_size}")
+    if steps <= 0:
+        raise BadInput(f"--steps must be a positive integer, got {steps}")
+    if warmup < 0:
+        raise BadInput(f"--warmup must be >= 0, got {warmup}")
+    if opts.scaling == "strong":
+        for n in opts.gpus:
+            if batch % n:
+                raise BadInput(f"--scaling strong: the global batch {batch} is not divisible by N={n}")
+    if choice.device == "cpu" and (opts.image_size is None or opts.batch_size is None):
+        notes.append(f"CPU-sized defaults: image {image}px, batch {batch} "
+                     f"({'per device' if opts.scaling == 'weak' else 'global'}), {steps} measured steps "
+                     f"after {warmup} warmup; pass --image-size/--batch-size/--steps to change")
+    notes.append("weak scaling: the per-device batch is fixed at %d, the global batch grows with N" % batch
+                 if opts.scaling == "weak" else
+                 "strong scaling: the global batch is fixed at %d and divided among N devices" % batch)
+
+    strategies = list(opts.strategies)
+    selected = {s.name for s in strategies}
+    if opts.add_baselines:
+        for s in list(strategies):
+            base = STRATEGIES[FRAMEWORK_BASELINE[s.framework]]
+            if base.name not in selected:
+                strategies.append(base)
+                selected.add(base.name)
+                notes.append(f"added the {base.name!r} baseline so {s.framework} speedups can be computed")
+    # Baselines first: speedups can then be computed (and stored) as each point finishes.
+    strategies.sort(key=lambda s: (not s.baseline, list(STRATEGIES).index(s.name)))
+    cores = cpu_cores()
+    points: list[PlannedPoint] = []
+    for s in strategies:
+        missing = _missing_modules(s)
+        for n in ([1] if s.baseline else opts.gpus):
+            per_device = batch if opts.scaling == "weak" else batch // n
+            cfg = PointConfig(
+                strategy=s.name, model=spec.name, world_size=n, device=choice.device,
+                per_device_batch=per_device, scaling=opts.scaling, image_size=image,
+                num_classes=opts.num_classes, steps=steps, warmup=warmup, seed=opts.seed,
+                threads_per_worker=max(1, cores // n))
+            skip = None
+            if missing:
+                skip = f"{', '.join(missing)} is not installed: {INSTALL_HINT}"
+            elif s.needs_cuda_for_multi and choice.device == "cpu":
+                skip = ("DataParallel needs CUDA devices; it cannot split work across CPU workers "
+                        "(use ddp for CPU workers)")
+            points.append(PlannedPoint(s, cfg, skip, auto_added=s.name not in {x.name for x in opts.strategies}))
+    return Plan(points=points, device=choice, notes=notes)

@@ -1,0 +1,88 @@
+"""Running a plan: launch each point, derive speedup/efficiency, commit it, report progress."""
+from __future__ import annotations
+
+import shlex
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Callable
+
+from distbench import __version__, envinfo, stats
+from distbench.launch import run_point
+from distbench.plan import Plan, PlannedPoint
+from distbench.record import add_step_metrics, base_record
+from distbench.store import Store
+from distbench.strategies import FRAMEWORK_BASELINE
+
+ProgressFn = Callable[[str, int, int, PlannedPoint, dict | None], None]
+
+
+def derive(record: dict, baselines: dict[str, dict]) -> dict:
+    """Add speedup, efficiency and (at N=1) the wrapper's overhead against the framework baseline."""
+    add_step_metrics(record)
+    record.setdefault("speedup", None)
+    record.setdefault("efficiency", None)
+    record.setdefault("wrapper_overhead", None)
+    base = baselines.get(record["framework"])
+    if record["status"] != "ok" or not base or base.get("status") != "ok":
+        if record["status"] == "ok" and record["framework"] in FRAMEWORK_BASELINE:
+            record["speedup_note"] = f"no successful {FRAMEWORK_BASELINE[record['framework']]!r} baseline in this sweep"
+        return record
+    if base.get("config", {}).get("per_device_batch") is not None and record["scaling"] == "weak" \
+            and base["per_device_batch"] != record["per_device_batch"]:
+        record["speedup_note"] = "baseline ran a different per-device batch"
+    sp = stats.speedup(record["throughput"], base["throughput"])
+    record["speedup"] = sp
+    record["efficiency"] = stats.efficiency(sp, record["world_size"])
+    if record["world_size"] == 1 and record["strategy"] != base["strategy"]:
+        record["wrapper_overhead"] = stats.wrapper_overhead(record["throughput"], base["throughput"])
+    return record
+
+
+def run_plan(plan: Plan, store: Store, *, command: str, options: dict, timeout_s: float,
+             progress: ProgressFn | None = None, workdir: str | None = None) -> tuple[str, list[dict]]:
+    """Run every planned point in order; each finished point is committed before the next starts.
+
+    Ctrl-C stops the sweep, keeps every committed point and marks the sweep 'interrupted'.
+    """
+    env = envinfo.capture_environment()
+    sweep_id = store.start_sweep(command=command, version=__version__, git_sha=env.get("distbench_git_sha"),
+                                 env=env, options=options, notes=plan.notes)
+    records: list[dict] = []
+    baselines: dict[str, dict] = {}
+    root = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix=f"distbench-{sweep_id}-"))
+    total = len(plan.points)
+    status = "interrupted"
+    try:
+        for i, point in enumerate(plan.points, 1):
+            if progress:
+                progress("start", i, total, point, None)
+            if point.skip_reason:
+                record = base_record(point.config.to_dict(), strategy=point.strategy.name,
+                                     framework=point.strategy.framework, status="skipped",
+                                     reason=point.skip_reason)
+            else:
+                record = run_point(point.strategy, point.config,
+                                   root / f"{i:03d}-{point.strategy.name}-n{point.config.world_size}", timeout_s)
+            record["sweep_id"] = sweep_id
+            record["auto_added"] = point.auto_added
+            derive(record, baselines)
+            if point.strategy.baseline:
+                baselines[point.strategy.framework] = record
+            record["point_id"] = store.add_point(sweep_id, record)
+            records.append(record)
+            if progress:
+                progress("done", i, total, point, record)
+        status = "complete"
+    finally:
+        store.finish_sweep(sweep_id, status)
+    return sweep_id, records
+
+
+def command_line(argv: list[str] | None = None) -> str:
+    return shlex.join(["distbench", *(sys.argv[1:] if argv is None else argv)])
+
+
+def now() -> float:
+    return time.time()

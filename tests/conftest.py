@@ -1,0 +1,40 @@
+"""Shared fixtures. Real multi-process runs use tiny configs so the suite fits a 2-core machine."""
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+DISTBENCH = [sys.executable, "-m", "distbench.cli"]
+TINY = ["--model", "resnet50", "--image-size", "32", "--batch-size", "2", "--steps", "3", "--warmup", "1",
+        "--timeout", "300"]
+
+
+def have(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def require(*modules: str):
+    missing = [m for m in modules if not have(m)]
+    return pytest.mark.skipif(bool(missing), reason=f"{', '.join(missing)} not installed (run make install)")
+
+
+def run_cli(args: list[str], timeout: float = 1200, env: dict | None = None) -> subprocess.CompletedProcess:
+    full_env = dict(os.environ, **(env or {}))
+    return subprocess.run([*DISTBENCH, *args], capture_output=True, text=True, timeout=timeout, env=full_env,
+                          stdin=subprocess.DEVNULL)
+
+
+def run_json(args: list[str], **kw) -> tuple[subprocess.CompletedProcess, list[dict]]:
+    proc = run_cli([*args, "--format", "json"], **kw)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc, json.loads(proc.stdout)

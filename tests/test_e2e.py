@@ -1,0 +1,139 @@
+"""Real multi-process runs on CPU workers: every strategy at N=1 and N=2 on a tiny ResNet-50 config,
+launched exactly as users launch them (torchrun, horovodrun, one process), through the CLI."""
+import json
+import sqlite3
+
+import pytest
+
+from tests.conftest import TINY, require, run_cli, run_json
+
+pytestmark = pytest.mark.slow
+
+ALL_FRAMEWORKS = require("torch", "tensorflow", "horovod.torch", "horovod.tensorflow")
+
+
+@pytest.fixture(scope="module")
+def sweep(tmp_path_factory):
+    db = tmp_path_factory.mktemp("store") / "results.db"
+    proc, points = run_json(["scale", "--gpus", "1,2", "--device", "cpu", "--results", str(db), *TINY])
+    return proc, points, db
+
+
+def _point(points, strategy, n):
+    [p] = [p for p in points if p["strategy"] == strategy and p["world_size"] == n]
+    return p
+
+
+@ALL_FRAMEWORKS
+def test_every_strategy_runs_at_n1_and_n2(sweep):
+    _, points, _ = sweep
+    expected = {("torch", 1), ("tf", 1)} | {(s, n) for s in ("dp", "ddp", "mirrored", "horovod-torch", "horovod-tf")
+                                             for n in (1, 2)}
+    assert {(p["strategy"], p["world_size"]) for p in points} == expected
+    for p in points:
+        if p["strategy"] == "dp":
+            continue
+        assert p["status"] == "ok", (p["strategy"], p["world_size"], p["reason"], p.get("stderr_tail"))
+        assert p["throughput"] > 0
+        assert p["measured_steps"] == 3
+        assert p["step_time_p5_s"] <= p["step_time_median_s"] <= p["step_time_p95_s"]
+        assert p["device"] == "cpu" and p["scaling"] == "weak"
+        assert p["global_batch"] == 2 * p["world_size"]
+        # throughput is global samples over the measured time
+        assert p["speedup"] == pytest.approx(p["throughput"] / _point(points, p["framework"], 1)["throughput"])
+        assert p["efficiency"] == pytest.approx(p["speedup"] / p["world_size"])
+
+
+@ALL_FRAMEWORKS
+def test_baselines_define_speedup_one_and_wrappers_report_their_cost(sweep):
+    _, points, _ = sweep
+    assert _point(points, "torch", 1)["speedup"] == 1.0
+    assert _point(points, "tf", 1)["speedup"] == 1.0
+    for s in ("ddp", "mirrored", "horovod-torch", "horovod-tf"):
+        p = _point(points, s, 1)
+        assert p["wrapper_overhead"] == pytest.approx(1 - p["speedup"])
+
+
+@ALL_FRAMEWORKS
+def test_dp_is_skipped_on_cpu_workers_not_faked(sweep):
+    _, points, _ = sweep
+    for n in (1, 2):
+        p = _point(points, "dp", n)
+        assert p["status"] == "skipped"
+        assert p["throughput"] is None and p["speedup"] is None
+        assert "DataParallel needs CUDA devices" in p["reason"]
+
+
+@ALL_FRAMEWORKS
+def test_output_says_cpu_workers_and_scaling(sweep):
+    proc, _, _ = sweep
+    assert "each 'GPU' below is a CPU worker process" in proc.stderr
+    assert "weak scaling: the per-device batch is fixed at 2" in proc.stderr
+
+
+@ALL_FRAMEWORKS
+def test_every_point_is_in_the_store_with_steps_and_environment(sweep):
+    _, points, db = sweep
+    conn = sqlite3.connect(db)
+    rows = conn.execute("SELECT id, strategy, world_size, status, record_json FROM points").fetchall()
+    assert len(rows) == len(points)
+    for pid, strategy, n, status, record_json in rows:
+        steps = conn.execute("SELECT COUNT(*) FROM steps WHERE point_id = ?", (pid,)).fetchone()[0]
+        assert steps == (3 if status == "ok" else 0)
+        record = json.loads(record_json)
+        assert record["config"]["world_size"] == n
+    sweep_row = conn.execute("SELECT status, env_json, command FROM sweeps").fetchone()
+    assert sweep_row[0] == "complete"
+    env = json.loads(sweep_row[1])
+    assert env["packages"]["torch"] and env["packages"]["horovod"] and env["hostname"]
+    assert "--gpus 1,2" in sweep_row[2]
+
+
+@require("torch")
+def test_run_one_point_table_output(tmp_path):
+    proc = run_cli(["run", "--strategy", "ddp", "--gpus", "2", "--device", "cpu",
+                    "--results", str(tmp_path / "r.db"), *TINY])
+    assert proc.returncode == 0, proc.stderr
+    assert "ddp" in proc.stdout and "ok" in proc.stdout
+    assert "results stored in" in proc.stdout
+
+
+@require("torch")
+def test_strong_scaling_divides_the_batch(tmp_path):
+    args = [a for a in TINY]
+    args[args.index("--batch-size") + 1] = "4"
+    _, points = run_json(["scale", "--gpus", "2", "--strategy", "ddp", "--scaling", "strong", "--device", "cpu",
+                          "--results", str(tmp_path / "r.db"), *args])
+    ddp = _point(points, "ddp", 2)
+    assert ddp["status"] == "ok", ddp.get("stderr_tail")
+    assert ddp["per_device_batch"] == 2 and ddp["global_batch"] == 4 and ddp["scaling"] == "strong"
+    assert _point(points, "torch", 1)["global_batch"] == 4
+
+
+@require("torch")
+def test_missing_framework_inside_the_worker_is_skipped_with_hint(tmp_path):
+    """A worker whose framework import fails reports 'skipped' with an install hint, no traceback."""
+    shim = tmp_path / "shim" / "horovod"
+    shim.mkdir(parents=True)
+    (shim / "__init__.py").write_text("")
+    (shim / "torch.py").write_text("raise ImportError('horovod.torch was built without PyTorch', name='horovod.torch')\n")
+    import os
+
+    env = {"PYTHONPATH": os.pathsep.join([str(tmp_path / "shim"), os.environ.get("PYTHONPATH", "")])}
+    # run the worker module directly: horovodrun itself would need the real package
+    from distbench.config import PointConfig
+
+    cfg = PointConfig(strategy="horovod-torch", model="resnet50", world_size=1, device="cpu", per_device_batch=2,
+                      image_size=32, steps=1, warmup=0)
+    (tmp_path / "c.json").write_text(cfg.to_json())
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-m", "distbench.launchers.horovod_torch", "--config",
+                           str(tmp_path / "c.json"), "--out", str(tmp_path / "r.json")],
+                          capture_output=True, text=True, env=dict(os.environ, **env), timeout=300)
+    assert proc.returncode == 0
+    record = json.loads((tmp_path / "r.json").read_text())
+    assert record["status"] == "skipped"
+    assert record["reason"] == "horovod.torch is not installed: run `make install` (creates .venv with torch, TensorFlow and Horovod)"
+    assert "Traceback" not in proc.stderr

@@ -1,0 +1,66 @@
+"""Builder tests: what would run for each launcher, without running it; and the executor's failure paths."""
+import sys
+
+import pytest
+
+from distbench.config import PointConfig
+from distbench.launch import build_command, classify_failure, run_point
+from distbench.strategies import STRATEGIES, Strategy
+
+
+def _cfg(strategy="ddp", n=2, device="cpu"):
+    return PointConfig(strategy=strategy, model="resnet50", world_size=n, device=device, per_device_batch=2,
+                       image_size=32, steps=2, warmup=1, threads_per_worker=1)
+
+
+def test_process_launcher_runs_the_worker_module():
+    argv, env = build_command(STRATEGIES["torch"], _cfg("torch", 1), "c.json", "r.json", base_env={})
+    assert argv == [sys.executable, "-m", "distbench.launchers.torch_single", "--config", "c.json", "--out", "r.json"]
+    assert env["OMP_NUM_THREADS"] == "1"
+    assert env["CUDA_VISIBLE_DEVICES"] == ""
+
+
+def test_torchrun_launcher():
+    argv, _ = build_command(STRATEGIES["ddp"], _cfg("ddp", 4), "c.json", "r.json", base_env={})
+    assert argv[0].endswith("torchrun")
+    assert argv[1:4] == ["--standalone", "--nnodes=1", "--nproc_per_node=4"]
+    assert argv[4:6] == ["-m", "distbench.launchers.torch_ddp"]
+
+
+def test_horovodrun_launcher_uses_gloo_on_localhost():
+    argv, _ = build_command(STRATEGIES["horovod-tf"], _cfg("horovod-tf", 2), "c.json", "r.json", base_env={})
+    assert argv[0].endswith("horovodrun")
+    assert argv[1:6] == ["-np", "2", "-H", "localhost:2", "--gloo"]
+    assert argv[-6:] == ["-m", "distbench.launchers.horovod_tf", "--config", "c.json", "--out", "r.json"]
+
+
+def test_cuda_env_leaves_gpus_visible():
+    _, env = build_command(STRATEGIES["ddp"], _cfg("ddp", 2, device="cuda"), "c", "r",
+                           base_env={"CUDA_VISIBLE_DEVICES": "0,1"})
+    assert env["CUDA_VISIBLE_DEVICES"] == "0,1"
+
+
+def test_classify_failure():
+    assert classify_failure(1, "RuntimeError: CUDA out of memory. Tried to allocate") == "oom"
+    assert classify_failure(-9, "") == "oom"
+    assert classify_failure(1, "ValueError: boom") == "failed"
+
+
+def test_a_crashing_worker_is_recorded_failed_with_its_stderr(tmp_path):
+    broken = Strategy(name="broken", framework="torch", module="does_not_exist", launcher="process")
+    record = run_point(broken, _cfg("torch", 1), tmp_path, timeout_s=120)
+    assert record["status"] == "failed"
+    assert "No module named distbench.launchers.does_not_exist" in record["stderr_tail"]
+    assert record["reason"].startswith("exit status 1:")
+    assert record["launch"]["returncode"] == 1
+
+
+def test_a_hanging_point_times_out_and_its_tree_is_killed(tmp_path, monkeypatch):
+    import distbench.launch as launch
+
+    monkeypatch.setattr(launch, "build_command",
+                        lambda *a, **k: ([sys.executable, "-c", "import time; time.sleep(60)"], {}))
+    record = run_point(STRATEGIES["torch"], _cfg("torch", 1), tmp_path, timeout_s=1)
+    assert record["status"] == "timeout"
+    assert record["reason"] == "timed out after 1s (--timeout)"
+    assert record["launch"]["wall_s"] < 30
