@@ -7,6 +7,7 @@ and turns whatever happened into a result record.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -18,7 +19,7 @@ from distbench.config import PointConfig
 from distbench.record import base_record, read_record
 from distbench.strategies import Strategy
 
-STDERR_TAIL_CHARS = 4000
+STDERR_TAIL_CHARS = 8000
 OOM_MARKERS = ("out of memory", "OutOfMemoryError", "ResourceExhaustedError", "OOM when allocating",
                "std::bad_alloc", "MemoryError", "Killed")
 
@@ -92,6 +93,21 @@ def _kill_tree(proc: subprocess.Popen, grace_s: float = 5.0) -> None:
             continue
 
 
+_EXC_LINE = re.compile(r"^(?:\[\d+\]<std(?:err|out)>:)?\s*((?:[\w.]+\.)?\w*(?:Error|Exception|Interrupt)\b:?.*)$")
+_LAUNCHER_NOISE = ("Horovod detected that one or more processes exited", "ChildFailedError",
+                   "torch.distributed.elastic")
+
+
+def failure_summary(stderr_tail: str) -> str | None:
+    """The worker's own exception line, not the launcher's wrapper error (horovodrun, torchrun)."""
+    found = []
+    for line in stderr_tail.splitlines():
+        m = _EXC_LINE.match(line.strip())
+        if m and not any(noise in line for noise in _LAUNCHER_NOISE):
+            found.append(m.group(1).strip())
+    return found[-1][:300] if found else None
+
+
 def classify_failure(returncode: int | None, stderr_tail: str) -> str:
     if any(m in stderr_tail for m in OOM_MARKERS) or returncode in (-signal.SIGKILL, 137):
         return "oom"
@@ -140,7 +156,8 @@ def run_point(strategy: Strategy, cfg: PointConfig, workdir: str | os.PathLike, 
         else:
             status = classify_failure(returncode, tail)
             last = [ln for ln in tail.strip().splitlines() if ln.strip()]
-            reason = (f"exit status {returncode}: " + (last[-1][:300] if last else "no output")
+            summary = failure_summary(tail) or (last[-1][:300] if last else "no output")
+            reason = (f"exit status {returncode}: {summary}"
                       if returncode != 0 else "worker exited without writing a result")
         record = base_record(cfg.to_dict(), strategy=strategy.name, framework=strategy.framework,
                              status=status, reason=reason)

@@ -29,9 +29,6 @@ def derive(record: dict, baselines: dict[str, dict]) -> dict:
         if record["status"] == "ok" and record["framework"] in FRAMEWORK_BASELINE:
             record["speedup_note"] = f"no successful {FRAMEWORK_BASELINE[record['framework']]!r} baseline in this sweep"
         return record
-    if base.get("config", {}).get("per_device_batch") is not None and record["scaling"] == "weak" \
-            and base["per_device_batch"] != record["per_device_batch"]:
-        record["speedup_note"] = "baseline ran a different per-device batch"
     sp = stats.speedup(record["throughput"], base["throughput"])
     record["speedup"] = sp
     record["efficiency"] = stats.efficiency(sp, record["world_size"])
@@ -67,9 +64,9 @@ def run_plan(plan: Plan, store: Store, *, command: str, options: dict, timeout_s
                                    root / f"{i:03d}-{point.strategy.name}-n{point.config.world_size}", timeout_s)
             record["sweep_id"] = sweep_id
             record["auto_added"] = point.auto_added
-            derive(record, baselines)
             if point.strategy.baseline:
                 baselines[point.strategy.framework] = record
+            derive(record, baselines)
             record["point_id"] = store.add_point(sweep_id, record)
             records.append(record)
             if progress:

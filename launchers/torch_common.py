@@ -48,7 +48,7 @@ def make_step(model, optimizer, x, y):
     model.train()
 
     def step():
-        optimizer.zero_grad(set_to_none=True)
+        model.zero_grad(set_to_none=True)
         loss = loss_fn(model(x), y)
         loss.backward()
         optimizer.step()

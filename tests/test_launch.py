@@ -64,3 +64,15 @@ def test_a_hanging_point_times_out_and_its_tree_is_killed(tmp_path, monkeypatch)
     assert record["status"] == "timeout"
     assert record["reason"] == "timed out after 1s (--timeout)"
     assert record["launch"]["wall_s"] < 30
+
+
+def test_failure_summary_prefers_the_workers_exception_over_the_launchers():
+    from distbench.launch import failure_summary
+
+    tail = ("[0]<stderr>:Traceback (most recent call last):\n"
+            "[0]<stderr>:TypeError: zero_grad() got an unexpected keyword argument\n"
+            "Traceback (most recent call last):\n"
+            "RuntimeError: Horovod detected that one or more processes exited with non-zero status\n"
+            "Exit code: 1\n")
+    assert failure_summary(tail) == "TypeError: zero_grad() got an unexpected keyword argument"
+    assert failure_summary("nothing here\n") is None
