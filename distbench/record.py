@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+import uuid
 from pathlib import Path
 
 from distbench import stats
@@ -22,6 +23,7 @@ def base_record(config: dict, *, strategy: str, framework: str, status: str, rea
         raise ValueError(f"status must be one of {STATUSES}, got {status!r}")
     return {
         "schema": SCHEMA_VERSION,
+        "record_id": uuid.uuid4().hex,
         "strategy": strategy,
         "framework": framework,
         "model": config.get("model"),

@@ -3,7 +3,7 @@
 Schema (version 1):
   meta(key, value)                          -- app = 'distbench', schema_version
   sweeps(id, started, finished, status, command, version, git_sha, env_json, options_json, notes_json)
-  points(id, sweep_id, strategy, framework, model, world_size, nodes, device, scaling,
+  points(id, sweep_id, record_id, strategy, framework, model, world_size, nodes, device, scaling,
          per_device_batch, global_batch, status, reason, throughput, step_time_median_s,
          step_time_p5_s, step_time_p95_s, step_time_cv, speedup, efficiency, wrapper_overhead,
          config_json, record_json, finished)
@@ -34,6 +34,7 @@ CREATE TABLE IF NOT EXISTS sweeps (
     command TEXT, version TEXT, git_sha TEXT, env_json TEXT, options_json TEXT, notes_json TEXT);
 CREATE TABLE IF NOT EXISTS points (
     id INTEGER PRIMARY KEY AUTOINCREMENT, sweep_id TEXT NOT NULL REFERENCES sweeps(id),
+    record_id TEXT UNIQUE,
     strategy TEXT NOT NULL, framework TEXT NOT NULL, model TEXT, world_size INTEGER NOT NULL,
     nodes INTEGER, device TEXT, scaling TEXT, per_device_batch INTEGER, global_batch INTEGER,
     status TEXT NOT NULL, reason TEXT, throughput REAL, step_time_median_s REAL,
@@ -135,14 +136,17 @@ class Store:
             self.conn.execute("UPDATE sweeps SET finished = ?, status = ? WHERE id = ?",
                               (_now(), status, sweep_id))
 
+    def has_record(self, record_id: str) -> bool:
+        return self.conn.execute("SELECT 1 FROM points WHERE record_id = ?", (record_id,)).fetchone() is not None
+
     def add_point(self, sweep_id: str, record: dict) -> int:
         """Commit one finished point (its row, and every step time) atomically."""
         values = [record.get(c) for c in POINT_COLUMNS]
         with self.conn:
             cur = self.conn.execute(
-                f"INSERT INTO points (sweep_id, {', '.join(POINT_COLUMNS)}, config_json, record_json, finished)"
-                f" VALUES (?, {', '.join('?' * len(POINT_COLUMNS))}, ?, ?, ?)",
-                (sweep_id, *values, json.dumps(record.get("config", {}), sort_keys=True),
+                f"INSERT INTO points (sweep_id, record_id, {', '.join(POINT_COLUMNS)}, config_json, record_json,"
+                f" finished) VALUES (?, ?, {', '.join('?' * len(POINT_COLUMNS))}, ?, ?, ?)",
+                (sweep_id, record.get("record_id"), *values, json.dumps(record.get("config", {}), sort_keys=True),
                  json.dumps(record, sort_keys=True, default=str), _now()))
             point_id = cur.lastrowid
             self.conn.executemany("INSERT INTO steps (point_id, idx, seconds) VALUES (?, ?, ?)",

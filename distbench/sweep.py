@@ -11,7 +11,7 @@ from typing import Callable
 from distbench import __version__, envinfo, stats
 from distbench.launch import run_point
 from distbench.plan import Plan, PlannedPoint
-from distbench.record import add_step_metrics, base_record
+from distbench.record import add_step_metrics, base_record, write_record
 from distbench.store import Store
 from distbench.strategies import FRAMEWORK_BASELINE
 
@@ -38,7 +38,8 @@ def derive(record: dict, baselines: dict[str, dict]) -> dict:
 
 
 def run_plan(plan: Plan, store: Store, *, command: str, options: dict, timeout_s: float,
-             progress: ProgressFn | None = None, workdir: str | None = None) -> tuple[str, list[dict]]:
+             progress: ProgressFn | None = None, workdir: str | None = None,
+             records_dir: str | None = None) -> tuple[str, list[dict]]:
     """Run every planned point in order; each finished point is committed before the next starts.
 
     Ctrl-C stops the sweep, keeps every committed point and marks the sweep 'interrupted'.
@@ -68,6 +69,9 @@ def run_plan(plan: Plan, store: Store, *, command: str, options: dict, timeout_s
                 baselines[point.strategy.framework] = record
             derive(record, baselines)
             record["point_id"] = store.add_point(sweep_id, record)
+            if records_dir:
+                write_record(Path(records_dir) / f"{sweep_id}-{i:03d}-{point.strategy.name}-n{point.config.world_size}.json",
+                             record)
             records.append(record)
             if progress:
                 progress("done", i, total, point, record)

@@ -43,6 +43,9 @@ def workload_options(fn):
         click.option("--seed", type=int, default=0, show_default=True),
         click.option("--results", type=click.Path(dir_okay=False), default=str(DEFAULT_PATH), show_default=True,
                      help="SQLite results store; every point is committed as soon as it finishes."),
+        click.option("--records-dir", type=click.Path(file_okay=False), default=None,
+                     help="Also write each finished point's result record as JSON into this folder "
+                          "(e.g. shared storage on a cluster; `distbench collect` merges them)."),
         click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True,
                      help="json prints one JSON document (a list of points) to stdout."),
     ]
@@ -52,15 +55,15 @@ def workload_options(fn):
 
 
 def _execute(*, gpus_text: str, add_baselines: bool, model, strategy, batch_size, scaling, image_size,
-             num_classes, steps, warmup, device, timeout, seed, results, fmt) -> None:
+             num_classes, steps, warmup, device, timeout, seed, results, records_dir, fmt) -> None:
     gpus = parse_gpus(gpus_text)
     strategies = parse_strategies(strategy)
     opts = SweepOptions(model=model, gpus=gpus, strategies=strategies, device=device, batch_size=batch_size,
                         scaling=scaling, image_size=image_size, num_classes=num_classes, steps=steps,
                         warmup=warmup, timeout=timeout, seed=seed, add_baselines=add_baselines)
     plan = make_plan(opts)
-    err = Console(stderr=True, highlight=False)
-    out = Console(highlight=False) if fmt == "table" else err
+    err = Console(stderr=True, highlight=False, soft_wrap=True)
+    out = Console(highlight=False, width=None if sys.stdout.isatty() else 160) if fmt == "table" else err
     store = Store(results)
     for note in plan.notes:
         err.print(f"[dim]note:[/] {note}")
@@ -68,13 +71,13 @@ def _execute(*, gpus_text: str, add_baselines: bool, model, strategy, batch_size
     def progress(phase, i, total, point, record):
         name = f"{point.strategy.name} N={point.config.world_size}"
         if phase == "start":
-            err.print(f"[{i}/{total}] {name} ...", end="" if err.is_terminal else "\n")
+            err.print(f"[{i}/{total}] {name} ...", end=" " if err.is_terminal else "\n")
         else:
             status = record["status"]
             detail = (f"{record['throughput']:.2f} samples/s" if status == "ok"
                       else (record.get("reason") or ""))
-            prefix = "" if err.is_terminal else f"[{i}/{total}] {name} "
-            err.print(f"{prefix} {status} {detail}".rstrip())
+            prefix = "" if err.is_terminal else f"[{i}/{total}] {name}: "
+            err.print(f"{prefix}{status} {detail}".rstrip())
 
     options = {"model": model, "gpus": gpus, "strategies": [s.name for s in strategies], "batch_size": batch_size,
                "scaling": scaling, "image_size": image_size, "num_classes": num_classes, "steps": steps,
@@ -82,7 +85,7 @@ def _execute(*, gpus_text: str, add_baselines: bool, model, strategy, batch_size
                "seed": seed}
     try:
         sweep_id, records = run_plan(plan, store, command=command_line(), options=options, timeout_s=timeout,
-                                     progress=progress)
+                                     progress=progress, records_dir=records_dir)
     finally:
         store.close()
     if fmt == "json":
