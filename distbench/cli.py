@@ -10,8 +10,11 @@ import sys
 import click
 
 from distbench import __version__
+from distbench.commands import comm as comm_cmd
 from distbench.commands import models as models_cmd
+from distbench.commands import results as results_cmd
 from distbench.commands import scale as scale_cmd
+from distbench.commands import verify as verify_cmd
 from distbench.errors import DistbenchError
 
 
@@ -28,6 +31,11 @@ def cli():
 cli.add_command(scale_cmd.scale)
 cli.add_command(scale_cmd.run)
 cli.add_command(models_cmd.models)
+cli.add_command(results_cmd.results)
+cli.add_command(results_cmd.report)
+cli.add_command(results_cmd.compare)
+cli.add_command(comm_cmd.comm)
+cli.add_command(verify_cmd.verify)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -37,6 +37,20 @@ class PointConfig:
     threads_per_worker: int = 1
     """CPU threads each worker may use (intra-op); the machine's cores divided among workers."""
     nodes: int = 1
+    sync: bool = True
+    """False runs the 'independent' variant: the same N replicas doing the same per-device step at
+    the same time with no gradient synchronization (the reference for exposed communication)."""
+    measure_comm: bool = False
+    """After training, time a standalone all-reduce of the gradient volume with the same backend."""
+    verify: bool = False
+    """Equivalence mode (distbench verify): deterministic shards of one global batch, BatchNorm in
+    inference mode, rank-specific initial weights that only a correct broadcast makes equal, and
+    per-step losses and weight-update checksums in the record."""
+    target_ci: float = 0.0
+    """Keep measuring until the 95% CI half-width of throughput is within this fraction (0 = off)."""
+    max_time_s: float = 0.0
+    """Upper bound on measuring time when target_ci is on."""
+    max_steps: int = 10000
     extra: dict = field(default_factory=dict)
 
     def __post_init__(self):
@@ -52,6 +66,10 @@ class PointConfig:
             raise ValueError(f"scaling must be one of {SCALINGS}, got {self.scaling!r}")
         if self.device not in ("cuda", "cpu"):
             raise ValueError(f"device must be 'cuda' or 'cpu', got {self.device!r}")
+        if not 0 <= self.target_ci < 1:
+            raise ValueError(f"target_ci must be a fraction in [0, 1), got {self.target_ci}")
+        if self.max_time_s < 0:
+            raise ValueError(f"max_time_s must be >= 0, got {self.max_time_s}")
         if self.threads_per_worker < 1:
             raise ValueError(f"threads_per_worker must be >= 1, got {self.threads_per_worker}")
 

@@ -33,7 +33,8 @@ def _tool(name: str) -> str:
 
 
 def worker_module(strategy: Strategy) -> str:
-    return f"distbench.launchers.{strategy.module}"
+    """distbench.launchers.<module>, or a full dotted path (e.g. a test's deliberately broken worker)."""
+    return strategy.module if "." in strategy.module else f"distbench.launchers.{strategy.module}"
 
 
 def build_env(cfg: PointConfig, base: dict | None = None) -> dict:

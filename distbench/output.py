@@ -10,7 +10,9 @@ from rich.table import Table
 JSON_FIELDS = ("strategy", "framework", "model", "world_size", "nodes", "device", "status", "reason",
                "throughput", "step_time_median_s", "step_time_p5_s", "step_time_p95_s", "step_time_cv",
                "measured_steps", "speedup", "efficiency", "wrapper_overhead", "scaling",
-               "per_device_batch", "global_batch", "sweep_id", "point_id")
+               "per_device_batch", "global_batch", "throughput_ci_low", "throughput_ci_high", "ci_method",
+               "noisy", "comm_overhead", "exposed_comm_s", "allreduce_s", "grad_bytes", "overlap", "stopping",
+               "sweep_id", "point_id")
 
 STATUS_STYLE = {"ok": "green", "skipped": "yellow", "failed": "red", "timeout": "red", "oom": "magenta"}
 
@@ -21,10 +23,10 @@ def _num(value, fmt: str) -> str:
     return format(value, fmt)
 
 
-def json_document(records: list[dict]) -> str:
+def json_document(records: list[dict], extra_fields: tuple[str, ...] = ()) -> str:
     points = []
     for r in records:
-        p = {k: r.get(k) for k in JSON_FIELDS}
+        p = {k: r.get(k) for k in (*JSON_FIELDS, *extra_fields)}
         p["config"] = r.get("config")
         if r.get("status") != "ok" and r.get("stderr_tail"):
             p["stderr_tail"] = r["stderr_tail"][-1500:]
@@ -35,19 +37,26 @@ def json_document(records: list[dict]) -> str:
 def results_table(records: list[dict], title: str | None = None) -> Table:
     table = Table(title=title, title_justify="left")
     for col, justify in (("strategy", "left"), ("N", "right"), ("throughput\n(samples/s)", "right"),
-                         ("speedup", "right"), ("efficiency", "right"), ("step median\n(ms)", "right"),
-                         ("step p95\n(ms)", "right"), ("status", "left")):
+                         ("95% CI", "right"), ("speedup", "right"), ("efficiency", "right"),
+                         ("step median\n(ms)", "right"), ("step p95\n(ms)", "right"), ("comm\noverhead", "right"),
+                         ("overlap", "right"), ("status", "left")):
         table.add_column(col, justify=justify)
     for r in records:
         status = r.get("status", "?")
         shown = f"[{STATUS_STYLE.get(status, 'white')}]{status}[/]"
         if status != "ok" and r.get("reason"):
             shown += f": {r['reason']}"
+        if status == "ok" and r.get("noisy"):
+            shown += f" [yellow](noisy: CV {r['step_time_cv']:.0%})[/]"
+        ci = "-"
+        if r.get("throughput_ci_low") is not None:
+            ci = f"{r['throughput_ci_low']:.2f}..{r['throughput_ci_high']:.2f}"
         table.add_row(
-            r["strategy"], str(r["world_size"]), _num(r.get("throughput"), ".2f"),
+            r["strategy"], str(r["world_size"]), _num(r.get("throughput"), ".2f"), ci,
             _num(r.get("speedup"), ".2f"), _num(r.get("efficiency"), ".0%"),
             _num(r.get("step_time_median_s") and r["step_time_median_s"] * 1e3, ".1f"),
-            _num(r.get("step_time_p95_s") and r["step_time_p95_s"] * 1e3, ".1f"), shown)
+            _num(r.get("step_time_p95_s") and r["step_time_p95_s"] * 1e3, ".1f"),
+            _num(r.get("comm_overhead"), ".0%"), _num(r.get("overlap"), ".0%"), shown)
     return table
 
 
@@ -67,6 +76,7 @@ def print_summary(console: Console, records: list[dict], notes: list[str], sweep
     console.print(results_table(records, title=f"sweep {sweep_id}"))
     for line in wrapper_lines(records):
         console.print(line, highlight=False)
-    console.print("speedup = throughput / the same framework's single-device baseline; "
-                  "efficiency = speedup / N", style="dim", highlight=False)
+    console.print("speedup = throughput / the same framework's single-device baseline; efficiency = speedup / N; "
+                  "comm overhead = (step - step without gradient sync) / step; overlap = share of the standalone "
+                  "all-reduce time hidden behind compute", style="dim", highlight=False)
     console.print(f"results stored in {store_path} (sweep {sweep_id})", highlight=False)

@@ -94,6 +94,12 @@ class SweepOptions:
     seed: int = 0
     add_baselines: bool = True
     """Add each framework's single-device baseline so speedup can be computed."""
+    comm: bool = True
+    """Measure communication overhead (independent variant + standalone all-reduce) at N > 1."""
+    target_ci: float = 0.02
+    """Adaptive stopping: measure until the throughput CI half-width is within this fraction."""
+    max_time: float = 30.0
+    """...or until this many seconds of measured steps (per point and repeat)."""
 
 
 @dataclass(frozen=True)
@@ -131,6 +137,10 @@ def make_plan(opts: SweepOptions, visible_gpus: int | None = None) -> Plan:
         raise BadInput(f"--batch-size must be a positive integer, got {opts.batch_size}")
     if opts.timeout <= 0:
         raise BadInput(f"--timeout must be positive, got {opts.timeout:g}")
+    if not 0 <= opts.target_ci < 1:
+        raise BadInput(f"--target-ci must be a percentage in [0, 100), got {opts.target_ci * 100:g}%")
+    if opts.max_time < 0:
+        raise BadInput(f"--max-time must be >= 0 seconds, got {opts.max_time:g}")
     if opts.scaling not in ("weak", "strong"):
         raise BadInput(f"--scaling must be weak or strong, got {opts.scaling!r}")
     choice = resolve_device(opts.device, opts.gpus, visible_gpus)
@@ -179,7 +189,8 @@ def make_plan(opts: SweepOptions, visible_gpus: int | None = None) -> Plan:
                 strategy=s.name, model=spec.name, world_size=n, device=choice.device,
                 per_device_batch=per_device, scaling=opts.scaling, image_size=image,
                 num_classes=opts.num_classes, steps=steps, warmup=warmup, seed=opts.seed,
-                threads_per_worker=max(1, cores // n))
+                threads_per_worker=max(1, cores // n), measure_comm=opts.comm and n > 1 and not s.baseline,
+                target_ci=opts.target_ci, max_time_s=opts.max_time)
             skip = None
             if missing:
                 skip = f"{', '.join(missing)} is not installed: {INSTALL_HINT}"

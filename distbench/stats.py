@@ -74,3 +74,76 @@ def merge_rank_step_times(per_rank: Sequence[Sequence[float]]) -> list[float]:
         raise ValueError("no ranks")
     n = min(len(r) for r in per_rank)
     return [max(r[i] for r in per_rank) for i in range(n)]
+
+
+def relative_ci_half_width(step_times_s: Sequence[float], z: float = 1.96) -> float:
+    """Normal-approximation 95% CI half-width of the mean step time, relative to the mean.
+
+    Throughput is samples / mean step time, so this is also (to first order) the relative CI
+    half-width of throughput. Used for adaptive stopping, where it is evaluated often.
+    """
+    n = len(step_times_s)
+    if n < 2:
+        return math.inf
+    mean = sum(step_times_s) / n
+    return z * statistics.stdev(step_times_s) / math.sqrt(n) / mean
+
+
+def bootstrap_throughput_ci(step_times_s: Sequence[float], global_batch: int, *, resamples: int = 2000,
+                            level: float = 0.95, seed: int = 0) -> tuple[float, float]:
+    """Percentile-bootstrap CI of throughput (global_batch * n / sum of resampled step times)."""
+    import numpy as np
+
+    x = np.asarray(step_times_s, dtype=float)
+    if x.size < 2:
+        raise ValueError("need at least 2 step times for a bootstrap CI")
+    rng = np.random.default_rng(seed)
+    idx = rng.integers(0, x.size, size=(resamples, x.size))
+    thr = global_batch * x.size / x[idx].sum(axis=1)
+    lo, hi = np.quantile(thr, [(1 - level) / 2, 1 - (1 - level) / 2])
+    return float(lo), float(hi)
+
+
+def bootstrap_median_ci(values: Sequence[float], *, resamples: int = 2000, level: float = 0.95,
+                        seed: int = 0) -> tuple[float, float]:
+    """Percentile-bootstrap CI of the median of `values` (e.g. throughput over repeats)."""
+    import numpy as np
+
+    x = np.asarray(values, dtype=float)
+    if x.size < 2:
+        raise ValueError("need at least 2 values for a bootstrap CI")
+    rng = np.random.default_rng(seed)
+    meds = np.median(x[rng.integers(0, x.size, size=(resamples, x.size))], axis=1)
+    lo, hi = np.quantile(meds, [(1 - level) / 2, 1 - (1 - level) / 2])
+    return float(lo), float(hi)
+
+
+def comm_metrics(step_sync_s: float | None, step_independent_s: float | None,
+                 allreduce_s: float | None) -> dict:
+    """Exposed communication and overlap from the synchronized and independent step times.
+
+    exposed_comm = step_sync - step_independent (clipped at 0: a negative difference is noise);
+    comm_overhead = exposed_comm / step_sync; overlap = 1 - exposed_comm / standalone all-reduce
+    time, clipped to [0, 1] (how much of the communication the strategy hides behind compute).
+    """
+    out = {"exposed_comm_s": None, "comm_overhead": None, "overlap": None,
+           "exposed_comm_raw_s": None}
+    if not step_sync_s or step_independent_s is None:
+        return out
+    raw = step_sync_s - step_independent_s
+    exposed = max(0.0, raw)
+    out.update(exposed_comm_raw_s=raw, exposed_comm_s=exposed, comm_overhead=exposed / step_sync_s)
+    if allreduce_s and allreduce_s > 0:
+        out["overlap"] = min(1.0, max(0.0, 1.0 - exposed / allreduce_s))
+    return out
+
+
+def bus_bandwidth(size_bytes: float, seconds: float, world_size: int) -> tuple[float, float]:
+    """All-reduce bandwidths as nccl-tests defines them: algbw = S / t and
+    busbw = algbw * 2 (n - 1) / n, in bytes per second."""
+    if seconds <= 0:
+        raise ValueError("seconds must be positive")
+    if world_size < 1:
+        raise ValueError("world_size must be >= 1")
+    algbw = size_bytes / seconds
+    return algbw, algbw * 2 * (world_size - 1) / world_size

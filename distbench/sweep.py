@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Callable
 
 from distbench import __version__, envinfo, stats
-from distbench.launch import run_point
+from distbench.measure import NOISY_CV, measure_point
 from distbench.plan import Plan, PlannedPoint
 from distbench.record import add_step_metrics, base_record, write_record
 from distbench.store import Store
@@ -39,7 +39,7 @@ def derive(record: dict, baselines: dict[str, dict]) -> dict:
 
 def run_plan(plan: Plan, store: Store, *, command: str, options: dict, timeout_s: float,
              progress: ProgressFn | None = None, workdir: str | None = None,
-             records_dir: str | None = None) -> tuple[str, list[dict]]:
+             records_dir: str | None = None, repeats: int = 1, noisy_cv: float = NOISY_CV) -> tuple[str, list[dict]]:
     """Run every planned point in order; each finished point is committed before the next starts.
 
     Ctrl-C stops the sweep, keeps every committed point and marks the sweep 'interrupted'.
@@ -61,8 +61,8 @@ def run_plan(plan: Plan, store: Store, *, command: str, options: dict, timeout_s
                                      framework=point.strategy.framework, status="skipped",
                                      reason=point.skip_reason)
             else:
-                record = run_point(point.strategy, point.config,
-                                   root / f"{i:03d}-{point.strategy.name}-n{point.config.world_size}", timeout_s)
+                record = measure_point(point, root / f"{i:03d}-{point.strategy.name}-n{point.config.world_size}",
+                                       timeout_s=timeout_s, repeats=repeats, noisy_cv=noisy_cv)
             record["sweep_id"] = sweep_id
             record["auto_added"] = point.auto_added
             if point.strategy.baseline:

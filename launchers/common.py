@@ -1,4 +1,4 @@
-"""Shared worker plumbing: argument parsing, the timed loop, and emitting the result record."""
+"""Shared worker plumbing: argument parsing, the measured loop, verify steps, emitting the record."""
 from __future__ import annotations
 
 import argparse
@@ -9,6 +9,7 @@ import time
 import traceback
 from typing import Any, Callable
 
+from distbench import stats
 from distbench.config import PointConfig
 from distbench.record import base_record, write_record
 
@@ -16,6 +17,15 @@ INSTALL_HINT = "run `make install` (creates .venv with torch, TensorFlow and Hor
 
 OOM_MARKERS = ("out of memory", "OutOfMemoryError", "ResourceExhaustedError", "OOM when allocating",
                "std::bad_alloc", "MemoryError")
+
+CHECK_EVERY = 5
+"""With adaptive stopping, ranks agree on whether to go on every this many steps."""
+
+Gather = Callable[[Any], list]
+
+
+def single_gather(obj: Any) -> list:
+    return [obj]
 
 
 def parse_args(argv: list[str] | None = None) -> tuple[PointConfig, str]:
@@ -28,23 +38,62 @@ def parse_args(argv: list[str] | None = None) -> tuple[PointConfig, str]:
     return cfg, args.out
 
 
-def timed_steps(step: Callable[[], Any], sync: Callable[[Any], None], warmup: int, steps: int) -> tuple[list[float], Any]:
-    """Run warmup + steps training steps; return the measured per-step wall times and the last output.
+def measure(step: Callable[[], Any], sync: Callable[[Any], None], cfg: PointConfig,
+            gather: Gather = single_gather) -> tuple[list[float], Any, dict]:
+    """Warmup, then measured steps; returns (per-step seconds, last output, how measuring stopped).
 
     The device is synchronized before each clock read, so a step's time covers all its work. Warmup
-    steps (graph tracing, compilation, allocator growth) are run but not recorded.
+    steps (graph tracing, compilation, allocator growth) run but are not recorded. With a CI target
+    (cfg.target_ci) measuring goes on past cfg.steps until the 95% CI half-width of throughput is
+    within the target or cfg.max_time_s of measured time is spent; every rank takes the same
+    decision because it is made on the gathered (slowest-rank) step times.
     """
-    times: list[float] = []
     out = None
     sync(None)
-    for i in range(warmup + steps):
+    for _ in range(cfg.warmup):
+        out = step()
+        sync(out)
+    times: list[float] = []
+    stopping = {"rule": "fixed_steps", "target_ci": cfg.target_ci or None}
+    while True:
         t0 = time.perf_counter()
         out = step()
         sync(out)
-        t1 = time.perf_counter()
-        if i >= warmup:
-            times.append(t1 - t0)
-    return times, out
+        times.append(time.perf_counter() - t0)
+        n = len(times)
+        if n < cfg.steps:
+            continue
+        if cfg.target_ci <= 0:
+            break
+        if (n - cfg.steps) % CHECK_EVERY:
+            continue
+        merged = stats.merge_rank_step_times(gather(times))
+        half = stats.relative_ci_half_width(merged)
+        stopping["ci_half_width"] = half
+        if half <= cfg.target_ci:
+            stopping["rule"] = "target_ci_met"
+            break
+        if sum(merged) >= cfg.max_time_s:
+            stopping["rule"] = "max_time"
+            break
+        if n >= cfg.max_steps:
+            stopping["rule"] = "max_steps"
+            break
+    return times, out, stopping
+
+
+def time_collective(op: Callable[[], Any], barrier: Callable[[], None], iters: int = 10,
+                    warmup: int = 2) -> list[float]:
+    """Per-iteration seconds of a collective, each after a barrier so all ranks start together."""
+    for _ in range(warmup):
+        op()
+    out = []
+    for _ in range(iters):
+        barrier()
+        t0 = time.perf_counter()
+        op()
+        out.append(time.perf_counter() - t0)
+    return out
 
 
 def emit(cfg: PointConfig, out_path: str, *, strategy: str, framework: str, status: str,
@@ -60,6 +109,17 @@ def check_loss(loss: float) -> None:
         raise FloatingPointError(f"training diverged: loss is {loss}")
 
 
+def verify_seed(cfg: PointConfig, rank: int) -> int:
+    """In verify mode non-zero ranks start from different weights: only a correct initial
+    broadcast from rank 0 makes the replicas equal to the single-device run."""
+    return cfg.seed if (not cfg.verify or rank == 0) else cfg.seed + 7919 * rank
+
+
+def rank_slice(cfg: PointConfig, rank: int) -> slice:
+    """This rank's shard of the global batch (verify mode)."""
+    return slice(rank * cfg.per_device_batch, (rank + 1) * cfg.per_device_batch)
+
+
 def run_worker(strategy: str, framework: str, body: Callable[[PointConfig, str], None],
                argv: list[str] | None = None) -> int:
     """Entry point of every worker module.
@@ -69,7 +129,8 @@ def run_worker(strategy: str, framework: str, body: Callable[[PointConfig, str],
     as 'failed' with the stderr tail.
     """
     cfg, out_path = parse_args(argv)
-    is_rank0 = os.environ.get("RANK", os.environ.get("HOROVOD_RANK", os.environ.get("OMPI_COMM_WORLD_RANK", "0"))) == "0"
+    rank = os.environ.get("RANK", os.environ.get("HOROVOD_RANK", os.environ.get("OMPI_COMM_WORLD_RANK", "0")))
+    is_rank0 = rank == "0"
     try:
         body(cfg, out_path)
     except ImportError as exc:
@@ -86,3 +147,13 @@ def run_worker(strategy: str, framework: str, body: Callable[[PointConfig, str],
             return 3
         raise
     return 0
+
+
+def max_rel_diff(replicas: list) -> float:
+    """Largest relative difference of any checksum between the first replica and the others."""
+    worst = 0.0
+    for other in replicas[1:]:
+        for a, b in zip(replicas[0], other):
+            for u, v in zip(a, b):
+                worst = max(worst, abs(u - v) / max(abs(u), abs(v), 1e-12))
+    return worst

@@ -13,48 +13,58 @@ from distbench.launchers import common
 STRATEGY, FRAMEWORK = "horovod-tf", "tf"
 
 
+def make_distribution():
+    import horovod.tensorflow as hvd
+
+    from distbench.launchers import tf_common as tfc
+
+    class HorovodTFDistribution(tfc.Distribution):
+        def start(self, cfg):
+            hvd.init()
+            self.rank, self.world = hvd.rank(), hvd.size()
+            self.backend = "gloo" if hvd.gloo_enabled() else "mpi"
+            self.tf = tfc.configure(cfg, visible_gpu=hvd.local_rank() if cfg.device == "cuda" else None)
+            return self.tf
+
+        def _step(self, cfg, model, optimizer, reduce_grads):
+            hvd.broadcast_variables([v.value for v in model.variables], root_rank=0)
+            x, y = tfc.make_batch(cfg, self.rank, cfg.per_device_batch)
+            fn = self.tf.function(tfc.local_step(cfg, model, optimizer, reduce_grads=reduce_grads))
+            return lambda: fn(x, y)
+
+        def make_train_step(self, cfg, model, optimizer):
+            return self._step(cfg, model, optimizer, lambda grads: hvd.grouped_allreduce(grads, op=hvd.Average))
+
+        def make_independent_step(self, cfg, model, optimizer):
+            return self._step(cfg, model, optimizer, None)
+
+        def gather(self, obj):
+            return hvd.allgather_object(obj)
+
+        def mean(self, value):
+            return float(hvd.allreduce(self.tf.constant(value, dtype=self.tf.float64), op=hvd.Average).numpy())
+
+        def allreduce_seconds(self, cfg, model):
+            tf = self.tf
+            tensors = [tf.ones_like(w) for w in model.trainable_weights]
+
+            @tf.function
+            def allreduce():
+                return hvd.grouped_allreduce(tensors, op=hvd.Average)[0]
+
+            barrier = lambda: hvd.allreduce(tf.constant(0.0), op=hvd.Sum).numpy()  # noqa: E731
+            return common.time_collective(lambda: allreduce().numpy(), barrier)
+
+        def stop(self):
+            hvd.shutdown()
+
+    return HorovodTFDistribution()
+
+
 def body(cfg, out_path):
     from distbench.launchers import tf_common as tfc
 
-    import horovod.tensorflow as hvd
-
-    hvd.init()
-    try:
-        if hvd.size() != cfg.world_size:
-            raise RuntimeError(f"launched with {hvd.size()} ranks but the point asks for {cfg.world_size}")
-        tf = tfc.configure(cfg, visible_gpu=hvd.local_rank() if cfg.device == "cuda" else None)
-        import keras
-
-        with tf.device(tfc.device_names(cfg, 1)[0]):
-            model = tfc.build_model(cfg)
-            optimizer = tfc.make_optimizer(cfg)
-            optimizer.build(model.trainable_variables)
-            hvd.broadcast_variables([v.value for v in model.variables], root_rank=0)
-            x, y = tfc.make_batch(cfg, hvd.rank(), cfg.per_device_batch)
-            loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
-
-            @tf.function
-            def train_step(x, y):
-                with tf.GradientTape() as tape:
-                    loss = loss_fn(y, model(x, training=True))
-                grads = tape.gradient(loss, model.trainable_variables)
-                grads = hvd.grouped_allreduce(grads, op=hvd.Average)
-                optimizer.apply_gradients(zip(grads, model.trainable_variables))
-                return loss
-
-            times, loss = common.timed_steps(lambda: train_step(x, y), tfc.sync, cfg.warmup, cfg.steps)
-        loss = float(loss)
-        common.check_loss(loss)
-        gathered = hvd.allgather_object(times)
-        if hvd.rank() == 0:
-            from distbench import stats
-
-            common.emit(cfg, out_path, strategy=STRATEGY, framework=FRAMEWORK, status="ok",
-                        step_times=stats.merge_rank_step_times(gathered), per_rank_step_times_s=gathered,
-                        final_loss=loss, params=tfc.param_count(model),
-                        backend="gloo" if hvd.gloo_enabled() else "mpi", runtime=tfc.runtime_info())
-    finally:
-        hvd.shutdown()
+    tfc.run(cfg, out_path, STRATEGY, make_distribution())
 
 
 if __name__ == "__main__":

@@ -11,36 +11,57 @@ from distbench.launchers import common
 STRATEGY, FRAMEWORK = "horovod-torch", "torch"
 
 
-def body(cfg, out_path):
+def make_distribution():
     import horovod.torch as hvd
+    import torch
 
-    from distbench import stats
     from distbench.launchers import torch_common as tc
 
-    hvd.init()
-    try:
-        if hvd.size() != cfg.world_size:
-            raise RuntimeError(f"launched with {hvd.size()} ranks but the point asks for {cfg.world_size}")
-        tc.configure_threads(cfg)
-        device = tc.device_for(cfg, hvd.local_rank())
-        model, optimizer, x, y = tc.build(cfg, device, rank=hvd.rank())
-        optimizer = hvd.DistributedOptimizer(optimizer, named_parameters=model.named_parameters(),
-                                             op=hvd.Average)
-        hvd.broadcast_parameters(model.state_dict(), root_rank=0)
-        hvd.broadcast_optimizer_state(optimizer, root_rank=0)
-        times, loss = common.timed_steps(tc.make_step(model, optimizer, x, y), tc.make_sync(device),
-                                         cfg.warmup, cfg.steps)
-        loss = float(loss)
-        common.check_loss(loss)
-        gathered = hvd.allgather_object(times)
-        if hvd.rank() == 0:
-            common.emit(cfg, out_path, strategy=STRATEGY, framework=FRAMEWORK, status="ok",
-                        step_times=stats.merge_rank_step_times(gathered), per_rank_step_times_s=gathered,
-                        final_loss=loss, params=tc.param_count(model),
-                        backend="gloo" if hvd.gloo_enabled() else "mpi",
-                        runtime=dict(tc.runtime_info(cfg, device), horovod=hvd.__version__ if hasattr(hvd, "__version__") else None))
-    finally:
-        hvd.shutdown()
+    class HorovodDistribution(tc.Distribution):
+        name = "horovod"
+
+        def start(self, cfg):
+            hvd.init()
+            self.rank, self.world, self.local_rank = hvd.rank(), hvd.size(), hvd.local_rank()
+            self.backend = "gloo" if hvd.gloo_enabled() else "mpi"
+
+        def wrap(self, cfg, model, optimizer, device):
+            optimizer = hvd.DistributedOptimizer(optimizer, named_parameters=model.named_parameters(),
+                                                 op=hvd.Average)
+            hvd.broadcast_parameters(model.state_dict(), root_rank=0)
+            hvd.broadcast_optimizer_state(optimizer, root_rank=0)
+            return model, optimizer
+
+        def gather(self, obj):
+            return hvd.allgather_object(obj)
+
+        def barrier(self):
+            hvd.barrier()
+
+        def mean(self, value):
+            return float(hvd.allreduce(torch.tensor([value], dtype=torch.float64), op=hvd.Average).item())
+
+        def allreduce_seconds(self, cfg, model, wrapped):
+            # Same tensors as the gradients, through Horovod's grouped all-reduce (fusion buffer).
+            grads = [torch.zeros_like(p) for p in model.parameters() if p.requires_grad]
+            sync = tc.make_sync(grads[0].device)
+
+            def op():
+                hvd.grouped_allreduce(grads, op=hvd.Average)
+                sync(None)
+
+            return common.time_collective(op, self.barrier)
+
+        def stop(self):
+            hvd.shutdown()
+
+    return HorovodDistribution()
+
+
+def body(cfg, out_path):
+    from distbench.launchers import torch_common as tc
+
+    tc.run(cfg, out_path, STRATEGY, make_distribution())
 
 
 if __name__ == "__main__":

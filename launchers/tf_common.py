@@ -1,13 +1,19 @@
-"""The TensorFlow workload every TF strategy runs: same model, data, loss, optimizer and step.
+"""The TensorFlow workload every TF strategy runs, and the driver that measures it.
 
 Import order matters: thread pools and logical devices must be configured before TensorFlow
-creates its runtime, so call `configure()` first.
+creates its runtime, so `configure()` runs first. A strategy module supplies a `Distribution`
+(devices, how the step is distributed, collectives); model, data, loss, optimizer, timing, verify
+mode and the record are here, once.
 """
 from __future__ import annotations
 
+import contextlib
 import os
+from typing import Any
 
+from distbench import stats
 from distbench.config import PointConfig
+from distbench.launchers import common
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
@@ -44,23 +50,27 @@ def device_names(cfg: PointConfig, n: int) -> list[str]:
     return [f"/{kind}:{i}" for i in range(n)]
 
 
-def build_model(cfg: PointConfig):
+def build_model(cfg: PointConfig, seed: int):
     import keras
 
-    from distbench.models.keras_models import build_model as build
+    from distbench.models import keras_models
 
-    keras.utils.set_random_seed(cfg.seed)
-    return build(cfg.model, num_classes=cfg.num_classes, image_size=cfg.image_size)
+    keras.utils.set_random_seed(seed)
+    return keras_models.build_model(cfg.model, num_classes=cfg.num_classes, image_size=cfg.image_size)
 
 
 def make_batch(cfg: PointConfig, rank: int, batch: int):
-    """Synthetic batch, made once on the current device (NHWC)."""
-    import tensorflow as tf
+    """Synthetic batch made once on the current device; in verify mode this rank's shard of the
+    one global batch every process makes identically."""
+    from distbench.models import keras_models
 
-    gen = tf.random.Generator.from_seed(cfg.seed + 1000 * (rank + 1))
-    x = gen.normal((batch, cfg.image_size, cfg.image_size, 3))
-    y = gen.uniform((batch,), minval=0, maxval=cfg.num_classes, dtype=tf.int64)
-    return x, y
+    if cfg.verify:
+        x, y = keras_models.synthetic_batch(cfg.model, cfg.global_batch, image_size=cfg.image_size,
+                                            num_classes=cfg.num_classes, seed=cfg.seed)
+        sl = common.rank_slice(cfg, rank)
+        return x[sl], y[sl]
+    return keras_models.synthetic_batch(cfg.model, batch, image_size=cfg.image_size, num_classes=cfg.num_classes,
+                                        seed=cfg.seed + 1000 * (rank + 1))
 
 
 def make_optimizer(cfg: PointConfig):
@@ -87,3 +97,121 @@ def runtime_info() -> dict:
 
 def param_count(model) -> int:
     return int(sum(int(w.numpy().size) for w in model.trainable_weights))
+
+
+def grad_bytes(model) -> int:
+    return int(sum(int(w.numpy().size) * w.dtype.size if hasattr(w.dtype, "size") else int(w.numpy().nbytes)
+                   for w in model.trainable_weights))
+
+
+def local_step(cfg: PointConfig, model, optimizer, reduce_grads=None, global_batch: int | None = None):
+    """(x, y) -> loss: forward, backward, optional gradient reduction, update. Not yet a tf.function."""
+    import tensorflow as tf
+
+    from distbench.models import keras_models
+
+    per_example = keras_models.per_example_loss_fn(cfg.model)
+    training = not cfg.verify  # verify: BatchNorm/dropout in inference mode (shard-independent forward)
+
+    def step(x, y):
+        with tf.GradientTape() as tape:
+            loss = tf.nn.compute_average_loss(per_example(y, model(x, training=training)),
+                                              global_batch_size=global_batch or cfg.per_device_batch)
+        grads = tape.gradient(loss, model.trainable_variables)
+        if reduce_grads is not None:
+            grads = reduce_grads(grads)
+        optimizer.apply_gradients(zip(grads, model.trainable_variables))
+        return loss
+
+    return step
+
+
+class Distribution:
+    """One process, one device (the `tf` baseline); strategies override what differs."""
+
+    backend: str | None = None
+    rank = 0
+    world = 1
+
+    def start(self, cfg: PointConfig):
+        return configure(cfg)
+
+    def scope(self):
+        return contextlib.nullcontext()
+
+    def make_train_step(self, cfg: PointConfig, model, optimizer):
+        """Return a no-argument callable running one synchronized step and returning the loss."""
+        import tensorflow as tf
+
+        x, y = make_batch(cfg, self.rank, cfg.per_device_batch)
+        fn = tf.function(local_step(cfg, model, optimizer))
+        return lambda: fn(x, y)
+
+    def make_independent_step(self, cfg: PointConfig, model, optimizer):
+        return self.make_train_step(cfg, model, optimizer)
+
+    def gather(self, obj: Any) -> list:
+        return [obj]
+
+    def mean(self, value: float) -> float:
+        return value
+
+    def allreduce_seconds(self, cfg: PointConfig, model) -> list[float] | None:
+        return None
+
+    def replica_checksums(self, model, start) -> list:
+        return [_update_checksums(model, start)]
+
+    def stop(self) -> None:
+        pass
+
+
+def _update_checksums(model, start) -> list[list[float]]:
+    import numpy as np
+
+    out = []
+    for w, w0 in zip(model.trainable_weights, start):
+        d = np.asarray(w.numpy(), dtype=np.float64) - w0
+        out.append([float(np.linalg.norm(d)), float(d.sum())])
+    return out
+
+
+def run(cfg: PointConfig, out_path: str, strategy: str, dist: Distribution) -> None:
+    import numpy as np
+
+    tf = dist.start(cfg)
+    try:
+        if dist.world != cfg.world_size:
+            raise RuntimeError(f"launched with {dist.world} replicas but the point asks for {cfg.world_size}")
+        with dist.scope():
+            model = build_model(cfg, common.verify_seed(cfg, dist.rank))
+            optimizer = make_optimizer(cfg)
+            optimizer.build(model.trainable_variables)
+        step = (dist.make_train_step if cfg.sync else dist.make_independent_step)(cfg, model, optimizer)
+        extra: dict = {"params": param_count(model), "grad_bytes": grad_bytes(model), "backend": dist.backend,
+                       "runtime": runtime_info(), "sync": cfg.sync}
+        if cfg.verify:
+            start = [np.asarray(w.numpy(), dtype=np.float64) for w in model.trainable_weights]
+            losses = [dist.mean(float(step())) for _ in range(cfg.steps)]
+            replicas = dist.gather(dist.replica_checksums(model, start))
+            replicas = [r for per_process in replicas for r in per_process]
+            extra.update(verify_losses=losses, update_checksums=replicas[0],
+                         replica_max_rel_diff=common.max_rel_diff(replicas))
+            times, loss = [], losses[-1]
+        else:
+            times, loss, stopping = common.measure(step, sync, cfg, dist.gather)
+            loss = float(loss)
+            gathered = dist.gather(times)
+            times = stats.merge_rank_step_times(gathered)
+            extra.update(stopping=stopping, per_rank_step_times_s=gathered if len(gathered) > 1 else None)
+            if cfg.measure_comm and cfg.sync and cfg.world_size > 1:
+                ar = dist.allreduce_seconds(cfg, model)
+                if ar:
+                    extra.update(allreduce_samples_s=ar, allreduce_s=stats.percentile(ar, 50))
+        common.check_loss(loss)
+        if dist.rank == 0:
+            common.emit(cfg, out_path, strategy=strategy, framework="tf", status="ok", step_times=times,
+                        final_loss=loss, **extra)
+    finally:
+        dist.stop()
+

@@ -2,10 +2,13 @@
 
 On CPU workers the N devices are logical CPU devices of one physical CPU. Each replica computes
 its per-example loss scaled by the global batch (tf.nn.compute_average_loss); Keras 3's optimizer
-sums the replicas' gradients, which makes the update the global-batch mean.
+sums the replicas' gradients (an all-reduce in replica context), which makes the update the
+global-batch mean. The independent variant runs N separate model copies, one per device, in one
+tf.function with no reduction between them.
 """
 from __future__ import annotations
 
+import contextlib
 import sys
 
 from distbench.launchers import common
@@ -13,50 +16,95 @@ from distbench.launchers import common
 STRATEGY, FRAMEWORK = "mirrored", "tf"
 
 
+def make_distribution():
+    from distbench.launchers import tf_common as tfc
+
+    class MirroredDistribution(tfc.Distribution):
+        def start(self, cfg):
+            self.cfg = cfg
+            tf = tfc.configure(cfg, logical_cpus=cfg.world_size if cfg.device == "cpu" else 1)
+            self.tf = tf
+            self.devices = tfc.device_names(cfg, cfg.world_size)
+            self.strategy = tf.distribute.MirroredStrategy(devices=self.devices)
+            self.world = self.strategy.num_replicas_in_sync
+            ops = getattr(self.strategy.extended, "_cross_device_ops", None)
+            self.backend = type(ops).__name__ if ops is not None else None
+            return tf
+
+        def scope(self):
+            return self.strategy.scope() if self.cfg.sync else contextlib.nullcontext()
+
+        def make_train_step(self, cfg, model, optimizer):
+            tf, strategy = self.tf, self.strategy
+            # Each replica's batch is made once, on that replica's device.
+            batch = strategy.experimental_distribute_values_from_function(
+                lambda ctx: tfc.make_batch(cfg, ctx.replica_id_in_sync_group, cfg.per_device_batch))
+            replica_step = tfc.local_step(cfg, model, optimizer, global_batch=cfg.global_batch)
+
+            @tf.function
+            def train_step():
+                per_replica = strategy.run(replica_step, args=batch)
+                return strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None)
+
+            return train_step
+
+        def make_independent_step(self, cfg, model, optimizer):
+            tf = self.tf
+            steps, batches = [], []
+            for i, dev in enumerate(self.devices):
+                with tf.device(dev):
+                    m = model if i == 0 else tfc.build_model(cfg, cfg.seed)
+                    opt = optimizer if i == 0 else tfc.make_optimizer(cfg)
+                    if i:
+                        opt.build(m.trainable_variables)
+                    batches.append(tfc.make_batch(cfg, i, cfg.per_device_batch))
+                    steps.append(tfc.local_step(cfg, m, opt))
+
+            @tf.function
+            def independent_step():
+                losses = []
+                for dev, fn, (x, y) in zip(self.devices, steps, batches):
+                    with tf.device(dev):
+                        losses.append(fn(x, y))
+                return tf.add_n(losses) / len(losses)
+
+            return independent_step
+
+        def allreduce_seconds(self, cfg, model):
+            tf, strategy = self.tf, self.strategy
+            shapes = [w.shape for w in model.trainable_weights]
+
+            def replica_fn():
+                ctx = tf.distribute.get_replica_context()
+                return ctx.all_reduce(tf.distribute.ReduceOp.SUM, [tf.fill(s, 1.0) for s in shapes])
+
+            @tf.function
+            def allreduce():
+                out = strategy.run(replica_fn)
+                return strategy.experimental_local_results(out[0])[0][..., :1]
+
+            return common.time_collective(lambda: allreduce().numpy(), lambda: None)
+
+        def replica_checksums(self, model, start):
+            import numpy as np
+
+            per_replica = []
+            for r in range(self.world):
+                sums = []
+                for w, w0 in zip(model.trainable_weights, start):
+                    local = self.strategy.experimental_local_results(w.value if hasattr(w, "value") else w)
+                    d = np.asarray(local[r].numpy(), dtype=np.float64) - w0
+                    sums.append([float(np.linalg.norm(d)), float(d.sum())])
+                per_replica.append(sums)
+            return per_replica
+
+    return MirroredDistribution()
+
+
 def body(cfg, out_path):
     from distbench.launchers import tf_common as tfc
 
-    tf = tfc.configure(cfg, logical_cpus=cfg.world_size if cfg.device == "cpu" else 1)
-    import keras
-
-    devices = tfc.device_names(cfg, cfg.world_size)
-    strategy = tf.distribute.MirroredStrategy(devices=devices)
-    if strategy.num_replicas_in_sync != cfg.world_size:
-        raise RuntimeError(f"MirroredStrategy has {strategy.num_replicas_in_sync} replicas, expected {cfg.world_size}")
-    with strategy.scope():
-        model = tfc.build_model(cfg)
-        optimizer = tfc.make_optimizer(cfg)
-        optimizer.build(model.trainable_variables)
-    loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction=None)
-    global_batch = cfg.global_batch
-
-    def value_fn(ctx):
-        return tfc.make_batch(cfg, ctx.replica_id_in_sync_group, cfg.per_device_batch)
-
-    # Each replica's batch is created once, on that replica's device.
-    batch = strategy.experimental_distribute_values_from_function(value_fn)
-
-    def replica_step(x, y):
-        with tf.GradientTape() as tape:
-            per_example = loss_fn(y, model(x, training=True))
-            loss = tf.nn.compute_average_loss(per_example, global_batch_size=global_batch)
-        grads = tape.gradient(loss, model.trainable_variables)
-        optimizer.apply_gradients(zip(grads, model.trainable_variables))
-        return loss
-
-    @tf.function
-    def train_step(batch):
-        per_replica = strategy.run(replica_step, args=batch)
-        return strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None)
-
-    times, loss = common.timed_steps(lambda: train_step(batch), tfc.sync, cfg.warmup, cfg.steps)
-    loss = float(loss)
-    common.check_loss(loss)
-    cross_ops = getattr(strategy.extended, "_cross_device_ops", None)
-    common.emit(cfg, out_path, strategy=STRATEGY, framework=FRAMEWORK, status="ok", step_times=times,
-                final_loss=loss, params=tfc.param_count(model),
-                backend=type(cross_ops).__name__ if cross_ops is not None else None,
-                runtime=dict(tfc.runtime_info(), replica_devices=list(devices)))
+    tfc.run(cfg, out_path, STRATEGY, make_distribution())
 
 
 if __name__ == "__main__":

@@ -14,39 +14,70 @@ from distbench.launchers import common
 STRATEGY, FRAMEWORK = "ddp", "torch"
 
 
-def body(cfg, out_path):
+def make_distribution():
     import torch
     import torch.distributed as dist
-    from torch.nn.parallel import DistributedDataParallel as DDP
 
-    from distbench import stats
     from distbench.launchers import torch_common as tc
 
-    rank = int(os.environ["RANK"])
-    local_rank = int(os.environ.get("LOCAL_RANK", 0))
-    world = int(os.environ["WORLD_SIZE"])
-    if world != cfg.world_size:
-        raise RuntimeError(f"launched with WORLD_SIZE={world} but the point asks for {cfg.world_size}")
-    tc.configure_threads(cfg)
-    device = tc.device_for(cfg, local_rank)
-    backend = "nccl" if device.type == "cuda" else "gloo"
-    dist.init_process_group(backend=backend, device_id=device if device.type == "cuda" else None)
-    try:
-        model, optimizer, x, y = tc.build(cfg, device, rank=rank)
-        ddp_model = DDP(model, device_ids=[local_rank] if device.type == "cuda" else None)
-        times, loss = common.timed_steps(tc.make_step(ddp_model, optimizer, x, y), tc.make_sync(device),
-                                         cfg.warmup, cfg.steps)
-        loss = float(loss)
-        common.check_loss(loss)
-        gathered: list = [None] * world
-        dist.all_gather_object(gathered, times)
-        if rank == 0:
-            common.emit(cfg, out_path, strategy=STRATEGY, framework=FRAMEWORK, status="ok",
-                        step_times=stats.merge_rank_step_times(gathered), per_rank_step_times_s=gathered,
-                        final_loss=loss, params=tc.param_count(model), backend=backend,
-                        runtime=tc.runtime_info(cfg, device))
-    finally:
-        dist.destroy_process_group()
+    class DDPDistribution(tc.Distribution):
+        name = "ddp"
+
+        def start(self, cfg):
+            self.rank = int(os.environ["RANK"])
+            self.world = int(os.environ["WORLD_SIZE"])
+            self.local_rank = int(os.environ.get("LOCAL_RANK", 0))
+            self.backend = "nccl" if cfg.device == "cuda" else "gloo"
+            if cfg.device == "cuda":
+                torch.cuda.set_device(self.local_rank)
+            dist.init_process_group(backend=self.backend)
+
+        def wrap(self, cfg, model, optimizer, device):
+            from torch.nn.parallel import DistributedDataParallel as DDP
+
+            return DDP(model, device_ids=[self.local_rank] if device.type == "cuda" else None), optimizer
+
+        def gather(self, obj):
+            out = [None] * self.world
+            dist.all_gather_object(out, obj)
+            return out
+
+        def barrier(self):
+            dist.barrier()
+
+        def mean(self, value):
+            t = torch.tensor([value], dtype=torch.float64)
+            if self.backend == "nccl":
+                t = t.cuda()
+            dist.all_reduce(t)
+            return float(t.item()) / self.world
+
+        def allreduce_seconds(self, cfg, model, wrapped):
+            # The same buckets DDP all-reduces (its default caps), with the same backend.
+            device = next(model.parameters()).device
+            dtype = next(model.parameters()).dtype
+            buckets = [torch.zeros(n, dtype=dtype, device=device) for n in tc.bucket_sizes(model)]
+            sync = tc.make_sync(device)
+
+            def op():
+                works = [dist.all_reduce(b, async_op=True) for b in buckets]
+                for w in works:
+                    w.wait()
+                sync(None)
+
+            return common.time_collective(op, self.barrier)
+
+        def stop(self):
+            if dist.is_initialized():
+                dist.destroy_process_group()
+
+    return DDPDistribution()
+
+
+def body(cfg, out_path):
+    from distbench.launchers import torch_common as tc
+
+    tc.run(cfg, out_path, STRATEGY, make_distribution())
 
 
 if __name__ == "__main__":

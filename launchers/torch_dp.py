@@ -1,8 +1,10 @@
 """Strategy `dp`: torch.nn.DataParallel over N CUDA devices in one process.
 
-The global batch lives on device 0 and DataParallel scatters it, replicates the model and gathers
-the outputs every step. DataParallel only parallelizes over CUDA devices; with CPU workers the
-parent reports the point as skipped instead of running it.
+The global batch lives on device 0; every step DataParallel scatters it, replicates the model and
+gathers the outputs. DataParallel only parallelizes over CUDA devices: with CPU workers the parent
+reports the point as skipped instead of running it. The independent variant runs N plain model
+copies, one per GPU, each on its per-device batch, so the scatter/replicate/gather overhead is
+measured the same way as other strategies' communication.
 """
 from __future__ import annotations
 
@@ -16,23 +18,66 @@ STRATEGY, FRAMEWORK = "dp", "torch"
 def body(cfg, out_path):
     import torch
 
+    from distbench import stats
     from distbench.launchers import torch_common as tc
+    from distbench.models import torch_models
 
     if cfg.device != "cuda":
         common.emit(cfg, out_path, strategy=STRATEGY, framework=FRAMEWORK, status="skipped",
                     reason="DataParallel needs CUDA devices; it cannot split work across CPU workers")
         return
-    if torch.cuda.device_count() < cfg.world_size:
-        raise RuntimeError(f"DataParallel over {cfg.world_size} GPUs, but torch sees {torch.cuda.device_count()}")
-    device = tc.device_for(cfg, 0)
-    model, optimizer, x, y = tc.build(cfg, device, batch=cfg.global_batch)
-    dp_model = torch.nn.DataParallel(model, device_ids=list(range(cfg.world_size)))
-    times, loss = common.timed_steps(tc.make_step(dp_model, optimizer, x, y), tc.make_sync(device),
-                                     cfg.warmup, cfg.steps)
+    n = cfg.world_size
+    if torch.cuda.device_count() < n:
+        raise RuntimeError(f"DataParallel over {n} GPUs, but torch sees {torch.cuda.device_count()}")
+    devices = [torch.device("cuda", i) for i in range(n)]
+
+    def sync(_):
+        for d in devices:
+            torch.cuda.synchronize(d)
+
+    model = tc.build_model(cfg, devices[0], cfg.seed)
+    optimizer = tc.make_optimizer(cfg, model)
+    extra = {"params": tc.param_count(model), "grad_bytes": tc.grad_bytes(model), "backend": "dataparallel",
+             "runtime": tc.runtime_info(devices[0]), "sync": cfg.sync}
+    if cfg.sync:
+        x, y = torch_models.synthetic_batch(cfg.model, cfg.global_batch, image_size=cfg.image_size,
+                                            num_classes=cfg.num_classes, seed=cfg.seed)
+        dp_model = torch.nn.DataParallel(model, device_ids=list(range(n)))
+        step = tc.make_step(cfg, dp_model, optimizer, x.to(devices[0]), y.to(devices[0]))
+    else:
+        replicas = []
+        for i, d in enumerate(devices):
+            m = model if i == 0 else tc.build_model(cfg, d, cfg.seed)
+            opt = optimizer if i == 0 else tc.make_optimizer(cfg, m)
+            xi, yi = tc.make_batch(cfg, d, i, cfg.per_device_batch)
+            replicas.append(tc.make_step(cfg, m, opt, xi, yi))
+
+        def step():
+            # CUDA launches are asynchronous: the N replicas' kernels run concurrently.
+            return [s() for s in replicas][0]
+
+    if cfg.verify:
+        losses = [float(step()) for _ in range(cfg.steps)]
+        common.emit(cfg, out_path, strategy=STRATEGY, framework=FRAMEWORK, status="ok", final_loss=losses[-1],
+                    verify_losses=losses, replica_max_rel_diff=0.0, **extra)
+        return
+    times, loss, stopping = common.measure(step, sync, cfg)
     loss = float(loss)
     common.check_loss(loss)
+    if cfg.measure_comm and cfg.sync and n > 1:
+        from torch.nn.parallel import comm, replicate
+
+        grads = [[torch.zeros_like(p, device=d) for p in model.parameters()] for d in devices]
+
+        def op():
+            replicate(model, list(range(n)))
+            comm.reduce_add_coalesced(grads, devices[0])
+            sync(None)
+
+        ar = common.time_collective(op, lambda: sync(None))
+        extra.update(allreduce_samples_s=ar, allreduce_s=stats.percentile(ar, 50))
     common.emit(cfg, out_path, strategy=STRATEGY, framework=FRAMEWORK, status="ok", step_times=times,
-                final_loss=loss, params=tc.param_count(model), runtime=tc.runtime_info(cfg, device))
+                final_loss=loss, stopping=stopping, **extra)
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@ import click
 import pytest
 
 from distbench.cli import cli, main
+from distbench.models.specs import model_names
 
 
 def _run(capsys, args):
@@ -18,7 +19,7 @@ def _run(capsys, args):
     (["scale", "--gpus", "1,x"], "Error: --gpus value 'x' is not a whole number\n"),
     (["scale", "--gpus", "1,2,1"], "Error: --gpus value '1' is duplicated\n"),
     (["scale", "--gpus", "1", "--model", "alexnet"],
-     "Error: unknown model 'alexnet'; valid models: resnet152, resnet18, resnet50\n"),
+     f"Error: unknown model 'alexnet'; valid models: {', '.join(model_names())}\n"),
     (["scale", "--gpus", "1", "--strategy", "fsdp"],
      "Error: unknown strategy 'fsdp'; valid strategies: torch, dp, ddp, tf, mirrored, horovod-torch, horovod-tf\n"),
     (["scale", "--gpus", "1", "--batch-size", "-4"], "Error: --batch-size must be a positive integer, got -4\n"),
@@ -50,6 +51,12 @@ def test_more_gpus_than_visible(capsys, monkeypatch):
     code, _, err = _run(capsys, ["scale", "--gpus", "1,8", "--device", "cuda"])
     assert code == 2
     assert err == "Error: --gpus asks for 8 GPUs but only 2 are visible\n"
+
+
+def test_bad_target_ci(capsys):
+    code, _, err = _run(capsys, ["scale", "--target-ci", "lots"])
+    assert code == 2
+    assert err == "Error: Invalid value for '--target-ci': 'lots' is not a percentage such as 2%\n"
 
 
 def test_click_usage_errors_are_one_line_exit_2(capsys):

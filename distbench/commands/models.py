@@ -1,17 +1,67 @@
 """`distbench models`: list the model zoo."""
 from __future__ import annotations
 
+import json
+
 import click
 
-from distbench.models.specs import MODEL_SPECS
+from distbench.models.specs import MODEL_SPECS, input_shape
+
+FLOPS_NOTE = ("GFLOPs: forward pass of one sample at the default input, counted by torch's FlopCounterMode "
+              "(a multiply-add = 2 FLOPs; matmuls, convolutions and attention only)")
+PARAMS_NOTE = ("params: exact trainable-parameter count at the default head size; tests/test_models.py "
+               "verifies the torch and the Keras model both have exactly this many")
+
+
+def _forward_flops() -> dict[str, int | None]:
+    """FLOPs per sample per model, or None everywhere when torch is not installed."""
+    try:
+        from distbench.models.torch_models import forward_flops_per_sample
+    except ImportError:
+        return {name: None for name in MODEL_SPECS}
+    return {name: forward_flops_per_sample(name) for name in MODEL_SPECS}
+
+
+def _rows() -> list[dict]:
+    flops = _forward_flops()
+    rows = []
+    for spec in MODEL_SPECS.values():
+        f = flops[spec.name]
+        rows.append({
+            "name": spec.name,
+            "kind": spec.kind,
+            "loss": spec.loss,
+            "params": spec.reference_params,
+            "params_verified_in": ["torch", "keras"],
+            "params_reference": spec.reference,
+            "num_classes": spec.num_classes,
+            "input": input_shape(spec),
+            "image_size": spec.default_image_size,
+            "seq_len": spec.default_seq_len,
+            "forward_gflops_per_sample": None if f is None else round(f / 1e9, 3),
+            "description": spec.description,
+        })
+    return rows
 
 
 @click.command()
-def models():
-    """List the models every strategy can train, with reference parameter counts.
+@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True,
+              help="table: aligned text; json: one object per model (FLOPs null when torch is missing).")
+def models(fmt: str):
+    """List the models every strategy can train: parameter count, input, forward GFLOPs, description.
 
-    Example: distbench models
+    Example: distbench models --format json
     """
-    for spec in MODEL_SPECS.values():
-        click.echo(f"{spec.name:<12} {spec.reference_params:>13,d} params  "
-                   f"input {spec.channels}x{spec.default_image_size}x{spec.default_image_size}  {spec.description}")
+    rows = _rows()
+    if fmt == "json":
+        click.echo(json.dumps(rows, indent=2))
+        return
+    header = f"{'model':<16} {'params':>13}  {'input':<15} {'GFLOPs':>7}  description"
+    click.echo(header)
+    for r in rows:
+        gf = r["forward_gflops_per_sample"]
+        click.echo(f"{r['name']:<16} {r['params']:>13,d}  {r['input']:<15} "
+                   f"{'-' if gf is None else format(gf, '.2f'):>7}  {r['description']}")
+    click.echo("")
+    click.echo(PARAMS_NOTE)
+    click.echo(FLOPS_NOTE)

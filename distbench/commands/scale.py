@@ -16,6 +16,17 @@ from distbench.strategies import parse_strategies, strategy_names
 from distbench.sweep import command_line, run_plan
 
 
+def _parse_percent(ctx, param, value):
+    text = str(value).strip()
+    try:
+        number = float(text.rstrip("%"))
+    except ValueError:
+        raise click.BadParameter(f"{text!r} is not a percentage such as 2%") from None
+    if not 0 <= number < 100:
+        raise click.BadParameter(f"{text!r} must be between 0% and 100%")
+    return number / 100.0
+
+
 def workload_options(fn):
     """Options shared by `scale` and `run`, so both accept exactly the same workload knobs."""
     options = [
@@ -43,6 +54,18 @@ def workload_options(fn):
         click.option("--seed", type=int, default=0, show_default=True),
         click.option("--results", type=click.Path(dir_okay=False), default=str(DEFAULT_PATH), show_default=True,
                      help="SQLite results store; every point is committed as soon as it finishes."),
+        click.option("--repeats", type=click.IntRange(min=1), default=1, show_default=True,
+                     help="Run each point this many times (fresh processes); report the median and a 95% CI."),
+        click.option("--target-ci", "target_ci", default="2%", show_default=True, callback=_parse_percent,
+                     help="Adaptive stopping: keep measuring a point past --steps until the 95% CI half-width "
+                          "of throughput is within this (e.g. 2%), or --max-time runs out. 0 turns it off."),
+        click.option("--max-time", type=float, default=30.0, show_default=True,
+                     help="Seconds of measured steps after which adaptive stopping gives up (per point and repeat)."),
+        click.option("--comm/--no-comm", default=True, show_default=True,
+                     help="At N > 1 also run the independent (no-sync) variant and a standalone all-reduce, "
+                          "to report exposed communication and overlap."),
+        click.option("--noisy-cv", type=float, default=0.10, show_default=True,
+                     help="Flag a point 'noisy' when its step-time coefficient of variation exceeds this."),
         click.option("--records-dir", type=click.Path(file_okay=False), default=None,
                      help="Also write each finished point's result record as JSON into this folder "
                           "(e.g. shared storage on a cluster; `distbench collect` merges them)."),
@@ -55,12 +78,14 @@ def workload_options(fn):
 
 
 def _execute(*, gpus_text: str, add_baselines: bool, model, strategy, batch_size, scaling, image_size,
-             num_classes, steps, warmup, device, timeout, seed, results, records_dir, fmt) -> None:
+             num_classes, steps, warmup, device, timeout, seed, results, records_dir, fmt, repeats, target_ci,
+             max_time, comm, noisy_cv) -> None:
     gpus = parse_gpus(gpus_text)
     strategies = parse_strategies(strategy)
     opts = SweepOptions(model=model, gpus=gpus, strategies=strategies, device=device, batch_size=batch_size,
                         scaling=scaling, image_size=image_size, num_classes=num_classes, steps=steps,
-                        warmup=warmup, timeout=timeout, seed=seed, add_baselines=add_baselines)
+                        warmup=warmup, timeout=timeout, seed=seed, add_baselines=add_baselines, comm=comm,
+                        target_ci=target_ci, max_time=max_time)
     plan = make_plan(opts)
     err = Console(stderr=True, highlight=False, soft_wrap=True)
     out = Console(highlight=False, width=None if sys.stdout.isatty() else 160) if fmt == "table" else err
@@ -82,10 +107,12 @@ def _execute(*, gpus_text: str, add_baselines: bool, model, strategy, batch_size
     options = {"model": model, "gpus": gpus, "strategies": [s.name for s in strategies], "batch_size": batch_size,
                "scaling": scaling, "image_size": image_size, "num_classes": num_classes, "steps": steps,
                "warmup": warmup, "device": device, "resolved_device": plan.device.device, "timeout": timeout,
-               "seed": seed}
+               "seed": seed, "repeats": repeats, "target_ci": target_ci, "max_time": max_time, "comm": comm,
+               "noisy_cv": noisy_cv}
     try:
         sweep_id, records = run_plan(plan, store, command=command_line(), options=options, timeout_s=timeout,
-                                     progress=progress, records_dir=records_dir)
+                                     progress=progress, records_dir=records_dir, repeats=repeats,
+                                     noisy_cv=noisy_cv)
     finally:
         store.close()
     if fmt == "json":

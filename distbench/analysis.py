@@ -1,0 +1,679 @@
+"""Reading a sweep back from the results store, and the analysis the report, `results` and `compare` share.
+
+Everything here works on the stored result records (`points.record_json`) plus the per-step samples
+(`steps` table); it never re-measures. Optional record fields (CIs, `noisy`, communication and
+input-pipeline measurements, `telemetry`) are used when present; without them the analysis says what
+it cannot tell instead of guessing.
+
+    from distbench.analysis import open_store, load_sweep, summarize
+    with open_store("distbench-results/distbench.db") as store:
+        sweep = load_sweep(store, "latest")
+    for line in summarize(sweep).lines():
+        print(line)
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable, Sequence
+
+from distbench.errors import BadInput
+from distbench.store import Store
+from distbench.strategies import FRAMEWORK_BASELINE, STRATEGIES
+
+EFFICIENCY_TARGET = 0.80
+"""Efficiency below this is reported as 'scaling drops'."""
+CV_NOISY = 0.10
+"""Step-time coefficient of variation above which a point counts as noisy (when the record has no `noisy`)."""
+COMM_LARGE = 0.20
+"""comm_overhead (exposed communication / step time) at or above which communication is named as the limit."""
+DATA_WAIT_LARGE = 0.10
+"""data_wait_fraction at or above which the input pipeline is named as the limit."""
+MIN_BOOTSTRAP_STEPS = 5
+"""Fewer per-step samples than this give no bootstrap CI: a percentile bootstrap of 2-4 samples is not a CI."""
+BOOTSTRAP_RESAMPLES = 2000
+CI_LEVEL = 0.95
+_Z = 1.959963984540054  # two-sided 95% normal quantile
+
+SWEEP_COLUMNS = ("id", "started", "finished", "status", "command")
+
+
+# -- opening the store and finding a sweep ----------------------------------------------------------
+def open_store(path: str | os.PathLike) -> Store:
+    """Open an existing store for reading; a missing file is an error here (reading must not create one)."""
+    path = Path(path)
+    if not path.exists():
+        raise BadInput(f"no results store at {path} (run `distbench scale` first, or pass --results PATH)")
+    if path.is_dir():
+        raise BadInput(f"{path} is a folder, not a results store (pass the .db file to --results)")
+    return Store(path)
+
+
+def list_sweeps(store: Store, limit: int = 20) -> list[dict]:
+    """Recent sweeps, newest first, with their point counts (ok and total)."""
+    rows = store.conn.execute(
+        "SELECT s.id, s.started, s.finished, s.status, s.command, COUNT(p.id) AS points_total, "
+        "COALESCE(SUM(p.status = 'ok'), 0) AS points_ok FROM sweeps s LEFT JOIN points p ON p.sweep_id = s.id "
+        "GROUP BY s.id ORDER BY s.started DESC, s.rowid DESC LIMIT ?", (limit,)).fetchall()
+    return [dict(r) for r in rows]
+
+
+def resolve_sweep_id(store: Store, sweep: str) -> str:
+    """'latest' -> the newest sweep's id; an unknown id -> BadInput listing recent ids (from Store.sweep)."""
+    if sweep == "latest":
+        recent = store.sweeps(1)
+        if not recent:
+            raise BadInput(f"{store.path} has no sweeps yet (run `distbench scale` first)")
+        return recent[0]["id"]
+    return store.sweep(sweep)["id"]
+
+
+# -- the loaded sweep -----------------------------------------------------------------------------------
+@dataclass
+class Sweep:
+    """One sweep as stored: its row (env/options/notes parsed) and its points, each with `point_id`."""
+    info: dict
+    points: list[dict]
+    steps: dict[int, list[float]] = field(default_factory=dict)
+    store_path: str = ""
+
+    @property
+    def id(self) -> str:
+        return self.info["id"]
+
+    def step_times(self, record: dict) -> list[float]:
+        """Per-step samples from the `steps` table, falling back to the record's own list."""
+        times = self.steps.get(record.get("point_id"))
+        return list(times) if times else list(record.get("step_times_s") or [])
+
+    @property
+    def scaling_points(self) -> list[dict]:
+        """Successful training points (comm micro-benchmarks excluded)."""
+        return [r for r in self.points if r.get("status") == "ok" and not is_comm(r)]
+
+    @property
+    def comm_points(self) -> list[dict]:
+        return [r for r in self.points if r.get("status") == "ok" and is_comm(r)]
+
+    @property
+    def problem_points(self) -> list[dict]:
+        """Points that did not produce a measurement: skipped, failed, timeout, oom."""
+        return [r for r in self.points if r.get("status") != "ok"]
+
+    @property
+    def cpu_workers(self) -> bool:
+        return any(r.get("device") == "cpu" for r in self.points)
+
+
+def _loads(text: str | None, default):
+    if not text:
+        return default
+    try:
+        return json.loads(text)
+    except ValueError:
+        return default
+
+
+def load_sweep(store: Store, sweep: str) -> Sweep:
+    """Load a sweep (id or 'latest') with every point's record and per-step samples."""
+    sweep_id = resolve_sweep_id(store, sweep)
+    row = store.sweep(sweep_id)
+    info = dict(row)
+    info["env"] = _loads(info.pop("env_json", None), {})
+    info["options"] = _loads(info.pop("options_json", None), {})
+    info["notes"] = _loads(info.pop("notes_json", None), [])
+    points = []
+    for r in store.conn.execute("SELECT id, record_json FROM points WHERE sweep_id = ? ORDER BY id", (sweep_id,)):
+        record = _loads(r["record_json"], {})
+        record["point_id"] = r["id"]
+        record.setdefault("sweep_id", sweep_id)
+        points.append(record)
+    steps: dict[int, list[float]] = {}
+    for r in store.conn.execute(
+            "SELECT s.point_id, s.seconds FROM steps s JOIN points p ON p.id = s.point_id "
+            "WHERE p.sweep_id = ? ORDER BY s.point_id, s.idx", (sweep_id,)):
+        steps.setdefault(r["point_id"], []).append(r["seconds"])
+    return Sweep(info=info, points=points, steps=steps, store_path=str(store.path))
+
+
+# -- small record helpers -------------------------------------------------------------------------------
+def num(value) -> float | None:
+    """A finite float, or None (for missing, NaN, non-numeric and boolean values)."""
+    if value is None or isinstance(value, bool):
+        return None
+    try:
+        x = float(value)
+    except (TypeError, ValueError):
+        return None
+    return x if math.isfinite(x) else None
+
+
+def is_comm(record: dict) -> bool:
+    """A communication micro-benchmark record (`distbench comm`), not a training point."""
+    return str(record.get("strategy", "")).startswith("comm") or "busbw_gbps" in record
+
+
+def is_baseline(record: dict) -> bool:
+    strategy = STRATEGIES.get(str(record.get("strategy")))
+    return bool(strategy and strategy.baseline)
+
+
+def throughput_ci(record: dict) -> tuple[float, float] | None:
+    """The record's own 95% CI of throughput, when it has a sane one."""
+    lo, hi = num(record.get("throughput_ci_low")), num(record.get("throughput_ci_high"))
+    if lo is None or hi is None or lo <= 0 or hi < lo:
+        return None
+    return lo, hi
+
+
+def scaled_ci(record: dict, value_key: str) -> tuple[float, float] | None:
+    """CI of speedup or efficiency from the throughput CI (the baseline's own uncertainty is not included)."""
+    ci, value, thr = throughput_ci(record), num(record.get(value_key)), num(record.get("throughput"))
+    if ci is None or value is None or not thr:
+        return None
+    return value * ci[0] / thr, value * ci[1] / thr
+
+
+def is_noisy(record: dict) -> bool:
+    """Flagged `noisy` by the measurement, or (when the record has no flag) step-time CV above CV_NOISY."""
+    if "noisy" in record and record["noisy"] is not None:
+        return bool(record["noisy"])
+    cv = num(record.get("step_time_cv"))
+    return cv is not None and cv > CV_NOISY
+
+
+def workload_key(record: dict) -> tuple:
+    return (record.get("model"), record.get("scaling"))
+
+
+def workload_label(key: tuple) -> str:
+    model, scaling = key
+    return f"{model} ({scaling} scaling)" if scaling else str(model)
+
+
+def group_by_workload(points: Iterable[dict]) -> dict[tuple, list[dict]]:
+    groups: dict[tuple, list[dict]] = {}
+    for r in points:
+        groups.setdefault(workload_key(r), []).append(r)
+    return groups
+
+
+def by_strategy(points: Iterable[dict]) -> dict[str, list[dict]]:
+    """strategy -> its points sorted by N; at a repeated N the later point wins."""
+    out: dict[str, dict[int, dict]] = {}
+    for r in points:
+        out.setdefault(str(r.get("strategy")), {})[int(r.get("world_size") or 0)] = r
+    return {s: [pts[n] for n in sorted(pts)] for s, pts in out.items()}
+
+
+def pct(x: float | None, digits: int = 0) -> str:
+    return "-" if x is None else f"{x:.{digits}%}"
+
+
+def device_word(points: Sequence[dict]) -> str:
+    return "CPU workers" if any(r.get("device") == "cpu" for r in points) else "GPUs"
+
+
+# -- bootstrap and ratio CIs ----------------------------------------------------------------------------
+def _resampled_means(x, rng, resamples: int):
+    import numpy as np
+
+    out = np.empty(resamples)
+    chunk = max(1, 200_000 // max(1, x.size))  # bound memory for long runs
+    for start in range(0, resamples, chunk):
+        stop = min(resamples, start + chunk)
+        out[start:stop] = x[rng.integers(0, x.size, size=(stop - start, x.size))].mean(axis=1)
+    return out
+
+
+def _check_times(times: Sequence[float], what: str):
+    import numpy as np
+
+    x = np.asarray(list(times), dtype=float)
+    if x.size < MIN_BOOTSTRAP_STEPS:
+        raise ValueError(f"{what}: {x.size} step samples, a bootstrap CI needs at least {MIN_BOOTSTRAP_STEPS}")
+    if not np.all(np.isfinite(x)) or np.any(x <= 0):
+        raise ValueError(f"{what}: step times must be positive")
+    return x
+
+
+def bootstrap_throughput_ci(step_times_s: Sequence[float], global_batch: float, *, seed: int = 0,
+                            resamples: int = BOOTSTRAP_RESAMPLES, level: float = CI_LEVEL) -> tuple[float, float]:
+    """Percentile-bootstrap CI of throughput = global_batch / mean step time, resampling steps."""
+    import numpy as np
+
+    x = _check_times(step_times_s, "throughput")
+    thr = global_batch / _resampled_means(x, np.random.default_rng(seed), resamples)
+    lo, hi = np.quantile(thr, [(1 - level) / 2, 1 - (1 - level) / 2])
+    return float(lo), float(hi)
+
+
+def bootstrap_ratio_ci(times_a: Sequence[float], batch_a: float, times_b: Sequence[float], batch_b: float, *,
+                       seed: int = 0, resamples: int = BOOTSTRAP_RESAMPLES,
+                       level: float = CI_LEVEL) -> tuple[float, float]:
+    """Percentile-bootstrap CI of throughput(B) / throughput(A), resampling each side's steps independently.
+
+    Steps are treated as exchangeable; slow drifts within a run make this CI too narrow.
+    """
+    import numpy as np
+
+    a = _check_times(times_a, "A")
+    b = _check_times(times_b, "B")
+    rng = np.random.default_rng(seed)
+    ratio = (batch_b / _resampled_means(b, rng, resamples)) / (batch_a / _resampled_means(a, rng, resamples))
+    lo, hi = np.quantile(ratio, [(1 - level) / 2, 1 - (1 - level) / 2])
+    return float(lo), float(hi)
+
+
+def ratio_ci_from_cis(a: float, ci_a: tuple[float, float], b: float, ci_b: tuple[float, float]) -> tuple[float, float]:
+    """CI of b/a from each side's 95% CI, combined on the log scale (delta method, independent sides)."""
+    se_a = (math.log(ci_a[1]) - math.log(ci_a[0])) / (2 * _Z)
+    se_b = (math.log(ci_b[1]) - math.log(ci_b[0])) / (2 * _Z)
+    se = math.hypot(se_a, se_b)
+    r = math.log(b / a)
+    return math.exp(r - _Z * se), math.exp(r + _Z * se)
+
+
+def throughput_ratio_ci(sweep_a: "Sweep", a: dict, sweep_b: "Sweep", b: dict, *,
+                        seed: int = 0) -> tuple[tuple[float, float] | None, str]:
+    """CI of throughput(b) / throughput(a) and how it was obtained ('records', 'bootstrap', 'mixed'),
+    or (None, why not)."""
+    thr_a, thr_b = num(a.get("throughput")), num(b.get("throughput"))
+    if not thr_a or not thr_b:
+        return None, "no throughput"
+    ci_a, ci_b = throughput_ci(a), throughput_ci(b)
+    if ci_a and ci_b:
+        return ratio_ci_from_cis(thr_a, ci_a, thr_b, ci_b), "records"
+    times_a, times_b = sweep_a.step_times(a), sweep_b.step_times(b)
+    try:
+        if not ci_a and not ci_b:
+            return bootstrap_ratio_ci(times_a, _batch(a, times_a), times_b, _batch(b, times_b), seed=seed), "bootstrap"
+        ci_a = ci_a or bootstrap_throughput_ci(times_a, _batch(a, times_a), seed=seed)
+        ci_b = ci_b or bootstrap_throughput_ci(times_b, _batch(b, times_b), seed=seed + 1)
+        return ratio_ci_from_cis(thr_a, ci_a, thr_b, ci_b), "mixed"
+    except ValueError:
+        n = min(len(times_a), len(times_b))
+        return None, f"too few steps ({n} < {MIN_BOOTSTRAP_STEPS})"
+
+
+def _batch(record: dict, times: Sequence[float]) -> float:
+    """Samples per step. Prefer the record's global batch; else infer it from throughput and step times."""
+    gb = num(record.get("global_batch"))
+    if gb:
+        return gb
+    thr = num(record.get("throughput"))
+    return thr * (sum(times) / len(times)) if thr and times else 1.0
+
+
+# -- findings for the summary ---------------------------------------------------------------------------
+@dataclass
+class Summary:
+    """What the sweep shows, as plain-text sentences grouped by topic (renderers escape them)."""
+    best: list[str] = field(default_factory=list)
+    drops: list[str] = field(default_factory=list)
+    wrapper: list[str] = field(default_factory=list)
+    limits: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def sections(self) -> list[tuple[str, list[str]]]:
+        return [(title, lines) for title, lines in (
+            ("Which strategy scales best", self.best),
+            (f"Where efficiency drops below {EFFICIENCY_TARGET:.0%}", self.drops),
+            ("1-device wrapper cost", self.wrapper),
+            ("What limited scaling", self.limits),
+            ("Notes", self.notes)) if lines]
+
+    def lines(self) -> list[str]:
+        return [line for _, lines in self.sections() for line in lines]
+
+
+def best_strategy(points: Sequence[dict], sweep: "Sweep | None" = None) -> dict | None:
+    """Highest efficiency at the largest N measured (non-baseline strategies with a known efficiency).
+
+    Returns {'n', 'best', 'efficiency', 'record', 'ranking': [(strategy, efficiency, record)], 'tied':
+    [strategies whose efficiency is not distinguishable from the best's at 95%], 'undecided':
+    [strategies with no CI to tell], 'missing': [strategies measured elsewhere but not at n]} or None.
+    """
+    candidates = [r for r in points if not is_baseline(r) and not is_comm(r) and num(r.get("efficiency")) is not None]
+    if not candidates:
+        return None
+    n_max = max(int(r["world_size"]) for r in candidates)
+    at_n = by_strategy(r for r in candidates if int(r["world_size"]) == n_max)
+    ranking = sorted(((s, num(pts[-1]["efficiency"]), pts[-1]) for s, pts in at_n.items()),
+                     key=lambda t: -t[1])
+    best_s, best_e, best_r = ranking[0]
+    tied, undecided = [], []
+    for s, e, r in ranking[1:]:
+        ci = efficiency_ratio_ci(best_r, r, sweep)
+        if ci is None:
+            undecided.append(s)
+        elif ci[1] >= 1:
+            tied.append(s)
+    measured = {str(r.get("strategy")) for r in points if not is_baseline(r) and not is_comm(r)}
+    return {"n": n_max, "best": best_s, "efficiency": best_e, "record": best_r, "ranking": ranking,
+            "tied": tied, "undecided": undecided, "missing": sorted(measured - set(at_n))}
+
+
+def efficiency_ratio_ci(best: dict, other: dict, sweep: "Sweep | None") -> tuple[float, float] | None:
+    """95% CI of efficiency(other) / efficiency(best) at the same N, from the throughput ratio's CI
+    (records' CIs or bootstrap); the baselines' uncertainty is not included."""
+    thr_b, thr_o = num(best.get("throughput")), num(other.get("throughput"))
+    eff_b, eff_o = num(best.get("efficiency")), num(other.get("efficiency"))
+    if not (thr_b and thr_o and eff_b and eff_o):
+        return None
+    if sweep is None:
+        ci_b, ci_o = throughput_ci(best), throughput_ci(other)
+        ci = ratio_ci_from_cis(thr_b, ci_b, thr_o, ci_o) if ci_b and ci_o else None
+    else:
+        ci, _ = throughput_ratio_ci(sweep, best, sweep, other)
+    if ci is None:
+        return None
+    scale = (eff_o / thr_o) / (eff_b / thr_b)  # baseline ratio when the frameworks differ, else 1
+    return ci[0] * scale, ci[1] * scale
+
+
+def efficiency_drop(points: Sequence[dict]) -> dict | None:
+    """For one strategy's points (sorted by N): the smallest N with efficiency below EFFICIENCY_TARGET."""
+    known = [r for r in points if num(r.get("efficiency")) is not None]
+    if not known:
+        return None
+    below = [r for r in known if num(r["efficiency"]) < EFFICIENCY_TARGET]
+    return {"below_at": int(below[0]["world_size"]) if below else None,
+            "efficiency": num(below[0]["efficiency"]) if below else None,
+            "largest_n": int(known[-1]["world_size"]), "largest_efficiency": num(known[-1]["efficiency"])}
+
+
+def limiting_factors(record: dict) -> tuple[list[str], list[str]]:
+    """(causes the record's measurements show, measurements it lacks) for one point."""
+    causes, missing = [], []
+    n = record.get("world_size")
+    comm = num(record.get("comm_overhead"))
+    if comm is None:
+        missing.append("communication")
+    elif comm >= COMM_LARGE:
+        causes.append(f"communication (exposed communication is {comm:.0%} of the step at N={n})")
+    wait = num(record.get("data_wait_fraction"))
+    if wait is None:
+        missing.append("input-pipeline")
+    elif wait >= DATA_WAIT_LARGE:
+        causes.append(f"input pipeline (workers wait for data {wait:.0%} of the step at N={n})")
+    if is_noisy(record):
+        cv = num(record.get("step_time_cv"))
+        flag = "flagged noisy" if record.get("noisy") else "noisy"
+        detail = f", step-time CV {cv:.0%}" if cv is not None else ""
+        causes.append(f"noise (the N={n} point is {flag}{detail}: its efficiency is uncertain)")
+    return causes, missing
+
+
+def summarize(sweep: Sweep) -> Summary:
+    summary = Summary()
+    groups = group_by_workload(sweep.scaling_points)
+    multi = len(groups) > 1
+    for key, points in groups.items():
+        prefix = f"{workload_label(key)}: " if multi else ""
+        _summarize_group(sweep, points, prefix, summary)
+    if not groups:
+        summary.notes.append("The sweep has no successful training points, so nothing about scaling can be said.")
+    if sweep.cpu_workers:
+        summary.notes.append("Measured on CPU workers, not GPUs: the workers share the machine's cores, so these "
+                             "numbers describe CPU behaviour and say little about GPU scaling.")
+    noisy = [r for r in sweep.scaling_points if is_noisy(r)]
+    if noisy:
+        names = ", ".join(f"{r['strategy']} N={r['world_size']}" for r in noisy)
+        summary.notes.append(f"{len(noisy)} point(s) are noisy (flagged, or step-time CV above {CV_NOISY:.0%}): "
+                             f"{names}. Differences smaller than their spread are not meaningful.")
+    if sweep.problem_points:
+        summary.notes.append(f"{len(sweep.problem_points)} point(s) did not produce a measurement "
+                             "(listed with their reasons below).")
+    return summary
+
+
+def _summarize_group(sweep: Sweep, points: list[dict], prefix: str, summary: Summary) -> None:
+    word = device_word(points)
+    best = best_strategy(points, sweep)
+    if best is None:
+        summary.best.append(f"{prefix}no strategy has a known efficiency (no successful single-device baseline "
+                            "in this sweep), so scaling is not assessed.")
+    elif best["n"] == 1:
+        summary.best.append(f"{prefix}only N=1 was measured, so scaling is not assessed.")
+    else:
+        line = (f"{prefix}{best['best']} scales best: {best['efficiency']:.0%} efficiency at N={best['n']}, "
+                f"the largest N measured")
+        others = [f"{s} {e:.0%}" for s, e, _ in best["ranking"][1:]]
+        if others:
+            line += f" (then {', '.join(others)})"
+        line += "."
+        if best["tied"]:
+            line += (f" {', '.join(best['tied'])} {'is' if len(best['tied']) == 1 else 'are'} within the 95% CI "
+                     "of it, so the ranking between them is not settled by these measurements.")
+        if best["undecided"]:
+            steps = min(len(sweep.step_times(r)) for _, _, r in best["ranking"])
+            line += (f" Whether it beats {', '.join(best['undecided'])} is not settled: there is no CI "
+                     f"(records without CIs and {steps} step(s) per point, fewer than {MIN_BOOTSTRAP_STEPS} "
+                     "for a bootstrap).")
+        if len(best["ranking"]) == 1:
+            line += " It is the only strategy with a successful point at that N."
+        if is_noisy(best["record"]):
+            line += " That point is noisy."
+        if best["missing"]:
+            line += f" No successful point at N={best['n']} for: {', '.join(best['missing'])}."
+        summary.best.append(line)
+
+    strategies = by_strategy(r for r in points if not is_baseline(r))
+    for strategy, pts in strategies.items():
+        drop = efficiency_drop(pts)
+        if drop is None:
+            summary.drops.append(f"{prefix}{strategy}: efficiency unknown (no successful baseline).")
+        elif drop["below_at"] is None:
+            summary.drops.append(f"{prefix}{strategy}: at or above {EFFICIENCY_TARGET:.0%} at every measured N "
+                                 f"(up to N={drop['largest_n']}, {drop['largest_efficiency']:.0%}).")
+        elif drop["below_at"] == 1:
+            summary.drops.append(f"{prefix}{strategy}: already below {EFFICIENCY_TARGET:.0%} at N=1 "
+                                 f"({drop['efficiency']:.0%}): the 1-device wrapper cost alone; "
+                                 f"{drop['largest_efficiency']:.0%} at N={drop['largest_n']}.")
+        else:
+            summary.drops.append(f"{prefix}{strategy}: drops below {EFFICIENCY_TARGET:.0%} at N={drop['below_at']} "
+                                 f"({drop['efficiency']:.0%}).")
+
+    baselines = {r["framework"]: r for r in points if is_baseline(r)}
+    for strategy, pts in strategies.items():
+        one = next((r for r in pts if int(r["world_size"]) == 1), None)
+        if one is None:
+            continue
+        base_name = FRAMEWORK_BASELINE.get(one.get("framework"), "baseline")
+        base = baselines.get(one.get("framework"))
+        cost = num(one.get("wrapper_overhead"))
+        if cost is None or base is None:
+            summary.wrapper.append(f"{prefix}{strategy}: unknown (no successful {base_name!r} baseline in this sweep).")
+            continue
+        line = (f"{prefix}{strategy} at N=1 is {abs(cost):.1%} {'slower' if cost >= 0 else 'faster'} "
+                f"than the plain {base_name!r} loop")
+        ci, how = throughput_ratio_ci(sweep, base, sweep, one)
+        if ci is None:
+            line += f" (no CI: {how})."
+        else:
+            lo, hi = 1 - ci[1], 1 - ci[0]
+            line += f" (95% CI of the cost {lo:+.1%} to {hi:+.1%})"
+            line += ": within the measurement noise." if lo <= 0 <= hi else "."
+        summary.wrapper.append(line)
+
+    for strategy, pts in strategies.items():
+        multi_pts = [r for r in pts if int(r["world_size"]) > 1 and num(r.get("efficiency")) is not None]
+        if not multi_pts:
+            continue
+        last = multi_pts[-1]
+        if all(num(r["efficiency"]) >= EFFICIENCY_TARGET for r in multi_pts):
+            summary.limits.append(f"{prefix}{strategy}: no limit within the measured range (efficiency at or above "
+                                  f"{EFFICIENCY_TARGET:.0%} up to N={last['world_size']}).")
+            continue
+        causes, missing = limiting_factors(last)
+        if causes:
+            summary.limits.append(f"{prefix}{strategy}: {'; '.join(causes)}.")
+        else:
+            why = (f" (the records carry no {' or '.join(missing)} measurements)" if missing
+                   else " (communication and input-pipeline measurements are below their thresholds)")
+            summary.limits.append(f"{prefix}{strategy}: not determined from these measurements{why}.")
+        if sweep.cpu_workers and not causes:
+            summary.limits[-1] += f" The {word} share the machine's cores, which likely limits them, but that is not measured."
+
+
+# -- capacity planning ----------------------------------------------------------------------------------
+@dataclass
+class CapacityRow:
+    workload: str
+    strategy: str
+    measured: list[tuple[int, float]]
+    """(N, throughput) for every successful measured point."""
+    target_throughput: str | None = None
+    epoch_times: list[tuple[int, float]] = field(default_factory=list)
+    target_epoch: str | None = None
+
+
+def capacity(points: Sequence[dict], *, target_throughput: float | None = None, epoch_samples: int | None = None,
+             epoch_time_s: float | None = None) -> list[CapacityRow]:
+    """Devices needed per strategy, from measured points only (no extrapolation past the largest N)."""
+    groups = group_by_workload(r for r in points if not is_comm(r) and num(r.get("throughput")))
+    rows = []
+    for key, pts in groups.items():
+        word = device_word(pts)
+        for strategy, spts in by_strategy(pts).items():
+            measured = [(int(r["world_size"]), num(r["throughput"])) for r in spts]
+            row = CapacityRow(workload=workload_label(key), strategy=strategy, measured=measured)
+            n_max, thr_max = measured[-1]
+            if target_throughput is not None:
+                hit = next((r for r in spts if num(r["throughput"]) >= target_throughput), None)
+                if hit is None:
+                    row.target_throughput = (f"not reached at the largest measured N = {n_max} "
+                                             f"({thr_max:.2f} samples/s)")
+                else:
+                    row.target_throughput = _count(int(hit["world_size"]), word)
+                    ci = throughput_ci(hit)
+                    if ci and ci[0] < target_throughput:
+                        row.target_throughput += (f" (its 95% CI lower bound, {ci[0]:.2f} samples/s, is below "
+                                                  "the target)")
+            if epoch_samples:
+                row.epoch_times = [(n, epoch_samples / thr) for n, thr in measured]
+                if epoch_time_s is not None:
+                    hit = next(((n, t) for n, t in row.epoch_times if t <= epoch_time_s), None)
+                    if hit is None:
+                        row.target_epoch = (f"not reached at the largest measured N = {n_max} "
+                                            f"({format_duration(row.epoch_times[-1][1])} per epoch)")
+                    else:
+                        row.target_epoch = _count(hit[0], word)
+            rows.append(row)
+    return rows
+
+
+def _count(n: int, word: str) -> str:
+    return f"{n} {word if n != 1 else word[:-1]}"
+
+
+def format_duration(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:.1f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.1f} min"
+    if seconds < 172800:
+        return f"{seconds / 3600:.1f} h"
+    return f"{seconds / 86400:.1f} days"
+
+
+# -- communication and telemetry fields -----------------------------------------------------------------
+COMM_FIELDS = ("comm_overhead", "exposed_comm_s", "allreduce_s", "grad_bytes", "overlap", "data_wait_fraction")
+
+
+def comm_breakdown(record: dict) -> dict | None:
+    """Split the median step into compute alone, compute overlapped with communication, and exposed
+    communication (seconds), from whichever of exposed_comm_s / comm_overhead / allreduce_s / overlap exist."""
+    step = num(record.get("step_time_median_s"))
+    exposed = num(record.get("exposed_comm_s"))
+    if exposed is None and num(record.get("comm_overhead")) is not None and step:
+        exposed = num(record["comm_overhead"]) * step
+    if exposed is None or not step:
+        return None
+    allreduce, overlap = num(record.get("allreduce_s")), num(record.get("overlap"))
+    if allreduce is not None:
+        hidden = max(0.0, allreduce - exposed)
+    elif overlap is not None and overlap < 1:
+        hidden = exposed * overlap / (1 - overlap)
+    else:
+        hidden = 0.0
+    exposed = min(exposed, step)
+    hidden = min(hidden, step - exposed)
+    return {"step_s": step, "compute_only_s": step - exposed - hidden, "overlapped_s": hidden,
+            "exposed_s": exposed, "overlap": overlap, "comm_overhead": num(record.get("comm_overhead")),
+            "allreduce_s": allreduce}
+
+
+def has_comm_fields(record: dict) -> bool:
+    return any(num(record.get(k)) is not None for k in COMM_FIELDS)
+
+
+def telemetry_values(record: dict) -> dict[str, float]:
+    """Scalar telemetry per point: lists (per GPU / per worker) become their maximum (`..._max`)."""
+    tel = record.get("telemetry")
+    if not isinstance(tel, dict):
+        return {}
+    out = {}
+    for key, value in tel.items():
+        if isinstance(value, (list, tuple)):
+            vals = [num(v) for v in value if num(v) is not None]
+            if vals:
+                out[f"{key}_max" if len(vals) > 1 else key] = max(vals)
+        elif isinstance(value, bool):
+            out[key] = float(value)
+        elif num(value) is not None:
+            out[key] = num(value)
+    return out
+
+
+# -- tabular export -------------------------------------------------------------------------------------
+FRAME_COLUMNS = ("sweep_id", "point_id", "strategy", "framework", "model", "world_size", "nodes", "device",
+                 "scaling", "per_device_batch", "global_batch", "status", "reason", "throughput",
+                 "throughput_ci_low", "throughput_ci_high", "speedup", "efficiency", "wrapper_overhead",
+                 "step_time_median_s", "step_time_p5_s", "step_time_p95_s", "step_time_cv", "measured_steps",
+                 "noisy", *COMM_FIELDS)
+_SKIP_IN_FRAME = {"step_times_s", "per_rank_step_times_s", "config", "launch", "stderr_tail", "telemetry"}
+
+
+def points_frame(sweep: Sweep):
+    """One row per point: the fixed columns above, then any other scalar record fields, then
+    telemetry as `telemetry.<name>` columns. Lists and dicts become JSON text."""
+    import pandas as pd
+
+    rows = []
+    extra: list[str] = []
+    for r in sweep.points:
+        row = {c: r.get(c) for c in FRAME_COLUMNS}
+        for k, v in r.items():
+            if k in row or k in _SKIP_IN_FRAME:
+                continue
+            row[k] = json.dumps(v, sort_keys=True, default=str) if isinstance(v, (list, dict)) else v
+            if k not in extra:
+                extra.append(k)
+        tel = r.get("telemetry") if isinstance(r.get("telemetry"), dict) else {}
+        for k, v in tel.items():
+            col = f"telemetry.{k}"
+            row[col] = json.dumps(v) if isinstance(v, (list, dict)) else v
+            if col not in extra:
+                extra.append(col)
+        row["config"] = json.dumps(r.get("config", {}), sort_keys=True, default=str)
+        rows.append(row)
+    columns = [*FRAME_COLUMNS, *extra, "config"]
+    frame = pd.DataFrame(rows, columns=columns)
+    # Columns that are entirely absent in this sweep (e.g. CI before it is recorded) stay, as empty
+    # columns, so exports from different sweeps have the same leading layout.
+    return frame
+
+
+def sweep_document(sweep: Sweep) -> dict:
+    """The whole sweep as one JSON-able document: the sweep row and every full record with its steps."""
+    points = []
+    for r in sweep.points:
+        p = dict(r)
+        p["step_times_s"] = sweep.step_times(r)
+        points.append(p)
+    return {"sweep": sweep.info, "points": points}

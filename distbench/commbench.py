@@ -1,0 +1,82 @@
+"""`distbench comm`: all-reduce bandwidth over a message-size sweep, per backend.
+
+Definitions (as in nccl-tests): for a message of S bytes all-reduced in t seconds by n ranks,
+algbw = S / t and busbw = algbw * 2 (n - 1) / n (the bandwidth each link sustains in a ring
+all-reduce, comparable across n). Times are per iteration after warmup, each iteration starting
+after a barrier, and taken as the slowest rank's.
+"""
+from __future__ import annotations
+
+import re
+
+from distbench.errors import BadInput
+from distbench.strategies import Strategy
+
+BACKENDS: dict[str, Strategy] = {
+    "gloo": Strategy(name="comm-gloo", framework="torch", module="comm_torch", launcher="torchrun",
+                     requires=("torch",), description="torch.distributed all_reduce, gloo"),
+    "nccl": Strategy(name="comm-nccl", framework="torch", module="comm_torch", launcher="torchrun",
+                     requires=("torch",), description="torch.distributed all_reduce, NCCL (CUDA only)"),
+    "mpi": Strategy(name="comm-mpi", framework="torch", module="comm_torch", launcher="torchrun",
+                    requires=("torch",), description="torch.distributed all_reduce, MPI (torch built with MPI)"),
+    "horovod": Strategy(name="comm-horovod", framework="torch", module="comm_horovod", launcher="horovodrun",
+                        requires=("torch", "horovod.torch"), description="horovod.torch allreduce"),
+    "tf": Strategy(name="comm-tf", framework="tf", module="comm_tf", launcher="process",
+                   requires=("tensorflow",), description="tf.distribute MirroredStrategy all_reduce"),
+}
+
+_UNITS = {"": 1, "B": 1, "K": 1024, "KB": 1024, "KIB": 1024, "M": 1024 ** 2, "MB": 1024 ** 2, "MIB": 1024 ** 2,
+          "G": 1024 ** 3, "GB": 1024 ** 3, "GIB": 1024 ** 3}
+
+
+def parse_size(text: str) -> int:
+    m = re.fullmatch(r"\s*(\d+)\s*([A-Za-z]*)\s*", text)
+    if not m or m.group(2).upper() not in _UNITS:
+        raise BadInput(f"bad message size {text!r}: use a number with an optional K, M or G suffix (powers of 1024)")
+    value = int(m.group(1)) * _UNITS[m.group(2).upper()]
+    if value < 4:
+        raise BadInput(f"message size {text!r} is below one float32 element (4 bytes)")
+    return value
+
+
+def parse_sizes(text: str, factor: int = 2) -> list[int]:
+    """'1K:1G' -> [1K, 2K, 4K, ...] (factor 2 or 4); a comma list is taken as given."""
+    if factor not in (2, 4):
+        raise BadInput(f"--factor must be 2 or 4, got {factor}")
+    if ":" in text:
+        lo_text, _, hi_text = text.partition(":")
+        lo, hi = parse_size(lo_text), parse_size(hi_text)
+        if lo > hi:
+            raise BadInput(f"--sizes {text!r}: the first size is larger than the last")
+        sizes = []
+        s = lo
+        while s <= hi:
+            sizes.append(s)
+            s *= factor
+    else:
+        sizes = sorted({parse_size(part) for part in text.split(",") if part.strip()})
+        if not sizes:
+            raise BadInput("--sizes is empty")
+    return [s - s % 4 for s in sizes]
+
+
+def get_backend(name: str) -> Strategy:
+    try:
+        return BACKENDS[name]
+    except KeyError:
+        raise BadInput(f"unknown backend {name!r}; valid backends: {', '.join(BACKENDS)}") from None
+
+
+def summarize(sizes: list[int], per_size_times: list[list[float]], world_size: int) -> dict:
+    """Median/p95 time and bandwidths (GB/s, 1e9 bytes) per size from per-iteration times."""
+    from distbench import stats
+
+    med, p95, alg, bus = [], [], [], []
+    for size, times in zip(sizes, per_size_times):
+        m = stats.percentile(times, 50)
+        a, b = stats.bus_bandwidth(size, m, world_size)
+        med.append(m)
+        p95.append(stats.percentile(times, 95))
+        alg.append(a / 1e9)
+        bus.append(b / 1e9)
+    return {"sizes_bytes": sizes, "time_median_s": med, "time_p95_s": p95, "algbw_gbps": alg, "busbw_gbps": bus}

@@ -1,0 +1,205 @@
+"""Comparing two sweeps (another distbench version, another machine): throughput ratio B/A per point.
+
+Points match when strategy, N, model, per-device batch and scaling are equal. Each ratio gets a 95% CI:
+from the records' own throughput CIs when both have one (combined on the log scale), else a seeded
+percentile bootstrap over the per-step samples in the `steps` table. A change is flagged only when it
+is beyond the noise (the CI of the ratio excludes 1) AND larger than the threshold. A point that was ok
+in A and failed / timed out / ran out of memory in B counts as a regression too.
+
+    from distbench.compare import compare_sweeps
+    result = compare_sweeps(sweep_a, sweep_b, threshold=0.05)
+    exit_code = 1 if result.regressions else 0
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from rich.markup import escape
+from rich.table import Table
+
+from distbench.analysis import Sweep, is_comm, num, throughput_ratio_ci
+from distbench.errors import BadInput
+
+MATCH_FIELDS = ("strategy", "world_size", "model", "per_device_batch", "scaling")
+BROKEN = ("failed", "timeout", "oom")
+
+VERDICT_STYLE = {"regression": "bold red", "improvement": "green", "failed in B": "bold red",
+                 "fixed in B": "green", "within noise": "dim", "below threshold": "dim", "no CI": "yellow",
+                 "not measured": "yellow"}
+
+
+def parse_threshold(text: str) -> float:
+    """'5%' -> 0.05, '0.05' -> 0.05. A bare number of 1 or more is ambiguous and refused."""
+    raw = str(text).strip()
+    try:
+        value = float(raw[:-1]) / 100 if raw.endswith("%") else float(raw)
+    except ValueError:
+        raise BadInput(f"--threshold {text!r} is not a percentage (e.g. 5%) or a fraction (e.g. 0.05)") from None
+    if not raw.endswith("%") and value >= 1:
+        raise BadInput(f"--threshold {text!r} is ambiguous: write {raw}% for a percentage or a fraction below 1")
+    if not 0 <= value < 1:
+        raise BadInput(f"--threshold {text!r} must be between 0% and 100%")
+    return value
+
+
+def match_key(record: dict) -> tuple:
+    return tuple(record.get(k) for k in MATCH_FIELDS)
+
+
+def key_label(key: tuple) -> str:
+    strategy, n, model, batch, scaling = key
+    return f"{strategy} N={n} {model} batch={batch} {scaling}"
+
+
+@dataclass
+class PointComparison:
+    key: tuple
+    a: dict
+    b: dict
+    ratio: float | None = None
+    ci: tuple[float, float] | None = None
+    ci_method: str = ""
+    verdict: str = ""
+    note: str = ""
+
+    def to_json(self) -> dict:
+        strategy, n, model, batch, scaling = self.key
+        return {"strategy": strategy, "world_size": n, "model": model, "per_device_batch": batch,
+                "scaling": scaling, "status_a": self.a.get("status"), "status_b": self.b.get("status"),
+                "throughput_a": num(self.a.get("throughput")), "throughput_b": num(self.b.get("throughput")),
+                "ratio": self.ratio, "ci_low": self.ci[0] if self.ci else None,
+                "ci_high": self.ci[1] if self.ci else None, "ci_method": self.ci_method or None,
+                "verdict": self.verdict, "note": self.note or None,
+                "point_id_a": self.a.get("point_id"), "point_id_b": self.b.get("point_id")}
+
+
+@dataclass
+class Comparison:
+    sweep_a: str
+    sweep_b: str
+    threshold: float
+    points: list[PointComparison] = field(default_factory=list)
+    only_a: list[tuple] = field(default_factory=list)
+    only_b: list[tuple] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def regressions(self) -> list[PointComparison]:
+        return [p for p in self.points if p.verdict in ("regression", "failed in B")]
+
+    @property
+    def improvements(self) -> list[PointComparison]:
+        return [p for p in self.points if p.verdict in ("improvement", "fixed in B")]
+
+    def to_json(self) -> dict:
+        return {"sweep_a": self.sweep_a, "sweep_b": self.sweep_b, "threshold": self.threshold,
+                "regressions": len(self.regressions), "improvements": len(self.improvements),
+                "points": [p.to_json() for p in self.points],
+                "unmatched_a": [dict(zip(MATCH_FIELDS, k)) for k in self.only_a],
+                "unmatched_b": [dict(zip(MATCH_FIELDS, k)) for k in self.only_b],
+                "notes": self.notes}
+
+
+def _index(sweep: Sweep, side: str, notes: list[str]) -> dict[tuple, dict]:
+    out: dict[tuple, dict] = {}
+    repeated = set()
+    for r in sweep.points:
+        if is_comm(r):
+            continue
+        key = match_key(r)
+        if key in out:
+            repeated.add(key)
+            # keep a successful point over a later unsuccessful repeat, else the later point
+            if out[key].get("status") == "ok" and r.get("status") != "ok":
+                continue
+        out[key] = r
+    for key in sorted(repeated, key=str):
+        notes.append(f"{side} has several points for {key_label(key)}; the last successful one is used")
+    return out
+
+
+def judge(ratio: float, ci: tuple[float, float] | None, threshold: float) -> str:
+    """regression / improvement only when the CI excludes 1 and the change exceeds the threshold."""
+    if ci is None:
+        return "no CI"
+    lo, hi = ci
+    if lo <= 1 <= hi:
+        return "within noise"
+    if hi < 1 and 1 - ratio > threshold:
+        return "regression"
+    if lo > 1 and ratio - 1 > threshold:
+        return "improvement"
+    return "below threshold"
+
+
+def compare_sweeps(sweep_a: Sweep, sweep_b: Sweep, *, threshold: float = 0.05, seed: int = 0) -> Comparison:
+    result = Comparison(sweep_a=sweep_a.id, sweep_b=sweep_b.id, threshold=threshold)
+    index_a = _index(sweep_a, "A", result.notes)
+    index_b = _index(sweep_b, "B", result.notes)
+    if any(is_comm(r) for r in sweep_a.points + sweep_b.points):
+        result.notes.append("communication micro-benchmark records (comm-*) are not compared")
+    for i, key in enumerate(k for k in index_a if k in index_b):
+        a, b = index_a[key], index_b[key]
+        pc = PointComparison(key=key, a=a, b=b)
+        sa, sb = a.get("status"), b.get("status")
+        if sa == "ok" and sb == "ok":
+            thr_a, thr_b = num(a.get("throughput")), num(b.get("throughput"))
+            if not thr_a or not thr_b:
+                pc.verdict, pc.note = "no CI", "a throughput is missing"
+            else:
+                pc.ratio = thr_b / thr_a
+                pc.ci, how = throughput_ratio_ci(sweep_a, a, sweep_b, b, seed=seed + i)
+                if pc.ci is None:
+                    pc.note = f"{how}: not flagged"
+                else:
+                    pc.ci_method = how
+                pc.verdict = judge(pc.ratio, pc.ci, threshold)
+                noisy = [side for side, r in (("A", a), ("B", b)) if r.get("noisy")]
+                if noisy:
+                    pc.note = "; ".join(filter(None, [pc.note, f"flagged noisy in {' and '.join(noisy)}"]))
+        elif sa == "ok" and sb in BROKEN:
+            pc.verdict, pc.note = "failed in B", f"{sb}: {b.get('reason') or 'no reason recorded'}"
+        elif sa in BROKEN and sb == "ok":
+            pc.verdict, pc.note = "fixed in B", f"was {sa} in A"
+        else:
+            pc.verdict = "not measured"
+            pc.note = "; ".join(f"{side}: {r.get('status')}" + (f" ({r.get('reason')})" if r.get("reason") else "")
+                                for side, r in (("A", a), ("B", b)) if r.get("status") != "ok")
+        result.points.append(pc)
+    result.only_a = [k for k in index_a if k not in index_b]
+    result.only_b = [k for k in index_b if k not in index_a]
+    return result
+
+
+def _f(x: float | None, fmt: str) -> str:
+    return "-" if x is None else format(x, fmt)
+
+
+def comparison_table(result: Comparison) -> Table:
+    table = Table(title=f"B = {result.sweep_b} vs A = {result.sweep_a} (threshold {result.threshold:.1%})",
+                  title_justify="left")
+    for col, justify in (("strategy", "left"), ("N", "right"), ("model", "left"), ("batch", "right"),
+                         ("scaling", "left"), ("A\n(samples/s)", "right"), ("B\n(samples/s)", "right"),
+                         ("B/A", "right"), ("95% CI", "right"), ("verdict", "left")):
+        table.add_column(col, justify=justify)
+    for p in result.points:
+        strategy, n, model, batch, scaling = p.key
+        verdict = f"[{VERDICT_STYLE.get(p.verdict, 'white')}]{p.verdict}[/]"
+        if p.note:
+            verdict += f" ({escape(p.note)})"
+        table.add_row(escape(str(strategy)), str(n), escape(str(model)), str(batch), escape(str(scaling)),
+                      _f(num(p.a.get("throughput")), ".2f"), _f(num(p.b.get("throughput")), ".2f"),
+                      _f(p.ratio, ".3f"), f"{p.ci[0]:.3f}-{p.ci[1]:.3f}" if p.ci else "-", verdict)
+    return table
+
+
+def summary_lines(result: Comparison) -> list[str]:
+    lines = []
+    for side, keys in (("A", result.only_a), ("B", result.only_b)):
+        for key in keys:
+            lines.append(f"only in {side} (unmatched): {key_label(key)}")
+    lines.extend(f"note: {n}" for n in result.notes)
+    n_reg, n_imp = len(result.regressions), len(result.improvements)
+    lines.append(f"{n_reg} regression(s), {n_imp} improvement(s) beyond the noise and the {result.threshold:.1%} "
+                 f"threshold, over {len(result.points)} matched point(s)")
+    return lines

@@ -1,0 +1,31 @@
+"""A deliberately broken data-parallel worker: gradients are averaged by hand, but the initial
+weights are never broadcast, so replicas start (and stay) different."""
+import sys
+
+import torch.distributed as dist
+
+from distbench.launchers import common, torch_ddp
+
+
+def body(cfg, out_path):
+    from distbench.launchers import torch_common as tc
+
+    base = torch_ddp.make_distribution()
+
+    class AveragingOptimizer:
+        def __init__(self, model, optimizer, world):
+            self.model, self.optimizer, self.world = model, optimizer, world
+
+        def step(self):
+            for p in self.model.parameters():
+                if p.grad is not None:
+                    dist.all_reduce(p.grad)
+                    p.grad /= self.world
+            self.optimizer.step()
+
+    base.wrap = lambda cfg, model, optimizer, device: (model, AveragingOptimizer(model, optimizer, base.world))
+    tc.run(cfg, out_path, "ddp-no-broadcast", base)
+
+
+if __name__ == "__main__":
+    sys.exit(common.run_worker("ddp-no-broadcast", "torch", body))

@@ -1,0 +1,16 @@
+"""A deliberately broken DDP worker: every rank trains on rank 0's shard (a sampler bug)."""
+import sys
+
+from distbench.launchers import common, torch_ddp
+
+
+def body(cfg, out_path):
+    from distbench.launchers import torch_common as tc
+
+    make_batch = tc.make_batch
+    tc.make_batch = lambda cfg, device, rank, batch: make_batch(cfg, device, 0, batch)
+    tc.run(cfg, out_path, "ddp-same-data", torch_ddp.make_distribution())
+
+
+if __name__ == "__main__":
+    sys.exit(common.run_worker("ddp-same-data", "torch", body))

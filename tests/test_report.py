@@ -1,0 +1,343 @@
+"""The analysis behind the report (best strategy, 80% drop, wrapper cost, limits, capacity), the report
+files themselves (content, escaping) and a real headless Chromium load + screenshot.
+
+Stores are built here with Store.start_sweep/add_point and records from distbench.record.base_record
+whose step times are known, so every expected number can be worked out by hand:
+torch baseline, per-device batch 4, 0.1 s/step -> 40 samples/s.
+"""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import struct
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from distbench import analysis as an
+from distbench.analysis import load_sweep, open_store
+from distbench.record import base_record
+from distbench.report import write_report
+from distbench.store import Store
+from distbench.sweep import derive
+
+
+# -- fixture data builders (shared by test_compare.py and test_results_cli.py) ---------------------------
+def point(strategy: str, n: int, step_s: float | None = None, *, framework: str = "torch", batch: int = 4,
+          steps: int = 10, jitter: float = 0.01, status: str = "ok", reason: str | None = None,
+          model: str = "resnet50", scaling: str = "weak", device: str = "cpu", times=None, **fields) -> dict:
+    """A record with `steps` step times alternating step_s*(1 -/+ jitter): mean exactly step_s."""
+    cfg = {"model": model, "world_size": n, "per_device_batch": batch, "device": device, "scaling": scaling,
+           "nodes": 1}
+    r = base_record(cfg, strategy=strategy, framework=framework, status=status, reason=reason)
+    if status == "ok":
+        r["step_times_s"] = list(times) if times is not None else [
+            step_s * (1 + jitter * (1 if i % 2 else -1)) for i in range(steps)]
+    r.update(fields)
+    return r
+
+
+def add_sweep(store: Store, records: list[dict], *, command: str = "distbench scale --gpus 1,2,4") -> str:
+    """Commit records as one sweep, deriving speedup/efficiency the way a real sweep does."""
+    sid = store.start_sweep(command=command, version="0", git_sha=None,
+                            env={"hostname": "testhost", "cpu_count": 2}, options={"model": "resnet50"},
+                            notes=["fixture sweep"])
+    baselines: dict[str, dict] = {}
+    for r in records:
+        if r["strategy"] in ("torch", "tf"):
+            baselines[r["framework"]] = r
+        if not r["strategy"].startswith("comm"):
+            derive(r, baselines)
+        store.add_point(sid, r)
+    store.finish_sweep(sid, "complete")
+    return sid
+
+
+def scaling_records(**extra_ddp) -> list[dict]:
+    """Efficiencies: ddp 0.95, 0.90, 0.85, 0.60 at N=1,2,4,8; horovod-torch 0.90, 0.70, 0.50."""
+    return [
+        point("torch", 1, 0.1),                                   # 40 samples/s
+        point("ddp", 1, 0.1 / 0.95),                              # 38 -> 0.95
+        point("ddp", 2, 0.1 / 0.90),                              # 72 -> speedup 1.8, eff 0.90
+        point("ddp", 4, 0.1 / 0.85),                              # 136 -> 3.4, 0.85
+        point("ddp", 8, 0.1 / 0.60, **extra_ddp),                 # 192 -> 4.8, 0.60
+        point("horovod-torch", 1, 0.1 / 0.90),
+        point("horovod-torch", 2, 0.1 / 0.70),
+        point("horovod-torch", 4, 0.1 / 0.50),
+        point("dp", 2, status="skipped", reason="DataParallel needs CUDA devices"),
+    ]
+
+
+@pytest.fixture
+def scaling_sweep(tmp_path):
+    path = tmp_path / "r.db"
+    with Store(path) as store:
+        sid = add_sweep(store, scaling_records())
+        return path, sid, load_sweep(store, sid)
+
+
+# -- analysis ---------------------------------------------------------------------------------------------
+def test_fixture_numbers_are_what_the_analysis_sees(scaling_sweep):
+    _, _, sweep = scaling_sweep
+    eff = {(r["strategy"], r["world_size"]): r["efficiency"] for r in sweep.scaling_points}
+    assert eff[("ddp", 8)] == pytest.approx(0.60)
+    assert eff[("horovod-torch", 2)] == pytest.approx(0.70)
+    assert all(r["point_id"] for r in sweep.points)
+    assert len(sweep.step_times(sweep.points[0])) == 10
+
+
+def test_best_strategy_is_highest_efficiency_at_largest_n(scaling_sweep):
+    _, _, sweep = scaling_sweep
+    best = an.best_strategy(sweep.scaling_points, sweep)
+    # N=8 is the largest N; only ddp reached it, horovod-torch stopped at 4.
+    assert best["n"] == 8 and best["best"] == "ddp" and best["efficiency"] == pytest.approx(0.60)
+    assert best["missing"] == ["horovod-torch"]
+    text = " ".join(an.summarize(sweep).best)
+    assert "ddp scales best: 60% efficiency at N=8, the largest N measured." in text
+    assert "No successful point at N=8 for: horovod-torch." in text
+
+
+def test_best_strategy_ranking_and_statistical_tie(tmp_path):
+    recs = [point("torch", 1, 0.1), point("ddp", 2, 0.1 / 0.9), point("horovod-torch", 2, 0.1 / 0.6)]
+    with Store(tmp_path / "r.db") as store:
+        sweep = load_sweep(store, add_sweep(store, recs))
+    best = an.best_strategy(sweep.scaling_points, sweep)
+    assert [s for s, _, _ in best["ranking"]] == ["ddp", "horovod-torch"]
+    assert best["tied"] == [] and best["undecided"] == []   # 1% jitter: 0.9 vs 0.6 is far beyond the noise
+
+    # Overlapping recorded CIs: the ranking is not settled, and the summary says so.
+    recs = [point("torch", 1, 0.1),
+            point("ddp", 2, 0.1 / 0.82, throughput_ci_low=60.0, throughput_ci_high=72.0),
+            point("horovod-torch", 2, 0.1 / 0.80, throughput_ci_low=58.0, throughput_ci_high=70.0)]
+    with Store(tmp_path / "r2.db") as store:
+        sweep = load_sweep(store, add_sweep(store, recs))
+    best = an.best_strategy(sweep.scaling_points, sweep)
+    assert best["best"] == "ddp" and best["tied"] == ["horovod-torch"]
+    assert "horovod-torch is within the 95% CI of it" in an.summarize(sweep).best[0]
+
+
+def test_where_efficiency_drops_below_80(scaling_sweep):
+    _, _, sweep = scaling_sweep
+    drops = an.by_strategy(r for r in sweep.scaling_points if not an.is_baseline(r))
+    assert an.efficiency_drop(drops["ddp"])["below_at"] == 8
+    assert an.efficiency_drop(drops["horovod-torch"])["below_at"] == 2
+    lines = an.summarize(sweep).drops
+    assert "ddp: drops below 80% at N=8 (60%)." in lines
+    assert "horovod-torch: drops below 80% at N=2 (70%)." in lines
+
+
+def test_efficiency_never_below_80_and_below_already_at_one():
+    ok = [point("ddp", 1, 0.1, efficiency=0.95), point("ddp", 2, 0.1, efficiency=0.9)]
+    assert an.efficiency_drop(ok) == {"below_at": None, "efficiency": None, "largest_n": 2,
+                                      "largest_efficiency": 0.9}
+    bad = [point("ddp", 1, 0.1, efficiency=0.7), point("ddp", 2, 0.1, efficiency=0.9)]
+    assert an.efficiency_drop(bad)["below_at"] == 1
+
+
+def test_wrapper_cost_with_bootstrap_ci(scaling_sweep):
+    _, _, sweep = scaling_sweep
+    lines = an.summarize(sweep).wrapper
+    ddp = next(line for line in lines if line.startswith("ddp"))
+    assert ddp.startswith("ddp at N=1 is 5.0% slower than the plain 'torch' loop (95% CI of the cost +")
+    assert "within the measurement noise" not in ddp  # 1% jitter, 5% cost: resolved
+
+
+def test_wrapper_cost_within_noise_and_without_ci(tmp_path):
+    noisy = [0.07, 0.13] * 5  # CV ~30%: a 2% cost cannot be told from zero
+    recs = [point("torch", 1, times=noisy), point("ddp", 1, times=[t * 1.02 for t in noisy][::-1])]
+    with Store(tmp_path / "r.db") as store:
+        sweep = load_sweep(store, add_sweep(store, recs))
+    assert an.summarize(sweep).wrapper[0].endswith(": within the measurement noise.")
+    recs = [point("torch", 1, 0.1, steps=3), point("ddp", 1, 0.12, steps=3)]
+    with Store(tmp_path / "r2.db") as store:
+        sweep = load_sweep(store, add_sweep(store, recs))
+    assert an.summarize(sweep).wrapper == [
+        "ddp at N=1 is 16.7% slower than the plain 'torch' loop (no CI: too few steps (3 < 5))."]
+
+
+def test_what_limited_scaling_only_claims_what_was_measured(tmp_path):
+    recs = scaling_records(comm_overhead=0.35, exposed_comm_s=0.058, allreduce_s=0.09, overlap=0.36)
+    recs[7].update(data_wait_fraction=0.25, comm_overhead=0.05)   # horovod-torch N=4
+    with Store(tmp_path / "r.db") as store:
+        sweep = load_sweep(store, add_sweep(store, recs))
+    limits = an.summarize(sweep).limits
+    assert limits[0] == "ddp: communication (exposed communication is 35% of the step at N=8)."
+    assert limits[1] == "horovod-torch: input pipeline (workers wait for data 25% of the step at N=4)."
+
+    with Store(tmp_path / "r2.db") as store:
+        sweep = load_sweep(store, add_sweep(store, scaling_records()))
+    limits = an.summarize(sweep).limits
+    assert limits[0].startswith("ddp: not determined from these measurements (the records carry no "
+                                "communication or input-pipeline measurements).")
+
+
+def test_noise_is_named_when_flagged():
+    causes, _ = an.limiting_factors(point("ddp", 4, 0.1, noisy=True, step_time_cv=0.25))
+    assert causes == ["noise (the N=4 point is flagged noisy, step-time CV 25%: its efficiency is uncertain)"]
+    assert an.is_noisy(point("ddp", 4, 0.1, step_time_cv=0.2))
+    assert not an.is_noisy(point("ddp", 4, 0.1, step_time_cv=0.2, noisy=False))  # the record's flag wins
+
+
+def test_capacity_table_uses_measured_points_only(scaling_sweep):
+    _, _, sweep = scaling_sweep
+    rows = {r.strategy: r for r in an.capacity(sweep.scaling_points, target_throughput=130, epoch_samples=1_281_167,
+                                                  epoch_time_s=3 * 3600)}
+    # ddp: 72 at N=2, 136 at N=4 -> 4; horovod-torch: 80 at N=4 is its largest -> not reached.
+    assert rows["ddp"].target_throughput == "4 CPU workers"
+    assert rows["horovod-torch"].target_throughput == "not reached at the largest measured N = 4 (80.00 samples/s)"
+    assert rows["torch"].target_throughput == "not reached at the largest measured N = 1 (40.00 samples/s)"
+    # epoch: 1,281,167 / 192 samples/s = 6673 s = 1.9 h at ddp N=8; 3 h needs ddp N=4 (9420 s = 2.6 h).
+    assert rows["ddp"].target_epoch == "4 CPU workers"
+    assert rows["ddp"].epoch_times[-1] == (8, pytest.approx(1_281_167 / 192))
+    assert rows["horovod-torch"].target_epoch.startswith("not reached at the largest measured N = 4 (4.4 h")
+    one = an.capacity(sweep.scaling_points, target_throughput=30)
+    assert {r.strategy: r.target_throughput for r in one}["torch"] == "1 CPU worker"
+
+
+def test_capacity_warns_when_the_ci_straddles_the_target():
+    rows = an.capacity([point("torch", 1, 0.1, throughput=40.0, throughput_ci_low=35.0, throughput_ci_high=45.0)],
+                       target_throughput=38)
+    assert rows[0].target_throughput == ("1 CPU worker (its 95% CI lower bound, 35.00 samples/s, is below the "
+                                         "target)")
+
+
+def test_comm_breakdown_splits_the_step():
+    b = an.comm_breakdown({"step_time_median_s": 0.2, "exposed_comm_s": 0.05, "allreduce_s": 0.08})
+    assert b["exposed_s"] == pytest.approx(0.05) and b["overlapped_s"] == pytest.approx(0.03)
+    assert b["compute_only_s"] == pytest.approx(0.12)
+    b = an.comm_breakdown({"step_time_median_s": 0.2, "comm_overhead": 0.25, "overlap": 0.5})
+    assert b["exposed_s"] == pytest.approx(0.05) and b["overlapped_s"] == pytest.approx(0.05)
+    assert an.comm_breakdown({"step_time_median_s": 0.2}) is None
+
+
+# -- the report files -------------------------------------------------------------------------------------
+def _full_records() -> list[dict]:
+    recs = scaling_records(comm_overhead=0.35, exposed_comm_s=0.058, allreduce_s=0.09, overlap=0.36,
+                           grad_bytes=102_230_000, throughput_ci_low=185.0, throughput_ci_high=199.0,
+                           telemetry={"gpu_util_mean": 71.5, "gpu_mem_peak_bytes": [2.1e9, 2.3e9],
+                                      "power_w_mean": 230.0, "energy_per_sample_j": 1.2,
+                                      "rss_peak_bytes": [1.5e9] * 8, "throttled": False})
+    recs.append(point("ddp", 16, status="failed", reason="worker 3 exited with code 1",
+                      stderr_tail="RuntimeError: boom"))
+    recs.append(point("comm-gloo", 2, status="ok", times=[], sizes_bytes=[1024, 1 << 20, 1 << 24],
+                      busbw_gbps=[0.01, 0.8, 1.3], algbw_gbps=[0.01, 0.8, 1.3], time_median_s=[1e-4, 1e-3, 1e-2]))
+    return recs
+
+
+def test_report_contents(tmp_path):
+    with Store(tmp_path / "r.db") as store:
+        sweep = load_sweep(store, add_sweep(store, _full_records()))
+    files = write_report(sweep, tmp_path / "out" / "report.html", target_throughput=130, epoch_samples=1_000_000,
+                         epoch_time=3600)
+    page = files.html.read_text()
+    assert files.markdown == tmp_path / "out" / "report.md" and files.csv.name == "report-points.csv"
+    names = sorted(p.name for p in files.images)
+    assert names == ["report-busbw.png", "report-comm.png", "report-efficiency.png", "report-speedup.png",
+                     "report-steps.png", "report-telemetry.png", "report-throughput.png"]
+    assert all(p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for p in files.images)
+    assert page.count('<img class="plot"') == 7 and "data:image/svg+xml;base64," in page
+    # self-contained: no external URL anywhere, a CSP forbids network loads
+    assert not re.search(r"""(src|href)=["']?(https?:)?//""", page)
+    assert "default-src 'none'" in page
+    for text in ("ddp scales best: 60% efficiency at N=8", "ddp: communication (exposed communication is 35%",
+                 "Measured points only", "devices for 130 samples/s", "4 CPU workers",
+                 "worker 3 exited with code 1", "RuntimeError: boom", "CPU workers.", "185.00-199.00",
+                 "DataParallel needs CUDA devices", "gpu_mem_peak_bytes_max"):
+        assert text in page, text
+    md = files.markdown.read_text()
+    assert "![Speedup vs N" in md and "(report-speedup.png)" in md and "| ddp | 8 |" in md
+    csv = files.csv.read_text().splitlines()
+    assert csv[0].startswith("sweep_id,point_id,strategy,framework,model,world_size")
+    assert len(csv) == 1 + len(_full_records())
+
+
+def test_report_without_optional_fields_says_what_is_missing(scaling_sweep, tmp_path):
+    _, _, sweep = scaling_sweep
+    files = write_report(sweep, tmp_path / "plain.html")
+    page = files.html.read_text()
+    assert "This sweep has no communication measurements" in page
+    assert "This sweep has no telemetry" in page
+    assert "Pass --target-throughput" in page
+    assert sorted(p.name for p in files.images) == ["plain-efficiency.png", "plain-speedup.png",
+                                                    "plain-steps.png", "plain-throughput.png"]
+
+
+def test_every_store_string_is_escaped(tmp_path):
+    evil = "<script>alert(1)</script>"
+    recs = [point("torch", 1, 0.1), point(evil, 2, 0.05),
+            point("ddp", 4, status="failed", reason=f"boom {evil} | pipe", stderr_tail=evil),
+            point("ddp", 2, 0.06, model=f"m{evil}")]
+    with Store(tmp_path / "r.db") as store:
+        sid = add_sweep(store, recs, command=f"distbench scale {evil}")
+        sweep = load_sweep(store, sid)
+    files = write_report(sweep, tmp_path / "x.html")
+    page = files.html.read_text()
+    assert page.count("<script") == 1          # only the report's own marker script
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+    md = files.markdown.read_text()
+    assert "<script" not in md and "boom &lt;script&gt;alert(1)&lt;/script&gt; \\| pipe" in md
+
+
+# -- headless Chromium ------------------------------------------------------------------------------------
+CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                  "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                  "--disable-dev-shm-usage"]
+
+
+@pytest.fixture(scope="session")
+def chromium():
+    """Debian's chromium; installed with apt when missing and we are root, else the test is skipped."""
+    exe = shutil.which("chromium")
+    if exe:
+        return exe
+    if os.geteuid() != 0:
+        pytest.skip("chromium is not installed and not running as root to apt-get install it")
+    if not shutil.which("apt-get"):
+        pytest.skip("chromium is not installed and there is no apt-get to install it")
+    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+    for cmd in (["apt-get", "update"], ["apt-get", "install", "-y", "chromium"]):
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=900)
+        if proc.returncode != 0:
+            pytest.skip(f"{' '.join(cmd)} failed: {proc.stderr.strip()[-300:]}")
+    exe = shutil.which("chromium")
+    if not exe:
+        pytest.skip("apt-get install chromium did not provide a chromium executable")
+    return exe
+
+
+def _chromium(exe: str, tmp_path: Path, name: str, *args: str) -> subprocess.CompletedProcess:
+    profile = tmp_path / f"profile-{name}"
+    return subprocess.run([exe, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", "--enable-logging=stderr",
+                           "--v=0", *args], capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+
+
+def _png_size(data: bytes) -> tuple[int, int]:
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    return struct.unpack(">II", data[16:24])
+
+
+def test_report_loads_in_headless_chromium(chromium, tmp_path):
+    with Store(tmp_path / "r.db") as store:
+        sweep = load_sweep(store, add_sweep(store, _full_records()))
+    files = write_report(sweep, tmp_path / "report.html", target_throughput=130)
+    url = files.html.resolve().as_uri()
+
+    dom = _chromium(chromium, tmp_path, "dom", "--virtual-time-budget=5000", "--dump-dom", url)
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    root = re.search(r"<html[^>]*>", dom.stdout).group(0)
+    assert 'data-report-ready="yes"' in root, root
+    assert 'data-plots-expected="7"' in root and 'data-plots-loaded="7"' in root
+    assert "data-js-errors" not in root
+    console = [line for line in dom.stderr.splitlines()
+               if "CONSOLE" in line or "Uncaught" in line or "Content Security Policy" in line]
+    assert console == []
+
+    shot = tmp_path / "report.png"
+    proc = _chromium(chromium, tmp_path, "shot", "--window-size=1280,2000", f"--screenshot={shot}",
+                     "--hide-scrollbars", url)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    data = shot.read_bytes()
+    assert _png_size(data) == (1280, 2000)
+    assert len(data) > 50_000  # a blank page compresses to a few KB

@@ -1,0 +1,74 @@
+"""`distbench verify`: every real strategy passes on CPU workers; deliberately broken ones fail."""
+import os
+
+import pytest
+
+from distbench.strategies import STRATEGIES, Strategy
+from distbench.verify import DEFAULT_RTOL, compare, verify
+from tests.conftest import ROOT, require, run_cli
+
+pytestmark = pytest.mark.slow
+
+ARGS = dict(model="resnet18", world_size=2, device="cpu", global_batch=4, steps=2, image_size=32, num_classes=10,
+            threads=2, timeout_s=300)
+
+
+@require("torch", "tensorflow", "horovod.torch", "horovod.tensorflow")
+def test_every_strategy_passes_on_cpu_workers():
+    proc = run_cli(["verify", "--model", "resnet18", "--gpus", "2", "--batch-size", "4", "--steps", "2",
+                    "--format", "json", "--device", "cpu"])
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
+    import json
+
+    results = {r["strategy"]: r for r in json.loads(proc.stdout)}
+    assert set(results) == {"dp", "ddp", "mirrored", "horovod-torch", "horovod-tf"}
+    assert results["dp"]["passed"] is None and "DataParallel needs CUDA" in results["dp"]["reason"]
+    for name in ("ddp", "mirrored", "horovod-torch", "horovod-tf"):
+        r = results[name]
+        assert r["passed"] is True, r
+        assert r["loss_max_rel_diff"] < DEFAULT_RTOL and r["update_max_rel_diff"] < DEFAULT_RTOL
+
+
+def _broken(module):
+    return Strategy(name=module.rsplit(".", 1)[1], framework="torch", module=module, launcher="torchrun")
+
+
+@pytest.fixture
+def tests_importable(monkeypatch):
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+
+
+@require("torch")
+def test_summing_instead_of_averaging_fails(tests_importable):
+    [r] = verify(strategies=[_broken("tests.fault_workers.ddp_sum")], **ARGS)
+    assert r["passed"] is False
+    assert "weight updates differ" in r["reason"]
+    assert r["update_max_rel_diff"] > 0.5  # updates ~2x the single-device ones at N=2
+
+
+@require("torch")
+def test_feeding_every_worker_the_same_data_fails(tests_importable):
+    [r] = verify(strategies=[_broken("tests.fault_workers.ddp_same_data")], **ARGS)
+    assert r["passed"] is False
+    assert "losses differ from the single-device run" in r["reason"]
+
+
+@require("torch")
+def test_a_missing_initial_broadcast_fails(tests_importable):
+    [r] = verify(strategies=[_broken("tests.fault_workers.ddp_no_broadcast")], **ARGS)
+    assert r["passed"] is False
+    assert "losses differ" in r["reason"]
+
+
+def test_compare_math():
+    base = {"strategy": "torch", "world_size": 1, "status": "ok", "verify_losses": [2.0, 1.9],
+            "update_checksums": [[1.0, 0.1], [0.5, 0.0], [0.0, 0.0]]}
+    good = dict(base, strategy="ddp", world_size=2, verify_losses=[2.0, 1.9000001], replica_max_rel_diff=0.0,
+                update_checksums=[[1.00000001, 0.1], [0.5, 0.0], [0.0, 1.0]])
+    assert compare(good, base, 1e-4)["passed"] is True
+    doubled = dict(good, update_checksums=[[2.0, 0.2], [1.0, 0.0], [0.0, 0.0]])
+    verdict = compare(doubled, base, 1e-4)
+    assert verdict["passed"] is False and verdict["update_max_rel_diff"] == pytest.approx(1.0)
+    assert "2x the single-device one" in verdict["reason"]
+    split = dict(good, replica_max_rel_diff=0.3)
+    assert "replicas hold different weights" in compare(split, base, 1e-4)["reason"]
