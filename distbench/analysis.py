@@ -32,6 +32,8 @@ COMM_LARGE = 0.20
 """comm_overhead (exposed communication / step time) at or above which communication is named as the limit."""
 DATA_WAIT_LARGE = 0.10
 """data_wait_fraction at or above which the input pipeline is named as the limit."""
+SUPERLINEAR = 1.10
+"""Efficiency above this is called out as implausible for the same per-device work (weak scaling)."""
 MIN_BOOTSTRAP_STEPS = 5
 """Fewer per-step samples than this give no bootstrap CI: a percentile bootstrap of 2-4 samples is not a CI."""
 BOOTSTRAP_RESAMPLES = 2000
@@ -169,12 +171,27 @@ def throughput_ci(record: dict) -> tuple[float, float] | None:
     return lo, hi
 
 
-def scaled_ci(record: dict, value_key: str) -> tuple[float, float] | None:
-    """CI of speedup or efficiency from the throughput CI (the baseline's own uncertainty is not included)."""
+def scaled_ci(record: dict, value_key: str, baseline: dict | None = None) -> tuple[float, float] | None:
+    """95% CI of speedup or efficiency. With the baseline's CI too, both are combined on the log scale
+    (speedup = throughput / baseline throughput); else only the point's own throughput CI is used."""
     ci, value, thr = throughput_ci(record), num(record.get(value_key)), num(record.get("throughput"))
     if ci is None or value is None or not thr:
         return None
+    base_ci = throughput_ci(baseline) if baseline and baseline is not record else None
+    base_thr = num(baseline.get("throughput")) if baseline else None
+    if base_ci and base_thr:
+        lo, hi = ratio_ci_from_cis(base_thr, base_ci, thr, ci)
+        return value * lo / (thr / base_thr), value * hi / (thr / base_thr)
     return value * ci[0] / thr, value * ci[1] / thr
+
+
+def baseline_for(record: dict, points: Iterable[dict]) -> dict | None:
+    """The successful single-device baseline of the record's framework and workload, if measured."""
+    for r in reversed(list(points)):
+        if (is_baseline(r) and r.get("status") == "ok" and r.get("framework") == record.get("framework")
+                and workload_key(r) == workload_key(record)):
+            return r
+    return None
 
 
 def is_noisy(record: dict) -> bool:
@@ -425,6 +442,20 @@ def summarize(sweep: Sweep) -> Summary:
         names = ", ".join(f"{r['strategy']} N={r['world_size']}" for r in noisy)
         summary.notes.append(f"{len(noisy)} point(s) are noisy (flagged, or step-time CV above {CV_NOISY:.0%}): "
                              f"{names}. Differences smaller than their spread are not meaningful.")
+    for base in (r for r in sweep.scaling_points if is_baseline(r) and is_noisy(r)):
+        cv = num(base.get("step_time_cv"))
+        summary.notes.append(f"The {base['strategy']!r} baseline is noisy"
+                             + (f" (step-time CV {cv:.0%})" if cv is not None else "")
+                             + f": every {base['framework']} speedup and efficiency is divided by it and "
+                               "inherits that uncertainty.")
+    superlinear = [r for r in sweep.scaling_points if (num(r.get("efficiency")) or 0) > SUPERLINEAR
+                   and not is_baseline(r)]
+    if superlinear:
+        names = ", ".join(f"{r['strategy']} N={r['world_size']} ({num(r['efficiency']):.0%})" for r in superlinear)
+        summary.notes.append(f"Efficiency above {SUPERLINEAR:.0%} ({names}) is more than linear scaling allows "
+                             "for the same per-device work; it usually means the baseline ran slower than it "
+                             "should (e.g. other load on the machine), not that the strategy is that good. "
+                             "Re-measure before relying on it.")
     if sweep.problem_points:
         summary.notes.append(f"{len(sweep.problem_points)} point(s) did not produce a measurement "
                              "(listed with their reasons below).")
@@ -432,13 +463,12 @@ def summarize(sweep: Sweep) -> Summary:
 
 
 def _summarize_group(sweep: Sweep, points: list[dict], prefix: str, summary: Summary) -> None:
-    word = device_word(points)
     best = best_strategy(points, sweep)
     if best is None:
-        summary.best.append(f"{prefix}no strategy has a known efficiency (no successful single-device baseline "
+        summary.best.append(f"{prefix}No strategy has a known efficiency (no successful single-device baseline "
                             "in this sweep), so scaling is not assessed.")
     elif best["n"] == 1:
-        summary.best.append(f"{prefix}only N=1 was measured, so scaling is not assessed.")
+        summary.best.append(f"{prefix}Only N=1 was measured, so scaling is not assessed.")
     else:
         line = (f"{prefix}{best['best']} scales best: {best['efficiency']:.0%} efficiency at N={best['n']}, "
                 f"the largest N measured")
@@ -504,11 +534,12 @@ def _summarize_group(sweep: Sweep, points: list[dict], prefix: str, summary: Sum
         multi_pts = [r for r in pts if int(r["world_size"]) > 1 and num(r.get("efficiency")) is not None]
         if not multi_pts:
             continue
-        last = multi_pts[-1]
-        if all(num(r["efficiency"]) >= EFFICIENCY_TARGET for r in multi_pts):
+        below = [r for r in multi_pts if num(r["efficiency"]) < EFFICIENCY_TARGET]
+        if not below:
             summary.limits.append(f"{prefix}{strategy}: no limit within the measured range (efficiency at or above "
-                                  f"{EFFICIENCY_TARGET:.0%} up to N={last['world_size']}).")
+                                  f"{EFFICIENCY_TARGET:.0%} up to N={multi_pts[-1]['world_size']}).")
             continue
+        last = below[-1]
         causes, missing = limiting_factors(last)
         if causes:
             summary.limits.append(f"{prefix}{strategy}: {'; '.join(causes)}.")
@@ -516,8 +547,22 @@ def _summarize_group(sweep: Sweep, points: list[dict], prefix: str, summary: Sum
             why = (f" (the records carry no {' or '.join(missing)} measurements)" if missing
                    else " (communication and input-pipeline measurements are below their thresholds)")
             summary.limits.append(f"{prefix}{strategy}: not determined from these measurements{why}.")
-        if sweep.cpu_workers and not causes:
-            summary.limits[-1] += f" The {word} share the machine's cores, which likely limits them, but that is not measured."
+        shared = shared_cores_note(last, baselines.get(last.get("framework")))
+        if shared:
+            summary.limits[-1] += f" {shared}"
+
+
+def shared_cores_note(record: dict, baseline: dict | None) -> str | None:
+    """On CPU workers, a fact from the configs: did N workers get more CPU threads in total than the baseline?"""
+    if record.get("device") != "cpu" or not baseline:
+        return None
+    n = int(record.get("world_size") or 0)
+    tpw = num((record.get("config") or {}).get("threads_per_worker"))
+    base_tpw = num((baseline.get("config") or {}).get("threads_per_worker"))
+    if not tpw or not base_tpw or tpw * n > base_tpw:
+        return None
+    return (f"On CPU workers the N={n} workers ran {tpw:g} thread(s) each ({tpw * n:g} in total) where the "
+            f"baseline ran {base_tpw:g}: they split the same cores, so little or no speedup is expected here.")
 
 
 # -- capacity planning ----------------------------------------------------------------------------------
@@ -574,7 +619,7 @@ def _count(n: int, word: str) -> str:
 def format_duration(seconds: float) -> str:
     if seconds < 120:
         return f"{seconds:.1f} s"
-    if seconds < 7200:
+    if seconds < 3600:
         return f"{seconds / 60:.1f} min"
     if seconds < 172800:
         return f"{seconds / 3600:.1f} h"
@@ -609,20 +654,30 @@ def comm_breakdown(record: dict) -> dict | None:
 
 
 def has_comm_fields(record: dict) -> bool:
-    return any(num(record.get(k)) is not None for k in COMM_FIELDS)
+    """Has a communication or input-pipeline measurement (grad_bytes alone is a size, not a measurement)."""
+    return any(num(record.get(k)) is not None for k in COMM_FIELDS if k != "grad_bytes")
+
+
+TELEMETRY_META = {"window", "samples", "source", "sources", "interval_s", "t", "pids"}
+"""Telemetry keys that describe the sampling, not the point."""
 
 
 def telemetry_values(record: dict) -> dict[str, float]:
-    """Scalar telemetry per point: lists (per GPU / per worker) become their maximum (`..._max`)."""
+    """Scalar telemetry per point: per-GPU / per-worker lists or {worker: value} dicts become their
+    maximum; sampling metadata (window, sample count) is left out."""
     tel = record.get("telemetry")
     if not isinstance(tel, dict):
         return {}
     out = {}
     for key, value in tel.items():
+        if key in TELEMETRY_META:
+            continue
+        if isinstance(value, dict):
+            value = list(value.values())
         if isinstance(value, (list, tuple)):
             vals = [num(v) for v in value if num(v) is not None]
             if vals:
-                out[f"{key}_max" if len(vals) > 1 else key] = max(vals)
+                out[key] = max(vals)
         elif isinstance(value, bool):
             out[key] = float(value)
         elif num(value) is not None:

@@ -14,6 +14,7 @@ from distbench.commands import comm as comm_cmd
 from distbench.commands import models as models_cmd
 from distbench.commands import results as results_cmd
 from distbench.commands import scale as scale_cmd
+from distbench.commands import slurm as slurm_cmd
 from distbench.commands import verify as verify_cmd
 from distbench.errors import DistbenchError
 
@@ -35,6 +36,8 @@ cli.add_command(results_cmd.results)
 cli.add_command(results_cmd.report)
 cli.add_command(results_cmd.compare)
 cli.add_command(comm_cmd.comm)
+cli.add_command(slurm_cmd.slurm)
+cli.add_command(slurm_cmd.collect)
 cli.add_command(verify_cmd.verify)
 
 

@@ -18,7 +18,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from distbench.analysis import Sweep, is_comm, num, throughput_ratio_ci
-from distbench.errors import BadInput
+from distbench.errors import BadInput, DistbenchError
 
 MATCH_FIELDS = ("strategy", "world_size", "model", "per_device_batch", "scaling")
 BROKEN = ("failed", "timeout", "oom")
@@ -26,6 +26,11 @@ BROKEN = ("failed", "timeout", "oom")
 VERDICT_STYLE = {"regression": "bold red", "improvement": "green", "failed in B": "bold red",
                  "fixed in B": "green", "within noise": "dim", "below threshold": "dim", "no CI": "yellow",
                  "not measured": "yellow"}
+
+
+class RegressionFound(DistbenchError):
+    """B regressed: one line on stderr, exit 1 (the CI-gate outcome)."""
+    exit_code = 1
 
 
 def parse_threshold(text: str) -> float:
@@ -191,6 +196,14 @@ def comparison_table(result: Comparison) -> Table:
                       _f(num(p.a.get("throughput")), ".2f"), _f(num(p.b.get("throughput")), ".2f"),
                       _f(p.ratio, ".3f"), f"{p.ci[0]:.3f}-{p.ci[1]:.3f}" if p.ci else "-", verdict)
     return table
+
+
+def gate(result: Comparison) -> None:
+    """Raise RegressionFound (exit 1) when B regressed beyond the noise and the threshold, or broke a point."""
+    if result.regressions:
+        names = ", ".join(f"{p.key[0]} N={p.key[1]}" for p in result.regressions)
+        raise RegressionFound(f"{len(result.regressions)} regression(s) in {result.sweep_b} vs {result.sweep_a} "
+                              f"beyond the noise and the {result.threshold:.1%} threshold: {names}")
 
 
 def summary_lines(result: Comparison) -> list[str]:

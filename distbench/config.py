@@ -6,6 +6,8 @@ import json
 from dataclasses import dataclass, field
 
 SCALINGS = ("weak", "strong")
+PRECISIONS = ("fp32", "amp", "bf16")
+DATA_SOURCES = ("synthetic", "disk")
 DEVICES = ("auto", "cuda", "cpu")
 
 
@@ -25,8 +27,28 @@ class PointConfig:
     """Samples per device per step."""
     scaling: str = "weak"
     """'weak': per-device batch fixed; 'strong': global batch fixed and divided among devices."""
-    image_size: int = 224
+    image_size: int | None = 224
+    """Image models: input side (None for token models)."""
+    seq_len: int | None = None
+    """Token models: sequence length (None = the model's default)."""
     num_classes: int = 1000
+    precision: str = "fp32"
+    """'fp32', 'amp' (fp16 autocast + loss scaling, GPUs) or 'bf16' (bfloat16 autocast / Keras policy)."""
+    compile: bool = False
+    """torch.compile the model (torch strategies)."""
+    xla: bool = False
+    """tf.function(jit_compile=True) (TF strategies)."""
+    channels_last: bool = False
+    """torch.channels_last memory format (torch strategies, image models)."""
+    data: str = "synthetic"
+    """'synthetic': tensors made once on the device; 'disk': a cached dataset read by a real input
+    pipeline (DataLoader / tf.data) every step."""
+    data_dir: str | None = None
+    loader_workers: int = 2
+    """DataLoader workers / tf.data parallel map calls per process."""
+    prefetch: int = 2
+    """DataLoader prefetch_factor / tf.data prefetch depth (batches)."""
+    pin_memory: bool = True
     steps: int = 20
     """Measured steps (after warmup)."""
     warmup: int = 3
@@ -66,6 +88,12 @@ class PointConfig:
             raise ValueError(f"scaling must be one of {SCALINGS}, got {self.scaling!r}")
         if self.device not in ("cuda", "cpu"):
             raise ValueError(f"device must be 'cuda' or 'cpu', got {self.device!r}")
+        if self.precision not in PRECISIONS:
+            raise ValueError(f"precision must be one of {PRECISIONS}, got {self.precision!r}")
+        if self.data not in DATA_SOURCES:
+            raise ValueError(f"data must be one of {DATA_SOURCES}, got {self.data!r}")
+        if self.data == "disk" and not self.data_dir:
+            raise ValueError("data 'disk' needs data_dir")
         if not 0 <= self.target_ci < 1:
             raise ValueError(f"target_ci must be a fraction in [0, 1), got {self.target_ci}")
         if self.max_time_s < 0:

@@ -115,9 +115,10 @@ def classify_failure(returncode: int | None, stderr_tail: str) -> str:
     return "failed"
 
 
-def run_point(strategy: Strategy, cfg: PointConfig, workdir: str | os.PathLike, timeout_s: float) -> dict:
+def run_point(strategy: Strategy, cfg: PointConfig, workdir: str | os.PathLike, timeout_s: float,
+              telemetry_interval_s: float = 0.0) -> dict:
     """Run one point in a fresh process tree; always returns a result record (never raises for the
-    point's own failures)."""
+    point's own failures). With telemetry_interval_s > 0 a sampler runs beside it (distbench.telemetry)."""
     workdir = Path(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
     config_path = workdir / "config.json"
@@ -133,6 +134,11 @@ def run_point(strategy: Strategy, cfg: PointConfig, workdir: str | os.PathLike, 
     with open(stdout_path, "wb") as out, open(stderr_path, "wb") as err:
         proc = subprocess.Popen(argv, env=env, stdout=out, stderr=err, stdin=subprocess.DEVNULL,
                                 start_new_session=True)
+        sampler = None
+        if telemetry_interval_s > 0:
+            from distbench.telemetry import Sampler
+
+            sampler = Sampler(proc.pid, interval_s=telemetry_interval_s, gpus=cfg.device == "cuda").start()
         try:
             returncode = proc.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
@@ -142,6 +148,8 @@ def run_point(strategy: Strategy, cfg: PointConfig, workdir: str | os.PathLike, 
         except BaseException:
             _kill_tree(proc, grace_s=2.0)
             raise
+        finally:
+            samples = sampler.stop() if sampler else None
     wall = time.time() - started
     tail = _tail(stderr_path)
     record = None
@@ -167,6 +175,16 @@ def run_point(strategy: Strategy, cfg: PointConfig, workdir: str | os.PathLike, 
         record["reason"] = f"a rank failed after rank 0 finished (exit status {returncode})"
     if record["status"] != "ok":
         record["stderr_tail"] = tail
+    if samples is not None:
+        from distbench.telemetry import summarize
+
+        window = (record.get("stopping") or {}).get("window")
+        steps = len(record.get("step_times_s") or [])
+        record["telemetry"] = summarize(samples, tuple(window) if window else None,
+                                        steps * record["global_batch"] if steps else None)
+        if sampler.gpu_note:
+            record["telemetry"]["note"] = sampler.gpu_note
+        record["telemetry_samples"] = samples
     record["launch"] = {"argv": argv, "returncode": returncode, "wall_s": wall,
                         "launcher": strategy.launcher, "workdir": str(workdir)}
     return record

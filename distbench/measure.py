@@ -31,6 +31,9 @@ def combine_repeats(runs: list[dict], noisy_cv: float = NOISY_CV) -> dict:
     bad = [r for r in runs if r["status"] != "ok"]
     record = dict(bad[0] if bad else runs[0])
     record["repeats"] = [_summary(r) for r in runs]
+    samples = [s for r in runs for s in (r.get("telemetry_samples") or [])]
+    if samples:
+        record["telemetry_samples"] = samples
     if bad:
         if len(runs) > 1:
             record["reason"] = f"repeat {runs.index(bad[0]) + 1} of {len(runs)}: {bad[0].get('reason')}"
@@ -56,10 +59,11 @@ def combine_repeats(runs: list[dict], noisy_cv: float = NOISY_CV) -> dict:
 
 
 def measure_point(point: PlannedPoint, workdir: Path, *, timeout_s: float, repeats: int = 1,
-                  noisy_cv: float = NOISY_CV) -> dict:
+                  noisy_cv: float = NOISY_CV, telemetry_interval_s: float = 0.0) -> dict:
     """Run a planned point R times, plus its independent variant when it measures communication."""
     cfg = point.config
-    runs = [run_point(point.strategy, cfg, workdir / f"r{r + 1}", timeout_s) for r in range(repeats)]
+    runs = [run_point(point.strategy, cfg, workdir / f"r{r + 1}", timeout_s, telemetry_interval_s)
+            for r in range(repeats)]
     record = combine_repeats(runs, noisy_cv)
     if record["status"] == "ok" and cfg.measure_comm:
         indep_cfg = dataclasses.replace(cfg, sync=False, measure_comm=False)

@@ -20,6 +20,7 @@ Like distbench.launch.build_command, each builder only says what would run. The 
 from __future__ import annotations
 
 import json
+import re
 import shlex
 import sys
 from pathlib import Path
@@ -94,8 +95,12 @@ def tool_path(name: str, python: str = sys.executable) -> str:
     return str(Path(python).parent / name)
 
 
+def worker_args(module: str, config_path: str, out_path: str) -> list[str]:
+    return ["-m", module, "--config", config_path, "--out", out_path]
+
+
 def worker_argv(module: str, config_path: str, out_path: str, python: str = sys.executable) -> list[str]:
-    return [python, "-m", module, "--config", config_path, "--out", out_path]
+    return [python, *worker_args(module, config_path, out_path)]
 
 
 def torchrun_command(strategy: Strategy, cfg: PointConfig, config_path: str, out_path: str, *,
@@ -107,7 +112,7 @@ def torchrun_command(strategy: Strategy, cfg: PointConfig, config_path: str, out
     argv = [torchrun or tool_path("torchrun", python), f"--nnodes={cfg.nodes}",
             f"--nproc_per_node={devices_per_node(cfg)}", "--rdzv_backend=c10d",
             "--rdzv_endpoint", rdzv_endpoint, "--rdzv_id", rdzv_id, "--max_restarts=0",
-            *worker_argv(worker_module(strategy), config_path, out_path, python)[1:]]
+            *worker_args(worker_module(strategy), config_path, out_path)]
     return argv, build_env(cfg, base_env)
 
 
@@ -152,9 +157,11 @@ def tf_multiworker_command(cfg: PointConfig, config_path: str, out_path: str, *,
     return worker_argv(TF_MULTIWORKER_MODULE, config_path, out_path, python), env
 
 
-def srun_prefix(nodes: int | str, tasks_per_node: int | str, cpus_per_task: str | None = None) -> list[str]:
-    """`srun` starting `tasks_per_node` tasks on each of the job's nodes; a task's failure ends the step."""
-    argv = ["srun", f"--nodes={nodes}", f"--ntasks-per-node={tasks_per_node}", "--kill-on-bad-exit=1"]
+def srun_prefix(nodes: int, tasks_per_node: int, cpus_per_task: str | None = None) -> list[str]:
+    """`srun` starting `tasks_per_node` tasks on each of `nodes` nodes; a task's failure ends the step.
+    --ntasks is given too: alone, --ntasks-per-node yields to the job's own task count."""
+    argv = ["srun", f"--nodes={nodes}", f"--ntasks={nodes * tasks_per_node}", f"--ntasks-per-node={tasks_per_node}",
+            "--kill-on-bad-exit=1"]
     if cpus_per_task is not None:
         argv += ["--cpus-per-task", cpus_per_task]
     return argv
@@ -168,3 +175,47 @@ def tf_multiworker_srun_command(cfg: PointConfig, config_path: str, out_path: st
     argv = [*srun_prefix(cfg.nodes, tf_workers_per_node(cfg), cpus_per_task),
             *worker_argv(TF_MULTIWORKER_MODULE, config_path, out_path, python)]
     return argv, build_env(cfg, base_env)
+
+
+def expand_hostlist(hostlist: str) -> list[str]:
+    """Slurm's compressed host list, in order: 'gpu[01-02,7],login1' -> ['gpu01', 'gpu02', 'gpu7', 'login1']."""
+    hosts: list[str] = []
+    for m in re.finditer(r"([^,\[]+)(?:\[([^\]]+)\])?([^,\[]*)", hostlist):
+        prefix, ranges, suffix = m.group(1), m.group(2), m.group(3)
+        if ranges is None:
+            hosts.append(prefix + suffix)
+            continue
+        for part in ranges.split(","):
+            lo, _, hi = part.partition("-")
+            width = len(lo)
+            for i in range(int(lo), int(hi or lo) + 1):
+                hosts.append(f"{prefix}{i:0{width}d}{suffix}")
+    return hosts
+
+
+def expand_tasks_per_node(text: str) -> list[int]:
+    """SLURM_STEP_TASKS_PER_NODE: '2(x3),1' -> [2, 2, 2, 1]."""
+    out: list[int] = []
+    for part in text.split(","):
+        m = re.fullmatch(r"(\d+)(?:\(x(\d+)\))?", part.strip())
+        if not m:
+            raise ValueError(f"not a Slurm tasks-per-node list: {text!r}")
+        out += [int(m.group(1))] * int(m.group(2) or 1)
+    return out
+
+
+def slurm_tf_workers(environ: dict, port_base: int = 8888) -> tuple[list[str], int]:
+    """The TF cluster of the Slurm step this process is a task of: ('host:port' of every task in
+    rank order, this task's index). Task r runs on node SLURM_NODEID as local task SLURM_LOCALID,
+    and listens on port_base + its local id."""
+    hosts = expand_hostlist(environ["SLURM_STEP_NODELIST"])
+    tasks = expand_tasks_per_node(environ["SLURM_STEP_TASKS_PER_NODE"])
+    if len(tasks) != len(hosts):
+        raise ValueError(f"{len(hosts)} hosts but tasks per node for {len(tasks)}")
+    workers = [f"{h}:{port_base + local}" for h, t in zip(hosts, tasks) for local in range(t)]
+    node, local, rank = (int(environ[k]) for k in ("SLURM_NODEID", "SLURM_LOCALID", "SLURM_PROCID"))
+    index = sum(tasks[:node]) + local
+    if index != rank:
+        raise ValueError(f"task {rank} is local task {local} of node {node}: the TF workers need srun's block "
+                         "distribution (srun --distribution=block)")
+    return workers, index

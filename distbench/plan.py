@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from distbench import envinfo
 from distbench.config import PointConfig
 from distbench.errors import BadInput
-from distbench.models.specs import get_spec, model_names
+from distbench.models.specs import check_input, get_spec, model_names
 from distbench.strategies import FRAMEWORK_BASELINE, STRATEGIES, Strategy
 
 INSTALL_HINT = "run `make install` (creates .venv with torch, TensorFlow and Horovod)"
@@ -16,6 +16,7 @@ INSTALL_HINT = "run `make install` (creates .venv with torch, TensorFlow and Hor
 # Defaults sized for the device: a ResNet-50 step on 2 CPU cores at 224px takes many seconds.
 GPU_DEFAULTS = {"batch_size": 32, "image_size": None, "steps": 50, "warmup": 5}
 CPU_DEFAULTS = {"batch_size": 8, "image_size": 64, "steps": 10, "warmup": 3}
+CPU_MAX_SEQ_LEN = 64
 
 
 def parse_gpus(text: str) -> list[int]:
@@ -94,6 +95,16 @@ class SweepOptions:
     seed: int = 0
     add_baselines: bool = True
     """Add each framework's single-device baseline so speedup can be computed."""
+    seq_len: int | None = None
+    precision: str = "fp32"
+    compile: bool = False
+    xla: bool = False
+    channels_last: bool = False
+    data: str = "synthetic"
+    dataset_size: int = 512
+    loader_workers: int = 2
+    prefetch: int = 2
+    pin_memory: bool = True
     comm: bool = True
     """Measure communication overhead (independent variant + standalone all-reduce) at N > 1."""
     target_ci: float = 0.02
@@ -147,11 +158,32 @@ def make_plan(opts: SweepOptions, visible_gpus: int | None = None) -> Plan:
     defaults = GPU_DEFAULTS if choice.device == "cuda" else CPU_DEFAULTS
     notes = [choice.note]
     batch = opts.batch_size or defaults["batch_size"]
-    image = opts.image_size or defaults["image_size"] or spec.default_image_size
     steps = opts.steps or defaults["steps"]
     warmup = defaults["warmup"] if opts.warmup is None else opts.warmup
-    if image < spec.min_image_size:
-        raise BadInput(f"--image-size {image} is too small for {spec.name}: the minimum is {spec.min_image_size}")
+    tokens = spec.kind == "tokens"
+    if tokens:
+        if opts.image_size is not None:
+            raise BadInput(f"--image-size does not apply to {spec.name} (a token model): use --seq-len")
+        if opts.channels_last:
+            raise BadInput(f"--channels-last applies to image models, not {spec.name}")
+        image = None
+        seq_len = opts.seq_len or (spec.default_seq_len if choice.device == "cuda"
+                                   else min(spec.default_seq_len, CPU_MAX_SEQ_LEN))
+    else:
+        if opts.seq_len is not None:
+            raise BadInput(f"--seq-len does not apply to {spec.name} (an image model): use --image-size")
+        image = opts.image_size or (defaults["image_size"] and max(defaults["image_size"], spec.min_image_size)) \
+            or spec.default_image_size
+        seq_len = None
+    try:
+        check_input(spec, image_size=image, seq_len=seq_len)
+    except ValueError as exc:
+        raise BadInput(str(exc)) from None
+    for flag, value in (("--loader-workers", opts.loader_workers), ("--prefetch", opts.prefetch)):
+        if value < 0:
+            raise BadInput(f"{flag} must be >= 0, got {value}")
+    if opts.data == "disk" and opts.dataset_size < 1:
+        raise BadInput(f"--dataset-size must be positive, got {opts.dataset_size}")
     if steps <= 0:
         raise BadInput(f"--steps must be a positive integer, got {steps}")
     if warmup < 0:
@@ -161,7 +193,8 @@ def make_plan(opts: SweepOptions, visible_gpus: int | None = None) -> Plan:
             if batch % n:
                 raise BadInput(f"--scaling strong: the global batch {batch} is not divisible by N={n}")
     if choice.device == "cpu" and (opts.image_size is None or opts.batch_size is None):
-        notes.append(f"CPU-sized defaults: image {image}px, batch {batch} "
+        size = f"sequence {seq_len}" if tokens else f"image {image}px"
+        notes.append(f"CPU-sized defaults: {size}, batch {batch} "
                      f"({'per device' if opts.scaling == 'weak' else 'global'}), {steps} measured steps "
                      f"after {warmup} warmup; pass --image-size/--batch-size/--steps to change")
     notes.append("weak scaling: the per-device batch is fixed at %d, the global batch grows with N" % batch
@@ -170,6 +203,14 @@ def make_plan(opts: SweepOptions, visible_gpus: int | None = None) -> Plan:
 
     strategies = list(opts.strategies)
     selected = {s.name for s in strategies}
+    applies = {  # option -> which strategies it applies to, and why not the others
+        "--compile": (opts.compile, lambda s: s.framework == "torch", "torch.compile is PyTorch-only"),
+        "--channels-last": (opts.channels_last, lambda s: s.framework == "torch", "a PyTorch memory format"),
+        "--xla": (opts.xla, lambda s: s.framework == "tf", "XLA is TensorFlow's compiler"),
+    }
+    for flag, (on, ok, why) in applies.items():
+        if on and not any(ok(s) for s in strategies):
+            raise BadInput(f"{flag} does not apply to the selected strategies ({', '.join(selected)}): {why}")
     if opts.add_baselines:
         for s in list(strategies):
             base = STRATEGIES[FRAMEWORK_BASELINE[s.framework]]
@@ -179,21 +220,46 @@ def make_plan(opts: SweepOptions, visible_gpus: int | None = None) -> Plan:
                 notes.append(f"added the {base.name!r} baseline so {s.framework} speedups can be computed")
     # Baselines first: speedups can then be computed (and stored) as each point finishes.
     strategies.sort(key=lambda s: (not s.baseline, list(STRATEGIES).index(s.name)))
+    for flag, (on, ok, why) in applies.items():
+        if on:
+            skipped = [s.name for s in strategies if not ok(s)]
+            if skipped:
+                notes.append(f"{flag} does not apply to {', '.join(skipped)} ({why}): recorded there as not applicable")
+    data_dir = None
+    if opts.data == "disk":
+        from distbench import datasets
+
+        data_dir = str(datasets.DEFAULT_ROOT / datasets.dataset_key(spec.name, image, seq_len, opts.num_classes,
+                                                                      opts.dataset_size))
+        notes.append(f"--data disk: {opts.dataset_size} samples cached in {data_dir}, read every step by "
+                     f"DataLoader / tf.data ({opts.loader_workers} workers, prefetch {opts.prefetch})")
+    if opts.precision != "fp32":
+        notes.append(f"precision {opts.precision}: " + ("bfloat16 autocast (torch) / mixed_bfloat16 policy (Keras)"
+                     if opts.precision == "bf16" else "float16 autocast + GradScaler (torch) / mixed_float16 + "
+                     "LossScaleOptimizer (Keras)"))
     cores = cpu_cores()
     points: list[PlannedPoint] = []
     for s in strategies:
         missing = _missing_modules(s)
+        not_applicable = [flag for flag, (on, ok, _) in applies.items() if on and not ok(s)]
         for n in ([1] if s.baseline else opts.gpus):
             per_device = batch if opts.scaling == "weak" else batch // n
             cfg = PointConfig(
                 strategy=s.name, model=spec.name, world_size=n, device=choice.device,
-                per_device_batch=per_device, scaling=opts.scaling, image_size=image,
+                per_device_batch=per_device, scaling=opts.scaling, image_size=image, seq_len=seq_len,
                 num_classes=opts.num_classes, steps=steps, warmup=warmup, seed=opts.seed,
                 threads_per_worker=max(1, cores // n), measure_comm=opts.comm and n > 1 and not s.baseline,
-                target_ci=opts.target_ci, max_time_s=opts.max_time)
+                target_ci=opts.target_ci, max_time_s=opts.max_time, precision=opts.precision,
+                compile=opts.compile and "--compile" not in not_applicable,
+                xla=opts.xla and "--xla" not in not_applicable,
+                channels_last=opts.channels_last and "--channels-last" not in not_applicable,
+                data=opts.data, data_dir=data_dir, loader_workers=opts.loader_workers, prefetch=opts.prefetch,
+                pin_memory=opts.pin_memory, extra={"not_applicable": not_applicable} if not_applicable else {})
             skip = None
             if missing:
                 skip = f"{', '.join(missing)} is not installed: {INSTALL_HINT}"
+            elif opts.precision == "amp" and choice.device != "cuda":
+                skip = "--precision amp (float16 with loss scaling) needs a CUDA GPU; use --precision bf16 on CPU"
             elif s.needs_cuda_for_multi and choice.device == "cpu":
                 skip = ("DataParallel needs CUDA devices; it cannot split work across CPU workers "
                         "(use ddp for CPU workers)")

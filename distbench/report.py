@@ -103,6 +103,18 @@ def wrapper_lines(sweep: Sweep) -> list[str]:
 
 
 # -- exports ----------------------------------------------------------------------------------------------
+def check_writable(path: str | Path) -> None:
+    """Refuse, before any work, an output path that cannot be a file (its folder is a file, or it is a folder)."""
+    path = Path(path)
+    for parent in path.parents:
+        if parent.exists():
+            if not parent.is_dir():
+                raise BadInput(f"cannot write {path}: {parent} is not a folder")
+            break
+    if path.is_dir():
+        raise BadInput(f"cannot write {path}: it is a folder")
+
+
 def _write_text(path: str, text: str) -> None:
     if path == "-":
         sys.stdout.write(text)
@@ -127,6 +139,9 @@ def export(sweep: Sweep, *, csv: str | None = None, parquet: str | None = None,
         raise BadInput("--parquet needs pyarrow, which is not installed: pip install pyarrow")
     if sum(p == "-" for p in (csv, json_path)) > 1:
         raise BadInput("only one of --csv and --json can write to stdout ('-')")
+    for path in (csv, parquet, json_path):
+        if path and path != "-":
+            check_writable(path)
     written = []
     frame = an.points_frame(sweep) if (csv or parquet) else None
     if csv:
@@ -207,11 +222,12 @@ def _n_axis(ax, ns: Sequence[int]) -> None:
     ax.grid(True, alpha=0.3)
 
 
-def _errorbars(spts: Sequence[dict], key: str):
+def _errorbars(spts: Sequence[dict], key: str, points: Sequence[dict]):
     lows, highs, any_ci = [], [], False
     for r in spts:
         value = num(r.get(key))
-        ci = an.throughput_ci(r) if key == "throughput" else an.scaled_ci(r, key)
+        ci = (an.throughput_ci(r) if key == "throughput"
+              else an.scaled_ci(r, key, an.baseline_for(r, points)))
         if ci and value is not None:
             any_ci = True
             lows.append(max(0.0, value - ci[0]))
@@ -242,14 +258,14 @@ def _line_plot(sweep: Sweep, colors: _Colors, key: str, name: str, title: str, y
     for label, ckey, spts, base in series:
         xs = [int(r["world_size"]) for r in spts]
         ys = [num(r[key]) for r in spts]
-        ax.errorbar(xs, ys, yerr=_errorbars(spts, key), marker="s" if base else "o", capsize=4,
+        ax.errorbar(xs, ys, yerr=_errorbars(spts, key, sweep.scaling_points), marker="s" if base else "o", capsize=4,
                     color=colors(ckey), label=_mpl(label), linestyle="none" if base else "-")
     _n_axis(ax, ns)
     if key == "efficiency":
         from matplotlib.ticker import PercentFormatter
 
         ax.yaxis.set_major_formatter(PercentFormatter(1.0))
-        ax.set_ylim(bottom=0, top=max(1.1, max(num(r["efficiency"]) for _, _, s, _ in series for r in s) * 1.1))
+        ax.set_ylim(0, max(1.1, ax.get_ylim()[1]))  # autoscaled limits already cover the error bars
     else:
         ax.set_ylim(bottom=0)
     ax.set_ylabel(ylabel)
@@ -366,11 +382,16 @@ def _telemetry_rows(sweep: Sweep) -> tuple[list[str], list[tuple[dict, dict]]]:
     return metrics, rows
 
 
+TELEMETRY_TABLE_ONLY = {"throttled"}
+"""Yes/no telemetry: shown in the table, not as bars."""
+
+
 def plot_telemetry(sweep: Sweep):
     from matplotlib.figure import Figure
 
     metrics, rows = _telemetry_rows(sweep)
-    if not rows:
+    metrics = [m for m in metrics if m not in TELEMETRY_TABLE_ONLY]
+    if not rows or not metrics:
         return None
     cols = 2 if len(metrics) > 1 else 1
     nrows = (len(metrics) + cols - 1) // cols
@@ -429,6 +450,19 @@ def _comm_rows(sweep: Sweep) -> tuple[list[str], list[list[str]]]:
                      _ms(r.get("allreduce_s")), pct(num(r.get("overlap"))),
                      _bytes(grad) if grad is not None else "-", pct(num(r.get("data_wait_fraction")))])
     return headers, rows
+
+
+def _busbw_rows(sweep: Sweep) -> tuple[list[str], list[list[str]]]:
+    rows = []
+    for r in sweep.comm_points:
+        sizes, bw = r.get("sizes_bytes") or [], r.get("busbw_gbps") or []
+        pairs = [(num(a), num(b)) for a, b in zip(sizes, bw) if num(a) and num(b) is not None]
+        if not pairs:
+            continue
+        size, peak = max(pairs, key=lambda p: p[1])
+        rows.append([str(r.get("strategy")), str(r.get("world_size")), f"{_bytes(pairs[0][0])} - {_bytes(pairs[-1][0])}",
+                     f"{peak:.3g}", _bytes(size)])
+    return ["benchmark", "N", "message sizes", "peak busbw (GB/s)", "at size"], rows
 
 
 def _bytes(x: float) -> str:
@@ -518,8 +552,8 @@ CAPACITY_NOTE = ("Measured points only: each entry is the smallest measured N th
 DEFINITIONS = ("throughput = global samples per second over the measured steps; speedup = throughput / the same "
                "framework's single-device baseline ('torch' or 'tf'); efficiency = speedup / N; "
                "1-device wrapper cost = 1 - throughput(strategy, N=1) / baseline. Error bars and CIs are the "
-               "records' 95% throughput CIs (the baseline's own uncertainty is not included in speedup "
-               "and efficiency bars). Noisy = flagged by the measurement, or step-time CV above "
+               "records' 95% throughput CIs; speedup and efficiency bars combine the point's and the "
+               "baseline's CIs when both are recorded. Noisy = flagged by the measurement, or step-time CV above "
                f"{an.CV_NOISY:.0%}.")
 
 
@@ -562,6 +596,8 @@ def write_report(sweep: Sweep, out: str | Path, *, target_throughput: float | No
     html_path, md_path, csv_path = _paths(out)
     if epoch_time is not None and not epoch_samples:
         raise BadInput("--epoch-time needs --epoch-samples (how many samples one epoch has)")
+    for path in (html_path, md_path, csv_path):
+        check_writable(path)
     try:
         html_path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -710,7 +746,8 @@ def render_html(*, sweep: Sweep, summary: an.Summary, plots: dict[str, Plot], ca
     else:
         parts.append(_paragraph(NO_COMM))
     if "busbw" in plots:
-        parts.append("<h3>Collective bandwidth</h3>" + _figure(plots["busbw"], "From the comm records in this sweep."))
+        parts.append("<h3>Collective bandwidth</h3>" + _figure(plots["busbw"], "From the comm records in this sweep.")
+                     + _html_table(*_busbw_rows(sweep)))
     parts.append("</section>")
 
     parts.append('<section id="steps"><h2>Step-time distributions</h2>')
@@ -719,7 +756,7 @@ def render_html(*, sweep: Sweep, summary: an.Summary, plots: dict[str, Plot], ca
 
     parts.append('<section id="telemetry"><h2>Telemetry</h2>')
     if "telemetry" in plots:
-        parts.append(_figure(plots["telemetry"], "Lists (per GPU, per worker) are shown as their maximum (_max)."))
+        parts.append(_figure(plots["telemetry"], "Per-GPU and per-worker values are shown as their maximum."))
         parts.append(_html_table(*_telemetry_table(sweep)))
     else:
         parts.append(_paragraph(NO_TELEMETRY))
@@ -803,7 +840,9 @@ def render_markdown(*, sweep: Sweep, summary: an.Summary, plots: dict[str, Plot]
         out += [_md_table(*_comm_rows(sweep)), ""]
     else:
         out += [md(NO_COMM), ""]
-    image("busbw")
+    if "busbw" in plots:
+        image("busbw")
+        out += [_md_table(*_busbw_rows(sweep)), ""]
     out += ["## Step-time distributions", ""]
     image("steps")
     out += ["## Telemetry", ""]

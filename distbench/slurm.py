@@ -14,8 +14,9 @@ storage, also when the point fails, times out or the job is cancelled (the scrip
 `python -m distbench.slurm finish`, which writes a failed record with the log tail). `distbench
 collect DIR` merges the records into the SQLite store; collecting twice adds nothing twice.
 
-Job-side helpers (called by the generated script, not by users):
+Job-side helpers (called by the generated script and the slurm/ templates, not by users):
     python -m distbench.slurm prepare --config-json JSON --local-workers G --out config.json
+    python -m distbench.slurm config --strategy ddp --gpus 16 --nodes 2 [--model ...] --out config.json
     python -m distbench.slurm finish --config-json JSON --result R --log L --record OUT --rc RC ... -- ARGV
 """
 from __future__ import annotations
@@ -161,7 +162,6 @@ class SlurmPoint:
 class SlurmPlan:
     points: list[SlurmPoint]
     notes: list[str] = field(default_factory=list)
-    options: dict = field(default_factory=dict)
 
     def shapes(self) -> dict[tuple[int, int, int], list[SlurmPoint]]:
         groups: dict[tuple[int, int, int], list[SlurmPoint]] = {}
@@ -206,7 +206,7 @@ def plan_sweep(opts: SweepOptions, nodes: list[int], gpus_per_node: int | None =
     if max(nodes) > 1 and single:
         notes.append(f"{', '.join(single)}: single-node only here (one process, or no N divisible by the "
                      "node counts within --gpus-per-node)")
-    if not points:
+    if not any(not p.strategy.baseline for p in points):
         raise BadInput("no points to run: every N must be divisible by a node count, with at most "
                        "--gpus-per-node devices per node")
     return SlurmPlan(points=points, notes=notes)
@@ -242,6 +242,10 @@ class SlurmSettings:
             check_constraint(self.constraint)
         check_time(self.time)
         check_name("job name", self.job_name)
+        for option, value in (("--out", str(self.script)), ("--records-dir", str(self.records_dir)),
+                              ("--python", self.python)):
+            if any(ord(c) < 32 or ord(c) == 127 for c in value):
+                raise BadInput(f"{option} {value!r} contains a control character (a newline?); choose another path")
         if not 1 <= self.port <= 65535:
             raise BadInput(f"--port must be a TCP port (1-65535), got {self.port}")
 
@@ -295,7 +299,8 @@ def _launch_argv(point: SlurmPoint, settings: SlurmSettings) -> list[str]:
 
 
 def _env_lines(point: SlurmPoint) -> list[str]:
-    lines = ['export DISTBENCH_TF_PORT="$MASTER_PORT"'] if point.launcher == "tf-multiworker" else []
+    """The point's environment (distbench.launch.build_env), threads from this node's CPUs."""
+    lines = ['export DISTBENCH_TF_PORT="$MASTER_PORT"']  # the TF workers' first port
     for key, value in sorted(build_env(point.config, base={}).items()):
         if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key):
             continue
@@ -319,6 +324,11 @@ def sbatch_argv(points: list[SlurmPoint], settings: SlurmSettings) -> list[str]:
     return argv
 
 
+def _comment(text: str) -> str:
+    """Text for a `#` comment line: control characters escaped, so nothing can end the comment."""
+    return "".join(c if ord(c) >= 32 and ord(c) != 127 else repr(c)[1:-1] for c in text)
+
+
 def render_script(plan: SlurmPlan, settings: SlurmSettings) -> str:
     """The sbatch script of the whole sweep (one point per array task)."""
     q = shlex.quote
@@ -330,7 +340,7 @@ def render_script(plan: SlurmPlan, settings: SlurmSettings) -> str:
         f"generated {_dt.datetime.now().astimezone().isoformat(timespec='seconds')}",
     ]
     if settings.command:
-        L.append(f"#   by: {settings.command}")
+        L.append(f"#   by: {_comment(settings.command)}")
     L += [
         "#",
         "# One script, one Slurm job per point: the points are the tasks of job arrays, one array per",
@@ -342,12 +352,14 @@ def render_script(plan: SlurmPlan, settings: SlurmSettings) -> str:
         "#",
         "# point  key                          launcher         nodes  per node  sbatch",
     ]
-    for shape, pts in shapes.items():
+    resources = {}
+    for pts in shapes.values():
         argv = sbatch_argv(pts, settings)
-        resources = " ".join(a for a in argv[3:] if a.startswith(("--nodes", "--ntasks", "--gres")))
         for p in pts:
-            L.append(f"# {p.index:<6} {p.key:<28} {p.launcher:<16} {p.nodes:<6} {p.per_node:<9} "
-                     f"--array={p.index} {resources}")
+            resources[p.index] = " ".join(a for a in argv if a.startswith(("--nodes", "--ntasks", "--gres")))
+    for p in plan.points:
+        L.append(f"# {p.index:<6} {p.key:<28} {p.launcher:<16} {p.nodes:<6} {p.per_node:<9} "
+                 f"--array={p.index} {resources[p.index]}")
     L += [
         "#",
         f"#SBATCH --job-name={sbatch_value(settings.job_name)}",
@@ -383,7 +395,7 @@ def render_script(plan: SlurmPlan, settings: SlurmSettings) -> str:
         "",
         "point=${DISTBENCH_POINT:-${SLURM_ARRAY_TASK_ID:-}}",
         'if [[ -z $point ]]; then',
-        f"    echo \"distbench: submit this script as a job array: bash {q(str(settings.submit_script))}\" >&2",
+        f"    echo \"distbench: submit this script as a job array:\" bash {q(str(settings.submit_script))} >&2",
         "    exit 2",
         "fi",
         "job_tag=${SLURM_ARRAY_JOB_ID:+${SLURM_ARRAY_JOB_ID}_${SLURM_ARRAY_TASK_ID}}",
@@ -449,12 +461,15 @@ def render_script(plan: SlurmPlan, settings: SlurmSettings) -> str:
         '    finish 1 --status failed --reason "could not prepare the point (see its log)"',
         "    exit 1",
         "fi",
-        'case "$point" in',
     ]
-    for p in plan.points:
-        L.append(f"    {p.index}) " + "; ".join(_env_lines(p)) + " ;;")
+    env = {p.index: _env_lines(p) for p in plan.points}
+    if len({tuple(v) for v in env.values()}) == 1:
+        L += next(iter(env.values()))
+    else:
+        L.append('case "$point" in')
+        L += [f"    {i}) " + "; ".join(lines) + " ;;" for i, lines in env.items()]
+        L.append("esac")
     L += [
-        "esac",
         "",
         'echo "distbench: point $point ($key) on $(job_hosts | paste -sd, -), log: $log"',
         'timeout --kill-after=30 "$POINT_TIMEOUT" "${launch[@]}" >> "$log" 2>&1 &',
@@ -507,15 +522,15 @@ def write_sweep(plan: SlurmPlan, settings: SlurmSettings) -> list[Path]:
     return [settings.script, settings.submit_script, settings.manifest]
 
 
-def submit(plan: SlurmPlan, settings: SlurmSettings, runner=subprocess.run) -> list[tuple[str, list[SlurmPoint]]]:
+def submit(plan: SlurmPlan, settings: SlurmSettings) -> list[tuple[str, list[SlurmPoint]]]:
     """Submit every job array with sbatch; returns (job id, its points) per array."""
-    if shutil.which("sbatch") is None and runner is subprocess.run:
+    if shutil.which("sbatch") is None:
         raise DistbenchError(f"sbatch not found: run on a Slurm login node, or submit later with "
                              f"bash {shlex.quote(str(settings.submit_script))}")
     out = []
     for pts in plan.shapes().values():
         argv = sbatch_argv(pts, settings)
-        proc = runner(argv, capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=120)
+        proc = subprocess.run(argv, capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=120)
         if proc.returncode != 0:
             msg = (proc.stderr or proc.stdout or "").strip().splitlines()
             raise DistbenchError(f"sbatch failed (exit {proc.returncode}): {msg[-1] if msg else 'no output'}"
@@ -536,12 +551,37 @@ def prepare(config_json: str, local_workers: int, out: str | os.PathLike) -> int
     """Write the point's config with this node's CPUs divided among its workers; return the threads."""
     cfg = PointConfig.from_json(config_json)
     threads = max(1, node_cpus() // max(1, local_workers))
-    cfg = dataclasses.replace(cfg, threads_per_worker=threads)
-    Path(out).parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(out).with_suffix(".tmp")
-    tmp.write_text(cfg.to_json())
-    os.replace(tmp, out)
+    write_text_atomic(out, dataclasses.replace(cfg, threads_per_worker=threads).to_json())
     return threads
+
+
+def write_text_atomic(path: str | os.PathLike, text: str) -> None:
+    """Write a small file atomically (other nodes may read it as soon as it exists)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def point_config(*, strategy: str, gpus: int, nodes: int, device: str = "cuda", model: str = "resnet50",
+                 **workload) -> tuple[SlurmPoint, PointConfig]:
+    """One point's config, planned as `distbench slurm` plans it (for hand-written job scripts),
+    with this node's CPUs divided among its workers."""
+    from distbench.strategies import parse_strategies
+
+    check_name("--strategy", strategy)
+    launcher_for(get_strategy(strategy), nodes)
+    opts = SweepOptions(model=model, gpus=[gpus], strategies=parse_strategies([strategy]), device=device,
+                        add_baselines=False, **{k: v for k, v in workload.items() if v is not None})
+    plan = plan_sweep(opts, [nodes])
+    found = [p for p in plan.points if p.strategy.name == strategy and p.nodes == nodes]
+    if not found:
+        why = "; ".join(n for n in plan.notes if strategy in n) or "not a valid combination"
+        raise BadInput(f"no {strategy} point with {gpus} device(s) on {nodes} node(s): {why}")
+    point = found[0]
+    threads = max(1, node_cpus() // point.per_node)
+    return point, dataclasses.replace(point.config, threads_per_worker=threads)
 
 
 def log_tail(path: str | os.PathLike, limit: int = STDERR_TAIL_CHARS) -> str:
@@ -733,6 +773,19 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--config-json", required=True)
     p.add_argument("--local-workers", type=int, required=True)
     p.add_argument("--out", required=True)
+    c = sub.add_parser("config", help="write one point's config (hand-written job scripts); print threads per worker")
+    c.add_argument("--strategy", required=True)
+    c.add_argument("--gpus", type=int, required=True, help="devices over all nodes")
+    c.add_argument("--nodes", type=int, default=1)
+    c.add_argument("--device", choices=["cuda", "cpu"], default="cuda")
+    c.add_argument("--model", default="resnet50")
+    c.add_argument("--batch-size", type=int)
+    c.add_argument("--scaling", choices=["weak", "strong"])
+    c.add_argument("--image-size", type=int)
+    c.add_argument("--steps", type=int)
+    c.add_argument("--warmup", type=int)
+    c.add_argument("--target-ci", type=float, help="a fraction, e.g. 0.02; 0 = fixed --steps")
+    c.add_argument("--out", required=True)
     f = sub.add_parser("finish", help="publish the point's record (a failed one if the launch failed)")
     f.add_argument("--config-json", required=True)
     f.add_argument("--result", required=True, help="where rank 0 wrote its record")
@@ -748,6 +801,18 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.cmd == "prepare":
         print(prepare(args.config_json, args.local_workers, args.out))
+        return 0
+    if args.cmd == "config":
+        try:
+            _, cfg = point_config(strategy=args.strategy, gpus=args.gpus, nodes=args.nodes, device=args.device,
+                                  model=args.model, batch_size=args.batch_size, scaling=args.scaling,
+                                  image_size=args.image_size, steps=args.steps, warmup=args.warmup,
+                                  target_ci=args.target_ci)
+        except BadInput as exc:
+            print(f"distbench: error: {exc}", file=sys.stderr)
+            return 2
+        write_text_atomic(args.out, cfg.to_json())
+        print(cfg.threads_per_worker)
         return 0
     launch = args.argv[1:] if args.argv[:1] == ["--"] else args.argv
     record = finish_point(config_json=args.config_json, result=args.result, log=args.log,

@@ -147,13 +147,22 @@ class Store:
                 f"INSERT INTO points (sweep_id, record_id, {', '.join(POINT_COLUMNS)}, config_json, record_json,"
                 f" finished) VALUES (?, ?, {', '.join('?' * len(POINT_COLUMNS))}, ?, ?, ?)",
                 (sweep_id, record.get("record_id"), *values, json.dumps(record.get("config", {}), sort_keys=True),
-                 json.dumps(record, sort_keys=True, default=str), _now()))
+                 json.dumps({k: v for k, v in record.items() if k != "telemetry_samples"}, sort_keys=True,
+                            default=str), _now()))
             point_id = cur.lastrowid
             self.conn.executemany("INSERT INTO steps (point_id, idx, seconds) VALUES (?, ?, ?)",
                                   [(point_id, i, t) for i, t in enumerate(record.get("step_times_s") or [])])
+            self.conn.executemany("INSERT INTO telemetry (point_id, t, source, metric, value) VALUES (?, ?, ?, ?, ?)",
+                                  [(point_id, *s) for s in record.get("telemetry_samples") or []])
         return point_id
 
     # -- reading -------------------------------------------------------------------------------
+    def telemetry(self, point_id: int):
+        import pandas as pd
+
+        return pd.read_sql_query("SELECT t, source, metric, value FROM telemetry WHERE point_id = ? ORDER BY t",
+                                 self.conn, params=(point_id,))
+
     def sweeps(self, limit: int = 20) -> list[dict]:
         rows = self.conn.execute("SELECT id, started, finished, status, command FROM sweeps "
                                  "ORDER BY started DESC, rowid DESC LIMIT ?", (limit,)).fetchall()

@@ -39,7 +39,8 @@ def derive(record: dict, baselines: dict[str, dict]) -> dict:
 
 def run_plan(plan: Plan, store: Store, *, command: str, options: dict, timeout_s: float,
              progress: ProgressFn | None = None, workdir: str | None = None,
-             records_dir: str | None = None, repeats: int = 1, noisy_cv: float = NOISY_CV) -> tuple[str, list[dict]]:
+             records_dir: str | None = None, repeats: int = 1, noisy_cv: float = NOISY_CV,
+             telemetry_interval_s: float = 0.5) -> tuple[str, list[dict]]:
     """Run every planned point in order; each finished point is committed before the next starts.
 
     Ctrl-C stops the sweep, keeps every committed point and marks the sweep 'interrupted'.
@@ -62,7 +63,8 @@ def run_plan(plan: Plan, store: Store, *, command: str, options: dict, timeout_s
                                      reason=point.skip_reason)
             else:
                 record = measure_point(point, root / f"{i:03d}-{point.strategy.name}-n{point.config.world_size}",
-                                       timeout_s=timeout_s, repeats=repeats, noisy_cv=noisy_cv)
+                                       timeout_s=timeout_s, repeats=repeats, noisy_cv=noisy_cv,
+                                       telemetry_interval_s=telemetry_interval_s)
             record["sweep_id"] = sweep_id
             record["auto_added"] = point.auto_added
             if point.strategy.baseline:

@@ -55,6 +55,7 @@ def measure(step: Callable[[], Any], sync: Callable[[Any], None], cfg: PointConf
         sync(out)
     times: list[float] = []
     stopping = {"rule": "fixed_steps", "target_ci": cfg.target_ci or None}
+    window_start = time.time()  # wall clock, so the parent's telemetry can pick the measured window
     while True:
         t0 = time.perf_counter()
         out = step()
@@ -79,7 +80,17 @@ def measure(step: Callable[[], Any], sync: Callable[[Any], None], cfg: PointConf
         if n >= cfg.max_steps:
             stopping["rule"] = "max_steps"
             break
+    stopping["window"] = [window_start, time.time()]
     return times, out, stopping
+
+
+def data_wait_fields(waits: list[float], times: list[float], cfg: PointConfig) -> dict:
+    """Share of the measured step time spent waiting for input batches (this rank's)."""
+    if cfg.data == "synthetic":
+        return {"data_wait_fraction": 0.0, "data_wait_note": "synthetic data resident on the device"}
+    measured = waits[-len(times):] if times else []
+    return {"data_wait_fraction": sum(measured) / sum(times) if times else None,
+            "data_wait_median_s": stats.percentile(measured, 50) if measured else None}
 
 
 def time_collective(op: Callable[[], Any], barrier: Callable[[], None], iters: int = 10,

@@ -28,12 +28,19 @@ def make_distribution():
 
         def _step(self, cfg, model, optimizer, reduce_grads):
             hvd.broadcast_variables([v.value for v in model.variables], root_rank=0)
-            x, y = tfc.make_batch(cfg, self.rank, cfg.per_device_batch)
+            source = self.source(cfg)
             fn = self.tf.function(tfc.local_step(cfg, model, optimizer, reduce_grads=reduce_grads))
-            return lambda: fn(x, y)
+            return lambda: fn(*source.next())
 
         def make_train_step(self, cfg, model, optimizer):
-            return self._step(cfg, model, optimizer, lambda grads: hvd.grouped_allreduce(grads, op=hvd.Average))
+            tf = self.tf
+
+            def reduce(grads):
+                # Embedding gradients arrive as IndexedSlices; all-reduce them dense, like DDP does.
+                dense = [tf.convert_to_tensor(g) if isinstance(g, tf.IndexedSlices) else g for g in grads]
+                return hvd.grouped_allreduce(dense, op=hvd.Average)
+
+            return self._step(cfg, model, optimizer, reduce)
 
         def make_independent_step(self, cfg, model, optimizer):
             return self._step(cfg, model, optimizer, None)
@@ -49,11 +56,11 @@ def make_distribution():
             tensors = [tf.ones_like(w) for w in model.trainable_weights]
 
             @tf.function
-            def allreduce():
-                return hvd.grouped_allreduce(tensors, op=hvd.Average)[0]
+            def allreduce(ts):  # tensors as arguments: Horovod names ops after graph tensors
+                return hvd.grouped_allreduce(ts, op=hvd.Average)[0]
 
             barrier = lambda: hvd.allreduce(tf.constant(0.0), op=hvd.Sum).numpy()  # noqa: E731
-            return common.time_collective(lambda: allreduce().numpy(), barrier)
+            return common.time_collective(lambda: allreduce(tensors).numpy(), barrier)
 
         def stop(self):
             hvd.shutdown()

@@ -56,7 +56,8 @@ def build_model(cfg: PointConfig, seed: int):
     from distbench.models import keras_models
 
     keras.utils.set_random_seed(seed)
-    return keras_models.build_model(cfg.model, num_classes=cfg.num_classes, image_size=cfg.image_size)
+    return keras_models.build_model(cfg.model, num_classes=cfg.num_classes, image_size=cfg.image_size,
+                                    seq_len=cfg.seq_len)
 
 
 def make_batch(cfg: PointConfig, rank: int, batch: int):
@@ -64,19 +65,71 @@ def make_batch(cfg: PointConfig, rank: int, batch: int):
     one global batch every process makes identically."""
     from distbench.models import keras_models
 
+    kw = dict(image_size=cfg.image_size, seq_len=cfg.seq_len, num_classes=cfg.num_classes)
     if cfg.verify:
-        x, y = keras_models.synthetic_batch(cfg.model, cfg.global_batch, image_size=cfg.image_size,
-                                            num_classes=cfg.num_classes, seed=cfg.seed)
+        x, y = keras_models.synthetic_batch(cfg.model, cfg.global_batch, seed=cfg.seed, **kw)
         sl = common.rank_slice(cfg, rank)
         return x[sl], y[sl]
-    return keras_models.synthetic_batch(cfg.model, batch, image_size=cfg.image_size, num_classes=cfg.num_classes,
-                                        seed=cfg.seed + 1000 * (rank + 1))
+    return keras_models.synthetic_batch(cfg.model, batch, seed=cfg.seed + 1000 * (rank + 1), **kw)
+
+
+def disk_dataset(cfg: PointConfig, batch: int, shard: tuple[int, int] | None = None):
+    """tf.data over a distbench.datasets folder: shuffle, (shard), parallel read + decode, batch,
+    prefetch. Decoding uint8 images to normalized float32 happens in the parallel map."""
+    import tensorflow as tf
+
+    from distbench import datasets
+
+    meta = datasets.load_meta(cfg.data_dir)
+    targets = datasets.load_targets(cfg.data_dir)
+    ds = tf.data.Dataset.from_tensor_slices((datasets.sample_paths(cfg.data_dir), targets))
+    if shard:
+        ds = ds.shard(shard[1], shard[0])
+    ds = ds.shuffle(len(targets), seed=cfg.seed, reshuffle_each_iteration=True).repeat()
+    x_dtype = tf.uint8 if meta["x_dtype"] == "uint8" else tf.int32
+
+    def load(path, y):
+        x = tf.reshape(tf.io.decode_raw(tf.io.read_file(path), x_dtype), meta["x_shape"])
+        if meta["x_dtype"] == "uint8":
+            x = (tf.cast(x, tf.float32) / 255.0 - 0.5) / 0.25
+        y = tf.cast(y, tf.float32) if meta["y_dtype"] == "float16" else y
+        return x, y
+
+    return ds.map(load, num_parallel_calls=cfg.loader_workers).batch(batch, drop_remainder=True).prefetch(cfg.prefetch)
+
+
+class Source:
+    """Where each step's batch comes from; records the time spent waiting for it."""
+
+    def __init__(self, fixed=None, iterator=None):
+        self.fixed, self.iterator = fixed, iterator
+        self.waits: list[float] = []
+
+    def next(self):
+        if self.fixed is not None:
+            return self.fixed
+        import time
+
+        t0 = time.perf_counter()
+        batch = next(self.iterator)
+        self.waits.append(time.perf_counter() - t0)
+        return batch
 
 
 def make_optimizer(cfg: PointConfig):
     import keras
 
-    return keras.optimizers.SGD(learning_rate=cfg.lr, momentum=cfg.momentum)
+    opt = keras.optimizers.SGD(learning_rate=cfg.lr, momentum=cfg.momentum)
+    if cfg.precision == "amp":  # float16 needs loss scaling; bfloat16 does not
+        opt = keras.optimizers.LossScaleOptimizer(opt)
+    return opt
+
+
+def set_precision(cfg: PointConfig) -> None:
+    import keras
+
+    policy = {"fp32": "float32", "bf16": "mixed_bfloat16", "amp": "mixed_float16"}[cfg.precision]
+    keras.mixed_precision.set_global_policy(policy)
 
 
 def sync(out) -> None:
@@ -113,11 +166,22 @@ def local_step(cfg: PointConfig, model, optimizer, reduce_grads=None, global_bat
     per_example = keras_models.per_example_loss_fn(cfg.model)
     training = not cfg.verify  # verify: BatchNorm/dropout in inference mode (shard-independent forward)
 
-    def step(x, y):
+    scale = getattr(optimizer, "scale_loss", None) if cfg.precision == "amp" else None
+
+    def loss_and_grads(x, y):
         with tf.GradientTape() as tape:
-            loss = tf.nn.compute_average_loss(per_example(y, model(x, training=training)),
+            loss = tf.nn.compute_average_loss(per_example(model(x, training=training), y),
                                               global_batch_size=global_batch or cfg.per_device_batch)
-        grads = tape.gradient(loss, model.trainable_variables)
+            scaled = scale(loss) if scale else loss
+        return loss, tape.gradient(scaled, model.trainable_variables)
+
+    if cfg.xla:
+        # XLA compiles the forward and backward pass (the bulk of the work); gradient reduction and
+        # the optimizer update stay outside, so every strategy's collectives still work.
+        loss_and_grads = tf.function(loss_and_grads, jit_compile=True)
+
+    def step(x, y):
+        loss, grads = loss_and_grads(x, y)
         if reduce_grads is not None:
             grads = reduce_grads(grads)
         optimizer.apply_gradients(zip(grads, model.trainable_variables))
@@ -139,13 +203,22 @@ class Distribution:
     def scope(self):
         return contextlib.nullcontext()
 
+    def source(self, cfg: PointConfig) -> Source:
+        """This process's batches: synthetic (made once on the device) or the disk pipeline."""
+        if cfg.data == "disk":
+            shard = (self.rank, self.world) if self.world > 1 else None
+            self.data = Source(iterator=iter(disk_dataset(cfg, cfg.per_device_batch, shard)))
+        else:
+            self.data = Source(fixed=make_batch(cfg, self.rank, cfg.per_device_batch))
+        return self.data
+
     def make_train_step(self, cfg: PointConfig, model, optimizer):
         """Return a no-argument callable running one synchronized step and returning the loss."""
         import tensorflow as tf
 
-        x, y = make_batch(cfg, self.rank, cfg.per_device_batch)
+        source = self.source(cfg)
         fn = tf.function(local_step(cfg, model, optimizer))
-        return lambda: fn(x, y)
+        return lambda: fn(*source.next())
 
     def make_independent_step(self, cfg: PointConfig, model, optimizer):
         return self.make_train_step(cfg, model, optimizer)
@@ -180,6 +253,7 @@ def run(cfg: PointConfig, out_path: str, strategy: str, dist: Distribution) -> N
     import numpy as np
 
     tf = dist.start(cfg)
+    set_precision(cfg)
     try:
         if dist.world != cfg.world_size:
             raise RuntimeError(f"launched with {dist.world} replicas but the point asks for {cfg.world_size}")
@@ -189,7 +263,9 @@ def run(cfg: PointConfig, out_path: str, strategy: str, dist: Distribution) -> N
             optimizer.build(model.trainable_variables)
         step = (dist.make_train_step if cfg.sync else dist.make_independent_step)(cfg, model, optimizer)
         extra: dict = {"params": param_count(model), "grad_bytes": grad_bytes(model), "backend": dist.backend,
-                       "runtime": runtime_info(), "sync": cfg.sync}
+                       "runtime": runtime_info(), "sync": cfg.sync,
+                       "probe": {"activation_dtype": model.dtype_policy.compute_dtype,
+                                 "variable_dtype": model.dtype_policy.variable_dtype}}
         if cfg.verify:
             start = [np.asarray(w.numpy(), dtype=np.float64) for w in model.trainable_weights]
             losses = [dist.mean(float(step())) for _ in range(cfg.steps)]
@@ -201,6 +277,8 @@ def run(cfg: PointConfig, out_path: str, strategy: str, dist: Distribution) -> N
         else:
             times, loss, stopping = common.measure(step, sync, cfg, dist.gather)
             loss = float(loss)
+            data = getattr(dist, "data", None)
+            extra.update(common.data_wait_fields(data.waits if data else [], times, cfg))
             gathered = dist.gather(times)
             times = stats.merge_rank_step_times(gathered)
             extra.update(stopping=stopping, per_rank_step_times_s=gathered if len(gathered) > 1 else None)

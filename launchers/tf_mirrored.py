@@ -34,41 +34,62 @@ def make_distribution():
         def scope(self):
             return self.strategy.scope() if self.cfg.sync else contextlib.nullcontext()
 
+        def source(self, cfg):
+            strategy = self.strategy
+            if cfg.data == "disk":
+                # One pipeline of global batches, split across the replicas by the strategy.
+                ds = strategy.experimental_distribute_dataset(tfc.disk_dataset(cfg, cfg.global_batch))
+                self.data = tfc.Source(iterator=iter(ds))
+            else:
+                # Each replica's batch is made once, on that replica's device.
+                self.data = tfc.Source(fixed=strategy.experimental_distribute_values_from_function(
+                    lambda ctx: tfc.make_batch(cfg, ctx.replica_id_in_sync_group, cfg.per_device_batch)))
+            return self.data
+
         def make_train_step(self, cfg, model, optimizer):
             tf, strategy = self.tf, self.strategy
-            # Each replica's batch is made once, on that replica's device.
-            batch = strategy.experimental_distribute_values_from_function(
-                lambda ctx: tfc.make_batch(cfg, ctx.replica_id_in_sync_group, cfg.per_device_batch))
+            source = self.source(cfg)
             replica_step = tfc.local_step(cfg, model, optimizer, global_batch=cfg.global_batch)
 
             @tf.function
-            def train_step():
-                per_replica = strategy.run(replica_step, args=batch)
+            def train_step(x, y):
+                per_replica = strategy.run(replica_step, args=(x, y))
                 return strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None)
 
-            return train_step
+            return lambda: train_step(*source.next())
 
         def make_independent_step(self, cfg, model, optimizer):
             tf = self.tf
-            steps, batches = [], []
+            steps, fixed = [], []
             for i, dev in enumerate(self.devices):
                 with tf.device(dev):
                     m = model if i == 0 else tfc.build_model(cfg, cfg.seed)
                     opt = optimizer if i == 0 else tfc.make_optimizer(cfg)
                     if i:
                         opt.build(m.trainable_variables)
-                    batches.append(tfc.make_batch(cfg, i, cfg.per_device_batch))
+                    if cfg.data == "synthetic":
+                        fixed.append(tfc.make_batch(cfg, i, cfg.per_device_batch))
                     steps.append(tfc.local_step(cfg, m, opt))
 
             @tf.function
-            def independent_step():
+            def independent_step(xs, ys):
                 losses = []
-                for dev, fn, (x, y) in zip(self.devices, steps, batches):
+                for dev, fn, x, y in zip(self.devices, steps, xs, ys):
                     with tf.device(dev):
                         losses.append(fn(x, y))
                 return tf.add_n(losses) / len(losses)
 
-            return independent_step
+            if cfg.data == "synthetic":
+                xs, ys = [b[0] for b in fixed], [b[1] for b in fixed]
+                return lambda: independent_step(xs, ys)
+            source = self.source(cfg)  # the same disk pipeline, each replica taking its shard
+
+            def step():
+                x, y = source.next()
+                local = self.strategy.experimental_local_results
+                return independent_step(list(local(x)), list(local(y)))
+
+            return step
 
         def allreduce_seconds(self, cfg, model):
             tf, strategy = self.tf, self.strategy

@@ -7,6 +7,7 @@ once, so every torch strategy runs the identical workload.
 from __future__ import annotations
 
 import os
+import time
 from typing import Any
 
 from distbench import stats
@@ -83,7 +84,20 @@ def build_model(cfg: PointConfig, device, seed: int):
     from distbench.models import torch_models
 
     torch.manual_seed(seed)
-    return torch_models.build_model(cfg.model, num_classes=cfg.num_classes, image_size=cfg.image_size).to(device)
+    model = torch_models.build_model(cfg.model, num_classes=cfg.num_classes, image_size=cfg.image_size,
+                                     seq_len=cfg.seq_len).to(device)
+    if cfg.channels_last:
+        model = model.to(memory_format=torch.channels_last)
+    return model
+
+
+def _to_device(t, device, cfg: PointConfig):
+    import torch
+
+    t = t.to(device, non_blocking=True)
+    if cfg.channels_last and t.dim() == 4 and t.is_floating_point():
+        t = t.contiguous(memory_format=torch.channels_last)
+    return t
 
 
 def make_batch(cfg: PointConfig, device, rank: int, batch: int):
@@ -93,15 +107,91 @@ def make_batch(cfg: PointConfig, device, rank: int, batch: int):
     """
     from distbench.models import torch_models
 
+    kw = dict(image_size=cfg.image_size, seq_len=cfg.seq_len, num_classes=cfg.num_classes)
     if cfg.verify:
-        x, y = torch_models.synthetic_batch(cfg.model, cfg.global_batch, image_size=cfg.image_size,
-                                            num_classes=cfg.num_classes, seed=cfg.seed)
+        x, y = torch_models.synthetic_batch(cfg.model, cfg.global_batch, seed=cfg.seed, **kw)
         sl = common.rank_slice(cfg, rank)
         x, y = x[sl], y[sl]
     else:
-        x, y = torch_models.synthetic_batch(cfg.model, batch, image_size=cfg.image_size,
-                                            num_classes=cfg.num_classes, seed=cfg.seed + 1000 * (rank + 1))
-    return x.to(device), y.to(device)
+        x, y = torch_models.synthetic_batch(cfg.model, batch, seed=cfg.seed + 1000 * (rank + 1), **kw)
+    return _to_device(x, device, cfg), _to_device(y, device, cfg)
+
+
+class DiskDataset:
+    """Samples of a distbench.datasets folder; decoding (uint8 -> normalized float32) happens here,
+    in the DataLoader's worker processes."""
+
+    def __init__(self, folder: str):
+        from distbench import datasets
+
+        self.meta = datasets.load_meta(folder)
+        self.paths = datasets.sample_paths(folder)
+        self.targets = datasets.load_targets(folder)
+
+    def __len__(self):
+        return len(self.paths)
+
+    def __getitem__(self, i):
+        import numpy as np
+        import torch
+
+        m = self.meta
+        x = torch.from_numpy(np.fromfile(self.paths[i], dtype=m["x_dtype"]).reshape(m["x_shape"]))
+        if m["x_dtype"] == "uint8":  # HWC image -> CHW float, normalized
+            x = x.permute(2, 0, 1).float().div_(255.0).sub_(0.5).div_(0.25)
+        else:
+            x = x.long()
+        y = torch.from_numpy(np.array(self.targets[i]))
+        y = y.long() if m["y_dtype"] == "int32" else y.float().permute(2, 0, 1)
+        return x, y
+
+
+class Batches:
+    """Where each step's batch comes from; records the time spent waiting for it."""
+
+    def __init__(self, fixed=None, loader=None, sampler=None, device=None, cfg=None):
+        self.fixed, self.loader, self.sampler, self.device, self.cfg = fixed, loader, sampler, device, cfg
+        self.waits: list[float] = []
+        self._epoch = 0
+        self._it = None
+
+    def next(self):
+        if self.fixed is not None:
+            return self.fixed
+        t0 = time.perf_counter()
+        try:
+            x, y = next(self._it) if self._it is not None else next(self._new_epoch())
+        except StopIteration:
+            x, y = next(self._new_epoch())
+        x, y = _to_device(x, self.device, self.cfg), _to_device(y, self.device, self.cfg)
+        self.waits.append(time.perf_counter() - t0)
+        return x, y
+
+    def _new_epoch(self):
+        if self.sampler is not None and hasattr(self.sampler, "set_epoch"):
+            self.sampler.set_epoch(self._epoch)
+        self._epoch += 1
+        self._it = iter(self.loader)
+        return self._it
+
+
+def make_batches(cfg: PointConfig, device, rank: int, world: int, batch: int) -> Batches:
+    if cfg.data == "synthetic":
+        return Batches(fixed=make_batch(cfg, device, rank, batch))
+    import torch
+    from torch.utils.data import DataLoader, DistributedSampler, RandomSampler
+
+    dataset = DiskDataset(cfg.data_dir)
+    gen = torch.Generator().manual_seed(cfg.seed)
+    sampler = (DistributedSampler(dataset, num_replicas=world, rank=rank, shuffle=True, seed=cfg.seed,
+                                  drop_last=True) if world > 1 else RandomSampler(dataset, generator=gen))
+    workers = cfg.loader_workers
+    loader = DataLoader(dataset, batch_size=batch, sampler=sampler, num_workers=workers, drop_last=True,
+                        pin_memory=cfg.pin_memory and device.type == "cuda",
+                        prefetch_factor=cfg.prefetch if workers > 0 else None, persistent_workers=workers > 0)
+    if len(loader) == 0:
+        raise ValueError(f"the disk dataset has {len(dataset)} samples: too few for a batch of {batch} per device")
+    return Batches(loader=loader, sampler=sampler, device=device, cfg=cfg)
 
 
 def make_optimizer(cfg: PointConfig, model):
@@ -110,19 +200,52 @@ def make_optimizer(cfg: PointConfig, model):
     return torch.optim.SGD(model.parameters(), lr=cfg.lr, momentum=cfg.momentum)
 
 
-def make_step(cfg: PointConfig, model, optimizer, x, y):
+def make_step(cfg: PointConfig, model, optimizer, batches: Batches, device, probe: dict | None = None):
+    """One training step. Precision: 'bf16' autocasts to bfloat16 (CPU and GPU); 'amp' autocasts to
+    float16 with a GradScaler (GPUs). With Horovod's optimizer the scaler unscales after Horovod's
+    all-reduce (synchronize, then step without synchronizing again)."""
+    import contextlib
+
+    import torch
+
     from distbench.models import torch_models
 
     loss_fn = torch_models.loss_fn(cfg.model)
     # Verify mode: BatchNorm/dropout in inference mode so a shard's forward pass does not depend on
     # the other shards; gradients then average exactly to the full-batch gradient.
     model.eval() if cfg.verify else model.train()
+    if cfg.compile:
+        model = torch.compile(model)
+    if cfg.precision == "bf16":
+        autocast = lambda: torch.autocast(device.type, dtype=torch.bfloat16)  # noqa: E731
+    elif cfg.precision == "amp":
+        autocast = lambda: torch.autocast(device.type, dtype=torch.float16)  # noqa: E731
+    else:
+        autocast = contextlib.nullcontext
+    scaler = torch.amp.GradScaler(device.type) if cfg.precision == "amp" else None
+    horovod_opt = hasattr(optimizer, "synchronize") and hasattr(optimizer, "skip_synchronize")
 
     def step():
-        model.zero_grad(set_to_none=True)
-        loss = loss_fn(model(x), y)
-        loss.backward()
-        optimizer.step()
+        x, y = batches.next()
+        optimizer.zero_grad(set_to_none=True) if not horovod_opt else model.zero_grad(set_to_none=True)
+        with autocast():
+            out = model(x)
+            loss = loss_fn(out.float() if cfg.precision != "fp32" else out, y)
+        if probe is not None and "activation_dtype" not in probe:
+            probe["activation_dtype"] = str(out.dtype).replace("torch.", "")
+        if scaler is None:
+            loss.backward()
+            optimizer.step()
+        else:
+            scaler.scale(loss).backward()
+            if horovod_opt:
+                optimizer.synchronize()
+                scaler.unscale_(optimizer)
+                with optimizer.skip_synchronize():
+                    scaler.step(optimizer)
+            else:
+                scaler.step(optimizer)
+            scaler.update()
         return loss.detach()
 
     return step
@@ -169,15 +292,16 @@ def run(cfg: PointConfig, out_path: str, strategy: str, dist: Distribution) -> N
         device = device_for(cfg, dist.local_rank)
         model = build_model(cfg, device, common.verify_seed(cfg, dist.rank))
         optimizer = make_optimizer(cfg, model)
-        x, y = make_batch(cfg, device, dist.rank, cfg.per_device_batch)
+        batches = make_batches(cfg, device, dist.rank, dist.world, cfg.per_device_batch)
         if cfg.sync:
             wrapped, optimizer = dist.wrap(cfg, model, optimizer, device)
         else:
             wrapped = model  # independent replicas: the same step, no gradient synchronization
-        step = make_step(cfg, wrapped, optimizer, x, y)
+        probe: dict = {}
+        step = make_step(cfg, wrapped, optimizer, batches, device, probe)
         sync = make_sync(device)
         extra: dict = {"params": param_count(model), "grad_bytes": grad_bytes(model), "backend": dist.backend,
-                       "runtime": runtime_info(device), "sync": cfg.sync}
+                       "runtime": runtime_info(device), "sync": cfg.sync, "probe": probe}
         if cfg.verify:
             start = [p.detach().double().clone() for p in model.parameters()]
             losses = []
@@ -191,6 +315,7 @@ def run(cfg: PointConfig, out_path: str, strategy: str, dist: Distribution) -> N
         else:
             times, loss, stopping = common.measure(step, sync, cfg, dist.gather)
             loss = float(loss)
+            extra.update(common.data_wait_fields(batches.waits, times, cfg))
             gathered = dist.gather(times)
             times = stats.merge_rank_step_times(gathered)
             extra.update(stopping=stopping, per_rank_step_times_s=gathered if dist.world > 1 else None)

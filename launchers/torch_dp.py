@@ -39,18 +39,25 @@ def body(cfg, out_path):
     optimizer = tc.make_optimizer(cfg, model)
     extra = {"params": tc.param_count(model), "grad_bytes": tc.grad_bytes(model), "backend": "dataparallel",
              "runtime": tc.runtime_info(devices[0]), "sync": cfg.sync}
+    probe: dict = {}
+    extra["probe"] = probe
     if cfg.sync:
-        x, y = torch_models.synthetic_batch(cfg.model, cfg.global_batch, image_size=cfg.image_size,
-                                            num_classes=cfg.num_classes, seed=cfg.seed)
+        # The global batch lives on device 0; DataParallel scatters it every step.
+        if cfg.data == "disk":
+            batches = tc.make_batches(cfg, devices[0], 0, 1, cfg.global_batch)
+        else:
+            x, y = torch_models.synthetic_batch(cfg.model, cfg.global_batch, image_size=cfg.image_size,
+                                                seq_len=cfg.seq_len, num_classes=cfg.num_classes, seed=cfg.seed)
+            batches = tc.Batches(fixed=(tc._to_device(x, devices[0], cfg), tc._to_device(y, devices[0], cfg)))
         dp_model = torch.nn.DataParallel(model, device_ids=list(range(n)))
-        step = tc.make_step(cfg, dp_model, optimizer, x.to(devices[0]), y.to(devices[0]))
+        step = tc.make_step(cfg, dp_model, optimizer, batches, devices[0], probe)
     else:
         replicas = []
         for i, d in enumerate(devices):
             m = model if i == 0 else tc.build_model(cfg, d, cfg.seed)
             opt = optimizer if i == 0 else tc.make_optimizer(cfg, m)
-            xi, yi = tc.make_batch(cfg, d, i, cfg.per_device_batch)
-            replicas.append(tc.make_step(cfg, m, opt, xi, yi))
+            batches = tc.make_batches(cfg, d, i, n, cfg.per_device_batch)
+            replicas.append(tc.make_step(cfg, m, opt, batches, d, probe))
 
         def step():
             # CUDA launches are asynchronous: the N replicas' kernels run concurrently.
@@ -63,6 +70,7 @@ def body(cfg, out_path):
         return
     times, loss, stopping = common.measure(step, sync, cfg)
     loss = float(loss)
+    extra.update(common.data_wait_fields(batches.waits, times, cfg))
     common.check_loss(loss)
     if cfg.measure_comm and cfg.sync and n > 1:
         from torch.nn.parallel import comm, replicate

@@ -6,6 +6,7 @@ default (it does not change shapes, parameter counts or step cost).
 """
 from __future__ import annotations
 
+import functools
 from typing import Callable
 
 import torch
@@ -539,6 +540,7 @@ def loss_fn(name: str) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
     return nn.CrossEntropyLoss()
 
 
+@functools.lru_cache(maxsize=None)
 def forward_flops_per_sample(name: str, image_size: int | None = None, seq_len: int | None = None) -> int:
     """Forward FLOPs of one sample at the given (default: the spec's) input size.
 
@@ -546,7 +548,7 @@ def forward_flops_per_sample(name: str, image_size: int | None = None, seq_len: 
     as 2 FLOPs, and only matmuls, convolutions and attention are counted (elementwise ops, norms,
     pooling and softmax are not). The model and input live on the 'meta' device: nothing is
     allocated or computed, and ops that CPU kernels would fuse out of the counter's sight
-    (CPU flash attention, the fused LSTM) decompose into countable matmuls.
+    (CPU flash attention, the fused LSTM) decompose into countable matmuls. Cached per arguments.
     """
     from torch.utils.flop_counter import FlopCounterMode
 

@@ -152,9 +152,18 @@ start() {
     die "node $NODE is not idle after ${WAIT_S}s (state: ${state:-unknown}); see $LOGS/slurmctld.log and $LOGS/slurmd.log"
 }
 
+stop_all() {
+    stop_daemons
+    # munged too, but only on the one-machine cluster this script set up (a real node needs it).
+    if [[ -f $CONF ]] && grep -qF "$MARKER" "$CONF" && running munged /run/munge/munged.pid; then
+        say "stopping munged"
+        kill "$(cat /run/munge/munged.pid)"
+    fi
+}
+
 case $ACTION in
     start) start ;;
-    stop) stop_daemons ;;
+    stop) stop_all ;;
     status)
         state=$(node_state)
         case $state in idle|mixed|allocated|completing) say "node $NODE is $state" ;; *) exit 1 ;; esac ;;

@@ -13,7 +13,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 DISTBENCH = [sys.executable, "-m", "distbench.cli"]
 TINY = ["--model", "resnet50", "--image-size", "32", "--batch-size", "2", "--steps", "3", "--warmup", "1",
-        "--timeout", "300"]
+        "--timeout", "300", "--max-time", "2"]
 
 
 def have(module: str) -> bool:

@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 
 from distbench import analysis as an
-from distbench.analysis import load_sweep, open_store
+from distbench.analysis import load_sweep
 from distbench.record import base_record
-from distbench.report import write_report
+from distbench.report import CSP, MARKER_JS, write_report
 from distbench.store import Store
 from distbench.sweep import derive
 
@@ -173,6 +173,40 @@ def test_what_limited_scaling_only_claims_what_was_measured(tmp_path):
                                 "communication or input-pipeline measurements).")
 
 
+def test_speedup_ci_includes_the_baseline_when_it_has_one():
+    base = point("torch", 1, 0.1, throughput=40.0, throughput_ci_low=38.0, throughput_ci_high=42.0)
+    r = point("ddp", 2, 0.05, throughput=80.0, speedup=2.0, efficiency=1.0, throughput_ci_low=76.0,
+              throughput_ci_high=84.0)
+    own = an.scaled_ci(r, "speedup")
+    assert own == pytest.approx((1.9, 2.1))
+    both = an.scaled_ci(r, "speedup", base)
+    assert both[0] < own[0] and both[1] > own[1]                      # wider: two sources of noise
+    assert an.scaled_ci(r, "efficiency", base) == pytest.approx((both[0] / 2, both[1] / 2))
+    assert an.baseline_for(r, [base, r]) is base
+
+
+def test_noisy_baseline_and_superlinear_efficiency_are_called_out(tmp_path):
+    recs = [point("torch", 1, times=[0.05, 0.4] * 5), point("ddp", 2, 0.05)]  # (8/0.05)/(4/0.225)/2 = 450%
+    with Store(tmp_path / "r.db") as store:
+        sweep = load_sweep(store, add_sweep(store, recs))
+    notes = " ".join(an.summarize(sweep).notes)
+    assert "The 'torch' baseline is noisy (step-time CV 82%): every torch speedup and efficiency" in notes
+    assert "Efficiency above 110% (ddp N=2 (450%)) is more than linear scaling allows" in notes
+
+
+def test_cpu_workers_splitting_the_cores_is_stated_from_the_configs():
+    base = point("torch", 1, 0.1)
+    base["config"]["threads_per_worker"] = 2
+    two = point("ddp", 2, 0.2)
+    two["config"]["threads_per_worker"] = 1
+    assert an.shared_cores_note(two, base) == (
+        "On CPU workers the N=2 workers ran 1 thread(s) each (2 in total) where the baseline ran 2: they split "
+        "the same cores, so little or no speedup is expected here.")
+    two["config"]["threads_per_worker"] = 2                 # more cores in total: nothing to say
+    assert an.shared_cores_note(two, base) is None
+    assert an.shared_cores_note(point("ddp", 2, 0.2, device="cuda"), base) is None
+
+
 def test_noise_is_named_when_flagged():
     causes, _ = an.limiting_factors(point("ddp", 4, 0.1, noisy=True, step_time_cv=0.25))
     assert causes == ["noise (the N=4 point is flagged noisy, step-time CV 25%: its efficiency is uncertain)"]
@@ -212,6 +246,15 @@ def test_comm_breakdown_splits_the_step():
     assert an.comm_breakdown({"step_time_median_s": 0.2}) is None
 
 
+def test_telemetry_values_flatten_per_device_collections():
+    r = {"telemetry": {"gpu_util_mean": 71.5, "gpu_mem_peak_bytes": [1.0e9, 3.0e9], "throttled": True,
+                       "cpu_util_mean": {"pid1": 40.0, "pid2": 45.0}, "rss_peak_bytes": {"pid1": 5.0},
+                       "samples": 400, "window": [1.7e9, 1.8e9], "note": "text is ignored"}}
+    assert an.telemetry_values(r) == {"gpu_util_mean": 71.5, "gpu_mem_peak_bytes": 3.0e9, "throttled": 1.0,
+                                      "cpu_util_mean": 45.0, "rss_peak_bytes": 5.0}
+    assert an.telemetry_values({}) == {} and an.telemetry_values({"telemetry": "bad"}) == {}
+
+
 # -- the report files -------------------------------------------------------------------------------------
 def _full_records() -> list[dict]:
     recs = scaling_records(comm_overhead=0.35, exposed_comm_s=0.058, allreduce_s=0.09, overlap=0.36,
@@ -244,7 +287,7 @@ def test_report_contents(tmp_path):
     for text in ("ddp scales best: 60% efficiency at N=8", "ddp: communication (exposed communication is 35%",
                  "Measured points only", "devices for 130 samples/s", "4 CPU workers",
                  "worker 3 exited with code 1", "RuntimeError: boom", "CPU workers.", "185.00-199.00",
-                 "DataParallel needs CUDA devices", "gpu_mem_peak_bytes_max"):
+                 "DataParallel needs CUDA devices", "2.14 GiB", "1 KiB - 16 MiB"):
         assert text in page, text
     md = files.markdown.read_text()
     assert "![Speedup vs N" in md and "(report-speedup.png)" in md and "| ddp | 8 |" in md
@@ -341,3 +384,16 @@ def test_report_loads_in_headless_chromium(chromium, tmp_path):
     data = shot.read_bytes()
     assert _png_size(data) == (1280, 2000)
     assert len(data) > 50_000  # a blank page compresses to a few KB
+
+
+def test_the_browser_check_catches_errors_and_network_loads(chromium, tmp_path):
+    """Negative control: the same checks fail on a page with a script error and an external image."""
+    bad = tmp_path / "bad.html"
+    bad.write_text(f'<!DOCTYPE html><html><head><meta http-equiv="Content-Security-Policy" content="{CSP}">'
+                   '</head><body><img class="plot" src="https://example.invalid/x.png">'
+                   f"<script>{MARKER_JS}undefinedFunction();</script></body></html>")
+    dom = _chromium(chromium, tmp_path, "bad", "--virtual-time-budget=5000", "--dump-dom", bad.as_uri())
+    root = re.search(r"<html[^>]*>", dom.stdout).group(0)
+    assert 'data-js-errors="1"' in root and 'data-report-ready="no"' in root
+    console = "\n".join(line for line in dom.stderr.splitlines() if "CONSOLE" in line)
+    assert "Uncaught ReferenceError" in console and "Content Security Policy" in console

@@ -11,7 +11,7 @@ import click
 from rich.console import Console
 
 from distbench import analysis, report as report_mod
-from distbench.compare import compare_sweeps, comparison_table, parse_threshold, summary_lines
+from distbench.compare import compare_sweeps, comparison_table, gate, parse_threshold, summary_lines
 from distbench.errors import BadInput
 from distbench.store import DEFAULT_PATH
 
@@ -165,5 +165,4 @@ def compare(sweep_a, sweep_b, results, results_b, threshold, seed, fmt):
     if not result.points:
         raise BadInput(f"no points of {a.id} and {b.id} match (same strategy, N, model, per-device batch and "
                        "scaling): nothing to compare")
-    if result.regressions:
-        click.get_current_context().exit(1)
+    gate(result)

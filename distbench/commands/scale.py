@@ -42,7 +42,27 @@ def workload_options(fn):
                      help="weak: per-device batch fixed; strong: global batch fixed and divided among N."),
         click.option("--image-size", type=int, default=None,
                      help="Input side in pixels. Default: the model's (224) on GPUs, 64 on CPU workers."),
-        click.option("--num-classes", type=click.IntRange(min=2), default=1000, show_default=True),
+        click.option("--seq-len", type=int, default=None,
+                     help="Token models (bert_base, lstm): sequence length. Default: the model's (64 at most on CPU)."),
+        click.option("--num-classes", type=click.IntRange(min=2), default=1000, show_default=True,
+                     help="Classifier width of classification models."),
+        click.option("--precision", type=click.Choice(["fp32", "amp", "bf16"]), default="fp32", show_default=True,
+                     help="fp32; amp = float16 autocast + loss scaling (GPUs); bf16 = bfloat16 autocast / Keras "
+                          "mixed_bfloat16 (CPU and GPU)."),
+        click.option("--compile", "compile_", is_flag=True, help="torch.compile the model (torch strategies)."),
+        click.option("--xla", is_flag=True, help="tf.function(jit_compile=True) (tf, mirrored)."),
+        click.option("--channels-last", is_flag=True, help="torch.channels_last memory format (torch, image models)."),
+        click.option("--data", type=click.Choice(["synthetic", "disk"]), default="synthetic", show_default=True,
+                     help="synthetic: tensors made once on the device; disk: a cached synthetic dataset read every "
+                          "step by DataLoader / tf.data, reporting the share of step time spent waiting for data."),
+        click.option("--dataset-size", type=int, default=512, show_default=True,
+                     help="Samples in the --data disk dataset (written once to ~/.cache/distbench/data)."),
+        click.option("--loader-workers", type=int, default=2, show_default=True,
+                     help="--data disk: DataLoader workers / tf.data parallel map calls per process."),
+        click.option("--prefetch", type=int, default=2, show_default=True,
+                     help="--data disk: DataLoader prefetch_factor / tf.data prefetch depth."),
+        click.option("--pin-memory/--no-pin-memory", default=True, show_default=True,
+                     help="--data disk: DataLoader pinned host memory (GPUs only)."),
         click.option("--steps", type=int, default=None,
                      help="Measured steps per point (after warmup). Default: 50 on GPUs, 10 on CPU."),
         click.option("--warmup", type=int, default=None,
@@ -66,6 +86,8 @@ def workload_options(fn):
                           "to report exposed communication and overlap."),
         click.option("--noisy-cv", type=float, default=0.10, show_default=True,
                      help="Flag a point 'noisy' when its step-time coefficient of variation exceeds this."),
+        click.option("--telemetry-interval", type=float, default=0.5, show_default=True,
+                     help="Seconds between telemetry samples (NVML per GPU, psutil per CPU worker); 0 turns it off."),
         click.option("--records-dir", type=click.Path(file_okay=False), default=None,
                      help="Also write each finished point's result record as JSON into this folder "
                           "(e.g. shared storage on a cluster; `distbench collect` merges them)."),
@@ -79,19 +101,29 @@ def workload_options(fn):
 
 def _execute(*, gpus_text: str, add_baselines: bool, model, strategy, batch_size, scaling, image_size,
              num_classes, steps, warmup, device, timeout, seed, results, records_dir, fmt, repeats, target_ci,
-             max_time, comm, noisy_cv) -> None:
+             max_time, comm, noisy_cv, telemetry_interval, seq_len, precision, compile_, xla,
+             channels_last, data, dataset_size, loader_workers, prefetch, pin_memory) -> None:
     gpus = parse_gpus(gpus_text)
     strategies = parse_strategies(strategy)
     opts = SweepOptions(model=model, gpus=gpus, strategies=strategies, device=device, batch_size=batch_size,
                         scaling=scaling, image_size=image_size, num_classes=num_classes, steps=steps,
                         warmup=warmup, timeout=timeout, seed=seed, add_baselines=add_baselines, comm=comm,
-                        target_ci=target_ci, max_time=max_time)
+                        target_ci=target_ci, max_time=max_time, seq_len=seq_len, precision=precision,
+                        compile=compile_, xla=xla, channels_last=channels_last, data=data,
+                        dataset_size=dataset_size, loader_workers=loader_workers, prefetch=prefetch,
+                        pin_memory=pin_memory)
     plan = make_plan(opts)
     err = Console(stderr=True, highlight=False, soft_wrap=True)
     out = Console(highlight=False, width=None if sys.stdout.isatty() else 160) if fmt == "table" else err
     store = Store(results)
     for note in plan.notes:
         err.print(f"[dim]note:[/] {note}")
+    if data == "disk":
+        from distbench import datasets
+
+        cfg = plan.points[0].config
+        datasets.ensure_dataset(model, image_size=cfg.image_size, seq_len=cfg.seq_len,
+                                num_classes=cfg.num_classes, samples=dataset_size, seed=seed)
 
     def progress(phase, i, total, point, record):
         name = f"{point.strategy.name} N={point.config.world_size}"
@@ -108,11 +140,14 @@ def _execute(*, gpus_text: str, add_baselines: bool, model, strategy, batch_size
                "scaling": scaling, "image_size": image_size, "num_classes": num_classes, "steps": steps,
                "warmup": warmup, "device": device, "resolved_device": plan.device.device, "timeout": timeout,
                "seed": seed, "repeats": repeats, "target_ci": target_ci, "max_time": max_time, "comm": comm,
-               "noisy_cv": noisy_cv}
+               "noisy_cv": noisy_cv, "telemetry_interval": telemetry_interval, "seq_len": seq_len,
+               "precision": precision, "compile": compile_, "xla": xla, "channels_last": channels_last, "data": data,
+               "dataset_size": dataset_size, "loader_workers": loader_workers, "prefetch": prefetch,
+               "pin_memory": pin_memory}
     try:
         sweep_id, records = run_plan(plan, store, command=command_line(), options=options, timeout_s=timeout,
                                      progress=progress, records_dir=records_dir, repeats=repeats,
-                                     noisy_cv=noisy_cv)
+                                     noisy_cv=noisy_cv, telemetry_interval_s=telemetry_interval)
     finally:
         store.close()
     if fmt == "json":

@@ -8,7 +8,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from distbench.models.specs import get_spec
+from distbench.models.specs import check_input, get_spec
 from distbench.plan import cpu_cores, parse_gpus, resolve_device
 from distbench.strategies import parse_strategies, strategy_names
 from distbench.verify import DEFAULT_RTOL, verify as run_verify
@@ -51,7 +51,16 @@ def verify(model, gpus_text, strategy, batch_size, steps, image_size, num_classe
     except ValueError as exc:
         raise BadInput(str(exc)) from None
     choice = resolve_device(device, gpus)
-    size = image_size or (spec.default_image_size if choice.device == "cuda" else max(32, spec.min_image_size))
+    if spec.kind == "tokens":
+        if image_size is not None:
+            raise BadInput(f"--image-size does not apply to {spec.name} (a token model)")
+        size = None
+    else:
+        size = image_size or (spec.default_image_size if choice.device == "cuda" else max(32, spec.min_image_size))
+        try:
+            check_input(spec, image_size=size)
+        except ValueError as exc:
+            raise BadInput(str(exc)) from None
     err = Console(stderr=True, highlight=False, soft_wrap=True)
     err.print(f"[dim]note:[/] {choice.note}")
     results = run_verify(model=model, world_size=n, strategies=parse_strategies(strategy), device=choice.device,

@@ -1,0 +1,91 @@
+"""On-disk synthetic datasets for `--data disk`: written once to a cache folder, then read every
+step through a real input pipeline (torch DataLoader / tf.data), so users see when the input
+pipeline, not communication, limits scaling.
+
+Layout of a dataset folder:
+    meta.json                 shapes, dtypes, sample count
+    x/000000.bin ...          one raw sample input per file (uint8 images, int32 tokens)
+    y.bin                     all targets, raw (int32 class / token ids, or float16 maps)
+Images are stored as uint8 like decoded JPEGs; the pipeline converts them to float32 and
+normalizes them per sample (real work, done by the loader workers / tf.data map).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+
+from distbench.models.specs import get_spec
+
+DEFAULT_ROOT = Path(os.environ.get("DISTBENCH_DATA", Path.home() / ".cache" / "distbench" / "data"))
+FORMAT_VERSION = 1
+
+
+def dataset_key(model: str, image_size: int | None, seq_len: int | None, num_classes: int, samples: int) -> str:
+    spec = get_spec(model)
+    shape = f"s{seq_len or spec.default_seq_len}" if spec.kind == "tokens" else f"i{image_size}"
+    raw = f"v{FORMAT_VERSION}-{spec.kind}-{spec.loss}-{model}-{shape}-c{num_classes}-n{samples}"
+    return f"{model}-{shape}-c{num_classes}-n{samples}-{hashlib.sha1(raw.encode()).hexdigest()[:8]}"
+
+
+def ensure_dataset(model: str, *, image_size: int | None, seq_len: int | None, num_classes: int,
+                   samples: int = 512, root: Path | str = DEFAULT_ROOT, seed: int = 0) -> Path:
+    """Write the dataset once (atomically: a half-written folder is never used) and return its path."""
+    spec = get_spec(model)
+    folder = Path(root) / dataset_key(model, image_size, seq_len, num_classes, samples)
+    if (folder / "meta.json").exists():
+        return folder
+    tmp = folder.with_name(folder.name + f".tmp{os.getpid()}")
+    (tmp / "x").mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(seed)
+    if spec.kind == "tokens":
+        seq = seq_len or spec.default_seq_len
+        x_shape, x_dtype = (seq,), "int32"
+        vocab = spec.vocab_size
+        xs = rng.integers(0, vocab, size=(samples, seq), dtype=np.int32)
+        if spec.loss == "lm_cross_entropy":
+            y = rng.integers(0, vocab, size=(samples, seq), dtype=np.int32)
+            y_shape, y_dtype = (seq,), "int32"
+        else:
+            y = rng.integers(0, num_classes, size=(samples,), dtype=np.int32)
+            y_shape, y_dtype = (), "int32"
+    else:
+        x_shape, x_dtype = (image_size, image_size, spec.channels), "uint8"  # HWC, like a decoded image
+        xs = rng.integers(0, 256, size=(samples, *x_shape), dtype=np.uint8)
+        if spec.kind == "keypoints":
+            side = image_size // spec.output_stride
+            y = rng.random((samples, side, side, spec.num_classes), dtype=np.float32).astype(np.float16)
+            y_shape, y_dtype = (side, side, spec.num_classes), "float16"
+        else:
+            y = rng.integers(0, num_classes, size=(samples,), dtype=np.int32)
+            y_shape, y_dtype = (), "int32"
+    for i, x in enumerate(xs):
+        x.tofile(tmp / "x" / f"{i:06d}.bin")
+    y.tofile(tmp / "y.bin")
+    meta = {"format": FORMAT_VERSION, "model": model, "kind": spec.kind, "samples": samples,
+            "x_shape": list(x_shape), "x_dtype": x_dtype, "y_shape": list(y_shape), "y_dtype": y_dtype}
+    (tmp / "meta.json").write_text(json.dumps(meta, indent=1))
+    try:
+        os.rename(tmp, folder)
+    except OSError:  # another process wrote it first
+        import shutil
+
+        shutil.rmtree(tmp, ignore_errors=True)
+    return folder
+
+
+def load_meta(folder: str | Path) -> dict:
+    return json.loads((Path(folder) / "meta.json").read_text())
+
+
+def sample_paths(folder: str | Path) -> list[str]:
+    meta = load_meta(folder)
+    return [str(Path(folder) / "x" / f"{i:06d}.bin") for i in range(meta["samples"])]
+
+
+def load_targets(folder: str | Path) -> np.ndarray:
+    meta = load_meta(folder)
+    return np.fromfile(Path(folder) / "y.bin", dtype=meta["y_dtype"]).reshape(meta["samples"], *meta["y_shape"])

@@ -1,0 +1,190 @@
+"""Strategy `mirrored` across nodes: tf.distribute.MultiWorkerMirroredStrategy, one worker per node.
+
+The multi-node form of `mirrored` (launchers/tf_mirrored.py): the same model, data, loss and step
+(launchers/tf_common.py), replicated over every worker's devices, gradients all-reduced across
+workers (NCCL on GPUs, gRPC ring on CPU workers). Each worker replicates over its node's GPUs; on
+CPU workers MultiWorkerMirroredStrategy uses one CPU device per worker, so there is one worker per
+CPU "device" there. Worker 0 (the chief) writes the record.
+
+The cluster comes from TF_CONFIG when it is set, otherwise from the Slurm step it runs in (srun):
+a TF_CONFIG is derived from SLURM_STEP_NODELIST / SLURM_STEP_TASKS_PER_NODE / SLURM_NODEID /
+SLURM_LOCALID, ports from DISTBENCH_TF_PORT (default 8888) upwards (distbench.multinode).
+
+    # two machines a and b, one worker each:
+    TF_CONFIG='{"cluster": {"worker": ["a:8888", "b:8888"]}, "task": {"type": "worker", "index": 0}}' \\
+        python -m distbench.launchers.tf_multiworker --config cfg.json --out rec.json    # on a (index 1 on b)
+    # in a Slurm allocation of two nodes:
+    srun --ntasks-per-node=1 python -m distbench.launchers.tf_multiworker --config cfg.json --out rec.json
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+from distbench.launchers import common
+
+STRATEGY, FRAMEWORK = "mirrored", "tf"
+TF_STRATEGY = "MultiWorkerMirroredStrategy"
+
+
+def resolve_cluster(environ=os.environ) -> dict:
+    """TF_CONFIG as a dict: the one given, or one derived from the Slurm step (then also set in
+    `environ`, before TensorFlow reads it)."""
+    from distbench import multinode
+
+    text = environ.get("TF_CONFIG")
+    if not text and "SLURM_PROCID" in environ and "SLURM_STEP_NODELIST" in environ:
+        workers, index = multinode.slurm_tf_workers(environ, int(environ.get("DISTBENCH_TF_PORT", "8888")))
+        text = environ["TF_CONFIG"] = multinode.tf_config(workers, index)
+    if not text:
+        raise RuntimeError("no cluster: set TF_CONFIG, or run inside a Slurm step (srun)")
+    return json.loads(text)
+
+
+def task_rank(tf_config: dict) -> int:
+    """This process's rank among all tasks, 0 for the chief (worker 0 when there is no chief)."""
+    task = tf_config.get("task", {})
+    chiefs = len(tf_config.get("cluster", {}).get("chief", []))
+    if task.get("type") == "chief":
+        return 0
+    return chiefs + int(task.get("index", 0))
+
+
+def cluster_hosts(tf_config: dict) -> list[str]:
+    addresses = [a for job in ("chief", "worker") for a in tf_config.get("cluster", {}).get(job, [])]
+    return sorted({a.rsplit(":", 1)[0] for a in addresses})
+
+
+def make_distribution(tf_config: dict):
+    import numpy as np
+
+    from distbench.launchers import tf_common as tfc
+
+    class MultiWorkerDistribution(tfc.Distribution):
+        def start(self, cfg):
+            self.cfg = cfg
+            hosts = cluster_hosts(tf_config)
+            if len(hosts) != cfg.nodes:
+                raise RuntimeError(f"the cluster spans {len(hosts)} host(s) ({', '.join(hosts)}) but the point "
+                                   f"asks for {cfg.nodes} node(s)")
+            # MultiWorkerMirroredStrategy must exist before TensorFlow runs anything; configure()
+            # only sets thread pools and device visibility, which must come first.
+            tf = tfc.configure(cfg, logical_cpus=1)
+            self.tf = tf
+            impl = tf.distribute.experimental.CommunicationImplementation
+            self.backend = "NCCL" if cfg.device == "cuda" else "RING"
+            self.strategy = tf.distribute.MultiWorkerMirroredStrategy(
+                cluster_resolver=tf.distribute.cluster_resolver.TFConfigClusterResolver(),
+                communication_options=tf.distribute.experimental.CommunicationOptions(
+                    implementation=impl.NCCL if cfg.device == "cuda" else impl.RING))
+            self.rank = task_rank(tf_config)
+            self.world = self.strategy.num_replicas_in_sync
+            self.local = len(self.strategy.extended.worker_devices)
+            return tf
+
+        def scope(self):
+            import contextlib
+
+            return self.strategy.scope() if self.cfg.sync else contextlib.nullcontext()
+
+        def make_train_step(self, cfg, model, optimizer):
+            tf, strategy = self.tf, self.strategy
+            # Each replica's batch is made once, on that replica's device (global replica ids).
+            batch = strategy.experimental_distribute_values_from_function(
+                lambda ctx: tfc.make_batch(cfg, ctx.replica_id_in_sync_group, cfg.per_device_batch))
+            replica_step = tfc.local_step(cfg, model, optimizer, global_batch=cfg.global_batch)
+
+            @tf.function
+            def train_step():
+                per_replica = strategy.run(replica_step, args=batch)
+                return strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None)
+
+            return train_step
+
+        def make_independent_step(self, cfg, model, optimizer):
+            # No synchronization: every worker trains its own copy on one local device.
+            return tfc.Distribution.make_train_step(self, cfg, model, optimizer)
+
+        def _replicas(self, fn, value):
+            """fn(replica_context, value) on every replica (a collective); this worker's first result."""
+            tf, strategy = self.tf, self.strategy
+            out = strategy.run(lambda v: fn(tf.distribute.get_replica_context(), v), args=(tf.constant(value),))
+            return strategy.experimental_local_results(out)[0].numpy()
+
+        def gather(self, obj):
+            """Every worker's `obj` (JSON-able), in worker order, on every worker."""
+            data = np.frombuffer(json.dumps(obj).encode(), dtype=np.uint8)
+            lengths = self._replicas(lambda ctx, v: ctx.all_gather(v, axis=0), np.array([data.size], np.int64))
+            buf = np.zeros((1, int(lengths.max())), np.int32)  # collectives take no uint8
+            buf[0, :data.size] = data
+            rows = self._replicas(lambda ctx, v: ctx.all_gather(v, axis=0), buf)
+            return [json.loads(row[:n].astype(np.uint8).tobytes().decode())
+                    for row, n in zip(rows[::self.local], lengths[::self.local])]
+
+        def mean(self, value):
+            tf = self.tf
+            return float(self._replicas(lambda ctx, v: ctx.all_reduce(tf.distribute.ReduceOp.MEAN, v),
+                                        np.array([value], np.float64))[0])
+
+        def barrier(self):
+            self._replicas(lambda ctx, v: ctx.all_reduce(self.tf.distribute.ReduceOp.SUM, v), np.zeros(1, np.float32))
+
+        def allreduce_seconds(self, cfg, model):
+            tf, strategy = self.tf, self.strategy
+            shapes = [w.shape for w in model.trainable_weights]
+
+            def replica_fn():
+                ctx = tf.distribute.get_replica_context()
+                return ctx.all_reduce(tf.distribute.ReduceOp.SUM, [tf.fill(s, 1.0) for s in shapes])
+
+            @tf.function
+            def allreduce():
+                out = strategy.run(replica_fn)
+                return strategy.experimental_local_results(out[0])[0][..., :1]
+
+            return common.time_collective(lambda: allreduce().numpy(), self.barrier)
+
+        def replica_checksums(self, model, start):
+            """This worker's replicas (tf_common.run gathers them from every worker)."""
+            per_replica = []
+            for r in range(self.local):
+                sums = []
+                for w, w0 in zip(model.trainable_weights, start):
+                    local = self.strategy.experimental_local_results(w.value if hasattr(w, "value") else w)
+                    d = np.asarray(local[r].numpy(), dtype=np.float64) - w0
+                    sums.append([float(np.linalg.norm(d)), float(d.sum())])
+                per_replica.append(sums)
+            return per_replica
+
+        def stop(self):
+            # Leave together (the chief hosts the cluster's coordination service), but never wait
+            # for workers that may be gone: only when the run is not failing.
+            if getattr(self, "strategy", None) is not None and sys.exc_info()[0] is None:
+                self.barrier()
+
+    return MultiWorkerDistribution()
+
+
+def body(cfg, out_path):
+    from distbench.launchers import tf_common as tfc
+    from distbench.record import read_record, write_record
+
+    tf_config = resolve_cluster()
+    dist = make_distribution(tf_config)
+    tfc.run(cfg, out_path, STRATEGY, dist)
+    if dist.rank == 0 and os.path.exists(out_path):
+        record = read_record(out_path)
+        record["tf_strategy"] = TF_STRATEGY
+        record["cluster"] = {"workers": tf_config["cluster"].get("worker", []), "hosts": cluster_hosts(tf_config),
+                             "replicas_per_worker": dist.local}
+        write_record(out_path, record)
+
+
+if __name__ == "__main__":
+    # run_worker lets only rank 0 write 'skipped'/'oom' records; it reads RANK.
+    try:
+        os.environ.setdefault("RANK", str(task_rank(resolve_cluster())))
+    except (RuntimeError, ValueError, KeyError):
+        pass
+    sys.exit(common.run_worker(STRATEGY, FRAMEWORK, body))
