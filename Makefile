@@ -18,6 +18,7 @@ test: install
 
 bench: install
 	$(PY) benchmarks/harness_overhead.py --out docs/benchmarks.md
+	$(PY) benchmarks/comm_busbw.py --out docs/benchmarks.md
 
 clean:
 	rm -rf $(VENV) build *.egg-info distbench-results

@@ -20,6 +20,9 @@ import tempfile
 from pathlib import Path
 
 from distbench import envinfo
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from mdsection import write_section  # noqa: E402
 from distbench.config import PointConfig
 from distbench.launch import build_env, run_point
 from distbench.plan import cpu_cores
@@ -92,13 +95,7 @@ def main() -> int:
     text = "\n".join(lines) + "\n"
     print(text)
     if a.out:
-        out = Path(a.out)
-        existing = out.read_text() if out.exists() else "# Benchmarks\n\n"
-        start = existing.find(lines[0])
-        if start >= 0:
-            end = existing.find("\n## ", start + 1)
-            existing = existing[:start] + existing[end + 1:] if end >= 0 else existing[:start]
-        out.write_text(existing.rstrip() + "\n\n" + text)
+        write_section(a.out, text)
     return 0 if all(r[4] >= TARGET for r in rows) else 1
 
 

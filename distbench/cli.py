@@ -11,6 +11,7 @@ import click
 
 from distbench import __version__
 from distbench.commands import comm as comm_cmd
+from distbench.commands import infer as infer_cmd
 from distbench.commands import models as models_cmd
 from distbench.commands import results as results_cmd
 from distbench.commands import scale as scale_cmd
@@ -36,6 +37,7 @@ cli.add_command(results_cmd.results)
 cli.add_command(results_cmd.report)
 cli.add_command(results_cmd.compare)
 cli.add_command(comm_cmd.comm)
+cli.add_command(infer_cmd.infer)
 cli.add_command(slurm_cmd.slurm)
 cli.add_command(slurm_cmd.collect)
 cli.add_command(verify_cmd.verify)
@@ -43,11 +45,12 @@ cli.add_command(verify_cmd.verify)
 
 def main(argv: list[str] | None = None) -> int:
     try:
-        cli.main(args=argv, prog_name="distbench", standalone_mode=False)
+        rv = cli.main(args=argv, prog_name="distbench", standalone_mode=False)
     except click.exceptions.Exit as exc:
         return exc.exit_code
-    except click.exceptions.Abort:
-        click.echo("Aborted.", err=True)
+    except (click.exceptions.Abort, KeyboardInterrupt):  # click turns Ctrl-C into Abort
+        click.echo("Interrupted: finished points are kept in the store; the sweep is marked 'interrupted'.",
+                   err=True)
         return 130
     except click.UsageError as exc:
         click.echo(f"Error: {exc.format_message()}", err=True)
@@ -58,11 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     except DistbenchError as exc:
         click.echo(f"Error: {exc}", err=True)
         return exc.exit_code
-    except KeyboardInterrupt:
-        click.echo("Interrupted: finished points are kept in the store; the sweep is marked 'interrupted'.",
-                   err=True)
-        return 130
-    return 0
+    return rv if isinstance(rv, int) else 0
 
 
 if __name__ == "__main__":

@@ -136,6 +136,17 @@ class Store:
             self.conn.execute("UPDATE sweeps SET finished = ?, status = ? WHERE id = ?",
                               (_now(), status, sweep_id))
 
+    def reopen_sweep(self, sweep_id: str) -> None:
+        self.sweep(sweep_id)  # unknown id -> BadInput listing recent ones
+        with self.conn:
+            self.conn.execute("UPDATE sweeps SET status = 'running', finished = NULL WHERE id = ?", (sweep_id,))
+
+    def delete_point(self, point_id: int) -> None:
+        with self.conn:
+            self.conn.execute("DELETE FROM steps WHERE point_id = ?", (point_id,))
+            self.conn.execute("DELETE FROM telemetry WHERE point_id = ?", (point_id,))
+            self.conn.execute("DELETE FROM points WHERE id = ?", (point_id,))
+
     def has_record(self, record_id: str) -> bool:
         return self.conn.execute("SELECT 1 FROM points WHERE record_id = ?", (record_id,)).fetchone() is not None
 
@@ -169,9 +180,9 @@ class Store:
         return [dict(r) for r in rows]
 
     def points(self, sweep_id: str) -> list[dict]:
-        rows = self.conn.execute("SELECT record_json FROM points WHERE sweep_id = ? ORDER BY id",
+        rows = self.conn.execute("SELECT id, record_json FROM points WHERE sweep_id = ? ORDER BY id",
                                  (sweep_id,)).fetchall()
-        return [json.loads(r["record_json"]) for r in rows]
+        return [dict(json.loads(r["record_json"]), point_id=r["id"]) for r in rows]
 
     def steps(self, point_id: int) -> list[float]:
         return [r["seconds"] for r in self.conn.execute(

@@ -4,7 +4,6 @@ from __future__ import annotations
 import shlex
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Callable
 
@@ -40,14 +39,27 @@ def derive(record: dict, baselines: dict[str, dict]) -> dict:
 def run_plan(plan: Plan, store: Store, *, command: str, options: dict, timeout_s: float,
              progress: ProgressFn | None = None, workdir: str | None = None,
              records_dir: str | None = None, repeats: int = 1, noisy_cv: float = NOISY_CV,
-             telemetry_interval_s: float = 0.5) -> tuple[str, list[dict]]:
+             telemetry_interval_s: float = 0.5, resume: str | None = None) -> tuple[str, list[dict]]:
     """Run every planned point in order; each finished point is committed before the next starts.
 
     Ctrl-C stops the sweep, keeps every committed point and marks the sweep 'interrupted'.
+    With `resume`, points of that sweep that finished ok (or were skipped) are kept and not re-run;
+    missing or failed ones run again and replace their failed rows.
     """
-    env = envinfo.capture_environment()
-    sweep_id = store.start_sweep(command=command, version=__version__, git_sha=env.get("distbench_git_sha"),
-                                 env=env, options=options, notes=plan.notes)
+    kept: dict[tuple[str, int], dict] = {}
+    if resume:
+        sweep_id = resume
+        for old in store.points(sweep_id):
+            key = (old["strategy"], old["world_size"])
+            if old["status"] in ("ok", "skipped"):
+                kept[key] = old
+            else:
+                store.delete_point(old["point_id"])
+        store.reopen_sweep(sweep_id)
+    else:
+        env = envinfo.capture_environment()
+        sweep_id = store.start_sweep(command=command, version=__version__, git_sha=env.get("distbench_git_sha"),
+                                     env=env, options=options, notes=plan.notes)
     records: list[dict] = []
     baselines: dict[str, dict] = {}
     root = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix=f"distbench-{sweep_id}-"))
@@ -55,6 +67,15 @@ def run_plan(plan: Plan, store: Store, *, command: str, options: dict, timeout_s
     status = "interrupted"
     try:
         for i, point in enumerate(plan.points, 1):
+            key = (point.strategy.name, point.config.world_size)
+            if key in kept:
+                record = kept[key]
+                if point.strategy.baseline:
+                    baselines[point.strategy.framework] = record
+                records.append(record)
+                if progress:
+                    progress("kept", i, total, point, record)
+                continue
             if progress:
                 progress("start", i, total, point, None)
             if point.skip_reason:
@@ -86,6 +107,3 @@ def run_plan(plan: Plan, store: Store, *, command: str, options: dict, timeout_s
 def command_line(argv: list[str] | None = None) -> str:
     return shlex.join(["distbench", *(sys.argv[1:] if argv is None else argv)])
 
-
-def now() -> float:
-    return time.time()

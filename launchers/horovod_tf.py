@@ -23,6 +23,8 @@ def make_distribution():
             hvd.init()
             self.rank, self.world = hvd.rank(), hvd.size()
             self.backend = "gloo" if hvd.gloo_enabled() else "mpi"
+            if hvd.cross_size() != cfg.nodes:
+                raise RuntimeError(f"launched over {hvd.cross_size()} node(s) but the point asks for {cfg.nodes}")
             self.tf = tfc.configure(cfg, visible_gpu=hvd.local_rank() if cfg.device == "cuda" else None)
             return self.tf
 

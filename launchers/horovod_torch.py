@@ -24,6 +24,8 @@ def make_distribution():
             hvd.init()
             self.rank, self.world, self.local_rank = hvd.rank(), hvd.size(), hvd.local_rank()
             self.backend = "gloo" if hvd.gloo_enabled() else "mpi"
+            if hvd.cross_size() != cfg.nodes:
+                raise RuntimeError(f"launched over {hvd.cross_size()} node(s) but the point asks for {cfg.nodes}")
 
         def wrap(self, cfg, model, optimizer, device):
             optimizer = hvd.DistributedOptimizer(optimizer, named_parameters=model.named_parameters(),

@@ -1,7 +1,7 @@
 """`distbench scale` (a sweep over strategies and device counts) and `distbench run` (one point)."""
 from __future__ import annotations
 
-import functools
+import json
 import sys
 
 import click
@@ -99,10 +99,33 @@ def workload_options(fn):
     return fn
 
 
+REPLAYED = ("gpus_text", "add_baselines", "model", "strategy", "batch_size", "scaling", "image_size", "num_classes",
+            "steps", "warmup", "device", "timeout", "seed", "repeats", "target_ci", "max_time", "comm", "noisy_cv",
+            "telemetry_interval", "seq_len", "precision", "compile_", "xla", "channels_last", "data", "dataset_size",
+            "loader_workers", "prefetch", "pin_memory")
+"""The options a sweep stores so `--resume` can run its missing points exactly as planned."""
+
+
+def _resume(sweep_id: str, results: str, fmt: str, records_dir, timeout: float | None = None) -> None:
+    store = Store(results)
+    try:
+        options = json.loads(store.sweep(sweep_id)["options_json"] or "{}")
+    finally:
+        store.close()
+    replay = options.get("replay")
+    if not replay:
+        raise BadInput(f"sweep {sweep_id} was not made by `distbench scale` (nothing to resume)")
+    replay["strategy"] = tuple(replay["strategy"])
+    if timeout is not None:  # e.g. resuming points that timed out, with more time
+        replay["timeout"] = timeout
+    _execute(**replay, results=results, fmt=fmt, records_dir=records_dir, resume=sweep_id)
+
+
 def _execute(*, gpus_text: str, add_baselines: bool, model, strategy, batch_size, scaling, image_size,
              num_classes, steps, warmup, device, timeout, seed, results, records_dir, fmt, repeats, target_ci,
              max_time, comm, noisy_cv, telemetry_interval, seq_len, precision, compile_, xla,
-             channels_last, data, dataset_size, loader_workers, prefetch, pin_memory) -> None:
+             channels_last, data, dataset_size, loader_workers, prefetch, pin_memory, resume=None) -> None:
+    replay = {k: v for k, v in locals().items() if k in REPLAYED}
     gpus = parse_gpus(gpus_text)
     strategies = parse_strategies(strategy)
     opts = SweepOptions(model=model, gpus=gpus, strategies=strategies, device=device, batch_size=batch_size,
@@ -127,7 +150,9 @@ def _execute(*, gpus_text: str, add_baselines: bool, model, strategy, batch_size
 
     def progress(phase, i, total, point, record):
         name = f"{point.strategy.name} N={point.config.world_size}"
-        if phase == "start":
+        if phase == "kept":
+            err.print(f"[{i}/{total}] {name}: kept from sweep {resume} ({record['status']})")
+        elif phase == "start":
             err.print(f"[{i}/{total}] {name} ...", end=" " if err.is_terminal else "\n")
         else:
             status = record["status"]
@@ -143,10 +168,10 @@ def _execute(*, gpus_text: str, add_baselines: bool, model, strategy, batch_size
                "noisy_cv": noisy_cv, "telemetry_interval": telemetry_interval, "seq_len": seq_len,
                "precision": precision, "compile": compile_, "xla": xla, "channels_last": channels_last, "data": data,
                "dataset_size": dataset_size, "loader_workers": loader_workers, "prefetch": prefetch,
-               "pin_memory": pin_memory}
+               "pin_memory": pin_memory, "replay": dict(replay, strategy=list(strategy))}
     try:
         sweep_id, records = run_plan(plan, store, command=command_line(), options=options, timeout_s=timeout,
-                                     progress=progress, records_dir=records_dir, repeats=repeats,
+                                     progress=progress, records_dir=records_dir, repeats=repeats, resume=resume,
                                      noisy_cv=noisy_cv, telemetry_interval_s=telemetry_interval)
     finally:
         store.close()
@@ -159,8 +184,11 @@ def _execute(*, gpus_text: str, add_baselines: bool, model, strategy, batch_size
 @click.command()
 @click.option("--gpus", "gpus_text", default="1,2,4", show_default=True,
               help="Comma list of device counts to measure, e.g. 1,2,4.")
+@click.option("--resume", default=None, metavar="SWEEP",
+              help="Finish an interrupted or partly failed sweep: re-run only its missing or failed points, "
+                   "with the options it was started with ('latest' for the newest sweep); --timeout may be raised.")
 @workload_options
-def scale(gpus_text, **kwargs):
+def scale(gpus_text, resume, **kwargs):
     """Sweep strategies over device counts and report throughput, speedup and efficiency.
 
     Each (strategy, N) point runs in a fresh process tree launched the way users launch it
@@ -168,6 +196,17 @@ def scale(gpus_text, **kwargs):
 
     Example: distbench scale --gpus 1,2,4 --model resnet50
     """
+    if resume:
+        if resume == "latest":
+            with Store(kwargs["results"]) as store:
+                recent = store.sweeps(1)
+            if not recent:
+                raise BadInput(f"no sweeps in {kwargs['results']} to resume")
+            resume = recent[0]["id"]
+        source = click.get_current_context().get_parameter_source("timeout")
+        given = kwargs["timeout"] if source == click.core.ParameterSource.COMMANDLINE else None
+        _resume(resume, kwargs["results"], kwargs["fmt"], kwargs["records_dir"], given)
+        return
     _execute(gpus_text=gpus_text, add_baselines=True, **kwargs)
 
 
