@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
-import os
 import statistics
 import subprocess
 import sys

@@ -8,7 +8,6 @@ none of distbench's worker plumbing. One clock read before and after the measure
 """
 import argparse
 import json
-import os
 import time
 
 import torch

@@ -94,7 +94,7 @@ def _kill_tree(proc: subprocess.Popen, grace_s: float = 5.0) -> None:
             continue
 
 
-_EXC_LINE = re.compile(r"^(?:\[\d+\]<std(?:err|out)>:)?\s*((?:[\w.]+\.)?\w*(?:Error|Exception|Interrupt)\b:?.*)$")
+_EXC_LINE = re.compile(r"^(?:\[\d+\]<std(?:err|out)>:|\[rank\d+\]:)?\s*((?:[\w.]+\.)?\w*(?:Error|Exception|Interrupt)\b:?.*)$")
 _LAUNCHER_NOISE = ("Horovod detected that one or more processes exited", "ChildFailedError",
                    "torch.distributed.elastic")
 
@@ -113,6 +113,34 @@ def classify_failure(returncode: int | None, stderr_tail: str) -> str:
     if any(m in stderr_tail for m in OOM_MARKERS) or returncode in (-signal.SIGKILL, 137):
         return "oom"
     return "failed"
+
+
+def outcome_record(cfg: PointConfig, strategy: Strategy, result_path, returncode: int | None, tail: str, *,
+                   status: str | None = None, reason: str | None = None) -> dict:
+    """The point's record from whatever its launch left behind: the worker's own record when rank 0
+    wrote one, else a failed/oom/timeout record with the worker's exception line; stderr tail kept
+    for anything not ok. Shared by local runs and Slurm jobs."""
+    record = None
+    if status is None and Path(result_path).exists():
+        try:
+            record = read_record(result_path)
+        except (ValueError, OSError) as exc:
+            tail += f"\n[distbench] unreadable result record: {exc}"
+    if record is None:
+        if status is None:
+            status = classify_failure(returncode, tail)
+            last = [ln for ln in tail.strip().splitlines() if ln.strip()]
+            summary = failure_summary(tail) or (last[-1][:300] if last else "no output")
+            reason = (f"exit status {returncode}: {summary}"
+                      if returncode != 0 else "worker exited without writing a result")
+        record = base_record(cfg.to_dict(), strategy=strategy.name, framework=strategy.framework,
+                             status=status, reason=reason)
+    elif record["status"] == "ok" and returncode != 0:
+        record["status"] = classify_failure(returncode, tail)
+        record["reason"] = f"a rank failed after rank 0 finished (exit status {returncode})"
+    if record["status"] != "ok":
+        record["stderr_tail"] = tail
+    return record
 
 
 def run_point(strategy: Strategy, cfg: PointConfig, workdir: str | os.PathLike, timeout_s: float,
@@ -152,29 +180,8 @@ def run_point(strategy: Strategy, cfg: PointConfig, workdir: str | os.PathLike, 
             samples = sampler.stop() if sampler else None
     wall = time.time() - started
     tail = _tail(stderr_path)
-    record = None
-    if status is None and out_path.exists():
-        try:
-            record = read_record(out_path)
-        except (ValueError, OSError) as exc:
-            record = None
-            tail += f"\n[distbench] unreadable result record: {exc}"
-    if record is None:
-        if status == "timeout":
-            reason = f"timed out after {timeout_s:g}s (--timeout)"
-        else:
-            status = classify_failure(returncode, tail)
-            last = [ln for ln in tail.strip().splitlines() if ln.strip()]
-            summary = failure_summary(tail) or (last[-1][:300] if last else "no output")
-            reason = (f"exit status {returncode}: {summary}"
-                      if returncode != 0 else "worker exited without writing a result")
-        record = base_record(cfg.to_dict(), strategy=strategy.name, framework=strategy.framework,
-                             status=status, reason=reason)
-    elif record["status"] == "ok" and returncode != 0:
-        record["status"] = classify_failure(returncode, tail)
-        record["reason"] = f"a rank failed after rank 0 finished (exit status {returncode})"
-    if record["status"] != "ok":
-        record["stderr_tail"] = tail
+    reason = f"timed out after {timeout_s:g}s (--timeout)" if status == "timeout" else None
+    record = outcome_record(cfg, strategy, out_path, returncode, tail, status=status, reason=reason)
     if samples is not None:
         from distbench.telemetry import summarize
 

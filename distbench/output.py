@@ -70,12 +70,39 @@ def wrapper_lines(records: list[dict]) -> list[str]:
     return lines
 
 
+def stopping_line(records: list[dict]) -> str | None:
+    """Which points met the CI target and which ran out of measuring time."""
+    rules: dict[str, list[str]] = {}
+    for r in records:
+        rule = (r.get("stopping") or {}).get("rule")
+        if r.get("status") == "ok" and rule:
+            rules.setdefault(rule, []).append(f"{r['strategy']}@{r['world_size']}")
+    if not rules or set(rules) == {"fixed_steps"}:
+        return None
+    parts = []
+    if rules.get("target_ci_met"):
+        parts.append(f"{len(rules['target_ci_met'])} point(s) reached the CI target")
+    if rules.get("max_time"):
+        parts.append(f"{len(rules['max_time'])} stopped at --max-time before reaching it "
+                     f"({', '.join(rules['max_time'])})")
+    if rules.get("max_steps"):
+        parts.append(f"{len(rules['max_steps'])} stopped at the step cap")
+    return "adaptive stopping: " + "; ".join(parts)
+
+
 def print_summary(console: Console, records: list[dict], notes: list[str], sweep_id: str, store_path) -> None:
     for note in notes:
         console.print(f"[dim]note:[/] {note}", highlight=False)
     console.print(results_table(records, title=f"sweep {sweep_id}"))
     for line in wrapper_lines(records):
         console.print(line, highlight=False)
+    line = stopping_line(records)
+    if line:
+        console.print(line, highlight=False)
+    noisy = [f"{r['strategy']}@{r['world_size']}" for r in records if r.get("noisy")]
+    if noisy:
+        console.print(f"noisy points (step-time CV above the threshold; read their curves with care): "
+                      f"{', '.join(noisy)}", highlight=False)
     console.print("speedup = throughput / the same framework's single-device baseline; efficiency = speedup / N; "
                   "comm overhead = (step - step without gradient sync) / step; overlap = share of the standalone "
                   "all-reduce time hidden behind compute", style="dim", highlight=False)

@@ -39,12 +39,12 @@ from pathlib import Path
 from distbench import __version__
 from distbench.config import PointConfig
 from distbench.errors import BadInput, DistbenchError
-from distbench.launch import STDERR_TAIL_CHARS, build_command, build_env, classify_failure, failure_summary
+from distbench.launch import STDERR_TAIL_CHARS, build_command, build_env, outcome_record
 from distbench.multinode import (Shell, can_span_nodes, devices_per_node, horovodrun_command, launcher_for,
                                  shell_join, srun_prefix, tf_multiworker_srun_command, tf_workers_per_node,
                                  torchrun_command)
 from distbench.plan import SweepOptions, make_plan
-from distbench.record import base_record, read_record, write_record
+from distbench.record import read_record, write_record
 from distbench.strategies import Strategy, get_strategy
 
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
@@ -610,29 +610,10 @@ def finish_point(*, config_json: str, result: str, log: str, record_path: str, r
     cfg = PointConfig.from_json(config_json)
     strategy = get_strategy(cfg.strategy)
     tail = log_tail(log)
-    record = None
-    if status is None and Path(result).exists():
-        try:
-            record = read_record(result)
-        except (ValueError, OSError) as exc:
-            tail += f"\n[distbench] unreadable result record: {exc}"
-    if record is None:
-        if status is None:
-            if returncode in (124, 137) and timeout_s and wall_s >= timeout_s - 1:
-                status, reason = "timeout", f"timed out after {timeout_s:g}s (--timeout)"
-            else:
-                status = classify_failure(returncode, tail)
-                last = [ln for ln in tail.strip().splitlines() if ln.strip()]
-                summary = failure_summary(tail) or (last[-1][:300] if last else "no output")
-                reason = (f"exit status {returncode}: {summary}" if returncode != 0
-                          else "worker exited without writing a result")
-        record = base_record(cfg.to_dict(), strategy=strategy.name, framework=strategy.framework,
-                             status=status, reason=reason)
-    elif record["status"] == "ok" and returncode != 0:
-        record["status"] = classify_failure(returncode, tail)
-        record["reason"] = f"a rank failed after rank 0 finished (exit status {returncode})"
-    if record["status"] != "ok":
-        record["stderr_tail"] = tail
+    if status is None and not Path(result).exists() and returncode in (124, 137) and timeout_s \
+            and wall_s >= timeout_s - 1:
+        status, reason = "timeout", f"timed out after {timeout_s:g}s (--timeout)"
+    record = outcome_record(cfg, strategy, result, returncode, tail, status=status, reason=reason)
     record["launch"] = {"argv": list(argv), "returncode": returncode, "wall_s": wall_s, "launcher": launcher,
                         "workdir": str(Path(result).parent), "log": str(log)}
     record["slurm"] = slurm_info(environ)

@@ -239,6 +239,23 @@ class Distribution:
         pass
 
 
+def strategy_allreduce_seconds(tf, strategy, model, barrier) -> list[float]:
+    """Standalone all-reduce of tensors shaped like the gradients, through a tf.distribute
+    strategy's own cross-device ops (what its optimizer step uses)."""
+    shapes = [w.shape for w in model.trainable_weights]
+
+    def replica_fn():
+        ctx = tf.distribute.get_replica_context()
+        return ctx.all_reduce(tf.distribute.ReduceOp.SUM, [tf.fill(s, 1.0) for s in shapes])
+
+    @tf.function
+    def allreduce():
+        out = strategy.run(replica_fn)
+        return strategy.experimental_local_results(out[0])[0][..., :1]
+
+    return common.time_collective(lambda: allreduce().numpy(), barrier)
+
+
 def _update_checksums(model, start) -> list[list[float]]:
     import numpy as np
 
@@ -252,7 +269,7 @@ def _update_checksums(model, start) -> list[list[float]]:
 def run(cfg: PointConfig, out_path: str, strategy: str, dist: Distribution) -> None:
     import numpy as np
 
-    tf = dist.start(cfg)
+    dist.start(cfg)
     set_precision(cfg)
     try:
         if dist.world != cfg.world_size:

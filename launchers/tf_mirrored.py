@@ -92,19 +92,7 @@ def make_distribution():
             return step
 
         def allreduce_seconds(self, cfg, model):
-            tf, strategy = self.tf, self.strategy
-            shapes = [w.shape for w in model.trainable_weights]
-
-            def replica_fn():
-                ctx = tf.distribute.get_replica_context()
-                return ctx.all_reduce(tf.distribute.ReduceOp.SUM, [tf.fill(s, 1.0) for s in shapes])
-
-            @tf.function
-            def allreduce():
-                out = strategy.run(replica_fn)
-                return strategy.experimental_local_results(out[0])[0][..., :1]
-
-            return common.time_collective(lambda: allreduce().numpy(), lambda: None)
+            return tfc.strategy_allreduce_seconds(self.tf, self.strategy, model, lambda: None)
 
         def replica_checksums(self, model, start):
             import numpy as np

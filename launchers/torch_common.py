@@ -282,7 +282,6 @@ def _update_checksums(model, start: list) -> list[list[float]]:
 
 def run(cfg: PointConfig, out_path: str, strategy: str, dist: Distribution) -> None:
     """Build, (wrap), measure or verify, and let rank 0 write the record."""
-    import torch
 
     dist.start(cfg)
     try:

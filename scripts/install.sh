@@ -31,7 +31,7 @@ log "installing torch ($TORCH_SPEC), TensorFlow ($TF_SPEC) and the Python depend
 # torch is pinned so pip takes the local CPU wheel instead of the newest multi-GB CUDA build.
 quiet_pip install -q "$TORCH_SPEC" "$TF_SPEC" \
     "setuptools<81" wheel packaging \
-    click pandas rich psutil nvidia-ml-py matplotlib pyyaml cloudpickle cffi \
+    click pandas pyarrow rich psutil nvidia-ml-py matplotlib pyyaml cloudpickle cffi \
     pytest pytest-timeout
 
 # Horovod: the wheel is tied to the exact framework versions, so they are part of the cache key.

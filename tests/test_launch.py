@@ -1,7 +1,6 @@
 """Builder tests: what would run for each launcher, without running it; and the executor's failure paths."""
 import sys
 
-import pytest
 
 from distbench.config import PointConfig
 from distbench.launch import build_command, classify_failure, run_point
@@ -76,3 +75,7 @@ def test_failure_summary_prefers_the_workers_exception_over_the_launchers():
             "Exit code: 1\n")
     assert failure_summary(tail) == "TypeError: zero_grad() got an unexpected keyword argument"
     assert failure_summary("nothing here\n") is None
+    torchrun_tail = ("[rank1]: AttributeError: 'X' object has no attribute 'zero_grad'\n"
+                     "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: \n"
+                     "============================================================\n")
+    assert failure_summary(torchrun_tail) == "AttributeError: 'X' object has no attribute 'zero_grad'"

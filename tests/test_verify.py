@@ -3,7 +3,7 @@ import os
 
 import pytest
 
-from distbench.strategies import STRATEGIES, Strategy
+from distbench.strategies import Strategy
 from distbench.verify import DEFAULT_RTOL, compare, verify
 from tests.conftest import ROOT, require, run_cli
 

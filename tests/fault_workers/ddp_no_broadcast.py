@@ -16,6 +16,9 @@ def body(cfg, out_path):
         def __init__(self, model, optimizer, world):
             self.model, self.optimizer, self.world = model, optimizer, world
 
+        def zero_grad(self, set_to_none=True):
+            self.optimizer.zero_grad(set_to_none=set_to_none)
+
         def step(self):
             for p in self.model.parameters():
                 if p.grad is not None:
