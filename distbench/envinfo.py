@@ -8,6 +8,7 @@ from __future__ import annotations
 import functools
 import os
 import platform
+import shutil
 import socket
 import subprocess
 import sys
@@ -93,6 +94,33 @@ def visible_gpu_count() -> int:
     return count
 
 
+def cuda_stack() -> dict:
+    """CUDA, cuDNN and NCCL versions as the installed torch sees them, and `nvidia-smi topo -m`
+    (how the GPUs are connected: NVLink, PCIe switch, NUMA) when nvidia-smi exists."""
+    out: dict = {}
+    if package_version("torch"):
+        try:
+            import torch
+
+            out["torch_cuda"] = torch.version.cuda
+            if torch.version.cuda:
+                out["cudnn"] = torch.backends.cudnn.version()
+                try:
+                    out["nccl"] = ".".join(map(str, torch.cuda.nccl.version()))
+                except Exception as exc:  # torch built without NCCL
+                    out["nccl"] = f"unavailable: {exc}"
+        except Exception as exc:  # a broken torch install must not stop a sweep
+            out["torch_error"] = str(exc)
+    smi = shutil.which("nvidia-smi")
+    if smi:
+        try:
+            topo = subprocess.run([smi, "topo", "-m"], capture_output=True, text=True, timeout=20)
+            out["nvidia_smi_topo"] = topo.stdout if topo.returncode == 0 else topo.stderr.strip()
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            out["nvidia_smi_topo"] = f"failed: {exc}"
+    return out
+
+
 def capture_environment() -> dict:
     import psutil
 
@@ -105,6 +133,7 @@ def capture_environment() -> dict:
         "cpu_affinity": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
         "memory_total_bytes": psutil.virtual_memory().total,
         "gpu": gpu_info(),
+        "cuda_stack": cuda_stack(),
         "packages": {name: package_version(name) for name in (
             "distbench", "torch", "tensorflow", "tensorflow-cpu", "keras", "horovod", "numpy",
             "nvidia-ml-py")},

@@ -56,6 +56,10 @@ def build_env(cfg: PointConfig, base: dict | None = None) -> dict:
 def build_command(strategy: Strategy, cfg: PointConfig, config_path: str, out_path: str,
                   base_env: dict | None = None) -> tuple[list[str], dict]:
     """The argv and environment that run `cfg` the way users launch this strategy."""
+    if cfg.nodes > 1:  # inside a Slurm allocation (distbench scale --nodes)
+        from distbench.multinode import allocation_command
+
+        return allocation_command(strategy, cfg, str(config_path), str(out_path), base_env=base_env)
     worker = ["-m", worker_module(strategy), "--config", str(config_path), "--out", str(out_path)]
     n = cfg.world_size
     if strategy.launcher == "process":

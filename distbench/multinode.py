@@ -219,3 +219,49 @@ def slurm_tf_workers(environ: dict, port_base: int = 8888) -> tuple[list[str], i
         raise ValueError(f"task {rank} is local task {local} of node {node}: the TF workers need srun's block "
                          "distribution (srun --distribution=block)")
     return workers, index
+
+
+def allocation_hosts(environ: dict | None = None) -> list[str]:
+    """The nodes of the Slurm allocation this process runs in (empty outside one)."""
+    import os
+
+    env = os.environ if environ is None else environ
+    nodelist = env.get("SLURM_JOB_NODELIST") or env.get("SLURM_NODELIST")
+    return expand_hostlist(nodelist) if nodelist else []
+
+
+def check_allocation(max_nodes: int, environ: dict | None = None) -> list[str]:
+    """`distbench scale --nodes K` runs inside an existing allocation of at least K nodes."""
+    hosts = allocation_hosts(environ)
+    if not hosts:
+        raise BadInput(f"--nodes {max_nodes} runs multi-node points inside a Slurm allocation, and this shell is "
+                       "not in one (use salloc/sbatch, or `distbench slurm` to submit the sweep as jobs)")
+    if len(hosts) < max_nodes:
+        raise BadInput(f"--nodes asks for {max_nodes} nodes but the Slurm allocation has {len(hosts)}")
+    return hosts
+
+
+def allocation_command(strategy: Strategy, cfg: PointConfig, config_path: str, out_path: str, *,
+                       environ: dict | None = None, base_env: dict | None = None) -> tuple[list[str], dict]:
+    """A multi-node point inside the current allocation, on its first cfg.nodes nodes, with the
+    engines users run there: srun + torchrun (c10d rendezvous on the first node), horovodrun over
+    the nodes, or srun starting MultiWorkerMirroredStrategy workers."""
+    import secrets
+    import socket
+
+    hosts = check_allocation(cfg.nodes, environ)[:cfg.nodes]
+    how = launcher_for(strategy, cfg.nodes)
+    nodes_opt = [f"--nodelist={','.join(hosts)}"]
+    if how == "torchrun":
+        with socket.socket() as s:  # a free port on this (the first) node for the rendezvous
+            s.bind(("", 0))
+            port = s.getsockname()[1]
+        argv, env = torchrun_command(strategy, cfg, config_path, out_path, rdzv_endpoint=f"{hosts[0]}:{port}",
+                                     rdzv_id=secrets.token_hex(4), base_env=base_env)
+        srun = srun_prefix(cfg.nodes, 1)
+        return [*srun[:1], *nodes_opt, *srun[1:], *argv], env
+    if how == "horovodrun":
+        return horovodrun_command(strategy, cfg, config_path, out_path,
+                                  hosts=horovod_hosts(hosts, devices_per_node(cfg)), base_env=base_env)
+    argv, env = tf_multiworker_srun_command(cfg, config_path, out_path, base_env=base_env)
+    return [*argv[:1], *nodes_opt, *argv[1:]], env

@@ -51,8 +51,9 @@ def results_table(records: list[dict], title: str | None = None) -> Table:
         ci = "-"
         if r.get("throughput_ci_low") is not None:
             ci = f"{r['throughput_ci_low']:.2f}..{r['throughput_ci_high']:.2f}"
+        label = r["strategy"] + (f" ({r['nodes']} nodes)" if (r.get("nodes") or 1) > 1 else "")
         table.add_row(
-            r["strategy"], str(r["world_size"]), _num(r.get("throughput"), ".2f"), ci,
+            label, str(r["world_size"]), _num(r.get("throughput"), ".2f"), ci,
             _num(r.get("speedup"), ".2f"), _num(r.get("efficiency"), ".0%"),
             _num(r.get("step_time_median_s") and r["step_time_median_s"] * 1e3, ".1f"),
             _num(r.get("step_time_p95_s") and r["step_time_p95_s"] * 1e3, ".1f"),

@@ -19,23 +19,23 @@ CPU_DEFAULTS = {"batch_size": 8, "image_size": 64, "steps": 10, "warmup": 3}
 CPU_MAX_SEQ_LEN = 64
 
 
-def parse_gpus(text: str) -> list[int]:
+def parse_gpus(text: str, flag: str = "--gpus", noun: str = "device") -> list[int]:
     """'1,2,4' -> [1, 2, 4]. Rejects empty, zero, negative, non-numeric and duplicated values."""
     if text is None or not text.strip():
-        raise BadInput("--gpus is empty: give a comma list of device counts, e.g. --gpus 1,2,4")
+        raise BadInput(f"{flag} is empty: give a comma list of {noun} counts, e.g. {flag} 1,2,4")
     values: list[int] = []
     for part in text.split(","):
         raw = part.strip()
         if not raw:
-            raise BadInput(f"--gpus {text!r} has an empty entry: give a comma list such as 1,2,4")
+            raise BadInput(f"{flag} {text!r} has an empty entry: give a comma list such as 1,2,4")
         try:
             n = int(raw)
         except ValueError:
-            raise BadInput(f"--gpus value {raw!r} is not a whole number") from None
+            raise BadInput(f"{flag} value {raw!r} is not a whole number") from None
         if n <= 0:
-            raise BadInput(f"--gpus value {raw!r} must be a positive device count")
+            raise BadInput(f"{flag} value {raw!r} must be a positive {noun} count")
         if n in values:
-            raise BadInput(f"--gpus value {raw!r} is duplicated")
+            raise BadInput(f"{flag} value {raw!r} is duplicated")
         values.append(n)
     return sorted(values)
 
@@ -95,6 +95,8 @@ class SweepOptions:
     seed: int = 0
     add_baselines: bool = True
     """Add each framework's single-device baseline so speedup can be computed."""
+    nodes: tuple[int, ...] = (1,)
+    """Node counts; > 1 runs multi-node points inside the current Slurm allocation."""
     seq_len: int | None = None
     precision: str = "fp32"
     compile: bool = False
@@ -188,6 +190,10 @@ def make_plan(opts: SweepOptions, visible_gpus: int | None = None) -> Plan:
         raise BadInput(f"--steps must be a positive integer, got {steps}")
     if warmup < 0:
         raise BadInput(f"--warmup must be >= 0, got {warmup}")
+    if any(k < 1 for k in opts.nodes):
+        raise BadInput("--nodes values must be positive")
+    if max(opts.nodes) > 1 and not any(n % k == 0 and k > 1 for n in opts.gpus for k in opts.nodes):
+        raise BadInput(f"no --gpus value splits evenly over --nodes {','.join(map(str, opts.nodes))}")
     if opts.scaling == "strong":
         for n in opts.gpus:
             if batch % n:
@@ -237,18 +243,28 @@ def make_plan(opts: SweepOptions, visible_gpus: int | None = None) -> Plan:
         notes.append(f"precision {opts.precision}: " + ("bfloat16 autocast (torch) / mixed_bfloat16 policy (Keras)"
                      if opts.precision == "bf16" else "float16 autocast + GradScaler (torch) / mixed_float16 + "
                      "LossScaleOptimizer (Keras)"))
+    if max(opts.nodes) > 1:
+        from distbench.multinode import can_span_nodes, check_allocation
+
+        hosts = check_allocation(max(opts.nodes))
+        notes.append(f"multi-node points run inside this Slurm allocation ({', '.join(hosts)}); "
+                     "N is the total device count over the nodes")
     cores = cpu_cores()
     points: list[PlannedPoint] = []
+    shapes = [(n, k) for n in opts.gpus for k in opts.nodes if n % k == 0]
     for s in strategies:
         missing = _missing_modules(s)
         not_applicable = [flag for flag, (on, ok, _) in applies.items() if on and not ok(s)]
-        for n in ([1] if s.baseline else opts.gpus):
+        for n, k in ([(1, 1)] if s.baseline else shapes):
+            if k > 1 and not can_span_nodes(s):
+                continue
             per_device = batch if opts.scaling == "weak" else batch // n
             cfg = PointConfig(
                 strategy=s.name, model=spec.name, world_size=n, device=choice.device,
                 per_device_batch=per_device, scaling=opts.scaling, image_size=image, seq_len=seq_len,
                 num_classes=opts.num_classes, steps=steps, warmup=warmup, seed=opts.seed,
-                threads_per_worker=max(1, cores // n), measure_comm=opts.comm and n > 1 and not s.baseline,
+                nodes=k, threads_per_worker=max(1, cores // (n // k)),
+                measure_comm=opts.comm and n > 1 and not s.baseline,
                 target_ci=opts.target_ci, max_time_s=opts.max_time, precision=opts.precision,
                 compile=opts.compile and "--compile" not in not_applicable,
                 xla=opts.xla and "--xla" not in not_applicable,

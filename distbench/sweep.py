@@ -50,7 +50,7 @@ def run_plan(plan: Plan, store: Store, *, command: str, options: dict, timeout_s
     if resume:
         sweep_id = resume
         for old in store.points(sweep_id):
-            key = (old["strategy"], old["world_size"])
+            key = (old["strategy"], old["world_size"], old.get("nodes") or 1)
             if old["status"] in ("ok", "skipped"):
                 kept[key] = old
             else:
@@ -67,7 +67,7 @@ def run_plan(plan: Plan, store: Store, *, command: str, options: dict, timeout_s
     status = "interrupted"
     try:
         for i, point in enumerate(plan.points, 1):
-            key = (point.strategy.name, point.config.world_size)
+            key = (point.strategy.name, point.config.world_size, point.config.nodes)
             if key in kept:
                 record = kept[key]
                 if point.strategy.baseline:
@@ -83,7 +83,7 @@ def run_plan(plan: Plan, store: Store, *, command: str, options: dict, timeout_s
                                      framework=point.strategy.framework, status="skipped",
                                      reason=point.skip_reason)
             else:
-                record = measure_point(point, root / f"{i:03d}-{point.strategy.name}-n{point.config.world_size}",
+                record = measure_point(point, root / f"{i:03d}-{point.strategy.name}-n{point.config.world_size}-k{point.config.nodes}",
                                        timeout_s=timeout_s, repeats=repeats, noisy_cv=noisy_cv,
                                        telemetry_interval_s=telemetry_interval_s)
             record["sweep_id"] = sweep_id

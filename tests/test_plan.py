@@ -102,3 +102,33 @@ def test_plan_skips_strategy_whose_framework_is_missing(monkeypatch):
     plan = make_plan(_opts(strategies=parse_strategies(("horovod-torch",))), visible_gpus=0)
     hv = [p for p in plan.points if p.strategy.name == "horovod-torch"]
     assert hv and all(p.skip_reason.startswith("horovod.torch is not installed: run `make install`") for p in hv)
+
+
+def test_multi_node_points_need_an_allocation(monkeypatch):
+    for var in ("SLURM_JOB_NODELIST", "SLURM_NODELIST"):
+        monkeypatch.delenv(var, raising=False)
+    with pytest.raises(BadInput, match="--nodes 2 runs multi-node points inside a Slurm allocation"):
+        make_plan(_opts(gpus=[2, 4], nodes=(1, 2)), visible_gpus=0)
+    monkeypatch.setenv("SLURM_JOB_NODELIST", "node[1-2]")
+    plan = make_plan(_opts(gpus=[2, 4], nodes=(1, 2)), visible_gpus=0)
+    shapes = {(p.strategy.name, p.config.world_size, p.config.nodes) for p in plan.points}
+    assert ("ddp", 4, 2) in shapes and ("horovod-tf", 2, 2) in shapes and ("mirrored", 4, 2) in shapes
+    assert not any(k > 1 for s, n, k in shapes if s in ("torch", "tf", "dp"))  # one-process strategies
+    with pytest.raises(BadInput, match="--nodes asks for 4 nodes but the Slurm allocation has 2"):
+        make_plan(_opts(gpus=[4], nodes=(4,)), visible_gpus=0)
+
+
+def test_multi_node_launch_uses_the_allocation(monkeypatch):
+    from distbench.config import PointConfig
+    from distbench.launch import build_command
+
+    monkeypatch.setenv("SLURM_JOB_NODELIST", "gpu[09-10]")
+    cfg = PointConfig(strategy="ddp", model="resnet50", world_size=4, nodes=2, device="cuda", per_device_batch=8)
+    argv, _ = build_command(STRATEGIES["ddp"], cfg, "c.json", "r.json", base_env={})
+    assert argv[:2] == ["srun", "--nodelist=gpu09,gpu10"]
+    assert "--nnodes=2" in argv and "--nproc_per_node=2" in argv and "--rdzv_backend=c10d" in argv
+    assert argv[argv.index("--rdzv_endpoint") + 1].startswith("gpu09:")
+    hv = PointConfig(strategy="horovod-torch", model="resnet50", world_size=4, nodes=2, device="cuda",
+                     per_device_batch=8)
+    argv, _ = build_command(STRATEGIES["horovod-torch"], hv, "c.json", "r.json", base_env={})
+    assert argv[argv.index("-H") + 1] == "gpu09:2,gpu10:2"

@@ -99,7 +99,7 @@ def workload_options(fn):
     return fn
 
 
-REPLAYED = ("gpus_text", "add_baselines", "model", "strategy", "batch_size", "scaling", "image_size", "num_classes",
+REPLAYED = ("gpus_text", "nodes_text", "add_baselines", "model", "strategy", "batch_size", "scaling", "image_size", "num_classes",
             "steps", "warmup", "device", "timeout", "seed", "repeats", "target_ci", "max_time", "comm", "noisy_cv",
             "telemetry_interval", "seq_len", "precision", "compile_", "xla", "channels_last", "data", "dataset_size",
             "loader_workers", "prefetch", "pin_memory")
@@ -121,14 +121,14 @@ def _resume(sweep_id: str, results: str, fmt: str, records_dir, timeout: float |
     _execute(**replay, results=results, fmt=fmt, records_dir=records_dir, resume=sweep_id)
 
 
-def _execute(*, gpus_text: str, add_baselines: bool, model, strategy, batch_size, scaling, image_size,
+def _execute(*, gpus_text: str, add_baselines: bool, nodes_text: str = "1", model, strategy, batch_size, scaling, image_size,
              num_classes, steps, warmup, device, timeout, seed, results, records_dir, fmt, repeats, target_ci,
              max_time, comm, noisy_cv, telemetry_interval, seq_len, precision, compile_, xla,
              channels_last, data, dataset_size, loader_workers, prefetch, pin_memory, resume=None) -> None:
     replay = {k: v for k, v in locals().items() if k in REPLAYED}
     gpus = parse_gpus(gpus_text)
     strategies = parse_strategies(strategy)
-    opts = SweepOptions(model=model, gpus=gpus, strategies=strategies, device=device, batch_size=batch_size,
+    opts = SweepOptions(model=model, gpus=gpus, nodes=tuple(parse_gpus(nodes_text, "--nodes", "node")), strategies=strategies, device=device, batch_size=batch_size,
                         scaling=scaling, image_size=image_size, num_classes=num_classes, steps=steps,
                         warmup=warmup, timeout=timeout, seed=seed, add_baselines=add_baselines, comm=comm,
                         target_ci=target_ci, max_time=max_time, seq_len=seq_len, precision=precision,
@@ -184,11 +184,14 @@ def _execute(*, gpus_text: str, add_baselines: bool, model, strategy, batch_size
 @click.command()
 @click.option("--gpus", "gpus_text", default="1,2,4", show_default=True,
               help="Comma list of device counts to measure, e.g. 1,2,4.")
+@click.option("--nodes", "nodes_text", default="1", show_default=True,
+              help="Comma list of node counts. Values > 1 run multi-node points (N devices over K nodes, K dividing N) "
+                   "inside the current Slurm allocation; to submit jobs instead use `distbench slurm`.")
 @click.option("--resume", default=None, metavar="SWEEP",
               help="Finish an interrupted or partly failed sweep: re-run only its missing or failed points, "
                    "with the options it was started with ('latest' for the newest sweep); --timeout may be raised.")
 @workload_options
-def scale(gpus_text, resume, **kwargs):
+def scale(gpus_text, nodes_text, resume, **kwargs):
     """Sweep strategies over device counts and report throughput, speedup and efficiency.
 
     Each (strategy, N) point runs in a fresh process tree launched the way users launch it
@@ -207,7 +210,7 @@ def scale(gpus_text, resume, **kwargs):
         given = kwargs["timeout"] if source == click.core.ParameterSource.COMMANDLINE else None
         _resume(resume, kwargs["results"], kwargs["fmt"], kwargs["records_dir"], given)
         return
-    _execute(gpus_text=gpus_text, add_baselines=True, **kwargs)
+    _execute(gpus_text=gpus_text, nodes_text=nodes_text, add_baselines=True, **kwargs)
 
 
 @click.command()
