@@ -14,8 +14,8 @@ from distbench.strategies import FRAMEWORK_BASELINE, STRATEGIES, Strategy
 INSTALL_HINT = "run `make install` (creates .venv with torch, TensorFlow and Horovod)"
 
 # Defaults sized for the device: a ResNet-50 step on 2 CPU cores at 224px takes many seconds.
-GPU_DEFAULTS = {"batch_size": 32, "image_size": None, "steps": 50, "warmup": 5}
-CPU_DEFAULTS = {"batch_size": 8, "image_size": 64, "steps": 10, "warmup": 3}
+GPU_DEFAULTS = {"batch_size": 32, "image_size": None, "steps": 50, "warmup": 5, "max_time": 30.0}
+CPU_DEFAULTS = {"batch_size": 8, "image_size": 64, "steps": 10, "warmup": 3, "max_time": 15.0}
 CPU_MAX_SEQ_LEN = 64
 
 
@@ -111,8 +111,8 @@ class SweepOptions:
     """Measure communication overhead (independent variant + standalone all-reduce) at N > 1."""
     target_ci: float = 0.02
     """Adaptive stopping: measure until the throughput CI half-width is within this fraction."""
-    max_time: float = 30.0
-    """...or until this many seconds of measured steps (per point and repeat)."""
+    max_time: float | None = None
+    """...or until this many seconds of measured steps (per point and repeat); None = device default."""
 
 
 @dataclass(frozen=True)
@@ -152,7 +152,7 @@ def make_plan(opts: SweepOptions, visible_gpus: int | None = None) -> Plan:
         raise BadInput(f"--timeout must be positive, got {opts.timeout:g}")
     if not 0 <= opts.target_ci < 1:
         raise BadInput(f"--target-ci must be a percentage in [0, 100), got {opts.target_ci * 100:g}%")
-    if opts.max_time < 0:
+    if opts.max_time is not None and opts.max_time < 0:
         raise BadInput(f"--max-time must be >= 0 seconds, got {opts.max_time:g}")
     if opts.scaling not in ("weak", "strong"):
         raise BadInput(f"--scaling must be weak or strong, got {opts.scaling!r}")
@@ -265,7 +265,8 @@ def make_plan(opts: SweepOptions, visible_gpus: int | None = None) -> Plan:
                 num_classes=opts.num_classes, steps=steps, warmup=warmup, seed=opts.seed,
                 nodes=k, threads_per_worker=max(1, cores // (n // k)),
                 measure_comm=opts.comm and n > 1 and not s.baseline,
-                target_ci=opts.target_ci, max_time_s=opts.max_time, precision=opts.precision,
+                target_ci=opts.target_ci, precision=opts.precision,
+                max_time_s=defaults["max_time"] if opts.max_time is None else opts.max_time,
                 compile=opts.compile and "--compile" not in not_applicable,
                 xla=opts.xla and "--xla" not in not_applicable,
                 channels_last=opts.channels_last and "--channels-last" not in not_applicable,

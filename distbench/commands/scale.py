@@ -79,8 +79,9 @@ def workload_options(fn):
         click.option("--target-ci", "target_ci", default="2%", show_default=True, callback=_parse_percent,
                      help="Adaptive stopping: keep measuring a point past --steps until the 95% CI half-width "
                           "of throughput is within this (e.g. 2%), or --max-time runs out. 0 turns it off."),
-        click.option("--max-time", type=float, default=30.0, show_default=True,
-                     help="Seconds of measured steps after which adaptive stopping gives up (per point and repeat)."),
+        click.option("--max-time", type=float, default=None,
+                     help="Seconds of measured steps after which adaptive stopping gives up (per point and repeat). "
+                          "Default: 30 on GPUs, 15 on CPU workers."),
         click.option("--comm/--no-comm", default=True, show_default=True,
                      help="At N > 1 also run the independent (no-sync) variant and a standalone all-reduce, "
                           "to report exposed communication and overlap."),
