@@ -50,6 +50,10 @@ def build_env(cfg: PointConfig, base: dict | None = None) -> dict:
     if cfg.device == "cpu":
         # CPU workers: hide any GPU so no framework picks one up behind our back.
         env["CUDA_VISIBLE_DEVICES"] = ""
+    else:
+        # CUDA numbers GPUs fastest-first by default, NVML by PCI bus: make them agree, so the
+        # telemetry of "GPU i" is the GPU the workers use as device i.
+        env.setdefault("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
     return env
 
 
@@ -74,6 +78,20 @@ def build_command(strategy: Strategy, cfg: PointConfig, config_path: str, out_pa
     return argv, build_env(cfg, base_env)
 
 
+def gpu_indices(cfg: PointConfig, env: dict) -> list[int] | None:
+    """NVML indices of the GPUs this point's workers on this node use (None: unknown -> all)."""
+    if cfg.device != "cuda":
+        return None
+    per_node = cfg.world_size // max(1, cfg.nodes)
+    visible = env.get("CUDA_VISIBLE_DEVICES")
+    if visible:
+        ids = [v.strip() for v in visible.split(",") if v.strip()]
+        if not all(v.isdigit() for v in ids):  # UUIDs / MIG ids: cannot map to NVML indices here
+            return None
+        return [int(v) for v in ids[:per_node]]
+    return list(range(per_node))
+
+
 def _tail(path: Path, limit: int = STDERR_TAIL_CHARS) -> str:
     try:
         with open(path, "rb") as fh:
@@ -86,16 +104,39 @@ def _tail(path: Path, limit: int = STDERR_TAIL_CHARS) -> str:
 
 
 def _kill_tree(proc: subprocess.Popen, grace_s: float = 5.0) -> None:
-    for sig in (signal.SIGTERM, signal.SIGKILL):
+    """Stop the launcher and every process under it. torchrun and horovodrun start their workers
+    in sessions of their own, so the launcher's process group alone does not reach them: collect
+    the descendants first, then terminate, wait, and kill what is left."""
+    import psutil
+
+    try:
+        family = psutil.Process(proc.pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+        family = []
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+    except ProcessLookupError:
+        pass
+    for p in family:
         try:
-            os.killpg(proc.pid, sig)
-        except ProcessLookupError:
-            return
+            p.terminate()
+        except psutil.NoSuchProcess:
+            pass
+    try:
+        proc.wait(timeout=grace_s)
+    except subprocess.TimeoutExpired:
+        pass
+    _, alive = psutil.wait_procs(family, timeout=grace_s)
+    for p in alive:
         try:
-            proc.wait(timeout=grace_s)
-            return
-        except subprocess.TimeoutExpired:
-            continue
+            p.kill()
+        except psutil.NoSuchProcess:
+            pass
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.wait()
 
 
 _EXC_LINE = re.compile(r"^(?:\[\d+\]<std(?:err|out)>:|\[rank\d+\]:)?\s*((?:[\w.]+\.)?\w*(?:Error|Exception|Interrupt)\b:?.*)$")
@@ -170,7 +211,8 @@ def run_point(strategy: Strategy, cfg: PointConfig, workdir: str | os.PathLike, 
         if telemetry_interval_s > 0:
             from distbench.telemetry import Sampler
 
-            sampler = Sampler(proc.pid, interval_s=telemetry_interval_s, gpus=cfg.device == "cuda").start()
+            sampler = Sampler(proc.pid, interval_s=telemetry_interval_s, gpus=cfg.device == "cuda",
+                              gpu_indices=gpu_indices(cfg, env)).start()
         try:
             returncode = proc.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:

@@ -152,8 +152,9 @@ def make_plan(opts: SweepOptions, visible_gpus: int | None = None) -> Plan:
         raise BadInput(f"--timeout must be positive, got {opts.timeout:g}")
     if not 0 <= opts.target_ci < 1:
         raise BadInput(f"--target-ci must be a percentage in [0, 100), got {opts.target_ci * 100:g}%")
-    if opts.max_time is not None and opts.max_time < 0:
-        raise BadInput(f"--max-time must be >= 0 seconds, got {opts.max_time:g}")
+    if opts.max_time is not None and (opts.max_time < 0 or (opts.max_time == 0 and opts.target_ci > 0)):
+        raise BadInput(f"--max-time must be positive while --target-ci is on, got {opts.max_time:g} "
+                       "(use --target-ci 0 for a fixed number of steps)")
     if opts.scaling not in ("weak", "strong"):
         raise BadInput(f"--scaling must be weak or strong, got {opts.scaling!r}")
     choice = resolve_device(opts.device, opts.gpus, visible_gpus)

@@ -19,7 +19,8 @@ ProgressFn = Callable[[str, int, int, PlannedPoint, dict | None], None]
 
 def derive(record: dict, baselines: dict[str, dict]) -> dict:
     """Add speedup, efficiency and (at N=1) the wrapper's overhead against the framework baseline."""
-    add_step_metrics(record)
+    if record.get("measured_steps") is None:  # combined records (repeats) already carry their metrics
+        add_step_metrics(record)
     record.setdefault("speedup", None)
     record.setdefault("efficiency", None)
     record.setdefault("wrapper_overhead", None)

@@ -22,8 +22,10 @@ _THROTTLE_MASK_NAMES = ("nvmlClocksThrottleReasonSwPowerCap", "nvmlClocksThrottl
 class Sampler:
     """Samples every `interval_s` on a daemon thread until stop(); samples are (t, source, metric, value)."""
 
-    def __init__(self, root_pid: int, *, interval_s: float = 0.5, gpus: bool = True):
+    def __init__(self, root_pid: int, *, interval_s: float = 0.5, gpus: bool = True,
+                 gpu_indices: list[int] | None = None):
         self.root_pid = root_pid
+        self.gpu_indices = gpu_indices
         self.interval_s = interval_s
         self.samples: list[tuple[float, str, str, float]] = []
         self._stop = threading.Event()
@@ -44,7 +46,9 @@ class Sampler:
             self.gpu_note = f"no GPU telemetry: {exc}"
             return
         self._nvml = pynvml
-        self._handles = [pynvml.nvmlDeviceGetHandleByIndex(i) for i in range(pynvml.nvmlDeviceGetCount())]
+        count = pynvml.nvmlDeviceGetCount()
+        indices = [i for i in (self.gpu_indices if self.gpu_indices is not None else range(count)) if i < count]
+        self._handles = [(i, pynvml.nvmlDeviceGetHandleByIndex(i)) for i in indices]
         mask = 0
         for name in _THROTTLE_MASK_NAMES:
             mask |= getattr(pynvml, name, 0)
@@ -92,7 +96,7 @@ class Sampler:
 
     def _sample_gpus(self, t: float) -> None:
         nv = self._nvml
-        for i, h in enumerate(self._handles):
+        for i, h in self._handles:
             src = f"gpu{i}"
             for metric, fn in (
                 ("util_percent", lambda: nv.nvmlDeviceGetUtilizationRates(h).gpu),
@@ -141,9 +145,13 @@ def summarize(samples, window: tuple[float, float] | None, samples_processed: in
         if power:
             out["power_w_mean"] = {s: statistics.fmean(v for _, v in vals) for s, vals in power.items()}
         energy = _series(samples, "gpu", "energy_j", window)
-        if energy and all(len(v) >= 2 for v in energy.values()):
-            out["energy_j"] = sum(v[-1][1] - v[0][1] for v in energy.values())
-            out["energy_source"] = "NVML total-energy counter"
+        if energy and all(len(v) >= 2 and v[-1][0] > v[0][0] for v in energy.values()):
+            # The counter difference spans first..last sample inside the window: scale it to the
+            # whole measured window so energy per sample is not biased low.
+            span = (window[1] - window[0]) if window else None
+            out["energy_j"] = sum((v[-1][1] - v[0][1]) * ((span / (v[-1][0] - v[0][0])) if span else 1.0)
+                                  for v in energy.values())
+            out["energy_source"] = "NVML total-energy counter, scaled to the measured window"
         elif power and window:
             out["energy_j"] = sum(statistics.fmean(v for _, v in vals) for vals in power.values()) * (window[1] - window[0])
             out["energy_source"] = "mean power x measured time"

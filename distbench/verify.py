@@ -42,6 +42,10 @@ def compare(candidate: dict, baseline: dict, rtol: float) -> dict:
            "reason": candidate.get("reason"), "passed": False}
     if candidate["status"] != "ok":
         return out
+    missing = [k for k in ("verify_losses", "update_checksums") if k not in candidate]
+    if missing:
+        out["reason"] = f"the worker reported no {', '.join(missing)}"
+        return out
     losses, base_losses = candidate["verify_losses"], baseline["verify_losses"]
     loss_diff = max(_rel(a, b, 1e-12) for a, b in zip(losses, base_losses))
     upd, base_upd = candidate["update_checksums"], baseline["update_checksums"]

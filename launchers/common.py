@@ -160,6 +160,15 @@ def run_worker(strategy: str, framework: str, body: Callable[[PointConfig, str],
     return 0
 
 
+def combine_ranks(per_rank: list[list[float]], synchronized: bool) -> list[float]:
+    """Step times of the point from every rank's: for synchronized training a step lasts as long as
+    its slowest rank; independent replicas drift apart step by step, so take the slowest rank's own
+    series (the largest total) instead of a per-step maximum over unaligned steps."""
+    if synchronized or len(per_rank) == 1:
+        return stats.merge_rank_step_times(per_rank)
+    return list(max(per_rank, key=sum))
+
+
 def max_rel_diff(replicas: list) -> float:
     """Largest relative difference of any checksum between the first replica and the others."""
     worst = 0.0

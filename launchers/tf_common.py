@@ -95,7 +95,7 @@ def disk_dataset(cfg: PointConfig, batch: int, shard: tuple[int, int] | None = N
         y = tf.cast(y, tf.float32) if meta["y_dtype"] == "float16" else y
         return x, y
 
-    return ds.map(load, num_parallel_calls=cfg.loader_workers).batch(batch, drop_remainder=True).prefetch(cfg.prefetch)
+    return ds.map(load, num_parallel_calls=cfg.loader_workers or None).batch(batch, drop_remainder=True).prefetch(cfg.prefetch)
 
 
 class Source:
@@ -243,17 +243,18 @@ def strategy_allreduce_seconds(tf, strategy, model, barrier) -> list[float]:
     """Standalone all-reduce of tensors shaped like the gradients, through a tf.distribute
     strategy's own cross-device ops (what its optimizer step uses)."""
     shapes = [w.shape for w in model.trainable_weights]
+    # Gradient-shaped tensors made once per replica, outside the timed calls.
+    values = strategy.experimental_distribute_values_from_function(lambda ctx: [tf.ones(s) for s in shapes])
 
-    def replica_fn():
-        ctx = tf.distribute.get_replica_context()
-        return ctx.all_reduce(tf.distribute.ReduceOp.SUM, [tf.fill(s, 1.0) for s in shapes])
+    def replica_fn(vs):
+        return tf.distribute.get_replica_context().all_reduce(tf.distribute.ReduceOp.SUM, vs)
 
     @tf.function
-    def allreduce():
-        out = strategy.run(replica_fn)
+    def allreduce(vs):
+        out = strategy.run(replica_fn, args=(vs,))
         return strategy.experimental_local_results(out[0])[0][..., :1]
 
-    return common.time_collective(lambda: allreduce().numpy(), barrier)
+    return common.time_collective(lambda: allreduce(values).numpy(), barrier)
 
 
 def _update_checksums(model, start) -> list[list[float]]:
@@ -297,7 +298,7 @@ def run(cfg: PointConfig, out_path: str, strategy: str, dist: Distribution) -> N
             data = getattr(dist, "data", None)
             extra.update(common.data_wait_fields(data.waits if data else [], times, cfg))
             gathered = dist.gather(times)
-            times = stats.merge_rank_step_times(gathered)
+            times = common.combine_ranks(gathered, cfg.sync)
             extra.update(stopping=stopping, per_rank_step_times_s=gathered if len(gathered) > 1 else None)
             if cfg.measure_comm and cfg.sync and cfg.world_size > 1:
                 ar = dist.allreduce_seconds(cfg, model)

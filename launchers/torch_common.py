@@ -194,6 +194,24 @@ def make_batches(cfg: PointConfig, device, rank: int, world: int, batch: int) ->
     return Batches(loader=loader, sampler=sampler, device=device, cfg=cfg)
 
 
+def AutocastModule(module, precision: str):
+    """`module` whose forward runs under autocast with the precision's dtype (for DataParallel)."""
+    import torch
+
+    dtype = torch.bfloat16 if precision == "bf16" else torch.float16
+
+    class _Autocast(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.inner = module
+
+        def forward(self, x):
+            with torch.autocast(x.device.type, dtype=dtype):
+                return self.inner(x)
+
+    return _Autocast()
+
+
 def make_optimizer(cfg: PointConfig, model):
     import torch
 
@@ -316,7 +334,7 @@ def run(cfg: PointConfig, out_path: str, strategy: str, dist: Distribution) -> N
             loss = float(loss)
             extra.update(common.data_wait_fields(batches.waits, times, cfg))
             gathered = dist.gather(times)
-            times = stats.merge_rank_step_times(gathered)
+            times = common.combine_ranks(gathered, cfg.sync)
             extra.update(stopping=stopping, per_rank_step_times_s=gathered if dist.world > 1 else None)
             if cfg.measure_comm and cfg.sync and dist.world > 1:
                 ar = dist.allreduce_seconds(cfg, model, wrapped)

@@ -49,7 +49,10 @@ def body(cfg, out_path):
             x, y = torch_models.synthetic_batch(cfg.model, cfg.global_batch, image_size=cfg.image_size,
                                                 seq_len=cfg.seq_len, num_classes=cfg.num_classes, seed=cfg.seed)
             batches = tc.Batches(fixed=(tc._to_device(x, devices[0], cfg), tc._to_device(y, devices[0], cfg)))
-        dp_model = torch.nn.DataParallel(model, device_ids=list(range(n)))
+        # DataParallel's replica threads re-enter autocast without its dtype (fp16 by default on CUDA):
+        # autocast inside the replicated module so bf16 stays bf16.
+        inner = tc.AutocastModule(model, cfg.precision) if cfg.precision != "fp32" else model
+        dp_model = torch.nn.DataParallel(inner, device_ids=list(range(n)))
         step = tc.make_step(cfg, dp_model, optimizer, batches, devices[0], probe)
     else:
         replicas = []
@@ -64,9 +67,12 @@ def body(cfg, out_path):
             return [s() for s in replicas][0]
 
     if cfg.verify:
+        start = [p.detach().double().clone() for p in model.parameters()]
         losses = [float(step()) for _ in range(cfg.steps)]
+        # One set of weights: DataParallel re-replicates them from device 0 every step.
         common.emit(cfg, out_path, strategy=STRATEGY, framework=FRAMEWORK, status="ok", final_loss=losses[-1],
-                    verify_losses=losses, replica_max_rel_diff=0.0, **extra)
+                    verify_losses=losses, update_checksums=tc._update_checksums(model, start),
+                    replica_max_rel_diff=0.0, **extra)
         return
     times, loss, stopping = common.measure(step, sync, cfg)
     loss = float(loss)

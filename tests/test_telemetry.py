@@ -1,0 +1,43 @@
+import pytest
+
+from distbench.launch import gpu_indices
+from distbench.config import PointConfig
+from distbench.launchers.common import combine_ranks
+from distbench.sweep import derive
+from distbench.telemetry import summarize
+
+
+def test_summary_uses_the_measured_window_and_scales_energy():
+    s = []
+    for t in (0.0, 1.0, 2.0, 3.0, 4.0):
+        s += [(t, "gpu0", "util_percent", 90.0), (t, "gpu0", "power_w", 200.0), (t, "gpu0", "energy_j", 200.0 * t),
+              (t, "gpu0", "mem_used_bytes", 8e9), (t, "gpu1", "mem_used_bytes", 4e9), (t, "gpu0", "throttled", 0.0),
+              (t, "pid1", "cpu_percent", 50.0), (t, "pid1", "rss_bytes", 1e9)]
+    out = summarize(s, window=(0.5, 3.5), samples_processed=300)
+    # counter moved 400 J between t=1 and t=3; the window is 3 s long -> 600 J
+    assert out["energy_j"] == pytest.approx(600.0)
+    assert out["energy_per_sample_j"] == pytest.approx(2.0)
+    assert out["mem_imbalance"] == pytest.approx(8e9 / 6e9)
+    assert out["throttled"] is False
+    assert out["cpu_util_mean"] == {"pid1": 50.0}
+
+
+def test_gpu_indices_follow_cuda_visible_devices():
+    cfg = PointConfig(strategy="ddp", model="resnet50", world_size=2, device="cuda", per_device_batch=1)
+    assert gpu_indices(cfg, {}) == [0, 1]
+    assert gpu_indices(cfg, {"CUDA_VISIBLE_DEVICES": "3,5,7"}) == [3, 5]
+    assert gpu_indices(cfg, {"CUDA_VISIBLE_DEVICES": "GPU-abc,GPU-def"}) is None
+
+
+def test_independent_replicas_take_the_slowest_ranks_series():
+    per_rank = [[1.0, 3.0, 1.0], [2.0, 1.5, 2.0]]
+    assert combine_ranks(per_rank, synchronized=True) == [2.0, 3.0, 2.0]
+    assert combine_ranks(per_rank, synchronized=False) == [2.0, 1.5, 2.0]
+
+
+def test_derive_keeps_the_median_over_repeats():
+    rec = {"status": "ok", "framework": "torch", "strategy": "ddp", "world_size": 2, "global_batch": 4,
+           "step_times_s": [0.1, 0.2], "measured_steps": 2, "throughput": 33.0}
+    base = {"status": "ok", "strategy": "torch", "throughput": 22.0}
+    out = derive(rec, {"torch": base})
+    assert out["throughput"] == 33.0 and out["speedup"] == pytest.approx(1.5)
