@@ -12,6 +12,7 @@ JSON_FIELDS = ("strategy", "framework", "model", "world_size", "nodes", "device"
                "measured_steps", "speedup", "efficiency", "wrapper_overhead", "scaling",
                "per_device_batch", "global_batch", "throughput_ci_low", "throughput_ci_high", "ci_method",
                "noisy", "comm_overhead", "exposed_comm_s", "allreduce_s", "grad_bytes", "overlap", "stopping",
+               "data_wait_fraction",
                "sweep_id", "point_id")
 
 STATUS_STYLE = {"ok": "green", "skipped": "yellow", "failed": "red", "timeout": "red", "oom": "magenta"}
@@ -97,6 +98,11 @@ def print_summary(console: Console, records: list[dict], notes: list[str], sweep
     console.print(results_table(records, title=f"sweep {sweep_id}"))
     for line in wrapper_lines(records):
         console.print(line, highlight=False)
+    waits = [f"{r['strategy']}@{r['world_size']} {r['data_wait_fraction']:.0%}" for r in records
+             if r.get("status") == "ok" and (r.get("config") or {}).get("data") == "disk"
+             and r.get("data_wait_fraction") is not None]
+    if waits:
+        console.print("share of step time waiting for input data (--data disk): " + ", ".join(waits), highlight=False)
     line = stopping_line(records)
     if line:
         console.print(line, highlight=False)
