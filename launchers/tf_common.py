@@ -257,6 +257,21 @@ def strategy_allreduce_seconds(tf, strategy, model, barrier) -> list[float]:
     return common.time_collective(lambda: allreduce(values).numpy(), barrier)
 
 
+def strategy_replica_checksums(strategy, model, start, replicas: int) -> list:
+    """Per local replica of a tf.distribute strategy: every tensor's [update L2 norm, update sum]."""
+    import numpy as np
+
+    per_replica = []
+    for r in range(replicas):
+        sums = []
+        for w, w0 in zip(model.trainable_weights, start):
+            local = strategy.experimental_local_results(w.value if hasattr(w, "value") else w)
+            d = np.asarray(local[r].numpy(), dtype=np.float64) - w0
+            sums.append([float(np.linalg.norm(d)), float(d.sum())])
+        per_replica.append(sums)
+    return per_replica
+
+
 def _update_checksums(model, start) -> list[list[float]]:
     import numpy as np
 

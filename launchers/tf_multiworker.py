@@ -135,15 +135,7 @@ def make_distribution(tf_config: dict):
 
         def replica_checksums(self, model, start):
             """This worker's replicas (tf_common.run gathers them from every worker)."""
-            per_replica = []
-            for r in range(self.local):
-                sums = []
-                for w, w0 in zip(model.trainable_weights, start):
-                    local = self.strategy.experimental_local_results(w.value if hasattr(w, "value") else w)
-                    d = np.asarray(local[r].numpy(), dtype=np.float64) - w0
-                    sums.append([float(np.linalg.norm(d)), float(d.sum())])
-                per_replica.append(sums)
-            return per_replica
+            return tfc.strategy_replica_checksums(self.strategy, model, start, self.local)
 
         def stop(self):
             # Leave together (the chief hosts the cluster's coordination service), but never wait
