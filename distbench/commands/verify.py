@@ -50,6 +50,8 @@ def verify(model, gpus_text, strategy, batch_size, steps, image_size, num_classe
         spec = get_spec(model)
     except ValueError as exc:
         raise BadInput(str(exc)) from None
+    if batch_size % n:  # before any output: the check is the library's, the message the same
+        raise BadInput(f"--batch-size {batch_size} (global) is not divisible by --gpus {n}")
     choice = resolve_device(device, gpus)
     if spec.kind == "tokens":
         if image_size is not None:
