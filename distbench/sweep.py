@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import shlex
+from contextlib import contextmanager
 import sys
 import tempfile
 from pathlib import Path
@@ -47,62 +48,79 @@ def run_plan(plan: Plan, store: Store, *, command: str, options: dict, timeout_s
     With `resume`, points of that sweep that finished ok (or were skipped) are kept and not re-run;
     missing or failed ones run again and replace their failed rows.
     """
-    kept: dict[tuple[str, int], dict] = {}
+    kept: dict[tuple[str, int, int], dict] = {}
     if resume:
-        sweep_id = resume
-        for old in store.points(sweep_id):
+        for old in store.points(resume):
             key = (old["strategy"], old["world_size"], old.get("nodes") or 1)
             if old["status"] in ("ok", "skipped"):
                 kept[key] = old
             else:
                 store.delete_point(old["point_id"])
-        store.reopen_sweep(sweep_id)
+    with recorded_sweep(store, command=command, options=options, notes=plan.notes, resume=resume) as sweep_id:
+        return sweep_id, _run_points(plan, store, sweep_id, kept, timeout_s=timeout_s, progress=progress,
+                                     workdir=workdir, records_dir=records_dir, repeats=repeats, noisy_cv=noisy_cv,
+                                     telemetry_interval_s=telemetry_interval_s)
+
+
+@contextmanager
+def recorded_sweep(store: Store, *, command: str, options: dict, notes: list[str], resume: str | None = None):
+    """A sweep row in the store for the duration of a `with` block (every command that measures
+    uses this): 'complete' when the block finishes, 'interrupted' when it is left by an exception
+    (Ctrl-C included). `resume` reopens an existing sweep instead of starting one."""
+    if resume:
+        store.reopen_sweep(resume)
+        sweep_id = resume
     else:
         env = envinfo.capture_environment()
         sweep_id = store.start_sweep(command=command, version=__version__, git_sha=env.get("distbench_git_sha"),
-                                     env=env, options=options, notes=plan.notes)
+                                     env=env, options=options, notes=notes)
+    status = "interrupted"
+    try:
+        yield sweep_id
+        status = "complete"
+    finally:
+        store.finish_sweep(sweep_id, status)
+
+
+def _run_points(plan: Plan, store: Store, sweep_id: str, kept: dict, *, timeout_s: float, progress, workdir,
+                records_dir, repeats: int, noisy_cv: float, telemetry_interval_s: float) -> list[dict]:
     records: list[dict] = []
     baselines: dict[str, dict] = {}
     root = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix=f"distbench-{sweep_id}-"))
     total = len(plan.points)
-    status = "interrupted"
-    try:
-        for i, point in enumerate(plan.points, 1):
-            key = (point.strategy.name, point.config.world_size, point.config.nodes)
-            if key in kept:
-                record = kept[key]
-                if point.strategy.baseline:
-                    baselines[point.strategy.framework] = record
-                records.append(record)
-                if progress:
-                    progress("kept", i, total, point, record)
-                continue
-            if progress:
-                progress("start", i, total, point, None)
-            if point.skip_reason:
-                record = base_record(point.config.to_dict(), strategy=point.strategy.name,
-                                     framework=point.strategy.framework, status="skipped",
-                                     reason=point.skip_reason)
-            else:
-                record = measure_point(point, root / f"{i:03d}-{point.strategy.name}-n{point.config.world_size}-k{point.config.nodes}",
-                                       timeout_s=timeout_s, repeats=repeats, noisy_cv=noisy_cv,
-                                       telemetry_interval_s=telemetry_interval_s)
-            record["sweep_id"] = sweep_id
-            record["auto_added"] = point.auto_added
+    for i, point in enumerate(plan.points, 1):
+        key = (point.strategy.name, point.config.world_size, point.config.nodes)
+        if key in kept:
+            record = kept[key]
             if point.strategy.baseline:
                 baselines[point.strategy.framework] = record
-            derive(record, baselines)
-            record["point_id"] = store.add_point(sweep_id, record)
-            if records_dir:
-                write_record(Path(records_dir) / f"{sweep_id}-{i:03d}-{point.strategy.name}-n{point.config.world_size}.json",
-                             record)
             records.append(record)
             if progress:
-                progress("done", i, total, point, record)
-        status = "complete"
-    finally:
-        store.finish_sweep(sweep_id, status)
-    return sweep_id, records
+                progress("kept", i, total, point, record)
+            continue
+        if progress:
+            progress("start", i, total, point, None)
+        if point.skip_reason:
+            record = base_record(point.config.to_dict(), strategy=point.strategy.name,
+                                 framework=point.strategy.framework, status="skipped",
+                                 reason=point.skip_reason)
+        else:
+            record = measure_point(point, root / f"{i:03d}-{point.strategy.name}-n{point.config.world_size}-k{point.config.nodes}",
+                                   timeout_s=timeout_s, repeats=repeats, noisy_cv=noisy_cv,
+                                   telemetry_interval_s=telemetry_interval_s)
+        record["sweep_id"] = sweep_id
+        record["auto_added"] = point.auto_added
+        if point.strategy.baseline:
+            baselines[point.strategy.framework] = record
+        derive(record, baselines)
+        record["point_id"] = store.add_point(sweep_id, record)
+        if records_dir:
+            write_record(Path(records_dir) / f"{sweep_id}-{i:03d}-{point.strategy.name}-n{point.config.world_size}.json",
+                         record)
+        records.append(record)
+        if progress:
+            progress("done", i, total, point, record)
+    return records
 
 
 def command_line(argv: list[str] | None = None) -> str:

@@ -93,6 +93,23 @@ def data_wait_fields(waits: list[float], times: list[float], cfg: PointConfig) -
             "data_wait_median_s": stats.percentile(measured, 50) if measured else None}
 
 
+def measured_run(step: Callable[[], Any], sync: Callable[[Any], None], cfg: PointConfig, gather: Gather,
+                 waits: list[float], allreduce: Callable[[], list[float] | None] | None = None
+                 ) -> tuple[list[float], float, dict]:
+    """The measured loop plus everything recorded with it, the same for every strategy: data wait,
+    every rank's step times combined, how measuring stopped, and (synchronized points at N > 1
+    that measure communication) the standalone all-reduce time. Returns (times, last loss, fields)."""
+    times, loss, stopping = measure(step, sync, cfg, gather)
+    fields = data_wait_fields(waits, times, cfg)
+    gathered = gather(times)
+    fields.update(stopping=stopping, per_rank_step_times_s=gathered if len(gathered) > 1 else None)
+    if allreduce is not None and cfg.measure_comm and cfg.sync and cfg.world_size > 1:
+        ar = allreduce()
+        if ar:
+            fields.update(allreduce_samples_s=ar, allreduce_s=stats.percentile(ar, 50))
+    return combine_ranks(gathered, cfg.sync), float(loss), fields
+
+
 def time_collective(op: Callable[[], Any], barrier: Callable[[], None], iters: int = 10,
                     warmup: int = 2) -> list[float]:
     """Per-iteration seconds of a collective, each after a barrier so all ranks start together."""

@@ -11,7 +11,6 @@ import contextlib
 import os
 from typing import Any
 
-from distbench import stats
 from distbench.config import PointConfig
 from distbench.launchers import common
 
@@ -308,17 +307,10 @@ def run(cfg: PointConfig, out_path: str, strategy: str, dist: Distribution) -> N
                          replica_max_rel_diff=common.max_rel_diff(replicas))
             times, loss = [], losses[-1]
         else:
-            times, loss, stopping = common.measure(step, sync, cfg, dist.gather)
-            loss = float(loss)
             data = getattr(dist, "data", None)
-            extra.update(common.data_wait_fields(data.waits if data else [], times, cfg))
-            gathered = dist.gather(times)
-            times = common.combine_ranks(gathered, cfg.sync)
-            extra.update(stopping=stopping, per_rank_step_times_s=gathered if len(gathered) > 1 else None)
-            if cfg.measure_comm and cfg.sync and cfg.world_size > 1:
-                ar = dist.allreduce_seconds(cfg, model)
-                if ar:
-                    extra.update(allreduce_samples_s=ar, allreduce_s=stats.percentile(ar, 50))
+            times, loss, fields = common.measured_run(step, sync, cfg, dist.gather, data.waits if data else [],
+                                                      lambda: dist.allreduce_seconds(cfg, model))
+            extra.update(fields)
         common.check_loss(loss)
         if dist.rank == 0:
             common.emit(cfg, out_path, strategy=strategy, framework="tf", status="ok", step_times=times,

@@ -18,7 +18,6 @@ STRATEGY, FRAMEWORK = "dp", "torch"
 def body(cfg, out_path):
     import torch
 
-    from distbench import stats
     from distbench.launchers import torch_common as tc
     from distbench.models import torch_models
 
@@ -74,11 +73,8 @@ def body(cfg, out_path):
                     verify_losses=losses, update_checksums=tc._update_checksums(model, start),
                     replica_max_rel_diff=0.0, **extra)
         return
-    times, loss, stopping = common.measure(step, sync, cfg)
-    loss = float(loss)
-    extra.update(common.data_wait_fields(batches.waits, times, cfg))
-    common.check_loss(loss)
-    if cfg.measure_comm and cfg.sync and n > 1:
+    def replicate_and_reduce_seconds():
+        # DataParallel's own communication: replicate the model, reduce the gradients to device 0.
         from torch.nn.parallel import comm, replicate
 
         grads = [[torch.zeros_like(p, device=d) for p in model.parameters()] for d in devices]
@@ -88,10 +84,13 @@ def body(cfg, out_path):
             comm.reduce_add_coalesced(grads, devices[0])
             sync(None)
 
-        ar = common.time_collective(op, lambda: sync(None))
-        extra.update(allreduce_samples_s=ar, allreduce_s=stats.percentile(ar, 50))
+        return common.time_collective(op, lambda: sync(None))
+
+    times, loss, fields = common.measured_run(step, sync, cfg, common.single_gather, batches.waits,
+                                              replicate_and_reduce_seconds)
+    common.check_loss(loss)
     common.emit(cfg, out_path, strategy=STRATEGY, framework=FRAMEWORK, status="ok", step_times=times,
-                final_loss=loss, stopping=stopping, **extra)
+                final_loss=loss, **fields, **extra)
 
 
 if __name__ == "__main__":

@@ -21,7 +21,8 @@ import numpy as np
 from keras import layers, ops
 
 from distbench.models.specs import (BERT_BASE, LSTM_LM, MOBILENET_V2_SETTING, UNET, VGG16_CFG, ModelSpec,
-                                    check_input, efficientnet_blocks, get_spec, make_divisible)
+                                    check_input, efficientnet_blocks, make_divisible, output_size,
+                                    registered_spec)
 
 _RESNET_LAYOUTS = {
     "resnet18": ("basic", (2, 2, 2, 2)),
@@ -383,16 +384,7 @@ MODELS.update({
 
 
 def _spec(name: str) -> ModelSpec:
-    if name not in MODELS:
-        raise ValueError(f"unknown model {name!r}; valid models: {', '.join(sorted(MODELS))}")
-    return get_spec(name)
-
-
-def _out_size(spec: ModelSpec, num_classes: int | None) -> int:
-    """num_classes applies to classifiers; confidence maps and the LM vocabulary are fixed by the spec."""
-    if spec.loss == "cross_entropy" and num_classes is not None:
-        return num_classes
-    return spec.num_classes
+    return registered_spec(name, MODELS)
 
 
 def build_model(name: str, *, num_classes: int | None = None, image_size: int | None = None,
@@ -404,7 +396,7 @@ def build_model(name: str, *, num_classes: int | None = None, image_size: int | 
     """
     spec = _spec(name)
     check_input(spec, image_size=image_size, seq_len=seq_len)
-    return MODELS[name](num_classes=_out_size(spec, num_classes), channels=spec.channels,
+    return MODELS[name](num_classes=output_size(spec, num_classes), channels=spec.channels,
                         image_size=image_size or spec.default_image_size,
                         seq_len=seq_len or spec.default_seq_len)
 
@@ -446,7 +438,7 @@ def synthetic_batch(name: str, batch: int, *, image_size: int | None = None, seq
             ids = tf.random.stateless_uniform((batch, seq + 1), s0, minval=0, maxval=spec.vocab_size, dtype=tf.int32)
             return ids[:, :-1], ids[:, 1:]
         x = tf.random.stateless_uniform((batch, seq), s0, minval=0, maxval=spec.vocab_size, dtype=tf.int32)
-        return x, tf.random.stateless_uniform((batch,), s1, minval=0, maxval=_out_size(spec, num_classes),
+        return x, tf.random.stateless_uniform((batch,), s1, minval=0, maxval=output_size(spec, num_classes),
                                               dtype=tf.int32)
     side = image_size or spec.default_image_size
     if spec.kind == "keypoints":
@@ -454,7 +446,7 @@ def synthetic_batch(name: str, batch: int, *, image_size: int | None = None, seq
         points = tf.random.stateless_uniform((batch, spec.num_classes, 2), s1) * (side - 1)
         return x, confidence_maps(points, side, side, spec.output_stride)
     x = tf.random.stateless_normal((batch, side, side, spec.channels), s0)
-    return x, tf.random.stateless_uniform((batch,), s1, minval=0, maxval=_out_size(spec, num_classes),
+    return x, tf.random.stateless_uniform((batch,), s1, minval=0, maxval=output_size(spec, num_classes),
                                           dtype=tf.int32)
 
 

@@ -175,6 +175,20 @@ def _as_spec(spec: ModelSpec | str) -> ModelSpec:
     return get_spec(spec) if isinstance(spec, str) else spec
 
 
+def registered_spec(name: str, registry: dict) -> ModelSpec:
+    """The spec of a model a framework's registry defines (one error text for both frameworks)."""
+    if name not in registry:
+        raise ValueError(f"unknown model {name!r}; valid models: {', '.join(sorted(registry))}")
+    return get_spec(name)
+
+
+def output_size(spec: ModelSpec, num_classes: int | None) -> int:
+    """num_classes applies to classifiers; confidence maps and the LM vocabulary are fixed by the spec."""
+    if spec.loss == "cross_entropy" and num_classes is not None:
+        return num_classes
+    return spec.num_classes
+
+
 def check_input(spec: ModelSpec | str, image_size: int | None = None, seq_len: int | None = None) -> None:
     """Raise ValueError (one line) if the input size cannot go through the network.
 

@@ -14,7 +14,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from distbench.models.specs import (BERT_BASE, LSTM_LM, MOBILENET_V2_SETTING, UNET, VGG16_CFG, ModelSpec,
-                                    check_input, efficientnet_blocks, get_spec, make_divisible)
+                                    check_input, efficientnet_blocks, make_divisible, output_size,
+                                    registered_spec)
 
 # (block kind, blocks per stage)
 _RESNET_LAYOUTS = {
@@ -456,16 +457,7 @@ MODELS.update({
 
 
 def _spec(name: str) -> ModelSpec:
-    if name not in MODELS:
-        raise ValueError(f"unknown model {name!r}; valid models: {', '.join(sorted(MODELS))}")
-    return get_spec(name)
-
-
-def _out_size(spec: ModelSpec, num_classes: int | None) -> int:
-    """num_classes applies to classifiers; confidence maps and the LM vocabulary are fixed by the spec."""
-    if spec.loss == "cross_entropy" and num_classes is not None:
-        return num_classes
-    return spec.num_classes
+    return registered_spec(name, MODELS)
 
 
 def build_model(name: str, *, num_classes: int | None = None, image_size: int | None = None,
@@ -478,7 +470,7 @@ def build_model(name: str, *, num_classes: int | None = None, image_size: int | 
     """
     spec = _spec(name)
     check_input(spec, image_size=image_size, seq_len=seq_len)
-    return MODELS[name](num_classes=_out_size(spec, num_classes), channels=spec.channels,
+    return MODELS[name](num_classes=output_size(spec, num_classes), channels=spec.channels,
                         image_size=image_size, seq_len=seq_len)
 
 
@@ -514,14 +506,14 @@ def synthetic_batch(name: str, batch: int, *, image_size: int | None = None, seq
             ids = torch.randint(0, spec.vocab_size, (batch, seq + 1), generator=g)
             return ids[:, :-1].contiguous(), ids[:, 1:].contiguous()
         x = torch.randint(0, spec.vocab_size, (batch, seq), generator=g)
-        return x, torch.randint(0, _out_size(spec, num_classes), (batch,), generator=g)
+        return x, torch.randint(0, output_size(spec, num_classes), (batch,), generator=g)
     side = image_size or spec.default_image_size
     if spec.kind == "keypoints":
         x = torch.rand(batch, spec.channels, side, side, generator=g)
         points = torch.rand(batch, spec.num_classes, 2, generator=g) * (side - 1)
         return x, confidence_maps(points, side, side, spec.output_stride)
     x = torch.randn(batch, spec.channels, side, side, generator=g)
-    return x, torch.randint(0, _out_size(spec, num_classes), (batch,), generator=g)
+    return x, torch.randint(0, output_size(spec, num_classes), (batch,), generator=g)
 
 
 def loss_fn(name: str) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:

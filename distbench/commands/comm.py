@@ -9,15 +9,15 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from distbench import __version__, envinfo
 from distbench.commbench import BACKENDS, get_backend, parse_sizes
 from distbench.config import PointConfig
 from distbench.errors import BadInput
 from distbench.launch import run_point
 from distbench.output import json_document
-from distbench.plan import _missing_modules, cpu_cores, parse_gpus, resolve_device
+from distbench.plan import INSTALL_HINT, _missing_modules, cpu_cores, parse_gpus, resolve_device
+from distbench.record import base_record
 from distbench.store import DEFAULT_PATH, Store
-from distbench.sweep import command_line
+from distbench.sweep import command_line, recorded_sweep
 
 
 @click.command()
@@ -63,32 +63,27 @@ def comm(gpus_text, backend, sizes, factor, iters, warmup, max_time_per_size, de
     err = Console(stderr=True, highlight=False, soft_wrap=True)
     err.print(f"[dim]note:[/] {choice.note}")
     store = Store(results)
-    env = envinfo.capture_environment()
-    sweep_id = store.start_sweep(command=command_line(), version=__version__, git_sha=env.get("distbench_git_sha"),
-                                 env=env, options={"kind": "comm", "backend": backend, "gpus": gpus,
-                                                   "sizes": size_list}, notes=[choice.note])
-    records, status = [], "interrupted"
-    root = Path(tempfile.mkdtemp(prefix=f"distbench-comm-{sweep_id}-"))
+    records = []
+    options = {"kind": "comm", "backend": backend, "gpus": gpus, "sizes": size_list}
     try:
-        for n in gpus:
-            cfg = PointConfig(strategy=strategy.name, model="none", world_size=n, device=choice.device,
-                              per_device_batch=1, steps=1, warmup=0, threads_per_worker=max(1, cpu_cores() // n),
-                              extra={"backend": backend, "sizes": size_list, "iters": iters, "warmup": warmup,
-                                     "max_time_per_size": max_time_per_size})
-            err.print(f"{strategy.name} N={n}: {len(size_list)} sizes ...")
-            if missing:
-                from distbench.record import base_record
-
-                record = base_record(cfg.to_dict(), strategy=strategy.name, framework=strategy.framework,
-                                     status="skipped", reason=f"{', '.join(missing)} is not installed: run `make install`")
-            else:
-                record = run_point(strategy, cfg, root / f"n{n}", timeout)
-            record["sweep_id"] = sweep_id
-            record["point_id"] = store.add_point(sweep_id, record)
-            records.append(record)
-        status = "complete"
+        with recorded_sweep(store, command=command_line(), options=options, notes=[choice.note]) as sweep_id:
+            root = Path(tempfile.mkdtemp(prefix=f"distbench-comm-{sweep_id}-"))
+            for n in gpus:
+                cfg = PointConfig(strategy=strategy.name, model="none", world_size=n, device=choice.device,
+                                  per_device_batch=1, steps=1, warmup=0,
+                                  threads_per_worker=max(1, cpu_cores() // n),
+                                  extra={"backend": backend, "sizes": size_list, "iters": iters, "warmup": warmup,
+                                         "max_time_per_size": max_time_per_size})
+                err.print(f"{strategy.name} N={n}: {len(size_list)} sizes ...")
+                if missing:
+                    record = base_record(cfg.to_dict(), strategy=strategy.name, framework=strategy.framework,
+                                         status="skipped", reason=f"{', '.join(missing)} is not installed: {INSTALL_HINT}")
+                else:
+                    record = run_point(strategy, cfg, root / f"n{n}", timeout)
+                record["sweep_id"] = sweep_id
+                record["point_id"] = store.add_point(sweep_id, record)
+                records.append(record)
     finally:
-        store.finish_sweep(sweep_id, status)
         store.close()
     if fmt == "json":
         sys.stdout.write(json_document(records, extra_fields=("backend", "sizes_bytes", "time_median_s",

@@ -9,7 +9,6 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from distbench import __version__, envinfo
 from distbench.config import PointConfig
 from distbench.errors import BadInput
 from distbench.infer import INFER, run_framework
@@ -17,7 +16,7 @@ from distbench.models.specs import check_input, get_spec, model_names
 from distbench.output import json_document
 from distbench.plan import INSTALL_HINT, _missing_modules, cpu_cores, resolve_device
 from distbench.store import DEFAULT_PATH, Store
-from distbench.sweep import command_line
+from distbench.sweep import command_line, recorded_sweep
 
 
 def _batch_sizes(text: str) -> list[int]:
@@ -82,30 +81,26 @@ def infer(model, batch_sizes, frameworks, image_size, seq_len, precision, steps,
     if choice.device == "cpu":
         err.print(f"[dim]note:[/] running on the CPU ({cpu_cores()} cores): no CUDA GPU is in use")
     store = Store(results)
-    env = envinfo.capture_environment()
-    sweep_id = store.start_sweep(command=command_line(), version=__version__, git_sha=env.get("distbench_git_sha"),
-                                 env=env, options={"kind": "inference", "model": model, "batch_sizes": sizes,
-                                                   "frameworks": fws, "precision": precision}, notes=[])
-    records, status = [], "interrupted"
-    root = Path(tempfile.mkdtemp(prefix=f"distbench-infer-{sweep_id}-"))
+    records = []
+    options = {"kind": "inference", "model": model, "batch_sizes": sizes, "frameworks": fws, "precision": precision}
     try:
-        for fw in fws:
-            cfg = PointConfig(strategy=INFER[fw].name, model=model, world_size=1, device=choice.device,
-                              per_device_batch=sizes[0], image_size=image_size, seq_len=seq_len, steps=steps,
-                              warmup=warmup, precision=precision, threads_per_worker=cpu_cores(),
-                              num_classes=spec.num_classes, extra={"batch_sizes": sizes})
-            missing = _missing_modules(INFER[fw])
-            skip = f"{', '.join(missing)} is not installed: {INSTALL_HINT}" if missing else None
-            if precision == "amp" and choice.device != "cuda":
-                skip = "--precision amp needs a CUDA GPU; use bf16 on CPU"
-            err.print(f"{INFER[fw].name}: batch sizes {', '.join(map(str, sizes))} ...")
-            for r in run_framework(fw, cfg, root / fw, timeout, skip):
-                r["sweep_id"] = sweep_id
-                r["point_id"] = store.add_point(sweep_id, r)
-                records.append(r)
-        status = "complete"
+        with recorded_sweep(store, command=command_line(), options=options, notes=[]) as sweep_id:
+            root = Path(tempfile.mkdtemp(prefix=f"distbench-infer-{sweep_id}-"))
+            for fw in fws:
+                cfg = PointConfig(strategy=INFER[fw].name, model=model, world_size=1, device=choice.device,
+                                  per_device_batch=sizes[0], image_size=image_size, seq_len=seq_len, steps=steps,
+                                  warmup=warmup, precision=precision, threads_per_worker=cpu_cores(),
+                                  num_classes=spec.num_classes, extra={"batch_sizes": sizes})
+                missing = _missing_modules(INFER[fw])
+                skip = f"{', '.join(missing)} is not installed: {INSTALL_HINT}" if missing else None
+                if precision == "amp" and choice.device != "cuda":
+                    skip = "--precision amp needs a CUDA GPU; use bf16 on CPU"
+                err.print(f"{INFER[fw].name}: batch sizes {', '.join(map(str, sizes))} ...")
+                for r in run_framework(fw, cfg, root / fw, timeout, skip):
+                    r["sweep_id"] = sweep_id
+                    r["point_id"] = store.add_point(sweep_id, r)
+                    records.append(r)
     finally:
-        store.finish_sweep(sweep_id, status)
         store.close()
     if fmt == "json":
         sys.stdout.write(json_document(records, extra_fields=("latency_median_s", "latency_p95_s")) + "\n")
