@@ -212,7 +212,7 @@ def run_point(strategy: Strategy, cfg: PointConfig, workdir: str | os.PathLike, 
             from distbench.telemetry import Sampler
 
             sampler = Sampler(proc.pid, interval_s=telemetry_interval_s, gpus=cfg.device == "cuda",
-                              gpu_indices=gpu_indices(cfg, env)).start()
+                              gpu_indices=gpu_indices(cfg, env), cuda_env=env).start()
         try:
             returncode = proc.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:

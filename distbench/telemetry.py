@@ -1,31 +1,107 @@
 """Telemetry sampled beside each point, in the parent process (never inside the timed loop).
 
 With NVIDIA GPUs: NVML (nvidia-ml-py) per GPU: utilization, memory used, power, the total-energy
-counter (where the GPU has one), SM clock, temperature and throttle reasons. On CPU workers:
+counter (where the GPU has one), SM clock, temperature and clock-event (throttle) reasons. The
+point's GPUs are found by PCI bus id, asked of the CUDA driver with the workers' environment, so a
+CUDA_DEVICE_ORDER or CUDA_VISIBLE_DEVICES of the user's still samples the GPUs the workers use. On CPU workers:
 psutil per worker process (the launched process tree): CPU utilization and RSS. Derived figures
 use only the samples inside the worker's measured window (wall-clock timestamps in its record).
 """
 from __future__ import annotations
 
 import statistics
+import subprocess
+import sys
 import threading
 import time
 
 import psutil
 
-# Throttle reasons that mean the clocks were pulled down (not idle / application-clock settings).
-_THROTTLE_MASK_NAMES = ("nvmlClocksThrottleReasonSwPowerCap", "nvmlClocksThrottleReasonHwSlowdown",
-                        "nvmlClocksThrottleReasonSwThermalSlowdown", "nvmlClocksThrottleReasonHwThermalSlowdown",
-                        "nvmlClocksThrottleReasonHwPowerBrakeSlowdown")
+# Clock-event reasons that mean the clocks were pulled down (not idle / application-clock settings).
+_THROTTLE_REASONS = ("SwPowerCap", "HwSlowdown", "SwThermalSlowdown", "HwThermalSlowdown", "HwPowerBrakeSlowdown")
+
+# Run in a child process with the workers' environment: the CUDA driver numbers the devices as the
+# workers will (CUDA_DEVICE_ORDER, CUDA_VISIBLE_DEVICES) and this process never initializes CUDA.
+_CUDA_BUS_IDS = """
+import ctypes
+cuda = ctypes.CDLL("libcuda.so.1")
+assert cuda.cuInit(0) == 0
+n, dev, buf = ctypes.c_int(), ctypes.c_int(), ctypes.create_string_buffer(64)
+assert cuda.cuDeviceGetCount(ctypes.byref(n)) == 0
+for i in range(n.value):
+    assert cuda.cuDeviceGet(ctypes.byref(dev), i) == 0 and cuda.cuDeviceGetPCIBusId(buf, 64, dev) == 0
+    print(buf.value.decode())
+"""
+
+
+def cuda_pci_bus_ids(env: dict) -> list[str] | None:
+    """PCI bus ids of the CUDA devices in the order a process with `env` numbers them; None when
+    the CUDA driver cannot be asked."""
+    try:
+        out = subprocess.run([sys.executable, "-c", _CUDA_BUS_IDS], env=env, capture_output=True, text=True,
+                             timeout=60)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.split() if out.returncode == 0 else None
+
+
+def _bus_key(bus_id) -> tuple[int, ...]:
+    """'0000:3B:00.0' (CUDA) and '00000000:3b:00.0' (NVML) name the same device."""
+    text = bus_id.decode() if isinstance(bus_id, bytes) else str(bus_id)
+    domain, bus, rest = text.strip().split(":")
+    device, function = rest.split(".")
+    return tuple(int(x, 16) for x in (domain, bus, device, function))
+
+
+def select_gpus(nv, count: int | None, cuda_bus_ids: list[str] | None, env: dict,
+                nvml_indices: list[int] | None = None) -> tuple[list[tuple[int, object]], str | None]:
+    """NVML (index, handle) of the GPUs the workers use as CUDA devices 0..count-1 (all visible
+    ones when count is None), and a note when some could not be found.
+
+    By PCI bus id when the CUDA driver gave the workers' device order; without it NVML indices are
+    trusted only under CUDA_DEVICE_ORDER=PCI_BUS_ID (NVML's order), never under the user's
+    FASTEST_FIRST: no telemetry is better than another GPU's."""
+    total = nv.nvmlDeviceGetCount()
+    if cuda_bus_ids is not None:
+        by_bus = {}
+        for i in range(total):
+            h = nv.nvmlDeviceGetHandleByIndex(i)
+            by_bus[_bus_key(nv.nvmlDeviceGetPciInfo(h).busId)] = (i, h)
+        wanted = cuda_bus_ids if count is None else cuda_bus_ids[:count]
+        found = [by_bus[_bus_key(b)] for b in wanted if _bus_key(b) in by_bus]
+        missing = [b for b in wanted if _bus_key(b) not in by_bus]
+        return found, (f"no NVML device at PCI bus id(s) {', '.join(missing)}" if missing else None)
+    order = env.get("CUDA_DEVICE_ORDER", "FASTEST_FIRST")
+    if order != "PCI_BUS_ID":
+        return [], (f"no GPU telemetry: CUDA_DEVICE_ORDER={order} and the CUDA driver could not be asked "
+                    "for the workers' PCI bus ids")
+    indices = [i for i in (nvml_indices if nvml_indices is not None else range(total)) if i < total]
+    return [(i, nv.nvmlDeviceGetHandleByIndex(i)) for i in indices], None
+
+
+def clock_event_reasons(nv):
+    """The clock-event reasons query (nvidia-ml-py >= 12.535) or, on older bindings, its
+    deprecated name; and the mask of the reasons that mean the clocks were pulled down."""
+    query = getattr(nv, "nvmlDeviceGetCurrentClocksEventReasons", None)
+    prefix = "nvmlClocksEventReason"
+    if query is None:
+        query, prefix = nv.nvmlDeviceGetCurrentClocksThrottleReasons, "nvmlClocksThrottleReason"
+    mask = 0
+    for name in _THROTTLE_REASONS:
+        mask |= getattr(nv, prefix + name, 0)
+    return query, mask
 
 
 class Sampler:
     """Samples every `interval_s` on a daemon thread until stop(); samples are (t, source, metric, value)."""
 
     def __init__(self, root_pid: int, *, interval_s: float = 0.5, gpus: bool = True,
-                 gpu_indices: list[int] | None = None):
+                 gpu_indices: list[int] | None = None, cuda_env: dict | None = None):
+        """gpu_indices: the point's GPUs as the workers' CUDA_VISIBLE_DEVICES names them (None: all);
+        cuda_env: the workers' environment, to find those GPUs by PCI bus id."""
         self.root_pid = root_pid
         self.gpu_indices = gpu_indices
+        self.cuda_env = cuda_env
         self.interval_s = interval_s
         self.samples: list[tuple[float, str, str, float]] = []
         self._stop = threading.Event()
@@ -46,13 +122,11 @@ class Sampler:
             self.gpu_note = f"no GPU telemetry: {exc}"
             return
         self._nvml = pynvml
-        count = pynvml.nvmlDeviceGetCount()
-        indices = [i for i in (self.gpu_indices if self.gpu_indices is not None else range(count)) if i < count]
-        self._handles = [(i, pynvml.nvmlDeviceGetHandleByIndex(i)) for i in indices]
-        mask = 0
-        for name in _THROTTLE_MASK_NAMES:
-            mask |= getattr(pynvml, name, 0)
-        self._throttle_mask = mask
+        env = self.cuda_env if self.cuda_env is not None else {"CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
+        count = len(self.gpu_indices) if self.gpu_indices is not None else None
+        bus_ids = cuda_pci_bus_ids(env) if self.cuda_env is not None else None
+        self._handles, self.gpu_note = select_gpus(pynvml, count, bus_ids, env, self.gpu_indices)
+        self._clock_events, self._throttle_mask = clock_event_reasons(pynvml)
 
     def start(self) -> "Sampler":
         self._thread.start()
@@ -105,12 +179,13 @@ class Sampler:
                 ("energy_j", lambda: nv.nvmlDeviceGetTotalEnergyConsumption(h) / 1000.0),
                 ("sm_clock_mhz", lambda: nv.nvmlDeviceGetClockInfo(h, nv.NVML_CLOCK_SM)),
                 ("temp_c", lambda: nv.nvmlDeviceGetTemperature(h, nv.NVML_TEMPERATURE_GPU)),
-                ("throttled", lambda: float(bool(nv.nvmlDeviceGetCurrentClocksThrottleReasons(h)
-                                                  & self._throttle_mask))),
+                ("throttled", lambda: float(bool(self._clock_events(h) & self._throttle_mask))),
             ):
                 try:
                     self.samples.append((t, src, metric, float(fn())))
                 except Exception:  # metric not supported on this GPU
+                    if metric == "throttled":  # unknown, never "not throttled"
+                        self.samples.append((t, src, "throttle_unknown", 1.0))
                     continue
 
 
@@ -123,8 +198,24 @@ def _series(samples, source_prefix: str, metric: str, window) -> dict[str, list[
     return out
 
 
-def summarize(samples, window: tuple[float, float] | None, samples_processed: int | None) -> dict:
-    """Per-point telemetry summary over the measured window (all samples when there is none)."""
+def energy_scope(gpus_sampled: int, world_size: int | None, nodes: int = 1) -> tuple[float, str]:
+    """(share of the point's samples that the sampled GPUs processed, what the figure covers). The
+    parent samples only the GPUs of its own node (node 0), so on several nodes energy per sample is
+    that node's energy over that node's samples (per-device batch x its devices x steps), not one
+    node's energy over every node's samples."""
+    if not world_size:
+        return 1.0, f"the {gpus_sampled} GPUs sampled (the point's device count was not given)"
+    if gpus_sampled >= world_size:
+        return 1.0, f"all {gpus_sampled} GPUs of the point"
+    where = "node 0's GPUs only" if nodes > 1 else "the sampled GPUs only"
+    return gpus_sampled / world_size, f"{where} ({gpus_sampled} of {world_size} GPUs)"
+
+
+def summarize(samples, window: tuple[float, float] | None, samples_processed: int | None, *,
+              world_size: int | None = None, nodes: int = 1) -> dict:
+    """Per-point telemetry summary over the measured window (all samples when there is none).
+    samples_processed: the whole point's samples (all devices, all nodes); with world_size, energy per
+    sample counts only the samples of the GPUs that were sampled (energy_scope says which)."""
     out: dict = {"samples": len(samples), "window": list(window) if window else None}
     cpu = _series(samples, "pid", "cpu_percent", window)
     rss = _series(samples, "pid", "rss_bytes", None)
@@ -152,13 +243,19 @@ def summarize(samples, window: tuple[float, float] | None, samples_processed: in
             out["energy_j"] = sum((v[-1][1] - v[0][1]) * ((span / (v[-1][0] - v[0][0])) if span else 1.0)
                                   for v in energy.values())
             out["energy_source"] = "NVML total-energy counter, scaled to the measured window"
+            sampled = len(energy)
         elif power and window:
             out["energy_j"] = sum(statistics.fmean(v for _, v in vals) for vals in power.values()) * (window[1] - window[0])
             out["energy_source"] = "mean power x measured time"
+            sampled = len(power)
         if out.get("energy_j") is not None and samples_processed:
-            out["energy_per_sample_j"] = out["energy_j"] / samples_processed
-        throttled = _series(samples, "gpu", "throttled", window)
-        out["throttled"] = any(v for vals in throttled.values() for _, v in vals)
+            share, out["energy_scope"] = energy_scope(sampled, world_size, nodes)
+            out["energy_per_sample_j"] = out["energy_j"] / (samples_processed * share)
+        throttled = [v for vals in _series(samples, "gpu", "throttled", window).values() for _, v in vals]
+        unknown = _series(samples, "gpu", "throttle_unknown", window)
+        # True if any sample saw the clocks pulled down; None (unknown) if the reasons could not
+        # always be read and none said so; False only when every sample read "not throttled".
+        out["throttled"] = True if any(throttled) else (None if unknown or not throttled else False)
         clocks = _series(samples, "gpu", "sm_clock_mhz", window)
         if clocks:
             out["sm_clock_mhz_min"] = min(v for vals in clocks.values() for _, v in vals)

@@ -45,6 +45,14 @@ def sweep_sizes(cfg, *, make: Callable[[int], object], fill: Callable[[object], 
     return out
 
 
+def horovod_backend(hvd, device: str) -> str:
+    """What carries Horovod's all-reduce: NCCL for GPU tensors when Horovod was built with it;
+    otherwise the controller's CPU path (Gloo or MPI; GPU tensors are then staged through host memory)."""
+    if device == "cuda" and hvd.nccl_built():
+        return "nccl"
+    return "gloo" if hvd.gloo_enabled() else "mpi"
+
+
 def emit_comm(cfg, out_path, strategy, framework, result: dict, backend: str) -> None:
     status = "ok" if all(result["correct"]) else "failed"
     reason = None if status == "ok" else "all-reduce returned wrong values for sizes " + ", ".join(

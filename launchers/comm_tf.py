@@ -13,7 +13,7 @@ def body(cfg, out_path):
     from distbench.launchers import tf_common as tfc
     from distbench.launchers.comm_common import emit_comm, sweep_sizes
 
-    tf = tfc.configure(cfg, logical_cpus=cfg.world_size if cfg.device == "cpu" else 1)
+    tf = tfc.configure(cfg, logical_cpus=cfg.world_size if cfg.device == "cpu" else 1, gpu_count=cfg.world_size)
     n = cfg.world_size
     strategy = tf.distribute.MirroredStrategy(devices=tfc.device_names(cfg, n))
     expected = n * (n + 1) / 2

@@ -17,12 +17,13 @@ def make_distribution():
     import horovod.tensorflow as hvd
 
     from distbench.launchers import tf_common as tfc
+    from distbench.launchers.comm_common import horovod_backend
 
     class HorovodTFDistribution(tfc.Distribution):
         def start(self, cfg):
             hvd.init()
             self.rank, self.world = hvd.rank(), hvd.size()
-            self.backend = "gloo" if hvd.gloo_enabled() else "mpi"
+            self.backend = horovod_backend(hvd, cfg.device)
             if hvd.cross_size() != cfg.nodes:
                 raise RuntimeError(f"launched over {hvd.cross_size()} node(s) but the point asks for {cfg.nodes}")
             self.tf = tfc.configure(cfg, visible_gpu=hvd.local_rank() if cfg.device == "cuda" else None)

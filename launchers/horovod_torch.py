@@ -16,6 +16,7 @@ def make_distribution():
     import torch
 
     from distbench.launchers import torch_common as tc
+    from distbench.launchers.comm_common import horovod_backend
 
     class HorovodDistribution(tc.Distribution):
         name = "horovod"
@@ -23,7 +24,7 @@ def make_distribution():
         def start(self, cfg):
             hvd.init()
             self.rank, self.world, self.local_rank = hvd.rank(), hvd.size(), hvd.local_rank()
-            self.backend = "gloo" if hvd.gloo_enabled() else "mpi"
+            self.backend = horovod_backend(hvd, cfg.device)
             if hvd.cross_size() != cfg.nodes:
                 raise RuntimeError(f"launched over {hvd.cross_size()} node(s) but the point asks for {cfg.nodes}")
 

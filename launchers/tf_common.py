@@ -18,8 +18,19 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 
 
-def configure(cfg: PointConfig, *, logical_cpus: int = 1, visible_gpu: int | None = None):
-    """Thread pools, logical CPU devices (MirroredStrategy on CPU workers) and GPU visibility."""
+def gpu_selection(available: int, count: int, first: int = 0) -> list[int]:
+    """Indices of the physical GPUs one process uses: `count` of them from `first` on. Everything
+    else is hidden from TensorFlow, so it opens no context on GPUs the point does not own."""
+    if count < 1 or first < 0 or first + count > available:
+        last = first + count - 1
+        raise RuntimeError(f"the point needs GPU {first}" + (f"..{last}" if count > 1 else "")
+                           + f" on this node but TensorFlow sees {available} GPU(s)")
+    return list(range(first, first + count))
+
+
+def configure(cfg: PointConfig, *, logical_cpus: int = 1, visible_gpu: int | None = None, gpu_count: int = 1):
+    """Thread pools, logical CPU devices (MirroredStrategy on CPU workers) and GPU visibility: on
+    GPUs this process sees only `gpu_count` GPUs from `visible_gpu` (default 0) on."""
     import tensorflow as tf
 
     if cfg.device == "cpu":
@@ -36,9 +47,8 @@ def configure(cfg: PointConfig, *, logical_cpus: int = 1, visible_gpu: int | Non
         gpus = tf.config.list_physical_devices("GPU")
         if not gpus:
             raise RuntimeError("--device cuda was requested but TensorFlow sees no GPU")
-        if visible_gpu is not None:
-            tf.config.set_visible_devices(gpus[visible_gpu], "GPU")
-            gpus = [gpus[visible_gpu]]
+        gpus = [gpus[i] for i in gpu_selection(len(gpus), gpu_count, visible_gpu or 0)]
+        tf.config.set_visible_devices(gpus, "GPU")
         for g in gpus:
             tf.config.experimental.set_memory_growth(g, True)
     return tf
@@ -132,9 +142,61 @@ def set_precision(cfg: PointConfig) -> None:
 
 
 def sync(out) -> None:
-    """Wait for the step: reading the loss value blocks until the step's graph has run."""
+    """Wait for the value: reading the loss blocks until the graph has produced it."""
     if out is not None:
         out.numpy()
+
+
+def make_sync(cfg: PointConfig, tf=None):
+    """The wait before each clock read. On CPUs a tf.function call returns when all its ops ran.
+    On GPUs kernels run asynchronously and the loss is ready before backward, the all-reduce and
+    the update finish (and a strategy's reduced loss lives on the CPU), so every device this
+    process sees is synchronized: after configure() those are exactly the point's devices."""
+    if cfg.device != "cuda":
+        return sync
+    if tf is None:
+        import tensorflow as tf
+
+    def sync_devices(out) -> None:
+        sync(out)
+        tf.test.experimental.sync_devices()
+
+    return sync_devices
+
+
+def verify_determinism(tf) -> dict:
+    """Verify mode: deterministic kernels and no TF32 (GPUs would otherwise run float32 matmuls and
+    convolutions with a 10-bit mantissa), so the CPU-calibrated tolerance applies. Recorded."""
+    tf.config.experimental.enable_op_determinism()
+    tf.config.experimental.enable_tensor_float_32_execution(False)
+    return {"op_determinism": True, "tf32": bool(tf.config.experimental.tensor_float_32_execution_enabled())}
+
+
+def agree_on_finite(tf, grads):
+    """Make the loss-scaling verdict the same on every replica of a tf.distribute strategy.
+
+    Keras 3's LossScaleOptimizer checks each replica's *local* gradients, keeps replica 0's
+    verdict and then sums the gradients across replicas: an overflow on another replica would
+    put inf into every replica's weights. The number of replicas with non-finite gradients is
+    all-reduced; if it is not zero every replica's gradients are made NaN, so every replica
+    (replica 0 included) skips the update and lowers the loss scale. Otherwise grads + 0.
+    """
+    ctx = tf.distribute.get_replica_context()
+    if ctx is None or ctx.num_replicas_in_sync == 1:
+        return grads
+    values = [g.values if isinstance(g, tf.IndexedSlices) else g for g in grads]
+    finite = tf.reduce_all(tf.stack([tf.reduce_all(tf.math.is_finite(v)) for v in values if v is not None]))
+    bad = ctx.all_reduce(tf.distribute.ReduceOp.SUM, 1.0 - tf.cast(finite, tf.float32))
+    poison = tf.where(bad > 0, float("nan"), 0.0)
+
+    def poisoned(g):
+        if g is None:
+            return None
+        if isinstance(g, tf.IndexedSlices):
+            return tf.IndexedSlices(g.values + tf.cast(poison, g.values.dtype), g.indices, g.dense_shape)
+        return g + tf.cast(poison, g.dtype)
+
+    return [poisoned(g) for g in grads]
 
 
 def runtime_info() -> dict:
@@ -182,7 +244,9 @@ def local_step(cfg: PointConfig, model, optimizer, reduce_grads=None, global_bat
     def step(x, y):
         loss, grads = loss_and_grads(x, y)
         if reduce_grads is not None:
-            grads = reduce_grads(grads)
+            grads = reduce_grads(grads)  # every process then holds the same (reduced) gradients
+        elif scale:
+            grads = agree_on_finite(tf, grads)
         optimizer.apply_gradients(zip(grads, model.trainable_variables))
         return loss
 
@@ -284,8 +348,9 @@ def _update_checksums(model, start) -> list[list[float]]:
 def run(cfg: PointConfig, out_path: str, strategy: str, dist: Distribution) -> None:
     import numpy as np
 
-    dist.start(cfg)
+    tf = dist.start(cfg)
     set_precision(cfg)
+    determinism = verify_determinism(tf) if cfg.verify else None
     try:
         if dist.world != cfg.world_size:
             raise RuntimeError(f"launched with {dist.world} replicas but the point asks for {cfg.world_size}")
@@ -299,6 +364,7 @@ def run(cfg: PointConfig, out_path: str, strategy: str, dist: Distribution) -> N
                        "probe": {"activation_dtype": model.dtype_policy.compute_dtype,
                                  "variable_dtype": model.dtype_policy.variable_dtype}}
         if cfg.verify:
+            extra["determinism"] = determinism
             start = [np.asarray(w.numpy(), dtype=np.float64) for w in model.trainable_weights]
             losses = [dist.mean(float(step())) for _ in range(cfg.steps)]
             replicas = dist.gather(dist.replica_checksums(model, start))
@@ -308,7 +374,8 @@ def run(cfg: PointConfig, out_path: str, strategy: str, dist: Distribution) -> N
             times, loss = [], losses[-1]
         else:
             data = getattr(dist, "data", None)
-            times, loss, fields = common.measured_run(step, sync, cfg, dist.gather, data.waits if data else [],
+            times, loss, fields = common.measured_run(step, make_sync(cfg, tf), cfg, dist.gather,
+                                                      data.waits if data else [],
                                                       lambda: dist.allreduce_seconds(cfg, model))
             extra.update(fields)
         common.check_loss(loss)

@@ -22,7 +22,8 @@ def make_distribution():
     class MirroredDistribution(tfc.Distribution):
         def start(self, cfg):
             self.cfg = cfg
-            tf = tfc.configure(cfg, logical_cpus=cfg.world_size if cfg.device == "cpu" else 1)
+            tf = tfc.configure(cfg, logical_cpus=cfg.world_size if cfg.device == "cpu" else 1,
+                               gpu_count=cfg.world_size)
             self.tf = tf
             self.devices = tfc.device_names(cfg, cfg.world_size)
             self.strategy = tf.distribute.MirroredStrategy(devices=self.devices)

@@ -56,6 +56,15 @@ def cluster_hosts(tf_config: dict) -> list[str]:
     return sorted({a.rsplit(":", 1)[0] for a in addresses})
 
 
+def worker_gpus(tf_config: dict, world_size: int) -> int:
+    """GPUs each worker replicates over: the point's N divided among the cluster's tasks (TF would
+    otherwise take every GPU of the node, e.g. 16 replicas on two 8-GPU nodes for N=8)."""
+    tasks = sum(len(tf_config.get("cluster", {}).get(job, [])) for job in ("chief", "worker"))
+    if not tasks or world_size % tasks:
+        raise RuntimeError(f"{world_size} replicas cannot be divided among {tasks} worker(s)")
+    return world_size // tasks
+
+
 def make_distribution(tf_config: dict):
     import numpy as np
 
@@ -70,7 +79,8 @@ def make_distribution(tf_config: dict):
                                    f"asks for {cfg.nodes} node(s)")
             # MultiWorkerMirroredStrategy must exist before TensorFlow runs anything; configure()
             # only sets thread pools and device visibility, which must come first.
-            tf = tfc.configure(cfg, logical_cpus=1)
+            tf = tfc.configure(cfg, logical_cpus=1, 
+                               gpu_count=worker_gpus(tf_config, cfg.world_size) if cfg.device == "cuda" else 1)
             self.tf = tf
             impl = tf.distribute.experimental.CommunicationImplementation
             self.backend = "NCCL" if cfg.device == "cuda" else "RING"

@@ -65,6 +65,25 @@ def device_for(cfg: PointConfig, local_rank: int = 0):
     return torch.device("cpu")
 
 
+def verify_determinism() -> dict:
+    """Verify mode: no TF32 (GPUs would otherwise run float32 matmuls and convolutions with a 10-bit
+    mantissa) and deterministic kernels, so the CPU-calibrated tolerance applies. Ops with no
+    deterministic CUDA kernel (e.g. adaptive average pooling's backward) warn instead of failing.
+    Call before CUDA is used: cuBLAS reads CUBLAS_WORKSPACE_CONFIG when its handle is created."""
+    import torch
+
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    torch.backends.cudnn.benchmark = False
+    torch.backends.cudnn.deterministic = True
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    return {"deterministic_algorithms": "warn_only" if torch.is_deterministic_algorithms_warn_only_enabled()
+            else torch.are_deterministic_algorithms_enabled(),
+            "tf32": torch.backends.cuda.matmul.allow_tf32 or torch.backends.cudnn.allow_tf32,
+            "cublas_workspace_config": os.environ["CUBLAS_WORKSPACE_CONFIG"]}
+
+
 def make_sync(device):
     import torch
 
@@ -300,6 +319,7 @@ def _update_checksums(model, start: list) -> list[list[float]]:
 def run(cfg: PointConfig, out_path: str, strategy: str, dist: Distribution) -> None:
     """Build, (wrap), measure or verify, and let rank 0 write the record."""
 
+    determinism = verify_determinism() if cfg.verify else None
     dist.start(cfg)
     try:
         if dist.world != cfg.world_size:
@@ -325,7 +345,7 @@ def run(cfg: PointConfig, out_path: str, strategy: str, dist: Distribution) -> N
                 losses.append(dist.mean(float(step())))
             sums = _update_checksums(model, start)
             replicas = dist.gather(sums)
-            extra.update(verify_losses=losses, update_checksums=sums,
+            extra.update(verify_losses=losses, update_checksums=sums, determinism=determinism,
                          replica_max_rel_diff=common.max_rel_diff(replicas))
             times, loss = [], losses[-1]
         else:
