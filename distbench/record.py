@@ -45,9 +45,13 @@ def write_record(path: str | os.PathLike, record: dict) -> None:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".rec-", suffix=".json")
-    with os.fdopen(fd, "w") as fh:
-        json.dump(record, fh, sort_keys=True)
-    os.replace(tmp, path)
+    try:
+        with os.fdopen(fd, "w") as fh:
+            json.dump(record, fh, sort_keys=True)
+        os.replace(tmp, path)
+    except BaseException:  # e.g. a full disk: leave no half-written file behind
+        os.unlink(tmp)
+        raise
 
 
 def read_record(path: str | os.PathLike) -> dict:

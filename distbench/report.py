@@ -18,6 +18,7 @@ import html
 import importlib.util
 import io
 import json
+import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -125,6 +126,28 @@ def _write_text(path: str, text: str) -> None:
         raise BadInput(f"cannot write {path}: {exc.strerror or exc}") from None
 
 
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+_NEGATIVE_NUMBER = re.compile(r"-((\d[\d,]*(\.\d*)?|\.\d+)(e[+-]?\d+)?%?)?")  # "-12.5", "-3%", "-1e-05", "-"
+
+
+def spreadsheet_safe(value):
+    """Neutralise formula injection (OWASP): a text cell that begins with = + - @ tab or CR gets a leading
+    ' so a spreadsheet shows it as text instead of running it. Numbers, and text that is only a negative
+    number (or the "-" placeholder), stay as they are."""
+    if isinstance(value, str) and value.startswith(_FORMULA_START) and not _NEGATIVE_NUMBER.fullmatch(value):
+        return "'" + value
+    return value
+
+
+def safe_csv(frame) -> str:
+    """The frame as CSV with every text cell and header passed through `spreadsheet_safe`. Lines end in
+    CRLF (RFC 4180) so that a cell holding a bare CR is quoted too, instead of starting a new row."""
+    frame = frame.rename(columns=spreadsheet_safe)
+    for col in frame.select_dtypes(exclude="number").columns:  # text columns; numbers are never touched
+        frame[col] = frame[col].map(spreadsheet_safe)
+    return frame.to_csv(index=False, lineterminator="\r\n")
+
+
 def have_pyarrow() -> bool:
     return importlib.util.find_spec("pyarrow") is not None
 
@@ -145,7 +168,7 @@ def export(sweep: Sweep, *, csv: str | None = None, parquet: str | None = None,
     written = []
     frame = an.points_frame(sweep) if (csv or parquet) else None
     if csv:
-        _write_text(csv, frame.to_csv(index=False))
+        _write_text(csv, safe_csv(frame))
         written.append(csv)
     if parquet:
         try:
@@ -616,7 +639,7 @@ def write_report(sweep: Sweep, out: str | Path, *, target_throughput: float | No
     try:
         for p in plots:
             images[p.name].write_bytes(p.png)
-        frame.to_csv(csv_path, index=False)
+        csv_path.write_text(safe_csv(frame))
         md_path.write_text(markdown)
         html_path.write_text(page)
     except OSError as exc:
@@ -805,8 +828,8 @@ def md(text) -> str:
 
 
 def _md_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    lines = ["| " + " | ".join(md(h) for h in headers) + " |", "|" + "---|" * len(headers)]
-    lines += ["| " + " | ".join(md(c) for c in row) + " |" for row in rows]
+    lines = ["| " + " | ".join(md(spreadsheet_safe(h)) for h in headers) + " |", "|" + "---|" * len(headers)]
+    lines += ["| " + " | ".join(md(spreadsheet_safe(c)) for c in row) + " |" for row in rows]
     return "\n".join(lines)
 
 

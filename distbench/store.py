@@ -11,7 +11,13 @@ Schema (version 1):
   telemetry(point_id, t, source, metric, value)
 
 Each point is committed in its own transaction as soon as it finishes. WAL mode and a busy
-timeout let two sweeps write the same store at once.
+timeout let two sweeps write the same store at once; the schema is created inside one BEGIN IMMEDIATE
+transaction, so two sweeps may also create the same new store at once.
+
+Faults: a write that fails (disk full, I/O error) is retried a few times with a short backoff;
+`commit_point` then saves the point's record as JSON (the format `distbench collect` reads) instead of
+losing it. A corrupt file, or one that is not a distbench store, is refused with one line and left
+untouched.
 """
 from __future__ import annotations
 
@@ -20,12 +26,19 @@ import json
 import os
 import secrets
 import sqlite3
+import tempfile
+import time
 from pathlib import Path
 
-from distbench.errors import BadInput
+import click
+
+from distbench.errors import BadInput, DistbenchError
+from distbench.record import write_record
 
 SCHEMA_VERSION = 1
 DEFAULT_PATH = Path("distbench-results") / "distbench.db"
+WRITE_TRIES = 3
+WRITE_BACKOFF_S = 0.25  # doubled after each failed try
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -63,13 +76,16 @@ def new_sweep_id() -> str:
     return _dt.datetime.now().strftime("%Y%m%d-%H%M%S-") + secrets.token_hex(2)
 
 
+class StoreWriteError(DistbenchError):
+    """A write to the store still failed after WRITE_TRIES tries (disk full, I/O error, corrupt page)."""
+
+
 class Store:
     """A distbench results database. Refuses files that are not distbench stores, untouched."""
 
     def __init__(self, path: str | os.PathLike = DEFAULT_PATH):
         self.path = Path(path)
-        existed = self.path.exists() and self.path.stat().st_size > 0
-        if existed:
+        if self.path.exists() and self.path.stat().st_size > 0:
             self._check_existing()
         else:
             try:
@@ -77,34 +93,71 @@ class Store:
             except OSError as exc:
                 raise BadInput(f"cannot create the results folder {self.path.parent}: {exc.strerror}") from None
         try:
-            self.conn = sqlite3.connect(self.path, timeout=30.0)
+            self.conn = sqlite3.connect(self.path, timeout=30.0, isolation_level=None)
         except sqlite3.Error as exc:
             raise BadInput(f"cannot open results store {self.path}: {exc}") from None
         self.conn.row_factory = sqlite3.Row
         try:
             self.conn.execute("PRAGMA busy_timeout = 30000")
+            self._create_schema()
             self.conn.execute("PRAGMA journal_mode = WAL")
             self.conn.execute("PRAGMA foreign_keys = ON")
-            if not existed:
-                with self.conn:
-                    self.conn.executescript(_SCHEMA)
-                    self.conn.execute("INSERT OR IGNORE INTO meta VALUES ('app', 'distbench')")
-                    self.conn.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)",
-                                      (str(SCHEMA_VERSION),))
         except sqlite3.Error as exc:
+            self.conn.close()
             raise BadInput(f"cannot write results store {self.path}: {exc}") from None
+        except BaseException:
+            self.conn.close()
+            raise
+        self.conn.isolation_level = ""  # back to implicit transactions, committed by `with self.conn`
+
+    def _create_schema(self) -> None:
+        """Create the tables unless they exist, holding the write lock from the check to the commit, so a
+        second process creating the same store waits (busy timeout) and then finds them."""
+        self.conn.execute("BEGIN IMMEDIATE")
+        try:
+            tables = {r[0] for r in self.conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+            if "meta" not in tables:
+                if tables:
+                    raise BadInput(f"{self.path} is not a distbench results store (left untouched)")
+                for statement in filter(str.strip, _SCHEMA.split(";")):
+                    self.conn.execute(statement)
+                self.conn.execute("INSERT OR IGNORE INTO meta VALUES ('app', 'distbench')")
+                self.conn.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+            self.conn.execute("COMMIT")
+        except BaseException:
+            if self.conn.in_transaction:
+                self.conn.execute("ROLLBACK")
+            raise
 
     def _check_existing(self) -> None:
+        """Read-only checks before anything may write: a distbench store of a schema we understand, its
+        pages intact. An empty SQLite file (another process is creating the store right now) passes."""
+        untouched = "left untouched"
+
+        def corrupt(why) -> BadInput:
+            why = "; ".join(line for line in str(why).splitlines() if not line.startswith("***"))  # one line
+            return BadInput(f"results store {self.path} is corrupt ({why}); {untouched}: restore it from a backup "
+                            "or pass --results NEW.db")
         try:
             conn = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, timeout=30.0)
             try:
-                rows = dict(conn.execute("SELECT key, value FROM meta").fetchall())
+                tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+                if not tables:
+                    return
+                rows = dict(conn.execute("SELECT key, value FROM meta").fetchall()) if "meta" in tables else {}
+                check = conn.execute("PRAGMA quick_check(1)").fetchone()[0] if rows.get("app") == "distbench" else "ok"
             finally:
                 conn.close()
-        except sqlite3.Error:
-            raise BadInput(f"{self.path} is not a distbench results store (left untouched)") from None
+        except sqlite3.DatabaseError as exc:  # not SQLite, corrupt pages, unreadable
+            if "not a database" in str(exc):
+                raise BadInput(f"{self.path} is not a distbench results store ({untouched})") from None
+            if isinstance(exc, sqlite3.OperationalError):
+                raise BadInput(f"cannot read results store {self.path}: {exc} ({untouched})") from None
+            raise corrupt(exc) from None
         if rows.get("app") != "distbench":
-            raise BadInput(f"{self.path} is not a distbench results store (left untouched)")
+            raise BadInput(f"{self.path} is not a distbench results store ({untouched})")
+        if check != "ok":
+            raise corrupt(check)
         version = int(rows.get("schema_version", "0"))
         if version > SCHEMA_VERSION:
             raise BadInput(f"{self.path} has store schema {version}, newer than this distbench "
@@ -120,40 +173,64 @@ class Store:
         self.close()
 
     # -- writing -------------------------------------------------------------------------------
+    def _write(self, what: str, fn):
+        """Run fn() in one transaction. A failed write (disk full, I/O error, still locked after the busy
+        timeout) is rolled back and tried again, WRITE_TRIES times in all with a doubling backoff; other
+        database errors (a corrupt page) are not retried. Raises StoreWriteError, one line."""
+        for attempt in range(1, WRITE_TRIES + 1):
+            try:
+                with self.conn:
+                    return fn()
+            except sqlite3.DatabaseError as exc:
+                if not isinstance(exc, sqlite3.OperationalError) or attempt == WRITE_TRIES:
+                    raise StoreWriteError(f"cannot {what} in results store {self.path}: {exc} "
+                                          f"({attempt} tr{'y' if attempt == 1 else 'ies'})") from None
+                time.sleep(WRITE_BACKOFF_S * 2 ** (attempt - 1))
+
     def start_sweep(self, *, command: str, version: str, git_sha: str | None, env: dict,
                     options: dict, notes: list[str], sweep_id: str | None = None) -> str:
         sweep_id = sweep_id or new_sweep_id()
-        with self.conn:
-            self.conn.execute(
-                "INSERT INTO sweeps (id, started, status, command, version, git_sha, env_json, options_json,"
-                " notes_json) VALUES (?, ?, 'running', ?, ?, ?, ?, ?, ?)",
-                (sweep_id, _now(), command, version, git_sha, json.dumps(env, sort_keys=True),
-                 json.dumps(options, sort_keys=True, default=str), json.dumps(notes)))
+        self._write("start a sweep", lambda: self.conn.execute(
+            "INSERT INTO sweeps (id, started, status, command, version, git_sha, env_json, options_json,"
+            " notes_json) VALUES (?, ?, 'running', ?, ?, ?, ?, ?, ?)",
+            (sweep_id, _now(), command, version, git_sha, json.dumps(env, sort_keys=True),
+             json.dumps(options, sort_keys=True, default=str), json.dumps(notes))))
         return sweep_id
 
-    def finish_sweep(self, sweep_id: str, status: str) -> None:
-        with self.conn:
-            self.conn.execute("UPDATE sweeps SET finished = ?, status = ? WHERE id = ?",
-                              (_now(), status, sweep_id))
+    def finish_sweep(self, sweep_id: str, status: str, note: str | None = None) -> None:
+        """Mark the sweep finished (`note`, e.g. what interrupted it, is added to its notes). Never raises:
+        a store that still cannot be written after the retries gets one line on stderr."""
+        def update():
+            self.conn.execute("UPDATE sweeps SET finished = ?, status = ? WHERE id = ?", (_now(), status, sweep_id))
+            if note:
+                row = self.conn.execute("SELECT notes_json FROM sweeps WHERE id = ?", (sweep_id,)).fetchone()
+                notes = json.loads(row["notes_json"] or "[]") if row else []
+                self.conn.execute("UPDATE sweeps SET notes_json = ? WHERE id = ?", (json.dumps([*notes, note]), sweep_id))
+
+        try:
+            self._write(f"mark sweep {sweep_id} {status!r}", update)
+        except StoreWriteError as exc:
+            click.echo(f"error: {exc}; it stays 'running' there", err=True)
 
     def reopen_sweep(self, sweep_id: str) -> None:
         self.sweep(sweep_id)  # unknown id -> BadInput listing recent ones
-        with self.conn:
-            self.conn.execute("UPDATE sweeps SET status = 'running', finished = NULL WHERE id = ?", (sweep_id,))
+        self._write(f"reopen sweep {sweep_id}", lambda: self.conn.execute(
+            "UPDATE sweeps SET status = 'running', finished = NULL WHERE id = ?", (sweep_id,)))
 
     def delete_point(self, point_id: int) -> None:
-        with self.conn:
-            self.conn.execute("DELETE FROM steps WHERE point_id = ?", (point_id,))
-            self.conn.execute("DELETE FROM telemetry WHERE point_id = ?", (point_id,))
-            self.conn.execute("DELETE FROM points WHERE id = ?", (point_id,))
+        def delete():
+            for table, column in (("steps", "point_id"), ("telemetry", "point_id"), ("points", "id")):
+                self.conn.execute(f"DELETE FROM {table} WHERE {column} = ?", (point_id,))
+        self._write(f"delete point {point_id}", delete)
 
     def has_record(self, record_id: str) -> bool:
         return self.conn.execute("SELECT 1 FROM points WHERE record_id = ?", (record_id,)).fetchone() is not None
 
     def add_point(self, sweep_id: str, record: dict) -> int:
-        """Commit one finished point (its row, and every step time) atomically."""
+        """Commit one finished point (its row, and every step time) atomically. Raises StoreWriteError."""
         values = [record.get(c) for c in POINT_COLUMNS]
-        with self.conn:
+
+        def insert() -> int:
             cur = self.conn.execute(
                 f"INSERT INTO points (sweep_id, record_id, {', '.join(POINT_COLUMNS)}, config_json, record_json,"
                 f" finished) VALUES (?, ?, {', '.join('?' * len(POINT_COLUMNS))}, ?, ?, ?)",
@@ -165,7 +242,31 @@ class Store:
                                   [(point_id, i, t) for i, t in enumerate(record.get("step_times_s") or [])])
             self.conn.executemany("INSERT INTO telemetry (point_id, t, source, metric, value) VALUES (?, ?, ?, ?, ?)",
                                   [(point_id, *s) for s in record.get("telemetry_samples") or []])
-        return point_id
+            return point_id
+
+        return self._write(f"commit point {record.get('strategy')} N={record.get('world_size')}", insert)
+
+    def commit_point(self, sweep_id: str, record: dict, fallback: str | os.PathLike | None = None) -> int | None:
+        """`add_point`, or, when the store still cannot be written, save the record as JSON in the format
+        `distbench collect` reads (at `fallback`, else next to the store, else in the temp folder), say
+        where in one line on stderr and return None: a measured point is never lost to a store fault."""
+        try:
+            return self.add_point(sweep_id, record)
+        except StoreWriteError as exc:
+            error = exc
+        doc = json.loads(json.dumps(record, sort_keys=True, default=str))
+        name = (f"unsaved-{sweep_id}-{record.get('strategy')}-n{record.get('world_size')}-"
+                f"{str(record.get('record_id'))[:8]}.json")
+        for path in ([Path(fallback)] if fallback else []) + [self.path.parent / name, Path(tempfile.gettempdir()) / name]:
+            try:
+                write_record(path, doc)
+            except OSError:
+                continue
+            click.echo(f"error: {error}; the point's record is saved in {path} "
+                       f"(bring it back with: distbench collect {path.parent})", err=True)
+            return None
+        click.echo(f"error: {error}; saving its record as JSON failed too: the point is lost", err=True)
+        return None
 
     # -- reading -------------------------------------------------------------------------------
     def telemetry(self, point_id: int):

@@ -113,10 +113,11 @@ def _run_points(plan: Plan, store: Store, sweep_id: str, kept: dict, *, timeout_
         if point.strategy.baseline:
             baselines[point.strategy.framework] = record
         derive(record, baselines)
-        record["point_id"] = store.add_point(sweep_id, record)
-        if records_dir:
-            write_record(Path(records_dir) / f"{sweep_id}-{i:03d}-{point.strategy.name}-n{point.config.world_size}.json",
-                         record)
+        saved = Path(records_dir) / f"{sweep_id}-{i:03d}-{point.strategy.name}-n{point.config.world_size}.json" \
+            if records_dir else None
+        record["point_id"] = store.commit_point(sweep_id, record, fallback=saved)  # JSON when the store fails
+        if saved:
+            write_record(saved, record)
         records.append(record)
         if progress:
             progress("done", i, total, point, record)
