@@ -4,6 +4,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 SCALINGS = ("weak", "strong")
 PRECISIONS = ("fp32", "amp", "bf16")
@@ -105,6 +106,11 @@ class PointConfig:
     def global_batch(self) -> int:
         return self.per_device_batch * self.world_size
 
+    @property
+    def swept_batch(self) -> int:
+        """The --batch-size value this point was planned with (per device or global by scaling)."""
+        return swept_batch(self.to_dict())
+
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self), sort_keys=True)
 
@@ -122,3 +128,48 @@ class PointConfig:
     @classmethod
     def from_json(cls, text: str) -> "PointConfig":
         return cls.from_dict(json.loads(text))
+
+
+def swept_batch(config: dict) -> int | None:
+    """--batch-size of a point from its config (or record): the per-device batch under weak scaling,
+    the global batch under strong scaling. Points of one sweep are compared at the same value."""
+    per_device = config.get("per_device_batch")
+    if per_device is None:
+        return None
+    return per_device * (config.get("world_size") or 1) if config.get("scaling") == "strong" else per_device
+
+
+NOT_WORKLOAD = frozenset({"strategy", "world_size", "nodes", "per_device_batch", "steps", "warmup", "seed",
+                          "target_ci", "max_time_s", "max_steps", "threads_per_worker", "sync", "measure_comm",
+                          "verify", "data_dir", "extra"})
+"""Config fields that are not part of the workload: the point's own axes (strategy, N, nodes, batch: their
+own key fields), how long and how it is measured, and where the machine put things (the thread split
+follows the cores, the data folder is a temporary path)."""
+LOADER_FIELDS = ("loader_workers", "prefetch", "pin_memory")
+"""Input-pipeline settings: part of the workload only when the data comes from disk."""
+
+
+class PointKey(NamedTuple):
+    strategy: str | None
+    world_size: int | None
+    nodes: int
+    workload: tuple
+    """((field, value), ...) for every other config field that defines the work (see NOT_WORKLOAD)."""
+    batch: int | None
+    """The --batch-size value (swept_batch); last, so key[:-1] is the point without its batch size."""
+
+
+def point_key(strategy: str | None, config: dict) -> PointKey:
+    """What identifies a point, from its config (or a record): strategy, N, nodes, the whole workload
+    (model, device, scaling, precision, image size, sequence length, classes, data source, compile, XLA,
+    channels-last, ...; a field an older record lacks counts at PointConfig's default) and the
+    --batch-size value. The one key of resume, the report, the analysis and `distbench compare`."""
+    value = {**_DEFAULTS, **{k: v for k, v in config.items() if k in _FIELD_NAMES}}
+    names = [n for n in _FIELD_NAMES if n not in NOT_WORKLOAD
+             and (n not in LOADER_FIELDS or value.get("data") == "disk")]
+    return PointKey(strategy, config.get("world_size"), config.get("nodes") or 1,
+                    tuple((n, value.get(n)) for n in names), swept_batch(config))
+
+
+_FIELD_NAMES = tuple(f.name for f in dataclasses.fields(PointConfig))
+_DEFAULTS = {f.name: f.default for f in dataclasses.fields(PointConfig) if f.default is not dataclasses.MISSING}

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import importlib.util
+import math
 import os
 from dataclasses import dataclass, field
 
@@ -19,10 +20,18 @@ CPU_DEFAULTS = {"batch_size": 8, "image_size": 64, "steps": 10, "warmup": 3, "ma
 CPU_MAX_SEQ_LEN = 64
 
 
-def parse_gpus(text: str, flag: str = "--gpus", noun: str = "device") -> list[int]:
-    """'1,2,4' -> [1, 2, 4]. Rejects empty, zero, negative, non-numeric and duplicated values."""
+MAX_DEVICES = 65536
+"""Upper bound of any --gpus / --nodes value (the device's own limit is checked by resolve_device)."""
+MAX_BATCH = 1 << 20
+CPU_WORKERS_PER_CORE = 8
+"""CPU workers: at most this many worker processes per core and node (beyond it nothing is measured
+but the scheduler)."""
+
+
+def parse_counts(text: str, flag: str, noun: str, maximum: int) -> list[int]:
+    """'1,2,4' -> [1, 2, 4]. Rejects empty, zero, negative, too large, non-numeric and duplicated values."""
     if text is None or not text.strip():
-        raise BadInput(f"{flag} is empty: give a comma list of {noun} counts, e.g. {flag} 1,2,4")
+        raise BadInput(f"{flag} is empty: give a comma list of {noun}s, e.g. {flag} 1,2,4")
     values: list[int] = []
     for part in text.split(","):
         raw = part.strip()
@@ -33,11 +42,17 @@ def parse_gpus(text: str, flag: str = "--gpus", noun: str = "device") -> list[in
         except ValueError:
             raise BadInput(f"{flag} value {raw!r} is not a whole number") from None
         if n <= 0:
-            raise BadInput(f"{flag} value {raw!r} must be a positive {noun} count")
+            raise BadInput(f"{flag} value {raw!r} must be a positive {noun}")
+        if n > maximum:
+            raise BadInput(f"{flag} value {raw!r} is not in the range 1..{maximum}")
         if n in values:
             raise BadInput(f"{flag} value {raw!r} is duplicated")
         values.append(n)
     return sorted(values)
+
+
+def parse_gpus(text: str, flag: str = "--gpus", noun: str = "device") -> list[int]:
+    return parse_counts(text, flag, f"{noun} count", MAX_DEVICES)
 
 
 def cpu_cores() -> int:
@@ -54,26 +69,49 @@ class DeviceChoice:
     note: str
     """Plain words for the user about what a 'GPU' means in this run."""
 
+    def unfit(self, n: int, nodes: int = 1) -> str | None:
+        """Why a point of N devices over `nodes` nodes cannot run on these GPUs (None: it fits)."""
+        per_node = n // nodes
+        if self.device != "cuda" or per_node <= self.visible_gpus:
+            return None
+        return f"needs {per_node} GPUs{' per node' if nodes > 1 else ''}, {self.visible_gpus} visible"
 
-def resolve_device(requested: str, gpus: list[int], visible: int | None = None) -> DeviceChoice:
+
+def per_node_counts(gpus: list[int], nodes=(1,)) -> dict[int, int]:
+    """N -> the fewest devices per node any of its shapes needs (N over K nodes, K dividing N)."""
+    return {n: min(n // k for k in nodes if n % k == 0) for n in gpus if any(n % k == 0 for k in nodes)}
+
+
+def resolve_device(requested: str, gpus: list[int], visible: int | None = None, nodes=(1,)) -> DeviceChoice:
+    """CUDA GPUs whenever one is visible (`auto`), else CPU workers. Device counts are compared per
+    node: with `auto`, points needing more GPUs per node than visible are left to the plan to skip;
+    with `cuda` they are refused; CPU workers are capped at CPU_WORKERS_PER_CORE per core."""
     visible = envinfo.visible_gpu_count() if visible is None else visible
-    if requested == "cuda":
+    need = per_node_counts(gpus, nodes) or {max(gpus): max(gpus)}
+    worst = max(need, key=need.get)
+    per_node = " per node" if need[worst] != worst else ""
+    gpu_word = lambda k: f"{k} GPU{'s' if k != 1 else ''}"  # noqa: E731
+    if requested == "cuda" or (requested == "auto" and visible > 0):
         if visible == 0:
             raise BadInput("--device cuda: no CUDA GPU is visible on this machine (use --device cpu)")
-        if max(gpus) > visible:
-            raise BadInput(f"--gpus asks for {max(gpus)} GPUs but only {visible} "
+        if requested == "cuda" and need[worst] > visible:
+            raise BadInput(f"--gpus asks for {gpu_word(need[worst])}{per_node} but only {visible} "
                            f"{'is' if visible == 1 else 'are'} visible")
-        return DeviceChoice("cuda", visible, f"running on {visible} visible CUDA GPU(s)")
-    if requested == "auto" and visible > 0 and max(gpus) <= visible:
-        return DeviceChoice("cuda", visible, f"running on {visible} visible CUDA GPU(s)")
+        note = f"running on {visible} visible CUDA GPU(s)"
+        if need[worst] > visible:
+            note += (f"; points needing more than {gpu_word(visible)}{per_node} are skipped "
+                     "(--nodes runs them across a Slurm allocation; --device cpu uses CPU workers)")
+        return DeviceChoice("cuda", visible, note)
     cores = cpu_cores()
-    why = ("no CUDA GPU is visible" if visible == 0 and requested == "auto"
-           else f"--gpus asks for {max(gpus)} but only {visible} CUDA GPU(s) are visible" if requested == "auto"
-           else "--device cpu")
+    cap = CPU_WORKERS_PER_CORE * cores
+    if need[worst] > cap:
+        raise BadInput(f"--gpus {worst}: CPU workers are limited to {cap}{per_node} on this machine "
+                       f"({CPU_WORKERS_PER_CORE} per core, {cores} core(s))")
+    why = "no CUDA GPU is visible" if requested == "auto" else "--device cpu"
     note = (f"CPU workers ({why}): each 'GPU' below is a CPU worker process (gloo for torch.distributed "
             f"and Horovod, logical CPU devices for MirroredStrategy) sharing {cores} CPU core(s); "
             f"absolute numbers are CPU numbers, not GPU numbers")
-    if max(gpus) > cores:
+    if need[worst] > cores:
         note += f"; N > {cores} oversubscribes the cores, so speedup there is bounded by the CPU"
     return DeviceChoice("cpu", visible, note)
 
@@ -84,8 +122,9 @@ class SweepOptions:
     gpus: list[int]
     strategies: list[Strategy]
     device: str = "auto"
-    batch_size: int | None = None
-    """Per-device batch (weak scaling) or global batch (strong scaling); None = device default."""
+    batch_size: int | tuple[int, ...] | None = None
+    """Per-device batch (weak scaling) or global batch (strong scaling), or several to sweep;
+    None = device default."""
     scaling: str = "weak"
     image_size: int | None = None
     num_classes: int = 1000
@@ -146,10 +185,14 @@ def make_plan(opts: SweepOptions, visible_gpus: int | None = None) -> Plan:
         spec = get_spec(opts.model)
     except ValueError:
         raise BadInput(f"unknown model {opts.model!r}; valid models: {', '.join(model_names())}") from None
-    if opts.batch_size is not None and opts.batch_size <= 0:
-        raise BadInput(f"--batch-size must be a positive integer, got {opts.batch_size}")
-    if opts.timeout <= 0:
-        raise BadInput(f"--timeout must be positive, got {opts.timeout:g}")
+    asked = (opts.batch_size,) if isinstance(opts.batch_size, int) else tuple(opts.batch_size or ())
+    for b in asked:
+        if not 0 < b <= MAX_BATCH:
+            raise BadInput(f"--batch-size value {b} is not in the range 1..{MAX_BATCH}")
+    if len(set(asked)) != len(asked):
+        raise BadInput(f"--batch-size {','.join(map(str, asked))} has a duplicated value")
+    if not 0 < opts.timeout < math.inf:
+        raise BadInput(f"--timeout must be positive and finite, got {opts.timeout:g}")
     if not 0 <= opts.target_ci < 1:
         raise BadInput(f"--target-ci must be a percentage in [0, 100), got {opts.target_ci * 100:g}%")
     if opts.max_time is not None and (opts.max_time < 0 or (opts.max_time == 0 and opts.target_ci > 0)):
@@ -157,11 +200,12 @@ def make_plan(opts: SweepOptions, visible_gpus: int | None = None) -> Plan:
                        "(use --target-ci 0 for a fixed number of steps)")
     if opts.scaling not in ("weak", "strong"):
         raise BadInput(f"--scaling must be weak or strong, got {opts.scaling!r}")
-    choice = resolve_device(opts.device, opts.gpus, visible_gpus)
+    choice = resolve_device(opts.device, opts.gpus, visible_gpus, opts.nodes)
     defaults = GPU_DEFAULTS if choice.device == "cuda" else CPU_DEFAULTS
     notes = [choice.note]
-    batch = opts.batch_size or defaults["batch_size"]
-    steps = opts.steps or defaults["steps"]
+    batches = sorted(asked) or [defaults["batch_size"]]
+    batch_text = ",".join(map(str, batches))
+    steps = defaults["steps"] if opts.steps is None else opts.steps
     warmup = defaults["warmup"] if opts.warmup is None else opts.warmup
     tokens = spec.kind == "tokens"
     if tokens:
@@ -175,7 +219,7 @@ def make_plan(opts: SweepOptions, visible_gpus: int | None = None) -> Plan:
     else:
         if opts.seq_len is not None:
             raise BadInput(f"--seq-len does not apply to {spec.name} (an image model): use --image-size")
-        image = opts.image_size or (defaults["image_size"] and max(defaults["image_size"], spec.min_image_size)) \
+        image = opts.image_size if opts.image_size is not None else (defaults["image_size"] and max(defaults["image_size"], spec.min_image_size)) \
             or spec.default_image_size
         seq_len = None
     try:
@@ -197,16 +241,20 @@ def make_plan(opts: SweepOptions, visible_gpus: int | None = None) -> Plan:
         raise BadInput(f"no --gpus value splits evenly over --nodes {','.join(map(str, opts.nodes))}")
     if opts.scaling == "strong":
         for n in opts.gpus:
-            if batch % n:
-                raise BadInput(f"--scaling strong: the global batch {batch} is not divisible by N={n}")
+            for batch in batches:
+                if batch % n:
+                    raise BadInput(f"--scaling strong: the global batch {batch} is not divisible by N={n}")
     if choice.device == "cpu" and (opts.image_size is None or opts.batch_size is None):
         size = f"sequence {seq_len}" if tokens else f"image {image}px"
-        notes.append(f"CPU-sized defaults: {size}, batch {batch} "
+        notes.append(f"CPU-sized defaults: {size}, batch {batch_text} "
                      f"({'per device' if opts.scaling == 'weak' else 'global'}), {steps} measured steps "
                      f"after {warmup} warmup; pass --image-size/--batch-size/--steps to change")
-    notes.append("weak scaling: the per-device batch is fixed at %d, the global batch grows with N" % batch
+    notes.append(f"weak scaling: the per-device batch is fixed at {batch_text}, the global batch grows with N"
                  if opts.scaling == "weak" else
-                 "strong scaling: the global batch is fixed at %d and divided among N devices" % batch)
+                 f"strong scaling: the global batch is fixed at {batch_text} and divided among N devices")
+    if len(batches) > 1:
+        notes.append(f"batch sizes {batch_text}: each strategy and N runs every batch, smallest first; after an "
+                     "'oom' the larger batches of that strategy and N are skipped")
 
     strategies = list(opts.strategies)
     selected = {s.name for s in strategies}
@@ -256,7 +304,7 @@ def make_plan(opts: SweepOptions, visible_gpus: int | None = None) -> Plan:
     for s in strategies:
         missing = _missing_modules(s)
         not_applicable = [flag for flag, (on, ok, _) in applies.items() if on and not ok(s)]
-        for n, k in ([(1, 1)] if s.baseline else shapes):
+        for batch, (n, k) in ((b, nk) for nk in ([(1, 1)] if s.baseline else shapes) for b in batches):
             if k > 1 and not can_span_nodes(s):
                 continue
             per_device = batch if opts.scaling == "weak" else batch // n
@@ -278,6 +326,8 @@ def make_plan(opts: SweepOptions, visible_gpus: int | None = None) -> Plan:
                 skip = f"{', '.join(missing)} is not installed: {INSTALL_HINT}"
             elif opts.precision == "amp" and choice.device != "cuda":
                 skip = "--precision amp (float16 with loss scaling) needs a CUDA GPU; use --precision bf16 on CPU"
+            elif choice.unfit(n, k):
+                skip = choice.unfit(n, k)
             elif s.needs_cuda_for_multi and choice.device == "cpu":
                 skip = ("DataParallel needs CUDA devices; it cannot split work across CPU workers "
                         "(use ddp for CPU workers)")

@@ -29,6 +29,7 @@ from rich.table import Table
 
 from distbench import analysis as an
 from distbench.analysis import Sweep, num, pct
+from distbench.config import swept_batch
 from distbench.errors import BadInput
 
 STATUS_STYLE = {"ok": "green", "skipped": "yellow", "failed": "red", "timeout": "red", "oom": "magenta"}
@@ -437,6 +438,144 @@ def plot_telemetry(sweep: Sweep):
     return _render(fig, "telemetry", "Telemetry per point")
 
 
+# -- batch-size axis ---------------------------------------------------------------------------------------
+BATCH_METRICS = (  # key, label, scale applied for display
+    ("throughput", "throughput (samples/s)", 1.0),
+    ("step_time_median_s", "step time median (ms)", 1e3),
+    ("peak_memory_bytes", "peak memory per device (GiB)", 2.0 ** -30),
+    ("power_w", "mean power, all GPUs of the point (W)", 1.0),
+    ("energy_per_sample_j", "energy per sample (J)", 1.0),
+)
+BATCH_NOTE = ("Each strategy and N ran every batch size, smallest first; a batch that ran out of memory is 'oom' "
+              "and the larger batches of that strategy and N were not tried. Peak memory: the most any device of "
+              "the point had allocated (GPUs) or the largest worker process's peak RSS (CPU workers). Power and "
+              "energy come from NVML, on GPUs only.")
+
+
+def _batch_of(r: dict) -> int | None:
+    return swept_batch(r.get("config") or r)
+
+
+def _batch_points(sweep: Sweep) -> list[dict]:
+    """Training and inference points of a sweep with more than one batch size (else none)."""
+    pts = [r for r in sweep.points if not an.is_comm(r) and _batch_of(r)]
+    return pts if len({_batch_of(r) for r in pts}) > 1 else []
+
+
+def _batch_values(r: dict) -> dict[str, float | None]:
+    tel = an.telemetry_values(r)
+    power = (r.get("telemetry") or {}).get("power_w_mean")
+    return {"throughput": num(r.get("throughput")), "step_time_median_s": num(r.get("step_time_median_s")),
+            "peak_memory_bytes": num(r.get("peak_memory_bytes")) or tel.get("gpu_mem_peak_bytes")
+            or tel.get("rss_peak_bytes"),
+            "power_w": num(r.get("power_w_mean")) or (sum(power.values()) if isinstance(power, dict) and power
+                                                       else None),
+            "energy_per_sample_j": num(r.get("energy_per_sample_j")) or tel.get("energy_per_sample_j")}
+
+
+def _batch_series(sweep: Sweep) -> dict[tuple[str, int, int], list[dict]]:
+    """(strategy, N, nodes) -> its points sorted by batch size."""
+    groups: dict[tuple[str, int, int], list[dict]] = {}
+    for r in _batch_points(sweep):
+        groups.setdefault((str(r.get("strategy")), int(r.get("world_size") or 0), int(r.get("nodes") or 1)),
+                          []).append(r)
+    return {k: sorted(v, key=_batch_of) for k, v in groups.items()}
+
+
+def _series_label(key: tuple[str, int, int]) -> str:
+    strategy, n, k = key
+    return f"{strategy} N={n}" + (f" over {k} nodes" if k > 1 else "")
+
+
+def plot_batch(sweep: Sweep, colors: _Colors):
+    from matplotlib.figure import Figure
+
+    series = _batch_series(sweep)
+    values = {k: [(_batch_of(r), _batch_values(r)) for r in pts if r.get("status") == "ok"] for k, pts in series.items()}
+    metrics = [m for m in BATCH_METRICS if any(v[m[0]] is not None for pts in values.values() for _, v in pts)]
+    if not metrics:
+        return None
+    cols = 2 if len(metrics) > 1 else 1
+    nrows = (len(metrics) + cols - 1) // cols
+    fig = Figure(figsize=(9.6, 3.2 * nrows))
+    axes = fig.subplots(nrows, cols, squeeze=False)
+    batches = sorted({b for pts in values.values() for b, _ in pts})
+    for i, (key, label, scale) in enumerate(metrics):
+        ax = axes[i // cols][i % cols]
+        for skey, pts in values.items():
+            xy = [(b, v[key] * scale) for b, v in pts if v[key] is not None]
+            if xy:
+                ax.plot([b for b, _ in xy], [y for _, y in xy], marker="o", color=colors(_series_label(skey)),
+                        label=_mpl(_series_label(skey)))
+        if batches and batches[-1] / batches[0] > 8:
+            ax.set_xscale("log", base=2)
+        ax.set_xticks(batches)
+        ax.set_xticklabels([str(b) for b in batches], fontsize="x-small")
+        ax.set_xlabel("batch size", fontsize="small")
+        ax.set_title(label, fontsize="small")
+        ax.set_ylim(bottom=0)
+        ax.grid(True, alpha=0.3)
+    for j in range(len(metrics), nrows * cols):
+        axes[j // cols][j % cols].set_visible(False)
+    axes[0][0].legend(fontsize="x-small")
+    fig.tight_layout()
+    return _render(fig, "batch", "Throughput, step time, memory and power against batch size")
+
+
+def _batch_table(sweep: Sweep) -> tuple[list[str], list[list[str]]]:
+    rows = []
+    for key, pts in _batch_series(sweep).items():
+        for r in pts:
+            v = _batch_values(r)
+            rows.append([_series_label(key), str(_batch_of(r)), str(r.get("status")),
+                         _f(v["throughput"], ".2f"), _ms(v["step_time_median_s"]),
+                         _bytes(v["peak_memory_bytes"]) if v["peak_memory_bytes"] else "-",
+                         _f(v["power_w"], ".1f"), _f(v["energy_per_sample_j"], ".4g")])
+    return ["point", "batch", "status", "throughput (samples/s)", "step time median (ms)", "peak memory per device",
+            "mean power (W)", "energy per sample (J)"], rows
+
+
+def _batch_fit_table(sweep: Sweep) -> tuple[list[str], list[list[str]]]:
+    """Per strategy and N: the largest batch that ran, and the batch that ran out of memory."""
+    rows = []
+    for key, pts in _batch_series(sweep).items():
+        ok = [_batch_of(r) for r in pts if r.get("status") == "ok"]
+        oom = [_batch_of(r) for r in pts if r.get("status") == "oom"]
+        rows.append([_series_label(key), str(max(ok)) if ok else "none", str(min(oom)) if oom else "-"])
+    return ["point", "largest batch that fit", "ran out of memory at"], rows
+
+
+# -- where the wall time goes ------------------------------------------------------------------------------
+WALL_NOTE = ("Seconds of each point's wall time by phase, summed over its repeats: launch to first step (process "
+             "start, imports, model and data, process-group setup), warmup, measuring, the no-sync variant (its "
+             "whole run), the standalone all-reduce benchmark, and teardown (gathering results, writing the record, "
+             "processes exiting). Unattributed: seconds the records cannot place (records written before the "
+             "phases were stamped).")
+
+
+def _wall_table(sweep: Sweep) -> tuple[list[str], list[list[str]]]:
+    """One row per launched point and one for all of them; empty when no record has launch times."""
+    points = [r for r in sweep.points if not an.is_comm(r) and an.wall_split(r)]
+    rows = []
+    for name, split in [*((an.point_name(r), an.wall_split(r)) for r in points),
+                        *((("all points", an.wall_split_total(points)),) if points else ())]:
+        total = split["total"]
+        rows.append([name, *(_f(split[k], ".1f") for k, _ in an.WALL_PARTS), _f(total, ".1f"),
+                     pct(split["measuring"] / total if total and split["measuring"] is not None else None)])
+    return ["point", *(f"{label} (s)" for _, label in an.WALL_PARTS), "total (s)", "measuring share"], rows
+
+
+def _energy_notes(sweep: Sweep) -> list[str]:
+    """What energy per sample covers where it is not every GPU of the point (e.g. node 0's GPUs only)."""
+    notes = []
+    for r in sweep.scaling_points:
+        tel = r.get("telemetry") if isinstance(r.get("telemetry"), dict) else {}
+        scope = tel.get("energy_scope")
+        if tel.get("energy_per_sample_j") is not None and scope and not str(scope).startswith("all "):
+            notes.append(f"{an.point_name(r)}: energy per sample covers {scope}.")
+    return notes
+
+
 # -- report content (shared by HTML and Markdown) ----------------------------------------------------------
 def _points_rows(sweep: Sweep) -> tuple[list[str], list[list[str]], list[str]]:
     with_ci = any(an.throughput_ci(r) for r in sweep.points)
@@ -609,6 +748,7 @@ def make_plots(sweep: Sweep) -> list[Plot]:
             plot_busbw(sweep, colors),
             plot_steps(sweep),
             plot_telemetry(sweep),
+            plot_batch(sweep, colors),
         ]
     return [p for p in plots if p is not None]
 
@@ -737,6 +877,8 @@ def render_html(*, sweep: Sweep, summary: an.Summary, plots: dict[str, Plot], ca
     nav = [("summary", "Summary"), ("points", "Points"), ("scaling", "Scaling"), ("communication", "Communication"),
            ("steps", "Step times"), ("telemetry", "Telemetry"), ("capacity", "Capacity"), ("problems", "Skipped/failed"),
            ("environment", "Environment")]
+    if _batch_points(sweep):
+        nav.insert(6, ("batch", "Batch size"))
     parts.append("<nav>" + "".join(f'<a href="#{k}">{e(v)}</a>' for k, v in nav) + "</nav>")
     note = _cpu_note(sweep)
     if note:
@@ -784,6 +926,11 @@ def render_html(*, sweep: Sweep, summary: an.Summary, plots: dict[str, Plot], ca
     else:
         parts.append(_paragraph(NO_TELEMETRY))
     parts.append("</section>")
+
+    if _batch_points(sweep):
+        parts.append('<section id="batch"><h2>Batch size</h2>' + _paragraph(BATCH_NOTE, "muted"))
+        parts.append(_figure(plots.get("batch")) + _html_table(*_batch_fit_table(sweep)))
+        parts.append(_html_table(*_batch_table(sweep)) + "</section>")
 
     parts.append('<section id="capacity"><h2>Capacity planning</h2>')
     if not capacity_asked:
@@ -874,6 +1021,10 @@ def render_markdown(*, sweep: Sweep, summary: an.Summary, plots: dict[str, Plot]
         out += [_md_table(*_telemetry_table(sweep)), ""]
     else:
         out += [md(NO_TELEMETRY), ""]
+    if _batch_points(sweep):
+        out += ["## Batch size", "", md(BATCH_NOTE), ""]
+        image("batch")
+        out += [_md_table(*_batch_fit_table(sweep)), "", _md_table(*_batch_table(sweep)), ""]
     out += ["## Capacity planning", ""]
     if not capacity_asked:
         out += ["Pass `--target-throughput` and/or `--epoch-samples` [`--epoch-time`] to see how many devices each "

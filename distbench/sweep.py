@@ -10,6 +10,7 @@ from typing import Callable
 
 from distbench import __version__, envinfo, stats
 from distbench.measure import NOISY_CV, measure_point
+from distbench.config import point_key  # what identifies a point (resume, OOM bookkeeping)
 from distbench.plan import Plan, PlannedPoint
 from distbench.record import add_step_metrics, base_record, write_record
 from distbench.store import Store
@@ -48,11 +49,11 @@ def run_plan(plan: Plan, store: Store, *, command: str, options: dict, timeout_s
     With `resume`, points of that sweep that finished ok (or were skipped) are kept and not re-run;
     missing or failed ones run again and replace their failed rows.
     """
-    kept: dict[tuple[str, int, int], dict] = {}
+    kept: dict[tuple[str, int, int, int | None], dict] = {}
     if resume:
         for old in store.points(resume):
-            key = (old["strategy"], old["world_size"], old.get("nodes") or 1)
-            if old["status"] in ("ok", "skipped"):
+            key = point_key(old["strategy"], old.get("config") or old)
+            if old["status"] == "ok" or (old["status"] == "skipped" and not old.get("after_oom")):
                 kept[key] = old
             else:
                 store.delete_point(old["point_id"])
@@ -85,34 +86,42 @@ def recorded_sweep(store: Store, *, command: str, options: dict, notes: list[str
 def _run_points(plan: Plan, store: Store, sweep_id: str, kept: dict, *, timeout_s: float, progress, workdir,
                 records_dir, repeats: int, noisy_cv: float, telemetry_interval_s: float) -> list[dict]:
     records: list[dict] = []
-    baselines: dict[str, dict] = {}
+    baselines: dict[int | None, dict[str, dict]] = {}  # per --batch-size value: framework -> baseline
+    oom_at: dict[tuple, dict] = {}  # (strategy, N, nodes) -> its smallest batch that ran out of memory
     root = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix=f"distbench-{sweep_id}-"))
     total = len(plan.points)
     for i, point in enumerate(plan.points, 1):
-        key = (point.strategy.name, point.config.world_size, point.config.nodes)
+        key = point_key(point.strategy.name, point.config.to_dict())
+        batch = key[-1]
         if key in kept:
             record = kept[key]
             if point.strategy.baseline:
-                baselines[point.strategy.framework] = record
+                baselines.setdefault(batch, {})[point.strategy.framework] = record
             records.append(record)
             if progress:
                 progress("kept", i, total, point, record)
             continue
         if progress:
             progress("start", i, total, point, None)
-        if point.skip_reason:
+        oom = oom_at.get(key[:-1])
+        if point.skip_reason or oom:
             record = base_record(point.config.to_dict(), strategy=point.strategy.name,
                                  framework=point.strategy.framework, status="skipped",
-                                 reason=point.skip_reason)
+                                 reason=point.skip_reason or (
+                                     f"not tried: batch {point_key(oom['strategy'], oom['config'])[-1]} ran out "
+                                     "of memory at this strategy and N"))
+            record["after_oom"] = bool(oom) and not point.skip_reason
         else:
             record = measure_point(point, root / f"{i:03d}-{point.strategy.name}-n{point.config.world_size}-k{point.config.nodes}",
                                    timeout_s=timeout_s, repeats=repeats, noisy_cv=noisy_cv,
                                    telemetry_interval_s=telemetry_interval_s)
         record["sweep_id"] = sweep_id
         record["auto_added"] = point.auto_added
+        if record["status"] == "oom":
+            oom_at.setdefault(key[:-1], record)
         if point.strategy.baseline:
-            baselines[point.strategy.framework] = record
-        derive(record, baselines)
+            baselines.setdefault(batch, {})[point.strategy.framework] = record
+        derive(record, baselines.get(batch, {}))
         saved = Path(records_dir) / f"{sweep_id}-{i:03d}-{point.strategy.name}-n{point.config.world_size}.json" \
             if records_dir else None
         record["point_id"] = store.commit_point(sweep_id, record, fallback=saved)  # JSON when the store fails

@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import resource
 import sys
 import time
 import traceback
@@ -93,6 +94,51 @@ def data_wait_fields(waits: list[float], times: list[float], cfg: PointConfig) -
             "data_wait_median_s": stats.percentile(measured, 50) if measured else None}
 
 
+def _peak_rss_bytes() -> int:
+    """This process's peak RSS: Linux's VmHWM (ru_maxrss would include a launcher's from before exec)."""
+    try:
+        with open("/proc/self/status") as fh:
+            for line in fh:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def reset_peak_memory(device: str) -> None:
+    """Start a new peak (per batch size in `distbench infer`): CUDA's counters, or VmHWM on Linux."""
+    torch = sys.modules.get("torch")
+    if device == "cuda" and torch is not None and torch.cuda.is_initialized():
+        torch.cuda.reset_peak_memory_stats()
+    elif device == "cuda" and "tensorflow" in sys.modules:
+        tf = sys.modules["tensorflow"]
+        for i in range(len(tf.config.list_logical_devices("GPU"))):
+            tf.config.experimental.reset_memory_stats(f"GPU:{i}")
+    elif device != "cuda":
+        try:
+            with open("/proc/self/clear_refs", "w") as fh:
+                fh.write("5")
+        except OSError:  # not Linux: the peak stays the process's so far
+            pass
+
+
+def peak_memory_bytes(device: str) -> int | None:
+    """Peak memory of this process's device(s): on GPUs the most any of its GPUs had allocated
+    (torch.cuda.max_memory_allocated, or TensorFlow's allocator peak); on CPU workers the process's
+    peak resident set. None when the framework reports nothing."""
+    if device != "cuda":
+        return _peak_rss_bytes()
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_initialized():
+        return max(torch.cuda.max_memory_allocated(i) for i in range(torch.cuda.device_count()))
+    tf = sys.modules.get("tensorflow")
+    if tf is not None:
+        gpus = tf.config.list_logical_devices("GPU")
+        return max(tf.config.experimental.get_memory_info(f"GPU:{i}")["peak"] for i in range(len(gpus))) or None
+    return None
+
+
 def measured_run(step: Callable[[], Any], sync: Callable[[Any], None], cfg: PointConfig, gather: Gather,
                  waits: list[float], allreduce: Callable[[], list[float] | None] | None = None
                  ) -> tuple[list[float], float, dict]:
@@ -103,6 +149,10 @@ def measured_run(step: Callable[[], Any], sync: Callable[[Any], None], cfg: Poin
     fields = data_wait_fields(waits, times, cfg)
     gathered = gather(times)
     fields.update(stopping=stopping, per_rank_step_times_s=gathered if len(gathered) > 1 else None)
+    peaks = gather(peak_memory_bytes(cfg.device))  # per rank (process)
+    fields.update(peak_memory_bytes=max((p for p in peaks if p), default=None),
+                  peak_memory_per_rank_bytes=peaks if len(peaks) > 1 else None,
+                  peak_memory_source="max allocated per GPU" if cfg.device == "cuda" else "peak RSS per process")
     if allreduce is not None and cfg.measure_comm and cfg.sync and cfg.world_size > 1:
         ar = allreduce()
         if ar:

@@ -11,15 +11,18 @@ def sweep_batches(cfg, run_batch, sync, is_oom) -> list[dict]:
     entries = []
     for bs in cfg.extra["batch_sizes"]:
         try:
+            common.reset_peak_memory(cfg.device)
             forward = run_batch(bs)
             for _ in range(cfg.warmup):
                 sync(forward())
             times = []
+            start = time.time()  # wall clock: the parent's telemetry picks this batch size's samples
             for _ in range(cfg.steps):
                 t0 = time.perf_counter()
                 sync(forward())
                 times.append(time.perf_counter() - t0)
-            entries.append({"batch": bs, "status": "ok", "times": times})
+            entries.append({"batch": bs, "status": "ok", "times": times, "window": [start, time.time()],
+                            "peak_memory_bytes": common.peak_memory_bytes(cfg.device)})
         except Exception as exc:  # noqa: BLE001 - an OOM at one batch size must not end the sweep
             if not is_oom(exc):
                 raise

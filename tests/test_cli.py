@@ -22,7 +22,7 @@ def _run(capsys, args):
      f"Error: unknown model 'alexnet'; valid models: {', '.join(model_names())}\n"),
     (["scale", "--gpus", "1", "--strategy", "fsdp"],
      "Error: unknown strategy 'fsdp'; valid strategies: torch, dp, ddp, tf, mirrored, horovod-torch, horovod-tf\n"),
-    (["scale", "--gpus", "1", "--batch-size", "-4"], "Error: --batch-size must be a positive integer, got -4\n"),
+    (["scale", "--gpus", "1", "--batch-size", "-4"], "Error: --batch-size value '-4' must be a positive batch size\n"),
     (["run", "--gpus", "1,2", "--strategy", "ddp"],
      "Error: run measures one point: --gpus takes one count, got '1,2' (use `distbench scale`)\n"),
     (["run", "--gpus", "2", "--strategy", "ddp,torch"],

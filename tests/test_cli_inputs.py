@@ -9,8 +9,9 @@ from distbench.cli import main
     (["scale", "--gpus", "2", "--nodes", "2"],
      "--nodes 2 runs multi-node points inside a Slurm allocation, and this shell is not in one "
      "(use salloc/sbatch, or `distbench slurm` to submit the sweep as jobs)"),
-    (["scale", "--loader-workers", "-1"], "--loader-workers must be >= 0, got -1"),
-    (["scale", "--data", "disk", "--dataset-size", "0"], "--dataset-size must be positive, got 0"),
+    (["scale", "--loader-workers", "-1"], "Invalid value for '--loader-workers': -1 is not in the range 0<=x<=256."),
+    (["scale", "--data", "disk", "--dataset-size", "0"],
+     "Invalid value for '--dataset-size': 0 is not in the range 1<=x<=10000000."),
     (["scale", "--max-time", "0"],
      "--max-time must be positive while --target-ci is on, got 0 (use --target-ci 0 for a fixed number of steps)"),
     (["scale", "--seq-len", "16"], "--seq-len does not apply to resnet50 (an image model): use --image-size"),

@@ -24,7 +24,7 @@ def test_bad_batch_sizes(capsys):
     from distbench.cli import main
 
     assert main(["infer", "--batch-sizes", "1,0"]) == 2
-    assert capsys.readouterr().err == "Error: --batch-sizes value '0' must be positive\n"
+    assert capsys.readouterr().err == "Error: --batch-sizes value '0' must be a positive batch size\n"
     assert main(["infer", "--framework", "jax"]) == 2
     assert capsys.readouterr().err == "Error: unknown framework jax; valid frameworks: torch, tf\n"
 

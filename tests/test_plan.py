@@ -88,7 +88,7 @@ def test_plan_strong_scaling_divides_the_global_batch():
 def test_plan_rejects_bad_values():
     with pytest.raises(BadInput, match="unknown model 'resnet51'; valid models: "):
         make_plan(_opts(model="resnet51"), visible_gpus=0)
-    with pytest.raises(BadInput, match="--batch-size must be a positive integer, got 0"):
+    with pytest.raises(BadInput, match="--batch-size value 0 is not in the range 1..1048576"):
         make_plan(_opts(batch_size=0), visible_gpus=0)
     with pytest.raises(BadInput, match="too small for resnet50: the minimum is 32"):
         make_plan(_opts(image_size=16), visible_gpus=0)

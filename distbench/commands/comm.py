@@ -10,6 +10,7 @@ from rich.console import Console
 from rich.table import Table
 
 from distbench.commbench import BACKENDS, get_backend, parse_sizes
+from distbench.commands import options as opt
 from distbench.config import PointConfig
 from distbench.errors import BadInput
 from distbench.launch import run_point
@@ -29,15 +30,15 @@ from distbench.sweep import command_line, recorded_sweep
                    "Default 1K:1G on GPUs, 1K:64M on CPU workers.")
 @click.option("--factor", type=click.Choice(["2", "4"]), default="2", show_default=True,
               help="Growth factor between sizes of a LOW:HIGH range.")
-@click.option("--iters", type=click.IntRange(min=3), default=20, show_default=True,
+@click.option("--iters", type=click.IntRange(3, 100_000), default=20, show_default=True,
               help="Timed iterations per size (fewer for big messages, see --max-time-per-size; at least 3).")
-@click.option("--warmup", type=click.IntRange(min=0), default=3, show_default=True,
+@click.option("--warmup", type=opt.WARMUP, default=3, show_default=True,
               help="Untimed iterations per size.")
-@click.option("--max-time-per-size", type=float, default=2.0, show_default=True,
+@click.option("--max-time-per-size", type=opt.FiniteFloatRange(0, 3600, min_open=True), default=2.0, show_default=True,
               help="Cap on timed seconds per size: big messages get fewer iterations (at least 3).")
 @click.option("--device", type=click.Choice(["auto", "cuda", "cpu"]), default="auto", show_default=True,
               help="auto uses CUDA GPUs when enough are visible, otherwise CPU workers.")
-@click.option("--timeout", type=float, default=900.0, show_default=True,
+@click.option("--timeout", type=opt.SECONDS, default=900.0, show_default=True,
               help="Seconds before a rank count's run is killed and recorded as 'timeout'.")
 @click.option("--results", type=click.Path(dir_okay=False), default=str(DEFAULT_PATH), show_default=True,
               help="SQLite results store.")
@@ -75,9 +76,10 @@ def comm(gpus_text, backend, sizes, factor, iters, warmup, max_time_per_size, de
                                   extra={"backend": backend, "sizes": size_list, "iters": iters, "warmup": warmup,
                                          "max_time_per_size": max_time_per_size})
                 err.print(f"{strategy.name} N={n}: {len(size_list)} sizes ...")
-                if missing:
+                skip = f"{', '.join(missing)} is not installed: {INSTALL_HINT}" if missing else choice.unfit(n)
+                if skip:
                     record = base_record(cfg.to_dict(), strategy=strategy.name, framework=strategy.framework,
-                                         status="skipped", reason=f"{', '.join(missing)} is not installed: {INSTALL_HINT}")
+                                         status="skipped", reason=skip)
                 else:
                     record = run_point(strategy, cfg, root / f"n{n}", timeout)
                 record["sweep_id"] = sweep_id
@@ -93,7 +95,7 @@ def comm(gpus_text, backend, sizes, factor, iters, warmup, max_time_per_size, de
     out = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
     for r in records:
         if r["status"] != "ok" and not r.get("sizes_bytes"):
-            out.print(f"{r['strategy']} N={r['world_size']}: {r['status']}: {r.get('reason')}")
+            out.print(f"{r['strategy']} N={r['world_size']}: {r['status']}: {r.get('reason')}", markup=False)
             continue
         table = Table(title=f"{r['strategy']} all-reduce, N={r['world_size']} ({r.get('backend')}, {r['device']})",
                       title_justify="left")

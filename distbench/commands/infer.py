@@ -7,46 +7,34 @@ from pathlib import Path
 
 import click
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
+from distbench.commands import options as opt
 from distbench.config import PointConfig
 from distbench.errors import BadInput
 from distbench.infer import INFER, run_framework
 from distbench.models.specs import check_input, get_spec, model_names
 from distbench.output import json_document
-from distbench.plan import INSTALL_HINT, _missing_modules, cpu_cores, resolve_device
+from distbench.report import _bytes
+from distbench.plan import INSTALL_HINT, MAX_BATCH, _missing_modules, cpu_cores, parse_counts, resolve_device
 from distbench.store import DEFAULT_PATH, Store
 from distbench.sweep import command_line, recorded_sweep
-
-
-def _batch_sizes(text: str) -> list[int]:
-    sizes = []
-    for part in text.split(","):
-        try:
-            n = int(part.strip())
-        except ValueError:
-            raise BadInput(f"--batch-sizes value {part.strip()!r} is not a whole number") from None
-        if n <= 0:
-            raise BadInput(f"--batch-sizes value {part.strip()!r} must be positive")
-        if n in sizes:
-            raise BadInput(f"--batch-sizes value {n} is duplicated")
-        sizes.append(n)
-    return sorted(sizes)
 
 
 @click.command()
 @click.option("--model", default="resnet50", show_default=True, help=f"Model: {', '.join(model_names())}.")
 @click.option("--batch-sizes", default="1,8,32,128", show_default=True, help="Comma list of batch sizes.")
 @click.option("--framework", "frameworks", default="torch,tf", show_default=True, help="torch, tf or both.")
-@click.option("--image-size", type=int, default=None, help="Image models: input side (default: the model's).")
-@click.option("--seq-len", type=int, default=None, help="Token models: sequence length (default: the model's).")
+@click.option("--image-size", type=opt.IMAGE_SIZE, default=None, help="Image models: input side (default: the model's).")
+@click.option("--seq-len", type=opt.SEQ_LEN, default=None, help="Token models: sequence length (default: the model's).")
 @click.option("--precision", type=click.Choice(["fp32", "amp", "bf16"]), default="fp32", show_default=True,
               help="fp32, amp (float16 autocast, GPUs) or bf16.")
-@click.option("--steps", type=click.IntRange(min=2), default=20, show_default=True, help="Timed forward passes per batch size.")
-@click.option("--warmup", type=click.IntRange(min=0), default=3, show_default=True, help="Untimed passes first.")
+@click.option("--steps", type=click.IntRange(2, 1_000_000), default=20, show_default=True, help="Timed forward passes per batch size.")
+@click.option("--warmup", type=opt.WARMUP, default=3, show_default=True, help="Untimed passes first.")
 @click.option("--device", type=click.Choice(["auto", "cuda", "cpu"]), default="auto", show_default=True,
               help="auto uses a CUDA GPU when one is visible, otherwise the CPU.")
-@click.option("--timeout", type=float, default=900.0, show_default=True, help="Seconds per framework.")
+@click.option("--timeout", type=opt.SECONDS, default=900.0, show_default=True, help="Seconds per framework.")
 @click.option("--results", type=click.Path(dir_okay=False), default=str(DEFAULT_PATH), show_default=True,
               help="SQLite results store.")
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True,
@@ -63,7 +51,7 @@ def infer(model, batch_sizes, frameworks, image_size, seq_len, precision, steps,
         spec = get_spec(model)
     except ValueError as exc:
         raise BadInput(str(exc)) from None
-    sizes = _batch_sizes(batch_sizes)
+    sizes = parse_counts(batch_sizes, "--batch-sizes", "batch size", MAX_BATCH)
     fws = [f.strip() for f in frameworks.split(",") if f.strip()]
     bad = [f for f in fws if f not in INFER]
     if bad or not fws:
@@ -103,11 +91,15 @@ def infer(model, batch_sizes, frameworks, image_size, seq_len, precision, steps,
     finally:
         store.close()
     if fmt == "json":
-        sys.stdout.write(json_document(records, extra_fields=("latency_median_s", "latency_p95_s")) + "\n")
+        sys.stdout.write(json_document(records, extra_fields=("latency_median_s", "latency_p95_s",
+                                                                    "peak_memory_bytes", "power_w_mean",
+                                                                    "energy_per_sample_j")) + "\n")
         return
     out = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
     table = Table(title=f"inference {model} ({choice.device}, {precision})", title_justify="left")
-    for col in ("framework", "batch", "latency median (ms)", "latency p95 (ms)", "throughput (samples/s)", "status"):
+    memory = "peak memory (allocated per GPU)" if choice.device == "cuda" else "peak memory (process RSS)"
+    for col in ("framework", "batch", "latency median (ms)", "latency p95 (ms)", "throughput (samples/s)", memory,
+                "power (W)", "energy/sample (J)", "status"):
         table.add_column(col, justify="left" if col in ("framework", "status") else "right")
     for r in records:
         ok = r["status"] == "ok"
@@ -115,6 +107,10 @@ def infer(model, batch_sizes, frameworks, image_size, seq_len, precision, steps,
                       f"{r['latency_median_s'] * 1e3:.2f}" if ok else "-",
                       f"{r['latency_p95_s'] * 1e3:.2f}" if ok else "-",
                       f"{r['throughput']:.1f}" if ok else "-",
-                      r["status"] + (f": {r['reason']}" if r.get("reason") else ""))
+                      _bytes(r["peak_memory_bytes"]) if r.get("peak_memory_bytes") else "-",
+                      f"{r['power_w_mean']:.1f}" if r.get("power_w_mean") is not None else "unknown" if ok else "-",
+                      f"{r['energy_per_sample_j']:.4g}" if r.get("energy_per_sample_j") is not None
+                      else "unknown" if ok else "-",
+                      escape(r["status"] + (f": {r['reason']}" if r.get("reason") else "")))
     out.print(table)
     out.print(f"results stored in {results} (sweep {sweep_id})")

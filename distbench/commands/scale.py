@@ -6,7 +6,9 @@ import sys
 
 import click
 from rich.console import Console
+from rich.markup import escape
 
+from distbench.commands import options as opt
 from distbench.errors import BadInput
 from distbench.models.specs import model_names
 from distbench.output import json_document, print_summary
@@ -35,16 +37,16 @@ def workload_options(fn):
         click.option("--strategy", "strategy", multiple=True, metavar="NAME[,NAME]",
                      help=f"Strategies to run (repeatable or comma list): {', '.join(strategy_names())}. "
                           "Default: all."),
-        click.option("--batch-size", type=int, default=None,
-                     help="Per-device batch (weak scaling) or global batch (strong). "
-                          "Default: 32 on GPUs, 8 on CPU workers."),
+        click.option("--batch-size", default=None, callback=opt.batch_list, metavar="B[,B]",
+                     help="Per-device batch (weak scaling) or global batch (strong); a comma list sweeps them "
+                          "(an 'oom' batch skips the larger ones). Default: 32 on GPUs, 8 on CPU workers."),
         click.option("--scaling", type=click.Choice(["weak", "strong"]), default="weak", show_default=True,
                      help="weak: per-device batch fixed; strong: global batch fixed and divided among N."),
-        click.option("--image-size", type=int, default=None,
+        click.option("--image-size", type=opt.IMAGE_SIZE, default=None,
                      help="Input side in pixels. Default: the model's (224) on GPUs, 64 on CPU workers."),
-        click.option("--seq-len", type=int, default=None,
+        click.option("--seq-len", type=opt.SEQ_LEN, default=None,
                      help="Token models (bert_base, lstm): sequence length. Default: the model's (64 at most on CPU)."),
-        click.option("--num-classes", type=click.IntRange(min=2), default=1000, show_default=True,
+        click.option("--num-classes", type=opt.NUM_CLASSES, default=1000, show_default=True,
                      help="Classifier width of classification models."),
         click.option("--precision", type=click.Choice(["fp32", "amp", "bf16"]), default="fp32", show_default=True,
                      help="fp32; amp = float16 autocast + loss scaling (GPUs); bf16 = bfloat16 autocast / Keras "
@@ -55,39 +57,40 @@ def workload_options(fn):
         click.option("--data", type=click.Choice(["synthetic", "disk"]), default="synthetic", show_default=True,
                      help="synthetic: tensors made once on the device; disk: a cached synthetic dataset read every "
                           "step by DataLoader / tf.data, reporting the share of step time spent waiting for data."),
-        click.option("--dataset-size", type=int, default=512, show_default=True,
+        click.option("--dataset-size", type=click.IntRange(1, 10_000_000), default=512, show_default=True,
                      help="Samples in the --data disk dataset (written once to ~/.cache/distbench/data)."),
-        click.option("--loader-workers", type=int, default=2, show_default=True,
+        click.option("--loader-workers", type=click.IntRange(0, 256), default=2, show_default=True,
                      help="--data disk: DataLoader workers / tf.data parallel map calls per process."),
-        click.option("--prefetch", type=int, default=2, show_default=True,
+        click.option("--prefetch", type=click.IntRange(0, 1024), default=2, show_default=True,
                      help="--data disk: DataLoader prefetch_factor / tf.data prefetch depth."),
         click.option("--pin-memory/--no-pin-memory", default=True, show_default=True,
                      help="--data disk: DataLoader pinned host memory (GPUs only)."),
-        click.option("--steps", type=int, default=None,
+        click.option("--steps", type=opt.STEPS, default=None,
                      help="Measured steps per point (after warmup). Default: 50 on GPUs, 10 on CPU."),
-        click.option("--warmup", type=int, default=None,
+        click.option("--warmup", type=opt.WARMUP, default=None,
                      help="Unmeasured warmup steps (tracing, compilation). Default: 5 on GPUs, 3 on CPU."),
         click.option("--device", type=click.Choice(["auto", "cuda", "cpu"]), default="auto", show_default=True,
-                     help="auto uses CUDA GPUs when enough are visible, otherwise CPU workers."),
-        click.option("--timeout", type=float, default=900.0, show_default=True,
+                     help="auto uses the visible CUDA GPUs (points needing more are skipped), CPU workers when "
+                          "none is visible."),
+        click.option("--timeout", type=opt.SECONDS, default=900.0, show_default=True,
                      help="Seconds before a point is killed and recorded as 'timeout'."),
-        click.option("--seed", type=int, default=0, show_default=True),
+        click.option("--seed", type=opt.SEED, default=0, show_default=True),
         click.option("--results", type=click.Path(dir_okay=False), default=str(DEFAULT_PATH), show_default=True,
                      help="SQLite results store; every point is committed as soon as it finishes."),
-        click.option("--repeats", type=click.IntRange(min=1), default=1, show_default=True,
+        click.option("--repeats", type=click.IntRange(1, 1000), default=1, show_default=True,
                      help="Run each point this many times (fresh processes); report the median and a 95% CI."),
         click.option("--target-ci", "target_ci", default="2%", show_default=True, callback=_parse_percent,
                      help="Adaptive stopping: keep measuring a point past --steps until the 95% CI half-width "
                           "of throughput is within this (e.g. 2%), or --max-time runs out. 0 turns it off."),
-        click.option("--max-time", type=float, default=None,
+        click.option("--max-time", type=opt.FiniteFloatRange(0, 86400), default=None,
                      help="Seconds of measured steps after which adaptive stopping gives up (per point and repeat). "
                           "Default: 30 on GPUs, 15 on CPU workers."),
         click.option("--comm/--no-comm", default=True, show_default=True,
                      help="At N > 1 also run the independent (no-sync) variant and a standalone all-reduce, "
                           "to report exposed communication and overlap."),
-        click.option("--noisy-cv", type=float, default=0.10, show_default=True,
+        click.option("--noisy-cv", type=opt.FiniteFloatRange(0, 10, min_open=True), default=0.10, show_default=True,
                      help="Flag a point 'noisy' when its step-time coefficient of variation exceeds this."),
-        click.option("--telemetry-interval", type=float, default=0.5, show_default=True,
+        click.option("--telemetry-interval", type=opt.FiniteFloatRange(0, 3600), default=0.5, show_default=True,
                      help="Seconds between telemetry samples (NVML per GPU, psutil per CPU worker); 0 turns it off."),
         click.option("--records-dir", type=click.Path(file_okay=False), default=None,
                      help="Also write each finished point's result record as JSON into this folder "
@@ -127,6 +130,7 @@ def _execute(*, gpus_text: str, add_baselines: bool, nodes_text: str = "1", mode
              max_time, comm, noisy_cv, telemetry_interval, seq_len, precision, compile_, xla,
              channels_last, data, dataset_size, loader_workers, prefetch, pin_memory, resume=None) -> None:
     replay = {k: v for k, v in locals().items() if k in REPLAYED}
+    batch_size = (batch_size,) if isinstance(batch_size, int) else batch_size and tuple(batch_size)  # old sweeps: int
     gpus = parse_gpus(gpus_text)
     strategies = parse_strategies(strategy)
     opts = SweepOptions(model=model, gpus=gpus, nodes=tuple(parse_gpus(nodes_text, "--nodes", "node")), strategies=strategies, device=device, batch_size=batch_size,
@@ -141,7 +145,7 @@ def _execute(*, gpus_text: str, add_baselines: bool, nodes_text: str = "1", mode
     out = Console(highlight=False, width=None if sys.stdout.isatty() else 160) if fmt == "table" else err
     store = Store(results)
     for note in plan.notes:
-        err.print(f"[dim]note:[/] {note}")
+        err.print(f"[dim]note:[/] {escape(note)}")
     if data == "disk":
         from distbench import datasets
 
@@ -150,17 +154,18 @@ def _execute(*, gpus_text: str, add_baselines: bool, nodes_text: str = "1", mode
                                 num_classes=cfg.num_classes, samples=dataset_size, seed=seed)
 
     def progress(phase, i, total, point, record):
-        name = f"{point.strategy.name} N={point.config.world_size}"
+        name = f"{point.strategy.name} N={point.config.world_size}" + (
+            f" batch {point.config.swept_batch}" if batch_size and len(batch_size) > 1 else "")
         if phase == "kept":
-            err.print(f"[{i}/{total}] {name}: kept from sweep {resume} ({record['status']})")
+            err.print(f"[{i}/{total}] {name}: kept from sweep {resume} ({record['status']})", markup=False)
         elif phase == "start":
-            err.print(f"[{i}/{total}] {name} ...", end=" " if err.is_terminal else "\n")
+            err.print(f"[{i}/{total}] {name} ...", end=" " if err.is_terminal else "\n", markup=False)
         else:
             status = record["status"]
             detail = (f"{record['throughput']:.2f} samples/s" if status == "ok"
                       else (record.get("reason") or ""))
             prefix = "" if err.is_terminal else f"[{i}/{total}] {name}: "
-            err.print(f"{prefix}{status} {detail}".rstrip())
+            err.print(f"{prefix}{status} {detail}".rstrip(), markup=False)
 
     options = {"model": model, "gpus": gpus, "strategies": [s.name for s in strategies], "batch_size": batch_size,
                "scaling": scaling, "image_size": image_size, "num_classes": num_classes, "steps": steps,
@@ -177,7 +182,8 @@ def _execute(*, gpus_text: str, add_baselines: bool, nodes_text: str = "1", mode
     finally:
         store.close()
     if fmt == "json":
-        sys.stdout.write(json_document(records) + "\n")
+        sys.stdout.write(json_document(records, extra_fields=("peak_memory_bytes", "peak_memory_source",
+                                                              "after_oom")) + "\n")
     else:
         print_summary(out, records, [], sweep_id, results)
 
@@ -228,4 +234,6 @@ def run(gpus_text, **kwargs):
     strategies = parse_strategies(kwargs["strategy"])
     if len(strategies) != 1:
         raise BadInput("run measures one point: give exactly one --strategy (use `distbench scale` for several)")
+    if kwargs["batch_size"] and len(kwargs["batch_size"]) != 1:
+        raise BadInput("run measures one point: --batch-size takes one value (use `distbench scale` for several)")
     _execute(gpus_text=gpus_text, add_baselines=False, **kwargs)

@@ -37,7 +37,7 @@ def _shared_workload_options(fn):
               help="Comma list of total device counts (over all nodes of a point).")
 @click.option("--nodes", "nodes_text", default="1", show_default=True,
               help="Comma list of node counts; a point runs N devices over K nodes when K divides N.")
-@click.option("--gpus-per-node", type=click.IntRange(min=1), default=None,
+@click.option("--gpus-per-node", type=click.IntRange(1, 1024), default=None,
               help="Devices per node of your nodes; points needing more per node are left out.")
 @_shared_workload_options
 @click.option("--device", type=click.Choice(["cuda", "cpu"]), default="cuda", show_default=True,
@@ -83,6 +83,8 @@ def slurm(gpus_text, nodes_text, gpus_per_node, device, partition, account, cons
     gpus = parse_gpus(gpus_text)
     nodes = slurm_lib.parse_counts("--nodes", nodes_text)
     strategies = parse_strategies(strategy)
+    if workload.get("batch_size") and len(workload["batch_size"]) > 1:
+        raise BadInput("distbench slurm takes one --batch-size per sweep (write one script per batch size)")
     sweep_kw = {k: v for k, v in workload.items() if k in _SWEEP_FIELDS}
     opts = SweepOptions(gpus=gpus, strategies=strategies, device=device, add_baselines=True, **sweep_kw)
     plan = slurm_lib.plan_sweep(opts, nodes, gpus_per_node)

@@ -8,6 +8,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
+from distbench.commands import options as opt
 from distbench.models.specs import check_input, get_spec
 from distbench.plan import cpu_cores, parse_gpus, resolve_device
 from distbench.strategies import parse_strategies, strategy_names
@@ -20,17 +21,17 @@ from distbench.errors import BadInput
 @click.option("--gpus", "gpus_text", default="2", show_default=True, help="Device count for the distributed runs.")
 @click.option("--strategy", "strategy", multiple=True, metavar="NAME[,NAME]",
               help=f"Strategies to check (default: all): {', '.join(strategy_names())}.")
-@click.option("--batch-size", type=click.IntRange(min=1), default=8, show_default=True,
+@click.option("--batch-size", type=opt.BATCH, default=8, show_default=True,
               help="GLOBAL batch, the same for the single-device run and split evenly across devices.")
-@click.option("--steps", type=click.IntRange(min=1), default=3, show_default=True, help="SGD steps compared.")
-@click.option("--image-size", type=int, default=None, help="Input side (default: 32 on CPU workers, the model's on GPUs).")
-@click.option("--num-classes", type=click.IntRange(min=2), default=10, show_default=True, help="Classifier width.")
-@click.option("--rtol", type=float, default=DEFAULT_RTOL, show_default=True,
+@click.option("--steps", type=click.IntRange(1, 1000), default=3, show_default=True, help="SGD steps compared.")
+@click.option("--image-size", type=opt.IMAGE_SIZE, default=None, help="Input side (default: 32 on CPU workers, the model's on GPUs).")
+@click.option("--num-classes", type=opt.NUM_CLASSES, default=10, show_default=True, help="Classifier width.")
+@click.option("--rtol", type=opt.FiniteFloatRange(0, 1, min_open=True), default=DEFAULT_RTOL, show_default=True,
               help="Relative tolerance for losses, weight updates and replica agreement (fp32; see docs).")
-@click.option("--lr", type=float, default=0.01, show_default=True, help="SGD learning rate (momentum 0.9).")
+@click.option("--lr", type=opt.FiniteFloatRange(0, 10, min_open=True), default=0.01, show_default=True, help="SGD learning rate (momentum 0.9).")
 @click.option("--device", type=click.Choice(["auto", "cuda", "cpu"]), default="auto", show_default=True,
               help="auto uses CUDA GPUs when enough are visible, otherwise CPU workers.")
-@click.option("--timeout", type=float, default=900.0, show_default=True, help="Seconds per run before it is killed.")
+@click.option("--timeout", type=opt.SECONDS, default=900.0, show_default=True, help="Seconds per run before it is killed.")
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True,
               help="json prints the verdicts as one JSON document.")
 def verify(model, gpus_text, strategy, batch_size, steps, image_size, num_classes, rtol, lr, device, timeout, fmt):
@@ -53,6 +54,8 @@ def verify(model, gpus_text, strategy, batch_size, steps, image_size, num_classe
     if batch_size % n:  # before any output: the check is the library's, the message the same
         raise BadInput(f"--batch-size {batch_size} (global) is not divisible by --gpus {n}")
     choice = resolve_device(device, gpus)
+    if choice.unfit(n):
+        raise BadInput(f"--gpus {n}: {choice.unfit(n)} (use --device cpu for CPU workers)")
     if spec.kind == "tokens":
         if image_size is not None:
             raise BadInput(f"--image-size does not apply to {spec.name} (a token model)")
