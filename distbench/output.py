@@ -7,6 +7,8 @@ import math
 from rich.console import Console
 from rich.table import Table
 
+from distbench.config import swept_batch
+
 JSON_FIELDS = ("strategy", "framework", "model", "world_size", "nodes", "device", "status", "reason",
                "throughput", "step_time_median_s", "step_time_p5_s", "step_time_p95_s", "step_time_cv",
                "measured_steps", "speedup", "efficiency", "wrapper_overhead", "scaling",
@@ -37,6 +39,7 @@ def json_document(records: list[dict], extra_fields: tuple[str, ...] = ()) -> st
 
 def results_table(records: list[dict], title: str | None = None) -> Table:
     table = Table(title=title, title_justify="left")
+    several_batches = len({swept_batch(r.get("config") or r) for r in records}) > 1
     for col, justify in (("strategy", "left"), ("N", "right"), ("throughput\n(samples/s)", "right"),
                          ("95% CI", "right"), ("speedup", "right"), ("efficiency", "right"),
                          ("step median\n(ms)", "right"), ("step p95\n(ms)", "right"), ("comm\noverhead", "right"),
@@ -53,6 +56,8 @@ def results_table(records: list[dict], title: str | None = None) -> Table:
         if r.get("throughput_ci_low") is not None:
             ci = f"{r['throughput_ci_low']:.2f}..{r['throughput_ci_high']:.2f}"
         label = r["strategy"] + (f" ({r['nodes']} nodes)" if (r.get("nodes") or 1) > 1 else "")
+        if several_batches:
+            label += f" batch {swept_batch(r.get('config') or r)}"
         table.add_row(
             label, str(r["world_size"]), _num(r.get("throughput"), ".2f"), ci,
             _num(r.get("speedup"), ".2f"), _num(r.get("efficiency"), ".0%"),

@@ -158,3 +158,17 @@ def test_infer_reports_memory_and_power_per_batch(tmp_path):
         assert p["power_w_mean"] is None and p["energy_per_sample_j"] is None  # CPU: no power sensor read
     table = run_cli(args).stdout
     assert "peak memory (process RSS)" in table and "unknown" in table and "MiB" in table
+
+
+def test_terminal_table_names_the_batch_when_a_sweep_has_several():
+    from rich.console import Console
+
+    from distbench.output import results_table
+
+    console = Console(width=300, color_system=None)
+    with console.capture() as cap:
+        console.print(results_table([point("torch", 1, 0.1, batch=2), point("torch", 1, 0.2, batch=4)]))
+    assert "torch batch 2" in cap.get() and "torch batch 4" in cap.get()
+    with console.capture() as cap:
+        console.print(results_table([point("torch", 1, 0.1, batch=2)]))
+    assert "batch" not in cap.get()
