@@ -76,3 +76,12 @@ def test_comm_skips_rank_counts_beyond_the_visible_gpus(capsys, monkeypatch, tmp
     assert main(["comm", "--gpus", "2", "--backend", "gloo", "--sizes", "1K", "--format", "json"]) == 0
     out = capsys.readouterr().out
     assert '"status": "skipped"' in out and "needs 2 GPUs, 1 visible" in out
+
+
+def test_verify_refuses_a_count_beyond_the_visible_gpus(capsys, monkeypatch, tmp_path):
+    from distbench.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(plan_mod.envinfo, "visible_gpu_count", lambda: 1)
+    assert main(["verify", "--gpus", "2"]) == 2
+    assert capsys.readouterr().err == "Error: --gpus 2: needs 2 GPUs, 1 visible (use --device cpu for CPU workers)\n"
