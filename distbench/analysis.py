@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Sequence
 
+from distbench.config import PointKey, point_key
+from distbench import stats
 from distbench.errors import BadInput
 from distbench.store import Store
 from distbench.strategies import FRAMEWORK_BASELINE, STRATEGIES
@@ -34,10 +36,7 @@ DATA_WAIT_LARGE = 0.10
 """data_wait_fraction at or above which the input pipeline is named as the limit."""
 SUPERLINEAR = 1.10
 """Efficiency above this is called out as implausible for the same per-device work (weak scaling)."""
-MIN_BOOTSTRAP_STEPS = 5
-"""Fewer per-step samples than this give no bootstrap CI: a percentile bootstrap of 2-4 samples is not a CI."""
-BOOTSTRAP_RESAMPLES = 2000
-CI_LEVEL = 0.95
+CI_LEVEL = stats.CI_LEVEL
 _Z = 1.959963984540054  # two-sided 95% normal quantile
 
 SWEEP_COLUMNS = ("id", "started", "finished", "status", "command")
@@ -202,13 +201,39 @@ def is_noisy(record: dict) -> bool:
     return cv is not None and cv > CV_NOISY
 
 
+def record_key(record: dict) -> PointKey:
+    """The record's point key (distbench.config.point_key: strategy, N, nodes, workload, batch size)."""
+    return point_key(record.get("strategy"), record.get("config") or record)
+
+
 def workload_key(record: dict) -> tuple:
-    return (record.get("model"), record.get("scaling"))
+    """Everything but strategy, N and nodes: points with equal keys lie on one set of scaling curves."""
+    key = record_key(record)
+    return key.workload, key.batch
 
 
-def workload_label(key: tuple) -> str:
-    model, scaling = key
-    return f"{model} ({scaling} scaling)" if scaling else str(model)
+def workload_label(key: tuple, among: Iterable[tuple] = ()) -> str:
+    """'resnet50 (weak scaling, batch 8)', plus every other workload field whose value differs among
+    the keys in `among` (e.g. 'precision bf16'), so groups that differ only there are told apart."""
+    workload, batch = key
+    fields = dict(workload)
+    others = [dict(w) for w, _ in among]
+    details = [f"{fields['scaling']} scaling"] if fields.get("scaling") else []
+    details += [f"batch {batch}"] if batch else []
+    details += [f"{name} {value}" for name, value in workload if name not in ("model", "scaling")
+                and any(o.get(name) != value for o in others)]
+    model = fields.get("model")
+    return f"{model} ({', '.join(details)})" if details else str(model)
+
+
+def series_name(record: dict) -> str:
+    """A strategy's curve: 'ddp', or 'ddp (2 nodes)' for its points spread over 2 nodes."""
+    nodes = int(record.get("nodes") or (record.get("config") or {}).get("nodes") or 1)
+    return str(record.get("strategy")) + (f" ({nodes} nodes)" if nodes > 1 else "")
+
+
+def point_name(record: dict) -> str:
+    return f"{series_name(record)} N={record.get('world_size')}"
 
 
 def group_by_workload(points: Iterable[dict]) -> dict[tuple, list[dict]]:
@@ -219,10 +244,11 @@ def group_by_workload(points: Iterable[dict]) -> dict[tuple, list[dict]]:
 
 
 def by_strategy(points: Iterable[dict]) -> dict[str, list[dict]]:
-    """strategy -> its points sorted by N; at a repeated N the later point wins."""
+    """series_name (strategy, with its node count when > 1) -> its points sorted by N. The points
+    should share one workload (group_by_workload); at a repeated N the later point wins."""
     out: dict[str, dict[int, dict]] = {}
     for r in points:
-        out.setdefault(str(r.get("strategy")), {})[int(r.get("world_size") or 0)] = r
+        out.setdefault(series_name(r), {})[int(r.get("world_size") or 0)] = r
     return {s: [pts[n] for n in sorted(pts)] for s, pts in out.items()}
 
 
@@ -234,55 +260,18 @@ def device_word(points: Sequence[dict]) -> str:
     return "CPU workers" if any(r.get("device") == "cpu" for r in points) else "GPUs"
 
 
-# -- bootstrap and ratio CIs ----------------------------------------------------------------------------
-def _resampled_means(x, rng, resamples: int):
-    import numpy as np
-
-    out = np.empty(resamples)
-    chunk = max(1, 200_000 // max(1, x.size))  # bound memory for long runs
-    for start in range(0, resamples, chunk):
-        stop = min(resamples, start + chunk)
-        out[start:stop] = x[rng.integers(0, x.size, size=(stop - start, x.size))].mean(axis=1)
-    return out
-
-
-def _check_times(times: Sequence[float], what: str):
-    import numpy as np
-
-    x = np.asarray(list(times), dtype=float)
-    if x.size < MIN_BOOTSTRAP_STEPS:
-        raise ValueError(f"{what}: {x.size} step samples, a bootstrap CI needs at least {MIN_BOOTSTRAP_STEPS}")
-    if not np.all(np.isfinite(x)) or np.any(x <= 0):
-        raise ValueError(f"{what}: step times must be positive")
-    return x
-
-
-def bootstrap_throughput_ci(step_times_s: Sequence[float], global_batch: float, *, seed: int = 0,
-                            resamples: int = BOOTSTRAP_RESAMPLES, level: float = CI_LEVEL) -> tuple[float, float]:
-    """Percentile-bootstrap CI of throughput = global_batch / mean step time, resampling steps."""
-    import numpy as np
-
-    x = _check_times(step_times_s, "throughput")
-    thr = global_batch / _resampled_means(x, np.random.default_rng(seed), resamples)
-    lo, hi = np.quantile(thr, [(1 - level) / 2, 1 - (1 - level) / 2])
-    return float(lo), float(hi)
-
-
-def bootstrap_ratio_ci(times_a: Sequence[float], batch_a: float, times_b: Sequence[float], batch_b: float, *,
-                       seed: int = 0, resamples: int = BOOTSTRAP_RESAMPLES,
-                       level: float = CI_LEVEL) -> tuple[float, float]:
-    """Percentile-bootstrap CI of throughput(B) / throughput(A), resampling each side's steps independently.
-
-    Steps are treated as exchangeable; slow drifts within a run make this CI too narrow.
-    """
-    import numpy as np
-
-    a = _check_times(times_a, "A")
-    b = _check_times(times_b, "B")
-    rng = np.random.default_rng(seed)
-    ratio = (batch_b / _resampled_means(b, rng, resamples)) / (batch_a / _resampled_means(a, rng, resamples))
-    lo, hi = np.quantile(ratio, [(1 - level) / 2, 1 - (1 - level) / 2])
-    return float(lo), float(hi)
+# -- CIs from step times and ratio CIs --------------------------------------------------------------------
+def steps_throughput_ci(step_times_s: Sequence[float], throughput: float) -> tuple[float, float]:
+    """Within-run 95% CI of a record's throughput from its step times (batch means,
+    stats.step_time_ci), for records that carry no CI of their own."""
+    times = list(step_times_s)
+    ci = stats.step_time_ci(times) if times and min(times) > 0 else None
+    if ci is None:
+        raise ValueError(f"too few steps ({len(times)} < {stats.MIN_CI_STEPS})")
+    lo, hi = stats.rate_ci(throughput, ci["rel_half_width"])
+    if hi is None:
+        raise ValueError("a CI wider than the estimate")
+    return lo, hi
 
 
 def ratio_ci_from_cis(a: float, ci_a: tuple[float, float], b: float, ci_b: tuple[float, float]) -> tuple[float, float]:
@@ -296,33 +285,22 @@ def ratio_ci_from_cis(a: float, ci_a: tuple[float, float], b: float, ci_b: tuple
 
 def throughput_ratio_ci(sweep_a: "Sweep", a: dict, sweep_b: "Sweep", b: dict, *,
                         seed: int = 0) -> tuple[tuple[float, float] | None, str]:
-    """CI of throughput(b) / throughput(a) and how it was obtained ('records', 'bootstrap', 'mixed'),
-    or (None, why not)."""
+    """CI of throughput(b) / throughput(a) and how it was obtained ('records': both records' CIs,
+    'batch means': both from step times, 'mixed'), or (None, why not). `seed` is unused: batch means
+    involve no resampling."""
     thr_a, thr_b = num(a.get("throughput")), num(b.get("throughput"))
     if not thr_a or not thr_b:
         return None, "no throughput"
     ci_a, ci_b = throughput_ci(a), throughput_ci(b)
     if ci_a and ci_b:
         return ratio_ci_from_cis(thr_a, ci_a, thr_b, ci_b), "records"
-    times_a, times_b = sweep_a.step_times(a), sweep_b.step_times(b)
+    how = "mixed" if ci_a or ci_b else "batch means"
     try:
-        if not ci_a and not ci_b:
-            return bootstrap_ratio_ci(times_a, _batch(a, times_a), times_b, _batch(b, times_b), seed=seed), "bootstrap"
-        ci_a = ci_a or bootstrap_throughput_ci(times_a, _batch(a, times_a), seed=seed)
-        ci_b = ci_b or bootstrap_throughput_ci(times_b, _batch(b, times_b), seed=seed + 1)
-        return ratio_ci_from_cis(thr_a, ci_a, thr_b, ci_b), "mixed"
-    except ValueError:
-        n = min(len(times_a), len(times_b))
-        return None, f"too few steps ({n} < {MIN_BOOTSTRAP_STEPS})"
-
-
-def _batch(record: dict, times: Sequence[float]) -> float:
-    """Samples per step. Prefer the record's global batch; else infer it from throughput and step times."""
-    gb = num(record.get("global_batch"))
-    if gb:
-        return gb
-    thr = num(record.get("throughput"))
-    return thr * (sum(times) / len(times)) if thr and times else 1.0
+        ci_a = ci_a or steps_throughput_ci(sweep_a.step_times(a), thr_a)
+        ci_b = ci_b or steps_throughput_ci(sweep_b.step_times(b), thr_b)
+    except ValueError as exc:
+        return None, str(exc)
+    return ratio_ci_from_cis(thr_a, ci_a, thr_b, ci_b), how
 
 
 # -- findings for the summary ---------------------------------------------------------------------------
@@ -369,14 +347,14 @@ def best_strategy(points: Sequence[dict], sweep: "Sweep | None" = None) -> dict 
             undecided.append(s)
         elif ci[1] >= 1:
             tied.append(s)
-    measured = {str(r.get("strategy")) for r in points if not is_baseline(r) and not is_comm(r)}
+    measured = {series_name(r) for r in points if not is_baseline(r) and not is_comm(r)}
     return {"n": n_max, "best": best_s, "efficiency": best_e, "record": best_r, "ranking": ranking,
             "tied": tied, "undecided": undecided, "missing": sorted(measured - set(at_n))}
 
 
 def efficiency_ratio_ci(best: dict, other: dict, sweep: "Sweep | None") -> tuple[float, float] | None:
     """95% CI of efficiency(other) / efficiency(best) at the same N, from the throughput ratio's CI
-    (records' CIs or bootstrap); the baselines' uncertainty is not included."""
+    (records' CIs or batch means over step times); the baselines' uncertainty is not included."""
     thr_b, thr_o = num(best.get("throughput")), num(other.get("throughput"))
     eff_b, eff_o = num(best.get("efficiency")), num(other.get("efficiency"))
     if not (thr_b and thr_o and eff_b and eff_o):
@@ -430,7 +408,7 @@ def summarize(sweep: Sweep) -> Summary:
     groups = group_by_workload(sweep.scaling_points)
     multi = len(groups) > 1
     for key, points in groups.items():
-        prefix = f"{workload_label(key)}: " if multi else ""
+        prefix = f"{workload_label(key, groups)}: " if multi else ""
         _summarize_group(sweep, points, prefix, summary)
     if not groups:
         summary.notes.append("The sweep has no successful training points, so nothing about scaling can be said.")
@@ -439,7 +417,7 @@ def summarize(sweep: Sweep) -> Summary:
                              "numbers describe CPU behaviour and say little about GPU scaling.")
     noisy = [r for r in sweep.scaling_points if is_noisy(r)]
     if noisy:
-        names = ", ".join(f"{r['strategy']} N={r['world_size']}" for r in noisy)
+        names = ", ".join(point_name(r) for r in noisy)
         summary.notes.append(f"{len(noisy)} point(s) are noisy (flagged, or step-time CV above {CV_NOISY:.0%}): "
                              f"{names}. Differences smaller than their spread are not meaningful.")
     for base in (r for r in sweep.scaling_points if is_baseline(r) and is_noisy(r)):
@@ -451,7 +429,7 @@ def summarize(sweep: Sweep) -> Summary:
     superlinear = [r for r in sweep.scaling_points if (num(r.get("efficiency")) or 0) > SUPERLINEAR
                    and not is_baseline(r)]
     if superlinear:
-        names = ", ".join(f"{r['strategy']} N={r['world_size']} ({num(r['efficiency']):.0%})" for r in superlinear)
+        names = ", ".join(f"{point_name(r)} ({num(r['efficiency']):.0%})" for r in superlinear)
         summary.notes.append(f"Efficiency above {SUPERLINEAR:.0%} ({names}) is more than linear scaling allows "
                              "for the same per-device work; it usually means the baseline ran slower than it "
                              "should (e.g. other load on the machine), not that the strategy is that good. "
@@ -482,8 +460,8 @@ def _summarize_group(sweep: Sweep, points: list[dict], prefix: str, summary: Sum
         if best["undecided"]:
             steps = min(len(sweep.step_times(r)) for _, _, r in best["ranking"])
             line += (f" Whether it beats {', '.join(best['undecided'])} is not settled: there is no CI "
-                     f"(records without CIs and {steps} step(s) per point, fewer than {MIN_BOOTSTRAP_STEPS} "
-                     "for a bootstrap).")
+                     f"(records without CIs and {steps} step(s) per point, fewer than {stats.MIN_CI_STEPS} "
+                     "for a within-run CI).")
         if len(best["ranking"]) == 1:
             line += " It is the only strategy with a successful point at that N."
         if is_noisy(best["record"]):
@@ -586,7 +564,7 @@ def capacity(points: Sequence[dict], *, target_throughput: float | None = None, 
         word = device_word(pts)
         for strategy, spts in by_strategy(pts).items():
             measured = [(int(r["world_size"]), num(r["throughput"])) for r in spts]
-            row = CapacityRow(workload=workload_label(key), strategy=strategy, measured=measured)
+            row = CapacityRow(workload=workload_label(key, groups), strategy=strategy, measured=measured)
             n_max, thr_max = measured[-1]
             if target_throughput is not None:
                 hit = next((r for r in spts if num(r["throughput"]) >= target_throughput), None)
@@ -626,6 +604,87 @@ def format_duration(seconds: float) -> str:
     return f"{seconds / 86400:.1f} days"
 
 
+# -- where the wall time goes ---------------------------------------------------------------------------
+WALL_PARTS = (("startup", "launch to first step"), ("warmup", "warmup"), ("measuring", "measuring"),
+              ("no_sync", "no-sync variant"), ("allreduce", "all-reduce benchmark"), ("teardown", "teardown"),
+              ("unattributed", "unattributed"))
+"""The phases of a point's wall time, in order, with their names for people."""
+
+
+def _span(pair) -> float | None:
+    """hi - lo of a (lo, hi) pair of wall-clock stamps, at least 0; None when either is missing."""
+    if not isinstance(pair, (list, tuple)) or len(pair) < 2 or num(pair[0]) is None or num(pair[1]) is None:
+        return None
+    return max(0.0, num(pair[1]) - num(pair[0]))
+
+
+def _run_split(run: dict) -> dict[str, float | None]:
+    """One launched process tree: the parent's launch start and wall time (run['launch']) against the
+    worker's wall-clock stamps (run['stopping']: warmup_start, window, allreduce_window). Differences
+    between clocks of two nodes can only shrink a phase to 0, never make it negative."""
+    launch, st = run.get("launch") or {}, run.get("stopping") or {}
+    wall, start = num(launch.get("wall_s")), num(launch.get("started"))
+    window = st.get("window") or (None, None)
+    first, m0, m1 = num(st.get("warmup_start")), num(window[0]), num(window[1])
+    out: dict[str, float | None] = {"total": wall, "measuring": _span(window), "warmup": _span((first, m0)),
+                                    "allreduce": _span(st.get("allreduce_window"))}
+    if out["allreduce"] is None and out["measuring"] is not None and run.get("allreduce_s") is None:
+        out["allreduce"] = 0.0  # no all-reduce benchmark in this run
+    end = start + wall if start is not None and wall is not None else None
+    out["startup"] = _span((start, first)) if start is not None else None
+    if end is not None and m1 is not None and out["allreduce"] is not None:
+        out["teardown"] = max(0.0, end - m1 - out["allreduce"])
+    else:
+        out["teardown"] = None
+    return out
+
+
+def wall_split(record: dict) -> dict[str, float | None] | None:
+    """Seconds of one point's wall time per phase (WALL_PARTS keys, plus 'total'): launch to first step
+    (process start, imports, model and data, process-group init), warmup, measuring, the no-sync variant
+    (its whole run), the standalone all-reduce benchmark and teardown (gathering results, writing the
+    record, processes exiting), summed over repeats. A phase the record cannot place is None and its
+    seconds are 'unattributed'. None for a point that was never launched (skipped)."""
+    repeats = record.get("repeats") or []
+    runs = repeats if repeats and all(r.get("launch") for r in repeats) else [record]
+    variant = record.get("independent")
+    variants = [v for v in (variant if isinstance(variant, list) else [variant]) if isinstance(v, dict)]
+    splits = [_run_split(r) for r in runs if (r.get("launch") or {}).get("wall_s") is not None]
+    if not splits:
+        return None
+    out: dict[str, float | None] = {}
+    for key in ("startup", "warmup", "measuring", "allreduce", "teardown"):
+        values = [s[key] for s in splits]
+        out[key] = None if None in values else sum(values)
+    walls = [num((v.get("launch") or {}).get("wall_s")) for v in variants]
+    out["no_sync"] = None if any(w is None for w in walls) else sum(walls)
+    out["total"] = sum(s["total"] for s in splits) + sum(w for w in walls if w is not None)
+    out["unattributed"] = max(0.0, out["total"] - sum(v for k, v in out.items() if k != "total" and v))
+    return out
+
+
+def wall_split_total(records: Iterable[dict]) -> dict[str, float] | None:
+    """The sweep's points together: seconds per phase (a phase unknown for a point counts as unattributed)."""
+    splits = [s for s in (wall_split(r) for r in records) if s]
+    if not splits:
+        return None
+    out = {k: sum(s.get(k) or 0.0 for s in splits) for k, _ in WALL_PARTS[:-1]}
+    out["total"] = sum(s["total"] for s in splits)
+    out["unattributed"] = max(0.0, out["total"] - sum(out[k] for k, _ in WALL_PARTS[:-1]))
+    return out
+
+
+def wall_split_line(records: Iterable[dict]) -> str | None:
+    """'wall time of the points: 250 s; measuring 59% (148 s), launch to first step 27%, ...' or None."""
+    split = wall_split_total(records)
+    if not split or not split["total"]:
+        return None
+    total = split["total"]
+    parts = [f"{label} {split[k] / total:.0%}" + (f" ({split[k]:.0f} s)" if k == "measuring" else "")
+             for k, label in WALL_PARTS if split[k] >= 0.005 * total or k == "measuring"]
+    return f"wall time of the points: {total:.0f} s; " + ", ".join(parts)
+
+
 # -- communication and telemetry fields -----------------------------------------------------------------
 COMM_FIELDS = ("comm_overhead", "exposed_comm_s", "allreduce_s", "grad_bytes", "overlap", "data_wait_fraction")
 
@@ -639,6 +698,7 @@ def comm_breakdown(record: dict) -> dict | None:
         exposed = num(record["comm_overhead"]) * step
     if exposed is None or not step:
         return None
+    exposed = max(0.0, exposed)  # for display: the record keeps the raw (possibly negative) value
     allreduce, overlap = num(record.get("allreduce_s")), num(record.get("overlap"))
     if allreduce is not None:
         hidden = max(0.0, allreduce - exposed)
@@ -669,9 +729,10 @@ def telemetry_values(record: dict) -> dict[str, float]:
     if not isinstance(tel, dict):
         return {}
     out = {}
+    unscoped = int(record.get("nodes") or 1) > 1 and not tel.get("energy_scope")
     for key, value in tel.items():
-        if key in TELEMETRY_META:
-            continue
+        if key in TELEMETRY_META or (key == "energy_per_sample_j" and unscoped):
+            continue  # (older multi-node records divided one node's energy by every node's samples)
         if isinstance(value, dict):
             value = list(value.values())
         if isinstance(value, (list, tuple)):

@@ -5,11 +5,12 @@ Every error reaches the user as one line on stderr with a non-zero exit: 2 for b
 """
 from __future__ import annotations
 
+import shlex
 import sys
 
 import click
 
-from distbench import __version__
+from distbench import __version__, signals
 from distbench.commands import comm as comm_cmd
 from distbench.commands import infer as infer_cmd
 from distbench.commands import models as models_cmd
@@ -43,15 +44,31 @@ cli.add_command(slurm_cmd.collect)
 cli.add_command(verify_cmd.verify)
 
 
+def interrupted_message(exc: BaseException) -> str:
+    """One line: which signal, what is kept, and how to finish the sweep."""
+    cause = signals.interruption(exc)
+    name = cause.name if cause else "SIGINT"
+    sweep = cause.sweep if cause else None
+    if not sweep:
+        return f"Interrupted by {name}: no sweep was running; nothing was lost."
+    sweep_id, store, command = sweep
+    if command.startswith("distbench scale"):
+        how = f"finish it with: distbench scale --resume {sweep_id} --results {shlex.quote(store)}"
+    else:
+        how = f"run the command again to measure the rest: {command}"
+    return (f"Interrupted by {name}: every finished point is kept in sweep {sweep_id} ({store}), "
+            f"marked 'interrupted'; {how}")
+
+
 def main(argv: list[str] | None = None) -> int:
     try:
-        rv = cli.main(args=argv, prog_name="distbench", standalone_mode=False)
+        with signals.handled():
+            rv = cli.main(args=argv, prog_name="distbench", standalone_mode=False)
     except click.exceptions.Exit as exc:
         return exc.exit_code
-    except (click.exceptions.Abort, KeyboardInterrupt):  # click turns Ctrl-C into Abort
-        click.echo("Interrupted: finished points are kept in the store; the sweep is marked 'interrupted'.",
-                   err=True)
-        return 130
+    except (click.exceptions.Abort, KeyboardInterrupt) as exc:  # click turns Ctrl-C into Abort
+        click.echo(interrupted_message(exc), err=True)
+        return 128 + signals.signal_of(exc)
     except click.UsageError as exc:
         click.echo(f"Error: {exc.format_message()}", err=True)
         return 2

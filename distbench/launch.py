@@ -15,13 +15,15 @@ import sys
 import time
 from pathlib import Path
 
+from distbench import failures, rankguard
 from distbench.config import PointConfig
 from distbench.record import base_record, read_record
 from distbench.strategies import Strategy
 
 STDERR_TAIL_CHARS = 8000
-OOM_MARKERS = ("out of memory", "OutOfMemoryError", "ResourceExhaustedError", "OOM when allocating",
-               "std::bad_alloc", "MemoryError", "Killed")
+FAILURE_GRACE_S = 10.0
+"""After a rank fails, the launcher gets this long to tear the others down before distbench does."""
+POLL_S = 0.2
 
 
 def _tool(name: str) -> str:
@@ -64,7 +66,10 @@ def build_command(strategy: Strategy, cfg: PointConfig, config_path: str, out_pa
         from distbench.multinode import allocation_command
 
         return allocation_command(strategy, cfg, str(config_path), str(out_path), base_env=base_env)
-    worker = ["-m", worker_module(strategy), "--config", str(config_path), "--out", str(out_path)]
+    # Every rank runs under distbench.rankguard (see there): it reports how the rank ended and kills
+    # the worker when distbench is gone.
+    worker = ["-m", "distbench.rankguard", sys.executable,
+              "-m", worker_module(strategy), "--config", str(config_path), "--out", str(out_path)]
     n = cfg.world_size
     if strategy.launcher == "process":
         argv = [sys.executable, *worker]
@@ -155,17 +160,43 @@ def failure_summary(stderr_tail: str) -> str | None:
 
 
 def classify_failure(returncode: int | None, stderr_tail: str) -> str:
-    if any(m in stderr_tail for m in OOM_MARKERS) or returncode in (-signal.SIGKILL, 137):
-        return "oom"
-    return "failed"
+    """'oom' when the output shows memory ran out, else 'failed' (a bare SIGKILL is not evidence)."""
+    return failures.classify(None, stderr_tail=stderr_tail, returncode=returncode)[0]
+
+
+def _failure(returncode: int | None, tail: str, ranks: list[dict], oom_counts: tuple) -> tuple[str, str]:
+    """(status, reason) of a point whose worker wrote no record: the root-cause rank when the ranks
+    left reports, else the launcher's exit status and the worker's exception line from stderr."""
+    cause = failures.root_cause(ranks)
+    if cause is not None:
+        if not cause.get("error") and not cause.get("signal"):
+            # It failed before run_worker could report (e.g. an import error): the worker's own
+            # exception line from stderr, unless it only says that a peer went away.
+            last = [ln for ln in tail.strip().splitlines() if ln.strip()]
+            summary = failure_summary(tail) or (last[-1][:300] if last else None)
+            cause = dict(cause, error=None if failures.is_secondary(summary) else summary)
+        status, note = failures.classify(cause, oom_before=oom_counts[0], oom_after=oom_counts[1])
+        reason = failures.describe(cause)
+        return status, f"{reason} ({note})" if note else reason
+    status, note = failures.classify(None, stderr_tail=tail, returncode=returncode,
+                                     oom_before=oom_counts[0], oom_after=oom_counts[1])
+    if returncode == 0:
+        return status, "worker exited without writing a result"
+    last = [ln for ln in tail.strip().splitlines() if ln.strip()]
+    summary = failure_summary(tail) or (last[-1][:300] if last else "no output")
+    how = (f"killed ({rankguard.signal_name(returncode)})" if returncode is not None and returncode < 0
+           else f"exit status {returncode}")
+    return status, f"{how}: {summary}" + (f" ({note})" if note else "")
 
 
 def outcome_record(cfg: PointConfig, strategy: Strategy, result_path, returncode: int | None, tail: str, *,
-                   status: str | None = None, reason: str | None = None) -> dict:
+                   status: str | None = None, reason: str | None = None, rank_dir=None,
+                   oom_counts: tuple = (None, None)) -> dict:
     """The point's record from whatever its launch left behind: the worker's own record when rank 0
-    wrote one, else a failed/oom/timeout record with the worker's exception line; stderr tail kept
-    for anything not ok. Shared by local runs and Slurm jobs."""
+    wrote one, else a failed/oom/timeout record naming the rank and the signal or exception that
+    broke it; stderr tail kept for anything not ok. Shared by local runs and Slurm jobs."""
     record = None
+    ranks = failures.rank_reports(rank_dir)
     if status is None and Path(result_path).exists():
         try:
             record = read_record(result_path)
@@ -173,40 +204,67 @@ def outcome_record(cfg: PointConfig, strategy: Strategy, result_path, returncode
             tail += f"\n[distbench] unreadable result record: {exc}"
     if record is None:
         if status is None:
-            status = classify_failure(returncode, tail)
-            last = [ln for ln in tail.strip().splitlines() if ln.strip()]
-            summary = failure_summary(tail) or (last[-1][:300] if last else "no output")
-            reason = (f"exit status {returncode}: {summary}"
-                      if returncode != 0 else "worker exited without writing a result")
+            status, reason = _failure(returncode, tail, ranks, oom_counts)
         record = base_record(cfg.to_dict(), strategy=strategy.name, framework=strategy.framework,
                              status=status, reason=reason)
     elif record["status"] == "ok" and returncode != 0:
-        record["status"] = classify_failure(returncode, tail)
-        record["reason"] = f"a rank failed after rank 0 finished (exit status {returncode})"
+        status, why = _failure(returncode, tail, ranks, oom_counts)
+        record["status"] = status
+        record["reason"] = f"a rank failed after rank 0 finished: {why}"
     if record["status"] != "ok":
         record["stderr_tail"] = tail
+        if ranks:
+            record["ranks"] = ranks
     return record
+
+
+def _wait(proc: subprocess.Popen, timeout_s: float, rank_dir: Path) -> tuple[int | None, str | None]:
+    """Wait for the launcher; (returncode, None), or (None, why) when distbench had to stop it: the
+    timeout, or a rank that failed while the launcher left the others running (a rank blocked in a
+    collective with a dead peer would otherwise hold the point until the timeout)."""
+    deadline = time.monotonic() + timeout_s
+    failed_at = None
+    while True:
+        try:
+            return proc.wait(timeout=POLL_S), None
+        except subprocess.TimeoutExpired:
+            pass
+        now = time.monotonic()
+        if now >= deadline:
+            return None, "timeout"
+        if failed_at is None:
+            if failures.first_failure(rank_dir) is not None:
+                failed_at = now
+        elif now - failed_at > FAILURE_GRACE_S:
+            return None, "rank failed"
 
 
 def run_point(strategy: Strategy, cfg: PointConfig, workdir: str | os.PathLike, timeout_s: float,
               telemetry_interval_s: float = 0.0) -> dict:
     """Run one point in a fresh process tree; always returns a result record (never raises for the
-    point's own failures). With telemetry_interval_s > 0 a sampler runs beside it (distbench.telemetry)."""
+    point's own failures). With telemetry_interval_s > 0 a sampler runs beside it (distbench.telemetry).
+
+    The launcher starts in a session of its own with a parent-death signal, and every rank runs under
+    distbench.rankguard, so no worker outlives distbench, even when distbench itself is killed."""
     workdir = Path(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
     config_path = workdir / "config.json"
     out_path = workdir / "result.json"
     stderr_path = workdir / "stderr.log"
     stdout_path = workdir / "stdout.log"
+    rank_dir = workdir / "ranks"
+    shutil.rmtree(rank_dir, ignore_errors=True)
+    rank_dir.mkdir()
     config_path.write_text(cfg.to_json())
     if out_path.exists():
         out_path.unlink()
     argv, env = build_command(strategy, cfg, str(config_path), str(out_path))
+    env.update(rankguard.parent_env(), DISTBENCH_RANK_DIR=str(rank_dir))
+    oom_before = failures.oom_kills()
     started = time.time()
-    status = None
     with open(stdout_path, "wb") as out, open(stderr_path, "wb") as err:
         proc = subprocess.Popen(argv, env=env, stdout=out, stderr=err, stdin=subprocess.DEVNULL,
-                                start_new_session=True)
+                                start_new_session=True, preexec_fn=rankguard.die_with_parent)
         sampler = None
         if telemetry_interval_s > 0:
             from distbench.telemetry import Sampler
@@ -214,20 +272,23 @@ def run_point(strategy: Strategy, cfg: PointConfig, workdir: str | os.PathLike, 
             sampler = Sampler(proc.pid, interval_s=telemetry_interval_s, gpus=cfg.device == "cuda",
                               gpu_indices=gpu_indices(cfg, env), cuda_env=env).start()
         try:
-            returncode = proc.wait(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            _kill_tree(proc)
-            returncode = None
-            status = "timeout"
-        except BaseException:
+            returncode, stopped = _wait(proc, timeout_s, rank_dir)
+            if stopped:
+                _kill_tree(proc)
+        except BaseException:  # Ctrl-C, SIGTERM, SIGHUP: no worker may outlive the sweep
             _kill_tree(proc, grace_s=2.0)
             raise
         finally:
             samples = sampler.stop() if sampler else None
     wall = time.time() - started
     tail = _tail(stderr_path)
-    reason = f"timed out after {timeout_s:g}s (--timeout)" if status == "timeout" else None
-    record = outcome_record(cfg, strategy, out_path, returncode, tail, status=status, reason=reason)
+    oom_counts = (oom_before, failures.oom_kills())
+    if stopped == "timeout":
+        record = outcome_record(cfg, strategy, out_path, None, tail, status="timeout",
+                                reason=f"timed out after {timeout_s:g}s (--timeout)", rank_dir=rank_dir)
+    else:
+        record = outcome_record(cfg, strategy, out_path, returncode, tail, rank_dir=rank_dir,
+                                oom_counts=oom_counts)
     if samples is not None:
         from distbench.telemetry import summarize
 
@@ -240,4 +301,6 @@ def run_point(strategy: Strategy, cfg: PointConfig, workdir: str | os.PathLike, 
         record["telemetry_samples"] = samples
     record["launch"] = {"argv": argv, "returncode": returncode, "wall_s": wall,
                         "launcher": strategy.launcher, "workdir": str(workdir)}
+    if record["status"] != "ok":
+        record["workdir"] = str(workdir)
     return record

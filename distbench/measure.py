@@ -1,8 +1,11 @@
-"""Measuring one planned point: repeats, the independent (no-sync) variant, CI and noise flags.
+"""Measuring one planned point: repeats, the independent (no-sync) variant, CIs and noise flags.
 
-Each repeat and the independent variant are separate fresh process trees (distbench.launch).
-The combined record keeps every measured step time; throughput is the median over repeats with a
-bootstrap 95% CI (over repeats when there are several, over steps when there is one).
+Each repeat and each independent variant run is a separate fresh process tree (distbench.launch).
+With communication measured, the synchronized (A) and independent (B) runs alternate, A B A B, R
+pairs; each B runs as many steps as its A, with no adaptive stopping of its own. Throughput: one run's
+over its measured window, or over R repeats the geometric mean, with a 95% CI that says what it
+covers (`ci_scope`): within-run noise (batch means over the steps of one run) or run to run (t over
+R repeats). Every measured step time is kept for the step-time distribution.
 """
 from __future__ import annotations
 
@@ -20,8 +23,9 @@ NOISY_CV = 0.10
 
 
 def _summary(record: dict) -> dict:
-    keep = ("status", "reason", "throughput", "step_time_median_s", "step_time_cv", "measured_steps",
-            "stopping", "allreduce_s", "record_id")
+    keep = ("status", "reason", "throughput", "time_per_step_s", "step_time_median_s", "step_time_cv",
+            "measured_steps", "measured_window_s", "stopping", "allreduce_s", "record_id",
+            "launch")  # launch: the wall-time split (analysis.wall_split)
     return {k: record.get(k) for k in keep}
 
 
@@ -40,40 +44,72 @@ def combine_repeats(runs: list[dict], noisy_cv: float = NOISY_CV) -> dict:
         return record
     all_steps = [t for r in runs for t in r["step_times_s"]]
     record["step_times_s"] = all_steps
-    record.update(stats.step_stats(all_steps, record["global_batch"]))
-    thr = [r["throughput"] for r in runs]
+    record.update(stats.step_stats(all_steps, record["global_batch"],
+                                   sum(r.get("measured_window_s") or sum(r["step_times_s"]) for r in runs)))
+    record.pop("ci_note", None)
     if len(runs) > 1:
-        record["throughput"] = statistics.median(thr)
-        lo, hi = stats.bootstrap_median_ci(thr)
-        record["ci_method"] = f"bootstrap over {len(runs)} repeats (median)"
-    elif len(all_steps) >= 2:
-        lo, hi = stats.bootstrap_throughput_ci(all_steps, record["global_batch"])
-        record["ci_method"] = f"bootstrap over {len(all_steps)} steps"
+        thr, lo, hi = stats.repeats_ci([r["throughput"] for r in runs])
+        record.update(throughput=thr, time_per_step_s=record["global_batch"] / thr,
+                      throughput_ci_low=lo, throughput_ci_high=hi,
+                      ci_method=f"t-interval on log throughput over {len(runs)} repeats (geometric mean)",
+                      ci_scope=f"run-to-run (t over {len(runs)} repeats)")
     else:
-        lo = hi = None
-    record["throughput_ci_low"], record["throughput_ci_high"] = lo, hi
+        record.update(stats.within_run_ci(all_steps, record["throughput"]))
     ar = [r["allreduce_s"] for r in runs if r.get("allreduce_s")]
     record["allreduce_s"] = statistics.median(ar) if ar else None
     record["noisy"] = record["step_time_cv"] > noisy_cv
     return record
 
 
+def exposed_comm_ci(sync_runs: list[dict], indep_runs: list[dict]) -> tuple[tuple[float, float] | None, str]:
+    """95% CI of exposed communication per step (time per step, sync - independent) and its scope.
+
+    R >= 2 pairs: a paired t-interval over the pairs' differences. Each pair ran back to back (A B),
+    so a slow drift of the machine moves both of its runs and cancels in the difference, and the
+    pairs are independent runs: this covers run-to-run variation. One pair: a Welch interval from
+    the two runs' within-run (batch-means) standard errors, independent because they are separate
+    runs; it covers only the noise within those two runs."""
+    diffs = [a["time_per_step_s"] - b["time_per_step_s"] for a, b in zip(sync_runs, indep_runs)]
+    if len(diffs) > 1:
+        _, lo, hi = stats.mean_ci(diffs)
+        return (lo, hi), f"run-to-run (paired t over {len(diffs)} sync/no-sync pairs)"
+    a, b = (stats.step_time_ci(r["step_times_s"]) for r in (sync_runs[0], indep_runs[0]))
+    if a is None or b is None:
+        return None, f"no CI: a within-run CI needs at least {stats.MIN_CI_STEPS} steps per run"
+    # batch means estimate the mean step time; scale their standard errors to the time per step
+    se_a = a["se"] * sync_runs[0]["time_per_step_s"] / a["mean"]
+    se_b = b["se"] * indep_runs[0]["time_per_step_s"] / b["mean"]
+    return (stats.difference_ci(sync_runs[0]["time_per_step_s"], se_a, a["df"],
+                                indep_runs[0]["time_per_step_s"], se_b, b["df"]),
+            "within-run noise of one sync and one no-sync run (Welch, batch means)")
+
+
 def measure_point(point: PlannedPoint, workdir: Path, *, timeout_s: float, repeats: int = 1,
                   noisy_cv: float = NOISY_CV, telemetry_interval_s: float = 0.0) -> dict:
-    """Run a planned point R times, plus its independent variant when it measures communication."""
+    """Run a planned point R times; when it measures communication, each run is followed by its
+    independent variant with the same number of steps (A B A B ...)."""
     cfg = point.config
-    runs = [run_point(point.strategy, cfg, workdir / f"r{r + 1}", timeout_s, telemetry_interval_s)
-            for r in range(repeats)]
+    runs, indeps = [], []
+    for r in range(repeats):
+        run = add_step_metrics(run_point(point.strategy, cfg, workdir / f"r{r + 1}", timeout_s, telemetry_interval_s))
+        runs.append(run)
+        if cfg.measure_comm and run["status"] == "ok":
+            indep_cfg = dataclasses.replace(cfg, sync=False, measure_comm=False, target_ci=0.0,
+                                            steps=run["measured_steps"])
+            indeps.append(add_step_metrics(run_point(point.strategy, indep_cfg, workdir / f"independent{r + 1}",
+                                                     timeout_s)))
     record = combine_repeats(runs, noisy_cv)
-    if record["status"] == "ok" and cfg.measure_comm:
-        indep_cfg = dataclasses.replace(cfg, sync=False, measure_comm=False)
-        indep = add_step_metrics(run_point(point.strategy, indep_cfg, workdir / "independent", timeout_s))
-        record["independent"] = _summary(indep)
-        if indep["status"] == "ok":
-            record.update(stats.comm_metrics(record["step_time_median_s"], indep["step_time_median_s"],
-                                             record.get("allreduce_s")))
+    if indeps and record["status"] == "ok":
+        record["independent"] = [_summary(b) for b in indeps]
+        bad = next((b for b in indeps if b["status"] != "ok"), None)
+        if bad is None:
+            ci, scope = exposed_comm_ci(runs, indeps)
+            record.update(stats.comm_metrics(statistics.fmean(a["time_per_step_s"] for a in runs),
+                                             statistics.fmean(b["time_per_step_s"] for b in indeps),
+                                             record.get("allreduce_s"), ci))
+            record["exposed_comm_ci_scope"] = scope
         else:
-            record["comm_note"] = f"independent variant {indep['status']}: {indep.get('reason')}"
+            record["comm_note"] = f"independent variant {bad['status']}: {bad.get('reason')}"
     for key in ("comm_overhead", "exposed_comm_s", "allreduce_s", "overlap"):
         record.setdefault(key, None)
     return record

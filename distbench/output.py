@@ -5,8 +5,10 @@ import json
 import math
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
+from distbench.analysis import wall_split_line
 from distbench.config import swept_batch
 
 JSON_FIELDS = ("strategy", "framework", "model", "world_size", "nodes", "device", "status", "reason",
@@ -14,10 +16,12 @@ JSON_FIELDS = ("strategy", "framework", "model", "world_size", "nodes", "device"
                "measured_steps", "speedup", "efficiency", "wrapper_overhead", "scaling",
                "per_device_batch", "global_batch", "throughput_ci_low", "throughput_ci_high", "ci_method",
                "noisy", "comm_overhead", "exposed_comm_s", "allreduce_s", "grad_bytes", "overlap", "stopping",
-               "data_wait_fraction",
+               "data_wait_fraction", "ci_scope", "ci_note", "measured_window_s", "time_per_step_s",
+               "exposed_comm_ci_low", "exposed_comm_ci_high", "exposed_comm_ci_scope", "overlap_raw",
+               "peak_memory_bytes", "workdir",
                "sweep_id", "point_id")
 
-STATUS_STYLE = {"ok": "green", "skipped": "yellow", "failed": "red", "timeout": "red", "oom": "magenta"}
+STATUS_STYLE = {"ok": "green", "skipped": "yellow", "failed": "red", "timeout": "red", "oom": "magenta", "interrupted": "yellow"}
 
 
 def _num(value, fmt: str) -> str:
@@ -49,13 +53,13 @@ def results_table(records: list[dict], title: str | None = None) -> Table:
         status = r.get("status", "?")
         shown = f"[{STATUS_STYLE.get(status, 'white')}]{status}[/]"
         if status != "ok" and r.get("reason"):
-            shown += f": {r['reason']}"
+            shown += f": {escape(str(r['reason']))}"  # reasons quote workers: '[/path]' is not markup
         if status == "ok" and r.get("noisy"):
             shown += f" [yellow](noisy: CV {r['step_time_cv']:.0%})[/]"
         ci = "-"
         if r.get("throughput_ci_low") is not None:
             ci = f"{r['throughput_ci_low']:.2f}..{r['throughput_ci_high']:.2f}"
-        label = r["strategy"] + (f" ({r['nodes']} nodes)" if (r.get("nodes") or 1) > 1 else "")
+        label = escape(str(r["strategy"])) + (f" ({r['nodes']} nodes)" if (r.get("nodes") or 1) > 1 else "")
         if several_batches:
             label += f" batch {swept_batch(r.get('config') or r)}"
         table.add_row(
@@ -99,23 +103,26 @@ def stopping_line(records: list[dict]) -> str | None:
 
 def print_summary(console: Console, records: list[dict], notes: list[str], sweep_id: str, store_path) -> None:
     for note in notes:
-        console.print(f"[dim]note:[/] {note}", highlight=False)
+        console.print(f"[dim]note:[/] {escape(note)}", highlight=False)
     console.print(results_table(records, title=f"sweep {sweep_id}"))
     for line in wrapper_lines(records):
-        console.print(line, highlight=False)
+        console.print(line, highlight=False, markup=False)
     waits = [f"{r['strategy']}@{r['world_size']} {r['data_wait_fraction']:.0%}" for r in records
              if r.get("status") == "ok" and (r.get("config") or {}).get("data") == "disk"
              and r.get("data_wait_fraction") is not None]
     if waits:
-        console.print("share of step time waiting for input data (--data disk): " + ", ".join(waits), highlight=False)
+        console.print("share of step time waiting for input data (--data disk): " + ", ".join(waits), highlight=False, markup=False)
     line = stopping_line(records)
     if line:
-        console.print(line, highlight=False)
+        console.print(line, highlight=False, markup=False)
+    line = wall_split_line(records)
+    if line:
+        console.print(line, highlight=False, markup=False)
     noisy = [f"{r['strategy']}@{r['world_size']}" for r in records if r.get("noisy")]
     if noisy:
         console.print(f"noisy points (step-time CV above the threshold; read their curves with care): "
-                      f"{', '.join(noisy)}", highlight=False)
+                      f"{', '.join(noisy)}", highlight=False, markup=False)
     console.print("speedup = throughput / the same framework's single-device baseline; efficiency = speedup / N; "
                   "comm overhead = (step - step without gradient sync) / step; overlap = share of the standalone "
-                  "all-reduce time hidden behind compute", style="dim", highlight=False)
-    console.print(f"results stored in {store_path} (sweep {sweep_id})", highlight=False)
+                  "all-reduce time hidden behind compute", style="dim", highlight=False, markup=False)
+    console.print(f"results stored in {store_path} (sweep {sweep_id})", highlight=False, markup=False)

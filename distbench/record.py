@@ -15,7 +15,7 @@ from pathlib import Path
 from distbench import stats
 
 SCHEMA_VERSION = 1
-STATUSES = ("ok", "skipped", "failed", "timeout", "oom")
+STATUSES = ("ok", "skipped", "failed", "timeout", "oom", "interrupted")
 
 
 def base_record(config: dict, *, strategy: str, framework: str, status: str, reason: str | None = None) -> dict:
@@ -63,10 +63,11 @@ def read_record(path: str | os.PathLike) -> dict:
 
 
 def add_step_metrics(record: dict) -> dict:
-    """Fill throughput and step-time statistics from the record's measured step times."""
+    """Fill throughput (over the measured window when the record has one) and step-time statistics
+    from the record's measured step times."""
     times = record.get("step_times_s") or []
     if record.get("status") == "ok" and times:
-        record.update(stats.step_stats(times, record["global_batch"]))
+        record.update(stats.step_stats(times, record["global_batch"], record.get("measured_window_s")))
     else:
         for key in ("throughput", "step_time_median_s", "step_time_p5_s", "step_time_p95_s",
                     "step_time_mean_s", "step_time_cv", "measured_steps"):

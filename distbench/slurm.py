@@ -372,7 +372,7 @@ def render_script(plan: SlurmPlan, settings: SlurmSettings) -> str:
          else "##SBATCH --constraint=a100          # node features, e.g. one GPU model per sweep"),
         ("#SBATCH --exclusive                   # a benchmark must not share its nodes" if settings.exclusive
          else "##SBATCH --exclusive                # (off: --shared) a benchmark should not share its nodes"),
-        f"#SBATCH --signal=B:USR1@{SIGNAL_LEAD_S}            # before the time limit: record the point as 'timeout'",
+        f"#SBATCH --signal=B:USR1@{SIGNAL_LEAD_S}            # before the time limit: record the point as 'interrupted'",
         "##SBATCH --qos=normal",
         "",
         "set -uo pipefail",
@@ -444,7 +444,7 @@ def render_script(plan: SlurmPlan, settings: SlurmSettings) -> str:
         "    trap - USR1 TERM",
         '    echo "distbench: got SIG$1 (time limit or scancel): stopping point $key" >&2',
         '    if [[ -n $pid ]]; then kill -TERM "$pid" 2>/dev/null; wait "$pid" 2>/dev/null; fi',
-        '    finish 143 --status timeout --reason "the Slurm job was stopped by SIG$1 (its --time limit, or scancel)"',
+        '    finish 143 --status interrupted --reason "the Slurm job was stopped by SIG$1 (its --time limit, or scancel)"',
         "    exit 143",
         "}",
         "trap 'on_signal USR1' USR1",
@@ -776,7 +776,7 @@ def main(argv: list[str] | None = None) -> int:
     f.add_argument("--rc", type=int, required=True)
     f.add_argument("--wall", type=float, default=0.0)
     f.add_argument("--timeout", type=float, default=None)
-    f.add_argument("--status", choices=["failed", "timeout", "oom"], default=None)
+    f.add_argument("--status", choices=["failed", "timeout", "oom", "interrupted"], default=None)
     f.add_argument("--reason", default=None)
     f.add_argument("argv", nargs=argparse.REMAINDER)
     args = parser.parse_args(argv)

@@ -1,4 +1,5 @@
-"""Metric math: step-time statistics, throughput, speedup, efficiency. Pure functions, unit-tested."""
+"""Metric math: step-time statistics, throughput, speedup, efficiency, confidence intervals. Pure
+functions, unit-tested."""
 from __future__ import annotations
 
 import math
@@ -19,17 +20,20 @@ def percentile(samples: Sequence[float], q: float) -> float:
     return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
 
 
-def step_stats(step_times_s: Sequence[float], global_batch: int) -> dict:
+def step_stats(step_times_s: Sequence[float], global_batch: int, window_s: float | None = None) -> dict:
     """Summary of measured per-step wall times (seconds) for a step of `global_batch` samples.
 
-    throughput = global samples / total measured time (samples per second over the measured steps).
+    throughput = global samples / measured time: the measured window (from a barrier to the end of
+    the slowest rank's last synchronized step, see window_throughput) when given, else the sum of
+    the step times. time_per_step_s = measured time / steps; the step-time percentiles and CV
+    describe the distribution of the step times.
     """
     if not step_times_s:
         raise ValueError("no measured steps")
     if any(t <= 0 for t in step_times_s):
         raise ValueError("step times must be positive")
-    total = float(sum(step_times_s))
-    mean = total / len(step_times_s)
+    total = float(window_s) if window_s else float(sum(step_times_s))
+    mean = statistics.fmean(step_times_s)
     stdev = statistics.stdev(step_times_s) if len(step_times_s) > 1 else 0.0
     return {
         "measured_steps": len(step_times_s),
@@ -39,6 +43,7 @@ def step_stats(step_times_s: Sequence[float], global_batch: int) -> dict:
         "step_time_p95_s": percentile(step_times_s, 95),
         "step_time_mean_s": mean,
         "step_time_cv": stdev / mean,
+        "time_per_step_s": total / len(step_times_s),
     }
 
 
@@ -69,72 +74,168 @@ def wrapper_overhead(throughput_n1: float | None, baseline_throughput: float | N
 
 
 def merge_rank_step_times(per_rank: Sequence[Sequence[float]]) -> list[float]:
-    """Per step, the slowest rank's time: a synchronous step is done when its last rank is done."""
+    """Per step, the slowest rank's time: a synchronous step is done when its last rank is done.
+
+    For the step-time distribution only: ranks' step boundaries are not aligned, so the sum of
+    per-step maxima exceeds the elapsed time; throughput comes from the measured window."""
     if not per_rank:
         raise ValueError("no ranks")
     n = min(len(r) for r in per_rank)
     return [max(r[i] for r in per_rank) for i in range(n)]
 
 
-def relative_ci_half_width(step_times_s: Sequence[float], z: float = 1.96) -> float:
-    """Normal-approximation 95% CI half-width of the mean step time, relative to the mean.
+# -- confidence intervals ---------------------------------------------------------------------------------
+# Every CI says what it covers (`ci_scope`): the noise within one run (batch means over its steps), or
+# run to run (a t-interval over repeats). Their coverage is checked by simulation (AR(1) step series
+# with heavy-tailed noise and outliers): distbench/cisim.py, tests/test_ci_coverage.py and
+# benchmarks/ci_coverage.py.
 
-    Throughput is samples / mean step time, so this is also (to first order) the relative CI
-    half-width of throughput. Used for adaptive stopping, where it is evaluated often.
-    """
-    n = len(step_times_s)
-    if n < 2:
-        return math.inf
-    mean = sum(step_times_s) / n
-    return z * statistics.stdev(step_times_s) / math.sqrt(n) / mean
+CI_LEVEL = 0.95
+MIN_BATCH_STEPS = 30
+"""Steps per batch at least: shorter batches of autocorrelated steps (AR(1), phi 0.8) are too
+correlated with each other and the batch-means CI undercovers (simulated: 88% at 10 steps/batch)."""
+MIN_BATCHES, MAX_BATCHES = 5, 10
+MIN_CI_STEPS = MIN_BATCHES * MIN_BATCH_STEPS
+"""Fewest steps a within-run CI is given for; adaptive stopping looks at MIN_CI_STEPS * 2**j steps."""
 
 
-def bootstrap_throughput_ci(step_times_s: Sequence[float], global_batch: int, *, resamples: int = 2000,
-                            level: float = 0.95, seed: int = 0) -> tuple[float, float]:
-    """Percentile-bootstrap CI of throughput (global_batch * n / sum of resampled step times)."""
+def t_quantile(p: float, df: int) -> float:
+    """Student-t quantile: exact for 1 and 2 degrees of freedom, else the Cornish-Fisher expansion
+    (Abramowitz & Stegun 26.7.5; within 0.1% of the exact value from df = 3 on)."""
+    if df < 1:
+        raise ValueError(f"df must be >= 1, got {df}")
+    if df == 1:
+        return math.tan(math.pi * (p - 0.5))
+    if df == 2:
+        return (2 * p - 1) / math.sqrt(2 * p * (1 - p))
+    z = statistics.NormalDist().inv_cdf(p)
+    g = ((z ** 3 + z) / 4, (5 * z ** 5 + 16 * z ** 3 + 3 * z) / 96,
+         (3 * z ** 7 + 19 * z ** 5 + 17 * z ** 3 - 15 * z) / 384,
+         (79 * z ** 9 + 776 * z ** 7 + 1482 * z ** 5 - 1920 * z ** 3 - 945 * z) / 92160)
+    return z + sum(gi / df ** (i + 1) for i, gi in enumerate(g))
+
+
+def _t_crit(df: int, level: float = CI_LEVEL) -> float:
+    return t_quantile(1 - (1 - level) / 2, df)
+
+
+def batch_count(n: int) -> int:
+    """Batches for a within-run CI over n steps (0: too few steps for one)."""
+    k = min(MAX_BATCHES, n // MIN_BATCH_STEPS)
+    return k if k >= MIN_BATCHES else 0
+
+
+def batch_means(x, batches: int):
+    """Mean and standard error of the mean over the last axis of `x` by non-overlapping batch means
+    (the first n mod `batches` samples, the earliest, are left out). Vectorised over leading axes."""
     import numpy as np
 
-    x = np.asarray(step_times_s, dtype=float)
-    if x.size < 2:
-        raise ValueError("need at least 2 step times for a bootstrap CI")
-    rng = np.random.default_rng(seed)
-    idx = rng.integers(0, x.size, size=(resamples, x.size))
-    thr = global_batch * x.size / x[idx].sum(axis=1)
-    lo, hi = np.quantile(thr, [(1 - level) / 2, 1 - (1 - level) / 2])
-    return float(lo), float(hi)
+    x = np.asarray(x, dtype=float)
+    b = x.shape[-1] // batches
+    y = x[..., x.shape[-1] - batches * b:].reshape(*x.shape[:-1], batches, b).mean(axis=-1)
+    return y.mean(axis=-1), y.std(axis=-1, ddof=1) / math.sqrt(batches)
 
 
-def bootstrap_median_ci(values: Sequence[float], *, resamples: int = 2000, level: float = 0.95,
-                        seed: int = 0) -> tuple[float, float]:
-    """Percentile-bootstrap CI of the median of `values` (e.g. throughput over repeats)."""
-    import numpy as np
+def step_time_ci(step_times_s: Sequence[float], level: float = CI_LEVEL) -> dict | None:
+    """Batch-means t-interval of the mean step time of one run; None below MIN_CI_STEPS steps.
 
-    x = np.asarray(values, dtype=float)
-    if x.size < 2:
-        raise ValueError("need at least 2 values for a bootstrap CI")
-    rng = np.random.default_rng(seed)
-    meds = np.median(x[rng.integers(0, x.size, size=(resamples, x.size))], axis=1)
-    lo, hi = np.quantile(meds, [(1 - level) / 2, 1 - (1 - level) / 2])
-    return float(lo), float(hi)
-
-
-def comm_metrics(step_sync_s: float | None, step_independent_s: float | None,
-                 allreduce_s: float | None) -> dict:
-    """Exposed communication and overlap from the synchronized and independent step times.
-
-    exposed_comm = step_sync - step_independent (clipped at 0: a negative difference is noise);
-    comm_overhead = exposed_comm / step_sync; overlap = 1 - exposed_comm / standalone all-reduce
-    time, clipped to [0, 1] (how much of the communication the strategy hides behind compute).
+    Returns mean, se, df, half_width, rel_half_width (half width / mean), batches, batch_size.
     """
-    out = {"exposed_comm_s": None, "comm_overhead": None, "overlap": None,
-           "exposed_comm_raw_s": None}
+    k = batch_count(len(step_times_s))
+    if not k:
+        return None
+    mean, se = (float(v) for v in batch_means(step_times_s, k))
+    hw = _t_crit(k - 1, level) * se
+    return {"mean": mean, "se": se, "df": k - 1, "half_width": hw, "rel_half_width": hw / mean,
+            "batches": k, "batch_size": len(step_times_s) // k}
+
+
+def rate_ci(rate: float, rel_half_width: float) -> tuple[float, float | None]:
+    """CI of a rate (samples/s) from the relative CI half-width of the time per step it divides by."""
+    return rate / (1 + rel_half_width), (rate / (1 - rel_half_width) if rel_half_width < 1 else None)
+
+
+def within_run_ci(step_times_s: Sequence[float], throughput: float) -> dict:
+    """Record fields of the within-run 95% CI of `throughput` (batch means over the run's steps),
+    or a note saying why there is none."""
+    ci = step_time_ci(step_times_s)
+    if ci is None:
+        return {"throughput_ci_low": None, "throughput_ci_high": None, "ci_method": None, "ci_scope": None,
+                "ci_note": f"{len(step_times_s)} measured steps: a within-run CI needs at least {MIN_CI_STEPS} "
+                           "(more --max-time or --steps), or --repeats 2 or more for a run-to-run CI"}
+    lo, hi = rate_ci(throughput, ci["rel_half_width"])
+    return {"throughput_ci_low": lo, "throughput_ci_high": hi,
+            "ci_method": f"batch means: t over {ci['batches']} batches of {ci['batch_size']} steps",
+            "ci_scope": f"within-run noise (batch means over {ci['batches']} batches)"}
+
+
+def repeats_ci(values: Sequence[float], level: float = CI_LEVEL) -> tuple[float, float, float]:
+    """(geometric mean, low, high): t-interval on log(values) over R >= 2 independent repeats."""
+    if len(values) < 2 or min(values) <= 0:
+        raise ValueError("need at least 2 positive values for a CI over repeats")
+    logs = [math.log(v) for v in values]
+    m = statistics.fmean(logs)
+    hw = _t_crit(len(logs) - 1, level) * statistics.stdev(logs) / math.sqrt(len(logs))
+    return math.exp(m), math.exp(m - hw), math.exp(m + hw)
+
+
+def mean_ci(values: Sequence[float], level: float = CI_LEVEL) -> tuple[float, float, float]:
+    """(mean, low, high): t-interval of the mean of R >= 2 independent values (e.g. paired differences)."""
+    if len(values) < 2:
+        raise ValueError("need at least 2 values for a t-interval")
+    m = statistics.fmean(values)
+    hw = _t_crit(len(values) - 1, level) * statistics.stdev(values) / math.sqrt(len(values))
+    return m, m - hw, m + hw
+
+
+def difference_ci(a: float, se_a: float, df_a: int, b: float, se_b: float, df_b: int,
+                  level: float = CI_LEVEL) -> tuple[float, float]:
+    """Welch t-interval of a - b from two independent estimates with standard errors and degrees of
+    freedom (Welch-Satterthwaite)."""
+    var = se_a ** 2 + se_b ** 2
+    if var == 0:
+        return a - b, a - b
+    df = var ** 2 / (se_a ** 4 / df_a + se_b ** 4 / df_b)
+    hw = _t_crit(max(1, math.floor(df)), level) * math.sqrt(var)
+    return a - b - hw, a - b + hw
+
+
+def next_look(n: int) -> int:
+    """Adaptive stopping looks at the CI only at MIN_CI_STEPS * 2**j steps: few, geometrically spaced
+    looks keep the coverage of the CI reported at the stop (see distbench/cisim.py)."""
+    look = MIN_CI_STEPS
+    while look <= n:
+        look *= 2
+    return look
+
+
+def window_throughput(per_rank_segments: Sequence[Sequence[float]], steps: int, global_batch: int) -> tuple[float, float]:
+    """(measured window seconds, throughput). Each rank times segments of steps, each from a collective
+    all ranks leave together (the barrier before the loop, a stopping check) to the end of its last
+    synchronized step; a segment lasts as long as its slowest rank, and the window is their sum."""
+    window = sum(max(seg) for seg in zip(*per_rank_segments))
+    return window, global_batch * steps / window
+
+
+def comm_metrics(step_sync_s: float | None, step_independent_s: float | None, allreduce_s: float | None,
+                 exposed_ci: tuple[float, float] | None = None) -> dict:
+    """Exposed communication and overlap from the synchronized and independent time per step.
+
+    exposed_comm_s = step_sync - step_independent, raw (negative when the difference is within the
+    noise; its CI says so); comm_overhead = exposed / step_sync; overlap_raw = 1 - exposed / standalone
+    all-reduce time; overlap = overlap_raw clipped to [0, 1], for display only.
+    """
+    out = {"exposed_comm_s": None, "comm_overhead": None, "overlap": None, "overlap_raw": None,
+           "exposed_comm_ci_low": None, "exposed_comm_ci_high": None}
     if not step_sync_s or step_independent_s is None:
         return out
-    raw = step_sync_s - step_independent_s
-    exposed = max(0.0, raw)
-    out.update(exposed_comm_raw_s=raw, exposed_comm_s=exposed, comm_overhead=exposed / step_sync_s)
+    exposed = step_sync_s - step_independent_s
+    out.update(exposed_comm_s=exposed, comm_overhead=exposed / step_sync_s)
+    if exposed_ci is not None:
+        out["exposed_comm_ci_low"], out["exposed_comm_ci_high"] = exposed_ci
     if allreduce_s and allreduce_s > 0:
-        out["overlap"] = min(1.0, max(0.0, 1.0 - exposed / allreduce_s))
+        out["overlap_raw"] = 1.0 - exposed / allreduce_s
+        out["overlap"] = min(1.0, max(0.0, out["overlap_raw"]))
     return out
 
 

@@ -2,13 +2,14 @@
 from __future__ import annotations
 
 import shlex
+import shutil
 from contextlib import contextmanager
 import sys
 import tempfile
 from pathlib import Path
 from typing import Callable
 
-from distbench import __version__, envinfo, stats
+from distbench import __version__, envinfo, signals, stats
 from distbench.measure import NOISY_CV, measure_point
 from distbench.config import point_key  # what identifies a point (resume, OOM bookkeeping)
 from distbench.plan import Plan, PlannedPoint
@@ -58,9 +59,17 @@ def run_plan(plan: Plan, store: Store, *, command: str, options: dict, timeout_s
             else:
                 store.delete_point(old["point_id"])
     with recorded_sweep(store, command=command, options=options, notes=plan.notes, resume=resume) as sweep_id:
-        return sweep_id, _run_points(plan, store, sweep_id, kept, timeout_s=timeout_s, progress=progress,
-                                     workdir=workdir, records_dir=records_dir, repeats=repeats, noisy_cv=noisy_cv,
-                                     telemetry_interval_s=telemetry_interval_s)
+        root = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix=f"distbench-{sweep_id}-"))
+        try:
+            return sweep_id, _run_points(plan, store, sweep_id, kept, timeout_s=timeout_s, progress=progress,
+                                         workdir=root, records_dir=records_dir, repeats=repeats,
+                                         noisy_cv=noisy_cv, telemetry_interval_s=telemetry_interval_s)
+        finally:
+            if not workdir:  # the work folders of successful points are gone; failed ones stay
+                try:
+                    root.rmdir()
+                except OSError:
+                    pass
 
 
 @contextmanager
@@ -75,12 +84,18 @@ def recorded_sweep(store: Store, *, command: str, options: dict, notes: list[str
         env = envinfo.capture_environment()
         sweep_id = store.start_sweep(command=command, version=__version__, git_sha=env.get("distbench_git_sha"),
                                      env=env, options=options, notes=notes)
-    status = "interrupted"
+    status, note = "interrupted", None
     try:
         yield sweep_id
         status = "complete"
+    except KeyboardInterrupt as exc:  # Ctrl-C, SIGTERM, SIGHUP (distbench.signals)
+        cause = signals.interruption(exc)
+        note = f"interrupted by {cause.name if cause else 'SIGINT'}"
+        if cause is not None:
+            cause.sweep = (sweep_id, str(store.path), command)
+        raise
     finally:
-        store.finish_sweep(sweep_id, status)
+        store.finish_sweep(sweep_id, status, note=note)
 
 
 def _run_points(plan: Plan, store: Store, sweep_id: str, kept: dict, *, timeout_s: float, progress, workdir,
@@ -88,7 +103,7 @@ def _run_points(plan: Plan, store: Store, sweep_id: str, kept: dict, *, timeout_
     records: list[dict] = []
     baselines: dict[int | None, dict[str, dict]] = {}  # per --batch-size value: framework -> baseline
     oom_at: dict[tuple, dict] = {}  # (strategy, N, nodes) -> its smallest batch that ran out of memory
-    root = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix=f"distbench-{sweep_id}-"))
+    root = Path(workdir)
     total = len(plan.points)
     for i, point in enumerate(plan.points, 1):
         key = point_key(point.strategy.name, point.config.to_dict())
@@ -103,6 +118,7 @@ def _run_points(plan: Plan, store: Store, sweep_id: str, kept: dict, *, timeout_
             continue
         if progress:
             progress("start", i, total, point, None)
+        stop = point_dir = None
         oom = oom_at.get(key[:-1])
         if point.skip_reason or oom:
             record = base_record(point.config.to_dict(), strategy=point.strategy.name,
@@ -112,9 +128,17 @@ def _run_points(plan: Plan, store: Store, sweep_id: str, kept: dict, *, timeout_
                                      "of memory at this strategy and N"))
             record["after_oom"] = bool(oom) and not point.skip_reason
         else:
-            record = measure_point(point, root / f"{i:03d}-{point.strategy.name}-n{point.config.world_size}-k{point.config.nodes}",
-                                   timeout_s=timeout_s, repeats=repeats, noisy_cv=noisy_cv,
-                                   telemetry_interval_s=telemetry_interval_s)
+            point_dir = root / f"{i:03d}-{point.strategy.name}-n{point.config.world_size}-k{point.config.nodes}"
+            try:
+                record = measure_point(point, point_dir, timeout_s=timeout_s, repeats=repeats, noisy_cv=noisy_cv,
+                                       telemetry_interval_s=telemetry_interval_s)
+            except KeyboardInterrupt as exc:  # its worker tree is already gone (launch.run_point)
+                cause = signals.interruption(exc)
+                record = base_record(point.config.to_dict(), strategy=point.strategy.name,
+                                     framework=point.strategy.framework, status="interrupted",
+                                     reason=f"stopped by {cause.name if cause else 'SIGINT'} while it was measured")
+                record["workdir"] = str(point_dir)
+                stop = exc
         record["sweep_id"] = sweep_id
         record["auto_added"] = point.auto_added
         if record["status"] == "oom":
@@ -124,12 +148,17 @@ def _run_points(plan: Plan, store: Store, sweep_id: str, kept: dict, *, timeout_
         derive(record, baselines.get(batch, {}))
         saved = Path(records_dir) / f"{sweep_id}-{i:03d}-{point.strategy.name}-n{point.config.world_size}.json" \
             if records_dir else None
-        record["point_id"] = store.commit_point(sweep_id, record, fallback=saved)  # JSON when the store fails
+        with signals.deferred():  # committed whole, whatever signal arrives meanwhile
+            record["point_id"] = store.commit_point(sweep_id, record, fallback=saved)  # JSON when the store fails
         if saved:
             write_record(saved, record)
         records.append(record)
         if progress:
             progress("done", i, total, point, record)
+        if stop is not None:
+            raise stop
+        if record["status"] == "ok" and point_dir is not None:  # failed points keep theirs (record names it)
+            shutil.rmtree(point_dir, ignore_errors=True)
     return records
 
 

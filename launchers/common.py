@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import os
 import resource
@@ -12,15 +13,11 @@ from typing import Any, Callable
 
 from distbench import stats
 from distbench.config import PointConfig
+from distbench.failures import OOM_MARKERS
+from distbench.rankguard import rank_of
 from distbench.record import base_record, write_record
 
 INSTALL_HINT = "run `make install` (creates .venv with torch, TensorFlow and Horovod)"
-
-OOM_MARKERS = ("out of memory", "OutOfMemoryError", "ResourceExhaustedError", "OOM when allocating",
-               "std::bad_alloc", "MemoryError")
-
-CHECK_EVERY = 5
-"""With adaptive stopping, ranks agree on whether to go on every this many steps."""
 
 Gather = Callable[[Any], list]
 
@@ -41,55 +38,76 @@ def parse_args(argv: list[str] | None = None) -> tuple[PointConfig, str]:
 
 def measure(step: Callable[[], Any], sync: Callable[[Any], None], cfg: PointConfig,
             gather: Gather = single_gather) -> tuple[list[float], Any, dict]:
-    """Warmup, then measured steps; returns (per-step seconds, last output, how measuring stopped).
+    """Warmup, a barrier, then measured steps; returns (this rank's per-step seconds, last output,
+    how measuring stopped, with this rank's timed segments).
 
-    The device is synchronized before each clock read, so a step's time covers all its work. Warmup
-    steps (graph tracing, compilation, allocator growth) run but are not recorded. With a CI target
-    (cfg.target_ci) measuring goes on past cfg.steps until the 95% CI half-width of throughput is
-    within the target or cfg.max_time_s of measured time is spent; every rank takes the same
-    decision because it is made on the gathered (slowest-rank) step times.
+    The device is synchronized before each clock read, so a step's time covers all its work; step
+    times are back to back (each from the end of the previous step), so a segment's steps add up to
+    its wall time. Warmup steps (graph tracing, compilation, allocator growth) run but are not
+    recorded. Every rank leaves a barrier (the strategy's own collective, `gather`) together before
+    the first measured step; a segment runs from there, or from a stopping check (also a collective),
+    to the end of the rank's last step before the next check (window_throughput).
+
+    Adaptive stopping (cfg.target_ci > 0): after cfg.steps, the ranks look at the batch-means CI of
+    the gathered (slowest-rank) step times only at stats.next_look() step counts, and stop at the
+    first look where its relative half width is within the target, or when cfg.max_time_s (the next
+    look is brought forward to end at about the time limit) or cfg.max_steps is reached. Every rank
+    takes the same decision from the same gathered data.
     """
     out = None
     sync(None)
+    warmup_start = time.time()  # wall clock: the parent splits the point's wall time with it
     for _ in range(cfg.warmup):
         out = step()
         sync(out)
     times: list[float] = []
-    stopping = {"rule": "fixed_steps", "target_ci": cfg.target_ci or None}
+    segments: list[float] = []
+    stopping: dict = {"rule": "fixed_steps", "target_ci": cfg.target_ci or None}
+    goal, limit = cfg.steps, None
+    gather(None)  # the barrier: all ranks start the measured window together
     window_start = time.time()  # wall clock, so the parent's telemetry can pick the measured window
     while True:
-        t0 = time.perf_counter()
-        out = step()
-        sync(out)
-        times.append(time.perf_counter() - t0)
-        n = len(times)
-        if n < cfg.steps:
-            continue
+        t0 = seg_start = time.perf_counter()
+        while len(times) < goal:
+            out = step()
+            sync(out)
+            t1 = time.perf_counter()
+            times.append(t1 - t0)
+            t0 = t1
+        segments.append(t0 - seg_start)
         if cfg.target_ci <= 0:
             break
-        if (n - cfg.steps) % CHECK_EVERY:
-            continue
-        merged = stats.merge_rank_step_times(gather(times))
-        half = stats.relative_ci_half_width(merged)
-        stopping["ci_half_width"] = half
-        if half <= cfg.target_ci:
+        gathered = gather([times, segments])
+        n = len(times)
+        ci = stats.step_time_ci(combine_ranks([g[0] for g in gathered], cfg.sync))
+        elapsed = sum(max(seg) for seg in zip(*(g[1] for g in gathered)))
+        stopping["ci_half_width"] = ci["rel_half_width"] if ci else None
+        if ci and ci["rel_half_width"] <= cfg.target_ci:
             stopping["rule"] = "target_ci_met"
             break
-        if sum(merged) >= cfg.max_time_s:
-            stopping["rule"] = "max_time"
+        out_of_time = 0 < cfg.max_time_s <= elapsed
+        if limit or out_of_time or n >= cfg.max_steps:
+            stopping["rule"] = limit or ("max_time" if out_of_time else "max_steps")
             break
-        if n >= cfg.max_steps:
-            stopping["rule"] = "max_steps"
-            break
+        goal = min(stats.next_look(n), cfg.max_steps)
+        if cfg.max_time_s > 0 and elapsed * goal / n > cfg.max_time_s:
+            goal, limit = max(n + 1, int(cfg.max_time_s * n / elapsed)), "max_time"
+        elif goal == cfg.max_steps:
+            limit = "max_steps"
     stopping["window"] = [window_start, time.time()]
+    stopping["warmup_start"] = warmup_start
+    stopping["segments_s"] = segments
     return times, out, stopping
 
 
 def data_wait_fields(waits: list[float], times: list[float], cfg: PointConfig) -> dict:
-    """Share of the measured step time spent waiting for input batches (this rank's)."""
-    if cfg.data == "synthetic":
-        return {"data_wait_fraction": 0.0, "data_wait_note": "synthetic data resident on the device"}
+    """Share of the measured step time spent waiting for input batches (this rank's); None (unknown,
+    never 0) when the waits were not timed."""
     measured = waits[-len(times):] if times else []
+    if cfg.data == "synthetic" or not times or len(measured) < len(times):
+        return {"data_wait_fraction": None, "data_wait_note": "not measured: " + (
+            "no input pipeline (synthetic data resident on the device)" if cfg.data == "synthetic"
+            else "this strategy's step did not time its input fetches")}
     return {"data_wait_fraction": sum(measured) / sum(times) if times else None,
             "data_wait_median_s": stats.percentile(measured, 50) if measured else None}
 
@@ -143,21 +161,27 @@ def measured_run(step: Callable[[], Any], sync: Callable[[Any], None], cfg: Poin
                  waits: list[float], allreduce: Callable[[], list[float] | None] | None = None
                  ) -> tuple[list[float], float, dict]:
     """The measured loop plus everything recorded with it, the same for every strategy: data wait,
-    every rank's step times combined, how measuring stopped, and (synchronized points at N > 1
+    every rank's step times combined (for the step-time distribution), the measured window (for
+    throughput: stats.window_throughput), how measuring stopped, and (synchronized points at N > 1
     that measure communication) the standalone all-reduce time. Returns (times, last loss, fields)."""
     times, loss, stopping = measure(step, sync, cfg, gather)
     fields = data_wait_fields(waits, times, cfg)
-    gathered = gather(times)
-    fields.update(stopping=stopping, per_rank_step_times_s=gathered if len(gathered) > 1 else None)
+    gathered = gather([times, stopping["segments_s"]])
+    per_rank = [g[0] for g in gathered]
+    window_s, _ = stats.window_throughput([g[1] for g in gathered], len(times), cfg.global_batch)
+    fields.update(stopping=stopping, per_rank_step_times_s=per_rank if len(per_rank) > 1 else None,
+                  measured_window_s=window_s)
     peaks = gather(peak_memory_bytes(cfg.device))  # per rank (process)
     fields.update(peak_memory_bytes=max((p for p in peaks if p), default=None),
                   peak_memory_per_rank_bytes=peaks if len(peaks) > 1 else None,
                   peak_memory_source="max allocated per GPU" if cfg.device == "cuda" else "peak RSS per process")
     if allreduce is not None and cfg.measure_comm and cfg.sync and cfg.world_size > 1:
+        started = time.time()
         ar = allreduce()
+        stopping["allreduce_window"] = [started, time.time()]
         if ar:
             fields.update(allreduce_samples_s=ar, allreduce_s=stats.percentile(ar, 50))
-    return combine_ranks(gathered, cfg.sync), float(loss), fields
+    return combine_ranks(per_rank, cfg.sync), float(loss), fields
 
 
 def time_collective(op: Callable[[], Any], barrier: Callable[[], None], iters: int = 10,
@@ -203,11 +227,12 @@ def run_worker(strategy: str, framework: str, body: Callable[[PointConfig, str],
     """Entry point of every worker module.
 
     A missing framework becomes a 'skipped' record with an install hint; running out of memory
-    becomes an 'oom' record. Anything else propagates (non-zero exit): the parent records the point
-    as 'failed' with the stderr tail.
+    becomes an 'oom' record. On any exception the rank prints its traceback, leaves its exception
+    line for the parent (DISTBENCH_RANK_DIR/error-<rank>.json) and exits at once with status 1
+    (3 for out of memory): the parent names the root cause from the ranks' reports.
     """
     cfg, out_path = parse_args(argv)
-    rank = os.environ.get("RANK", os.environ.get("HOROVOD_RANK", os.environ.get("OMPI_COMM_WORLD_RANK", "0")))
+    rank = str(rank_of(os.environ))
     is_rank0 = rank == "0"
     try:
         body(cfg, out_path)
@@ -217,20 +242,40 @@ def run_worker(strategy: str, framework: str, body: Callable[[PointConfig, str],
                  reason=f"{exc.name or exc} is not installed: {INSTALL_HINT}")
         print(f"distbench worker: {exc}", file=sys.stderr)
         return 0
-    except BaseException as exc:  # noqa: BLE001 - classify, then re-raise for the launcher
-        text = f"{type(exc).__name__}: {exc}"
-        if any(m in text for m in OOM_MARKERS) and is_rank0:
+    except BaseException as exc:  # noqa: BLE001 - report, then end this rank at once
+        text = f"{type(exc).__name__}: {exc}".strip()
+        oom = any(m in text for m in OOM_MARKERS)
+        if oom and is_rank0:
             emit(cfg, out_path, strategy=strategy, framework=framework, status="oom", reason=text[:500])
-            traceback.print_exc()
-            return 3
-        raise
+        traceback.print_exc()
+        _report_error(rank, text)
+        # Exit now: a rank whose peers wait in a collective must not hang in interpreter shutdown
+        # (Horovod's and gloo's atexit hooks would wait for them), or the launcher never learns.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(3 if oom else 1)
     return 0
+
+
+def _report_error(rank: str, text: str) -> None:
+    """This rank's own exception line for the parent (distbench.failures), next to its exit report."""
+    folder = os.environ.get("DISTBENCH_RANK_DIR")
+    if not folder:
+        return
+    try:
+        path = os.path.join(folder, f"error-{rank}.json")
+        with open(f"{path}.tmp", "w") as fh:
+            json.dump({"rank": int(rank) if rank.isdigit() else rank, "error": text[:500]}, fh)
+        os.replace(f"{path}.tmp", path)
+    except OSError:
+        pass
 
 
 def combine_ranks(per_rank: list[list[float]], synchronized: bool) -> list[float]:
     """Step times of the point from every rank's: for synchronized training a step lasts as long as
     its slowest rank; independent replicas drift apart step by step, so take the slowest rank's own
-    series (the largest total) instead of a per-step maximum over unaligned steps."""
+    series (the largest total) instead of a per-step maximum over unaligned steps. These describe
+    the step-time distribution and its CI; throughput comes from the measured window."""
     if synchronized or len(per_rank) == 1:
         return stats.merge_rank_step_times(per_rank)
     return list(max(per_rank, key=sum))

@@ -24,11 +24,13 @@ def test_comm_metrics():
     assert m["exposed_comm_s"] == pytest.approx(0.2)
     assert m["comm_overhead"] == pytest.approx(0.2)
     assert m["overlap"] == pytest.approx(0.6)  # 0.3 of the 0.5 s all-reduce was hidden
-    # all exposed -> overlap 0 (clipped), none exposed -> 1, noise below zero -> exposed clipped at 0
-    assert stats.comm_metrics(1.0, 0.2, 0.5)["overlap"] == 0.0
-    noisy = stats.comm_metrics(1.0, 1.05, 0.5)
-    assert noisy["exposed_comm_s"] == 0.0 and noisy["exposed_comm_raw_s"] == pytest.approx(-0.05)
-    assert noisy["overlap"] == 1.0
+    # all exposed -> overlap 0 (clipped for display, raw kept); noise below zero stays raw, with its CI
+    clipped = stats.comm_metrics(1.0, 0.2, 0.5)
+    assert clipped["overlap"] == 0.0 and clipped["overlap_raw"] == pytest.approx(-0.6)
+    noisy = stats.comm_metrics(1.0, 1.05, 0.5, exposed_ci=(-0.08, -0.02))
+    assert noisy["exposed_comm_s"] == pytest.approx(-0.05) and noisy["comm_overhead"] == pytest.approx(-0.05)
+    assert noisy["overlap"] == 1.0 and noisy["overlap_raw"] == pytest.approx(1.1)
+    assert (noisy["exposed_comm_ci_low"], noisy["exposed_comm_ci_high"]) == (-0.08, -0.02)
     assert stats.comm_metrics(1.0, None, 0.5)["comm_overhead"] is None
 
 

@@ -5,6 +5,8 @@ import sqlite3
 
 import pytest
 
+from distbench import stats
+
 from tests.conftest import TINY, require, run_cli, run_json
 
 pytestmark = pytest.mark.slow
@@ -37,7 +39,10 @@ def test_every_strategy_runs_at_n1_and_n2(sweep):
         assert p["throughput"] > 0
         assert p["measured_steps"] >= 3
         assert p["stopping"]["rule"] in ("target_ci_met", "max_time")
-        assert p["throughput_ci_low"] <= p["throughput"] <= p["throughput_ci_high"]
+        if p["measured_steps"] >= stats.MIN_CI_STEPS:
+            assert p["throughput_ci_low"] <= p["throughput"] <= p["throughput_ci_high"]
+        else:  # too few steps for a within-run CI that covers: none, and the record says why
+            assert p["throughput_ci_low"] is None and "within-run CI needs" in p["ci_note"]
         assert p["step_time_p5_s"] <= p["step_time_median_s"] <= p["step_time_p95_s"]
         assert p["device"] == "cpu" and p["scaling"] == "weak"
         assert p["global_batch"] == 2 * p["world_size"]
@@ -61,9 +66,9 @@ def test_communication_overhead_is_measured_at_n2(sweep):
     _, points, _ = sweep
     for s in ("ddp", "mirrored", "horovod-torch", "horovod-tf"):
         p = _point(points, s, 2)
-        assert 0 <= p["comm_overhead"] < 1, p
-        assert 0 <= p["overlap"] <= 1
-        assert p["allreduce_s"] > 0 and p["exposed_comm_s"] >= 0
+        assert p["comm_overhead"] < 1, p  # raw: may be below 0 when within the noise
+        assert 0 <= p["overlap"] <= 1  # clipped for display; overlap_raw is not
+        assert p["allreduce_s"] > 0 and p["exposed_comm_s"] == pytest.approx(p["comm_overhead"] * p["time_per_step_s"])
         assert p["grad_bytes"] == 4 * 25_557_032  # fp32 gradients of ResNet-50
         assert _point(points, s, 1)["comm_overhead"] is None  # nothing to synchronize at N=1
 

@@ -14,7 +14,9 @@ def _cfg(strategy="ddp", n=2, device="cpu"):
 
 def test_process_launcher_runs_the_worker_module():
     argv, env = build_command(STRATEGIES["torch"], _cfg("torch", 1), "c.json", "r.json", base_env={})
-    assert argv == [sys.executable, "-m", "distbench.launchers.torch_single", "--config", "c.json", "--out", "r.json"]
+    # Every rank runs under the rank guard, which runs the worker module with the same Python.
+    assert argv == [sys.executable, "-m", "distbench.rankguard",
+                    sys.executable, "-m", "distbench.launchers.torch_single", "--config", "c.json", "--out", "r.json"]
     assert env["OMP_NUM_THREADS"] == "1"
     assert env["CUDA_VISIBLE_DEVICES"] == ""
 
@@ -23,7 +25,7 @@ def test_torchrun_launcher():
     argv, _ = build_command(STRATEGIES["ddp"], _cfg("ddp", 4), "c.json", "r.json", base_env={})
     assert argv[0].endswith("torchrun")
     assert argv[1:4] == ["--standalone", "--nnodes=1", "--nproc_per_node=4"]
-    assert argv[4:6] == ["-m", "distbench.launchers.torch_ddp"]
+    assert argv[4:9] == ["-m", "distbench.rankguard", sys.executable, "-m", "distbench.launchers.torch_ddp"]
 
 
 def test_horovodrun_launcher_uses_gloo_on_localhost():
@@ -41,7 +43,10 @@ def test_cuda_env_leaves_gpus_visible():
 
 def test_classify_failure():
     assert classify_failure(1, "RuntimeError: CUDA out of memory. Tried to allocate") == "oom"
-    assert classify_failure(-9, "") == "oom"
+    assert classify_failure(-9, "") == "failed"  # a SIGKILL alone is no evidence of memory
+    assert classify_failure(1, "RuntimeError: [enforce fail at alloc_cpu.cpp:121] . DefaultCPUAllocator: "
+                               "can't allocate memory: you tried to allocate 822083584 bytes") == "oom"
+    assert classify_failure(137, "Killed") == "failed"
     assert classify_failure(1, "ValueError: boom") == "failed"
 
 
@@ -50,7 +55,8 @@ def test_a_crashing_worker_is_recorded_failed_with_its_stderr(tmp_path):
     record = run_point(broken, _cfg("torch", 1), tmp_path, timeout_s=120)
     assert record["status"] == "failed"
     assert "No module named distbench.launchers.does_not_exist" in record["stderr_tail"]
-    assert record["reason"].startswith("exit status 1:")
+    assert record["reason"].startswith("rank 0 exited with status 1: ")
+    assert record["reason"].endswith("No module named distbench.launchers.does_not_exist")
     assert record["launch"]["returncode"] == 1
 
 

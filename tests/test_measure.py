@@ -1,35 +1,53 @@
-"""Repeats, CIs, noise flags and adaptive stopping."""
+"""Repeats, CIs, noise flags, adaptive stopping, the measured window, ABAB sync/no-sync pairs."""
+import itertools
+import random
+import time
+
 import pytest
 
+from distbench import measure as measure_mod
 from distbench import stats
 from distbench.config import PointConfig
-from distbench.launchers.common import measure
-from distbench.measure import combine_repeats
+from distbench.launchers.common import measure, measured_run
+from distbench.measure import combine_repeats, exposed_comm_ci
 from distbench.record import base_record
 
 
-def _rec(times, status="ok"):
+def _rec(times, status="ok", window=None):
     r = base_record({"world_size": 2, "per_device_batch": 4}, strategy="ddp", framework="torch", status=status)
     r["step_times_s"] = list(times)
+    if window is not None:
+        r["measured_window_s"] = window
     return r
 
 
-def test_combine_repeats_median_and_ci_over_repeats():
+def test_combine_repeats_geometric_mean_and_t_ci_over_repeats():
     runs = [_rec([0.1] * 5), _rec([0.2] * 5), _rec([0.1] * 5)]
     r = combine_repeats(runs)
-    assert r["throughput"] == pytest.approx(80.0)  # median of 80, 40, 80
-    assert r["throughput_ci_low"] <= r["throughput"] <= r["throughput_ci_high"]
-    assert r["ci_method"] == "bootstrap over 3 repeats (median)"
+    assert r["throughput"] == pytest.approx((80.0 * 40.0 * 80.0) ** (1 / 3))
+    assert r["throughput_ci_low"] < r["throughput"] < r["throughput_ci_high"]
+    assert r["ci_method"] == "t-interval on log throughput over 3 repeats (geometric mean)"
+    assert r["ci_scope"] == "run-to-run (t over 3 repeats)"
     assert len(r["step_times_s"]) == 15 and len(r["repeats"]) == 3
 
 
-def test_combine_single_repeat_bootstraps_steps_and_flags_noise():
-    r = combine_repeats([_rec([0.1, 0.1, 0.1, 0.3, 0.1])], noisy_cv=0.1)
-    assert r["ci_method"] == "bootstrap over 5 steps"
-    assert r["throughput_ci_low"] < r["throughput_ci_high"]
-    assert r["noisy"] is True
+def test_single_run_gets_a_within_run_ci_only_with_enough_steps():
+    rng = random.Random(0)
+    steps = [0.1 * (1 + 0.05 * rng.gauss(0, 1)) for _ in range(300)]
+    r = combine_repeats([_rec(steps)])
+    assert r["ci_scope"] == "within-run noise (batch means over 10 batches)"
+    assert r["throughput_ci_low"] < r["throughput"] < r["throughput_ci_high"]
+    short = combine_repeats([_rec([0.1, 0.1, 0.1, 0.3, 0.1])], noisy_cv=0.1)
+    assert short["throughput_ci_low"] is None and "a within-run CI needs at least" in short["ci_note"]
+    assert short["noisy"] is True
     quiet = combine_repeats([_rec([0.1, 0.1001, 0.0999, 0.1, 0.1])], noisy_cv=0.1)
     assert quiet["noisy"] is False
+
+
+def test_throughput_is_over_the_measured_window():
+    r = combine_repeats([_rec([0.1] * 10, window=1.25)])
+    assert r["throughput"] == pytest.approx(8 * 10 / 1.25)
+    assert r["time_per_step_s"] == pytest.approx(0.125) and r["step_time_median_s"] == pytest.approx(0.1)
 
 
 def test_a_failed_repeat_fails_the_point_with_its_reason():
@@ -38,15 +56,6 @@ def test_a_failed_repeat_fails_the_point_with_its_reason():
     r = combine_repeats([_rec([0.1, 0.1]), bad])
     assert r["status"] == "timeout"
     assert r["reason"] == "repeat 2 of 2: timed out after 5s (--timeout)"
-
-
-def test_bootstrap_ci_contains_the_point_estimate():
-    times = [0.1, 0.11, 0.09, 0.1, 0.12, 0.1]
-    lo, hi = stats.bootstrap_throughput_ci(times, 8)
-    point = 8 * len(times) / sum(times)
-    assert lo < point < hi
-    assert stats.relative_ci_half_width([1.0, 1.0, 1.0]) == 0.0
-    assert stats.relative_ci_half_width([1.0]) == float("inf")
 
 
 def _cfg(**kw):
@@ -61,21 +70,91 @@ def test_measure_excludes_warmup_and_runs_fixed_steps():
     times, out, stopping = measure(lambda: calls.append(1) or len(calls), lambda o: None, _cfg())
     assert len(calls) == 7 and len(times) == 5 and out == 7
     assert stopping["rule"] == "fixed_steps"
+    assert sum(times) == pytest.approx(sum(stopping["segments_s"]))  # back-to-back steps fill the window
 
 
-def test_measure_stops_when_the_ci_target_is_met():
-    import time
+def test_measure_barriers_before_the_window_and_looks_only_at_geometric_step_counts():
+    looks = []
 
-    times, _, stopping = measure(lambda: time.sleep(0.005), lambda o: None, _cfg(target_ci=0.5, max_time_s=10))
-    assert stopping["rule"] == "target_ci_met" and len(times) == 5
+    def gather(obj):
+        looks.append(None if obj is None else len(obj[0]))
+        return [obj]
 
-
-def test_measure_gives_up_at_max_time():
-    import itertools
-    import time
-
-    sleeps = itertools.cycle([0.0, 0.004])
+    sleeps = itertools.cycle([0.0005, 0.0015])  # CV 50%: the 10% target is met only with enough steps
     times, _, stopping = measure(lambda: time.sleep(next(sleeps)), lambda o: None,
-                                 _cfg(target_ci=0.0001, max_time_s=0.05))
+                                 _cfg(steps=20, target_ci=0.1, max_time_s=60), gather)
+    assert looks[0] is None  # the barrier comes first
+    assert looks[1:] == [20, 150][:len(looks) - 1] and stopping["rule"] == "target_ci_met"
+    assert len(times) == 150 and stopping["ci_half_width"] <= 0.1
+    assert len(stopping["segments_s"]) == 2
+
+
+def test_measure_gives_up_at_max_time_near_the_limit():
+    times, _, stopping = measure(lambda: time.sleep(0.002), lambda o: None,
+                                 _cfg(steps=5, target_ci=0.0001, max_time_s=0.1))
     assert stopping["rule"] == "max_time"
-    assert len(times) > 5 and stopping["ci_half_width"] > 0.0001
+    assert 5 < len(times) < 150 and sum(stopping["segments_s"]) < 0.2
+
+
+def test_measured_run_window_uses_the_slowest_rank_per_segment():
+    """Two simulated ranks: the gather hook returns both ranks' payloads."""
+    other = {"times": [0.3, 0.1, 0.1], "segments": [0.5]}
+
+    def gather(obj):
+        if obj is None:
+            return [None, None]
+        if isinstance(obj, list) and len(obj) == 2 and isinstance(obj[1], list):
+            return [obj, [other["times"], other["segments"]]]
+        return [obj, obj]
+
+    cfg = _cfg(steps=3, warmup=0, world_size=2, per_device_batch=2)
+    times, _, fields = measured_run(lambda: time.sleep(0.001) or 0.0, lambda o: None, cfg, gather, [])
+    assert fields["measured_window_s"] == pytest.approx(0.5)  # rank 1 was slower
+    assert times[0] == pytest.approx(0.3) and len(fields["per_rank_step_times_s"]) == 2
+
+
+def _pair_runs(sync_tps, indep_tps, steps=20):
+    mk = lambda tps: {"time_per_step_s": tps, "step_times_s": [tps] * steps}  # noqa: E731
+    return [mk(t) for t in sync_tps], [mk(t) for t in indep_tps]
+
+
+def test_exposed_comm_ci_paired_over_pairs_or_from_two_within_run_cis():
+    a, b = _pair_runs([0.30, 0.33, 0.31], [0.25, 0.27, 0.27])
+    (lo, hi), scope = exposed_comm_ci(a, b)
+    assert lo < 0.05 < hi and scope == "run-to-run (paired t over 3 sync/no-sync pairs)"
+    ci, scope = exposed_comm_ci(*_pair_runs([0.3], [0.25]))
+    assert ci is None and scope.startswith("no CI")
+    rng = random.Random(1)
+    steps = lambda m: [m * (1 + 0.05 * rng.gauss(0, 1)) for _ in range(300)]  # noqa: E731
+    ci, scope = exposed_comm_ci([{"time_per_step_s": 0.3, "step_times_s": steps(0.3)}],
+                                [{"time_per_step_s": 0.25, "step_times_s": steps(0.25)}])
+    assert ci[0] < 0.05 < ci[1] and scope.startswith("within-run noise of one sync and one no-sync run")
+
+
+def test_measure_point_alternates_sync_and_independent_runs(monkeypatch, tmp_path):
+    order = []
+
+    def fake_run_point(strategy, cfg, workdir, timeout_s, telemetry_interval_s=0.0):
+        order.append((workdir.name, cfg.sync, cfg.steps, cfg.target_ci))
+        tps = 0.30 + 0.01 * len(order) if cfg.sync else 0.26 + 0.01 * len(order)
+        r = base_record(cfg.to_dict(), strategy="ddp", framework="torch", status="ok")
+        r["step_times_s"] = [tps] * 12
+        r["measured_window_s"] = tps * 12
+        r["allreduce_s"] = 0.1 if cfg.sync else None
+        return r
+
+    class Point:
+        strategy = "ddp"
+        config = _cfg(strategy="ddp", world_size=2, steps=10, target_ci=0.02, max_time_s=5, measure_comm=True)
+
+    monkeypatch.setattr(measure_mod, "run_point", fake_run_point)
+    rec = measure_mod.measure_point(Point(), tmp_path, timeout_s=10, repeats=2)
+    assert [o[:2] for o in order] == [("r1", True), ("independent1", False), ("r2", True), ("independent2", False)]
+    assert all(o[2] == 12 and o[3] == 0.0 for o in order if not o[1])  # B runs A's step count, no stopping
+    # pairs: (0.31 - 0.28) and (0.33 - 0.30): raw exposed 0.03 s per step
+    assert rec["exposed_comm_s"] == pytest.approx(0.03)
+    assert rec["exposed_comm_ci_low"] == pytest.approx(0.03) == rec["exposed_comm_ci_high"]
+    assert rec["exposed_comm_ci_scope"] == "run-to-run (paired t over 2 sync/no-sync pairs)"
+    assert rec["overlap_raw"] == pytest.approx(0.7) and rec["overlap"] == pytest.approx(0.7)
+    assert len(rec["independent"]) == 2 and rec["ci_scope"] == "run-to-run (t over 2 repeats)"
+    assert stats.MIN_CI_STEPS > 12

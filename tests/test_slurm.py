@@ -308,7 +308,7 @@ def test_the_time_limit_signal_is_trapped_and_recorded(cpu_sweep, tmp_path):
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 143, err
     record = _only_record(records)
-    assert record["status"] == "timeout"
+    assert record["status"] == "interrupted"
     assert record["reason"] == "the Slurm job was stopped by SIGUSR1 (its --time limit, or scancel)"
 
 
@@ -357,7 +357,8 @@ def test_a_rank_failing_after_rank0_wrote_its_record_fails_the_point(tmp_path):
                              record_path=str(tmp_path / "out.json"), returncode=1, wall_s=3, launcher="torchrun",
                              argv=["torchrun"], environ={})
     assert record["status"] == "failed"
-    assert record["reason"] == "a rank failed after rank 0 finished (exit status 1)"
+    assert record["reason"] == ("a rank failed after rank 0 finished: exit status 1: "
+                                "RuntimeError: Connection reset by peer")
     assert "Connection reset" in record["stderr_tail"]
     assert read_record(tmp_path / "out.json")["record_id"] == ok["record_id"]
 

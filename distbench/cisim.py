@@ -1,0 +1,138 @@
+"""Simulated step-time series, and the coverage and bias of distbench's confidence intervals on them.
+
+The model of one run's step times: 1 + cv * AR(1) noise (lag-1 correlation phi, Student-t(4)
+innovations scaled to unit marginal variance: heavy tails both ways) plus outliers: with
+probability outlier_p a step is slower by cv * outlier_scale * Exp(1) (a GC pause, a preempted
+core). The true mean step time is 1 + outlier_p * cv * outlier_scale, the true throughput its inverse
+(global batch 1). Used by tests/test_ci_coverage.py (asserts) and benchmarks/ci_coverage.py (table).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from distbench import stats
+
+
+@dataclass(frozen=True)
+class Model:
+    phi: float = 0.5
+    cv: float = 0.05
+    outlier_p: float = 0.02
+    outlier_scale: float = 4.0
+
+    @property
+    def true_mean(self) -> float:
+        return 1.0 + self.outlier_p * self.cv * self.outlier_scale
+
+    def label(self) -> str:
+        return (f"phi {self.phi:g}, cv {self.cv:.0%}, outliers {self.outlier_p:.0%} x "
+                f"{self.outlier_scale:g} sd")
+
+
+def step_series(rng: np.random.Generator, runs: int, n: int, model: Model) -> np.ndarray:
+    """runs x n simulated step times."""
+    e = rng.standard_t(4, size=(runs, n)) / math.sqrt(2.0)  # t(4) has variance 2
+    z = np.empty_like(e)
+    z[:, 0] = e[:, 0]
+    s = math.sqrt(1 - model.phi ** 2)
+    for t in range(1, n):
+        z[:, t] = model.phi * z[:, t - 1] + s * e[:, t]
+    slow = (rng.random((runs, n)) < model.outlier_p) * rng.exponential(model.cv * model.outlier_scale, (runs, n))
+    return 1.0 + model.cv * z + slow
+
+
+def _ci(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Batch-means (mean, half width) per row, exactly as stats.step_time_ci computes them."""
+    k = stats.batch_count(x.shape[-1])
+    mean, se = stats.batch_means(x, k)
+    return mean, stats.t_quantile(1 - (1 - stats.CI_LEVEL) / 2, k - 1) * se
+
+
+def _result(mean: np.ndarray, hw: np.ndarray, model: Model, steps: np.ndarray) -> dict:
+    mu = model.true_mean
+    return {"coverage": float(np.mean(np.abs(mean - mu) <= hw)),
+            "bias": float(np.mean(1.0 / mean) * mu - 1.0),  # of throughput = 1 / mean step time
+            "median_rel_half_width": float(np.median(hw / mean)),
+            "median_steps": float(np.median(steps))}
+
+
+def fixed_steps(rng: np.random.Generator, model: Model, n: int, runs: int = 2000) -> dict:
+    """Within-run CI (batch means) after a fixed number of steps."""
+    mean, hw = _ci(step_series(rng, runs, n, model))
+    return _result(mean, hw, model, np.full(runs, n))
+
+
+def adaptive(rng: np.random.Generator, model: Model, target: float, *, first: int = 20, max_steps: int = 4800,
+             runs: int = 2000) -> dict:
+    """The adaptive stopping rule of launchers/common.measure: measure `first` steps, then look at the
+    CI only at stats.next_look() step counts; stop at the first look whose relative half width is
+    within `target`, else at max_steps (standing in for --max-time). The CI and throughput reported
+    are those of all steps at the stop."""
+    looks = []
+    n = first
+    while n < max_steps:
+        if stats.batch_count(n):
+            looks.append(n)
+        n = stats.next_look(n)
+    looks.append(max_steps)
+    x = step_series(rng, runs, max_steps, model)
+    stop = np.full(runs, len(looks) - 1)
+    means, hws = np.empty((len(looks), runs)), np.empty((len(looks), runs))
+    for j, n in enumerate(looks):
+        means[j], hws[j] = _ci(x[:, :n])
+        stop = np.where((stop == len(looks) - 1) & (hws[j] / means[j] <= target) & (j < stop), j, stop)
+    idx = np.arange(runs)
+    return _result(means[stop, idx], hws[stop, idx], model, np.asarray(looks)[stop])
+
+
+def naive_adaptive(rng: np.random.Generator, model: Model, target: float, *, first: int = 20, every: int = 5,
+                   max_steps: int = 4800, runs: int = 2000) -> dict:
+    """The rule distbench used before (for comparison): a normal CI over steps treated as independent,
+    checked every `every` steps, stop the first time it is within target."""
+    x = step_series(rng, runs, max_steps, model)
+    n = np.arange(1, max_steps + 1)
+    csum, csq = np.cumsum(x, axis=1), np.cumsum(x * x, axis=1)
+    mean = csum / n
+    sd = np.sqrt(np.maximum(csq / n - mean ** 2, 0) * n / np.maximum(n - 1, 1))
+    hw = 1.959964 * sd / np.sqrt(n)
+    checked = (n >= first) & ((n - first) % every == 0)
+    ok = checked & (hw / mean <= target)
+    stop = np.where(ok.any(axis=1), ok.argmax(axis=1), max_steps - 1)
+    idx = np.arange(runs)
+    return _result(mean[idx, stop], hw[idx, stop], model, stop + 1)
+
+
+def repeats(rng: np.random.Generator, model: Model, r: int, *, run_sd: float = 0.02, steps: int = 50,
+            trials: int = 2000) -> dict:
+    """t-interval on log throughput over r repeats; each repeat is a run of `steps` steps whose speed
+    also varies run to run (a heavy-tailed factor: exp(run_sd * t(4) / sqrt 2)). The truth is the
+    median run's throughput, 1 / true mean step time."""
+    x = step_series(rng, trials * r, steps, model).reshape(trials, r, steps)
+    factor = np.exp(run_sd * rng.standard_t(4, size=(trials, r)) / math.sqrt(2.0))
+    logs = -np.log(x.mean(axis=2) * factor)
+    m = logs.mean(axis=1)
+    hw = stats.t_quantile(1 - (1 - stats.CI_LEVEL) / 2, r - 1) * logs.std(axis=1, ddof=1) / math.sqrt(r)
+    truth = -math.log(model.true_mean)
+    return {"coverage": float(np.mean(np.abs(m - truth) <= hw)),
+            "bias": float(np.mean(np.exp(m)) * model.true_mean - 1.0),
+            "median_rel_half_width": float(np.median(np.expm1(hw))), "median_steps": float(steps * r)}
+
+
+def paired_exposed(rng: np.random.Generator, model: Model, r: int, *, exposed: float = 0.05, drift_sd: float = 0.03,
+                   steps: int = 50, trials: int = 2000) -> dict:
+    """Paired t-interval of exposed communication (time per step, sync - no-sync) over r ABAB pairs.
+    The machine's speed drifts from pair to pair (a factor shared by the pair's two runs, sd drift_sd),
+    and each run has its own noise; sync steps are `exposed` longer on average."""
+    drift = np.exp(drift_sd * rng.standard_normal((trials, r)))
+    a = step_series(rng, trials * r, steps, model).reshape(trials, r, steps).mean(axis=2) + exposed
+    b = step_series(rng, trials * r, steps, model).reshape(trials, r, steps).mean(axis=2)
+    d = (a - b) * drift
+    m = d.mean(axis=1)
+    hw = stats.t_quantile(1 - (1 - stats.CI_LEVEL) / 2, r - 1) * d.std(axis=1, ddof=1) / math.sqrt(r)
+    # the truth: the mean drift factor times the exposed time (E[drift] = exp(sd^2 / 2))
+    truth = exposed * math.exp(drift_sd ** 2 / 2)
+    return {"coverage": float(np.mean(np.abs(m - truth) <= hw)), "bias": float(np.mean(m) / truth - 1.0),
+            "median_rel_half_width": float(np.median(hw / truth)), "median_steps": float(steps * r * 2)}

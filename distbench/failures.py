@@ -1,0 +1,133 @@
+"""What broke a point: the root cause from how each rank ended, named in one line.
+
+Every rank runs under distbench.rankguard, which leaves `exit-<rank>.json` (exit status or signal, and
+when) in the point's rank folder; a worker that raises also leaves `error-<rank>.json` (its exception
+line, written by launchers.common.run_worker before it exits). From those:
+
+* the root cause is the first rank to fail with an error of its own; errors that only say a peer went
+  away ("Connection reset by peer", "Horovod has been shut down") and ranks the launcher terminated
+  afterwards are consequences, never the cause;
+* `oom` only when memory ran out: an allocator's own message (CPU, CUDA, TF, C++, Python), or a
+  SIGKILL while the kernel's OOM-kill counter of this cgroup went up. A SIGKILL without that evidence is
+  "killed (SIGKILL)".
+"""
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+from distbench.rankguard import signal_name
+
+OOM_MARKERS = ("out of memory", "OutOfMemoryError", "ResourceExhaustedError", "ResourceExhausted",
+               "OOM when allocating", "std::bad_alloc", "MemoryError", "can't allocate memory",
+               "Cannot allocate memory")
+"""Texts that only running out of memory prints (CPU allocator, CUDA, TF, C++ and Python)."""
+
+SECONDARY_MARKERS = ("Connection reset by peer", "Connection closed by peer", "Broken pipe",
+                     "has been shut down", "Connection refused", "communicator was aborted",
+                     "Socket Timeout", "Timed out waiting", "Exit code: ", "ECONNRESET",
+                     "Read error", "Gloo connectFullMesh failed", "terminate called after")
+"""Errors a surviving rank prints because another rank went away first: never the root cause."""
+
+TEARDOWN_SIGNALS = ("SIGTERM", "SIGINT", "SIGHUP", "SIGUSR1")
+"""How launchers stop the surviving ranks once one has failed."""
+
+CGROUP_EVENTS = (Path("/sys/fs/cgroup/memory.events"),  # cgroup v2
+                 Path("/sys/fs/cgroup/memory/memory.oom_control"))  # cgroup v1
+
+
+def is_oom_text(text: str | None) -> bool:
+    return bool(text) and any(m in text for m in OOM_MARKERS)
+
+
+def is_secondary(text: str | None) -> bool:
+    return bool(text) and any(m in text for m in SECONDARY_MARKERS)
+
+
+def oom_kills() -> int | None:
+    """The kernel OOM killer's kill count for this process's memory cgroup (None: not readable)."""
+    for path in CGROUP_EVENTS:
+        try:
+            text = path.read_text()
+        except OSError:
+            continue
+        m = re.search(r"^oom_kill (\d+)$", text, re.MULTILINE)
+        if m:
+            return int(m.group(1))
+    return None
+
+
+def _read(path: Path) -> dict | None:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def rank_reports(rank_dir: str | Path | None) -> list[dict]:
+    """One dict per rank that ended: rank, returncode, signal, ended, and `error` (its own
+    exception line) where it left one. Sorted by when each rank ended."""
+    if not rank_dir or not Path(rank_dir).is_dir():
+        return []
+    folder = Path(rank_dir)
+    reports = []
+    for path in folder.glob("exit-*.json"):
+        report = _read(path)
+        if report is None or not isinstance(report.get("rank"), int):
+            continue
+        error = _read(folder / f"error-{report['rank']}.json")
+        report["error"] = (error or {}).get("error")
+        reports.append(report)
+    return sorted(reports, key=lambda r: r.get("ended") or 0.0)
+
+
+def failed(report: dict) -> bool:
+    return report.get("returncode") not in (0, None)
+
+
+def first_failure(rank_dir: str | Path | None) -> dict | None:
+    """The first rank that ended with a non-zero status, as soon as there is one (the parent polls)."""
+    return next((r for r in rank_reports(rank_dir) if failed(r)), None)
+
+
+def root_cause(reports: list[dict]) -> dict | None:
+    """The rank whose failure caused the others': the first to fail on its own account."""
+    bad = [r for r in reports if failed(r)]
+    if not bad:
+        return None
+    first = bad[0]
+
+    def consequence(r: dict) -> bool:
+        if r is first:
+            return is_secondary(r.get("error"))
+        return is_secondary(r.get("error")) or r.get("signal") in TEARDOWN_SIGNALS
+    primary = [r for r in bad if not consequence(r)]
+    return (primary or bad)[0]
+
+
+def describe(report: dict) -> str:
+    """'rank 1 killed (SIGKILL)' / 'rank 0 exited with status 1: RuntimeError: ...'."""
+    rank = report.get("rank")
+    sig = report.get("signal")
+    what = f"killed ({sig})" if sig else f"exited with status {report.get('returncode')}"
+    error = report.get("error")
+    return f"rank {rank} {what}: {error}" if error else f"rank {rank} {what}"
+
+
+def classify(report: dict | None, *, oom_before: int | None = None, oom_after: int | None = None,
+             stderr_tail: str = "", returncode: int | None = None) -> tuple[str, str | None]:
+    """(status, note) of a failed point: 'oom' only on evidence that memory ran out.
+
+    With a rank report, only that rank's own error counts; without one (the launcher died before its
+    ranks, or no rank folder: Slurm), the stderr tail's allocator messages do.
+    """
+    text = report.get("error") if report else stderr_tail
+    if is_oom_text(text):
+        return "oom", None
+    sig = report.get("signal") if report else (signal_name(returncode) if returncode is not None else None)
+    if sig == "SIGKILL" and oom_before is not None and oom_after is not None and oom_after > oom_before:
+        return "oom", (f"possibly the kernel OOM killer: this cgroup's oom_kill count rose from "
+                       f"{oom_before} to {oom_after} during the point")
+    return "failed", None
