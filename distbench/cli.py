@@ -14,6 +14,7 @@ from distbench import __version__, signals
 from distbench.commands import comm as comm_cmd
 from distbench.commands import infer as infer_cmd
 from distbench.commands import models as models_cmd
+from distbench.commands import predict as predict_cmd
 from distbench.commands import results as results_cmd
 from distbench.commands import scale as scale_cmd
 from distbench.commands import slurm as slurm_cmd
@@ -42,6 +43,7 @@ cli.add_command(infer_cmd.infer)
 cli.add_command(slurm_cmd.slurm)
 cli.add_command(slurm_cmd.collect)
 cli.add_command(verify_cmd.verify)
+cli.add_command(predict_cmd.predict)
 
 
 def interrupted_message(exc: BaseException) -> str:

@@ -28,6 +28,7 @@ from rich.markup import escape as rich_escape
 from rich.table import Table
 
 from distbench import analysis as an
+from distbench import predict as predict_mod
 from distbench.analysis import Sweep, num, pct
 from distbench.config import swept_batch
 from distbench.errors import BadInput
@@ -767,10 +768,13 @@ def write_report(sweep: Sweep, out: str | Path, *, target_throughput: float | No
         raise BadInput(f"cannot write {html_path}: {exc.strerror or exc}") from None
     summary = an.summarize(sweep)
     plots = make_plots(sweep)
+    prediction = predict_mod.latest_for(sweep.store_path, sweep.id)  # predicted capacity (distbench predict)
+    if prediction:
+        plots.append(predict_mod.plot(prediction))
     by_name = {p.name: p for p in plots}
     ctx = dict(sweep=sweep, summary=summary, plots=by_name,
                capacity=_capacity_table(sweep, target_throughput, epoch_samples, epoch_time),
-               capacity_asked=target_throughput is not None or bool(epoch_samples))
+               capacity_asked=target_throughput is not None or bool(epoch_samples), prediction=prediction)
     images = {p.name: html_path.with_name(f"{html_path.stem}-{p.name}.png") for p in plots}
     page = render_html(**ctx)
     markdown = render_markdown(**ctx, images={k: v.name for k, v in images.items()},
@@ -868,7 +872,8 @@ NO_COMM = ("This sweep has no communication measurements (no exposed_comm_s, com
 NO_TELEMETRY = "This sweep has no telemetry (utilization, memory, power) in its records."
 
 
-def render_html(*, sweep: Sweep, summary: an.Summary, plots: dict[str, Plot], capacity, capacity_asked: bool) -> str:
+def render_html(*, sweep: Sweep, summary: an.Summary, plots: dict[str, Plot], capacity, capacity_asked: bool,
+                prediction: dict | None = None) -> str:
     i = sweep.info
     parts = [f"<h1>distbench report: sweep {e(sweep.id)}</h1>",
              f'<p class="meta">{e(i.get("status"))}, started {e(i.get("started"))}'
@@ -879,6 +884,8 @@ def render_html(*, sweep: Sweep, summary: an.Summary, plots: dict[str, Plot], ca
            ("environment", "Environment")]
     if _batch_points(sweep):
         nav.insert(6, ("batch", "Batch size"))
+    if prediction:
+        nav.insert(nav.index(("capacity", "Capacity")) + 1, ("predicted", "Predicted"))
     parts.append("<nav>" + "".join(f'<a href="#{k}">{e(v)}</a>' for k, v in nav) + "</nav>")
     note = _cpu_note(sweep)
     if note:
@@ -939,6 +946,15 @@ def render_html(*, sweep: Sweep, summary: an.Summary, plots: dict[str, Plot], ca
     parts.append(_paragraph(CAPACITY_NOTE))
     parts.append(_html_table(*capacity) if capacity[1] else _paragraph("No successful points to plan with."))
     parts.append("</section>")
+    if prediction:
+        parts.append('<section id="predicted"><h2>Predicted capacity</h2>'
+                     + f'<div class="callout">{e(predict_mod.PREDICTION_NOTE)}</div>'
+                     + _figure(plots.get("predicted")) + _html_table(*predict_mod.table_rows(prediction))
+                     + "<h3>Validation: leave-largest-N-out</h3>"
+                     + (_html_table(*predict_mod.validation_rows(prediction))
+                        if predict_mod.validation_rows(prediction)[1] else _paragraph("Needs at least 3 measured N."))
+                     + "<ul>" + "".join(f"<li>{e(x.strip())}</li>" for x in predict_mod.summary_lines(prediction))
+                     + "</ul></section>")
 
     parts.append('<section id="problems"><h2>Skipped and failed points</h2>')
     problems = _problems(sweep)
@@ -981,7 +997,7 @@ def _md_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
 
 
 def render_markdown(*, sweep: Sweep, summary: an.Summary, plots: dict[str, Plot], capacity, capacity_asked: bool,
-                    images: dict[str, str], csv_name: str) -> str:
+                    images: dict[str, str], csv_name: str, prediction: dict | None = None) -> str:
     i = sweep.info
     out = [f"# distbench report: sweep {md(sweep.id)}", "",
            f"{md(i.get('status'))}, started {md(i.get('started'))}"
@@ -1031,6 +1047,13 @@ def render_markdown(*, sweep: Sweep, summary: an.Summary, plots: dict[str, Plot]
                 "strategy needs; measured throughput per N:", ""]
     out += [md(CAPACITY_NOTE), ""]
     out += [_md_table(*capacity) if capacity[1] else "No successful points to plan with.", ""]
+    if prediction:
+        out += ["## Predicted capacity", "", f"> {md(predict_mod.PREDICTION_NOTE)}", ""]
+        image("predicted")
+        out += [_md_table(*predict_mod.table_rows(prediction)), "", "**Validation: leave-largest-N-out**", ""]
+        validation = predict_mod.validation_rows(prediction)
+        out += [_md_table(*validation) if validation[1] else "Needs at least 3 measured N.", ""]
+        out += [f"- {md(x.strip())}" for x in predict_mod.summary_lines(prediction)] + [""]
     out += ["## Skipped and failed points", ""]
     problems = _problems(sweep)
     out += [_md_table(["strategy", "N", "status", "reason"], problems) if problems

@@ -61,6 +61,10 @@ CREATE TABLE IF NOT EXISTS telemetry (
     point_id INTEGER NOT NULL REFERENCES points(id), t REAL NOT NULL, source TEXT NOT NULL,
     metric TEXT NOT NULL, value REAL);
 """
+_PREDICTIONS = """CREATE TABLE IF NOT EXISTS predictions (
+    id INTEGER PRIMARY KEY AUTOINCREMENT, sweep_id TEXT, created TEXT NOT NULL, command TEXT, version TEXT,
+    prediction_json TEXT NOT NULL)"""
+"""`distbench predict` output (distbench/predict.py), kept out of the measured tables; added to older stores."""
 
 POINT_COLUMNS = ("strategy", "framework", "model", "world_size", "nodes", "device", "scaling",
                  "per_device_batch", "global_batch", "status", "reason", "throughput",
@@ -123,6 +127,7 @@ class Store:
                     self.conn.execute(statement)
                 self.conn.execute("INSERT OR IGNORE INTO meta VALUES ('app', 'distbench')")
                 self.conn.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+            self.conn.execute(_PREDICTIONS)
             self.conn.execute("COMMIT")
         except BaseException:
             if self.conn.in_transaction:
