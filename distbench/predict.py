@@ -576,9 +576,9 @@ def _assumptions(s: Series, model: Model, algorithm: str, bucket_bytes) -> list[
 
 
 def _needed(model: Model, s: Series, ok: Callable[[float], bool], limit: int = 65536) -> dict:
-    """Smallest power-of-two N (and multiple of the node size beyond one node) whose predicted throughput
-    meets the goal, and the smallest whose 95% lower bound does."""
-    ns = sorted({2 ** k for k in range(17)} | {s.per_node * m for m in range(1, limit // s.per_node + 1)})
+    """Smallest N among powers of two and power-of-two node counts whose predicted throughput meets the
+    goal, and the smallest whose 95% lower bound does."""
+    ns = sorted({2 ** k for k in range(17)} | {s.per_node * 2 ** k for k in range(17)})
     best = conservative = None
     for n in ns:
         if n > limit:

@@ -9,6 +9,8 @@ Schema (version 1):
          config_json, record_json, finished)
   steps(point_id, idx, seconds)             -- every measured step time
   telemetry(point_id, t, source, metric, value)
+  predictions(id, sweep_id, created, command, version, prediction_json)  -- `distbench predict` output,
+                                            never mixed into points (added to older stores on open)
 
 Each point is committed in its own transaction as soon as it finishes. WAL mode and a busy
 timeout let two sweeps write the same store at once; the schema is created inside one BEGIN IMMEDIATE
