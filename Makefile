@@ -1,24 +1,37 @@
 # Fresh machine:  make demo   (builds .venv, runs the main job)
-#                 make test   (builds .venv, runs the test suite)
+#                 make test   (builds .venv, runs ruff and the test suite)
+#                 make lock   (rewrites constraints.txt from a working CPU .venv)
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: install demo test bench clean
+.PHONY: install demo lint test bench lock clean
 
 install: $(VENV)/.installed
 
-$(VENV)/.installed: scripts/install.sh setup.cfg pyproject.toml
+$(VENV)/.installed: scripts/install.sh setup.cfg pyproject.toml constraints.txt
 	bash scripts/install.sh
 
 demo: install
 	$(VENV)/bin/distbench scale --gpus 1,2 --model resnet50
 
-test: install
+# ruff's formatter is configured in pyproject.toml but not enforced: it would rewrite most files today.
+lint: install
+	$(VENV)/bin/ruff check .
+
+test: lint
 	$(PY) -m pytest -ra tests
 
 bench: install
 	$(PY) benchmarks/harness_overhead.py --out docs/benchmarks.md
 	$(PY) benchmarks/comm_busbw.py --out docs/benchmarks.md
+
+# The pins of every installed package but distbench itself and Horovod (built from its sdist), from the
+# venv as it is; torch's local build label (+cpu) is dropped so the GPU install's CUDA wheel matches too.
+lock:
+	{ echo "# Pins for scripts/install.sh (pip install -c constraints.txt), written by 'make lock' from a working"; \
+	  echo "# CPU venv. The GPU install drops the torch, tensorflow and CUDA library pins (see scripts/install.sh)."; \
+	  $(PY) -m pip freeze --all --exclude-editable | grep -Eiv '^(pip|horovod)( |=)' | sed -E 's/^(torch==[^+]*)\+.*/\1/'; \
+	} > constraints.txt
 
 clean:
 	rm -rf $(VENV) build *.egg-info distbench-results

@@ -22,6 +22,8 @@ from __future__ import annotations
 import json
 import re
 import shlex
+import shutil
+import subprocess
 import sys
 from pathlib import Path
 from typing import Sequence
@@ -178,19 +180,19 @@ def tf_multiworker_srun_command(cfg: PointConfig, config_path: str, out_path: st
 
 
 def expand_hostlist(hostlist: str) -> list[str]:
-    """Slurm's compressed host list, in order: 'gpu[01-02,7],login1' -> ['gpu01', 'gpu02', 'gpu7', 'login1']."""
-    hosts: list[str] = []
-    for m in re.finditer(r"([^,\[]+)(?:\[([^\]]+)\])?([^,\[]*)", hostlist):
-        prefix, ranges, suffix = m.group(1), m.group(2), m.group(3)
-        if ranges is None:
-            hosts.append(prefix + suffix)
-            continue
-        for part in ranges.split(","):
-            lo, _, hi = part.partition("-")
-            width = len(lo)
-            for i in range(int(lo), int(hi or lo) + 1):
-                hosts.append(f"{prefix}{i:0{width}d}{suffix}")
-    return hosts
+    """Slurm's compressed host list, in order: 'r[1-2]-n[01-02],login1' -> ['r1-n01', 'r1-n02', 'r2-n01',
+    'r2-n02', 'login1']. Slurm's own `scontrol show hostnames` expands it where Slurm is installed,
+    python-hostlist (the same syntax, kept by NSC) elsewhere."""
+    if shutil.which("scontrol"):
+        done = subprocess.run(["scontrol", "show", "hostnames", hostlist], capture_output=True, text=True)
+        if done.returncode == 0:
+            return done.stdout.split()
+    import hostlist as python_hostlist  # only where Slurm is not installed
+
+    try:
+        return python_hostlist.expand_hostlist(hostlist)
+    except python_hostlist.BadHostlist as e:
+        raise ValueError(f"not a Slurm host list: {hostlist!r} ({e})") from None
 
 
 def expand_tasks_per_node(text: str) -> list[int]:

@@ -8,8 +8,6 @@ import re
 import resource
 import subprocess
 
-import pytest
-
 from distbench.analysis import load_sweep
 from distbench.cli import main
 from distbench.plan import SweepOptions, make_plan
