@@ -69,7 +69,7 @@ def predict(sweep, results, csv_path, gpus_text, gpus_per_node, strategy_text, c
     gpus = parse_counts(gpus_text, "--gpus", "device count", 1 << 20) if gpus_text else None
     strategies = [s.strip() for s in strategy_text.split(",") if s.strip()] if strategy_text else None
     link_map = pr.explicit_links(links, link_bws, link_lats, nics_per_node)
-    records, comm_records, sweep_id, store_path = [], [], None, None
+    records, sweep_id, store_path = [], None, None
     if csv_path:
         records = pr.read_csv(csv_path)
     if not csv_path or comm_sweeps:
