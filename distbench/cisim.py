@@ -83,7 +83,8 @@ def adaptive(rng: np.random.Generator, model: Model, target: float, *, first: in
     means, hws = np.empty((len(looks), runs)), np.empty((len(looks), runs))
     for j, n in enumerate(looks):
         means[j], hws[j] = _ci(x[:, :n])
-        stop = np.where((stop == len(looks) - 1) & (hws[j] / means[j] <= target) & (j < stop), j, stop)
+        may_stop = stats.batch_count(n) >= stats.MAX_BATCHES  # as stats.target_met
+        stop = np.where((stop == len(looks) - 1) & may_stop & (hws[j] / means[j] <= target) & (j < stop), j, stop)
     idx = np.arange(runs)
     return _result(means[stop, idx], hws[stop, idx], model, np.asarray(looks)[stop])
 
@@ -122,17 +123,23 @@ def repeats(rng: np.random.Generator, model: Model, r: int, *, run_sd: float = 0
 
 
 def paired_exposed(rng: np.random.Generator, model: Model, r: int, *, exposed: float = 0.05, drift_sd: float = 0.03,
-                   steps: int = 50, trials: int = 2000) -> dict:
-    """Paired t-interval of exposed communication (time per step, sync - no-sync) over r ABAB pairs.
-    The machine's speed drifts from pair to pair (a factor shared by the pair's two runs, sd drift_sd),
-    and each run has its own noise; sync steps are `exposed` longer on average."""
+                   trend: float = 0.0, alternate: bool = True, steps: int = 50, trials: int = 2000) -> dict:
+    """Paired t-interval of exposed communication (time per step, sync - no-sync) over r pairs of runs.
+    The machine's speed drifts from pair to pair (a factor shared by the pair's two runs, sd drift_sd)
+    and also trends steadily, `trend` per run (warming caches, throttling); each run has its own noise;
+    sync steps are `exposed` longer on average. `alternate`: pairs run A B, B A, A B ... (what
+    distbench.measure does) instead of always A first. The truth is the exposed time at the mean
+    speed of the whole measurement."""
     drift = np.exp(drift_sd * rng.standard_normal((trials, r)))
-    a = step_series(rng, trials * r, steps, model).reshape(trials, r, steps).mean(axis=2) + exposed
-    b = step_series(rng, trials * r, steps, model).reshape(trials, r, steps).mean(axis=2)
+    pos_a = np.array([2 * i + (1 if alternate and i % 2 else 0) for i in range(r)])
+    pos_b = np.array([2 * i + (0 if alternate and i % 2 else 1) for i in range(r)])
+    speed = 1.0 + trend * np.arange(2 * r)
+    a = (step_series(rng, trials * r, steps, model).reshape(trials, r, steps).mean(axis=2) + exposed) * speed[pos_a]
+    b = step_series(rng, trials * r, steps, model).reshape(trials, r, steps).mean(axis=2) * speed[pos_b]
     d = (a - b) * drift
     m = d.mean(axis=1)
     hw = stats.t_quantile(1 - (1 - stats.CI_LEVEL) / 2, r - 1) * d.std(axis=1, ddof=1) / math.sqrt(r)
-    # the truth: the mean drift factor times the exposed time (E[drift] = exp(sd^2 / 2))
-    truth = exposed * math.exp(drift_sd ** 2 / 2)
+    # E[drift] = exp(sd^2 / 2); the mean speed over all 2r runs
+    truth = exposed * math.exp(drift_sd ** 2 / 2) * float(speed.mean())
     return {"coverage": float(np.mean(np.abs(m - truth) <= hw)), "bias": float(np.mean(m) / truth - 1.0),
             "median_rel_half_width": float(np.median(hw / truth)), "median_steps": float(steps * r * 2)}

@@ -44,8 +44,10 @@ def combine_repeats(runs: list[dict], noisy_cv: float = NOISY_CV) -> dict:
         return record
     all_steps = [t for r in runs for t in r["step_times_s"]]
     record["step_times_s"] = all_steps
-    record.update(stats.step_stats(all_steps, record["global_batch"],
-                                   sum(r.get("measured_window_s") or sum(r["step_times_s"]) for r in runs)))
+    record["measured_window_s"] = sum(r.get("measured_window_s") or sum(r["step_times_s"]) for r in runs)
+    if len(runs) > 1:  # per repeat in record["repeats"]; the first run's alone would not match the pooled steps
+        record.pop("per_rank_step_times_s", None)
+    record.update(stats.step_stats(all_steps, record["global_batch"], record["measured_window_s"]))
     record.pop("ci_note", None)
     if len(runs) > 1:
         thr, lo, hi = stats.repeats_ci([r["throughput"] for r in runs])
@@ -55,6 +57,10 @@ def combine_repeats(runs: list[dict], noisy_cv: float = NOISY_CV) -> dict:
                       ci_scope=f"run-to-run (t over {len(runs)} repeats)")
     else:
         record.update(stats.within_run_ci(all_steps, record["throughput"]))
+        if record["ci_scope"] and record["world_size"] > 1:
+            # The batch means run over the per-step slowest-rank times, applied to the window throughput;
+            # the coverage simulations (distbench/cisim.py) model one series.
+            record["ci_scope"] += " of the per-step slowest-rank times (coverage simulated for one series)"
     ar = [r["allreduce_s"] for r in runs if r.get("allreduce_s")]
     record["allreduce_s"] = statistics.median(ar) if ar else None
     record["noisy"] = record["step_time_cv"] > noisy_cv
@@ -86,21 +92,36 @@ def exposed_comm_ci(sync_runs: list[dict], indep_runs: list[dict]) -> tuple[tupl
 
 def measure_point(point: PlannedPoint, workdir: Path, *, timeout_s: float, repeats: int = 1,
                   noisy_cv: float = NOISY_CV, telemetry_interval_s: float = 0.0) -> dict:
-    """Run a planned point R times; when it measures communication, each run is followed by its
-    independent variant with the same number of steps (A B A B ...)."""
+    """Run a planned point R times; when it measures communication, each synchronized run (A) is paired
+    with its independent variant (B), in alternating order A B, B A, A B ... so a steady trend of the
+    machine (warming caches, throttling) cancels in the pairs' differences instead of biasing them.
+    The first A sets the step count (adaptive stopping); every other run of the point, A or B, runs
+    exactly that many steps, with the same telemetry sampling, so the pairs are like for like."""
     cfg = point.config
     runs, indeps = [], []
+
+    def run(c, name):
+        return add_step_metrics(run_point(point.strategy, c, workdir / name, timeout_s, telemetry_interval_s))
+
     for r in range(repeats):
-        run = add_step_metrics(run_point(point.strategy, cfg, workdir / f"r{r + 1}", timeout_s, telemetry_interval_s))
-        runs.append(run)
-        if cfg.measure_comm and run["status"] == "ok":
-            indep_cfg = dataclasses.replace(cfg, sync=False, measure_comm=False, target_ci=0.0,
-                                            steps=run["measured_steps"])
-            indeps.append(add_step_metrics(run_point(point.strategy, indep_cfg, workdir / f"independent{r + 1}",
-                                                     timeout_s)))
+        if not (cfg.measure_comm and (not runs or runs[0]["status"] == "ok")):
+            runs.append(run(cfg, f"r{r + 1}"))
+            continue
+        fixed = runs[0]["measured_steps"] if runs else None
+        sync_cfg = dataclasses.replace(cfg, target_ci=0.0, steps=fixed) if fixed else cfg
+        if r % 2 == 0:  # A B
+            runs.append(run(sync_cfg, f"r{r + 1}"))
+            if runs[-1]["status"] != "ok":
+                break
+            fixed = runs[-1]["measured_steps"]
+        indep_cfg = dataclasses.replace(cfg, sync=False, measure_comm=False, target_ci=0.0, steps=fixed)
+        indeps.append(run(indep_cfg, f"independent{r + 1}"))
+        if r % 2 == 1:  # B A
+            runs.append(run(sync_cfg, f"r{r + 1}"))
     record = combine_repeats(runs, noisy_cv)
     if indeps and record["status"] == "ok":
         record["independent"] = [_summary(b) for b in indeps]
+        record["pair_order"] = ["AB" if i % 2 == 0 else "BA" for i in range(len(indeps))]
         bad = next((b for b in indeps if b["status"] != "ok"), None)
         if bad is None:
             ci, scope = exposed_comm_ci(runs, indeps)

@@ -82,7 +82,7 @@ def measure(step: Callable[[], Any], sync: Callable[[Any], None], cfg: PointConf
         ci = stats.step_time_ci(combine_ranks([g[0] for g in gathered], cfg.sync))
         elapsed = sum(max(seg) for seg in zip(*(g[1] for g in gathered)))
         stopping["ci_half_width"] = ci["rel_half_width"] if ci else None
-        if ci and ci["rel_half_width"] <= cfg.target_ci:
+        if stats.target_met(ci, cfg.target_ci):
             stopping["rule"] = "target_ci_met"
             break
         out_of_time = 0 < cfg.max_time_s <= elapsed

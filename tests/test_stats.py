@@ -117,7 +117,7 @@ def test_repeats_mean_and_difference_cis():
 
 
 def test_adaptive_looks_are_geometric():
-    assert [stats.next_look(n) for n in (0, 20, 149, 150, 299, 300, 1000)] == [150, 150, 150, 300, 300, 600, 1200]
+    assert [stats.next_look(n) for n in (0, 20, 599, 600, 1199, 1200, 3000)] == [600, 600, 600, 1200, 1200, 2400, 4800]
 
 
 def test_rate_ci_maps_the_step_time_interval():

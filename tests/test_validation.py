@@ -16,7 +16,7 @@ CASES = [
     (["scale", "--image-size", "0"], _range("--image-size", "0", "1<=x<=8192")),
     (["scale", "--seq-len", "0", "--model", "lstm"], _range("--seq-len", "0", "1<=x<=65536")),
     (["scale", "--steps", "0"], _range("--steps", "0", "1<=x<=1000000")),
-    (["scale", "--warmup", "-1"], _range("--warmup", "-1", "0<=x<=100000")),
+    (["scale", "--warmup", "0"], _range("--warmup", "0", "1<=x<=100000")),
     (["scale", "--timeout", "1e12"], _range("--timeout", "1000000000000.0", WEEK)),
     (["scale", "--timeout", "nan"], _range("--timeout", "nan", WEEK)),
     (["scale", "--timeout", "inf"], _range("--timeout", "inf", WEEK)),
@@ -45,12 +45,12 @@ CASES = [
     (["infer", "--batch-sizes", "999999999999"], "--batch-sizes value '999999999999' is not in the range 1..1048576"),
     (["infer", "--image-size", "0"], _range("--image-size", "0", "1<=x<=8192")),
     (["infer", "--steps", "1"], _range("--steps", "1", "2<=x<=1000000")),
-    (["infer", "--warmup", "-1"], _range("--warmup", "-1", "0<=x<=100000")),
+    (["infer", "--warmup", "0"], _range("--warmup", "0", "1<=x<=100000")),
     (["infer", "--timeout", "inf"], _range("--timeout", "inf", WEEK)),
     # comm
     (["comm", "--gpus", "99999999999999999999"], "--gpus value '99999999999999999999' is not in the range 1..65536"),
     (["comm", "--iters", "2"], _range("--iters", "2", "3<=x<=100000")),
-    (["comm", "--warmup", "-1"], _range("--warmup", "-1", "0<=x<=100000")),
+    (["comm", "--warmup", "0"], _range("--warmup", "0", "1<=x<=100000")),
     (["comm", "--max-time-per-size", "nan"], _range("--max-time-per-size", "nan", "0<x<=3600")),
     (["comm", "--timeout", "1e12"], _range("--timeout", "1000000000000.0", WEEK)),
     # verify

@@ -22,7 +22,7 @@ class FiniteFloatRange(click.FloatRange):
 SECONDS = FiniteFloatRange(0, 7 * 86400, min_open=True)
 """--timeout and the like: more than 0 s, at most a week."""
 STEPS = click.IntRange(1, 1_000_000)
-WARMUP = click.IntRange(0, 100_000)
+WARMUP = click.IntRange(1, 100_000)  # at least 1: tracing and compilation must not land in a measured step
 IMAGE_SIZE = click.IntRange(1, 8192)
 SEQ_LEN = click.IntRange(1, 65536)
 NUM_CLASSES = click.IntRange(2, 1_000_000)
