@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Sequence
 
-from distbench.config import PointKey, point_key
+from distbench.config import PointKey, is_per_core_baseline, point_key
 from distbench import stats
 from distbench.errors import BadInput
 from distbench.store import Store
@@ -93,7 +93,7 @@ class Sweep:
     @property
     def scaling_points(self) -> list[dict]:
         """Successful training points (comm micro-benchmarks excluded)."""
-        return [r for r in self.points if r.get("status") == "ok" and not is_comm(r)]
+        return [r for r in self.points if r.get("status") == "ok" and not is_comm(r) and not is_per_core_baseline(r)]
 
     @property
     def comm_points(self) -> list[dict]:
@@ -229,7 +229,9 @@ def workload_label(key: tuple, among: Iterable[tuple] = ()) -> str:
 def series_name(record: dict) -> str:
     """A strategy's curve: 'ddp', or 'ddp (2 nodes)' for its points spread over 2 nodes."""
     nodes = int(record.get("nodes") or (record.get("config") or {}).get("nodes") or 1)
-    return str(record.get("strategy")) + (f" ({nodes} nodes)" if nodes > 1 else "")
+    threads = (record.get("config") or {}).get("baseline_threads")
+    return (str(record.get("strategy")) + (f" ({nodes} nodes)" if nodes > 1 else "")
+            + (f" ({threads} thread{'s' if threads != 1 else ''}, per-core reference)" if threads else ""))
 
 
 def point_name(record: dict) -> str:

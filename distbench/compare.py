@@ -1,6 +1,9 @@
 """Comparing two sweeps (another distbench version, another machine): throughput ratio B/A per point.
 
-Points match when strategy, N, model, per-device batch and scaling are equal. Each ratio gets a 95% CI:
+Points match when their whole point key is equal (distbench.config.point_key: strategy, N, nodes, batch
+size and the workload: model, device, scaling, precision, image size / sequence length, data source,
+compile / XLA / channels-last, ...). Points at the same strategy, N and nodes whose workloads differ are
+not compared: they are listed apart with the fields that differ. Each ratio gets a 95% CI:
 from the records' own throughput CIs when both have one (combined on the log scale), else a seeded
 percentile bootstrap over the per-step samples in the `steps` table. A change is flagged only when it
 is beyond the noise (the CI of the ratio excludes 1) AND larger than the threshold. A point that was ok
@@ -17,10 +20,10 @@ from dataclasses import dataclass, field
 from rich.markup import escape
 from rich.table import Table
 
-from distbench.analysis import Sweep, is_comm, num, throughput_ratio_ci
+from distbench.analysis import Sweep, is_comm, num, record_key, series_name, throughput_ratio_ci, workload_label
+from distbench.config import PointKey
 from distbench.errors import BadInput, DistbenchError
 
-MATCH_FIELDS = ("strategy", "world_size", "model", "per_device_batch", "scaling")
 BROKEN = ("failed", "timeout", "oom")
 
 VERDICT_STYLE = {"regression": "bold red", "improvement": "green", "failed in B": "bold red",
@@ -47,18 +50,28 @@ def parse_threshold(text: str) -> float:
     return value
 
 
-def match_key(record: dict) -> tuple:
-    return tuple(record.get(k) for k in MATCH_FIELDS)
+def key_dict(key: PointKey) -> dict:
+    """The key as JSON: strategy, world_size, nodes, batch (the --batch-size value) and every workload field."""
+    return {"strategy": key.strategy, "world_size": key.world_size, "nodes": key.nodes, "batch": key.batch,
+            **dict(key.workload)}
 
 
-def key_label(key: tuple) -> str:
-    strategy, n, model, batch, scaling = key
-    return f"{strategy} N={n} {model} batch={batch} {scaling}"
+def key_label(key: PointKey) -> str:
+    w = dict(key.workload)
+    where = f" over {key.nodes} nodes" if key.nodes > 1 else ""
+    return f"{key.strategy} N={key.world_size}{where} {w.get('model')} batch={key.batch} {w.get('scaling')}"
+
+
+def key_differences(a: PointKey, b: PointKey) -> list[str]:
+    """'precision fp32 in A, bf16 in B' for every field of the two keys' workloads (and batch) that differs."""
+    wa, wb = {**dict(a.workload), "batch": a.batch}, {**dict(b.workload), "batch": b.batch}
+    return [f"{name} {wa.get(name)} in A, {wb.get(name)} in B" for name in dict.fromkeys([*wa, *wb])
+            if wa.get(name) != wb.get(name)]
 
 
 @dataclass
 class PointComparison:
-    key: tuple
+    key: PointKey
     a: dict
     b: dict
     ratio: float | None = None
@@ -68,9 +81,8 @@ class PointComparison:
     note: str = ""
 
     def to_json(self) -> dict:
-        strategy, n, model, batch, scaling = self.key
-        return {"strategy": strategy, "world_size": n, "model": model, "per_device_batch": batch,
-                "scaling": scaling, "status_a": self.a.get("status"), "status_b": self.b.get("status"),
+        return {**key_dict(self.key), "per_device_batch": self.a.get("per_device_batch"),
+                "status_a": self.a.get("status"), "status_b": self.b.get("status"),
                 "throughput_a": num(self.a.get("throughput")), "throughput_b": num(self.b.get("throughput")),
                 "ratio": self.ratio, "ci_low": self.ci[0] if self.ci else None,
                 "ci_high": self.ci[1] if self.ci else None, "ci_method": self.ci_method or None,
@@ -84,8 +96,10 @@ class Comparison:
     sweep_b: str
     threshold: float
     points: list[PointComparison] = field(default_factory=list)
-    only_a: list[tuple] = field(default_factory=list)
-    only_b: list[tuple] = field(default_factory=list)
+    only_a: list[PointKey] = field(default_factory=list)
+    only_b: list[PointKey] = field(default_factory=list)
+    differ: list[tuple[PointKey, PointKey, list[str]]] = field(default_factory=list)
+    """Same strategy, N and nodes in A and B but another workload: (key A, key B, differing fields)."""
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -100,9 +114,17 @@ class Comparison:
         return {"sweep_a": self.sweep_a, "sweep_b": self.sweep_b, "threshold": self.threshold,
                 "regressions": len(self.regressions), "improvements": len(self.improvements),
                 "points": [p.to_json() for p in self.points],
-                "unmatched_a": [dict(zip(MATCH_FIELDS, k)) for k in self.only_a],
-                "unmatched_b": [dict(zip(MATCH_FIELDS, k)) for k in self.only_b],
+                "unmatched_a": [key_dict(k) for k in self.only_a],
+                "unmatched_b": [key_dict(k) for k in self.only_b],
+                "workloads_differ": [{"a": key_dict(a), "b": key_dict(b), "differences": d}
+                                     for a, b, d in self.differ],
                 "notes": self.notes}
+
+    def no_match_message(self) -> str:
+        """Why nothing was compared, for the one-line error."""
+        why = (f": their workloads differ ({'; '.join(self.differ[0][2])})" if self.differ
+               else " (same strategy, N, nodes, batch size and workload)")
+        return f"no points of {self.sweep_a} and {self.sweep_b} match{why}: nothing to compare"
 
 
 def _index(sweep: Sweep, side: str, notes: list[str]) -> dict[tuple, dict]:
@@ -111,7 +133,7 @@ def _index(sweep: Sweep, side: str, notes: list[str]) -> dict[tuple, dict]:
     for r in sweep.points:
         if is_comm(r):
             continue
-        key = match_key(r)
+        key = record_key(r)
         if key in out:
             repeated.add(key)
             # keep a successful point over a later unsuccessful repeat, else the later point
@@ -171,8 +193,15 @@ def compare_sweeps(sweep_a: Sweep, sweep_b: Sweep, *, threshold: float = 0.05, s
             pc.note = "; ".join(f"{side}: {r.get('status')}" + (f" ({r.get('reason')})" if r.get("reason") else "")
                                 for side, r in (("A", a), ("B", b)) if r.get("status") != "ok")
         result.points.append(pc)
-    result.only_a = [k for k in index_a if k not in index_b]
-    result.only_b = [k for k in index_b if k not in index_a]
+    only_a = [k for k in index_a if k not in index_b]
+    only_b = [k for k in index_b if k not in index_a]
+    for ka in list(only_a):  # the same point measured on another workload: say what differs
+        kb = next((k for k in only_b if k[:3] == ka[:3]), None)
+        if kb is not None:
+            result.differ.append((ka, kb, key_differences(ka, kb)))
+            only_a.remove(ka)
+            only_b.remove(kb)
+    result.only_a, result.only_b = only_a, only_b
     return result
 
 
@@ -183,16 +212,15 @@ def _f(x: float | None, fmt: str) -> str:
 def comparison_table(result: Comparison) -> Table:
     table = Table(title=f"B = {result.sweep_b} vs A = {result.sweep_a} (threshold {result.threshold:.1%})",
                   title_justify="left")
-    for col, justify in (("strategy", "left"), ("N", "right"), ("model", "left"), ("batch", "right"),
-                         ("scaling", "left"), ("A\n(samples/s)", "right"), ("B\n(samples/s)", "right"),
-                         ("B/A", "right"), ("95% CI", "right"), ("verdict", "left")):
+    for col, justify in (("strategy", "left"), ("N", "right"), ("workload", "left"), ("A\n(samples/s)", "right"),
+                         ("B\n(samples/s)", "right"), ("B/A", "right"), ("95% CI", "right"), ("verdict", "left")):
         table.add_column(col, justify=justify)
+    workloads = [p.key[3:] for p in result.points]
     for p in result.points:
-        strategy, n, model, batch, scaling = p.key
         verdict = f"[{VERDICT_STYLE.get(p.verdict, 'white')}]{p.verdict}[/]"
         if p.note:
             verdict += f" ({escape(p.note)})"
-        table.add_row(escape(str(strategy)), str(n), escape(str(model)), str(batch), escape(str(scaling)),
+        table.add_row(escape(series_name(p.a)), str(p.key.world_size), escape(workload_label(p.key[3:], workloads)),
                       _f(num(p.a.get("throughput")), ".2f"), _f(num(p.b.get("throughput")), ".2f"),
                       _f(p.ratio, ".3f"), f"{p.ci[0]:.3f}-{p.ci[1]:.3f}" if p.ci else "-", verdict)
     return table
@@ -201,7 +229,7 @@ def comparison_table(result: Comparison) -> Table:
 def gate(result: Comparison) -> None:
     """Raise RegressionFound (exit 1) when B regressed beyond the noise and the threshold, or broke a point."""
     if result.regressions:
-        names = ", ".join(f"{p.key[0]} N={p.key[1]}" for p in result.regressions)
+        names = ", ".join(f"{series_name(p.a)} N={p.key.world_size}" for p in result.regressions)
         raise RegressionFound(f"{len(result.regressions)} regression(s) in {result.sweep_b} vs {result.sweep_a} "
                               f"beyond the noise and the {result.threshold:.1%} threshold: {names}")
 
@@ -211,6 +239,10 @@ def summary_lines(result: Comparison) -> list[str]:
     for side, keys in (("A", result.only_a), ("B", result.only_b)):
         for key in keys:
             lines.append(f"only in {side} (unmatched): {key_label(key)}")
+    for ka, _, diffs in result.differ:
+        lines.append(f"not compared, the workloads differ: {key_label(ka)}: {'; '.join(diffs)}")
+    for workload in dict.fromkeys(p.key.workload for p in result.points):
+        lines.append("compared workload: " + ", ".join(f"{k} {v}" for k, v in workload))
     lines.extend(f"note: {n}" for n in result.notes)
     n_reg, n_imp = len(result.regressions), len(result.improvements)
     lines.append(f"{n_reg} regression(s), {n_imp} improvement(s) beyond the noise and the {result.threshold:.1%} "

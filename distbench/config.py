@@ -74,6 +74,13 @@ class PointConfig:
     max_time_s: float = 0.0
     """Upper bound on measuring time when target_ci is on."""
     max_steps: int = 10000
+    tf32: bool = True
+    """GPUs: TF32 tensor-core math for float32 matmuls and convolutions, set the same way in both
+    frameworks (TF's default; torch's default for convolutions only), with cuDNN autotuning on in
+    both. Verify mode always runs without TF32 (and with deterministic kernels)."""
+    baseline_threads: int | None = None
+    """Set only on an extra CPU baseline measured with this many threads (the per-worker thread count
+    of some N-worker points): the reference of their per-core efficiency. None on every other point."""
     extra: dict = field(default_factory=dict)
 
     def __post_init__(self):
@@ -128,6 +135,12 @@ class PointConfig:
     @classmethod
     def from_json(cls, text: str) -> "PointConfig":
         return cls.from_dict(json.loads(text))
+
+
+def is_per_core_baseline(record: dict) -> bool:
+    """An extra CPU baseline run at a per-worker thread count (PointConfig.baseline_threads): a
+    reference for per-core efficiency, not a point of the scaling curves."""
+    return (record.get("config") or record).get("baseline_threads") is not None
 
 
 def swept_batch(config: dict) -> int | None:

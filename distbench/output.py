@@ -8,7 +8,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from distbench.analysis import wall_split_line
+from distbench.analysis import series_name, wall_split_line
 from distbench.config import swept_batch
 
 JSON_FIELDS = ("strategy", "framework", "model", "world_size", "nodes", "device", "status", "reason",
@@ -18,7 +18,8 @@ JSON_FIELDS = ("strategy", "framework", "model", "world_size", "nodes", "device"
                "noisy", "comm_overhead", "exposed_comm_s", "allreduce_s", "grad_bytes", "overlap", "stopping",
                "data_wait_fraction", "ci_scope", "ci_note", "measured_window_s", "time_per_step_s",
                "exposed_comm_ci_low", "exposed_comm_ci_high", "exposed_comm_ci_scope", "overlap_raw",
-               "peak_memory_bytes", "workdir",
+               "peak_memory_bytes", "workdir", "efficiency_per_core", "per_core_baseline", "math_mode",
+               "model_flops_per_sample", "achieved_flops_per_device", "peak_flops_per_device", "mfu", "mfu_note",
                "sweep_id", "point_id")
 
 STATUS_STYLE = {"ok": "green", "skipped": "yellow", "failed": "red", "timeout": "red", "oom": "magenta", "interrupted": "yellow"}
@@ -44,8 +45,11 @@ def json_document(records: list[dict], extra_fields: tuple[str, ...] = ()) -> st
 def results_table(records: list[dict], title: str | None = None) -> Table:
     table = Table(title=title, title_justify="left")
     several_batches = len({swept_batch(r.get("config") or r) for r in records}) > 1
+    cpu = any(r.get("device") == "cpu" for r in records)
+    efficiency = (("efficiency\n(whole\nmachine)", "right"), ("efficiency\n(per core)", "right")) if cpu \
+        else (("efficiency", "right"),)
     for col, justify in (("strategy", "left"), ("N", "right"), ("throughput\n(samples/s)", "right"),
-                         ("95% CI", "right"), ("speedup", "right"), ("efficiency", "right"),
+                         ("95% CI", "right"), ("speedup", "right"), *efficiency, ("MFU", "right"),
                          ("step median\n(ms)", "right"), ("step p95\n(ms)", "right"), ("comm\noverhead", "right"),
                          ("overlap", "right"), ("status", "left")):
         table.add_column(col, justify=justify)
@@ -59,12 +63,13 @@ def results_table(records: list[dict], title: str | None = None) -> Table:
         ci = "-"
         if r.get("throughput_ci_low") is not None:
             ci = f"{r['throughput_ci_low']:.2f}..{r['throughput_ci_high']:.2f}"
-        label = escape(str(r["strategy"])) + (f" ({r['nodes']} nodes)" if (r.get("nodes") or 1) > 1 else "")
+        label = escape(series_name(r))
         if several_batches:
             label += f" batch {swept_batch(r.get('config') or r)}"
         table.add_row(
             label, str(r["world_size"]), _num(r.get("throughput"), ".2f"), ci,
             _num(r.get("speedup"), ".2f"), _num(r.get("efficiency"), ".0%"),
+            *((_num(r.get("efficiency_per_core"), ".0%"),) if cpu else ()), _num(r.get("mfu"), ".1%"),
             _num(r.get("step_time_median_s") and r["step_time_median_s"] * 1e3, ".1f"),
             _num(r.get("step_time_p95_s") and r["step_time_p95_s"] * 1e3, ".1f"),
             _num(r.get("comm_overhead"), ".0%"), _num(r.get("overlap"), ".0%"), shown)
@@ -122,6 +127,13 @@ def print_summary(console: Console, records: list[dict], notes: list[str], sweep
     if noisy:
         console.print(f"noisy points (step-time CV above the threshold; read their curves with care): "
                       f"{', '.join(noisy)}", highlight=False, markup=False)
+    if any(r.get("device") == "cpu" for r in records):
+        console.print("efficiency (whole machine) = speedup / N against the baseline on all the cores; efficiency "
+                      "(per core) against the baseline on the same threads per worker", style="dim", highlight=False,
+                      markup=False)
+    console.print("MFU = model FLOPs per second per device / the device's peak (NVIDIA's dense datasheet peak for "
+                  "the math type; on CPU workers a float32 GEMM measured on the same threads); '-' = no known peak "
+                  "(the record's mfu_note says why)", style="dim", highlight=False, markup=False)
     console.print("speedup = throughput / the same framework's single-device baseline; efficiency = speedup / N; "
                   "comm overhead = (step - step without gradient sync) / step; overlap = share of the standalone "
                   "all-reduce time hidden behind compute", style="dim", highlight=False, markup=False)

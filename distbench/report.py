@@ -33,7 +33,7 @@ from distbench.analysis import Sweep, num, pct
 from distbench.config import swept_batch
 from distbench.errors import BadInput
 
-STATUS_STYLE = {"ok": "green", "skipped": "yellow", "failed": "red", "timeout": "red", "oom": "magenta"}
+STATUS_STYLE = {"ok": "green", "skipped": "yellow", "failed": "red", "timeout": "red", "oom": "magenta", "interrupted": "yellow"}
 
 
 # -- terminal ---------------------------------------------------------------------------------------------
@@ -83,7 +83,7 @@ def points_table(sweep: Sweep) -> Table:
             shown += " [yellow](noisy)[/]"
         if an.is_comm(r):
             shown += " (comm benchmark)"
-        row = [rich_escape(str(r.get("strategy"))), str(r.get("world_size")), _f(r.get("throughput"), ".2f")]
+        row = [rich_escape(an.series_name(r)), str(r.get("world_size")), _f(r.get("throughput"), ".2f")]
         if with_ci:
             row.append(_ci_text(r))
         row += [_f(r.get("speedup"), ".2f"), pct(num(r.get("efficiency"))), _ms(r.get("step_time_median_s")),
@@ -229,7 +229,7 @@ def _series(points: Sequence[dict], include_baselines: bool) -> list[tuple[str, 
                 continue
             label = strategy + (" (baseline)" if base else "")
             if len(groups) > 1:
-                label += f" · {an.workload_label(key)}"
+                label += f" · {an.workload_label(key, groups)}"
             out.append((label, strategy, spts, base))
     return out
 
@@ -322,7 +322,7 @@ def plot_comm(sweep: Sweep, colors: _Colors):
             ax.annotate(f"overlap {b['overlap']:.0%}", (x, b["step_s"] * 1e3), ha="center", va="bottom",
                         fontsize="x-small", xytext=(0, 2), textcoords="offset points")
     ax.set_xticks(xs)
-    ax.set_xticklabels([_mpl(f"{r.get('strategy')}\nN={r.get('world_size')}") for r, _ in rows], fontsize="small")
+    ax.set_xticklabels([_mpl(f"{an.series_name(r)}\nN={r.get('world_size')}") for r, _ in rows], fontsize="small")
     ax.set_ylabel("median step time (ms)")
     title = "Where the step time goes: exposed vs overlapped communication"
     ax.set_title(title)
@@ -364,7 +364,7 @@ def plot_busbw(sweep: Sweep, colors: _Colors):
 
 
 def _point_label(r: dict) -> str:
-    return f"{r.get('strategy')} N={r.get('world_size')}"
+    return an.point_name(r)
 
 
 def plot_steps(sweep: Sweep):
@@ -588,7 +588,7 @@ def _points_rows(sweep: Sweep) -> tuple[list[str], list[list[str]], list[str]]:
         if an.is_comm(r):
             continue
         ok = r.get("status") == "ok"
-        row = [str(r.get("strategy")), str(r.get("world_size")), str(r.get("model")), str(r.get("device")),
+        row = [an.series_name(r), str(r.get("world_size")), str(r.get("model")), str(r.get("device")),
                str(r.get("status")), _f(r.get("throughput"), ".2f")]
         row += [_ci_text(r)] if with_ci else []
         row += [_f(r.get("speedup"), ".2f"), pct(num(r.get("efficiency"))), _ms(r.get("step_time_median_s")),
@@ -608,7 +608,7 @@ def _comm_rows(sweep: Sweep) -> tuple[list[str], list[list[str]]]:
             continue
         b = an.comm_breakdown(r) or {}
         grad = num(r.get("grad_bytes"))
-        rows.append([str(r.get("strategy")), str(r.get("world_size")), _ms(r.get("step_time_median_s")),
+        rows.append([an.series_name(r), str(r.get("world_size")), _ms(r.get("step_time_median_s")),
                      _ms(b.get("exposed_s", r.get("exposed_comm_s"))), pct(num(r.get("comm_overhead"))),
                      _ms(r.get("allreduce_s")), pct(num(r.get("overlap"))),
                      _bytes(grad) if grad is not None else "-", pct(num(r.get("data_wait_fraction")))])
@@ -681,7 +681,7 @@ def _capacity_table(sweep: Sweep, target_throughput, epoch_samples, epoch_time) 
 
 
 def _problems(sweep: Sweep) -> list[tuple[str, str, str, str]]:
-    return [(str(r.get("strategy")), str(r.get("world_size")), str(r.get("status")),
+    return [(an.series_name(r), str(r.get("world_size")), str(r.get("status")),
              str(r.get("reason") or "no reason recorded")) for r in sweep.problem_points]
 
 
@@ -884,6 +884,9 @@ def render_html(*, sweep: Sweep, summary: an.Summary, plots: dict[str, Plot], ca
            ("environment", "Environment")]
     if _batch_points(sweep):
         nav.insert(6, ("batch", "Batch size"))
+    wall = _wall_table(sweep)
+    if wall[1]:
+        nav.insert(nav.index(("telemetry", "Telemetry")) + 1, ("wall", "Wall time"))
     if prediction:
         nav.insert(nav.index(("capacity", "Capacity")) + 1, ("predicted", "Predicted"))
     parts.append("<nav>" + "".join(f'<a href="#{k}">{e(v)}</a>' for k, v in nav) + "</nav>")
@@ -930,9 +933,13 @@ def render_html(*, sweep: Sweep, summary: an.Summary, plots: dict[str, Plot], ca
     if "telemetry" in plots:
         parts.append(_figure(plots["telemetry"], "Per-GPU and per-worker values are shown as their maximum."))
         parts.append(_html_table(*_telemetry_table(sweep)))
+        parts.extend(_paragraph(n, "muted") for n in _energy_notes(sweep))
     else:
         parts.append(_paragraph(NO_TELEMETRY))
     parts.append("</section>")
+    if wall[1]:
+        parts.append('<section id="wall"><h2>Where the wall time goes</h2>' + _paragraph(WALL_NOTE, "muted")
+                     + _html_table(*wall) + "</section>")
 
     if _batch_points(sweep):
         parts.append('<section id="batch"><h2>Batch size</h2>' + _paragraph(BATCH_NOTE, "muted"))
@@ -1034,9 +1041,12 @@ def render_markdown(*, sweep: Sweep, summary: an.Summary, plots: dict[str, Plot]
     out += ["## Telemetry", ""]
     if "telemetry" in plots:
         image("telemetry")
-        out += [_md_table(*_telemetry_table(sweep)), ""]
+        out += [_md_table(*_telemetry_table(sweep)), ""] + [f"*{md(n)}*\n" for n in _energy_notes(sweep)]
     else:
         out += [md(NO_TELEMETRY), ""]
+    wall = _wall_table(sweep)
+    if wall[1]:
+        out += ["## Where the wall time goes", "", md(WALL_NOTE), "", _md_table(*wall), ""]
     if _batch_points(sweep):
         out += ["## Batch size", "", md(BATCH_NOTE), ""]
         image("batch")

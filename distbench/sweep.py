@@ -9,9 +9,9 @@ import tempfile
 from pathlib import Path
 from typing import Callable
 
-from distbench import __version__, envinfo, signals, stats
+from distbench import __version__, envinfo, peaks, signals, stats
 from distbench.measure import NOISY_CV, measure_point
-from distbench.config import point_key  # what identifies a point (resume, OOM bookkeeping)
+from distbench.config import is_per_core_baseline, point_key  # what identifies a point (resume, OOM bookkeeping)
 from distbench.plan import Plan, PlannedPoint
 from distbench.record import add_step_metrics, base_record, write_record
 from distbench.store import Store
@@ -20,13 +20,32 @@ from distbench.strategies import FRAMEWORK_BASELINE
 ProgressFn = Callable[[str, int, int, PlannedPoint, dict | None], None]
 
 
-def derive(record: dict, baselines: dict[str, dict]) -> dict:
-    """Add speedup, efficiency and (at N=1) the wrapper's overhead against the framework baseline."""
+def add_baseline(baselines: dict, record: dict) -> None:
+    """Keep a baseline record for derive: framework -> the baseline (all the cores), and on CPU workers
+    (framework, threads per worker) -> the baseline measured with that many threads."""
+    config = record.get("config") or {}
+    if not is_per_core_baseline(record):
+        baselines[record["framework"]] = record
+    if record.get("device") == "cpu":
+        baselines[(record["framework"], config.get("threads_per_worker"))] = record
+
+
+def derive(record: dict, baselines: dict) -> dict:
+    """Add speedup, efficiency and (at N=1) the wrapper's overhead against the framework baseline;
+    on CPU workers also the efficiency per core (against the baseline with the same threads per
+    worker, see add_baseline); and MFU (distbench.peaks)."""
     if record.get("measured_steps") is None:  # combined records (repeats) already carry their metrics
         add_step_metrics(record)
     record.setdefault("speedup", None)
     record.setdefault("efficiency", None)
+    record.setdefault("efficiency_per_core", None)
     record.setdefault("wrapper_overhead", None)
+    if record["status"] == "ok":
+        record.update(peaks.mfu_fields(record))
+    if is_per_core_baseline(record):
+        record["speedup_note"] = (f"reference for efficiency per core: {record['strategy']!r} on "
+                                  f"{record['config']['baseline_threads']} thread(s), not a scaling point")
+        return record
     base = baselines.get(record["framework"])
     if record["status"] != "ok" or not base or base.get("status") != "ok":
         if record["status"] == "ok" and record["framework"] in FRAMEWORK_BASELINE:
@@ -37,6 +56,15 @@ def derive(record: dict, baselines: dict[str, dict]) -> dict:
     record["efficiency"] = stats.efficiency(sp, record["world_size"])
     if record["world_size"] == 1 and record["strategy"] != base["strategy"]:
         record["wrapper_overhead"] = stats.wrapper_overhead(record["throughput"], base["throughput"])
+    if record.get("device") == "cpu":
+        threads = (record.get("config") or {}).get("threads_per_worker")
+        ref = baselines.get((record["framework"], threads))
+        if ref and ref.get("status") == "ok":
+            record["efficiency_per_core"] = stats.efficiency(stats.speedup(record["throughput"], ref["throughput"]),
+                                                             record["world_size"])
+            record["per_core_baseline"] = f"{ref['strategy']} on {threads} thread(s)"
+        else:
+            record["efficiency_per_core_note"] = f"no successful {base['strategy']!r} baseline on {threads} thread(s)"
     return record
 
 
@@ -111,7 +139,7 @@ def _run_points(plan: Plan, store: Store, sweep_id: str, kept: dict, *, timeout_
         if key in kept:
             record = kept[key]
             if point.strategy.baseline:
-                baselines.setdefault(batch, {})[point.strategy.framework] = record
+                add_baseline(baselines.setdefault(batch, {}), record)
             records.append(record)
             if progress:
                 progress("kept", i, total, point, record)
@@ -144,7 +172,7 @@ def _run_points(plan: Plan, store: Store, sweep_id: str, kept: dict, *, timeout_
         if record["status"] == "oom":
             oom_at.setdefault(key[:-1], record)
         if point.strategy.baseline:
-            baselines.setdefault(batch, {})[point.strategy.framework] = record
+            add_baseline(baselines.setdefault(batch, {}), record)
         derive(record, baselines.get(batch, {}))
         saved = Path(records_dir) / f"{sweep_id}-{i:03d}-{point.strategy.name}-n{point.config.world_size}.json" \
             if records_dir else None

@@ -10,36 +10,25 @@ import pytest
 from distbench import analysis as an
 from distbench.analysis import load_sweep
 from distbench.cli import main
-from distbench.compare import compare_sweeps, judge, parse_threshold
+from distbench.compare import RegressionFound, compare_sweeps, gate, judge, parse_threshold
 from distbench.errors import BadInput
 from distbench.store import Store
 from tests.test_report import add_sweep, point
 
 
 # -- CIs ---------------------------------------------------------------------------------------------------
-def test_bootstrap_throughput_ci_is_seeded_and_covers_the_estimate():
-    times = [0.1 * (1 + 0.05 * ((i * 7) % 5 - 2)) for i in range(20)]
+def test_steps_throughput_ci_from_batch_means_covers_the_estimate():
+    times = [0.1 * (1 + 0.05 * (((i * 7919) % 13) / 6 - 1)) for i in range(300)]
     thr = 8 * len(times) / sum(times)
-    ci = an.bootstrap_throughput_ci(times, 8, seed=3)
-    assert ci == an.bootstrap_throughput_ci(times, 8, seed=3)        # reproducible
-    assert ci != an.bootstrap_throughput_ci(times, 8, seed=4)
+    ci = an.steps_throughput_ci(times, thr)
     assert ci[0] < thr < ci[1]
-    tight = an.bootstrap_throughput_ci([0.1 * (1 + 0.001 * ((i * 7) % 5 - 2)) for i in range(20)], 8, seed=3)
+    tight = an.steps_throughput_ci([0.1 * (1 + 0.001 * (((i * 7919) % 13) / 6 - 1)) for i in range(300)], thr)
     assert tight[1] - tight[0] < (ci[1] - ci[0]) / 10                  # less spread, narrower CI
 
 
-def test_bootstrap_needs_enough_steps():
-    with pytest.raises(ValueError, match="3 step samples, a bootstrap CI needs at least 5"):
-        an.bootstrap_throughput_ci([0.1, 0.1, 0.1], 8)
-
-
-def test_bootstrap_ratio_ci_covers_the_true_ratio():
-    a = [0.1 * (1 + 0.02 * (1 if i % 2 else -1)) for i in range(30)]
-    b = [0.125 * (1 + 0.02 * (1 if i % 3 else -2)) for i in range(30)]
-    true = (8 / (sum(b) / len(b))) / (8 / (sum(a) / len(a)))
-    lo, hi = an.bootstrap_ratio_ci(a, 8, b, 8, seed=0)
-    assert lo < true < hi and hi < 1
-    assert (lo, hi) == an.bootstrap_ratio_ci(a, 8, b, 8, seed=0)
+def test_steps_ci_needs_enough_steps():
+    with pytest.raises(ValueError, match=r"too few steps \(3 < 150\)"):
+        an.steps_throughput_ci([0.1, 0.1, 0.1], 80.0)
 
 
 def test_ratio_ci_from_record_cis_combines_on_the_log_scale():
@@ -154,8 +143,11 @@ def test_compare_cli_exit_1_on_regression_else_0(capsys, tmp_path):
     assert code == 1
     doc = json.loads(out)
     assert doc["sweep_b"] == sb and doc["regressions"] == 1 and doc["threshold"] == 0.05
-    assert doc["unmatched_b"] == [{"strategy": "mirrored", "world_size": 2, "model": "resnet50",
-                                   "per_device_batch": 4, "scaling": "weak"}]
+    [unmatched] = doc["unmatched_b"]
+    assert {k: unmatched[k] for k in ("strategy", "world_size", "nodes", "batch", "model", "scaling", "device",
+                                      "precision")} == {
+        "strategy": "mirrored", "world_size": 2, "nodes": 1, "batch": 4, "model": "resnet50", "scaling": "weak",
+        "device": "cpu", "precision": "fp32"}
     reg = next(p for p in doc["points"] if p["verdict"] == "regression")
     assert reg["strategy"] == "ddp" and reg["world_size"] == 2 and reg["ci_high"] < 1
 
@@ -177,11 +169,53 @@ def test_compare_cli_errors(capsys, tmp_path):
         sb = add_sweep(store, [point("ddp", 2, 0.1, model="resnet18")])
     code, _, err = _run(capsys, ["compare", sa, sb, "--results", str(tmp_path / "r.db")])
     assert code == 2
-    assert err == (f"Error: no points of {sa} and {sb} match (same strategy, N, model, per-device batch and "
-                   "scaling): nothing to compare\n")
+    assert err == (f"Error: no points of {sa} and {sb} match: their workloads differ (model resnet50 in A, "
+                   "resnet18 in B): nothing to compare\n")
     code, out, err = _run(capsys, ["compare", sa, "nope", "--results", str(tmp_path / "r.db")])
     assert code == 2 and out == ""
     assert err == f"Error: unknown sweep 'nope'; recent sweeps: {sb}, {sa}\n"
     code, _, err = _run(capsys, ["compare", sa, sb, "--results", str(tmp_path / "r.db"), "--threshold", "5"])
     assert code == 2
     assert err == "Error: --threshold '5' is ambiguous: write 5% for a percentage or a fraction below 1\n"
+
+
+# -- the whole workload is the key -------------------------------------------------------------------------
+def _ci(thr: float) -> dict:
+    """A record CI of +-1% (the 'records' method: no dependence on step counts)."""
+    return {"throughput_ci_low": thr * 0.99, "throughput_ci_high": thr * 1.01}
+
+
+def test_points_at_the_same_n_on_other_nodes_are_separate_points(tmp_path):
+    a = [point("ddp", 8, 0.1, **_ci(320.0)), point("ddp", 8, 0.1, nodes=2, **_ci(320.0))]
+    b = [point("ddp", 8, 0.1, **_ci(320.0)), point("ddp", 8, 0.2, nodes=2, **_ci(160.0))]
+    with Store(tmp_path / "r.db") as store:
+        sa, sb = add_sweep(store, a), add_sweep(store, b)
+        result = compare_sweeps(load_sweep(store, sa), load_sweep(store, sb))
+    verdicts = {(p.key.world_size, p.key.nodes): p.verdict for p in result.points}
+    assert verdicts == {(8, 1): "within noise", (8, 2): "regression"}  # not one point where the later wins
+    assert [p.to_json()["nodes"] for p in result.regressions] == [2]
+    with pytest.raises(RegressionFound) as exc:
+        gate(result)
+    assert str(exc.value).endswith("threshold: ddp (2 nodes) N=8")
+
+
+def test_workloads_that_differ_are_listed_apart_not_compared(tmp_path, capsys):
+    a = [point("ddp", 2, 0.1, **_ci(80.0)), point("ddp", 4, 0.1, **_ci(160.0))]
+    b = [point("ddp", 2, 0.05, config={"precision": "bf16", "image_size": 128}, **_ci(160.0)),
+         point("ddp", 4, 0.1, **_ci(160.0))]
+    path = tmp_path / "r.db"
+    with Store(path) as store:
+        sa, sb = add_sweep(store, a), add_sweep(store, b)
+        result = compare_sweeps(load_sweep(store, sa), load_sweep(store, sb))
+    assert [p.key.world_size for p in result.points] == [4]       # only the same workload is compared
+    assert result.only_a == [] and result.only_b == []
+    [(ka, kb, diffs)] = result.differ
+    assert ka.world_size == kb.world_size == 2
+    assert diffs == ["image_size 224 in A, 128 in B", "precision fp32 in A, bf16 in B"]
+    assert result.to_json()["workloads_differ"][0]["differences"] == diffs
+    code = main(["compare", sa, sb, "--results", str(path)])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert ("not compared, the workloads differ: ddp N=2 resnet50 batch=4 weak: image_size 224 in A, 128 in B; "
+            "precision fp32 in A, bf16 in B") in out
+    assert "compared workload: model resnet50, device cpu, scaling weak, image_size 224" in out

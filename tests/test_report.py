@@ -27,10 +27,12 @@ from distbench.sweep import derive
 # -- fixture data builders (shared by test_compare.py and test_results_cli.py) ---------------------------
 def point(strategy: str, n: int, step_s: float | None = None, *, framework: str = "torch", batch: int = 4,
           steps: int = 10, jitter: float = 0.01, status: str = "ok", reason: str | None = None,
-          model: str = "resnet50", scaling: str = "weak", device: str = "cpu", times=None, **fields) -> dict:
-    """A record with `steps` step times alternating step_s*(1 -/+ jitter): mean exactly step_s."""
+          model: str = "resnet50", scaling: str = "weak", device: str = "cpu", times=None, nodes: int = 1,
+          config: dict | None = None, **fields) -> dict:
+    """A record with `steps` step times alternating step_s*(1 -/+ jitter): mean exactly step_s.
+    `config`: more PointConfig fields (precision, image_size, ...)."""
     cfg = {"model": model, "world_size": n, "per_device_batch": batch, "device": device, "scaling": scaling,
-           "nodes": 1}
+           "nodes": nodes, **(config or {})}
     r = base_record(cfg, strategy=strategy, framework=framework, status=status, reason=reason)
     if status == "ok":
         r["step_times_s"] = list(times) if times is not None else [
@@ -397,3 +399,103 @@ def test_the_browser_check_catches_errors_and_network_loads(chromium, tmp_path):
     assert 'data-js-errors="1"' in root and 'data-report-ready="no"' in root
     console = "\n".join(line for line in dom.stderr.splitlines() if "CONSOLE" in line)
     assert "Uncaught ReferenceError" in console and "Content Security Policy" in console
+
+
+# -- point keys: the whole workload, nodes included --------------------------------------------------------
+def test_point_key_is_the_whole_workload_from_the_config():
+    from distbench import sweep
+    from distbench.config import PointConfig, point_key
+
+    cfg = PointConfig(strategy="ddp", model="resnet50", world_size=4, device="cpu", per_device_batch=8,
+                      image_size=64, precision="bf16", nodes=2, steps=50, threads_per_worker=1).to_dict()
+    key = point_key("ddp", cfg)
+    assert key[:3] == ("ddp", 4, 2) and key.batch == 8 and sweep.point_key is point_key  # one function
+    workload = dict(key.workload)
+    assert workload["precision"] == "bf16" and workload["image_size"] == 64 and workload["device"] == "cpu"
+    assert {"model", "scaling", "seq_len", "num_classes", "data", "compile", "xla", "channels_last"} <= set(workload)
+    # how long and how it is measured, and the machine's thread split, are not the workload
+    assert point_key("ddp", {**cfg, "steps": 9, "threads_per_worker": 2, "target_ci": 0.1}) == key
+    assert point_key("ddp", {**cfg, "precision": "fp32"}) != key
+    assert "loader_workers" not in workload
+    assert "loader_workers" in dict(point_key("ddp", {**cfg, "data": "disk", "data_dir": "/x"}).workload)
+    # an older record without a field counts at PointConfig's default
+    old = {k: v for k, v in cfg.items() if k not in ("channels_last", "xla")}
+    assert point_key("ddp", old) == key
+
+
+def test_two_node_counts_at_the_same_n_are_two_curves_not_one(tmp_path):
+    recs = [point("torch", 1, 0.1), point("ddp", 2, 0.1 / 0.9), point("ddp", 4, 0.1 / 0.85),
+            point("ddp", 2, 0.1 / 0.5, nodes=2), point("ddp", 4, 0.1 / 0.4, nodes=2)]
+    with Store(tmp_path / "r.db") as store:
+        sweep = load_sweep(store, add_sweep(store, recs))
+    series = an.by_strategy(sweep.scaling_points)
+    assert {k: [r["world_size"] for r in v] for k, v in series.items()} == {
+        "torch": [1], "ddp": [2, 4], "ddp (2 nodes)": [2, 4]}
+    assert series["ddp (2 nodes)"][1]["efficiency"] == pytest.approx(0.4)  # the later point did not win
+    assert series["ddp"][1]["efficiency"] == pytest.approx(0.85)
+    drops = an.summarize(sweep).drops
+    assert "ddp: at or above 80% at every measured N (up to N=4, 85%)." in drops
+    assert "ddp (2 nodes): drops below 80% at N=2 (50%)." in drops
+    files = write_report(sweep, tmp_path / "out" / "report.html")
+    text = files.markdown.read_text()
+    assert "| ddp (2 nodes) | 4 |" in text and "| ddp | 4 |" in text
+
+
+def test_workloads_that_differ_in_precision_are_grouped_apart_and_labelled(tmp_path):
+    recs = [point("torch", 1, 0.1), point("ddp", 2, 0.1 / 0.9),
+            point("torch", 1, 0.05, config={"precision": "bf16"}),
+            point("ddp", 2, 0.05 / 0.6, config={"precision": "bf16"})]
+    with Store(tmp_path / "r.db") as store:
+        sweep = load_sweep(store, add_sweep(store, recs))
+    groups = an.group_by_workload(sweep.scaling_points)
+    assert len(groups) == 2
+    labels = sorted(an.workload_label(k, groups) for k in groups)
+    assert labels == ["resnet50 (weak scaling, batch 4, precision bf16)",
+                      "resnet50 (weak scaling, batch 4, precision fp32)"]
+    # each ddp point is divided by the baseline of its own workload
+    assert an.baseline_for(recs[3], sweep.scaling_points)["config"]["precision"] == "bf16"
+    limits = " ".join(an.summarize(sweep).drops)
+    assert "resnet50 (weak scaling, batch 4, precision bf16): ddp: drops below 80% at N=2" in limits
+
+
+# -- energy per sample on several nodes --------------------------------------------------------------------
+def _gpu_samples(gpus: int, joules_per_gpu: float, window=(10.0, 20.0)) -> list[tuple]:
+    """NVML-like samples: each GPU's energy counter rising linearly over the window."""
+    out = []
+    for g in range(gpus):
+        for t in (window[0], window[1]):
+            frac = (t - window[0]) / (window[1] - window[0])
+            out += [(t, f"gpu{g}", "util_percent", 90.0), (t, f"gpu{g}", "mem_used_bytes", 1e9),
+                    (t, f"gpu{g}", "power_w", 300.0), (t, f"gpu{g}", "energy_j", 5000.0 + frac * joules_per_gpu)]
+    return out
+
+
+def test_energy_per_sample_counts_only_the_sampled_nodes_samples():
+    from distbench.telemetry import summarize
+
+    # 8 devices over 2 nodes, per-device batch 32, 10 steps: 2560 samples in all, 1280 on node 0,
+    # whose 4 sampled GPUs used 4 x 1000 J.
+    tel = summarize(_gpu_samples(4, 1000.0), (10.0, 20.0), 10 * 32 * 8, world_size=8, nodes=2)
+    assert tel["energy_j"] == pytest.approx(4000.0)
+    assert tel["energy_per_sample_j"] == pytest.approx(4000.0 / 1280)
+    assert tel["energy_scope"] == "node 0's GPUs only (4 of 8 GPUs)"
+    # one node, every GPU sampled: the whole point
+    tel = summarize(_gpu_samples(4, 1000.0), (10.0, 20.0), 10 * 32 * 4, world_size=4)
+    assert tel["energy_per_sample_j"] == pytest.approx(4000.0 / 1280)
+    assert tel["energy_scope"] == "all 4 GPUs of the point"
+
+
+def test_report_says_what_energy_per_sample_covers(tmp_path):
+    from distbench.telemetry import summarize
+
+    tel = summarize(_gpu_samples(4, 1000.0), (10.0, 20.0), 2560, world_size=8, nodes=2)
+    unscoped = dict(tel, energy_per_sample_j=4000.0 / 2560)
+    del unscoped["energy_scope"]  # an older record: one node's energy over both nodes' samples
+    recs = [point("ddp", 8, 0.1, nodes=2, telemetry=tel), point("ddp", 4, 0.1, nodes=2, telemetry=unscoped)]
+    assert an.telemetry_values(recs[0])["energy_per_sample_j"] == pytest.approx(4000.0 / 1280)
+    assert "energy_per_sample_j" not in an.telemetry_values(recs[1])
+    with Store(tmp_path / "r.db") as store:
+        sweep = load_sweep(store, add_sweep(store, recs))
+    files = write_report(sweep, tmp_path / "out" / "report.html")
+    note = "ddp (2 nodes) N=8: energy per sample covers node 0's GPUs only (4 of 8 GPUs)."
+    assert note in files.markdown.read_text() and note in files.html.read_text().replace("&#x27;", "'")

@@ -163,6 +163,5 @@ def compare(sweep_a, sweep_b, results, results_b, threshold, seed, fmt):
         for line in summary_lines(result):
             out.print(line, markup=False)
     if not result.points:
-        raise BadInput(f"no points of {a.id} and {b.id} match (same strategy, N, model, per-device batch and "
-                       "scaling): nothing to compare")
+        raise BadInput(result.no_match_message())
     gate(result)

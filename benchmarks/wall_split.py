@@ -1,0 +1,102 @@
+"""Where the wall time of a default CPU sweep goes: the share spent measuring, and the biggest other cost.
+
+Runs `distbench scale --gpus 1,2 --device cpu --model resnet50` (CPU defaults otherwise: 64 px, batch 8,
+adaptive stopping, communication variant at N=2) in this process, times the whole command, and splits
+every point's wall time with distbench.analysis.wall_split (launch to first step, warmup, measuring,
+no-sync variant, all-reduce benchmark, teardown). Target: measuring >= 75% of the command's wall time.
+
+    .venv/bin/python benchmarks/wall_split.py --out docs/benchmarks.md
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from mdsection import write_section  # noqa: E402
+from distbench import analysis as an  # noqa: E402
+from distbench import envinfo, measure  # noqa: E402
+from distbench.cli import main as distbench_main  # noqa: E402
+
+TARGET = 0.75
+HEADING = "## Where the wall time goes (`benchmarks/wall_split.py`)"
+
+
+def stamp_launch_start(run_point):
+    """record['launch']['started'] (the launch's wall-clock start) for records whose launch code does not
+    write it yet: the clock just before run_point, kept only where the record has none."""
+    def wrapped(*args, **kwargs):
+        started = time.time()
+        record = run_point(*args, **kwargs)
+        record.setdefault("launch", {}).setdefault("started", started)
+        return record
+    return wrapped
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--gpus", default="1,2")
+    ap.add_argument("--strategy", default=None, help="strategies (default: all)")
+    ap.add_argument("--out", default=None, help="write the results section into this markdown file")
+    a = ap.parse_args()
+    measure.run_point = stamp_launch_start(measure.run_point)
+    with tempfile.TemporaryDirectory() as tmp:
+        db = str(Path(tmp) / "r.db")
+        argv = ["scale", "--gpus", a.gpus, "--device", "cpu", "--model", "resnet50"]
+        argv += ["--strategy", a.strategy] if a.strategy else []
+        t0 = time.time()
+        code = distbench_main([*argv, "--results", db])
+        wall = time.time() - t0
+        load = os.getloadavg()[1]  # other work on the machine stretches every phase
+        if code not in (0, None):
+            raise SystemExit(f"distbench scale exited {code}")
+        with an.open_store(db) as store:
+            sweep = an.load_sweep(store, "latest")
+    points = [r for r in sweep.points if an.wall_split(r)]
+    split = an.wall_split_total(points)
+    outside = max(0.0, wall - split["total"])  # the parent between points: plan, environment, store, telemetry
+    share = split["measuring"] / wall
+    parts = {label: split[k] for k, label in an.WALL_PARTS if k != "measuring"}
+    parts["distbench between points"] = outside
+    biggest = max(parts, key=parts.get)
+    # the no-sync variant is a whole run of its own: split it the same way (its record summaries carry
+    # their launch and stopping stamps)
+    variants = [an.wall_split(v) for r in points for v in (r.get("independent") or [])]
+    variant = {k: sum((v or {}).get(k) or 0.0 for v in variants) for k, _ in an.WALL_PARTS}
+    with_variant = (split["measuring"] + variant["measuring"]) / wall
+    env = envinfo.capture_environment()
+    lines = [
+        HEADING, "",
+        f"Run {datetime.date.today().isoformat()} on {env.get('cpu_model')} ({env.get('cpu_count')} cores): "
+        f"`distbench {' '.join(argv)}` ({len(points)} launched points), {wall:.0f} s in all; load average "
+        f"{load:.1f} (5 min) at the end. "
+        f"Target: measuring >= {TARGET:.0%} of the wall time.", "",
+        "| phase | seconds | share of the wall time |", "|---|---|---|",
+    ]
+    for label, seconds in [("measuring", split["measuring"]), *parts.items()]:
+        lines.append(f"| {label} | {seconds:.1f} | {seconds / wall:.1%} |")
+    lines += ["", "| point | " + " | ".join(label for _, label in an.WALL_PARTS) + " | total |",
+              "|---" * (len(an.WALL_PARTS) + 2) + "|"]
+    for r in points:
+        s = an.wall_split(r)
+        lines.append(f"| {an.point_name(r)} | " + " | ".join("-" if s[k] is None else f"{s[k]:.1f}"
+                                                            for k, _ in an.WALL_PARTS) + f" | {s['total']:.1f} |")
+    lines += ["", "The no-sync variant's own runs, split the same way (seconds): "
+              + ", ".join(f"{label} {variant[k]:.1f}" for k, label in an.WALL_PARTS if k != "no_sync") + ".",
+              "", f"Measuring: {share:.1%} of the wall time ({'meets' if share >= TARGET else 'below'} the "
+                  f"{TARGET:.0%} target); {with_variant:.1%} counting the no-sync variant's measured windows too. "
+                  f"Biggest cost besides measuring: {biggest} ({parts[biggest]:.0f} s, {parts[biggest] / wall:.0%})."]
+    text = "\n".join(lines) + "\n"
+    print(text)
+    if a.out:
+        write_section(a.out, text)
+    return 0 if share >= TARGET else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
