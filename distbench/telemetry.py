@@ -198,13 +198,13 @@ def _series(samples, source_prefix: str, metric: str, window) -> dict[str, list[
     return out
 
 
-def energy_scope(gpus_sampled: int, world_size: int | None, nodes: int = 1) -> tuple[float, str]:
+def energy_scope(gpus_sampled: int, world_size: int | None, nodes: int = 1) -> tuple[float, str | None]:
     """(share of the point's samples that the sampled GPUs processed, what the figure covers). The
     parent samples only the GPUs of its own node (node 0), so on several nodes energy per sample is
     that node's energy over that node's samples (per-device batch x its devices x steps), not one
     node's energy over every node's samples."""
-    if not world_size:
-        return 1.0, f"the {gpus_sampled} GPUs sampled (the point's device count was not given)"
+    if not world_size:  # unknown: unscoped (the report hides it on several nodes)
+        return 1.0, None
     if gpus_sampled >= world_size:
         return 1.0, f"all {gpus_sampled} GPUs of the point"
     where = "node 0's GPUs only" if nodes > 1 else "the sampled GPUs only"
