@@ -14,6 +14,8 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
+import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -89,3 +91,41 @@ def sample_paths(folder: str | Path) -> list[str]:
 def load_targets(folder: str | Path) -> np.ndarray:
     meta = load_meta(folder)
     return np.fromfile(Path(folder) / "y.bin", dtype=meta["y_dtype"]).reshape(meta["samples"], *meta["y_shape"])
+
+
+def page_cache_status(folder: str | Path) -> dict:
+    """Whether reading the dataset is likely served from the page cache rather than the disk: its size
+    against the memory available now, and, where util-linux's `fincore` exists, how much of it is
+    resident in the page cache right now (measured)."""
+    import psutil
+
+    files = [*sample_paths(folder), str(Path(folder) / "y.bin")]
+    sizes = [os.path.getsize(f) for f in files]
+    size = sum(sizes)
+    available = psutil.virtual_memory().available
+    resident = _resident_bytes(files, sizes)
+    fits = size < available
+    if resident is not None:
+        frac = resident / size if size else 1.0
+        verdict = ("page cache" if frac >= 0.99 else "likely page cache after the first epoch" if fits else "disk")
+        how = f"{frac:.0%} of its {size / 1e6:.1f} MB resident in the page cache (fincore)"
+    else:
+        frac, verdict = None, "likely page cache" if fits else "disk (larger than the available memory)"
+        how = f"{size / 1e6:.1f} MB against {available / 1e9:.1f} GB available memory; residency not measured (no fincore)"
+    return {"reads_from": verdict, "detail": how, "dataset_bytes": size, "mem_available_bytes": available,
+            "resident_fraction": frac}
+
+
+def _resident_bytes(files: list[str], sizes: list[int], chunk: int = 1000) -> int | None:
+    """Bytes of `files` in the page cache, by util-linux's fincore (whole pages, so each file's count
+    is capped at its size); None where it is unavailable."""
+    if not shutil.which("fincore"):
+        return None
+    total = 0
+    for i in range(0, len(files), chunk):
+        proc = subprocess.run(["fincore", "--bytes", "--noheadings", "--raw", "--output", "RES", *files[i:i + chunk]],
+                              capture_output=True, text=True)
+        if proc.returncode != 0:
+            return None
+        total += sum(min(int(v), n) for v, n in zip(proc.stdout.split(), sizes[i:i + chunk]))
+    return total

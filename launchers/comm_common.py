@@ -53,6 +53,18 @@ def horovod_backend(hvd, device: str) -> str:
     return "gloo" if hvd.gloo_enabled() else "mpi"
 
 
+def horovod_init(hvd, cfg):
+    """hvd.init(); returns the process set a training step all-reduces over. The no-sync variant
+    (cfg.sync False, N > 1) registers one process set per rank and reduces over this rank's own:
+    the same Horovod path (hooks, queue, fusion buffer, background thread), no other rank involved."""
+    if cfg.sync or cfg.world_size == 1:
+        hvd.init()
+        return hvd.global_process_set
+    own = [hvd.ProcessSet([r]) for r in range(cfg.world_size)]
+    hvd.init(process_sets=own)
+    return own[hvd.rank()]
+
+
 def emit_comm(cfg, out_path, strategy, framework, result: dict, backend: str) -> None:
     status = "ok" if all(result["correct"]) else "failed"
     reason = None if status == "ok" else "all-reduce returned wrong values for sizes " + ", ".join(

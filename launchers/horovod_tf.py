@@ -17,11 +17,14 @@ def make_distribution():
     import horovod.tensorflow as hvd
 
     from distbench.launchers import tf_common as tfc
-    from distbench.launchers.comm_common import horovod_backend
+    from distbench.launchers.comm_common import horovod_backend, horovod_init
 
     class HorovodTFDistribution(tfc.Distribution):
+        nosync_variant = ("the same custom step with hvd.grouped_allreduce (dense conversion, fusion buffer, "
+                          "background thread) over a process set of this rank alone: only the exchange between ranks removed")
+
         def start(self, cfg):
-            hvd.init()
+            self.process_set = horovod_init(hvd, cfg)
             self.rank, self.world = hvd.rank(), hvd.size()
             self.backend = horovod_backend(hvd, cfg.device)
             if hvd.cross_size() != cfg.nodes:
@@ -36,17 +39,17 @@ def make_distribution():
             return lambda: fn(*source.next())
 
         def make_train_step(self, cfg, model, optimizer):
-            tf = self.tf
+            """Synchronized over every rank, or (the no-sync variant) over this rank's own process set."""
+            tf, process_set = self.tf, self.process_set
 
             def reduce(grads):
                 # Embedding gradients arrive as IndexedSlices; all-reduce them dense, like DDP does.
                 dense = [tf.convert_to_tensor(g) if isinstance(g, tf.IndexedSlices) else g for g in grads]
-                return hvd.grouped_allreduce(dense, op=hvd.Average)
+                return hvd.grouped_allreduce(dense, op=hvd.Average, process_set=process_set)
 
             return self._step(cfg, model, optimizer, reduce)
 
-        def make_independent_step(self, cfg, model, optimizer):
-            return self._step(cfg, model, optimizer, None)
+        make_independent_step = make_train_step
 
         def gather(self, obj):
             return hvd.allgather_object(obj)

@@ -16,13 +16,15 @@ def make_distribution():
     import torch
 
     from distbench.launchers import torch_common as tc
-    from distbench.launchers.comm_common import horovod_backend
+    from distbench.launchers.comm_common import horovod_backend, horovod_init
 
     class HorovodDistribution(tc.Distribution):
         name = "horovod"
+        nosync_variant = ("hvd.DistributedOptimizer with its gradient hooks, queue and fusion buffer kept, "
+                          "all-reducing over a process set of this rank alone: only the exchange between ranks removed")
 
         def start(self, cfg):
-            hvd.init()
+            self.process_set = horovod_init(hvd, cfg)
             self.rank, self.world, self.local_rank = hvd.rank(), hvd.size(), hvd.local_rank()
             self.backend = horovod_backend(hvd, cfg.device)
             if hvd.cross_size() != cfg.nodes:
@@ -30,10 +32,13 @@ def make_distribution():
 
         def wrap(self, cfg, model, optimizer, device):
             optimizer = hvd.DistributedOptimizer(optimizer, named_parameters=model.named_parameters(),
-                                                 op=hvd.Average)
+                                                 op=hvd.Average, process_set=self.process_set)
             hvd.broadcast_parameters(model.state_dict(), root_rank=0)
             hvd.broadcast_optimizer_state(optimizer, root_rank=0)
             return model, optimizer
+
+        def wrap_independent(self, cfg, model, optimizer, device):
+            return self.wrap(cfg, model, optimizer, device)  # over this rank's own process set
 
         def gather(self, obj):
             return hvd.allgather_object(obj)

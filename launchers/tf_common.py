@@ -11,6 +11,7 @@ import contextlib
 import os
 from typing import Any
 
+from distbench import datasets
 from distbench.config import PointConfig
 from distbench.launchers import common
 
@@ -86,8 +87,6 @@ def disk_dataset(cfg: PointConfig, batch: int, shard: tuple[int, int] | None = N
     """tf.data over a distbench.datasets folder: shuffle, (shard), parallel read + decode, batch,
     prefetch. Decoding uint8 images to normalized float32 happens in the parallel map."""
     import tensorflow as tf
-
-    from distbench import datasets
 
     meta = datasets.load_meta(cfg.data_dir)
     targets = datasets.load_targets(cfg.data_dir)
@@ -218,8 +217,10 @@ def grad_bytes(model) -> int:
                    for w in model.trainable_weights))
 
 
-def local_step(cfg: PointConfig, model, optimizer, reduce_grads=None, global_batch: int | None = None):
-    """(x, y) -> loss: forward, backward, optional gradient reduction, update. Not yet a tf.function."""
+def local_step(cfg: PointConfig, model, optimizer, reduce_grads=None, global_batch: int | None = None,
+               aggregate: bool = True):
+    """(x, y) -> loss: forward, backward, optional gradient reduction, update. Not yet a tf.function.
+    aggregate=False (a strategy's no-sync variant): no cross-replica loss-scaling verdict either."""
     import tensorflow as tf
 
     from distbench.models import keras_models
@@ -245,7 +246,7 @@ def local_step(cfg: PointConfig, model, optimizer, reduce_grads=None, global_bat
         loss, grads = loss_and_grads(x, y)
         if reduce_grads is not None:
             grads = reduce_grads(grads)  # every process then holds the same (reduced) gradients
-        elif scale:
+        elif scale and aggregate:
             grads = agree_on_finite(tf, grads)
         optimizer.apply_gradients(zip(grads, model.trainable_variables))
         return loss
@@ -259,6 +260,8 @@ class Distribution:
     backend: str | None = None
     rank = 0
     world = 1
+    nosync_variant: str | None = None
+    """What the no-sync ("independent") variant of this strategy removes (recorded in every record)."""
 
     def start(self, cfg: PointConfig):
         return configure(cfg)
@@ -300,6 +303,81 @@ class Distribution:
 
     def stop(self) -> None:
         pass
+
+
+def replica_local_updates(optimizer) -> None:
+    """No-sync variant under a tf.distribute strategy: the optimizer applies each replica's own
+    gradients to that replica's copy of the variables, through the same merge_call and per-replica
+    extended.update as a synchronized step, instead of summing them across replicas first. Keras 3's
+    apply_gradients has no switch for this (no experimental_aggregate_gradients), so the one method
+    that all-reduces is replaced on this optimizer instance (the inner one under loss scaling)."""
+    inner = getattr(optimizer, "inner_optimizer", optimizer)
+    inner._all_reduce_sum_gradients = lambda grads_and_vars: list(grads_and_vars)
+
+
+class StrategyDistribution(Distribution):
+    """A tf.distribute strategy (MirroredStrategy, MultiWorkerMirroredStrategy; subclasses create
+    self.strategy in start()). Both variants build the model in the strategy's scope, feed it the
+    same way and run the same strategy.run step; the no-sync variant skips only the cross-replica
+    gradient sum (replica_local_updates). The timed step returns this process's replicas' mean
+    loss: no cross-worker reduce of the loss."""
+
+    nosync_variant = ("the same strategy.run step and optimizer update (merge_call, per-replica extended.update), "
+                      "each replica applying its own gradients: only the cross-replica gradient all-reduce "
+                      "(and amp's cross-replica finite check) removed")
+    strategy: Any = None
+    tf: Any = None
+
+    def scope(self):
+        return self.strategy.scope()
+
+    def barrier(self) -> None:
+        pass
+
+    def local_replicas(self) -> int:
+        return len(self.strategy.extended.worker_devices)
+
+    def source(self, cfg: PointConfig) -> Source:
+        """Synthetic: each replica's batch made once on its device (global replica ids). Disk: one
+        tf.data pipeline per worker (its shard of the files), per-replica batches."""
+        strategy = self.strategy
+        if cfg.data == "disk":
+            def pipeline(ctx):
+                shard = (ctx.input_pipeline_id, ctx.num_input_pipelines) if ctx.num_input_pipelines > 1 else None
+                return disk_dataset(cfg, ctx.get_per_replica_batch_size(cfg.global_batch), shard)
+
+            self.data = Source(iterator=iter(strategy.distribute_datasets_from_function(pipeline)))
+        else:
+            self.data = Source(fixed=strategy.experimental_distribute_values_from_function(
+                lambda ctx: make_batch(cfg, ctx.replica_id_in_sync_group, cfg.per_device_batch)))
+        return self.data
+
+    def _step(self, cfg: PointConfig, model, optimizer, aggregate: bool):
+        tf, strategy = self.tf, self.strategy
+        source = self.source(cfg)
+        replica_step = local_step(cfg, model, optimizer, global_batch=cfg.global_batch, aggregate=aggregate)
+        per_sample = self.world / self.local_replicas()  # each replica's loss is scaled by the global batch
+
+        @tf.function
+        def train_step(x, y):
+            per_replica = strategy.run(replica_step, args=(x, y))
+            return tf.add_n(strategy.experimental_local_results(per_replica)) * per_sample
+
+        return lambda: train_step(*source.next())
+
+    def make_train_step(self, cfg: PointConfig, model, optimizer):
+        return self._step(cfg, model, optimizer, aggregate=True)
+
+    def make_independent_step(self, cfg: PointConfig, model, optimizer):
+        replica_local_updates(optimizer)
+        return self._step(cfg, model, optimizer, aggregate=False)
+
+    def allreduce_seconds(self, cfg: PointConfig, model) -> list[float] | None:
+        return strategy_allreduce_seconds(self.tf, self.strategy, model, self.barrier)
+
+    def replica_checksums(self, model, start) -> list:
+        """This process's replicas (run() gathers them from every process)."""
+        return strategy_replica_checksums(self.strategy, model, start, self.local_replicas())
 
 
 def strategy_allreduce_seconds(tf, strategy, model, barrier) -> list[float]:
@@ -354,13 +432,16 @@ def run(cfg: PointConfig, out_path: str, strategy: str, dist: Distribution) -> N
     try:
         if dist.world != cfg.world_size:
             raise RuntimeError(f"launched with {dist.world} replicas but the point asks for {cfg.world_size}")
+        data_cache = (datasets.page_cache_status(cfg.data_dir)  # before anything reads it
+                      if cfg.data == "disk" and dist.rank == 0 else None)
         with dist.scope():
             model = build_model(cfg, common.verify_seed(cfg, dist.rank))
             optimizer = make_optimizer(cfg)
             optimizer.build(model.trainable_variables)
         step = (dist.make_train_step if cfg.sync else dist.make_independent_step)(cfg, model, optimizer)
         extra: dict = {"params": param_count(model), "grad_bytes": grad_bytes(model), "backend": dist.backend,
-                       "runtime": runtime_info(), "sync": cfg.sync,
+                       "runtime": runtime_info(), "sync": cfg.sync, "data_cache": data_cache,
+                       "nosync_variant": dist.nosync_variant,
                        "probe": {"activation_dtype": model.dtype_policy.compute_dtype,
                                  "variable_dtype": model.dtype_policy.variable_dtype}}
         if cfg.verify:

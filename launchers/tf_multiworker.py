@@ -1,8 +1,9 @@
 """Strategy `mirrored` across nodes: tf.distribute.MultiWorkerMirroredStrategy, one worker per node.
 
 The multi-node form of `mirrored` (launchers/tf_mirrored.py): the same model, data, loss and step
-(launchers/tf_common.py), replicated over every worker's devices, gradients all-reduced across
-workers (NCCL on GPUs, gRPC ring on CPU workers). Each worker replicates over its node's GPUs; on
+(launchers/tf_common.py, StrategyDistribution: also the no-sync variant and `--data disk`, one
+tf.data pipeline per worker reading its shard), replicated over every worker's devices, gradients
+all-reduced across workers (NCCL on GPUs, gRPC ring on CPU workers). Each worker replicates over its node's GPUs; on
 CPU workers MultiWorkerMirroredStrategy uses one CPU device per worker, so there is one worker per
 CPU "device" there. Worker 0 (the chief) writes the record.
 
@@ -70,16 +71,15 @@ def make_distribution(tf_config: dict):
 
     from distbench.launchers import tf_common as tfc
 
-    class MultiWorkerDistribution(tfc.Distribution):
+    class MultiWorkerDistribution(tfc.StrategyDistribution):
         def start(self, cfg):
-            self.cfg = cfg
             hosts = cluster_hosts(tf_config)
             if len(hosts) != cfg.nodes:
                 raise RuntimeError(f"the cluster spans {len(hosts)} host(s) ({', '.join(hosts)}) but the point "
                                    f"asks for {cfg.nodes} node(s)")
             # MultiWorkerMirroredStrategy must exist before TensorFlow runs anything; configure()
             # only sets thread pools and device visibility, which must come first.
-            tf = tfc.configure(cfg, logical_cpus=1, 
+            tf = tfc.configure(cfg, logical_cpus=1,
                                gpu_count=worker_gpus(tf_config, cfg.world_size) if cfg.device == "cuda" else 1)
             self.tf = tf
             impl = tf.distribute.experimental.CommunicationImplementation
@@ -90,31 +90,8 @@ def make_distribution(tf_config: dict):
                     implementation=impl.NCCL if cfg.device == "cuda" else impl.RING))
             self.rank = task_rank(tf_config)
             self.world = self.strategy.num_replicas_in_sync
-            self.local = len(self.strategy.extended.worker_devices)
+            self.local = self.local_replicas()
             return tf
-
-        def scope(self):
-            import contextlib
-
-            return self.strategy.scope() if self.cfg.sync else contextlib.nullcontext()
-
-        def make_train_step(self, cfg, model, optimizer):
-            tf, strategy = self.tf, self.strategy
-            # Each replica's batch is made once, on that replica's device (global replica ids).
-            batch = strategy.experimental_distribute_values_from_function(
-                lambda ctx: tfc.make_batch(cfg, ctx.replica_id_in_sync_group, cfg.per_device_batch))
-            replica_step = tfc.local_step(cfg, model, optimizer, global_batch=cfg.global_batch)
-
-            @tf.function
-            def train_step():
-                per_replica = strategy.run(replica_step, args=batch)
-                return strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None)
-
-            return train_step
-
-        def make_independent_step(self, cfg, model, optimizer):
-            # No synchronization: every worker trains its own copy on one local device.
-            return tfc.Distribution.make_train_step(self, cfg, model, optimizer)
 
         def _replicas(self, fn, value):
             """fn(replica_context, value) on every replica (a collective); this worker's first result."""
@@ -139,13 +116,6 @@ def make_distribution(tf_config: dict):
 
         def barrier(self):
             self._replicas(lambda ctx, v: ctx.all_reduce(self.tf.distribute.ReduceOp.SUM, v), np.zeros(1, np.float32))
-
-        def allreduce_seconds(self, cfg, model):
-            return tfc.strategy_allreduce_seconds(self.tf, self.strategy, model, self.barrier)
-
-        def replica_checksums(self, model, start):
-            """This worker's replicas (tf_common.run gathers them from every worker)."""
-            return tfc.strategy_replica_checksums(self.strategy, model, start, self.local)
 
         def stop(self):
             # Leave together (the chief hosts the cluster's coordination service), but never wait

@@ -10,6 +10,7 @@ import os
 import time
 from typing import Any
 
+from distbench import datasets
 from distbench.config import PointConfig
 from distbench.launchers import common
 
@@ -26,9 +27,21 @@ class Distribution:
     def start(self, cfg: PointConfig) -> None:
         pass
 
+    nosync_variant: str | None = None
+    """What the no-sync ("independent") variant of this strategy removes (recorded in every record)."""
+
     def wrap(self, cfg: PointConfig, model, optimizer, device):
         """Return (model to call, optimizer to step) for synchronized training."""
         return model, optimizer
+
+    def wrap_independent(self, cfg: PointConfig, model, optimizer, device):
+        """(model, optimizer) for the no-sync variant: the same wrapper with only its collective removed."""
+        return model, optimizer
+
+    def nosync_fields(self) -> dict:
+        """Evidence recorded from a no-sync run (e.g. how often the no-op hook ran)."""
+        return {}
+
 
     def gather(self, obj: Any) -> list:
         return [obj]
@@ -140,8 +153,6 @@ class DiskDataset:
     in the DataLoader's worker processes."""
 
     def __init__(self, folder: str):
-        from distbench import datasets
-
         self.meta = datasets.load_meta(folder)
         self.paths = datasets.sample_paths(folder)
         self.targets = datasets.load_targets(folder)
@@ -165,32 +176,41 @@ class DiskDataset:
 
 
 class Batches:
-    """Where each step's batch comes from; records the time spent waiting for it."""
+    """Where each step's batch comes from; records the time spent waiting for it. A loader is
+    iterated once for the whole run (its sampler repeats: RepeatingSampler)."""
 
-    def __init__(self, fixed=None, loader=None, sampler=None, device=None, cfg=None):
-        self.fixed, self.loader, self.sampler, self.device, self.cfg = fixed, loader, sampler, device, cfg
+    def __init__(self, fixed=None, loader=None, device=None, cfg=None):
+        self.fixed, self.loader, self.device, self.cfg = fixed, loader, device, cfg
         self.waits: list[float] = []
-        self._epoch = 0
         self._it = None
 
     def next(self):
         if self.fixed is not None:
             return self.fixed
         t0 = time.perf_counter()
-        try:
-            x, y = next(self._it) if self._it is not None else next(self._new_epoch())
-        except StopIteration:
-            x, y = next(self._new_epoch())
+        if self._it is None:
+            self._it = iter(self.loader)
+        x, y = next(self._it)
         x, y = _to_device(x, self.device, self.cfg), _to_device(y, self.device, self.cfg)
         self.waits.append(time.perf_counter() - t0)
         return x, y
 
-    def _new_epoch(self):
-        if self.sampler is not None and hasattr(self.sampler, "set_epoch"):
-            self.sampler.set_epoch(self._epoch)
-        self._epoch += 1
-        self._it = iter(self.loader)
-        return self._it
+
+class RepeatingSampler:
+    """`sampler`'s order over and over, a new epoch (set_epoch, so a new shuffle) each pass, never
+    ending: the DataLoader's iterator is built once, so its workers and prefetch queue never drain
+    and restart at an epoch boundary (like tf.data's .repeat()); batches run across epochs."""
+
+    def __init__(self, sampler):
+        self.sampler = sampler
+
+    def __iter__(self):
+        epoch = 0
+        while True:
+            if hasattr(self.sampler, "set_epoch"):
+                self.sampler.set_epoch(epoch)
+            yield from self.sampler
+            epoch += 1
 
 
 def make_batches(cfg: PointConfig, device, rank: int, world: int, batch: int) -> Batches:
@@ -203,13 +223,13 @@ def make_batches(cfg: PointConfig, device, rank: int, world: int, batch: int) ->
     gen = torch.Generator().manual_seed(cfg.seed)
     sampler = (DistributedSampler(dataset, num_replicas=world, rank=rank, shuffle=True, seed=cfg.seed,
                                   drop_last=True) if world > 1 else RandomSampler(dataset, generator=gen))
-    workers = cfg.loader_workers
-    loader = DataLoader(dataset, batch_size=batch, sampler=sampler, num_workers=workers, drop_last=True,
-                        pin_memory=cfg.pin_memory and device.type == "cuda",
-                        prefetch_factor=cfg.prefetch if workers > 0 else None, persistent_workers=workers > 0)
-    if len(loader) == 0:
+    if len(sampler) < batch:
         raise ValueError(f"the disk dataset has {len(dataset)} samples: too few for a batch of {batch} per device")
-    return Batches(loader=loader, sampler=sampler, device=device, cfg=cfg)
+    workers = cfg.loader_workers
+    loader = DataLoader(dataset, batch_size=batch, sampler=RepeatingSampler(sampler), num_workers=workers,
+                        drop_last=True, pin_memory=cfg.pin_memory and device.type == "cuda",
+                        prefetch_factor=cfg.prefetch if workers > 0 else None, persistent_workers=workers > 0)
+    return Batches(loader=loader, device=device, cfg=cfg)
 
 
 def AutocastModule(module, precision: str):
@@ -328,16 +348,16 @@ def run(cfg: PointConfig, out_path: str, strategy: str, dist: Distribution) -> N
         device = device_for(cfg, dist.local_rank)
         model = build_model(cfg, device, common.verify_seed(cfg, dist.rank))
         optimizer = make_optimizer(cfg, model)
+        extra: dict = {"data_cache": datasets.page_cache_status(cfg.data_dir)  # before anything reads it
+                       if cfg.data == "disk" and dist.rank == 0 else None}
         batches = make_batches(cfg, device, dist.rank, dist.world, cfg.per_device_batch)
-        if cfg.sync:
-            wrapped, optimizer = dist.wrap(cfg, model, optimizer, device)
-        else:
-            wrapped = model  # independent replicas: the same step, no gradient synchronization
+        # The no-sync variant: the same wrapper and step, only the gradient collective removed.
+        wrapped, optimizer = (dist.wrap if cfg.sync else dist.wrap_independent)(cfg, model, optimizer, device)
         probe: dict = {}
         step = make_step(cfg, wrapped, optimizer, batches, device, probe)
         sync = make_sync(device)
-        extra: dict = {"params": param_count(model), "grad_bytes": grad_bytes(model), "backend": dist.backend,
-                       "runtime": runtime_info(device), "sync": cfg.sync, "probe": probe}
+        extra.update(params=param_count(model), grad_bytes=grad_bytes(model), backend=dist.backend,
+                     runtime=runtime_info(device), sync=cfg.sync, probe=probe, nosync_variant=dist.nosync_variant)
         if cfg.verify:
             start = [p.detach().double().clone() for p in model.parameters()]
             losses = []
@@ -352,6 +372,8 @@ def run(cfg: PointConfig, out_path: str, strategy: str, dist: Distribution) -> N
             times, loss, fields = common.measured_run(step, sync, cfg, dist.gather, batches.waits,
                                                       lambda: dist.allreduce_seconds(cfg, model, wrapped))
             extra.update(fields)
+        if not cfg.sync:
+            extra.update(dist.nosync_fields())
         common.check_loss(loss)
         if dist.rank == 0:
             common.emit(cfg, out_path, strategy=strategy, framework="torch", status="ok", step_times=times,

@@ -22,6 +22,9 @@ def make_distribution():
 
     class DDPDistribution(tc.Distribution):
         name = "ddp"
+        nosync_variant = ("DDP with a no-op communication hook (ddp_comm_hooks noop_hook): reducer, gradient "
+                          "buckets and their copies, autograd hooks kept; only the all-reduce (and its division by N) removed")
+        hook_calls = 0
 
         def start(self, cfg):
             self.rank = int(os.environ["RANK"])
@@ -36,6 +39,21 @@ def make_distribution():
             from torch.nn.parallel import DistributedDataParallel as DDP
 
             return DDP(model, device_ids=[self.local_rank] if device.type == "cuda" else None), optimizer
+
+        def wrap_independent(self, cfg, model, optimizer, device):
+            from torch.distributed.algorithms.ddp_comm_hooks.debugging_hooks import noop_hook
+
+            wrapped, optimizer = self.wrap(cfg, model, optimizer, device)
+
+            def counted_noop(state, bucket):
+                self.hook_calls += 1
+                return noop_hook(state, bucket)
+
+            wrapped.register_comm_hook(None, counted_noop)
+            return wrapped, optimizer
+
+        def nosync_fields(self):
+            return {"nosync_hook_calls": self.hook_calls}
 
         def gather(self, obj):
             out = [None] * self.world

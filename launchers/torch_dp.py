@@ -3,9 +3,11 @@
 The global batch lives on device 0; every step DataParallel scatters it, replicates the model and
 gathers the outputs. DataParallel only parallelizes over CUDA devices: with CPU workers the parent
 reports the point as skipped instead of running it. The independent variant runs N plain model
-copies, one per GPU, each on its per-device batch, so the scatter/replicate/gather overhead is
-measured the same way as other strategies' communication.
+copies, one per GPU, each on its per-device batch and in its own thread (as DataParallel runs its
+replicas), so the scatter/replicate/gather overhead is measured the same way as other strategies'
+communication.
 """
+
 from __future__ import annotations
 
 import sys
@@ -13,6 +15,8 @@ import sys
 from distbench.launchers import common
 
 STRATEGY, FRAMEWORK = "dp", "torch"
+NOSYNC_VARIANT = ("N plain model copies, one per GPU, each stepped in its own thread like DataParallel's "
+                  "replicas: DataParallel's scatter, replicate, output gather and gradient reduce to GPU 0 removed")
 
 
 def body(cfg, out_path):
@@ -37,7 +41,7 @@ def body(cfg, out_path):
     model = tc.build_model(cfg, devices[0], cfg.seed)
     optimizer = tc.make_optimizer(cfg, model)
     extra = {"params": tc.param_count(model), "grad_bytes": tc.grad_bytes(model), "backend": "dataparallel",
-             "runtime": tc.runtime_info(devices[0]), "sync": cfg.sync}
+             "runtime": tc.runtime_info(devices[0]), "sync": cfg.sync, "nosync_variant": NOSYNC_VARIANT}
     probe: dict = {}
     extra["probe"] = probe
     if cfg.sync:
@@ -61,9 +65,18 @@ def body(cfg, out_path):
             batches = tc.make_batches(cfg, d, i, n, cfg.per_device_batch)
             replicas.append(tc.make_step(cfg, m, opt, batches, d, probe))
 
+        from concurrent.futures import ThreadPoolExecutor
+
+        pool = ThreadPoolExecutor(n, thread_name_prefix="replica")
+
+        def on_device(i):
+            with torch.cuda.device(devices[i]):
+                return replicas[i]()
+
         def step():
-            # CUDA launches are asynchronous: the N replicas' kernels run concurrently.
-            return [s() for s in replicas][0]
+            # One thread per replica, as DataParallel runs its replicas: a replica that waits on its
+            # GPU (amp's GradScaler reads its inf check) must not hold back the others' launches.
+            return list(pool.map(on_device, range(n)))[0]
 
     if cfg.verify:
         start = [p.detach().double().clone() for p in model.parameters()]
