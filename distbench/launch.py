@@ -295,11 +295,12 @@ def run_point(strategy: Strategy, cfg: PointConfig, workdir: str | os.PathLike, 
         window = (record.get("stopping") or {}).get("window")
         steps = len(record.get("step_times_s") or [])
         record["telemetry"] = summarize(samples, tuple(window) if window else None,
-                                        steps * record["global_batch"] if steps else None)
+                                        steps * record["global_batch"] if steps else None,
+                                        world_size=cfg.world_size, nodes=cfg.nodes)
         if sampler.gpu_note:
             record["telemetry"]["note"] = sampler.gpu_note
         record["telemetry_samples"] = samples
-    record["launch"] = {"argv": argv, "returncode": returncode, "wall_s": wall,
+    record["launch"] = {"argv": argv, "returncode": returncode, "started": started, "wall_s": wall,
                         "launcher": strategy.launcher, "workdir": str(workdir)}
     if record["status"] != "ok":
         record["workdir"] = str(workdir)

@@ -8,6 +8,7 @@ torch baseline, per-device batch 4, 0.1 s/step -> 40 samples/s.
 from __future__ import annotations
 
 import os
+import random
 import re
 import shutil
 import struct
@@ -26,17 +27,22 @@ from distbench.sweep import derive
 
 # -- fixture data builders (shared by test_compare.py and test_results_cli.py) ---------------------------
 def point(strategy: str, n: int, step_s: float | None = None, *, framework: str = "torch", batch: int = 4,
-          steps: int = 10, jitter: float = 0.01, status: str = "ok", reason: str | None = None,
+          steps: int = 200, jitter: float = 0.01, status: str = "ok", reason: str | None = None,
           model: str = "resnet50", scaling: str = "weak", device: str = "cpu", times=None, nodes: int = 1,
           config: dict | None = None, **fields) -> dict:
-    """A record with `steps` step times alternating step_s*(1 -/+ jitter): mean exactly step_s.
-    `config`: more PointConfig fields (precision, image_size, ...)."""
+    """A record with `steps` step times step_s * (1 + jitter * z), z a fixed pseudo-random series centred
+    so the mean is exactly step_s (not periodic: batch means must see real spread; 200 steps give the
+    within-run CI its batches). `config`: more PointConfig fields (precision, image_size, ...)."""
     cfg = {"model": model, "world_size": n, "per_device_batch": batch, "device": device, "scaling": scaling,
            "nodes": nodes, **(config or {})}
     r = base_record(cfg, strategy=strategy, framework=framework, status=status, reason=reason)
     if status == "ok":
-        r["step_times_s"] = list(times) if times is not None else [
-            step_s * (1 + jitter * (1 if i % 2 else -1)) for i in range(steps)]
+        if times is None:
+            rng = random.Random(f"{strategy}/{n}/{nodes}")
+            z = [rng.gauss(0.0, 1.0) for _ in range(steps)]
+            centre = sum(z) / steps
+            times = [step_s * (1 + jitter * (v - centre)) for v in z]
+        r["step_times_s"] = list(times)
     r.update(fields)
     return r
 
@@ -87,7 +93,7 @@ def test_fixture_numbers_are_what_the_analysis_sees(scaling_sweep):
     assert eff[("ddp", 8)] == pytest.approx(0.60)
     assert eff[("horovod-torch", 2)] == pytest.approx(0.70)
     assert all(r["point_id"] for r in sweep.points)
-    assert len(sweep.step_times(sweep.points[0])) == 10
+    assert len(sweep.step_times(sweep.points[0])) == 200
 
 
 def test_best_strategy_is_highest_efficiency_at_largest_n(scaling_sweep):
@@ -147,7 +153,8 @@ def test_wrapper_cost_with_bootstrap_ci(scaling_sweep):
 
 
 def test_wrapper_cost_within_noise_and_without_ci(tmp_path):
-    noisy = [0.07, 0.13] * 5  # CV ~30%: a 2% cost cannot be told from zero
+    rng = random.Random(3)
+    noisy = [0.1 * (0.5 + rng.random()) for _ in range(200)]  # CV ~29%: a 2% cost cannot be told from zero
     recs = [point("torch", 1, times=noisy), point("ddp", 1, times=[t * 1.02 for t in noisy][::-1])]
     with Store(tmp_path / "r.db") as store:
         sweep = load_sweep(store, add_sweep(store, recs))
@@ -156,7 +163,7 @@ def test_wrapper_cost_within_noise_and_without_ci(tmp_path):
     with Store(tmp_path / "r2.db") as store:
         sweep = load_sweep(store, add_sweep(store, recs))
     assert an.summarize(sweep).wrapper == [
-        "ddp at N=1 is 16.7% slower than the plain 'torch' loop (no CI: too few steps (3 < 5))."]
+        "ddp at N=1 is 16.7% slower than the plain 'torch' loop (no CI: too few steps (3 < 150))."]
 
 
 def test_what_limited_scaling_only_claims_what_was_measured(tmp_path):
