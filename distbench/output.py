@@ -20,6 +20,7 @@ JSON_FIELDS = ("strategy", "framework", "model", "world_size", "nodes", "device"
                "exposed_comm_ci_low", "exposed_comm_ci_high", "exposed_comm_ci_scope", "overlap_raw",
                "peak_memory_bytes", "workdir", "efficiency_per_core", "per_core_baseline", "math_mode",
                "model_flops_per_sample", "achieved_flops_per_device", "peak_flops_per_device", "mfu", "mfu_note",
+               "cpu_gemm_peak",
                "sweep_id", "point_id")
 
 STATUS_STYLE = {"ok": "green", "skipped": "yellow", "failed": "red", "timeout": "red", "oom": "magenta", "interrupted": "yellow"}

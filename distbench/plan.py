@@ -4,7 +4,7 @@ from __future__ import annotations
 import importlib.util
 import math
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from distbench import envinfo
 from distbench.config import PointConfig
@@ -152,6 +152,8 @@ class SweepOptions:
     """Adaptive stopping: measure until the throughput CI half-width is within this fraction."""
     max_time: float | None = None
     """...or until this many seconds of measured steps (per point and repeat); None = device default."""
+    tf32: bool = True
+    """GPUs: TF32 math for float32 matmuls and convolutions in both frameworks (PointConfig.tf32)."""
 
 
 @dataclass(frozen=True)
@@ -320,7 +322,8 @@ def make_plan(opts: SweepOptions, visible_gpus: int | None = None) -> Plan:
                 xla=opts.xla and "--xla" not in not_applicable,
                 channels_last=opts.channels_last and "--channels-last" not in not_applicable,
                 data=opts.data, data_dir=data_dir, loader_workers=opts.loader_workers, prefetch=opts.prefetch,
-                pin_memory=opts.pin_memory, extra={"not_applicable": not_applicable} if not_applicable else {})
+                pin_memory=opts.pin_memory, tf32=opts.tf32,
+                extra={"not_applicable": not_applicable} if not_applicable else {})
             skip = None
             if missing:
                 skip = f"{', '.join(missing)} is not installed: {INSTALL_HINT}"
@@ -332,4 +335,34 @@ def make_plan(opts: SweepOptions, visible_gpus: int | None = None) -> Plan:
                 skip = ("DataParallel needs CUDA devices; it cannot split work across CPU workers "
                         "(use ddp for CPU workers)")
             points.append(PlannedPoint(s, cfg, skip, auto_added=s.name not in {x.name for x in opts.strategies}))
+    if choice.device == "cpu":
+        points = _with_per_core_baselines(points, notes)
+    else:
+        notes.append(f"math mode, the same in both frameworks: TF32 {'on' if opts.tf32 else 'off'} for float32 "
+                     "matmuls and convolutions (--tf32/--no-tf32), cuDNN autotuning on; recorded per point")
     return Plan(points=points, device=choice, notes=notes)
+
+
+def _with_per_core_baselines(points: list[PlannedPoint], notes: list[str]) -> list[PlannedPoint]:
+    """CPU workers: N workers get the cores divided among them, so against a baseline that had every
+    core, perfect data parallelism reads 1/N of the cores' worth. After each framework's baseline,
+    the same baseline again at every other threads-per-worker count its N-worker points use (per
+    batch size): their per-core efficiency compares with the baseline on the same threads."""
+    out: list[PlannedPoint] = []
+    for p in points:
+        out.append(p)
+        if not p.strategy.baseline:
+            continue
+        cfg = p.config
+        counts = sorted({q.config.threads_per_worker for q in points if not q.strategy.baseline and not q.skip_reason
+                         and q.strategy.framework == p.strategy.framework
+                         and q.config.swept_batch == cfg.swept_batch} - {cfg.threads_per_worker}, reverse=True)
+        for t in counts:
+            out.append(PlannedPoint(p.strategy, replace(cfg, threads_per_worker=t, baseline_threads=t),
+                                    p.skip_reason, auto_added=True))
+            note = (f"added {p.strategy.name!r} at {t} thread(s) (the threads of each worker at the larger N): "
+                    "efficiency per core compares with it, efficiency (whole machine) with the baseline on all "
+                    f"{cfg.threads_per_worker} threads")
+            if note not in notes:
+                notes.append(note)
+    return out

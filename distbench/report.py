@@ -70,7 +70,10 @@ def points_table(sweep: Sweep) -> Table:
     columns = [("strategy", "left"), ("N", "right"), ("throughput\n(samples/s)", "right")]
     if with_ci:
         columns.append(("95% CI\n(samples/s)", "right"))
-    columns += [("speedup", "right"), ("efficiency", "right"), ("step median\n(ms)", "right"),
+    cpu = any(r.get("device") == "cpu" for r in sweep.points)
+    columns += [("speedup", "right"), ("efficiency\n(whole\nmachine)" if cpu else "efficiency", "right")]
+    columns += [("efficiency\n(per core)", "right")] if cpu else []
+    columns += [("MFU", "right"), ("step median\n(ms)", "right"),
                 ("step p95\n(ms)", "right"), ("CV", "right"), ("status", "left")]
     for col, justify in columns:
         table.add_column(col, justify=justify)
@@ -86,7 +89,9 @@ def points_table(sweep: Sweep) -> Table:
         row = [rich_escape(an.series_name(r)), str(r.get("world_size")), _f(r.get("throughput"), ".2f")]
         if with_ci:
             row.append(_ci_text(r))
-        row += [_f(r.get("speedup"), ".2f"), pct(num(r.get("efficiency"))), _ms(r.get("step_time_median_s")),
+        row += [_f(r.get("speedup"), ".2f"), pct(num(r.get("efficiency")))]
+        row += [pct(num(r.get("efficiency_per_core")))] if cpu else []
+        row += [pct(num(r.get("mfu")), 1), _ms(r.get("step_time_median_s")),
                 _ms(r.get("step_time_p95_s")), pct(num(r.get("step_time_cv"))), shown]
         table.add_row(*row)
     return table
@@ -582,7 +587,10 @@ def _points_rows(sweep: Sweep) -> tuple[list[str], list[list[str]], list[str]]:
     with_ci = any(an.throughput_ci(r) for r in sweep.points)
     headers = ["strategy", "N", "model", "device", "status", "throughput (samples/s)"]
     headers += ["95% CI (samples/s)"] if with_ci else []
-    headers += ["speedup", "efficiency", "step median (ms)", "step p5 (ms)", "step p95 (ms)", "CV", "noisy"]
+    cpu = any(r.get("device") == "cpu" for r in sweep.points)
+    headers += ["speedup", "efficiency (whole machine)" if cpu else "efficiency"]
+    headers += ["efficiency (per core)"] if cpu else []
+    headers += ["MFU", "math mode", "step median (ms)", "step p5 (ms)", "step p95 (ms)", "CV", "noisy"]
     rows, classes = [], []
     for r in sweep.points:
         if an.is_comm(r):
@@ -591,12 +599,25 @@ def _points_rows(sweep: Sweep) -> tuple[list[str], list[list[str]], list[str]]:
         row = [an.series_name(r), str(r.get("world_size")), str(r.get("model")), str(r.get("device")),
                str(r.get("status")), _f(r.get("throughput"), ".2f")]
         row += [_ci_text(r)] if with_ci else []
-        row += [_f(r.get("speedup"), ".2f"), pct(num(r.get("efficiency"))), _ms(r.get("step_time_median_s")),
+        row += [_f(r.get("speedup"), ".2f"), pct(num(r.get("efficiency")))]
+        row += [pct(num(r.get("efficiency_per_core")))] if cpu else []
+        row += [pct(num(r.get("mfu")), 1), _math_text(r.get("math_mode")), _ms(r.get("step_time_median_s")),
                 _ms(r.get("step_time_p5_s")), _ms(r.get("step_time_p95_s")), pct(num(r.get("step_time_cv"))),
                 "yes" if ok and an.is_noisy(r) else ""]
         rows.append(row)
         classes.append("" if ok else "bad")
     return headers, rows, classes
+
+
+def _math_text(mode: dict | None) -> str:
+    """'TF32 on, cuDNN autotune on, NCHW' (GPUs) or the layout alone (CPU workers); '-' for older records."""
+    if not mode:
+        return "-"
+    word = lambda v: v if isinstance(v, str) else ("on" if v else "off")  # noqa: E731
+    parts = [f"TF32 {word(mode['tf32'])}"] if mode.get("tf32") is not None else []
+    parts += [f"cuDNN autotune {word(mode['cudnn_autotune'])}"] if mode.get("cudnn_autotune") is not None else []
+    parts += [mode["layout"]] if mode.get("layout") else []
+    return ", ".join(parts) or "-"
 
 
 def _comm_rows(sweep: Sweep) -> tuple[list[str], list[list[str]]]:
@@ -714,6 +735,10 @@ CAPACITY_NOTE = ("Measured points only: each entry is the smallest measured N th
                  "beyond the measured device counts.")
 DEFINITIONS = ("throughput = global samples per second over the measured steps; speedup = throughput / the same "
                "framework's single-device baseline ('torch' or 'tf'); efficiency = speedup / N; "
+               "on CPU workers efficiency (whole machine) is against the baseline on all the cores and efficiency "
+               "(per core) against the same baseline on the threads each worker had; MFU = the model's training "
+               "FLOPs per second per device / the device's peak (NVIDIA's dense datasheet figure for the math type, "
+               "or a float32 GEMM measured on the worker's threads; '-' when the GPU is not in the table); "
                "1-device wrapper cost = 1 - throughput(strategy, N=1) / baseline. Error bars and CIs are the "
                "records' 95% throughput CIs; speedup and efficiency bars combine the point's and the "
                "baseline's CIs when both are recorded. Noisy = flagged by the measurement, or step-time CV above "

@@ -189,6 +189,8 @@ def plan_sweep(opts: SweepOptions, nodes: list[int], gpus_per_node: int | None =
     points: list[SlurmPoint] = []
     for planned in plan.points:
         s, cfg = planned.strategy, planned.config
+        if cfg.baseline_threads is not None:  # its thread count follows this machine's cores, not the nodes'
+            continue
         if planned.skip_reason:
             notes.append(f"no job for {s.name} N={cfg.world_size}: {planned.skip_reason}")
             continue

@@ -11,7 +11,7 @@ import contextlib
 import os
 from typing import Any
 
-from distbench import datasets
+from distbench import datasets, peaks
 from distbench.config import PointConfig
 from distbench.launchers import common
 
@@ -36,10 +36,12 @@ def configure(cfg: PointConfig, *, logical_cpus: int = 1, visible_gpu: int | Non
 
     if cfg.device == "cpu":
         tf.config.set_visible_devices([], "GPU")
-        # One process hosts all logical CPU devices: its intra-op pool gets every worker's share,
-        # and the inter-op pool lets the replicas' steps run concurrently.
-        tf.config.threading.set_intra_op_parallelism_threads(cfg.threads_per_worker * logical_cpus)
-        tf.config.threading.set_inter_op_parallelism_threads(max(2, logical_cpus))
+        # Capped like torch's threads: each replica's share of the cores. One process hosting
+        # several logical CPU devices gets all their shares, in both pools (inter-op >= replicas,
+        # so the replicas' steps can run concurrently).
+        threads = cfg.threads_per_worker * logical_cpus
+        tf.config.threading.set_intra_op_parallelism_threads(threads)
+        tf.config.threading.set_inter_op_parallelism_threads(threads)
         if logical_cpus > 1:
             cpu = tf.config.list_physical_devices("CPU")[0]
             tf.config.set_logical_device_configuration(
@@ -52,7 +54,30 @@ def configure(cfg: PointConfig, *, logical_cpus: int = 1, visible_gpu: int | Non
         tf.config.set_visible_devices(gpus, "GPU")
         for g in gpus:
             tf.config.experimental.set_memory_growth(g, True)
+        # The math mode torch gets too (torch_common.configure_threads); verify_determinism() turns TF32 off.
+        tf.config.experimental.enable_tensor_float_32_execution(cfg.tf32 and not cfg.verify)
     return tf
+
+
+def math_mode(cfg: PointConfig, tf) -> dict:
+    """TF32, cuDNN autotuning and memory layout as they are in this process (after verify_determinism)."""
+    import keras
+
+    layout = None if cfg.image_size is None else (
+        "NHWC" if keras.config.image_data_format() == "channels_last" else "NCHW")
+    if cfg.device == "cpu":
+        return {"tf32": None, "cudnn_autotune": None, "layout": layout,
+                "note": "CPU workers: TF32 and cuDNN do not apply"}
+    autotune = os.environ.get("TF_CUDNN_USE_AUTOTUNE", "1").lower() not in ("0", "false")  # TF's default: on
+    return {"tf32": bool(tf.config.experimental.tensor_float_32_execution_enabled()),
+            "cudnn_autotune": "deterministic algorithms only" if cfg.verify and autotune else autotune,
+            "layout": layout, "note": "verify: deterministic kernels" if cfg.verify else None}
+
+
+def gpu_name(tf) -> str | None:
+    """The first visible GPU's name as the driver reports it (for the MFU peak table)."""
+    gpus = tf.config.list_physical_devices("GPU")
+    return tf.config.experimental.get_device_details(gpus[0]).get("device_name") if gpus else None
 
 
 def device_names(cfg: PointConfig, n: int) -> list[str]:
@@ -441,6 +466,7 @@ def run(cfg: PointConfig, out_path: str, strategy: str, dist: Distribution) -> N
         step = (dist.make_train_step if cfg.sync else dist.make_independent_step)(cfg, model, optimizer)
         extra: dict = {"params": param_count(model), "grad_bytes": grad_bytes(model), "backend": dist.backend,
                        "runtime": runtime_info(), "sync": cfg.sync, "data_cache": data_cache,
+                       "math_mode": math_mode(cfg, tf), "gpu_name": gpu_name(tf) if cfg.device == "cuda" else None,
                        "nosync_variant": dist.nosync_variant,
                        "probe": {"activation_dtype": model.dtype_policy.compute_dtype,
                                  "variable_dtype": model.dtype_policy.variable_dtype}}
@@ -459,6 +485,8 @@ def run(cfg: PointConfig, out_path: str, strategy: str, dist: Distribution) -> N
                                                       data.waits if data else [],
                                                       lambda: dist.allreduce_seconds(cfg, model))
             extra.update(fields)
+            if cfg.device == "cpu" and cfg.sync:  # MFU's peak on CPU workers, after the timed loop
+                extra["cpu_gemm_peak"] = peaks.measure_cpu_gemm(cfg.threads_per_worker, dist.gather)
         common.check_loss(loss)
         if dist.rank == 0:
             common.emit(cfg, out_path, strategy=strategy, framework="tf", status="ok", step_times=times,

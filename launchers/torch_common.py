@@ -10,7 +10,7 @@ import os
 import time
 from typing import Any
 
-from distbench import datasets
+from distbench import datasets, peaks
 from distbench.config import PointConfig
 from distbench.launchers import common
 
@@ -42,7 +42,6 @@ class Distribution:
         """Evidence recorded from a no-sync run (e.g. how often the no-op hook ran)."""
         return {}
 
-
     def gather(self, obj: Any) -> list:
         return [obj]
 
@@ -60,11 +59,33 @@ class Distribution:
         pass
 
 
-def configure_threads(cfg: PointConfig) -> None:
+def configure_threads(cfg: PointConfig) -> dict:
+    """CPU workers: intra-op threads = the worker's share of the cores. GPUs: the math mode both
+    frameworks share (tf_common.configure): TF32 for float32 matmuls and convolutions as cfg.tf32
+    says, cuDNN autotuning (cudnn.benchmark) on; verify mode keeps verify_determinism()'s settings
+    (no TF32, deterministic kernels). Returns the math mode as the record keeps it."""
     import torch
 
     if cfg.device == "cpu":
         torch.set_num_threads(cfg.threads_per_worker)
+        return {"tf32": None, "cudnn_autotune": None, "layout": _layout(cfg),
+                "note": "CPU workers: TF32 and cuDNN do not apply"}
+    if not cfg.verify:
+        torch.backends.cuda.matmul.allow_tf32 = cfg.tf32
+        torch.backends.cudnn.allow_tf32 = cfg.tf32
+        torch.backends.cudnn.benchmark = True
+    matmul, conv = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+    return {"tf32": matmul if matmul == conv else f"matmul {'on' if matmul else 'off'}, convolutions "
+                                                  f"{'on' if conv else 'off'}",
+            "cudnn_autotune": torch.backends.cudnn.benchmark, "layout": _layout(cfg),
+            "note": "verify: deterministic kernels" if cfg.verify else None}
+
+
+def _layout(cfg: PointConfig) -> str | None:
+    """Memory layout of image activations (None for token models)."""
+    if cfg.image_size is None:
+        return None
+    return "channels_last (NHWC in memory)" if cfg.channels_last else "NCHW"
 
 
 def device_for(cfg: PointConfig, local_rank: int = 0):
@@ -344,7 +365,7 @@ def run(cfg: PointConfig, out_path: str, strategy: str, dist: Distribution) -> N
     try:
         if dist.world != cfg.world_size:
             raise RuntimeError(f"launched with {dist.world} processes but the point asks for {cfg.world_size}")
-        configure_threads(cfg)
+        math_mode = configure_threads(cfg)
         device = device_for(cfg, dist.local_rank)
         model = build_model(cfg, device, common.verify_seed(cfg, dist.rank))
         optimizer = make_optimizer(cfg, model)
@@ -357,7 +378,8 @@ def run(cfg: PointConfig, out_path: str, strategy: str, dist: Distribution) -> N
         step = make_step(cfg, wrapped, optimizer, batches, device, probe)
         sync = make_sync(device)
         extra.update(params=param_count(model), grad_bytes=grad_bytes(model), backend=dist.backend,
-                     runtime=runtime_info(device), sync=cfg.sync, probe=probe, nosync_variant=dist.nosync_variant)
+                     runtime=runtime_info(device), sync=cfg.sync, probe=probe, nosync_variant=dist.nosync_variant,
+                     math_mode=math_mode)
         if cfg.verify:
             start = [p.detach().double().clone() for p in model.parameters()]
             losses = []
@@ -372,6 +394,8 @@ def run(cfg: PointConfig, out_path: str, strategy: str, dist: Distribution) -> N
             times, loss, fields = common.measured_run(step, sync, cfg, dist.gather, batches.waits,
                                                       lambda: dist.allreduce_seconds(cfg, model, wrapped))
             extra.update(fields)
+            if cfg.device == "cpu" and cfg.sync:  # MFU's peak on CPU workers, after the timed loop
+                extra["cpu_gemm_peak"] = peaks.measure_cpu_gemm(cfg.threads_per_worker, dist.gather)
         if not cfg.sync:
             extra.update(dist.nosync_fields())
         common.check_loss(loss)

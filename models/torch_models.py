@@ -533,8 +533,9 @@ def loss_fn(name: str) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
 
 
 @functools.lru_cache(maxsize=None)
-def forward_flops_per_sample(name: str, image_size: int | None = None, seq_len: int | None = None) -> int:
-    """Forward FLOPs of one sample at the given (default: the spec's) input size.
+def forward_flops_per_sample(name: str, image_size: int | None = None, seq_len: int | None = None,
+                             num_classes: int | None = None) -> int:
+    """Forward FLOPs of one sample at the given (default: the spec's) input size and head size.
 
     Measured with torch.utils.flop_counter.FlopCounterMode on a batch of 1; a multiply-add counts
     as 2 FLOPs, and only matmuls, convolutions and attention are counted (elementwise ops, norms,
@@ -547,7 +548,7 @@ def forward_flops_per_sample(name: str, image_size: int | None = None, seq_len: 
     spec = _spec(name)
     check_input(spec, image_size=image_size, seq_len=seq_len)
     with torch.device("meta"):
-        model = build_model(name).eval()
+        model = build_model(name, num_classes=num_classes).eval()
         if spec.kind == "tokens":
             x = torch.zeros(1, seq_len or spec.default_seq_len, dtype=torch.long)
         else:

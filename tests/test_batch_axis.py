@@ -25,7 +25,8 @@ def test_plan_sweeps_batches_per_strategy_and_n_smallest_first():
     opts = SweepOptions(model="resnet50", gpus=[1, 2], strategies=parse_strategies(("ddp",)), device="cpu",
                         batch_size=(8, 2, 4))
     plan = make_plan(opts, visible_gpus=0)
-    got = [(p.strategy.name, p.config.world_size, p.config.per_device_batch) for p in plan.points]
+    got = [(p.strategy.name, p.config.world_size, p.config.per_device_batch) for p in plan.points
+           if p.config.baseline_threads is None]  # per-core baselines: tests/test_efficiency.py
     assert got == [("torch", 1, 2), ("torch", 1, 4), ("torch", 1, 8), ("ddp", 1, 2), ("ddp", 1, 4), ("ddp", 1, 8),
                    ("ddp", 2, 2), ("ddp", 2, 4), ("ddp", 2, 8)]
     assert any("batch sizes 2,4,8" in n for n in plan.notes)

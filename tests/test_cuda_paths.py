@@ -37,7 +37,8 @@ class FakeTF:
         self.config = SimpleNamespace(
             list_physical_devices=lambda kind: list(self.gpus) if kind == "GPU" else ["CPU0"],
             set_visible_devices=self._set_visible,
-            experimental=SimpleNamespace(set_memory_growth=lambda g, on: self.growth.append(g)))
+            experimental=SimpleNamespace(set_memory_growth=lambda g, on: self.growth.append(g),
+                                         enable_tensor_float_32_execution=lambda on: None))  # tests/test_mathmode.py
         self.distribute = SimpleNamespace(MirroredStrategy=self._mirrored)
         self.test = SimpleNamespace(experimental=SimpleNamespace(sync_devices=self._sync))
 

@@ -22,7 +22,8 @@ def sweep(tmp_path_factory):
 
 
 def _point(points, strategy, n):
-    [p] = [p for p in points if p["strategy"] == strategy and p["world_size"] == n]
+    [p] = [p for p in points if p["strategy"] == strategy and p["world_size"] == n
+           and not p["config"].get("baseline_threads")]
     return p
 
 
@@ -33,7 +34,7 @@ def test_every_strategy_runs_at_n1_and_n2(sweep):
                                              for n in (1, 2)}
     assert {(p["strategy"], p["world_size"]) for p in points} == expected
     for p in points:
-        if p["strategy"] == "dp":
+        if p["strategy"] == "dp" or p["config"].get("baseline_threads"):  # per-core references: test_efficiency.py
             continue
         assert p["status"] == "ok", (p["strategy"], p["world_size"], p["reason"], p.get("stderr_tail"))
         assert p["throughput"] > 0

@@ -56,7 +56,7 @@ def _opts(**kw):
 
 def test_plan_baselines_first_at_n1_only_and_dp_skipped_on_cpu():
     plan = make_plan(_opts(), visible_gpus=0)
-    got = [(p.strategy.name, p.config.world_size) for p in plan.points]
+    got = [(p.strategy.name, p.config.world_size) for p in plan.points if p.config.baseline_threads is None]
     assert got[:2] == [("torch", 1), ("tf", 1)]
     assert ("torch", 2) not in got and ("tf", 2) not in got
     assert ("ddp", 1) in got and ("ddp", 2) in got
@@ -71,7 +71,7 @@ def test_plan_baselines_first_at_n1_only_and_dp_skipped_on_cpu():
 
 def test_plan_adds_missing_baseline_and_says_so():
     plan = make_plan(_opts(strategies=parse_strategies(("ddp",))), visible_gpus=0)
-    assert [p.strategy.name for p in plan.points] == ["torch", "ddp", "ddp"]
+    assert [p.strategy.name for p in plan.points if p.config.baseline_threads is None] == ["torch", "ddp", "ddp"]
     assert plan.points[0].auto_added
     assert any("added the 'torch' baseline" in n for n in plan.notes)
 

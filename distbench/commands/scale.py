@@ -54,6 +54,10 @@ def workload_options(fn):
         click.option("--compile", "compile_", is_flag=True, help="torch.compile the model (torch strategies)."),
         click.option("--xla", is_flag=True, help="tf.function(jit_compile=True) (tf, mirrored)."),
         click.option("--channels-last", is_flag=True, help="torch.channels_last memory format (torch, image models)."),
+        click.option("--tf32/--no-tf32", default=True, show_default=True,
+                     help="GPUs: TF32 tensor-core math for float32 matmuls and convolutions, the same in both "
+                          "frameworks (on is TF's default and torch's for convolutions); cuDNN autotuning is on "
+                          "in both. Recorded per point; verify always runs without TF32."),
         click.option("--data", type=click.Choice(["synthetic", "disk"]), default="synthetic", show_default=True,
                      help="synthetic: tensors made once on the device; disk: a cached synthetic dataset read every "
                           "step by DataLoader / tf.data, reporting the share of step time spent waiting for data."),
@@ -106,7 +110,7 @@ def workload_options(fn):
 REPLAYED = ("gpus_text", "nodes_text", "add_baselines", "model", "strategy", "batch_size", "scaling", "image_size", "num_classes",
             "steps", "warmup", "device", "timeout", "seed", "repeats", "target_ci", "max_time", "comm", "noisy_cv",
             "telemetry_interval", "seq_len", "precision", "compile_", "xla", "channels_last", "data", "dataset_size",
-            "loader_workers", "prefetch", "pin_memory")
+            "loader_workers", "prefetch", "pin_memory", "tf32")
 """The options a sweep stores so `--resume` can run its missing points exactly as planned."""
 
 
@@ -128,7 +132,8 @@ def _resume(sweep_id: str, results: str, fmt: str, records_dir, timeout: float |
 def _execute(*, gpus_text: str, add_baselines: bool, nodes_text: str = "1", model, strategy, batch_size, scaling, image_size,
              num_classes, steps, warmup, device, timeout, seed, results, records_dir, fmt, repeats, target_ci,
              max_time, comm, noisy_cv, telemetry_interval, seq_len, precision, compile_, xla,
-             channels_last, data, dataset_size, loader_workers, prefetch, pin_memory, resume=None) -> None:
+             channels_last, data, dataset_size, loader_workers, prefetch, pin_memory, tf32=True,
+             resume=None) -> None:
     replay = {k: v for k, v in locals().items() if k in REPLAYED}
     batch_size = (batch_size,) if isinstance(batch_size, int) else batch_size and tuple(batch_size)  # old sweeps: int
     gpus = parse_gpus(gpus_text)
@@ -139,7 +144,7 @@ def _execute(*, gpus_text: str, add_baselines: bool, nodes_text: str = "1", mode
                         target_ci=target_ci, max_time=max_time, seq_len=seq_len, precision=precision,
                         compile=compile_, xla=xla, channels_last=channels_last, data=data,
                         dataset_size=dataset_size, loader_workers=loader_workers, prefetch=prefetch,
-                        pin_memory=pin_memory)
+                        pin_memory=pin_memory, tf32=tf32)
     plan = make_plan(opts)
     err = Console(stderr=True, highlight=False, soft_wrap=True)
     out = Console(highlight=False, width=None if sys.stdout.isatty() else 160) if fmt == "table" else err
@@ -174,7 +179,7 @@ def _execute(*, gpus_text: str, add_baselines: bool, nodes_text: str = "1", mode
                "noisy_cv": noisy_cv, "telemetry_interval": telemetry_interval, "seq_len": seq_len,
                "precision": precision, "compile": compile_, "xla": xla, "channels_last": channels_last, "data": data,
                "dataset_size": dataset_size, "loader_workers": loader_workers, "prefetch": prefetch,
-               "pin_memory": pin_memory, "replay": dict(replay, strategy=list(strategy))}
+               "pin_memory": pin_memory, "tf32": tf32, "replay": dict(replay, strategy=list(strategy))}
     try:
         sweep_id, records = run_plan(plan, store, command=command_line(), options=options, timeout_s=timeout,
                                      progress=progress, records_dir=records_dir, repeats=repeats, resume=resume,
