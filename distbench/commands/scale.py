@@ -29,6 +29,19 @@ def _parse_percent(ctx, param, value):
     return number / 100.0
 
 
+def _ok_detail(record: dict) -> str:
+    """'12.3 samples/s, 95% CI 12.1..12.5 (within-run ...), stopped at --max-time' for a progress line."""
+    text = f"{record['throughput']:.2f} samples/s"
+    if record.get("throughput_ci_low") is not None and record.get("throughput_ci_high") is not None:
+        text += f", 95% CI {record['throughput_ci_low']:.2f}..{record['throughput_ci_high']:.2f}"
+    else:
+        text += f", no CI ({record.get('measured_steps')} steps; --repeats 2 gives a run-to-run CI)"
+    rule = (record.get("stopping") or {}).get("rule")
+    if rule in ("max_time", "max_steps"):
+        text += f", stopped at --{rule.replace('_', '-')} before the CI target"
+    return text
+
+
 def workload_options(fn):
     """Options shared by `scale` and `run`, so both accept exactly the same workload knobs."""
     options = [
@@ -167,8 +180,8 @@ def _execute(*, gpus_text: str, add_baselines: bool, nodes_text: str = "1", mode
             err.print(f"[{i}/{total}] {name} ...", end=" " if err.is_terminal else "\n", markup=False)
         else:
             status = record["status"]
-            detail = (f"{record['throughput']:.2f} samples/s" if status == "ok"
-                      else (record.get("reason") or ""))
+            detail = (_ok_detail(record) if status == "ok"
+                      else (record.get("reason") or "") + (f" (logs: {record['workdir']})" if record.get("workdir") else ""))
             prefix = "" if err.is_terminal else f"[{i}/{total}] {name}: "
             err.print(f"{prefix}{status} {detail}".rstrip(), markup=False)
 
