@@ -30,18 +30,20 @@ def point(strategy: str, n: int, step_s: float | None = None, *, framework: str 
           steps: int = 200, jitter: float = 0.01, status: str = "ok", reason: str | None = None,
           model: str = "resnet50", scaling: str = "weak", device: str = "cpu", times=None, nodes: int = 1,
           config: dict | None = None, **fields) -> dict:
-    """A record with `steps` step times step_s * (1 + jitter * z), z a fixed pseudo-random series centred
-    so the mean is exactly step_s (not periodic: batch means must see real spread; 200 steps give the
+    """A record with `steps` step times step_s * (1 + jitter * z), z a fixed pseudo-random series
+    symmetric about 0 so the mean and median are exactly step_s (not periodic: batch means must see real spread; 200 steps give the
     within-run CI its batches). `config`: more PointConfig fields (precision, image_size, ...)."""
     cfg = {"model": model, "world_size": n, "per_device_batch": batch, "device": device, "scaling": scaling,
            "nodes": nodes, **(config or {})}
     r = base_record(cfg, strategy=strategy, framework=framework, status=status, reason=reason)
     if status == "ok":
         if times is None:
+            # a pseudo-random half and its mirror image, shuffled: mean and median exactly step_s
             rng = random.Random(f"{strategy}/{n}/{nodes}")
-            z = [rng.gauss(0.0, 1.0) for _ in range(steps)]
-            centre = sum(z) / steps
-            times = [step_s * (1 + jitter * (v - centre)) for v in z]
+            z = [rng.gauss(0.0, 1.0) for _ in range(steps // 2)]
+            mirror = [-v for v in z]
+            rng.shuffle(mirror)
+            times = [step_s * (1 + jitter * v) for v in z + mirror + [0.0] * (steps % 2)]
         r["step_times_s"] = list(times)
     r.update(fields)
     return r
