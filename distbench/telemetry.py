@@ -107,6 +107,7 @@ class Sampler:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="distbench-telemetry", daemon=True)
         self._procs: dict[int, psutil.Process] = {}
+        self._is_worker_cache: dict[int, bool] = {}
         self._nvml = None
         self._handles = []
         self.gpu_note = None
@@ -152,13 +153,21 @@ class Sampler:
             self._procs.setdefault(p.pid, p)
         return [self._procs[p.pid] for p in tree]
 
+    def _is_worker(self, p: psutil.Process) -> bool:
+        """A rank's own Python process: not a launcher (torchrun, horovodrun) and not the rank guard
+        that waits beside it (distbench.rankguard, idle by design). Decided once per process."""
+        if p.pid not in self._is_worker_cache:
+            self._is_worker_cache[p.pid] = ("python" in p.name().lower()
+                                            and "distbench.rankguard" not in p.cmdline())
+        return self._is_worker_cache[p.pid]
+
     def _loop(self) -> None:
         while not self._stop.is_set():
             t = time.time()
             for p in self._workers():
                 try:
                     with p.oneshot():
-                        if "python" not in p.name().lower():
+                        if not self._is_worker(p):
                             continue
                         self.samples.append((t, f"pid{p.pid}", "cpu_percent", p.cpu_percent(None)))
                         self.samples.append((t, f"pid{p.pid}", "rss_bytes", float(p.memory_info().rss)))

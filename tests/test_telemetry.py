@@ -41,3 +41,20 @@ def test_derive_keeps_the_median_over_repeats():
     base = {"status": "ok", "strategy": "torch", "throughput": 22.0}
     out = derive(rec, {"torch": base})
     assert out["throughput"] == 33.0 and out["speedup"] == pytest.approx(1.5)
+
+
+def test_cpu_telemetry_samples_the_worker_not_its_rank_guard():
+    import subprocess
+    import sys
+    import time
+
+    from distbench.telemetry import Sampler
+
+    proc = subprocess.Popen([sys.executable, "-m", "distbench.rankguard", sys.executable, "-c",
+                             "import time\nfor _ in range(10**7): pass\ntime.sleep(1)"])
+    sampler = Sampler(proc.pid, interval_s=0.2, gpus=False).start()
+    time.sleep(1.5)
+    samples = sampler.stop()
+    proc.wait(timeout=60)
+    sources = {src for _, src, _, _ in samples}
+    assert len(sources) == 1 and sources != {f"pid{proc.pid}"}  # the worker, never the guard (proc)
