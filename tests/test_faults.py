@@ -186,8 +186,10 @@ def test_a_signal_to_distbench_mid_point_leaves_no_process_and_keeps_finished_po
                     f"marked 'interrupted'; finish it with: distbench scale --resume {row['id']} --results {sweep.db}")
     assert row["status"] == "interrupted"
     assert f"interrupted by {sig.name}" in json.loads(row["notes_json"])
-    assert points[1] == {"strategy": strategy, "world_size": 2, "status": "interrupted",
-                         "reason": f"stopped by {sig.name} while it was measured"}
+    # the baselines (and, on CPU workers, the per-core baseline) finished before; the running point:
+    assert [p for p in points if p["status"] != "ok"] == [
+        {"strategy": strategy, "world_size": 2, "status": "interrupted",
+         "reason": f"stopped by {sig.name} while it was measured"}]
 
 
 RANK_CASES = [
