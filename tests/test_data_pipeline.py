@@ -7,9 +7,8 @@ import pytest
 from distbench import datasets
 from distbench.config import PointConfig
 from distbench.launchers import common
-from distbench.multinode import tf_multiworker_command
 from tests.conftest import require
-from tests.test_multinode import _free_port, _run_nodes
+from tests.test_multinode import run_two_tf_workers
 
 
 def _dataset(tmp_path, samples=8):
@@ -93,13 +92,6 @@ def test_data_wait_is_none_when_it_was_not_timed(tmp_path):
 def test_multiworker_mirrored_reads_from_disk(tmp_path):
     folder = _dataset(tmp_path, samples=16)
     cfg = _cfg(folder, strategy="mirrored", nodes=2)
-    config, out = tmp_path / "config.json", tmp_path / "record.json"
-    config.write_text(cfg.to_json())
-    workers = [f"localhost:{_free_port()}", f"127.0.0.1:{_free_port()}"]
-    codes, logs = _run_nodes([tf_multiworker_command(cfg, str(config), str(out), workers=workers, index=i)
-                              for i in range(2)], tmp_path)
-    assert codes == [0, 0], logs
-    record = json.loads(out.read_text())
-    assert record["status"] == "ok" and record["tf_strategy"] == "MultiWorkerMirroredStrategy", record.get("reason")
+    record = run_two_tf_workers(cfg, tmp_path)
     assert 0 < record["data_wait_fraction"] < 1  # each worker's batches were fetched, and timed
     assert record["data_cache"]["dataset_bytes"] > 0 and record["data_cache"]["reads_from"]

@@ -163,6 +163,21 @@ def _run_nodes(commands, tmp_path, timeout=420):
     return codes, [log.read_text(errors="replace")[-3000:] for log in logs]
 
 
+def run_two_tf_workers(cfg: PointConfig, tmp_path) -> dict:
+    """Run `cfg` as a two-worker MultiWorkerMirroredStrategy cluster on this host; chief's record."""
+    from distbench.multinode import tf_multiworker_command
+
+    config, out = tmp_path / "config.json", tmp_path / "record.json"
+    config.write_text(cfg.to_json())
+    workers = [f"localhost:{_free_port()}", f"127.0.0.1:{_free_port()}"]
+    codes, logs = _run_nodes([tf_multiworker_command(cfg, str(config), str(out), workers=workers, index=i)
+                              for i in range(2)], tmp_path)
+    assert codes == [0, 0], logs
+    record = json.loads(out.read_text())
+    assert record["status"] == "ok" and record["tf_strategy"] == "MultiWorkerMirroredStrategy", record.get("reason")
+    return record
+
+
 def _check_record(path, strategy, framework, codes, logs):
     assert codes == [0] * len(codes), logs
     record = json.loads(path.read_text())

@@ -1,7 +1,6 @@
 """The no-sync ("independent") variant is each strategy's own step minus its collective: real runs on
 CPU workers. At N=2 with different data per rank its replicas drift apart (nothing is exchanged);
 at N=1, where the collective has nothing to exchange, it runs as fast as the real step."""
-import json
 import statistics
 from concurrent.futures import ThreadPoolExecutor
 
@@ -9,10 +8,9 @@ import pytest
 
 from distbench.config import PointConfig
 from distbench.launch import run_point
-from distbench.multinode import tf_multiworker_command
 from distbench.strategies import STRATEGIES
 from tests.conftest import require
-from tests.test_multinode import _free_port, _run_nodes
+from tests.test_multinode import run_two_tf_workers
 
 pytestmark = pytest.mark.slow
 
@@ -49,14 +47,7 @@ def test_the_variant_exchanges_nothing(strategy, tmp_path):
 @require("tensorflow")
 def test_the_multiworker_variant_exchanges_nothing(tmp_path):
     cfg = _cfg("mirrored", 2, nodes=2, sync=False, verify=True)
-    config, out = tmp_path / "config.json", tmp_path / "record.json"
-    config.write_text(cfg.to_json())
-    workers = [f"localhost:{_free_port()}", f"127.0.0.1:{_free_port()}"]
-    codes, logs = _run_nodes([tf_multiworker_command(cfg, str(config), str(out), workers=workers, index=i)
-                              for i in range(2)], tmp_path)
-    assert codes == [0, 0], logs
-    record = json.loads(out.read_text())
-    assert record["status"] == "ok" and record["tf_strategy"] == "MultiWorkerMirroredStrategy", record.get("reason")
+    record = run_two_tf_workers(cfg, tmp_path)
     assert record["replica_max_rel_diff"] > 1e-2
     assert "only the cross-replica gradient all-reduce" in record["nosync_variant"]
 
