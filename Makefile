@@ -24,6 +24,8 @@ test: lint
 bench: install
 	$(PY) benchmarks/harness_overhead.py --out docs/benchmarks.md
 	$(PY) benchmarks/comm_busbw.py --out docs/benchmarks.md
+	$(PY) benchmarks/ci_coverage.py --out docs/benchmarks.md
+	$(PY) benchmarks/wall_split.py --out docs/benchmarks.md
 
 # The pins of every installed package but distbench itself and Horovod (built from its sdist), from the
 # venv as it is; torch's local build label (+cpu) is dropped so the GPU install's CUDA wheel matches too.
