@@ -164,6 +164,12 @@ def classify_failure(returncode: int | None, stderr_tail: str) -> str:
     return failures.classify(None, stderr_tail=stderr_tail, returncode=returncode)[0]
 
 
+def _tail_summary(tail: str) -> str | None:
+    """The worker's exception line from a stderr tail, else its last non-empty line."""
+    last = [ln for ln in tail.strip().splitlines() if ln.strip()]
+    return failure_summary(tail) or (last[-1][:300] if last else None)
+
+
 def _failure(returncode: int | None, tail: str, ranks: list[dict], oom_counts: tuple) -> tuple[str, str]:
     """(status, reason) of a point whose worker wrote no record: the root-cause rank when the ranks
     left reports, else the launcher's exit status and the worker's exception line from stderr."""
@@ -172,8 +178,7 @@ def _failure(returncode: int | None, tail: str, ranks: list[dict], oom_counts: t
         if not cause.get("error") and not cause.get("signal"):
             # It failed before run_worker could report (e.g. an import error): the worker's own
             # exception line from stderr, unless it only says that a peer went away.
-            last = [ln for ln in tail.strip().splitlines() if ln.strip()]
-            summary = failure_summary(tail) or (last[-1][:300] if last else None)
+            summary = _tail_summary(tail)
             cause = dict(cause, error=None if failures.is_secondary(summary) else summary)
         status, note = failures.classify(cause, oom_before=oom_counts[0], oom_after=oom_counts[1])
         reason = failures.describe(cause)
@@ -182,8 +187,7 @@ def _failure(returncode: int | None, tail: str, ranks: list[dict], oom_counts: t
                                      oom_before=oom_counts[0], oom_after=oom_counts[1])
     if returncode == 0:
         return status, "worker exited without writing a result"
-    last = [ln for ln in tail.strip().splitlines() if ln.strip()]
-    summary = failure_summary(tail) or (last[-1][:300] if last else "no output")
+    summary = _tail_summary(tail) or "no output"
     how = (f"killed ({rankguard.signal_name(returncode)})" if returncode is not None and returncode < 0
            else f"exit status {returncode}")
     return status, f"{how}: {summary}" + (f" ({note})" if note else "")
