@@ -23,7 +23,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from mdsection import write_section  # noqa: E402
 from distbench.commbench import BACKENDS
 from distbench.config import PointConfig
-from distbench.launch import build_env, run_point
+from distbench.engines import build_env
+from distbench.launch import run_point
 from distbench.plan import cpu_cores
 
 HERE = Path(__file__).resolve().parent

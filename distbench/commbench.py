@@ -9,19 +9,20 @@ from __future__ import annotations
 
 import re
 
+from distbench.engines import HOROVODRUN, PROCESS, TORCHRUN
 from distbench.errors import BadInput
 from distbench.strategies import Strategy
 
 BACKENDS: dict[str, Strategy] = {
-    "gloo": Strategy(name="comm-gloo", framework="torch", module="comm_torch", launcher="torchrun",
+    "gloo": Strategy(name="comm-gloo", framework="torch", module="comm_torch", launcher=TORCHRUN,
                      requires=("torch",), description="torch.distributed all_reduce, gloo"),
-    "nccl": Strategy(name="comm-nccl", framework="torch", module="comm_torch", launcher="torchrun",
+    "nccl": Strategy(name="comm-nccl", framework="torch", module="comm_torch", launcher=TORCHRUN,
                      requires=("torch",), description="torch.distributed all_reduce, NCCL (CUDA only)"),
-    "mpi": Strategy(name="comm-mpi", framework="torch", module="comm_torch", launcher="torchrun",
+    "mpi": Strategy(name="comm-mpi", framework="torch", module="comm_torch", launcher=TORCHRUN,
                     requires=("torch",), description="torch.distributed all_reduce, MPI (torch built with MPI)"),
-    "horovod": Strategy(name="comm-horovod", framework="torch", module="comm_horovod", launcher="horovodrun",
+    "horovod": Strategy(name="comm-horovod", framework="torch", module="comm_horovod", launcher=HOROVODRUN,
                         requires=("torch", "horovod.torch"), description="horovod.torch allreduce"),
-    "tf": Strategy(name="comm-tf", framework="tf", module="comm_tf", launcher="process",
+    "tf": Strategy(name="comm-tf", framework="tf", module="comm_tf", launcher=PROCESS,
                    requires=("tensorflow",), description="tf.distribute MirroredStrategy all_reduce"),
 }
 

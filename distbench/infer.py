@@ -13,15 +13,16 @@ import dataclasses
 from pathlib import Path
 
 from distbench.config import PointConfig
+from distbench.engines import PROCESS
 from distbench.launch import run_point
 from distbench.record import add_step_metrics, base_record
 from distbench.strategies import Strategy
 from distbench.telemetry import summarize
 
 INFER = {
-    "torch": Strategy(name="infer-torch", framework="torch", module="infer_torch", launcher="process",
+    "torch": Strategy(name="infer-torch", framework="torch", module="infer_torch", launcher=PROCESS,
                       requires=("torch",), description="PyTorch inference"),
-    "tf": Strategy(name="infer-tf", framework="tf", module="infer_tf", launcher="process",
+    "tf": Strategy(name="infer-tf", framework="tf", module="infer_tf", launcher=PROCESS,
                    requires=("tensorflow",), description="TensorFlow inference"),
 }
 

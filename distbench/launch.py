@@ -11,12 +11,12 @@ import re
 import shutil
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 from distbench import failures, rankguard
 from distbench.config import PointConfig
+from distbench.multinode import check_allocation
 from distbench.record import base_record, read_record
 from distbench.strategies import Strategy
 
@@ -26,61 +26,15 @@ FAILURE_GRACE_S = 10.0
 POLL_S = 0.2
 
 
-def _tool(name: str) -> str:
-    """A console script from the same environment as this Python (torchrun, horovodrun)."""
-    local = Path(sys.executable).parent / name
-    if local.exists():
-        return str(local)
-    return shutil.which(name) or name
-
-
-def worker_module(strategy: Strategy) -> str:
-    """distbench.launchers.<module>, or a full dotted path (e.g. a test's deliberately broken worker)."""
-    return strategy.module if "." in strategy.module else f"distbench.launchers.{strategy.module}"
-
-
-def build_env(cfg: PointConfig, base: dict | None = None) -> dict:
-    env = dict(os.environ if base is None else base)
-    threads = str(cfg.threads_per_worker)
-    env.update({
-        "OMP_NUM_THREADS": threads,
-        "MKL_NUM_THREADS": threads,
-        "PYTHONUNBUFFERED": "1",
-        "TF_CPP_MIN_LOG_LEVEL": env.get("TF_CPP_MIN_LOG_LEVEL", "2"),
-        "KERAS_BACKEND": "tensorflow",
-    })
-    if cfg.device == "cpu":
-        # CPU workers: hide any GPU so no framework picks one up behind our back.
-        env["CUDA_VISIBLE_DEVICES"] = ""
-    else:
-        # CUDA numbers GPUs fastest-first by default, NVML by PCI bus: make them agree, so the
-        # telemetry of "GPU i" is the GPU the workers use as device i.
-        env.setdefault("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
-    return env
-
-
 def build_command(strategy: Strategy, cfg: PointConfig, config_path: str, out_path: str,
                   base_env: dict | None = None) -> tuple[list[str], dict]:
-    """The argv and environment that run `cfg` the way users launch this strategy."""
-    if cfg.nodes > 1:  # inside a Slurm allocation (distbench scale --nodes)
-        from distbench.multinode import allocation_command
-
-        return allocation_command(strategy, cfg, str(config_path), str(out_path), base_env=base_env)
-    # Every rank runs under distbench.rankguard (see there): it reports how the rank ended and kills
-    # the worker when distbench is gone.
-    worker = ["-m", "distbench.rankguard", sys.executable,
-              "-m", worker_module(strategy), "--config", str(config_path), "--out", str(out_path)]
-    n = cfg.world_size
-    if strategy.launcher == "process":
-        argv = [sys.executable, *worker]
-    elif strategy.launcher == "torchrun":
-        argv = [_tool("torchrun"), "--standalone", "--nnodes=1", f"--nproc_per_node={n}", *worker]
-    elif strategy.launcher == "horovodrun":
-        argv = [_tool("horovodrun"), "-np", str(n), "-H", f"localhost:{n}", "--gloo",
-                "--network-interface", "lo", "--start-timeout", "120", sys.executable, *worker]
-    else:
-        raise ValueError(f"unknown launcher {strategy.launcher!r} for strategy {strategy.name!r}")
-    return argv, build_env(cfg, base_env)
+    """The argv and environment that run `cfg` the way users launch this strategy: on one node, or
+    on the first cfg.nodes nodes of the current Slurm allocation (distbench scale --nodes)."""
+    launcher = strategy.launcher_for(cfg.nodes)
+    if cfg.nodes > 1:
+        hosts = check_allocation(cfg.nodes)
+        return launcher.allocation(strategy, cfg, str(config_path), str(out_path), hosts=hosts, base_env=base_env)
+    return launcher.local(strategy, cfg, str(config_path), str(out_path), base_env=base_env)
 
 
 def gpu_indices(cfg: PointConfig, env: dict) -> list[int] | None:
@@ -305,7 +259,7 @@ def run_point(strategy: Strategy, cfg: PointConfig, workdir: str | os.PathLike, 
             record["telemetry"]["note"] = sampler.gpu_note
         record["telemetry_samples"] = samples
     record["launch"] = {"argv": argv, "returncode": returncode, "started": started, "wall_s": wall,
-                        "launcher": strategy.launcher, "workdir": str(workdir)}
+                        "launcher": strategy.launcher_for(cfg.nodes).name, "workdir": str(workdir)}
     if record["status"] != "ok":
         record["workdir"] = str(workdir)
     return record

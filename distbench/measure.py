@@ -131,6 +131,8 @@ def measure_point(point: PlannedPoint, workdir: Path, *, timeout_s: float, repea
             record["exposed_comm_ci_scope"] = scope
         else:
             record["comm_note"] = f"independent variant {bad['status']}: {bad.get('reason')}"
+    if point.strategy.no_comm_reason and cfg.world_size > 1:
+        record["comm_note"] = f"communication overhead not applicable: {point.strategy.no_comm_reason}"
     for key in ("comm_overhead", "exposed_comm_s", "allreduce_s", "overlap"):
         record.setdefault(key, None)
     return record

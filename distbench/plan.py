@@ -295,7 +295,7 @@ def make_plan(opts: SweepOptions, visible_gpus: int | None = None) -> Plan:
                      if opts.precision == "bf16" else "float16 autocast + GradScaler (torch) / mixed_float16 + "
                      "LossScaleOptimizer (Keras)"))
     if max(opts.nodes) > 1:
-        from distbench.multinode import can_span_nodes, check_allocation
+        from distbench.multinode import check_allocation
 
         hosts = check_allocation(max(opts.nodes))
         notes.append(f"multi-node points run inside this Slurm allocation ({', '.join(hosts)}); "
@@ -307,7 +307,7 @@ def make_plan(opts: SweepOptions, visible_gpus: int | None = None) -> Plan:
         missing = _missing_modules(s)
         not_applicable = [flag for flag, (on, ok, _) in applies.items() if on and not ok(s)]
         for batch, (n, k) in ((b, nk) for nk in ([(1, 1)] if s.baseline else shapes) for b in batches):
-            if k > 1 and not can_span_nodes(s):
+            if k > 1 and s.cluster_launcher is None:
                 continue
             per_device = batch if opts.scaling == "weak" else batch // n
             cfg = PointConfig(
@@ -315,7 +315,7 @@ def make_plan(opts: SweepOptions, visible_gpus: int | None = None) -> Plan:
                 per_device_batch=per_device, scaling=opts.scaling, image_size=image, seq_len=seq_len,
                 num_classes=opts.num_classes, steps=steps, warmup=warmup, seed=opts.seed,
                 nodes=k, threads_per_worker=max(1, cores // (n // k)),
-                measure_comm=opts.comm and n > 1 and not s.baseline,
+                measure_comm=opts.comm and n > 1 and not s.baseline and s.no_comm_reason is None,
                 target_ci=opts.target_ci, precision=opts.precision,
                 max_time_s=defaults["max_time"] if opts.max_time is None else opts.max_time,
                 compile=opts.compile and "--compile" not in not_applicable,

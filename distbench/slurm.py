@@ -39,10 +39,8 @@ from pathlib import Path
 from distbench import __version__
 from distbench.config import PointConfig
 from distbench.errors import BadInput, DistbenchError
-from distbench.launch import STDERR_TAIL_CHARS, build_command, build_env, outcome_record
-from distbench.multinode import (Shell, can_span_nodes, devices_per_node, horovodrun_command, launcher_for,
-                                 shell_join, srun_prefix, tf_multiworker_srun_command, tf_workers_per_node,
-                                 torchrun_command)
+from distbench.engines import PROCESS, Launcher, build_env, devices_per_node, shell_join
+from distbench.launch import STDERR_TAIL_CHARS, outcome_record
 from distbench.plan import SweepOptions, make_plan
 from distbench.record import read_record, write_record
 from distbench.strategies import Strategy, get_strategy
@@ -136,8 +134,8 @@ class SlurmPoint:
         return f"{self.strategy.name}-g{self.config.world_size}-n{self.nodes}"
 
     @property
-    def launcher(self) -> str:
-        return launcher_for(self.strategy, self.nodes)
+    def launcher(self) -> Launcher:
+        return self.strategy.launcher_for(self.nodes)
 
     @property
     def per_node(self) -> int:
@@ -147,9 +145,7 @@ class SlurmPoint:
     @property
     def tasks_per_node(self) -> int:
         """Slurm tasks per node: torchrun agents / TF workers; 1 for everything else."""
-        if self.launcher == "tf-multiworker":
-            return tf_workers_per_node(self.config)
-        return 1
+        return self.launcher.tasks_per_node(self.config)
 
     @property
     def shape(self) -> tuple[int, int, int]:
@@ -200,7 +196,7 @@ def plan_sweep(opts: SweepOptions, nodes: list[int], gpus_per_node: int | None =
                 continue
             if gpus_per_node is not None and n // k > gpus_per_node:
                 continue
-            if k > 1 and not can_span_nodes(s):
+            if k > 1 and s.cluster_launcher is None:
                 continue
             points.append(SlurmPoint(len(points), s, dataclasses.replace(cfg, nodes=k)))
     spanning = {p.strategy.name for p in points if p.nodes > 1}
@@ -260,48 +256,13 @@ class SlurmSettings:
         return self.records_dir / f"{self.script.stem}.manifest.json"
 
 
-RUN_PY = Shell('"$PY"')
-CONFIG = Shell('"$config"')
-RESULT = Shell('"$result"')
-
-
 def _launch_argv(point: SlurmPoint, settings: SlurmSettings) -> list[str]:
     """The point's launch command as script text pieces (Shell = evaluated by the job)."""
-    cfg, s = point.config, point.strategy
-    launcher = point.launcher
-    if point.nodes == 1:
-        # Exactly what `distbench scale` runs (distbench.launch.build_command), with the job's own
-        # python, tools and paths put in.
-        marks = {"config": "\x00config\x00", "result": "\x00result\x00"}
-        argv, _ = build_command(s, cfg, marks["config"], marks["result"], base_env={})
-        swap = {sys.executable: RUN_PY, marks["config"]: CONFIG, marks["result"]: RESULT}
-        out = [swap.get(a, a) for a in argv]
-        if launcher == "torchrun":
-            out[0] = Shell('"$TORCHRUN"')
-        elif launcher == "horovodrun":
-            out[0] = Shell('"$HOROVODRUN"')
-        return out
-    if launcher == "torchrun":
-        argv, _ = torchrun_command(s, cfg, CONFIG, RESULT, rdzv_endpoint=Shell('"$head_node:$MASTER_PORT"'),
-                                   rdzv_id=Shell('"$job_tag"'), python=RUN_PY, torchrun=Shell('"$TORCHRUN"'),
-                                   base_env={})
-        return [*srun_prefix(point.nodes, 1, Shell('"$SLURM_CPUS_ON_NODE"')), *argv]
-    if launcher == "horovodrun":
-        argv, _ = horovodrun_command(
-            s, cfg, CONFIG, RESULT, hosts=Shell('"$(horovod_hosts %d)"' % point.per_node),
-            launcher_args=[Shell('${HOROVOD_NETWORK_INTERFACE:+--network-interface "$HOROVOD_NETWORK_INTERFACE"}')],
-            python=RUN_PY, horovodrun=Shell('"$HOROVODRUN"'), base_env={})
-        return argv
-    if launcher == "tf-multiworker":
-        argv, _ = tf_multiworker_srun_command(cfg, CONFIG, RESULT, python=RUN_PY, base_env={},
-                                              cpus_per_task=Shell('"$(( SLURM_CPUS_ON_NODE / %d ))"'
-                                                                  % point.tasks_per_node))
-        return argv
-    raise ValueError(f"no Slurm launch for launcher {launcher!r}")
+    return point.launcher.sbatch_step(point.strategy, point.config)
 
 
 def _env_lines(point: SlurmPoint) -> list[str]:
-    """The point's environment (distbench.launch.build_env), threads from this node's CPUs."""
+    """The point's environment (distbench.engines.build_env), threads from this node's CPUs."""
     lines = ['export DISTBENCH_TF_PORT="$MASTER_PORT"']  # the TF workers' first port
     for key, value in sorted(build_env(point.config, base={}).items()):
         if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key):
@@ -360,7 +321,7 @@ def render_script(plan: SlurmPlan, settings: SlurmSettings) -> str:
         for p in pts:
             resources[p.index] = " ".join(a for a in argv if a.startswith(("--nodes", "--ntasks", "--gres")))
     for p in plan.points:
-        L.append(f"# {p.index:<6} {p.key:<28} {p.launcher:<16} {p.nodes:<6} {p.per_node:<9} "
+        L.append(f"# {p.index:<6} {p.key:<28} {p.launcher.name:<16} {p.nodes:<6} {p.per_node:<9} "
                  f"--array={p.index} {resources[p.index]}")
     L += [
         "#",
@@ -419,8 +380,8 @@ def render_script(plan: SlurmPlan, settings: SlurmSettings) -> str:
         L += [
             f"    {p.index})  # {p.strategy.name}: {p.config.world_size} "
             f"{'GPU' if p.config.device == 'cuda' else 'CPU worker'}(s) on {p.nodes} node(s), "
-            f"{p.launcher}",
-            f"        key={q(p.key)}; nodes={p.nodes}; per_node={p.per_node}; launcher={q(p.launcher)}",
+            f"{p.launcher.name}",
+            f"        key={q(p.key)}; nodes={p.nodes}; per_node={p.per_node}; launcher={q(p.launcher.name)}",
             f"        config_json={q(p.config.to_json())}",
             f"        launch=({shell_join(_launch_argv(p, settings))})",
             "        ;;",
@@ -505,7 +466,7 @@ def manifest(plan: SlurmPlan, settings: SlurmSettings) -> dict:
             "generated": _dt.datetime.now().astimezone().isoformat(timespec="seconds"),
             "command": settings.command,
             "points": [{"index": p.index, "key": p.key, "strategy": p.strategy.name,
-                        "world_size": p.config.world_size, "nodes": p.nodes, "launcher": p.launcher}
+                        "world_size": p.config.world_size, "nodes": p.nodes, "launcher": p.launcher.name}
                        for p in plan.points]}
 
 
@@ -573,7 +534,7 @@ def point_config(*, strategy: str, gpus: int, nodes: int, device: str = "cuda", 
     from distbench.strategies import parse_strategies
 
     check_name("--strategy", strategy)
-    launcher_for(get_strategy(strategy), nodes)
+    get_strategy(strategy).launcher_for(nodes)
     opts = SweepOptions(model=model, gpus=[gpus], strategies=parse_strategies([strategy]), device=device,
                         add_baselines=False, **{k: v for k, v in workload.items() if v is not None})
     plan = plan_sweep(opts, [nodes])
@@ -739,7 +700,7 @@ def get_strategy_safe(record: dict) -> Strategy:
         return get_strategy(record.get("strategy"))
     except BadInput:
         return Strategy(name=str(record.get("strategy")), framework=str(record.get("framework")),
-                        module="", launcher="process")
+                        module="", launcher=PROCESS)
 
 
 def tail_lines(text: str | None, n: int = LOG_TAIL_LINES) -> list[str]:

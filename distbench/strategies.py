@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from distbench.engines import HOROVODRUN, PROCESS, TF_MULTIWORKER, TORCHRUN, Launcher
 from distbench.errors import BadInput
 
 
@@ -17,8 +18,10 @@ class Strategy:
     """'torch' or 'tf': which single-device baseline its speedup is measured against."""
     module: str
     """Worker module, run as `python -m distbench.launchers.<module>`."""
-    launcher: str
-    """'process' (one process), 'torchrun' or 'horovodrun'."""
+    launcher: Launcher
+    """How its ranks start on one node (distbench.engines: PROCESS, TORCHRUN, HOROVODRUN)."""
+    multi_node: Launcher | None = None
+    """How they start on several nodes; default: `launcher` where it can span nodes, else none."""
     baseline: bool = False
     """A plain single-device loop: runs at N=1 only and defines speedup 1.0 for its framework."""
     needs_cuda_for_multi: bool = False
@@ -26,24 +29,43 @@ class Strategy:
     requires: tuple[str, ...] = ()
     """Python modules the worker imports; missing ones make the point 'skipped'."""
     description: str = ""
+    no_comm_reason: str | None = None
+    """Why its no-sync variant and communication overhead cannot be measured (None: they can);
+    recorded as the point's comm_note."""
+
+    def launcher_for(self, nodes: int) -> Launcher:
+        """The launcher of a point on `nodes` nodes, or a one-line error naming those that can span nodes."""
+        if nodes < 1:
+            raise BadInput(f"the node count must be >= 1, got {nodes}")
+        if nodes == 1:
+            return self.launcher
+        if self.cluster_launcher is None:
+            spanning = ", ".join(s.name for s in STRATEGIES.values() if s.cluster_launcher)
+            raise BadInput(f"strategy {self.name!r} runs in one process and cannot span {nodes} nodes; "
+                           f"multi-node strategies: {spanning}")
+        return self.cluster_launcher
+
+    @property
+    def cluster_launcher(self) -> Launcher | None:
+        return self.multi_node or (self.launcher if self.launcher.spans_nodes else None)
 
 
 STRATEGIES: dict[str, Strategy] = {s.name: s for s in [
-    Strategy(name="torch", framework="torch", module="torch_single", launcher="process", baseline=True,
+    Strategy(name="torch", framework="torch", module="torch_single", launcher=PROCESS, baseline=True,
              requires=("torch",), description="plain single-device PyTorch loop (baseline)"),
-    Strategy(name="dp", framework="torch", module="torch_dp", launcher="process",
+    Strategy(name="dp", framework="torch", module="torch_dp", launcher=PROCESS,
              needs_cuda_for_multi=True, requires=("torch",),
              description="torch.nn.DataParallel over N GPUs in one process"),
-    Strategy(name="ddp", framework="torch", module="torch_ddp", launcher="torchrun",
+    Strategy(name="ddp", framework="torch", module="torch_ddp", launcher=TORCHRUN,
              requires=("torch",), description="DistributedDataParallel, one process per device (torchrun)"),
-    Strategy(name="tf", framework="tf", module="tf_single", launcher="process", baseline=True,
+    Strategy(name="tf", framework="tf", module="tf_single", launcher=PROCESS, baseline=True,
              requires=("tensorflow",), description="plain single-device TensorFlow custom step (baseline)"),
-    Strategy(name="mirrored", framework="tf", module="tf_mirrored", launcher="process",
+    Strategy(name="mirrored", framework="tf", module="tf_mirrored", launcher=PROCESS, multi_node=TF_MULTIWORKER,
              requires=("tensorflow",), description="tf.distribute.MirroredStrategy over N devices"),
-    Strategy(name="horovod-torch", framework="torch", module="horovod_torch", launcher="horovodrun",
+    Strategy(name="horovod-torch", framework="torch", module="horovod_torch", launcher=HOROVODRUN,
              requires=("torch", "horovod.torch"),
              description="horovod.torch: gradient all-reduce + initial broadcast (horovodrun)"),
-    Strategy(name="horovod-tf", framework="tf", module="horovod_tf", launcher="horovodrun",
+    Strategy(name="horovod-tf", framework="tf", module="horovod_tf", launcher=HOROVODRUN,
              requires=("tensorflow", "horovod.tensorflow"),
              description="horovod.tensorflow: grouped all-reduce of gradients + variable broadcast"),
 ]}

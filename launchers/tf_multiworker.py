@@ -32,12 +32,12 @@ TF_STRATEGY = "MultiWorkerMirroredStrategy"
 def resolve_cluster(environ=os.environ) -> dict:
     """TF_CONFIG as a dict: the one given, or one derived from the Slurm step (then also set in
     `environ`, before TensorFlow reads it)."""
-    from distbench import multinode
+    from distbench import engines, multinode
 
     text = environ.get("TF_CONFIG")
     if not text and "SLURM_PROCID" in environ and "SLURM_STEP_NODELIST" in environ:
         workers, index = multinode.slurm_tf_workers(environ, int(environ.get("DISTBENCH_TF_PORT", "8888")))
-        text = environ["TF_CONFIG"] = multinode.tf_config(workers, index)
+        text = environ["TF_CONFIG"] = engines.tf_config(workers, index)
     if not text:
         raise RuntimeError("no cluster: set TF_CONFIG, or run inside a Slurm step (srun)")
     return json.loads(text)

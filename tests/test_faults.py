@@ -262,10 +262,11 @@ def test_running_out_of_cpu_memory_is_recorded_oom(tmp_path, sweeps):
 def test_an_oom_on_a_non_zero_rank_is_oom_within_seconds_not_a_timeout(tmp_path):
     from distbench.config import PointConfig
     from distbench.launch import run_point
+    from distbench.engines import HOROVODRUN
     from distbench.strategies import Strategy
 
     broken = Strategy(name="horovod-torch", framework="torch", module="tests.fault_workers.horovod_oom_rank1",
-                      launcher="horovodrun")
+                      launcher=HOROVODRUN)
     cfg = PointConfig(strategy="horovod-torch", model="resnet18", world_size=2, device="cpu", per_device_batch=2,
                       image_size=32, steps=50, warmup=1, threads_per_worker=1, target_ci=0.0)
     started = time.monotonic()

@@ -3,6 +3,7 @@ import sys
 
 
 from distbench.config import PointConfig
+from distbench.engines import PROCESS
 from distbench.launch import build_command, classify_failure, run_point
 from distbench.strategies import STRATEGIES, Strategy
 
@@ -51,7 +52,7 @@ def test_classify_failure():
 
 
 def test_a_crashing_worker_is_recorded_failed_with_its_stderr(tmp_path):
-    broken = Strategy(name="broken", framework="torch", module="does_not_exist", launcher="process")
+    broken = Strategy(name="broken", framework="torch", module="does_not_exist", launcher=PROCESS)
     record = run_point(broken, _cfg("torch", 1), tmp_path, timeout_s=120)
     assert record["status"] == "failed"
     assert "No module named distbench.launchers.does_not_exist" in record["stderr_tail"]

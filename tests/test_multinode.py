@@ -1,4 +1,4 @@
-"""Multi-node launches: builder tests of argv/env (distbench.multinode), and real two-"node" runs over
+"""Multi-node launches: builder tests of argv/env (distbench.engines), and real two-"node" runs over
 loopback on this machine (torchrun c10d rendezvous, horovodrun with two hosts, TF multi-worker), each
 producing one result record with world size 2 and 2 nodes."""
 import json
@@ -13,14 +13,26 @@ import pytest
 from distbench.config import PointConfig
 from distbench.errors import BadInput
 from distbench.launchers import tf_multiworker
-from distbench.multinode import (Shell, expand_hostlist, expand_tasks_per_node, horovod_hosts, horovodrun_command,
-                                 launcher_for, shell_join, slurm_tf_workers, srun_prefix, tf_config,
-                                 tf_multiworker_command, tf_multiworker_srun_command, tf_workers_per_node,
-                                 torchrun_command)
+from distbench.engines import (HOROVODRUN, TF_MULTIWORKER, TORCHRUN, Shell, horovod_hosts, shell_join, srun_prefix,
+                               tf_config)
+from distbench.multinode import expand_hostlist, expand_tasks_per_node, slurm_tf_workers
 from distbench.strategies import STRATEGIES
 from tests.conftest import require
 
 VENV_BIN = os.path.dirname(sys.executable)
+GUARD = ["-m", "distbench.rankguard"]
+
+
+def torchrun_command(strategy, cfg, config, out, *, rdzv_endpoint, rdzv_id, **kw):
+    return TORCHRUN.rendezvous(strategy, cfg, config, out, endpoint=rdzv_endpoint, rdzv_id=rdzv_id, **kw)
+
+
+def horovodrun_command(strategy, cfg, config, out, **kw):
+    return HOROVODRUN.over_hosts(strategy, cfg, config, out, **kw)
+
+
+def tf_multiworker_command(cfg, config, out, **kw):
+    return TF_MULTIWORKER.cluster_worker(STRATEGIES["mirrored"], cfg, config, out, **kw)
 
 
 def _cfg(strategy="ddp", n=2, nodes=2, device="cpu"):
@@ -34,7 +46,7 @@ def test_torchrun_runs_one_agent_per_node_at_one_c10d_rendezvous():
                                  rdzv_endpoint="head:29500", rdzv_id="job7", base_env={})
     assert argv == [os.path.join(VENV_BIN, "torchrun"), "--nnodes=2", "--nproc_per_node=4", "--rdzv_backend=c10d",
                     "--rdzv_endpoint", "head:29500", "--rdzv_id", "job7", "--max_restarts=0",
-                    "-m", "distbench.launchers.torch_ddp", "--config", "c.json", "--out", "r.json"]
+                    *GUARD, sys.executable, "-m", "distbench.launchers.torch_ddp", "--config", "c.json", "--out", "r.json"]
     assert env["OMP_NUM_THREADS"] == "1"
     assert env["CUDA_VISIBLE_DEVICES"] == ""
 
@@ -51,7 +63,7 @@ def test_horovodrun_lists_every_node_with_its_slots():
     argv, _ = horovodrun_command(STRATEGIES["horovod-torch"], _cfg("horovod-torch", 8), "c.json", "r.json",
                                  hosts=hosts, python="/venv/bin/python", base_env={})
     assert argv == ["/venv/bin/horovodrun", "-np", "8", "-H", "node1:4,node2:4", "--gloo", "--start-timeout", "120",
-                    "/venv/bin/python", "-m", "distbench.launchers.horovod_torch", "--config", "c.json",
+                    "/venv/bin/python", *GUARD, "/venv/bin/python", "-m", "distbench.launchers.horovod_torch", "--config", "c.json",
                     "--out", "r.json"]
     argv, _ = horovodrun_command(STRATEGIES["horovod-tf"], _cfg("horovod-tf"), "c", "r", hosts="a:1,b:1",
                                  network_interface="lo", base_env={})
@@ -61,7 +73,8 @@ def test_horovodrun_lists_every_node_with_its_slots():
 def test_tf_workers_get_their_own_tf_config():
     workers = ["localhost:2222", "127.0.0.1:2223"]
     argv, env = tf_multiworker_command(_cfg("mirrored"), "c.json", "r.json", workers=workers, index=1, base_env={})
-    assert argv == [sys.executable, "-m", "distbench.launchers.tf_multiworker", "--config", "c.json", "--out", "r.json"]
+    assert argv == [sys.executable, *GUARD, sys.executable, "-m", "distbench.launchers.tf_multiworker",
+                    "--config", "c.json", "--out", "r.json"]
     assert json.loads(env["TF_CONFIG"]) == {"cluster": {"worker": workers}, "task": {"type": "worker", "index": 1}}
     with pytest.raises(ValueError, match="3 TF workers for 2 node"):
         tf_multiworker_command(_cfg("mirrored"), "c", "r", workers=["a:1", "b:1", "c:1"], index=0)
@@ -70,24 +83,30 @@ def test_tf_workers_get_their_own_tf_config():
 
 
 def test_tf_runs_one_worker_per_gpu_node_and_one_per_cpu_device():
-    assert tf_workers_per_node(_cfg("mirrored", 8, 2, device="cuda")) == 1
-    assert tf_workers_per_node(_cfg("mirrored", 8, 2, device="cpu")) == 4
-    argv, env = tf_multiworker_srun_command(_cfg("mirrored", 8, 2, device="cuda"), "c", "r", python="/p/python",
-                                            base_env={})
+    assert TF_MULTIWORKER.tasks_per_node(_cfg("mirrored", 8, 2, device="cuda")) == 1
+    assert TF_MULTIWORKER.tasks_per_node(_cfg("mirrored", 8, 2, device="cpu")) == 4
+    argv, env = TF_MULTIWORKER.srun(STRATEGIES["mirrored"], _cfg("mirrored", 8, 2, device="cuda"), "c", "r",
+                                    python="/p/python", base_env={})
     assert argv == ["srun", "--nodes=2", "--ntasks=2", "--ntasks-per-node=1", "--kill-on-bad-exit=1",
-                    "/p/python", "-m", "distbench.launchers.tf_multiworker", "--config", "c", "--out", "r"]
+                    "/p/python", *GUARD, "/p/python", "-m", "distbench.launchers.tf_multiworker", "--config", "c",
+                    "--out", "r"]
     assert "TF_CONFIG" not in env  # the workers derive it from the Slurm step
 
 
 def test_launchers_per_strategy_and_node_count():
-    assert launcher_for(STRATEGIES["ddp"], 1) == "torchrun"
-    assert launcher_for(STRATEGIES["ddp"], 4) == "torchrun"
-    assert launcher_for(STRATEGIES["horovod-tf"], 2) == "horovodrun"
-    assert launcher_for(STRATEGIES["mirrored"], 1) == "process"
-    assert launcher_for(STRATEGIES["mirrored"], 2) == "tf-multiworker"
+    def launcher(name, nodes):
+        return STRATEGIES[name].launcher_for(nodes).name
+
+    assert launcher("ddp", 1) == "torchrun"
+    assert launcher("ddp", 4) == "torchrun"
+    assert launcher("horovod-tf", 2) == "horovodrun"
+    assert launcher("mirrored", 1) == "process"
+    assert launcher("mirrored", 2) == "tf-multiworker"
+    spanning = [s.name for s in STRATEGIES.values() if s.cluster_launcher]
+    assert {"ddp", "horovod-torch", "horovod-tf", "mirrored"} <= set(spanning) and "dp" not in spanning
     with pytest.raises(BadInput, match="^strategy 'dp' runs in one process and cannot span 2 nodes; multi-node "
-                                       "strategies: ddp, horovod-torch, horovod-tf, mirrored$"):
-        launcher_for(STRATEGIES["dp"], 2)
+                                       f"strategies: {', '.join(spanning)}$"):
+        launcher("dp", 2)
     with pytest.raises(BadInput, match="^3 devices cannot be split evenly over 2 nodes$"):
         torchrun_command(STRATEGIES["ddp"], _cfg(n=3, nodes=2), "c", "r", rdzv_endpoint="h:1", rdzv_id="x")
 
@@ -165,8 +184,6 @@ def _run_nodes(commands, tmp_path, timeout=420):
 
 def run_two_tf_workers(cfg: PointConfig, tmp_path) -> dict:
     """Run `cfg` as a two-worker MultiWorkerMirroredStrategy cluster on this host; chief's record."""
-    from distbench.multinode import tf_multiworker_command
-
     config, out = tmp_path / "config.json", tmp_path / "record.json"
     config.write_text(cfg.to_json())
     workers = [f"localhost:{_free_port()}", f"127.0.0.1:{_free_port()}"]

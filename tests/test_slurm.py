@@ -17,7 +17,7 @@ import pytest
 from distbench.cli import main
 from distbench.config import PointConfig
 from distbench.models.specs import model_names
-from distbench.multinode import torchrun_command
+from distbench.engines import TORCHRUN
 from distbench.plan import SweepOptions
 from distbench.record import base_record, read_record, write_record
 from distbench.store import Store
@@ -90,7 +90,7 @@ def test_points_are_strategy_gpus_nodes_with_gpus_divisible_across_nodes():
     assert {k for k in keys if k.startswith("dp")} == {"dp-g1-n1", "dp-g2-n1", "dp-g4-n1"}  # one process
     assert [p.index for p in plan.points] == list(range(len(plan.points)))
     by_key = {p.key: p for p in plan.points}
-    assert by_key["mirrored-g8-n2"].launcher == "tf-multiworker"
+    assert by_key["mirrored-g8-n2"].launcher.name == "tf-multiworker"
     assert by_key["mirrored-g8-n2"].shape == (2, 4, 1)
     assert by_key["horovod-torch-g4-n2"].shape == (2, 2, 1)
     assert by_key["ddp-g4-n2"].config.nodes == 2 and by_key["ddp-g4-n2"].config.world_size == 4
@@ -177,7 +177,7 @@ def _case_block(text: str) -> str:
 
 def test_each_points_command_in_the_script_is_the_builders_command(tmp_path, capsys):
     """Run the script's point table in bash with stand-in values: the launch array of a multi-node
-    ddp point is exactly distbench.multinode.torchrun_command's argv, and every config parses back."""
+    ddp point is exactly distbench.engines.TORCHRUN.rendezvous's argv, and every config parses back."""
     script, _ = _generate(tmp_path, capsys, "--gpus", "1,4", "--nodes", "1,2", "--strategy", "ddp,horovod-tf,mirrored",
                           *TINY[:-2], "--target-ci", "0")
     text = script.read_text()
@@ -195,8 +195,9 @@ def test_each_points_command_in_the_script_is_the_builders_command(tmp_path, cap
         argv = argv.split("\0")[:-1]
         assert argv[-4:] == ["--config", "/w d/c.json", "--out", "/w d/r.json"]
         if p["key"] == "ddp-g4-n2":
-            expected, _ = torchrun_command(STRATEGIES["ddp"], cfg, "/w d/c.json", "/w d/r.json",
-                                           rdzv_endpoint="node7:29511", rdzv_id="42_3", torchrun="/v/bin/torchrun")
+            expected, _ = TORCHRUN.rendezvous(STRATEGIES["ddp"], cfg, "/w d/c.json", "/w d/r.json",
+                                              endpoint="node7:29511", rdzv_id="42_3", python="/v/bin/python",
+                                              tool="/v/bin/torchrun")
             assert argv == ["srun", "--nodes=2", "--ntasks=2", "--ntasks-per-node=1", "--kill-on-bad-exit=1",
                             "--cpus-per-task", "16", *expected]
         if p["key"] == "horovod-tf-g4-n2":
@@ -204,7 +205,8 @@ def test_each_points_command_in_the_script_is_the_builders_command(tmp_path, cap
         if p["key"] == "mirrored-g4-n2":
             assert argv[:8] == ["srun", "--nodes=2", "--ntasks=2", "--ntasks-per-node=1", "--kill-on-bad-exit=1",
                                 "--cpus-per-task", "16", "/v/bin/python"]
-            assert argv[8:10] == ["-m", "distbench.launchers.tf_multiworker"]
+            assert argv[8:13] == ["-m", "distbench.rankguard", "/v/bin/python", "-m",
+                                  "distbench.launchers.tf_multiworker"]
         if p["key"] == "ddp-g4-n1":
             assert argv[:4] == ["/v/bin/torchrun", "--standalone", "--nnodes=1", "--nproc_per_node=4"]
 

@@ -3,6 +3,7 @@ import os
 
 import pytest
 
+from distbench.engines import TORCHRUN
 from distbench.strategies import Strategy
 from distbench.verify import DEFAULT_RTOL, compare, verify
 from tests.conftest import ROOT, require, run_cli
@@ -30,7 +31,7 @@ def test_every_strategy_passes_on_cpu_workers():
 
 
 def _broken(module):
-    return Strategy(name=module.rsplit(".", 1)[1], framework="torch", module=module, launcher="torchrun")
+    return Strategy(name=module.rsplit(".", 1)[1], framework="torch", module=module, launcher=TORCHRUN)
 
 
 @pytest.fixture

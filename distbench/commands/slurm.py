@@ -107,7 +107,7 @@ def slurm(gpus_text, nodes_text, gpus_per_node, device, partition, account, cons
                f"array{'s' if len(shapes) != 1 else ''} (one per resource shape)")
     click.echo(f"  {'point':<6} {'key':<24} {'launcher':<15} {'nodes':>5} {'per node':>8}")
     for p in plan.points:
-        click.echo(f"  {p.index:<6} {p.key:<24} {p.launcher:<15} {p.nodes:>5} {p.per_node:>8}")
+        click.echo(f"  {p.index:<6} {p.key:<24} {p.launcher.name:<15} {p.nodes:>5} {p.per_node:>8}")
     click.echo(f"records: {records}")
     if submit:
         for job_id, pts in slurm_lib.submit(plan, settings):
