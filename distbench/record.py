@@ -1,8 +1,11 @@
-"""The one result-record schema and the one helper that writes it.
+"""The one result-record schema (`Record`, below: every key, what it means) and the helpers that write it.
 
-Every worker, whatever its strategy, ends by calling `write_record` (rank 0 only); the parent adds
-launch facts (argv, exit status, stderr tail) with `finalize_record`; everything downstream (store,
-tables, JSON, reports) reads only these records.
+Every worker, whatever its strategy, ends with one record (rank 0 only, `write_record`); the parent adds
+launch facts (argv, exit status, stderr tail, rank reports), repeats and the no-sync variant
+(distbench.measure), then speedup and efficiency (distbench.sweep); everything downstream (store, tables,
+JSON, reports) reads only these records. The store keeps each record whole (points.record_json), with a
+few columns copied out for queries (distbench/store.py). A key not declared in `Record` is a bug: the
+end-to-end tests check every stored record against it.
 """
 from __future__ import annotations
 
@@ -11,6 +14,7 @@ import os
 import tempfile
 import uuid
 from pathlib import Path
+from typing import Any, TypedDict
 
 from distbench import stats
 
@@ -18,7 +22,137 @@ SCHEMA_VERSION = 1
 STATUSES = ("ok", "skipped", "failed", "timeout", "oom", "interrupted")
 
 
-def base_record(config: dict, *, strategy: str, framework: str, status: str, reason: str | None = None) -> dict:
+class Record(TypedDict, total=False):
+    """One point's result. Seconds are wall seconds; throughput is samples/s over the global batch."""
+
+    # identity and workload (base_record)
+    schema: int
+    record_id: str
+    strategy: str
+    framework: str  # 'torch' or 'tf': whose single-device baseline defines speedup 1.0
+    model: str
+    world_size: int  # N: devices (GPUs or CPU workers) over all nodes
+    nodes: int
+    device: str  # 'cuda' or 'cpu' (CPU workers)
+    scaling: str  # 'weak' (per-device batch fixed) or 'strong' (global batch fixed)
+    per_device_batch: int
+    global_batch: int
+    status: str  # one of STATUSES
+    reason: str | None  # why a point is not 'ok' (one line), or a skip reason
+    config: dict  # the whole PointConfig (distbench.config), enough to rerun the point
+    auto_added: bool  # a baseline distbench added for speedup
+    after_oom: bool  # skipped because a smaller batch of the same strategy and N ran out of memory
+    # measurement (launchers/common.py)
+    step_times_s: list[float]  # every measured step (slowest rank per step at N > 1); warmup excluded
+    per_rank_step_times_s: list[list[float]]
+    measured_window_s: float  # barrier to the last rank's last step: throughput's denominator
+    measured_steps: int
+    stopping: dict  # which rule ended the run (fixed steps, target CI, max time) and the window
+    throughput: float | None
+    throughput_ci_low: float | None
+    throughput_ci_high: float | None
+    ci_method: str  # batch means within a run, or the t-interval on log throughput over repeats
+    ci_scope: str  # what the CI covers: noise within one run, or run to run
+    ci_note: str
+    step_time_median_s: float | None
+    step_time_mean_s: float | None
+    step_time_p5_s: float | None
+    step_time_p95_s: float | None
+    step_time_cv: float | None
+    noisy: bool  # step-time CV above the noisy threshold
+    repeats: list[dict]  # each repeat's summary (--repeats)
+    final_loss: float
+    # what ran
+    backend: str | None  # gloo / nccl / the TF collective implementation
+    tf_strategy: str
+    cluster: dict  # multi-worker TF: the cluster the workers formed
+    params: int
+    grad_bytes: int
+    runtime: dict  # framework versions and device facts seen inside the worker
+    gpu_name: str | None
+    math_mode: dict  # TF32, cuDNN autotune, memory layout
+    probe: dict  # evidence from inside the step (e.g. which autocast dtype ran)
+    data_cache: dict | None  # --data disk: whether the cache was in the page cache before reading
+    data_wait_fraction: float | None  # None: not measured (never 0 by default)
+    data_wait_median_s: float | None
+    data_wait_note: str
+    peak_memory_bytes: int | None  # per device: peak allocated (CUDA) or peak RSS (CPU workers)
+    peak_memory_per_rank_bytes: list[int | None]
+    peak_memory_source: str
+    # FLOPs and MFU (distbench.peaks)
+    model_flops_per_sample: float | None
+    achieved_flops_per_device: float | None
+    peak_flops_per_device: float | None
+    cpu_gemm_peak: dict  # CPU workers: GEMM FLOP/s measured on the worker's own threads
+    mfu: float | None  # None for an unknown GPU: never a fallback peak
+    mfu_note: str
+    # communication (distbench.measure): the synchronized run against its no-sync variant
+    sync: bool  # False: this record is the no-sync variant itself
+    nosync_variant: str | None  # what the variant removes, per strategy
+    nosync_hook_calls: int
+    nosync_buffer_sync: Any
+    independent: list[dict]  # the no-sync runs' summaries, paired with the sync runs
+    pair_order: list[str]  # 'AB' / 'BA' per pair
+    comm_overhead: float | None
+    exposed_comm_s: float | None  # raw (may be negative: noise); clipped only for display
+    exposed_comm_ci_low: float | None
+    exposed_comm_ci_high: float | None
+    exposed_comm_ci_scope: str
+    allreduce_s: float | None  # standalone all-reduce of the gradient bytes, the strategy's own way
+    allreduce_samples_s: list[float]
+    overlap: float | None
+    overlap_raw: float | None
+    comm_note: str  # why communication was not measured, or is not applicable
+    # derived over the sweep (distbench.sweep)
+    speedup: float | None
+    speedup_note: str
+    efficiency: float | None  # against the baseline on the whole machine
+    efficiency_per_core: float | None  # CPU workers: against a baseline at the workers' thread count
+    efficiency_per_core_note: str
+    per_core_baseline: dict
+    wrapper_overhead: float | None
+    # verify mode (distbench verify)
+    verify_losses: list[float]
+    update_checksums: list
+    determinism: dict | None
+    replica_max_rel_diff: float | None
+    # telemetry (distbench.telemetry)
+    telemetry: dict  # power, energy per sample (and its scope), utilisation, memory over the window
+    telemetry_samples: list
+    energy_per_sample_j: float | None
+    power_w_mean: float | None
+    # launch and faults (distbench.launch, distbench.failures)
+    launch: dict  # argv, launcher, exit status, start, wall seconds, work folder
+    ranks: list[dict]  # how each rank ended (rank guard reports)
+    stderr_tail: str
+    workdir: str  # kept for a point that did not succeed
+    environment: dict
+    sweep_id: str
+    point_id: int
+    collected_from: str  # distbench collect: the JSON file the record came from
+    slurm: dict  # job id, array task, nodes of a Slurm point
+    # `distbench comm` records
+    kind: str
+    sizes_bytes: list[int]
+    per_size_times_s: list[list[float]]
+    algbw_gbps: list[float]
+    busbw_gbps: list[float]
+    correct: bool
+    iterations: int
+    # `distbench infer` records
+    latency_median_s: float | None
+    latency_p95_s: float | None
+    time_median_s: float | None
+    time_p95_s: float | None
+    time_per_step_s: float | None
+
+
+def undeclared_keys(record: dict) -> set[str]:
+    """Keys of `record` that `Record` does not declare (the tests keep this empty)."""
+    return set(record) - set(Record.__annotations__)
+
+
+def base_record(config: dict, *, strategy: str, framework: str, status: str, reason: str | None = None) -> Record:
     if status not in STATUSES:
         raise ValueError(f"status must be one of {STATUSES}, got {status!r}")
     return {
