@@ -13,6 +13,7 @@ divided by the devices: elementwise work, recomputation and the optimizer are no
 """
 from __future__ import annotations
 
+import math
 import re
 import statistics
 import time
@@ -43,6 +44,7 @@ _L40S = "https://resources.nvidia.com/en-us-l40s/l40s-datasheet-28413"
 _A10 = "https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/a10/pdf/datasheet-new/nvidia-a10-datasheet.pdf"
 _T4 = "https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/tesla-t4/t4-tensor-core-datasheet-951643.pdf"
 _ADA = "https://images.nvidia.com/aem-dam/Solutions/geforce/ada/nvidia-ada-gpu-architecture.pdf"
+_L4 = "https://www.nvidia.com/en-us/data-center/l4/"
 _HALF = "the datasheet's figure is with 2:4 sparsity; dense is half of it, as its footnote says"
 
 GPU_PEAKS: dict[str, GpuPeak] = {
@@ -68,6 +70,8 @@ GPU_PEAKS: dict[str, GpuPeak] = {
     # Ada and Ampere PCIe cards: the datasheets list dense | sparse; dense taken.
     "L40S": GpuPeak("L40S", {"fp32": 91.6, "tf32": 183.0, "fp16": 362.05, "bf16": 362.05}, _L40S),
     "A10": GpuPeak("A10", {"fp32": 31.2, "tf32": 62.5, "fp16": 125.0, "bf16": 125.0}, _A10),
+    # Ada L4: the tensor figures (TF32 120, FP16/BF16 242) are with sparsity only.
+    "L4": GpuPeak("L4", {"fp32": 30.3, "tf32": 60.0, "fp16": 121.0, "bf16": 121.0}, f"{_L4} ({_HALF})"),
     # Turing T4: FP32 and FP16 tensor cores ("mixed precision FP16/FP32") only.
     "T4": GpuPeak("Tesla T4", {"fp32": 8.1, "fp16": 65.0}, _T4, tf32_units=False),
     # GeForce RTX 4090 (Ada whitepaper, appendix table): tensor cores with FP32 accumulate, which is
@@ -91,6 +95,7 @@ _NAMES: tuple[tuple[str, str], ...] = (
     (r"(?<!g)\bh200 nvl$", "H200 NVL"),
     (r"\bl40s$", "L40S"),
     (r"^(nvidia )?a10$", "A10"),
+    (r"^(nvidia )?l4$", "L4"),
     (r"^(tesla|nvidia) t4$", "T4"),
     (r"\brtx 4090$", "RTX 4090"),
 )
@@ -156,9 +161,16 @@ def mfu_fields(record: dict) -> dict:
     achieved = throughput * flops / (record.get("world_size") or 1)
     out.update(model_flops_per_sample=flops, achieved_flops_per_device=achieved)
     if record.get("device") == "cuda":
-        math = record.get("math_mode") or {}
+        tf32 = (record.get("math_mode") or {}).get("tf32")
         name = record.get("gpu_name") or (record.get("runtime") or {}).get("gpu_name")
-        peak, note = gpu_peak(name, math_type(config.get("precision", "fp32"), math.get("tf32") is True))
+        key = identify_gpu(name)
+        if config.get("precision", "fp32") == "fp32" and not isinstance(tf32, bool) and key \
+                and GPU_PEAKS[key].tf32_units:
+            # float32 on a GPU with TF32 units: the peak is 8x apart between the two, so never guess
+            peak, note = None, (f"TF32 {'not recorded' if tf32 is None else repr(tf32)} for this point: "
+                                "no peak to compare float32 math with")
+        else:
+            peak, note = gpu_peak(name, math_type(config.get("precision", "fp32"), tf32 is True))
     else:
         gemm = record.get("cpu_gemm_peak") or {}
         peak = gemm.get("flops_per_s")
@@ -176,16 +188,24 @@ GEMM_SIZE = 1024
 GEMM_SECONDS = 0.3
 
 
-def measure_cpu_gemm(threads: int, gather, size: int = GEMM_SIZE, seconds: float = GEMM_SECONDS) -> dict:
-    """The float32 GEMM peak of one CPU worker: size x size torch.matmul on `threads` threads, repeated
-    for about `seconds` after one warmup, best repeat kept. Every rank of the point runs it at the
-    same time (gather is the strategy's collective, used as a barrier and to collect the results),
-    as they trained; call it after the timed loop. Returns the median of the ranks' peaks, with the
+def gemm_size(threads: int) -> int:
+    """The GEMM's side: GEMM_SIZE up to 4 threads, then grown so each thread keeps at least a
+    512 x 512 share of the output (a 1024 GEMM split over many threads runs below their peak,
+    which would overstate MFU)."""
+    return GEMM_SIZE * math.ceil(math.sqrt(max(threads, 1) / 4))
+
+
+def measure_cpu_gemm(threads: int, gather, size: int | None = None, seconds: float = GEMM_SECONDS) -> dict:
+    """The float32 GEMM peak of one CPU worker: size x size torch.matmul (default gemm_size(threads))
+    on `threads` threads, repeated for about `seconds` after one warmup, best repeat kept. Every
+    rank of the point runs it at the same time (gather is the strategy's collective, used as a
+    barrier and to collect the results), as they trained; call it after the timed loop. Returns the median of the ranks' peaks, with the
     size, threads, repeats and seconds; or {'error': ...} when torch is missing."""
     try:
         import torch
     except ImportError:  # then no rank has it: none of them reaches the collectives below
         return {"error": "torch is not installed"}
+    size = size or gemm_size(threads)
     before = torch.get_num_threads()
     torch.set_num_threads(threads)
     a, b = (torch.rand(size, size, dtype=torch.float32) for _ in range(2))

@@ -21,7 +21,8 @@ def make_distribution():
 
     class HorovodTFDistribution(tfc.Distribution):
         nosync_variant = ("the same custom step with hvd.grouped_allreduce (dense conversion, fusion buffer, "
-                          "background thread) over a process set of this rank alone: only the exchange between ranks removed")
+                          "background thread, the 1/N scaling of the average) over a process set of this rank alone: "
+                          "only the exchange between ranks removed")
 
         def start(self, cfg):
             self.process_set = horovod_init(hvd, cfg)
@@ -39,13 +40,16 @@ def make_distribution():
             return lambda: fn(*source.next())
 
         def make_train_step(self, cfg, model, optimizer):
-            """Synchronized over every rank, or (the no-sync variant) over this rank's own process set."""
+            """Synchronized over every rank, or (the no-sync variant) over this rank's own process set. The
+            average's 1/N is a post-scale pass in Horovod, skipped when the factor is 1 (a one-rank set):
+            the variant sums and post-scales by 1/N itself, so it keeps that pass."""
             tf, process_set = self.tf, self.process_set
+            op = dict(op=hvd.Average) if cfg.sync else dict(op=hvd.Sum, postscale_factor=1.0 / self.world)
 
             def reduce(grads):
                 # Embedding gradients arrive as IndexedSlices; all-reduce them dense, like DDP does.
                 dense = [tf.convert_to_tensor(g) if isinstance(g, tf.IndexedSlices) else g for g in grads]
-                return hvd.grouped_allreduce(dense, op=hvd.Average, process_set=process_set)
+                return hvd.grouped_allreduce(dense, process_set=process_set, **op)
 
             return self._step(cfg, model, optimizer, reduce)
 

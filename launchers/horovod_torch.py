@@ -21,7 +21,9 @@ def make_distribution():
     class HorovodDistribution(tc.Distribution):
         name = "horovod"
         nosync_variant = ("hvd.DistributedOptimizer with its gradient hooks, queue and fusion buffer kept, "
-                          "all-reducing over a process set of this rank alone: only the exchange between ranks removed")
+                          "all-reducing over a process set of this rank alone: the exchange between ranks removed, "
+                          "and with it the average's 1/N scaling pass (Horovod skips a scale of 1 for one rank; "
+                          "the optimizer has no post-scale argument to keep it)")
 
         def start(self, cfg):
             self.process_set = horovod_init(hvd, cfg)

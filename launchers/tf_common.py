@@ -337,6 +337,10 @@ def replica_local_updates(optimizer) -> None:
     apply_gradients has no switch for this (no experimental_aggregate_gradients), so the one method
     that all-reduces is replaced on this optimizer instance (the inner one under loss scaling)."""
     inner = getattr(optimizer, "inner_optimizer", optimizer)
+    if not callable(getattr(type(inner), "_all_reduce_sum_gradients", None)):
+        # A Keras without it would silently run the synchronized step as the variant.
+        raise RuntimeError(f"{type(inner).__name__} has no _all_reduce_sum_gradients (Keras "
+                           "changed): cannot make the no-sync variant")
     inner._all_reduce_sum_gradients = lambda grads_and_vars: list(grads_and_vars)
 
 

@@ -23,7 +23,9 @@ def make_distribution():
     class DDPDistribution(tc.Distribution):
         name = "ddp"
         nosync_variant = ("DDP with a no-op communication hook (ddp_comm_hooks noop_hook): reducer, gradient "
-                          "buckets and their copies, autograd hooks kept; only the all-reduce (and its division by N) removed")
+                          "buckets and their copies, autograd hooks kept; only the gradient all-reduce (the real step's "
+                          "division by N rides on the bucket copy, kept as a plain copy) and the broadcast of module "
+                          "buffers (BatchNorm statistics) before every forward removed")
         hook_calls = 0
 
         def start(self, cfg):
@@ -50,10 +52,13 @@ def make_distribution():
                 return noop_hook(state, bucket)
 
             wrapped.register_comm_hook(None, counted_noop)
+            # DDP's other per-step collective: rank 0's buffers broadcast before every forward.
+            wrapped.broadcast_buffers = False
+            self.buffer_sync = wrapped.will_sync_module_buffers()
             return wrapped, optimizer
 
         def nosync_fields(self):
-            return {"nosync_hook_calls": self.hook_calls}
+            return {"nosync_hook_calls": self.hook_calls, "nosync_buffer_sync": self.buffer_sync}
 
         def gather(self, obj):
             out = [None] * self.world

@@ -26,6 +26,7 @@ from tests.conftest import require, run_json
     ("Tesla V100S-PCIE-32GB", "V100S PCIe"),
     ("NVIDIA L40S", "L40S"),
     ("NVIDIA A10", "A10"),
+    ("NVIDIA L4", "L4"),
     ("Tesla T4", "T4"),
     ("NVIDIA GeForce RTX 4090", "RTX 4090"),
 ])
@@ -46,6 +47,10 @@ def test_peaks_by_math_type_with_their_source():
     assert peak == pytest.approx(494.5e12) and "dense" in source and "https://" in source
     assert peaks.gpu_peak("NVIDIA H100 PCIe", "bf16")[0] == pytest.approx(756.5e12)
     assert peaks.gpu_peak("NVIDIA A100-PCIE-40GB", "fp32")[0] == pytest.approx(19.5e12)
+    # L4: the datasheet's tensor figures (TF32 120, BF16 242 TFLOP/s) are with sparsity
+    assert peaks.gpu_peak("NVIDIA L4", "tf32")[0] == pytest.approx(60e12)
+    assert peaks.gpu_peak("NVIDIA L4", "bf16")[0] == pytest.approx(121e12)
+    assert peaks.gpu_peak("NVIDIA L4", "fp32")[0] == pytest.approx(30.3e12)
     # TF32 changes nothing on a V100 (no TF32 units): its float32 peak; bfloat16 has no published peak there
     assert peaks.gpu_peak("Tesla V100-SXM2-16GB", "tf32")[0] == pytest.approx(15.7e12)
     peak, why = peaks.gpu_peak("Tesla V100-SXM2-16GB", "bf16")
@@ -58,7 +63,7 @@ def test_peaks_by_math_type_with_their_source():
 
 def _gpu_record(name, throughput=1000.0, precision="fp32", tf32=True):
     cfg = PointConfig(strategy="ddp", model="resnet18", world_size=2, device="cuda", per_device_batch=32,
-                      image_size=32, precision=precision, tf32=tf32).to_dict()
+                      image_size=32, precision=precision, tf32=bool(tf32)).to_dict()
     return {"status": "ok", "device": "cuda", "world_size": 2, "throughput": throughput, "config": cfg,
             "math_mode": {"tf32": tf32}, "runtime": {"gpu_name": name}}
 
@@ -82,6 +87,29 @@ def test_gpu_mfu_from_counted_flops_and_no_mfu_for_an_unknown_gpu():
 
 
 @require("torch")
+def test_float32_mfu_needs_the_recorded_tf32_setting():
+    # TF32 and float32 peaks are 8x apart on an A100: a point whose TF32 setting is not recorded (or
+    # differs between matmuls and convolutions) gets no MFU rather than the float32 one
+    for tf32 in (None, "matmul on, convolutions off"):
+        fields = peaks.mfu_fields(_gpu_record("NVIDIA A100-SXM4-80GB", tf32=tf32))
+        assert fields["mfu"] is None and fields["peak_flops_per_device"] is None
+        assert "no peak to compare float32 math with" in fields["mfu_note"]
+        assert fields["achieved_flops_per_device"] > 0
+    # without TF32 units the setting changes nothing: the float32 peak
+    v100 = peaks.mfu_fields(_gpu_record("Tesla V100-SXM2-16GB", tf32=None))
+    assert v100["peak_flops_per_device"] == pytest.approx(15.7e12)
+    # bfloat16 does not depend on it
+    bf16 = peaks.mfu_fields(_gpu_record("NVIDIA A100-SXM4-80GB", precision="bf16", tf32=None))
+    assert bf16["peak_flops_per_device"] == pytest.approx(312e12)
+
+
+def test_cpu_gemm_grows_with_the_threads_so_each_keeps_a_512_square_share():
+    assert [peaks.gemm_size(t) for t in (1, 2, 4, 5, 16, 17, 64)] == [1024, 1024, 1024, 2048, 2048, 3072, 4096]
+    for t in (1, 3, 8, 24, 64, 100):
+        assert peaks.gemm_size(t) ** 2 / t >= 512 ** 2
+
+
+@require("torch")
 def test_cpu_gemm_peak_is_measured_on_the_given_threads():
     import torch
 
@@ -101,7 +129,8 @@ def test_cpu_mfu_between_0_and_1_on_a_real_run(tmp_path):
     _, points = run_json(["run", "--strategy", "ddp", "--gpus", "2", *tiny])
     (p,) = points
     gemm = p["cpu_gemm_peak"]
-    assert gemm["size"] == peaks.GEMM_SIZE and gemm["threads"] == p["config"]["threads_per_worker"]
+    threads = p["config"]["threads_per_worker"]
+    assert gemm["size"] == peaks.gemm_size(threads) and gemm["threads"] == threads
     assert len(gemm["per_rank_flops_per_s"]) == 2 and gemm["seconds"] > 0
     assert p["peak_flops_per_device"] == gemm["flops_per_s"]
     assert p["achieved_flops_per_device"] == pytest.approx(p["throughput"] * p["model_flops_per_sample"] / 2)
