@@ -2,13 +2,12 @@
 from __future__ import annotations
 
 import json
-import math
 
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from distbench.analysis import series_name, wall_split_line
+from distbench.analysis import num, series_name, wall_split_line
 from distbench.config import swept_batch
 
 JSON_FIELDS = ("strategy", "framework", "model", "world_size", "nodes", "device", "status", "reason",
@@ -26,10 +25,23 @@ JSON_FIELDS = ("strategy", "framework", "model", "world_size", "nodes", "device"
 STATUS_STYLE = {"ok": "green", "skipped": "yellow", "failed": "red", "timeout": "red", "oom": "magenta", "interrupted": "yellow"}
 
 
-def _num(value, fmt: str) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
+def fmt_num(value, spec: str, scale: float = 1.0) -> str:
+    """The one number formatter of the tables (terminal, report, exports): value * scale in the format
+    `spec`, or "-" for a missing, NaN, infinite, boolean or non-numeric value."""
+    x = num(value)
+    return "-" if x is None else format(x * scale, spec)
+
+
+def fmt_bytes(value) -> str:
+    """A byte count in binary units ("512 B", "2.14 GiB"), or "-" when missing."""
+    x = num(value)
+    if x is None:
         return "-"
-    return format(value, fmt)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if abs(x) < 1024:
+            return f"{x:.0f} {unit}" if unit == "B" else f"{x:.3g} {unit}"
+        x /= 1024
+    return f"{x:.3g} TiB"
 
 
 def json_document(records: list[dict], extra_fields: tuple[str, ...] = ()) -> str:
@@ -68,12 +80,11 @@ def results_table(records: list[dict], title: str | None = None) -> Table:
         if several_batches:
             label += f" batch {swept_batch(r.get('config') or r)}"
         table.add_row(
-            label, str(r["world_size"]), _num(r.get("throughput"), ".2f"), ci,
-            _num(r.get("speedup"), ".2f"), _num(r.get("efficiency"), ".0%"),
-            *((_num(r.get("efficiency_per_core"), ".0%"),) if cpu else ()), _num(r.get("mfu"), ".1%"),
-            _num(r.get("step_time_median_s") and r["step_time_median_s"] * 1e3, ".1f"),
-            _num(r.get("step_time_p95_s") and r["step_time_p95_s"] * 1e3, ".1f"),
-            _num(r.get("comm_overhead"), ".0%"), _num(r.get("overlap"), ".0%"), shown)
+            label, str(r["world_size"]), fmt_num(r.get("throughput"), ".2f"), ci,
+            fmt_num(r.get("speedup"), ".2f"), fmt_num(r.get("efficiency"), ".0%"),
+            *((fmt_num(r.get("efficiency_per_core"), ".0%"),) if cpu else ()), fmt_num(r.get("mfu"), ".1%"),
+            fmt_num(r.get("step_time_median_s"), ".1f", 1e3), fmt_num(r.get("step_time_p95_s"), ".1f", 1e3),
+            fmt_num(r.get("comm_overhead"), ".0%"), fmt_num(r.get("overlap"), ".0%"), shown)
     return table
 
 

@@ -97,4 +97,4 @@ def test_report_csv_markdown_and_html_are_safe(collected, tmp_path, capsys):
 
     page = html_path.read_text()
     assert HTML_ATTACK not in page and "&lt;img src=x onerror=alert(1)&gt;" in page
-    assert "=cmd|&#x27; /C calc&#x27;!A0" in page and "onerror=alert" not in page.replace("&lt;img src=x onerror=alert(1)&gt;", "")
+    assert "=cmd|&#39; /C calc&#39;!A0" in page and "onerror=alert" not in page.replace("&lt;img src=x onerror=alert(1)&gt;", "")

@@ -7,6 +7,7 @@ torch baseline, per-device batch 4, 0.1 s/step -> 40 samples/s.
 """
 from __future__ import annotations
 
+import html
 import os
 import random
 import re
@@ -294,7 +295,8 @@ def test_report_contents(tmp_path):
     assert page.count('<img class="plot"') == 7 and "data:image/svg+xml;base64," in page
     # self-contained: no external URL anywhere, a CSP forbids network loads
     assert not re.search(r"""(src|href)=["']?(https?:)?//""", page)
-    assert "default-src 'none'" in page
+    csp = re.search(r'<meta http-equiv="Content-Security-Policy" content="([^"]*)">', page)
+    assert html.unescape(csp.group(1)) == CSP and "default-src 'none'" in CSP
     for text in ("ddp scales best: 60% efficiency at N=8", "ddp: communication (exposed communication is 35%",
                  "Measured points only", "devices for 130 samples/s", "4 CPU workers",
                  "worker 3 exited with code 1", "RuntimeError: boom", "CPU workers.", "185.00-199.00",
@@ -507,4 +509,64 @@ def test_report_says_what_energy_per_sample_covers(tmp_path):
         sweep = load_sweep(store, add_sweep(store, recs))
     files = write_report(sweep, tmp_path / "out" / "report.html")
     note = "ddp (2 nodes) N=8: energy per sample covers node 0's GPUs only (4 of 8 GPUs)."
-    assert note in files.markdown.read_text() and note in files.html.read_text().replace("&#x27;", "'")
+    assert note in files.markdown.read_text() and note in html.unescape(files.html.read_text())
+
+
+# -- one data model, two renderings ------------------------------------------------------------------------
+def test_html_and_markdown_render_every_block_of_the_same_model(tmp_path):
+    from distbench.report import build_report, make_plots, md, render_html, render_markdown
+    from distbench.report.model import Bullets, Details, Figure, Grid, Heading, Table, Text
+
+    with Store(tmp_path / "r.db") as store:
+        sweep = load_sweep(store, add_sweep(store, _full_records()))
+    report = build_report(sweep, make_plots(sweep), target_throughput=130)
+    page = html.unescape(render_html(report))
+    text = render_markdown(report, images={p.name: f"{p.name}.png" for p in report.plots}, csv_name="p.csv")
+    assert [s.id for s in report.sections] == ["summary", "points", "scaling", "communication", "steps", "telemetry",
+                                               "capacity", "problems", "environment"]
+    for section in report.sections:
+        assert f'<section id="{section.id}"><h2>{section.title}</h2>' in page and f"\n## {section.title}\n" in text
+        assert f'<a href="#{section.id}">{section.nav}</a>' in page
+        for b in section.blocks:
+            match b:
+                case Text() | Heading():
+                    strings = [b.text]
+                case Bullets():
+                    strings = b.items
+                case Table():
+                    strings = [*b.headers, *(c for row in b.rows for c in row)]
+                case Figure():
+                    strings = [b.plot.title]
+                case Grid():
+                    strings = [f.plot.title for f in b.figures]
+                case Details():  # a stderr tail: the page only
+                    strings = []
+                    assert f"<summary>{b.summary}</summary><pre>{b.text}</pre>" in page
+            for s in strings:
+                assert s in page and md(s) in text, s
+    # every plot drawn is shown once in each: inline SVG in the page, the PNG's name in the Markdown
+    for p in report.plots:
+        assert page.count(f'id="plot-{p.name}"') == 1 and text.count(f"]({p.name}.png)") == 1
+    assert "**CPU workers.** This sweep ran on CPU workers" in text and 'id="cpu-note"' in page
+
+
+def test_a_new_plot_is_one_entry_in_PLOTS(tmp_path, monkeypatch):
+    from distbench.report import plots
+
+    def draw(sweep, colors, title):
+        fig, ax = plots._figure(3.0, 2.0)
+        ax.plot([r["world_size"] for r in sweep.scaling_points], [r["throughput"] for r in sweep.scaling_points])
+        ax.set_title(title)
+        return fig
+
+    extra = plots.PlotSpec("extra", "An extra plot", draw, "steps", "Drawn by the test.")
+    monkeypatch.setattr(plots, "PLOTS", [*plots.PLOTS, extra])
+    with Store(tmp_path / "r.db") as store:
+        sweep = load_sweep(store, add_sweep(store, scaling_records()))
+    files = write_report(sweep, tmp_path / "x.html")
+    page = files.html.read_text()
+    steps = page[page.index('<section id="steps">'):page.index('<section id="telemetry">')]
+    assert '<img class="plot" id="plot-extra" alt="An extra plot"' in steps
+    assert "<figcaption>Drawn by the test.</figcaption>" in steps
+    assert "![An extra plot](x-extra.png)\n\n*Drawn by the test.*" in files.markdown.read_text()
+    assert (tmp_path / "x-extra.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -82,7 +82,7 @@ def test_export_csv_and_json(capsys, store, tmp_path):
 
 def test_export_parquet_without_pyarrow(capsys, store, tmp_path, monkeypatch):
     path, _, _ = store
-    monkeypatch.setattr(report_mod, "have_pyarrow", lambda: False)
+    monkeypatch.setattr("distbench.report.exports.have_pyarrow", lambda: False)
     target = tmp_path / "p.parquet"
     code, out, err = _run(capsys, ["results", "export", "--results", str(path), "--parquet", str(target)])
     assert code == 2 and out == ""

@@ -1,0 +1,513 @@
+"""The report as data: `build_report` turns a stored sweep into sections of plain blocks (text, lists,
+tables, figures) that the HTML template and the Markdown renderer both walk. Every number is formatted
+here (with distbench.output's formatters); every string is plain text, escaped only by the renderers."""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Callable, ClassVar
+
+from distbench import analysis as an
+from distbench import predict as predict_mod
+from distbench.analysis import Sweep, num
+from distbench.config import swept_batch
+from distbench.output import fmt_bytes, fmt_num
+
+
+# -- the blocks ---------------------------------------------------------------------------------------------
+@dataclass
+class Plot:
+    name: str
+    title: str
+    svg: bytes
+    png: bytes
+    caption: str = ""
+    section: str = ""  # the id of the section it belongs to, where no section builder places it by name
+
+
+@dataclass
+class Text:
+    kind: ClassVar[str] = "text"
+    text: str
+    style: str = ""  # "" (a paragraph), "muted" (definitions and asides) or "callout"
+    lead: str = ""   # bold words before the text
+
+
+@dataclass
+class Bullets:
+    kind: ClassVar[str] = "bullets"
+    items: list[str]
+
+
+@dataclass
+class Heading:
+    kind: ClassVar[str] = "heading"
+    text: str
+
+
+@dataclass
+class Table:
+    kind: ClassVar[str] = "table"
+    headers: list[str]
+    rows: list[list[str]]
+    row_classes: list[str] = field(default_factory=list)  # "bad": a point that produced no measurement
+    numeric: bool = True  # right-align the cells that read as numbers
+
+
+@dataclass
+class Figure:
+    kind: ClassVar[str] = "figure"
+    plot: Plot
+    caption: str = ""
+
+
+@dataclass
+class Grid:
+    kind: ClassVar[str] = "grid"
+    figures: list[Figure]
+
+
+@dataclass
+class Details:
+    """Verbatim text folded away (a failed point's stderr tail); the HTML page only."""
+    kind: ClassVar[str] = "details"
+    summary: str
+    text: str
+
+
+@dataclass
+class Section:
+    id: str
+    nav: str  # the link text in the page's navigation
+    title: str
+    blocks: list = field(default_factory=list)
+
+
+@dataclass
+class Report:
+    sweep_id: str
+    status: str
+    started: str
+    finished: str
+    command: str
+    store_path: str
+    callout: Text | None
+    sections: list[Section]
+    plots: list[Plot]
+
+
+# -- what the sections say ----------------------------------------------------------------------------------
+CPU_NOTE = ("This sweep ran on CPU workers (device = cpu), not GPUs: each 'GPU' was a CPU worker process and "
+            "the workers shared the machine's CPU cores. Absolute numbers are CPU numbers, and the scaling "
+            "seen here says little about scaling on GPUs.")
+CAPACITY_NOTE = ("Measured points only: each entry is the smallest measured N that reaches the target; "
+                 "when none does, it says 'not reached at the largest measured N'. Nothing is extrapolated "
+                 "beyond the measured device counts.")
+CAPACITY_HINT = ("Pass --target-throughput SAMPLES_PER_S and/or --epoch-samples N [--epoch-time S] to see how many "
+                 "devices each strategy needs; measured throughput per N:")
+DEFINITIONS = ("throughput = global samples per second over the measured steps; speedup = throughput / the same "
+               "framework's single-device baseline ('torch' or 'tf'); efficiency = speedup / N; "
+               "on CPU workers efficiency (whole machine) is against the baseline on all the cores and efficiency "
+               "(per core) against the same baseline on the threads each worker had; MFU = the model's training "
+               "FLOPs per second per device / the device's peak (NVIDIA's dense datasheet figure for the math type, "
+               "or a float32 GEMM measured on the worker's threads; '-' when the GPU is not in the table); "
+               "1-device wrapper cost = 1 - throughput(strategy, N=1) / baseline. Error bars and CIs are the "
+               "records' 95% throughput CIs; speedup and efficiency bars combine the point's and the "
+               "baseline's CIs when both are recorded. Noisy = flagged by the measurement, or step-time CV above "
+               f"{an.CV_NOISY:.0%}.")
+COMM_CAPTION = ("Each bar is the median step: compute with no communication running, communication hidden "
+                "behind compute (overlapped), and exposed communication that the step waits for.")
+NO_COMM = ("This sweep has no communication measurements (no exposed_comm_s, comm_overhead, allreduce_s or "
+           "overlap in its records), so how much of the step is spent communicating is not shown.")
+NO_TELEMETRY = "This sweep has no telemetry (utilization, memory, power) in its records."
+WALL_NOTE = ("Seconds of each point's wall time by phase, summed over its repeats: launch to first step (process "
+             "start, imports, model and data, process-group setup), warmup, measuring, the no-sync variant (its "
+             "whole run), the standalone all-reduce benchmark, and teardown (gathering results, writing the record, "
+             "processes exiting). Unattributed: seconds the records cannot place (records written before the "
+             "phases were stamped).")
+BATCH_NOTE = ("Each strategy and N ran every batch size, smallest first; a batch that ran out of memory is 'oom' "
+              "and the larger batches of that strategy and N were not tried. Peak memory: the most any device of "
+              "the point had allocated (GPUs) or the largest worker process's peak RSS (CPU workers). Power and "
+              "energy come from NVML, on GPUs only.")
+
+
+# -- tables: (headers, rows) --------------------------------------------------------------------------------
+def _ms(value) -> str:
+    return fmt_num(value, ".1f", 1e3)
+
+
+def ci_text(record: dict, spec: str = ".2f") -> str:
+    ci = an.throughput_ci(record)
+    return f"{fmt_num(ci[0], spec)}-{fmt_num(ci[1], spec)}" if ci else "-"
+
+
+def math_text(mode: dict | None) -> str:
+    """'TF32 on, cuDNN autotune on, NCHW' (GPUs) or the layout alone (CPU workers); '-' for older records."""
+    if not mode:
+        return "-"
+    word = lambda v: v if isinstance(v, str) else ("on" if v else "off")  # noqa: E731
+    parts = [f"TF32 {word(mode['tf32'])}"] if mode.get("tf32") is not None else []
+    parts += [f"cuDNN autotune {word(mode['cudnn_autotune'])}"] if mode.get("cudnn_autotune") is not None else []
+    parts += [mode["layout"]] if mode.get("layout") else []
+    return ", ".join(parts) or "-"
+
+
+def points_rows(sweep: Sweep) -> tuple[list[str], list[list[str]], list[str]]:
+    """The training points: headers, rows and a class per row ("bad" where the point did not run)."""
+    with_ci = any(an.throughput_ci(r) for r in sweep.points)
+    headers = ["strategy", "N", "model", "device", "status", "throughput (samples/s)"]
+    headers += ["95% CI (samples/s)"] if with_ci else []
+    cpu = any(r.get("device") == "cpu" for r in sweep.points)
+    headers += ["speedup", "efficiency (whole machine)" if cpu else "efficiency"]
+    headers += ["efficiency (per core)"] if cpu else []
+    headers += ["MFU", "math mode", "step median (ms)", "step p5 (ms)", "step p95 (ms)", "CV", "noisy"]
+    rows, classes = [], []
+    for r in sweep.points:
+        if an.is_comm(r):
+            continue
+        ok = r.get("status") == "ok"
+        row = [an.series_name(r), str(r.get("world_size")), str(r.get("model")), str(r.get("device")),
+               str(r.get("status")), fmt_num(r.get("throughput"), ".2f")]
+        row += [ci_text(r)] if with_ci else []
+        row += [fmt_num(r.get("speedup"), ".2f"), fmt_num(r.get("efficiency"), ".0%")]
+        row += [fmt_num(r.get("efficiency_per_core"), ".0%")] if cpu else []
+        row += [fmt_num(r.get("mfu"), ".1%"), math_text(r.get("math_mode")), _ms(r.get("step_time_median_s")),
+                _ms(r.get("step_time_p5_s")), _ms(r.get("step_time_p95_s")), fmt_num(r.get("step_time_cv"), ".0%"),
+                "yes" if ok and an.is_noisy(r) else ""]
+        rows.append(row)
+        classes.append("" if ok else "bad")
+    return headers, rows, classes
+
+
+def comm_rows(sweep: Sweep) -> tuple[list[str], list[list[str]]]:
+    headers = ["strategy", "N", "step median (ms)", "exposed comm (ms)", "comm overhead", "all-reduce (ms)",
+               "overlap", "gradient bytes", "data wait"]
+    rows = []
+    for r in sweep.scaling_points:
+        if not an.has_comm_fields(r):
+            continue
+        b = an.comm_breakdown(r) or {}
+        rows.append([an.series_name(r), str(r.get("world_size")), _ms(r.get("step_time_median_s")),
+                     _ms(b.get("exposed_s", r.get("exposed_comm_s"))), fmt_num(r.get("comm_overhead"), ".0%"),
+                     _ms(r.get("allreduce_s")), fmt_num(r.get("overlap"), ".0%"), fmt_bytes(r.get("grad_bytes")),
+                     fmt_num(r.get("data_wait_fraction"), ".0%")])
+    return headers, rows
+
+
+def busbw_pairs(record: dict) -> list[tuple[float, float]]:
+    """(message size in bytes, bus bandwidth in GB/s) of a comm record."""
+    sizes, bw = record.get("sizes_bytes"), record.get("busbw_gbps")
+    if not (isinstance(sizes, list) and isinstance(bw, list)):
+        return []
+    return [(num(s), num(b)) for s, b in zip(sizes, bw) if num(s) and num(b) is not None]
+
+
+def busbw_rows(sweep: Sweep) -> tuple[list[str], list[list[str]]]:
+    rows = []
+    for r in sweep.comm_points:
+        pairs = busbw_pairs(r)
+        if pairs:
+            size, peak = max(pairs, key=lambda p: p[1])
+            rows.append([str(r.get("strategy")), str(r.get("world_size")),
+                         f"{fmt_bytes(pairs[0][0])} - {fmt_bytes(pairs[-1][0])}", fmt_num(peak, ".3g"),
+                         fmt_bytes(size)])
+    return ["benchmark", "N", "message sizes", "peak busbw (GB/s)", "at size"], rows
+
+
+def telemetry_rows(sweep: Sweep) -> tuple[list[str], list[tuple[dict, dict]]]:
+    """The telemetry metrics any point has, and (record, its values) for the points that have some."""
+    rows = [(r, an.telemetry_values(r)) for r in sweep.scaling_points]
+    rows = [(r, t) for r, t in rows if t]
+    metrics: list[str] = []
+    for _, t in rows:
+        metrics += [m for m in t if m not in metrics]
+    return metrics, rows
+
+
+def telemetry_table(sweep: Sweep) -> tuple[list[str], list[list[str]]]:
+    metrics, rows = telemetry_rows(sweep)
+    out = []
+    for r, t in rows:
+        cells = [an.point_name(r)]
+        for m in metrics:
+            v = t.get(m)
+            if v is not None and m == "throttled":
+                cells.append("yes" if v else "no")
+            else:
+                cells.append(fmt_bytes(v) if "bytes" in m else fmt_num(v, ".4g"))
+        out.append(cells)
+    return ["point", *metrics], out
+
+
+def energy_notes(sweep: Sweep) -> list[str]:
+    """What energy per sample covers where it is not every GPU of the point (e.g. node 0's GPUs only)."""
+    notes = []
+    for r in sweep.scaling_points:
+        tel = r.get("telemetry") if isinstance(r.get("telemetry"), dict) else {}
+        scope = tel.get("energy_scope")
+        if tel.get("energy_per_sample_j") is not None and scope and not str(scope).startswith("all "):
+            notes.append(f"{an.point_name(r)}: energy per sample covers {scope}.")
+    return notes
+
+
+def wall_table(sweep: Sweep) -> tuple[list[str], list[list[str]]]:
+    """One row per launched point and one for all of them; empty when no record has launch times."""
+    points = [r for r in sweep.points if not an.is_comm(r) and an.wall_split(r)]
+    rows = []
+    for name, split in [*((an.point_name(r), an.wall_split(r)) for r in points),
+                        *((("all points", an.wall_split_total(points)),) if points else ())]:
+        total = split["total"]
+        share = split["measuring"] / total if total and split["measuring"] is not None else None
+        rows.append([name, *(fmt_num(split[k], ".1f") for k, _ in an.WALL_PARTS), fmt_num(total, ".1f"),
+                     fmt_num(share, ".0%")])
+    return ["point", *(f"{label} (s)" for _, label in an.WALL_PARTS), "total (s)", "measuring share"], rows
+
+
+def batch_of(r: dict) -> int | None:
+    return swept_batch(r.get("config") or r)
+
+
+def batch_points(sweep: Sweep) -> list[dict]:
+    """Training and inference points of a sweep with more than one batch size (else none)."""
+    pts = [r for r in sweep.points if not an.is_comm(r) and batch_of(r)]
+    return pts if len({batch_of(r) for r in pts}) > 1 else []
+
+
+def batch_values(r: dict) -> dict[str, float | None]:
+    tel = an.telemetry_values(r)
+    power = (r.get("telemetry") or {}).get("power_w_mean")
+    return {"throughput": num(r.get("throughput")), "step_time_median_s": num(r.get("step_time_median_s")),
+            "peak_memory_bytes": num(r.get("peak_memory_bytes")) or tel.get("gpu_mem_peak_bytes")
+            or tel.get("rss_peak_bytes"),
+            "power_w": num(r.get("power_w_mean")) or (sum(power.values()) if isinstance(power, dict) and power
+                                                       else None),
+            "energy_per_sample_j": num(r.get("energy_per_sample_j")) or tel.get("energy_per_sample_j")}
+
+
+def batch_series(sweep: Sweep) -> dict[str, list[dict]]:
+    """'strategy N=n [over k nodes]' -> its points sorted by batch size."""
+    groups: dict[tuple[str, int, int], list[dict]] = {}
+    for r in batch_points(sweep):
+        groups.setdefault((str(r.get("strategy")), int(r.get("world_size") or 0), int(r.get("nodes") or 1)),
+                          []).append(r)
+    return {f"{s} N={n}" + (f" over {k} nodes" if k > 1 else ""): sorted(v, key=batch_of)
+            for (s, n, k), v in groups.items()}
+
+
+def batch_table(sweep: Sweep) -> tuple[list[str], list[list[str]]]:
+    rows = []
+    for label, pts in batch_series(sweep).items():
+        for r in pts:
+            v = batch_values(r)
+            rows.append([label, str(batch_of(r)), str(r.get("status")), fmt_num(v["throughput"], ".2f"),
+                         _ms(v["step_time_median_s"]), fmt_bytes(v["peak_memory_bytes"] or None),
+                         fmt_num(v["power_w"], ".1f"), fmt_num(v["energy_per_sample_j"], ".4g")])
+    return ["point", "batch", "status", "throughput (samples/s)", "step time median (ms)", "peak memory per device",
+            "mean power (W)", "energy per sample (J)"], rows
+
+
+def batch_fit_table(sweep: Sweep) -> tuple[list[str], list[list[str]]]:
+    """Per strategy and N: the largest batch that ran, and the batch that ran out of memory."""
+    rows = []
+    for label, pts in batch_series(sweep).items():
+        ok = [batch_of(r) for r in pts if r.get("status") == "ok"]
+        oom = [batch_of(r) for r in pts if r.get("status") == "oom"]
+        rows.append([label, str(max(ok)) if ok else "none", str(min(oom)) if oom else "-"])
+    return ["point", "largest batch that fit", "ran out of memory at"], rows
+
+
+def capacity_table(sweep: Sweep, target_throughput, epoch_samples, epoch_time) -> tuple[list[str], list[list[str]]]:
+    rows = an.capacity(sweep.scaling_points, target_throughput=target_throughput, epoch_samples=epoch_samples,
+                       epoch_time_s=epoch_time)
+    multi = len({r.workload for r in rows}) > 1
+    headers = (["workload"] if multi else []) + ["strategy", "measured throughput (samples/s)"]
+    if target_throughput is not None:
+        headers.append(f"devices for {target_throughput:g} samples/s")
+    if epoch_samples:
+        headers.append(f"time per epoch of {epoch_samples:,} samples")
+        if epoch_time is not None:
+            headers.append(f"devices for an epoch within {an.format_duration(epoch_time)}")
+    out = []
+    for row in rows:
+        cells = ([row.workload] if multi else []) + [
+            row.strategy, ", ".join(f"N={n}: {fmt_num(t, '.2f')}" for n, t in row.measured)]
+        if target_throughput is not None:
+            cells.append(row.target_throughput or "-")
+        if epoch_samples:
+            cells.append(", ".join(f"N={n}: {an.format_duration(t)}" for n, t in row.epoch_times))
+            if epoch_time is not None:
+                cells.append(row.target_epoch or "-")
+        out.append(cells)
+    return headers, out
+
+
+def problem_rows(sweep: Sweep) -> list[list[str]]:
+    return [[an.series_name(r), str(r.get("world_size")), str(r.get("status")),
+             str(r.get("reason") or "no reason recorded")] for r in sweep.problem_points]
+
+
+def env_rows(sweep: Sweep) -> list[list[str]]:
+    env = sweep.info.get("env") or {}
+    rows = []
+    for key in sorted(env):
+        value = env[key]
+        if isinstance(value, dict) and key == "packages":
+            text = ", ".join(f"{k} {v}" for k, v in sorted(value.items()) if v)
+        elif isinstance(value, (dict, list)):
+            text = json.dumps(value, sort_keys=True, default=str)
+        else:
+            text = str(value)
+        rows.append([key, text])
+    rows.append(["options", json.dumps(sweep.info.get("options") or {}, sort_keys=True, default=str)])
+    return rows
+
+
+# -- the sections -------------------------------------------------------------------------------------------
+@dataclass
+class Inputs:
+    """What the section builders read: the sweep, its summary and plots, and the report's options."""
+    sweep: Sweep
+    summary: an.Summary
+    plots: dict[str, Plot]
+    capacity: tuple[list[str], list[list[str]]]
+    capacity_asked: bool
+    prediction: dict | None
+    placed: set[str] = field(default_factory=set)
+
+    def figures(self, *names: str) -> list[Figure]:
+        """The named plots that were drawn (a plot with nothing to show is not drawn)."""
+        self.placed.update(names)
+        return [Figure(self.plots[n], self.plots[n].caption) for n in names if n in self.plots]
+
+
+def table_or(headers_rows, empty: str) -> Table | Text:
+    headers, rows = headers_rows
+    return Table(headers, rows) if rows else Text(empty)
+
+
+def summary_section(c: Inputs) -> Section:
+    blocks = []
+    for title, lines in c.summary.sections():
+        blocks += [Heading(title), Bullets(lines)]
+    return Section("summary", "Summary", "Summary", blocks)
+
+
+def points_section(c: Inputs) -> Section:
+    headers, rows, classes = points_rows(c.sweep)
+    table = Table(headers, rows, classes) if rows else Text("The sweep has no training points.")
+    return Section("points", "Points", "Points", [table, Text(DEFINITIONS, "muted")])
+
+
+def scaling_section(c: Inputs) -> Section:
+    figures = c.figures("speedup", "efficiency", "throughput")
+    return Section("scaling", "Scaling", "Scaling",
+                   [Grid(figures) if figures else Text("No successful training points to plot.")])
+
+
+def communication_section(c: Inputs) -> Section:
+    blocks = [*c.figures("comm"), Table(*comm_rows(c.sweep))] if "comm" in c.plots else [Text(NO_COMM)]
+    if "busbw" in c.plots:
+        blocks += [Heading("Collective bandwidth"), *c.figures("busbw"), Table(*busbw_rows(c.sweep))]
+    return Section("communication", "Communication", "Communication", blocks)
+
+
+def steps_section(c: Inputs) -> Section:
+    return Section("steps", "Step times", "Step-time distributions",
+                   c.figures("steps") or [Text("No per-step samples in this sweep.")])
+
+
+def telemetry_section(c: Inputs) -> Section:
+    if "telemetry" not in c.plots:
+        return Section("telemetry", "Telemetry", "Telemetry", [Text(NO_TELEMETRY)])
+    return Section("telemetry", "Telemetry", "Telemetry",
+                   [*c.figures("telemetry"), Table(*telemetry_table(c.sweep)),
+                    *(Text(n, "muted") for n in energy_notes(c.sweep))])
+
+
+def wall_section(c: Inputs) -> Section | None:
+    headers, rows = wall_table(c.sweep)
+    if rows:
+        return Section("wall", "Wall time", "Where the wall time goes",
+                       [Text(WALL_NOTE, "muted"), Table(headers, rows)])
+    return None
+
+
+def batch_section(c: Inputs) -> Section | None:
+    if not batch_points(c.sweep):
+        return None
+    return Section("batch", "Batch size", "Batch size",
+                   [Text(BATCH_NOTE, "muted"), *c.figures("batch"), Table(*batch_fit_table(c.sweep)),
+                    Table(*batch_table(c.sweep))])
+
+
+def capacity_section(c: Inputs) -> Section:
+    blocks = [] if c.capacity_asked else [Text(CAPACITY_HINT, "muted")]
+    blocks += [Text(CAPACITY_NOTE), table_or(c.capacity, "No successful points to plan with.")]
+    return Section("capacity", "Capacity", "Capacity planning", blocks)
+
+
+def predicted_section(c: Inputs) -> Section | None:
+    doc = c.prediction
+    if not doc:
+        return None
+    return Section("predicted", "Predicted", "Predicted capacity",
+                   [Text(predict_mod.PREDICTION_NOTE, "callout"), *c.figures("predicted"),
+                    Table(*predict_mod.table_rows(doc)), Heading("Validation: leave-largest-N-out"),
+                    table_or(predict_mod.validation_rows(doc), "Needs at least 3 measured N."),
+                    Bullets([line.strip() for line in predict_mod.summary_lines(doc)])])
+
+
+def problems_section(c: Inputs) -> Section:
+    rows = problem_rows(c.sweep)
+    if not rows:
+        return Section("problems", "Skipped/failed", "Skipped and failed points",
+                       [Text("Every point produced a measurement.")])
+    tails = [Details(f"stderr tail: {an.point_name(r)}", str(r["stderr_tail"])[-2000:])
+             for r in c.sweep.problem_points if r.get("stderr_tail")]
+    return Section("problems", "Skipped/failed", "Skipped and failed points",
+                   [Table(["strategy", "N", "status", "reason"], rows), *tails])
+
+
+def environment_section(c: Inputs) -> Section:
+    notes = c.sweep.info.get("notes") or []
+    return Section("environment", "Environment", "Environment",
+                   [*([Bullets(list(notes))] if notes else []),
+                    Table(["", "value"], env_rows(c.sweep), numeric=False)])
+
+
+SECTIONS: list[Callable[[Inputs], Section | None]] = [  # in page order; None: the section does not apply
+    summary_section,
+    points_section,
+    scaling_section,
+    communication_section,
+    # WRAPPERS: the wrapper strategies' section (issue 11 follow-up) goes here, as `wrappers_section`: a builder
+    # of the same shape (Inputs -> Section | None) with the Section id "wrappers". Not implemented yet.
+    steps_section,
+    telemetry_section,
+    wall_section,
+    batch_section,
+    capacity_section,
+    predicted_section,
+    problems_section,
+    environment_section,
+]
+
+
+def build_report(sweep: Sweep, plots: list[Plot], *, target_throughput: float | None = None,
+                 epoch_samples: int | None = None, epoch_time: float | None = None,
+                 prediction: dict | None = None) -> Report:
+    """The whole report as data: the sweep's header, the CPU-workers callout and the sections that apply."""
+    inputs = Inputs(sweep=sweep, summary=an.summarize(sweep), plots={p.name: p for p in plots},
+                    capacity=capacity_table(sweep, target_throughput, epoch_samples, epoch_time),
+                    capacity_asked=target_throughput is not None or bool(epoch_samples), prediction=prediction)
+    sections = [s for s in (build(inputs) for build in SECTIONS) if s]
+    for plot in plots:  # a plot no builder names goes at the end of its own section
+        home = next((s for s in sections if s.id == plot.section), None)
+        if home and plot.name not in inputs.placed:
+            home.blocks.append(Figure(plot, plot.caption))
+    i = sweep.info
+    return Report(sweep_id=sweep.id, status=str(i.get("status")), started=str(i.get("started")),
+                  finished=str(i.get("finished") or ""), command=str(i.get("command") or "-"),
+                  store_path=str(sweep.store_path),
+                  callout=Text(CPU_NOTE, "callout", "CPU workers.") if sweep.cpu_workers else None,
+                  sections=sections, plots=plots)

@@ -1,0 +1,329 @@
+"""The report's plots, drawn on `matplotlib.figure.Figure` objects (no pyplot, no GUI backend) and kept as
+SVG (inlined in the HTML page) and PNG (beside the Markdown). matplotlib is imported only when drawing.
+
+Adding a plot = one `PlotSpec` in `PLOTS`: a function that draws it (or returns None when the sweep has
+nothing to show) and the report section it belongs to."""
+from __future__ import annotations
+
+import io
+from dataclasses import dataclass
+from functools import partial
+from typing import Callable, Sequence
+
+from distbench import analysis as an
+from distbench.analysis import Sweep, num
+from distbench.output import fmt_bytes
+from distbench.report.model import (Plot, batch_of, batch_series, batch_values, busbw_pairs, COMM_CAPTION,
+                                    telemetry_rows)
+
+
+def _mpl(text) -> str:
+    """A label matplotlib shows literally: no mathtext ($), no legend-hiding leading underscore."""
+    s = str(text).replace("$", r"\$")
+    return " " + s if s.startswith("_") else s
+
+
+def _render(fig, name: str, title: str) -> Plot:
+    svg, png = io.BytesIO(), io.BytesIO()
+    fig.savefig(svg, format="svg", bbox_inches="tight", metadata={"Date": None})
+    fig.savefig(png, format="png", dpi=110, bbox_inches="tight")
+    return Plot(name=name, title=title, svg=svg.getvalue(), png=png.getvalue())
+
+
+class _Colors:
+    """One colour per strategy (or series), the same in every plot of a report."""
+
+    def __init__(self):
+        self._map: dict[str, str] = {}
+        self._cycle = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
+                       "#7f7f7f", "#bcbd22", "#17becf"]
+
+    def __call__(self, key: str) -> str:
+        if key not in self._map:
+            self._map[key] = self._cycle[len(self._map) % len(self._cycle)]
+        return self._map[key]
+
+
+def _figure(width: float, height: float, nrows: int | None = None, ncols: int = 1):
+    """A Figure and its axes: one axis, or an nrows x ncols grid (always 2-D)."""
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(width, height))
+    return fig, (fig.subplots() if nrows is None else fig.subplots(nrows, ncols, squeeze=False))
+
+
+def _grid_shape(count: int) -> tuple[int, int]:
+    cols = 2 if count > 1 else 1
+    return (count + cols - 1) // cols, cols
+
+
+def _hide_unused(axes, used: int) -> None:
+    flat = [ax for row in axes for ax in row]
+    for ax in flat[used:]:
+        ax.set_visible(False)
+
+
+def _series(points: Sequence[dict], include_baselines: bool) -> list[tuple[str, str, list[dict], bool]]:
+    """(label, colour key, points sorted by N, is_baseline) per strategy and workload."""
+    groups = an.group_by_workload(points)
+    out = []
+    for key, pts in groups.items():
+        for strategy, spts in an.by_strategy(pts).items():
+            base = an.is_baseline(spts[0])
+            if base and not include_baselines:
+                continue
+            label = strategy + (" (baseline)" if base else "")
+            if len(groups) > 1:
+                label += f" · {an.workload_label(key, groups)}"
+            out.append((label, strategy, spts, base))
+    return out
+
+
+def _n_axis(ax, ns: Sequence[int]) -> None:
+    from matplotlib.ticker import NullLocator
+
+    ns = sorted(set(ns))
+    if ns and ns[-1] / max(1, ns[0]) > 8:
+        ax.set_xscale("log", base=2)
+    ax.set_xticks(ns)
+    ax.set_xticklabels([str(n) for n in ns])
+    ax.xaxis.set_minor_locator(NullLocator())
+    ax.set_xlabel("N (devices)")
+    ax.grid(True, alpha=0.3)
+
+
+def _errorbars(spts: Sequence[dict], key: str, points: Sequence[dict]):
+    lows, highs, any_ci = [], [], False
+    for r in spts:
+        value = num(r.get(key))
+        ci = (an.throughput_ci(r) if key == "throughput"
+              else an.scaled_ci(r, key, an.baseline_for(r, points)))
+        if ci and value is not None:
+            any_ci = True
+            lows.append(max(0.0, value - ci[0]))
+            highs.append(max(0.0, ci[1] - value))
+        else:
+            lows.append(0.0)
+            highs.append(0.0)
+    return [lows, highs] if any_ci else None
+
+
+def line_plot(sweep: Sweep, colors: _Colors, title: str, *, key: str, ylabel: str):
+    """`key` (throughput, speedup or efficiency) against N, a line per strategy and workload."""
+    points = [r for r in sweep.scaling_points if num(r.get(key)) is not None]
+    series = _series(points, include_baselines=(key == "throughput"))
+    if not series:
+        return None
+    fig, ax = _figure(6.4, 4.0)
+    ns = [int(r["world_size"]) for _, _, spts, _ in series for r in spts]
+    if key == "speedup":
+        lo, hi = min(ns), max(ns)
+        ax.plot([lo, hi], [lo, hi], linestyle="--", color="#888888", label="ideal (linear)")
+    if key == "efficiency":
+        ax.axhline(1.0, linestyle=":", color="#888888", label="ideal (100%)")
+        ax.axhline(an.EFFICIENCY_TARGET, linestyle="--", color="#d62728", alpha=0.6,
+                   label=f"{an.EFFICIENCY_TARGET:.0%}")
+    for label, ckey, spts, base in series:
+        xs = [int(r["world_size"]) for r in spts]
+        ys = [num(r[key]) for r in spts]
+        ax.errorbar(xs, ys, yerr=_errorbars(spts, key, sweep.scaling_points), marker="s" if base else "o", capsize=4,
+                    color=colors(ckey), label=_mpl(label), linestyle="none" if base else "-")
+    _n_axis(ax, ns)
+    if key == "efficiency":
+        from matplotlib.ticker import PercentFormatter
+
+        ax.yaxis.set_major_formatter(PercentFormatter(1.0))
+        ax.set_ylim(0, max(1.1, ax.get_ylim()[1]))  # autoscaled limits already cover the error bars
+    else:
+        ax.set_ylim(bottom=0)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
+    return fig
+
+
+def plot_comm(sweep: Sweep, colors: _Colors, title: str):
+    rows = [(r, an.comm_breakdown(r)) for r in sweep.scaling_points]
+    rows = [(r, b) for r, b in rows if b]
+    if not rows:
+        return None
+    rows.sort(key=lambda rb: (str(rb[0].get("strategy")), int(rb[0].get("world_size") or 0)))
+    fig, ax = _figure(max(5.0, 1.0 + 0.9 * len(rows)), 4.2)
+    xs = list(range(len(rows)))
+    compute = [b["compute_only_s"] * 1e3 for _, b in rows]
+    hidden = [b["overlapped_s"] * 1e3 for _, b in rows]
+    exposed = [b["exposed_s"] * 1e3 for _, b in rows]
+    ax.bar(xs, compute, color="#c7c7c7", label="compute (no communication running)")
+    ax.bar(xs, hidden, bottom=compute, color="#9ecae1", label="communication overlapped with compute")
+    ax.bar(xs, exposed, bottom=[c + h for c, h in zip(compute, hidden)], color="#d62728",
+           label="exposed communication")
+    for x, (_, b) in zip(xs, rows):
+        if b["overlap"] is not None:
+            ax.annotate(f"overlap {b['overlap']:.0%}", (x, b["step_s"] * 1e3), ha="center", va="bottom",
+                        fontsize="x-small", xytext=(0, 2), textcoords="offset points")
+    ax.set_xticks(xs)
+    ax.set_xticklabels([_mpl(f"{an.series_name(r)}\nN={r.get('world_size')}") for r, _ in rows], fontsize="small")
+    ax.set_ylabel("median step time (ms)")
+    ax.set_title(title)
+    ax.legend(fontsize="x-small", loc="upper left")
+    ax.set_ylim(top=max(b["step_s"] for _, b in rows) * 1e3 * 1.35)
+    return fig
+
+
+def plot_busbw(sweep: Sweep, colors: _Colors, title: str):
+    recs = [(r, busbw_pairs(r)) for r in sweep.comm_points]
+    recs = [(r, pairs) for r, pairs in recs if pairs]
+    if not recs:
+        return None
+    from matplotlib.ticker import FuncFormatter
+
+    fig, ax = _figure(7.2, 4.2)
+    for r, pairs in recs:
+        ax.plot([p[0] for p in pairs], [p[1] for p in pairs], marker="o",
+                color=colors(str(r.get("strategy"))) if len(recs) <= 10 else None,
+                label=_mpl(f"{r.get('strategy')} N={r.get('world_size')}"))
+    ax.set_xscale("log", base=2)
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: fmt_bytes(x)))
+    ax.tick_params(axis="x", labelsize="x-small", labelrotation=30)
+    ax.set_xlabel("message size")
+    ax.set_ylabel("bus bandwidth (GB/s, busbw)")
+    ax.set_title(title)
+    ax.grid(True, alpha=0.3, which="both")
+    ax.legend(fontsize="small")
+    return fig
+
+
+def plot_steps(sweep: Sweep, colors: _Colors, title: str):
+    data = [(r, [t * 1e3 for t in sweep.step_times(r)]) for r in sweep.scaling_points]
+    data = [(r, d) for r, d in data if d]
+    if not data:
+        return None
+    import numpy as np
+
+    fig, ax = _figure(7.2, 1.2 + 0.45 * len(data))
+    box = dict(whis=(5, 95), showmeans=True, showfliers=False, medianprops={"color": "#d62728"},
+               meanprops={"markerfacecolor": "#2ca02c", "markeredgecolor": "none"})
+    try:
+        ax.boxplot([d for _, d in data], orientation="horizontal", **box)
+    except TypeError:  # matplotlib < 3.10
+        ax.boxplot([d for _, d in data], vert=False, **box)
+    rng = np.random.default_rng(0)
+    for i, (_, d) in enumerate(data, 1):  # every sample, jittered: with few steps the box alone misleads
+        ax.scatter(d, i + rng.uniform(-0.18, 0.18, len(d)), s=14, color="#1f77b4", alpha=0.7, zorder=3,
+                   linewidths=0)
+    ax.set_yticks(range(1, len(data) + 1))
+    ax.set_yticklabels([_mpl(an.point_name(r)) for r, _ in data], fontsize="small")
+    ax.invert_yaxis()
+    ax.set_xlabel("step time (ms); box = quartiles, whiskers = p5-p95, line = median, triangle = mean, dots = every step")
+    ax.set_title(title)
+    ax.grid(True, axis="x", alpha=0.3)
+    return fig
+
+
+TELEMETRY_TABLE_ONLY = {"throttled"}
+"""Yes/no telemetry: shown in the table, not as bars."""
+
+
+def plot_telemetry(sweep: Sweep, colors: _Colors, title: str):
+    metrics, rows = telemetry_rows(sweep)
+    metrics = [m for m in metrics if m not in TELEMETRY_TABLE_ONLY]
+    if not rows or not metrics:
+        return None
+    nrows, cols = _grid_shape(len(metrics))
+    fig, axes = _figure(7.6, max(2.4, nrows * (0.8 + 0.32 * len(rows))), nrows, cols)
+    labels = [_mpl(an.point_name(r)) for r, _ in rows]
+    for i, metric in enumerate(metrics):
+        ax = axes[i // cols][i % cols]
+        values = [t.get(metric) for _, t in rows]
+        scale, unit = (2 ** 30, " (GiB)") if "bytes" in metric else (1, "")
+        ax.barh(range(len(rows)), [0 if v is None else v / scale for v in values], color="#1f77b4")
+        ax.set_yticks(range(len(rows)))
+        ax.set_yticklabels(labels, fontsize="x-small")
+        ax.invert_yaxis()
+        ax.set_title(_mpl(metric + unit), fontsize="small")
+        ax.tick_params(axis="x", labelsize="x-small")
+    _hide_unused(axes, len(metrics))
+    fig.tight_layout()
+    return fig
+
+
+BATCH_METRICS = (  # key, label, scale applied for display
+    ("throughput", "throughput (samples/s)", 1.0),
+    ("step_time_median_s", "step time median (ms)", 1e3),
+    ("peak_memory_bytes", "peak memory per device (GiB)", 2.0 ** -30),
+    ("power_w", "mean power, all GPUs of the point (W)", 1.0),
+    ("energy_per_sample_j", "energy per sample (J)", 1.0),
+)
+
+
+def plot_batch(sweep: Sweep, colors: _Colors, title: str):
+    values = {label: [(batch_of(r), batch_values(r)) for r in pts if r.get("status") == "ok"]
+              for label, pts in batch_series(sweep).items()}
+    metrics = [m for m in BATCH_METRICS if any(v[m[0]] is not None for pts in values.values() for _, v in pts)]
+    if not metrics:
+        return None
+    nrows, cols = _grid_shape(len(metrics))
+    fig, axes = _figure(9.6, 3.2 * nrows, nrows, cols)
+    batches = sorted({b for pts in values.values() for b, _ in pts})
+    for i, (key, label, scale) in enumerate(metrics):
+        ax = axes[i // cols][i % cols]
+        for series, pts in values.items():
+            xy = [(b, v[key] * scale) for b, v in pts if v[key] is not None]
+            if xy:
+                ax.plot([b for b, _ in xy], [y for _, y in xy], marker="o", color=colors(series), label=_mpl(series))
+        if batches and batches[-1] / batches[0] > 8:
+            ax.set_xscale("log", base=2)
+        ax.set_xticks(batches)
+        ax.set_xticklabels([str(b) for b in batches], fontsize="x-small")
+        ax.set_xlabel("batch size", fontsize="small")
+        ax.set_title(label, fontsize="small")
+        ax.set_ylim(bottom=0)
+        ax.grid(True, alpha=0.3)
+    _hide_unused(axes, len(metrics))
+    axes[0][0].legend(fontsize="x-small")
+    fig.tight_layout()
+    return fig
+
+
+@dataclass(frozen=True)
+class PlotSpec:
+    name: str  # file name part (report-<name>.png) and HTML id (plot-<name>)
+    title: str
+    draw: Callable  # (sweep, colors, title) -> matplotlib Figure, or None when there is nothing to show
+    section: str  # the id of the report section it goes in (distbench.report.model.SECTIONS)
+    caption: str = ""
+
+
+PLOTS: list[PlotSpec] = [  # drawn in this order, so a strategy's colour is set by the first plot it is in
+    PlotSpec("throughput", "Throughput vs N", partial(line_plot, key="throughput", ylabel="throughput (samples/s)"),
+             "scaling", "Squares: single-device baselines. Error bars: 95% CI when recorded."),
+    PlotSpec("speedup", "Speedup vs N (vs the framework's 1-device baseline)",
+             partial(line_plot, key="speedup", ylabel="speedup"), "scaling",
+             "Dashed line: ideal linear speedup. Error bars: 95% CI when recorded."),
+    PlotSpec("efficiency", "Scaling efficiency vs N", partial(line_plot, key="efficiency", ylabel="efficiency"),
+             "scaling", f"Dashed red line: {an.EFFICIENCY_TARGET:.0%} efficiency."),
+    PlotSpec("comm", "Where the step time goes: exposed vs overlapped communication", plot_comm, "communication",
+             COMM_CAPTION),
+    PlotSpec("busbw", "Collective bus bandwidth vs message size", plot_busbw, "communication",
+             "From the comm records in this sweep."),
+    PlotSpec("steps", "Step-time distribution per point", plot_steps, "steps"),
+    PlotSpec("telemetry", "Telemetry per point", plot_telemetry, "telemetry",
+             "Per-GPU and per-worker values are shown as their maximum."),
+    PlotSpec("batch", "Throughput, step time, memory and power against batch size", plot_batch, "batch"),
+]
+
+
+def make_plots(sweep: Sweep) -> list[Plot]:
+    """Every plot of PLOTS that the sweep has data for."""
+    import matplotlib
+
+    plots = []
+    with matplotlib.rc_context({"svg.hashsalt": "distbench", "svg.fonttype": "path"}):
+        colors = _Colors()
+        for spec in PLOTS:
+            fig = spec.draw(sweep, colors, spec.title)
+            if fig is not None:
+                plot = _render(fig, spec.name, spec.title)
+                plot.caption, plot.section = spec.caption, spec.section
+                plots.append(plot)
+    return plots

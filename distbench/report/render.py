@@ -1,0 +1,139 @@
+"""The report's two renderings of one `Report` (distbench.report.model): an HTML page through the jinja2
+template distbench/templates/report.html.j2 (autoescaped), and Markdown through the small renderer below.
+`write_report` writes both, the points CSV and the plots as PNG."""
+from __future__ import annotations
+
+import base64
+import html
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+import jinja2
+
+from distbench import analysis as an
+from distbench import predict as predict_mod
+from distbench.analysis import Sweep
+from distbench.errors import BadInput
+from distbench.report.exports import check_writable, safe_csv, spreadsheet_safe
+from distbench.report.model import Bullets, Details, Figure, Grid, Heading, Plot, Report, Table, Text, build_report
+from distbench.report.plots import make_plots
+
+CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'; script-src 'unsafe-inline'"
+
+
+@cache
+def _templates() -> jinja2.Environment:
+    env = jinja2.Environment(loader=jinja2.PackageLoader("distbench", "templates"), autoescape=True,
+                             undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+    env.filters["svg_data_uri"] = lambda plot: "data:image/svg+xml;base64," + base64.b64encode(plot.svg).decode("ascii")
+    env.tests["numeric"] = _numeric
+    return env
+
+
+def _numeric(text) -> bool:
+    """A cell that reads as a number ("12.5", "-3%", "1,024"): right-aligned in the HTML tables."""
+    t = str(text).replace("%", "").replace(",", "").replace("-", "", 1).replace(".", "", 1).strip()
+    return t.isdigit()
+
+
+# Sets data-report-ready="yes" on <html> once every plot image has decoded (browser tests read it).
+MARKER_JS = _templates().loader.get_source(_templates(), "report-ready.js")[0]
+
+
+def render_html(report: Report) -> str:
+    return _templates().get_template("report.html.j2").render(r=report, csp=CSP)
+
+
+# -- Markdown -----------------------------------------------------------------------------------------------
+def md(text) -> str:
+    """Store text for Markdown tables and paragraphs: HTML escaped, pipes and line breaks neutralised."""
+    return html.escape(str(text), quote=False).replace("|", "\\|").replace("\r", " ").replace("\n", " ")
+
+
+def md_table(headers, rows) -> str:
+    """A Markdown table whose cells cannot start a spreadsheet formula (see spreadsheet_safe)."""
+    line = lambda cells: "| " + " | ".join(md(spreadsheet_safe(c)) for c in cells) + " |"  # noqa: E731
+    return "\n".join([line(headers), "|" + "---|" * len(headers), *map(line, rows)])
+
+
+def _md_block(b, images: dict[str, str]) -> list[str]:
+    """A block as Markdown paragraphs (joined by blank lines)."""
+    match b:
+        case Text():
+            text = (f"**{md(b.lead)}** " if b.lead else "") + md(b.text)
+            return [f"> {text}" if b.style == "callout" else text]
+        case Bullets():
+            return ["\n".join(f"- {md(item)}" for item in b.items)]
+        case Heading():
+            return [f"### {md(b.text)}"]
+        case Table():
+            return [md_table(b.headers, b.rows)]
+        case Figure():
+            return [f"![{md(b.plot.title)}]({images[b.plot.name]})"] + ([f"*{md(b.caption)}*"] if b.caption else [])
+        case Grid():
+            return [p for f in b.figures for p in _md_block(f, images)]
+        case Details():
+            return []  # verbatim stderr tails: the HTML page only
+    raise TypeError(f"no Markdown for {type(b).__name__}")
+
+
+def render_markdown(report: Report, *, images: dict[str, str], csv_name: str) -> str:
+    """`images`: plot name -> the PNG's file name next to the Markdown."""
+    r = report
+    out = [f"# distbench report: sweep {md(r.sweep_id)}",
+           f"{md(r.status)}, started {md(r.started)}" + (f", finished {md(r.finished)}" if r.finished else "")
+           + f". Command: <code>{md(r.command)}</code>. Points as CSV: [{md(csv_name)}]({csv_name})."]
+    out += _md_block(r.callout, images) if r.callout else []
+    for section in r.sections:
+        out.append(f"## {md(section.title)}")
+        out += [p for b in section.blocks for p in _md_block(b, images)]
+    return "\n\n".join(out) + "\n"
+
+
+# -- the files ----------------------------------------------------------------------------------------------
+@dataclass
+class ReportFiles:
+    html: Path
+    markdown: Path
+    csv: Path
+    images: list[Path]
+
+
+def _paths(out: str | Path) -> tuple[Path, Path, Path]:
+    out = Path(out)
+    if out.suffix.lower() not in (".html", ".htm"):
+        raise BadInput(f"--out {out}: give an .html file name (the Markdown, CSV and plots are written next to it)")
+    return out, out.with_suffix(".md"), out.with_name(f"{out.stem}-points.csv")
+
+
+def write_report(sweep: Sweep, out: str | Path, *, target_throughput: float | None = None,
+                 epoch_samples: int | None = None, epoch_time: float | None = None) -> ReportFiles:
+    """Write <out>.html, <out>.md, <out>-points.csv and <out>-<plot>.png next to each other."""
+    html_path, md_path, csv_path = _paths(out)
+    if epoch_time is not None and not epoch_samples:
+        raise BadInput("--epoch-time needs --epoch-samples (how many samples one epoch has)")
+    for path in (html_path, md_path, csv_path):
+        check_writable(path)
+    try:
+        html_path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise BadInput(f"cannot write {html_path}: {exc.strerror or exc}") from None
+    plots: list[Plot] = make_plots(sweep)
+    prediction = predict_mod.latest_for(sweep.store_path, sweep.id)  # predicted capacity (distbench predict)
+    if prediction:
+        plots.append(predict_mod.plot(prediction))
+    report = build_report(sweep, plots, target_throughput=target_throughput, epoch_samples=epoch_samples,
+                          epoch_time=epoch_time, prediction=prediction)
+    images = {p.name: html_path.with_name(f"{html_path.stem}-{p.name}.png") for p in plots}
+    page = render_html(report)
+    markdown = render_markdown(report, images={k: v.name for k, v in images.items()}, csv_name=csv_path.name)
+    try:
+        for p in plots:
+            images[p.name].write_bytes(p.png)
+        csv_path.write_text(safe_csv(an.points_frame(sweep)))
+        md_path.write_text(markdown)
+        html_path.write_text(page)
+    except OSError as exc:
+        raise BadInput(f"cannot write {exc.filename or html_path}: {exc.strerror or exc}") from None
+    return ReportFiles(html=html_path, markdown=md_path, csv=csv_path, images=list(images.values()))
