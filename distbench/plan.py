@@ -1,16 +1,17 @@
 """Sweep planning: validate options, resolve the device, and list the points to run."""
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import math
 import os
 from dataclasses import dataclass, field, replace
 
 from distbench import envinfo
-from distbench.config import PointConfig
+from distbench.config import DATA_SOURCES, DEVICES, PRECISIONS, SCALINGS, PointConfig
 from distbench.errors import BadInput
-from distbench.models.specs import check_input, get_spec, model_names
-from distbench.strategies import FRAMEWORK_BASELINE, STRATEGIES, Strategy
+from distbench.models.specs import check_input, get_spec
+from distbench.strategies import FRAMEWORK_BASELINE, STRATEGIES, Strategy, parse_strategies
 
 INSTALL_HINT = "run `make install` (creates .venv with torch, TensorFlow and Horovod)"
 
@@ -116,44 +117,140 @@ def resolve_device(requested: str, gpus: list[int], visible: int | None = None, 
     return DeviceChoice("cpu", visible, note)
 
 
+FRAMEWORK_ONLY = {  # option -> the framework it applies to, and why it does not apply to the other
+    "compile": ("torch", "torch.compile is PyTorch-only"),
+    "channels_last": ("torch", "a PyTorch memory format"),
+    "xla": ("tf", "XLA is TensorFlow's compiler"),
+}
+
+
 @dataclass(frozen=True, kw_only=True)
 class SweepOptions:
-    model: str
-    gpus: list[int]
-    strategies: list[Strategy]
-    device: str = "auto"
-    batch_size: int | tuple[int, ...] | None = None
-    """Per-device batch (weak scaling) or global batch (strong scaling), or several to sweep;
-    None = device default."""
+    """What `distbench scale` / `run` (and, in part, `slurm`) is asked to measure: one object from flag to
+    plan. Click fills it (distbench.commands.options declares one option per field, named after it),
+    `__post_init__` checks it once (BadInput naming the flag), and the sweep stores `to_dict()` whole so
+    `--resume` replays it with `from_dict`. Checks that need the resolved device (the CPU/GPU defaults)
+    are left to make_plan; PointConfig keeps its own invariants."""
+
+    gpus: tuple[int, ...]
+    """Device counts to measure; a comma list such as '1,2,4' is parsed."""
+    nodes: tuple[int, ...] = (1,)
+    """Node counts ('1,2' is parsed); > 1 runs multi-node points inside the current Slurm allocation."""
+    model: str = "resnet50"
+    strategies: tuple[str, ...] = field(default=(), metadata={"flag": "--strategy"})
+    """Strategy names (comma lists and Strategy objects are accepted), in registry order; empty = all."""
+    add_baselines: bool = True
+    """Add each framework's single-device baseline so speedup can be computed (`scale`; not `run`)."""
+    batch_size: tuple[int, ...] | None = None
+    """Per-device batch (weak scaling) or global batch (strong scaling), or several to sweep (an int is
+    one); None = device default."""
     scaling: str = "weak"
     image_size: int | None = None
-    num_classes: int = 1000
-    steps: int | None = None
-    warmup: int | None = None
-    timeout: float = 900.0
-    seed: int = 0
-    add_baselines: bool = True
-    """Add each framework's single-device baseline so speedup can be computed."""
-    nodes: tuple[int, ...] = (1,)
-    """Node counts; > 1 runs multi-node points inside the current Slurm allocation."""
     seq_len: int | None = None
+    num_classes: int = 1000
     precision: str = "fp32"
     compile: bool = False
     xla: bool = False
     channels_last: bool = False
+    tf32: bool = True
+    """GPUs: TF32 math for float32 matmuls and convolutions in both frameworks (PointConfig.tf32)."""
     data: str = "synthetic"
     dataset_size: int = 512
     loader_workers: int = 2
     prefetch: int = 2
     pin_memory: bool = True
-    comm: bool = True
-    """Measure communication overhead (independent variant + standalone all-reduce) at N > 1."""
+    steps: int | None = None
+    warmup: int | None = None
+    device: str = "auto"
+    timeout: float = 900.0
+    seed: int = 0
+    repeats: int = 1
+    """Fresh-process runs of each point; the record holds their median and a run-to-run CI."""
     target_ci: float = 0.02
     """Adaptive stopping: measure until the throughput CI half-width is within this fraction."""
     max_time: float | None = None
     """...or until this many seconds of measured steps (per point and repeat); None = device default."""
-    tf32: bool = True
-    """GPUs: TF32 math for float32 matmuls and convolutions in both frameworks (PointConfig.tf32)."""
+    comm: bool = True
+    """Measure communication overhead (independent variant + standalone all-reduce) at N > 1."""
+    noisy_cv: float = 0.10
+    """Flag a point 'noisy' above this step-time coefficient of variation (measure.NOISY_CV)."""
+    telemetry_interval: float = 0.5
+    """Seconds between telemetry samples; 0 = off."""
+
+    def __post_init__(self):
+        put = lambda name, value: object.__setattr__(self, name, value)  # noqa: E731 (frozen)
+        put("gpus", tuple(parse_gpus(self.gpus) if isinstance(self.gpus, str) else self.gpus))
+        put("nodes", tuple(parse_gpus(self.nodes, "--nodes", "node") if isinstance(self.nodes, str) else self.nodes))
+        put("strategies", tuple(s.name for s in parse_strategies([getattr(s, "name", s) for s in self.strategies])))
+        batches = (self.batch_size,) if isinstance(self.batch_size, int) else tuple(self.batch_size or ())
+        put("batch_size", batches or None)
+        self._check()
+
+    def _check(self) -> None:
+        try:
+            spec = get_spec(self.model)
+        except ValueError as exc:
+            raise BadInput(str(exc)) from None
+        for b in self.batch_size or ():
+            if not 0 < b <= MAX_BATCH:
+                raise BadInput(f"--batch-size value {b} is not in the range 1..{MAX_BATCH}")
+        if self.batch_size and len(set(self.batch_size)) != len(self.batch_size):
+            raise BadInput(f"--batch-size {','.join(map(str, self.batch_size))} has a duplicated value")
+        for name, choices in (("scaling", SCALINGS), ("precision", PRECISIONS), ("data", DATA_SOURCES),
+                              ("device", DEVICES)):
+            if getattr(self, name) not in choices:
+                raise BadInput(f"{flag(name)} must be one of {', '.join(choices)}, got {getattr(self, name)!r}")
+        if not 0 < self.timeout < math.inf:
+            raise BadInput(f"--timeout must be positive and finite, got {self.timeout:g}")
+        if not 0 <= self.target_ci < 1:
+            raise BadInput(f"--target-ci must be a percentage in [0, 100), got {self.target_ci * 100:g}%")
+        if self.max_time is not None and (self.max_time < 0 or (self.max_time == 0 and self.target_ci > 0)):
+            raise BadInput(f"--max-time must be positive while --target-ci is on, got {self.max_time:g} "
+                           "(use --target-ci 0 for a fixed number of steps)")
+        for name, low in (("steps", 1), ("warmup", 0), ("loader_workers", 0), ("prefetch", 0), ("repeats", 1),
+                          ("dataset_size", 1)):
+            value = getattr(self, name)
+            if value is not None and value < low:
+                raise BadInput(f"{flag(name)} must be >= {low}, got {value}")
+        if any(k < 1 for k in self.nodes):
+            raise BadInput("--nodes values must be positive")
+        if max(self.nodes) > 1 and not any(n % k == 0 and k > 1 for n in self.gpus for k in self.nodes):
+            raise BadInput(f"no --gpus value splits evenly over --nodes {','.join(map(str, self.nodes))}")
+        if spec.kind == "tokens":
+            if self.image_size is not None:
+                raise BadInput(f"--image-size does not apply to {spec.name} (a token model): use --seq-len")
+            if self.channels_last:
+                raise BadInput(f"--channels-last applies to image models, not {spec.name}")
+        elif self.seq_len is not None:
+            raise BadInput(f"--seq-len does not apply to {spec.name} (an image model): use --image-size")
+        try:
+            check_input(spec, image_size=self.image_size, seq_len=self.seq_len)
+        except ValueError as exc:
+            raise BadInput(str(exc)) from None
+        frameworks = {STRATEGIES[s].framework for s in self.strategies}
+        for name, (framework, why) in FRAMEWORK_ONLY.items():
+            if getattr(self, name) and framework not in frameworks:
+                raise BadInput(f"{flag(name)} does not apply to the selected strategies "
+                               f"({', '.join(self.strategies)}): {why}")
+
+    def to_dict(self) -> dict:
+        """Every field, JSON-ready: what a sweep stores so `--resume` replays it."""
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "SweepOptions":
+        """The options a sweep stored (keys that are not fields, such as notes added beside them, are left out)."""
+        return cls(**{f.name: data[f.name] for f in dataclasses.fields(cls) if f.name in data})
+
+
+def flag(name: str) -> str:
+    """The command-line flag of a SweepOptions field: '--' + its name in kebab case, unless its metadata says."""
+    return _OPTION_FIELDS[name].metadata.get("flag") or "--" + name.replace("_", "-")
+
+
+_OPTION_FIELDS = {f.name: f for f in dataclasses.fields(SweepOptions)}
+_TAKEN_AS_IS = sorted(set(_OPTION_FIELDS) & {f.name for f in dataclasses.fields(PointConfig)})
+"""Options a point's config takes by the same name (make_plan overrides the ones it resolves)."""
 
 
 @dataclass(frozen=True)
@@ -183,64 +280,24 @@ def _missing_modules(strategy: Strategy) -> list[str]:
 
 
 def make_plan(opts: SweepOptions, visible_gpus: int | None = None) -> Plan:
-    try:
-        spec = get_spec(opts.model)
-    except ValueError:
-        raise BadInput(f"unknown model {opts.model!r}; valid models: {', '.join(model_names())}") from None
-    asked = (opts.batch_size,) if isinstance(opts.batch_size, int) else tuple(opts.batch_size or ())
-    for b in asked:
-        if not 0 < b <= MAX_BATCH:
-            raise BadInput(f"--batch-size value {b} is not in the range 1..{MAX_BATCH}")
-    if len(set(asked)) != len(asked):
-        raise BadInput(f"--batch-size {','.join(map(str, asked))} has a duplicated value")
-    if not 0 < opts.timeout < math.inf:
-        raise BadInput(f"--timeout must be positive and finite, got {opts.timeout:g}")
-    if not 0 <= opts.target_ci < 1:
-        raise BadInput(f"--target-ci must be a percentage in [0, 100), got {opts.target_ci * 100:g}%")
-    if opts.max_time is not None and (opts.max_time < 0 or (opts.max_time == 0 and opts.target_ci > 0)):
-        raise BadInput(f"--max-time must be positive while --target-ci is on, got {opts.max_time:g} "
-                       "(use --target-ci 0 for a fixed number of steps)")
-    if opts.scaling not in ("weak", "strong"):
-        raise BadInput(f"--scaling must be weak or strong, got {opts.scaling!r}")
-    choice = resolve_device(opts.device, opts.gpus, visible_gpus, opts.nodes)
+    """The points of a sweep: the options (already checked by SweepOptions) with the device's defaults filled in."""
+    spec = get_spec(opts.model)
+    choice = resolve_device(opts.device, list(opts.gpus), visible_gpus, opts.nodes)
     defaults = GPU_DEFAULTS if choice.device == "cuda" else CPU_DEFAULTS
     notes = [choice.note]
-    batches = sorted(asked) or [defaults["batch_size"]]
+    batches = sorted(opts.batch_size or [defaults["batch_size"]])
     batch_text = ",".join(map(str, batches))
     steps = defaults["steps"] if opts.steps is None else opts.steps
     warmup = defaults["warmup"] if opts.warmup is None else opts.warmup
     tokens = spec.kind == "tokens"
     if tokens:
-        if opts.image_size is not None:
-            raise BadInput(f"--image-size does not apply to {spec.name} (a token model): use --seq-len")
-        if opts.channels_last:
-            raise BadInput(f"--channels-last applies to image models, not {spec.name}")
         image = None
         seq_len = opts.seq_len or (spec.default_seq_len if choice.device == "cuda"
                                    else min(spec.default_seq_len, CPU_MAX_SEQ_LEN))
     else:
-        if opts.seq_len is not None:
-            raise BadInput(f"--seq-len does not apply to {spec.name} (an image model): use --image-size")
         image = opts.image_size if opts.image_size is not None else (defaults["image_size"] and max(defaults["image_size"], spec.min_image_size)) \
             or spec.default_image_size
         seq_len = None
-    try:
-        check_input(spec, image_size=image, seq_len=seq_len)
-    except ValueError as exc:
-        raise BadInput(str(exc)) from None
-    for flag, value in (("--loader-workers", opts.loader_workers), ("--prefetch", opts.prefetch)):
-        if value < 0:
-            raise BadInput(f"{flag} must be >= 0, got {value}")
-    if opts.data == "disk" and opts.dataset_size < 1:
-        raise BadInput(f"--dataset-size must be positive, got {opts.dataset_size}")
-    if steps <= 0:
-        raise BadInput(f"--steps must be a positive integer, got {steps}")
-    if warmup < 0:
-        raise BadInput(f"--warmup must be >= 0, got {warmup}")
-    if any(k < 1 for k in opts.nodes):
-        raise BadInput("--nodes values must be positive")
-    if max(opts.nodes) > 1 and not any(n % k == 0 and k > 1 for n in opts.gpus for k in opts.nodes):
-        raise BadInput(f"no --gpus value splits evenly over --nodes {','.join(map(str, opts.nodes))}")
     if opts.scaling == "strong":
         for n in opts.gpus:
             for batch in batches:
@@ -258,16 +315,8 @@ def make_plan(opts: SweepOptions, visible_gpus: int | None = None) -> Plan:
         notes.append(f"batch sizes {batch_text}: each strategy and N runs every batch, smallest first; after an "
                      "'oom' the larger batches of that strategy and N are skipped")
 
-    strategies = list(opts.strategies)
-    selected = {s.name for s in strategies}
-    applies = {  # option -> which strategies it applies to, and why not the others
-        "--compile": (opts.compile, lambda s: s.framework == "torch", "torch.compile is PyTorch-only"),
-        "--channels-last": (opts.channels_last, lambda s: s.framework == "torch", "a PyTorch memory format"),
-        "--xla": (opts.xla, lambda s: s.framework == "tf", "XLA is TensorFlow's compiler"),
-    }
-    for flag, (on, ok, why) in applies.items():
-        if on and not any(ok(s) for s in strategies):
-            raise BadInput(f"{flag} does not apply to the selected strategies ({', '.join(selected)}): {why}")
+    strategies = [STRATEGIES[name] for name in opts.strategies]
+    selected = set(opts.strategies)
     if opts.add_baselines:
         for s in list(strategies):
             base = STRATEGIES[FRAMEWORK_BASELINE[s.framework]]
@@ -277,11 +326,10 @@ def make_plan(opts: SweepOptions, visible_gpus: int | None = None) -> Plan:
                 notes.append(f"added the {base.name!r} baseline so {s.framework} speedups can be computed")
     # Baselines first: speedups can then be computed (and stored) as each point finishes.
     strategies.sort(key=lambda s: (not s.baseline, list(STRATEGIES).index(s.name)))
-    for flag, (on, ok, why) in applies.items():
-        if on:
-            skipped = [s.name for s in strategies if not ok(s)]
-            if skipped:
-                notes.append(f"{flag} does not apply to {', '.join(skipped)} ({why}): recorded there as not applicable")
+    for name, (framework, why) in FRAMEWORK_ONLY.items():
+        skipped = [s.name for s in strategies if getattr(opts, name) and s.framework != framework]
+        if skipped:
+            notes.append(f"{flag(name)} does not apply to {', '.join(skipped)} ({why}): recorded there as not applicable")
     data_dir = None
     if opts.data == "disk":
         from distbench import datasets
@@ -305,25 +353,21 @@ def make_plan(opts: SweepOptions, visible_gpus: int | None = None) -> Plan:
     shapes = [(n, k) for n in opts.gpus for k in opts.nodes if n % k == 0]
     for s in strategies:
         missing = _missing_modules(s)
-        not_applicable = [flag for flag, (on, ok, _) in applies.items() if on and not ok(s)]
+        not_applicable = [name for name, (framework, _) in FRAMEWORK_ONLY.items()
+                          if getattr(opts, name) and s.framework != framework]
         for batch, (n, k) in ((b, nk) for nk in ([(1, 1)] if s.baseline else shapes) for b in batches):
             if k > 1 and s.cluster_launcher is None:
                 continue
             per_device = batch if opts.scaling == "weak" else batch // n
-            cfg = PointConfig(
-                strategy=s.name, model=spec.name, world_size=n, device=choice.device,
-                per_device_batch=per_device, scaling=opts.scaling, image_size=image, seq_len=seq_len,
-                num_classes=opts.num_classes, steps=steps, warmup=warmup, seed=opts.seed,
+            resolved = dict(
+                strategy=s.name, world_size=n, device=choice.device,
+                per_device_batch=per_device, image_size=image, seq_len=seq_len, steps=steps, warmup=warmup,
                 nodes=k, threads_per_worker=max(1, cores // (n // k)),
                 measure_comm=opts.comm and n > 1 and not s.baseline and s.no_comm_reason is None,
-                target_ci=opts.target_ci, precision=opts.precision,
-                max_time_s=defaults["max_time"] if opts.max_time is None else opts.max_time,
-                compile=opts.compile and "--compile" not in not_applicable,
-                xla=opts.xla and "--xla" not in not_applicable,
-                channels_last=opts.channels_last and "--channels-last" not in not_applicable,
-                data=opts.data, data_dir=data_dir, loader_workers=opts.loader_workers, prefetch=opts.prefetch,
-                pin_memory=opts.pin_memory, tf32=opts.tf32,
-                extra={"not_applicable": not_applicable} if not_applicable else {})
+                max_time_s=defaults["max_time"] if opts.max_time is None else opts.max_time, data_dir=data_dir,
+                extra={"not_applicable": [flag(name) for name in not_applicable]} if not_applicable else {})
+            cfg = PointConfig(**{**{name: getattr(opts, name) for name in _TAKEN_AS_IS},
+                                 **dict.fromkeys(not_applicable, False), **resolved})
             skip = None
             if missing:
                 skip = f"{', '.join(missing)} is not installed: {INSTALL_HINT}"
@@ -334,7 +378,7 @@ def make_plan(opts: SweepOptions, visible_gpus: int | None = None) -> Plan:
             elif s.needs_cuda_for_multi and choice.device == "cpu":
                 skip = ("DataParallel needs CUDA devices; it cannot split work across CPU workers "
                         "(use ddp for CPU workers)")
-            points.append(PlannedPoint(s, cfg, skip, auto_added=s.name not in {x.name for x in opts.strategies}))
+            points.append(PlannedPoint(s, cfg, skip, auto_added=s.name not in opts.strategies))
     if choice.device == "cpu":
         points = _with_per_core_baselines(points, notes)
     else:

@@ -1,6 +1,7 @@
 """Running a plan: launch each point, derive speedup/efficiency, commit it, report progress."""
 from __future__ import annotations
 
+import json
 import shlex
 import shutil
 from contextlib import contextmanager
@@ -10,9 +11,10 @@ from pathlib import Path
 from typing import Callable
 
 from distbench import __version__, envinfo, peaks, signals, stats
-from distbench.measure import NOISY_CV, measure_point
+from distbench.measure import measure_point
 from distbench.config import is_per_core_baseline, point_key  # what identifies a point (resume, OOM bookkeeping)
-from distbench.plan import Plan, PlannedPoint
+from distbench.errors import BadInput
+from distbench.plan import Plan, PlannedPoint, SweepOptions
 from distbench.record import add_step_metrics, base_record, write_record
 from distbench.store import Store
 from distbench.strategies import FRAMEWORK_BASELINE
@@ -68,12 +70,12 @@ def derive(record: dict, baselines: dict) -> dict:
     return record
 
 
-def run_plan(plan: Plan, store: Store, *, command: str, options: dict, timeout_s: float,
+def run_plan(plan: Plan, store: Store, *, options: SweepOptions, command: str,
              progress: ProgressFn | None = None, workdir: str | None = None,
-             records_dir: str | None = None, repeats: int = 1, noisy_cv: float = NOISY_CV,
-             telemetry_interval_s: float = 0.5, resume: str | None = None) -> tuple[str, list[dict]]:
+             records_dir: str | None = None, resume: str | None = None) -> tuple[str, list[dict]]:
     """Run every planned point in order; each finished point is committed before the next starts.
 
+    The sweep stores `options` whole (stored_options reads them back for `--resume`).
     Ctrl-C stops the sweep, keeps every committed point and marks the sweep 'interrupted'.
     With `resume`, points of that sweep that finished ok (or were skipped) are kept and not re-run;
     missing or failed ones run again and replace their failed rows.
@@ -86,18 +88,31 @@ def run_plan(plan: Plan, store: Store, *, command: str, options: dict, timeout_s
                 kept[key] = old
             else:
                 store.delete_point(old["point_id"])
-    with recorded_sweep(store, command=command, options=options, notes=plan.notes, resume=resume) as sweep_id:
+    stored = {"sweep_options": options.to_dict(), "resolved_device": plan.device.device}
+    with recorded_sweep(store, command=command, options=stored, notes=plan.notes, resume=resume) as sweep_id:
         root = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix=f"distbench-{sweep_id}-"))
         try:
-            return sweep_id, _run_points(plan, store, sweep_id, kept, timeout_s=timeout_s, progress=progress,
-                                         workdir=root, records_dir=records_dir, repeats=repeats,
-                                         noisy_cv=noisy_cv, telemetry_interval_s=telemetry_interval_s)
+            return sweep_id, _run_points(plan, store, sweep_id, kept, timeout_s=options.timeout, progress=progress,
+                                         workdir=root, records_dir=records_dir, repeats=options.repeats,
+                                         noisy_cv=options.noisy_cv, telemetry_interval_s=options.telemetry_interval)
         finally:
             if not workdir:  # the work folders of successful points are gone; failed ones stay
                 try:
                     root.rmdir()
                 except OSError:
                     pass
+
+
+def stored_options(store: Store, sweep_id: str) -> SweepOptions:
+    """The options a `distbench scale` / `run` sweep was started with (run_plan stores them whole)."""
+    saved = json.loads(store.sweep(sweep_id)["options_json"] or "{}")
+    old = saved.get("replay")
+    if old:  # stored before SweepOptions, under the click parameter names of the time
+        saved["sweep_options"] = {**old, "gpus": old["gpus_text"], "nodes": old.get("nodes_text", "1"),
+                                  "strategies": old["strategy"], "compile": old["compile_"]}
+    if "sweep_options" not in saved:
+        raise BadInput(f"sweep {sweep_id} was not made by `distbench scale` (nothing to resume)")
+    return SweepOptions.from_dict(saved["sweep_options"])
 
 
 @contextmanager

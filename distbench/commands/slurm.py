@@ -1,7 +1,6 @@
 """`distbench slurm` (write/submit a sweep as Slurm jobs) and `distbench collect` (merge their records)."""
 from __future__ import annotations
 
-import dataclasses
 import shlex
 import sys
 from pathlib import Path
@@ -9,27 +8,11 @@ from pathlib import Path
 import click
 
 from distbench import slurm as slurm_lib
-from distbench.commands.scale import workload_options
+from distbench.commands.options import workload_options
 from distbench.errors import BadInput
-from distbench.plan import SweepOptions, parse_gpus
+from distbench.plan import SweepOptions
 from distbench.store import DEFAULT_PATH, Store
-from distbench.strategies import parse_strategies
 from distbench.sweep import command_line
-
-# The workload knobs of `distbench scale` that mean the same in a Slurm job (one launch per point):
-# reused from its decorator, so both commands accept them with the same names, defaults and help.
-_SHARED = ("model", "strategy", "batch_size", "scaling", "image_size", "num_classes", "steps", "warmup",
-           "timeout", "seed", "target_ci", "max_time")
-_SWEEP_FIELDS = {f.name for f in dataclasses.fields(SweepOptions)}
-
-
-def _shared_workload_options(fn):
-    params = {p.name: p for p in getattr(workload_options(lambda **kw: None), "__click_params__", [])}
-    if not hasattr(fn, "__click_params__"):
-        fn.__click_params__ = []
-    # click collects decorator params in reverse order of appearance.
-    fn.__click_params__.extend(params[n] for n in reversed(_SHARED) if n in params)
-    return fn
 
 
 @click.command()
@@ -39,7 +22,7 @@ def _shared_workload_options(fn):
               help="Comma list of node counts; a point runs N devices over K nodes when K divides N.")
 @click.option("--gpus-per-node", type=click.IntRange(1, 1024), default=None,
               help="Devices per node of your nodes; points needing more per node are left out.")
-@_shared_workload_options
+@workload_options(slurm=True)  # the workload knobs of `distbench scale` that mean the same in a Slurm job
 @click.option("--device", type=click.Choice(["cuda", "cpu"]), default="cuda", show_default=True,
               help="cuda: the jobs ask for GPUs (--gres=gpu:G); cpu: each 'GPU' is a CPU worker process.")
 @click.option("--partition", default=None, help="Slurm partition (#SBATCH --partition).")
@@ -60,7 +43,7 @@ def _shared_workload_options(fn):
               help="The sbatch script to write (plus OUT's name + '.submit.sh').")
 @click.option("--submit", is_flag=True, help="Submit the job arrays with sbatch now and print their job ids.")
 def slurm(gpus_text, nodes_text, gpus_per_node, device, partition, account, constraint, time_limit, exclusive,
-          port, python, records_dir, out, submit, strategy=(), **workload):
+          port, python, records_dir, out, submit, strategies=(), **workload):
     """Write a sweep as Slurm jobs: one sbatch script, one job per point, submitted as job arrays.
 
     A point is (strategy, total GPUs N, nodes K) with K dividing N, plus each framework's
@@ -74,26 +57,24 @@ def slurm(gpus_text, nodes_text, gpus_per_node, device, partition, account, cons
 
     Example: distbench slurm --gpus 8,16 --nodes 1,2 --gpus-per-node 8 --partition gpu --out sweep.sbatch
     """
-    for value in strategy:
+    for value in strategies:
         for part in value.split(","):
             if part.strip():
                 slurm_lib.check_name("--strategy", part.strip())
+    slurm_lib.check_name("--model", workload["model"])  # shell-safe before SweepOptions names an unknown one
     if not Path(python).is_absolute():
         raise BadInput(f"--python {python!r} must be an absolute path (the jobs run elsewhere)")
-    gpus = parse_gpus(gpus_text)
+    opts = SweepOptions(gpus=gpus_text, strategies=strategies, device=device, add_baselines=True, **workload)
     nodes = slurm_lib.parse_counts("--nodes", nodes_text)
-    strategies = parse_strategies(strategy)
-    if workload.get("batch_size") and len(workload["batch_size"]) > 1:
+    if opts.batch_size and len(opts.batch_size) > 1:
         raise BadInput("distbench slurm takes one --batch-size per sweep (write one script per batch size)")
-    sweep_kw = {k: v for k, v in workload.items() if k in _SWEEP_FIELDS}
-    opts = SweepOptions(gpus=gpus, strategies=strategies, device=device, add_baselines=True, **sweep_kw)
     plan = slurm_lib.plan_sweep(opts, nodes, gpus_per_node)
     script = Path(out).expanduser().resolve()
     records = Path(records_dir).expanduser().resolve() if records_dir else script.with_name(script.stem + "-records")
     settings = slurm_lib.SlurmSettings(
         script=script, records_dir=records, python=python, partition=partition, account=account,
         constraint=constraint, time=time_limit, exclusive=exclusive, port=port,
-        point_timeout_s=workload.get("timeout", 900.0), command=command_line())
+        point_timeout_s=opts.timeout, command=command_line())
     limit_s = slurm_lib.time_seconds(time_limit)
     if settings.point_timeout_s > limit_s - slurm_lib.SIGNAL_LEAD_S:
         plan.notes.append(f"--timeout {settings.point_timeout_s:g}s is longer than --time {time_limit} allows: "
