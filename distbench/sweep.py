@@ -14,7 +14,7 @@ from distbench import __version__, envinfo, peaks, signals, stats
 from distbench.measure import measure_point
 from distbench.config import is_per_core_baseline, point_key  # what identifies a point (resume, OOM bookkeeping)
 from distbench.errors import BadInput
-from distbench.plan import Plan, PlannedPoint, SweepOptions
+from distbench.plan import Plan, PlannedPoint, SweepOptions, cpu_cores
 from distbench.record import add_step_metrics, base_record, write_record
 from distbench.store import Store
 from distbench.strategies import FRAMEWORK_BASELINE
@@ -62,9 +62,14 @@ def derive(record: dict, baselines: dict) -> dict:
         threads = (record.get("config") or {}).get("threads_per_worker")
         ref = baselines.get((record["framework"], threads))
         if ref and ref.get("status") == "ok":
+            # Workers beyond the cores cannot run at once: perfect scaling on C cores at t threads per
+            # worker is min(N, C // t) times the t-thread baseline, not N times.
+            parallel = min(record["world_size"], max(1, cpu_cores() // max(1, threads or 1)))
             record["efficiency_per_core"] = stats.efficiency(stats.speedup(record["throughput"], ref["throughput"]),
-                                                             record["world_size"])
-            record["per_core_baseline"] = f"{ref['strategy']} on {threads} thread(s)"
+                                                             parallel)
+            record["per_core_baseline"] = f"{ref['strategy']} on {threads} thread(s)" + (
+                f"; {parallel} of the {record['world_size']} workers can run at once on {cpu_cores()} cores"
+                if parallel < record["world_size"] else "")
         else:
             record["efficiency_per_core_note"] = f"no successful {base['strategy']!r} baseline on {threads} thread(s)"
     return record

@@ -33,6 +33,9 @@ def body(cfg, out_path):
     if torch.cuda.device_count() < n:
         raise RuntimeError(f"DataParallel over {n} GPUs, but torch sees {torch.cuda.device_count()}")
     devices = [torch.device("cuda", i) for i in range(n)]
+    # The math mode every torch strategy uses (TF32 as --tf32 says, cuDNN autotuning), or verify's.
+    determinism = tc.verify_determinism() if cfg.verify else None
+    math_mode = tc.configure_threads(cfg)
 
     def sync(_):
         for d in devices:
@@ -41,7 +44,8 @@ def body(cfg, out_path):
     model = tc.build_model(cfg, devices[0], cfg.seed)
     optimizer = tc.make_optimizer(cfg, model)
     extra = {"params": tc.param_count(model), "grad_bytes": tc.grad_bytes(model), "backend": "dataparallel",
-             "runtime": tc.runtime_info(devices[0]), "sync": cfg.sync, "nosync_variant": NOSYNC_VARIANT}
+             "runtime": tc.runtime_info(devices[0]), "sync": cfg.sync, "nosync_variant": NOSYNC_VARIANT,
+             "math_mode": math_mode}
     probe: dict = {}
     extra["probe"] = probe
     if cfg.sync:
@@ -84,7 +88,7 @@ def body(cfg, out_path):
         # One set of weights: DataParallel re-replicates them from device 0 every step.
         common.emit(cfg, out_path, strategy=STRATEGY, framework=FRAMEWORK, status="ok", final_loss=losses[-1],
                     verify_losses=losses, update_checksums=tc._update_checksums(model, start),
-                    replica_max_rel_diff=0.0, **extra)
+                    replica_max_rel_diff=0.0, determinism=determinism, **extra)
         return
     def replicate_and_reduce_seconds():
         # DataParallel's own communication: replicate the model, reduce the gradients to device 0.

@@ -10,7 +10,7 @@ import pytest
 from distbench import plan as plan_mod
 from distbench.config import PointConfig, is_per_core_baseline, point_key
 from distbench.plan import SweepOptions, make_plan
-from distbench.slurm import plan_sweep
+from distbench.slurm.plan import plan_sweep
 from distbench.strategies import parse_strategies
 from distbench.sweep import add_baseline, derive
 from tests.conftest import require
@@ -149,3 +149,20 @@ def test_real_tf_runtime_keeps_the_cap():
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.split()[-2:] == ["1", "1"]
+
+
+def test_per_core_efficiency_counts_only_the_workers_that_can_run_at_once(monkeypatch):
+    """4 one-thread workers on 2 cores: perfect scaling is 2x the one-thread baseline, so a point at
+    exactly 2x reads 100% per core (dividing by N would read 50% for perfect data parallelism)."""
+    from distbench import sweep as sweep_mod
+
+    monkeypatch.setattr(sweep_mod, "cpu_cores", lambda: 2)
+    baselines: dict = {}
+    for base in (_record("torch", "torch", 1, 2, 100), _record("torch", "torch", 1, 1, 60, baseline_threads=1)):
+        add_baseline(baselines, base)
+    ddp4 = derive(_record("ddp", "torch", 4, 1, 120), baselines)
+    assert ddp4["efficiency_per_core"] == pytest.approx(1.0)
+    assert ddp4["efficiency"] == pytest.approx(120 / (4 * 100))
+    assert "2 of the 4 workers can run at once on 2 cores" in ddp4["per_core_baseline"]
+    ddp2 = derive(_record("ddp", "torch", 2, 1, 110), baselines)
+    assert ddp2["per_core_baseline"] == "torch on 1 thread(s)"
