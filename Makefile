@@ -4,7 +4,7 @@
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: install demo lint test bench lock clean
+.PHONY: install demo lint test bench lock clean slurm-examples
 
 install: $(VENV)/.installed
 
@@ -34,6 +34,10 @@ lock:
 	  echo "# CPU venv. The GPU install drops the torch, tensorflow and CUDA library pins (see scripts/install.sh)."; \
 	  $(PY) -m pip freeze --all --exclude-editable | grep -Eiv '^(pip|horovod)( |=)' | sed -E 's/^(torch==[^+]*)\+.*/\1/'; \
 	} > constraints.txt
+
+# The example scripts in slurm/, written from distbench/slurm/job.sh.j2 (tests/test_slurm.py checks they are).
+slurm-examples: install
+	$(PY) -m distbench.slurm.examples slurm
 
 clean:
 	rm -rf $(VENV) build *.egg-info distbench-results

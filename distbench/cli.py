@@ -20,6 +20,7 @@ from distbench.commands import scale as scale_cmd
 from distbench.commands import slurm as slurm_cmd
 from distbench.commands import verify as verify_cmd
 from distbench.errors import DistbenchError
+from distbench.slurm.job import slurm_job
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -42,6 +43,7 @@ cli.add_command(comm_cmd.comm)
 cli.add_command(infer_cmd.infer)
 cli.add_command(slurm_cmd.slurm)
 cli.add_command(slurm_cmd.collect)
+cli.add_command(slurm_job)  # hidden: the steps inside a generated Slurm job
 cli.add_command(verify_cmd.verify)
 cli.add_command(predict_cmd.predict)
 

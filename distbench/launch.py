@@ -51,7 +51,7 @@ def gpu_indices(cfg: PointConfig, env: dict) -> list[int] | None:
     return list(range(per_node))
 
 
-def _tail(path: Path, limit: int = STDERR_TAIL_CHARS) -> str:
+def log_tail(path: Path, limit: int = STDERR_TAIL_CHARS) -> str:
     try:
         with open(path, "rb") as fh:
             fh.seek(0, os.SEEK_END)
@@ -239,7 +239,7 @@ def run_point(strategy: Strategy, cfg: PointConfig, workdir: str | os.PathLike, 
         finally:
             samples = sampler.stop() if sampler else None
     wall = time.time() - started
-    tail = _tail(stderr_path)
+    tail = log_tail(stderr_path)
     oom_counts = (oom_before, failures.oom_kills())
     if stopped == "timeout":
         record = outcome_record(cfg, strategy, out_path, None, tail, status="timeout",

@@ -24,7 +24,11 @@ from distbench.store import Store
 from distbench.strategies import STRATEGIES, parse_strategies
 from tests.conftest import DISTBENCH, ROOT, TINY, require
 
-from distbench import slurm as sl
+from distbench.slurm.collect import stable_record_id
+from distbench.slurm.job import finish_point
+from distbench.slurm.plan import plan_sweep, time_seconds
+from distbench.slurm.render import MANIFEST_KIND, SlurmSettings
+from distbench.slurm.submit import sbatch_argv
 
 NAME_RULE = "use letters, digits, '_', '.' and '-', starting with a letter or digit"
 
@@ -46,13 +50,13 @@ def _sweep_args(tmp_path, *extra):
     (["--partition", "-gpu"], f"--partition '-gpu' is not a valid name: {NAME_RULE}"),
     (["--model", "resnet50 --evil"], f"--model 'resnet50 --evil' is not a valid name: {NAME_RULE}"),
     (["--strategy", "ddp,`reboot`"], f"--strategy '`reboot`' is not a valid name: {NAME_RULE}"),
-    (["--strategy", "fsdp"], "unknown strategy 'fsdp'; valid strategies: " + ", ".join(STRATEGIES)),
+    (["--strategy", "nope"], "unknown --strategy 'nope'; valid strategies: " + ", ".join(STRATEGIES)),
     (["--model", "alexnet"], f"unknown model 'alexnet'; valid models: {', '.join(model_names())}"),
     (["--time", "1 hour"], "--time '1 hour' is not a Slurm time limit: use MINUTES, HH:MM:SS or D-HH:MM:SS"),
     (["--constraint", "a100'; x"], "--constraint \"a100'; x\" is not a valid feature expression: use feature "
                                    "names with &, |, [ ], *, ( ) and digits only"),
-    (["--nodes", "0"], "--nodes value '0' must be a positive whole number"),
-    (["--nodes", "1,,2"], "--nodes '1,,2' has an empty entry: give a comma list such as 1,2"),
+    (["--nodes", "0"], "--nodes value '0' must be a positive node count"),
+    (["--nodes", "1,,2"], "--nodes '1,,2' has an empty entry: give a comma list such as 1,2,4"),
     (["--gpus", "3", "--nodes", "2", "--strategy", "ddp"],
      "no points to run: every N must be divisible by a node count, with at most --gpus-per-node devices per node"),
     (["--python", "python3"], "--python 'python3' must be an absolute path (the jobs run elsewhere)"),
@@ -78,7 +82,7 @@ def test_the_new_commands_have_help_with_an_example(capsys):
 def _plan(gpus, nodes, strategies=("ddp", "horovod-torch", "mirrored", "dp"), gpus_per_node=None, device="cuda"):
     opts = SweepOptions(model="resnet50", gpus=gpus, strategies=parse_strategies(list(strategies)), device=device,
                         image_size=32, batch_size=2, steps=2, warmup=1)
-    return sl.plan_sweep(opts, nodes, gpus_per_node)
+    return plan_sweep(opts, nodes, gpus_per_node)
 
 
 def test_points_are_strategy_gpus_nodes_with_gpus_divisible_across_nodes():
@@ -102,21 +106,21 @@ def test_cpu_tf_points_run_one_worker_per_device():
     plan = _plan([4], [2], strategies=("mirrored",), device="cpu")
     [p] = [p for p in plan.points if p.strategy.name == "mirrored"]
     assert p.shape == (2, 0, 2)  # no GPUs requested, two TF workers per node
-    assert sl.sbatch_argv([p], _settings(Path("/x")))[3:6] == ["--nodes=2", "--ntasks-per-node=2",
+    assert sbatch_argv([p], _settings(Path("/x")))[3:6] == ["--nodes=2", "--ntasks-per-node=2",
                                                               "--job-name=distbench-n2"]
 
 
 def _settings(tmp_path, **kw):
     kw.setdefault("script", tmp_path / "sweep.sbatch")
     kw.setdefault("records_dir", tmp_path / "records")
-    return sl.SlurmSettings(**kw)
+    return SlurmSettings(**kw)
 
 
 def test_time_limits_in_slurm_formats():
-    assert sl.time_seconds("90") == 5400
-    assert sl.time_seconds("01:00:00") == 3600
-    assert sl.time_seconds("1-02:03:04") == 93784
-    assert sl.time_seconds("2-1") == 2 * 86400 + 3600
+    assert time_seconds("90") == 5400
+    assert time_seconds("01:00:00") == 3600
+    assert time_seconds("1-02:03:04") == 93784
+    assert time_seconds("2-1") == 2 * 86400 + 3600
 
 
 # -- rendering and quoting --------------------------------------------------------------------------
@@ -250,6 +254,65 @@ def test_submit_runs_sbatch_and_prints_the_job_ids(tmp_path, capsys, monkeypatch
     assert err.splitlines()[-1] == "Error: sbatch failed (exit 1): sbatch: error: invalid partition specified: nope"
 
 
+# -- the example scripts in slurm/: the same template, and the same point as a sweep's ---------------------
+def test_the_example_scripts_are_what_the_template_renders(tmp_path):
+    """slurm/*.sbatch are written by `make slurm-examples`; writing them again changes no byte."""
+    proc = subprocess.run([sys.executable, "-m", "distbench.slurm.examples", str(tmp_path)], capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    written = sorted(p.name for p in tmp_path.iterdir())
+    assert "multinode-ddp.sbatch" in written and "single-node-sweep.sbatch" in written
+    assert written == sorted(p.name for p in (ROOT / "slurm").iterdir())
+    for name in written:
+        assert (tmp_path / name).read_bytes() == (ROOT / "slurm" / name).read_bytes(), \
+            f"slurm/{name} differs from the template's: run make slurm-examples"
+        check = subprocess.run(["bash", "-n", str(tmp_path / name)], capture_output=True, text=True)
+        assert check.returncode == 0, check.stderr
+
+
+def test_an_examples_point_is_the_sweep_scripts_point(tmp_path, capsys):
+    """`slurm-job point` (what an example runs inside its job) prints the very lines of the sweep's case."""
+    workload = [*TINY[:-4], "--target-ci", "0"]
+    script, _ = _generate(tmp_path, capsys, "--gpus", "4", "--nodes", "2", "--strategy", "ddp", "--device", "cpu",
+                          *workload)
+    code, out, err = _cli(capsys, ["slurm-job", "point", "--strategy", "ddp", "--nodes", "2", "--gpus-per-node", "2",
+                                   "--device", "cpu", *workload])
+    assert code == 0, err
+    assert out.startswith("key=ddp-g4-n2; nodes=2; per_node=2; launcher=torchrun\n")
+    assert "".join(" " * 8 + line for line in out.splitlines(keepends=True)) in _case_block(script.read_text())
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--strategy", "$(id)"], f"--strategy '$(id)' is not a valid name: {NAME_RULE}"),
+    (["--strategy", "ddp", "--gpus-per-node", "0"], "Invalid value for '--gpus-per-node': 0 is not in the range x>=1."),
+])
+def test_the_job_side_command_is_hidden_and_refuses_bad_knobs(capsys, args, message):
+    _, out, _ = _cli(capsys, ["--help"])
+    assert "slurm-job" not in out
+    args = ["slurm-job", "point", "--nodes", "1", *args]
+    code, out, err = _cli(capsys, args if "--gpus-per-node" in args else [*args, "--gpus-per-node", "2"])
+    assert (code, out, err) == (2, "", f"Error: {message}\n")
+
+
+def test_an_example_script_runs_its_point_and_records_a_failed_launch(tmp_path):
+    records = tmp_path / "records"
+    launcher = _fake_launcher(tmp_path, 'echo "RuntimeError: NCCL error: unhandled system error" >&2; exit 1')
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
+    env.update(DISTBENCH_PYTHON=sys.executable, DISTBENCH_RECORDS_DIR=str(records), TORCHRUN=launcher, GPUS="2",
+               DEVICE="cpu", BATCH="3", CONFIG_ARGS="--image-size 32 --steps 2 --warmup 1 --target-ci 0")
+    proc = subprocess.run(["bash", str(ROOT / "slurm" / "multinode-ddp.sbatch")], env=env, capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 1, proc.stderr
+    record = _only_record(records)
+    assert (record["strategy"], record["world_size"], record["nodes"], record["status"]) == ("ddp", 2, 1, "failed")
+    assert record["reason"] == "exit status 1: RuntimeError: NCCL error: unhandled system error"
+    assert record["launch"]["argv"][:4] == [launcher, "--standalone", "--nnodes=1", "--nproc_per_node=2"]
+    [config] = records.glob("work/*/config.json")
+    cfg = PointConfig.from_json(config.read_text())
+    assert (cfg.per_device_batch, cfg.image_size, cfg.steps, cfg.device) == (3, 32, 2, "cpu")
+    assert cfg.threads_per_worker == max(1, len(os.sched_getaffinity(0)) // 2)
+
+
 # -- the job side, run without Slurm ------------------------------------------------------------------
 @pytest.fixture()
 def cpu_sweep(tmp_path, capsys):
@@ -355,7 +418,7 @@ def test_a_rank_failing_after_rank0_wrote_its_record_fails_the_point(tmp_path):
     ok["step_times_s"] = [1.0]
     write_record(result, ok)
     (tmp_path / "log").write_text("[rank1]: RuntimeError: Connection reset by peer\n")
-    record = sl.finish_point(config_json=cfg.to_json(), result=str(result), log=str(tmp_path / "log"),
+    record = finish_point(config_json=cfg.to_json(), result=str(result), log=str(tmp_path / "log"),
                              record_path=str(tmp_path / "out.json"), returncode=1, wall_s=3, launcher="torchrun",
                              argv=["torchrun"], environ={})
     assert record["status"] == "failed"
@@ -385,7 +448,7 @@ def test_collect_merges_once_and_lists_failed_and_missing_points(tmp_path, capsy
     del no_id["record_id"]
     (folder / "by-hand.json").write_text(json.dumps(no_id))
     (folder / "notes.json").write_text('{"hello": 1}')
-    (folder / "sweep.manifest.json").write_text(json.dumps({"kind": sl.MANIFEST_KIND, "points": [
+    (folder / "sweep.manifest.json").write_text(json.dumps({"kind": MANIFEST_KIND, "points": [
         {"key": "ddp-g8-n2", "strategy": "ddp", "world_size": 8, "nodes": 2},
         {"key": "ddp-g2-n1", "strategy": "ddp", "world_size": 2, "nodes": 1}]}))
 
@@ -405,7 +468,7 @@ def test_collect_merges_once_and_lists_failed_and_missing_points(tmp_path, capsy
     assert points[("ddp", 2)]["speedup"] == pytest.approx(2.0)  # twice the samples per step, same step time
     assert points[("ddp", 4)]["status"] == "failed"
     stable_id = points[("ddp", 1)]["record_id"]
-    assert stable_id == sl.stable_record_id((folder / "by-hand.json").read_bytes())
+    assert stable_id == stable_record_id((folder / "by-hand.json").read_bytes())
 
     code, out, _ = _cli(capsys, ["collect", str(folder), "--results", str(db)])
     assert code == 0

@@ -7,10 +7,13 @@ from pathlib import Path
 
 import click
 
-from distbench import slurm as slurm_lib
 from distbench.commands.options import workload_options
 from distbench.errors import BadInput
-from distbench.plan import SweepOptions
+from distbench.plan import SweepOptions, parse_gpus
+from distbench.slurm.collect import collect_records, tail_lines
+from distbench.slurm.plan import check_name, plan_sweep, time_seconds
+from distbench.slurm.render import SIGNAL_LEAD_S, SlurmSettings, write_sweep
+from distbench.slurm.submit import sbatch_argv, submit_sweep
 from distbench.store import DEFAULT_PATH, Store
 from distbench.sweep import command_line
 
@@ -60,26 +63,26 @@ def slurm(gpus_text, nodes_text, gpus_per_node, device, partition, account, cons
     for value in strategies:
         for part in value.split(","):
             if part.strip():
-                slurm_lib.check_name("--strategy", part.strip())
-    slurm_lib.check_name("--model", workload["model"])  # shell-safe before SweepOptions names an unknown one
+                check_name("--strategy", part.strip())
+    check_name("--model", workload["model"])  # shell-safe before SweepOptions names an unknown one
     if not Path(python).is_absolute():
         raise BadInput(f"--python {python!r} must be an absolute path (the jobs run elsewhere)")
     opts = SweepOptions(gpus=gpus_text, strategies=strategies, device=device, add_baselines=True, **workload)
-    nodes = slurm_lib.parse_counts("--nodes", nodes_text)
+    nodes = parse_gpus(nodes_text, "--nodes", "node")
     if opts.batch_size and len(opts.batch_size) > 1:
         raise BadInput("distbench slurm takes one --batch-size per sweep (write one script per batch size)")
-    plan = slurm_lib.plan_sweep(opts, nodes, gpus_per_node)
+    plan = plan_sweep(opts, nodes, gpus_per_node)
     script = Path(out).expanduser().resolve()
     records = Path(records_dir).expanduser().resolve() if records_dir else script.with_name(script.stem + "-records")
-    settings = slurm_lib.SlurmSettings(
+    settings = SlurmSettings(
         script=script, records_dir=records, python=python, partition=partition, account=account,
         constraint=constraint, time=time_limit, exclusive=exclusive, port=port,
         point_timeout_s=opts.timeout, command=command_line())
-    limit_s = slurm_lib.time_seconds(time_limit)
-    if settings.point_timeout_s > limit_s - slurm_lib.SIGNAL_LEAD_S:
+    limit_s = time_seconds(time_limit)
+    if settings.point_timeout_s > limit_s - SIGNAL_LEAD_S:
         plan.notes.append(f"--timeout {settings.point_timeout_s:g}s is longer than --time {time_limit} allows: "
                           "a point still running at the time limit is recorded as 'timeout'")
-    files = slurm_lib.write_sweep(plan, settings)
+    files = write_sweep(plan, settings)
     err = lambda text: click.echo(text, err=True)  # noqa: E731
     for note in plan.notes:
         err(f"note: {note}")
@@ -91,12 +94,12 @@ def slurm(gpus_text, nodes_text, gpus_per_node, device, partition, account, cons
         click.echo(f"  {p.index:<6} {p.key:<24} {p.launcher.name:<15} {p.nodes:>5} {p.per_node:>8}")
     click.echo(f"records: {records}")
     if submit:
-        for job_id, pts in slurm_lib.submit(plan, settings):
+        for job_id, pts in submit_sweep(plan, settings):
             click.echo(f"submitted job {job_id}: points {', '.join(p.key for p in pts)}")
     else:
         click.echo(f"submit:  bash {shlex.quote(str(settings.submit_script))}")
         for pts in shapes.values():
-            click.echo(f"         {shlex.join(slurm_lib.sbatch_argv(pts, settings))}")
+            click.echo(f"         {shlex.join(sbatch_argv(pts, settings))}")
     click.echo(f"collect: distbench collect {shlex.quote(str(records))}")
 
 
@@ -116,7 +119,7 @@ def collect(directory, results):
     if not Path(directory).is_dir():
         raise BadInput(f"{directory} is not a folder (give the records folder of a sweep)")
     with Store(results) as store:
-        report = slurm_lib.collect(directory, store)
+        report = collect_records(directory, store)
     click.echo(f"{directory}: {len(report.added)} record(s) added, {len(report.present)} already present"
                + (f", {len(report.ignored)} file(s) ignored" if report.ignored else "")
                + (f" -> sweep {report.sweep_id} in {results}" if report.sweep_id else ""))
@@ -127,7 +130,7 @@ def collect(directory, results):
         for name, r in report.failed:
             click.echo(f"  {r.get('strategy')} N={r.get('world_size')} nodes={r.get('nodes')}: {r.get('status')}: "
                        f"{r.get('reason') or ''} ({name})")
-            for line in slurm_lib.tail_lines(r.get("stderr_tail")):
+            for line in tail_lines(r.get("stderr_tail")):
                 click.echo(f"    | {line}")
     if report.missing:
         click.echo(f"{len(report.missing)} point(s) without a record yet (queued, running, or the job died "

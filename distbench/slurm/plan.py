@@ -1,0 +1,154 @@
+"""Which Slurm jobs a sweep is: its points (strategy, total GPUs, nodes) and their resource shapes,
+planned as `distbench scale` plans the workload; plus the checks on every name that ends up in a script."""
+from __future__ import annotations
+
+import dataclasses
+import re
+from dataclasses import dataclass, field
+
+from distbench.config import PointConfig
+from distbench.engines import Launcher, devices_per_node
+from distbench.errors import BadInput
+from distbench.plan import SweepOptions, make_plan
+from distbench.strategies import Strategy, get_strategy, parse_strategies
+
+NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+TIME_PATTERN = re.compile(r"^(\d+-)?\d+(:\d{1,2}){0,2}$")
+CONSTRAINT_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.&|,:*()\[\]!-]*$")
+
+
+def check_name(option: str, value: str) -> str:
+    """Names that end up in job scripts: letters, digits, '_', '.', '-' only, first a letter or digit."""
+    if not isinstance(value, str) or not NAME_PATTERN.fullmatch(value):
+        raise BadInput(f"{option} {value!r} is not a valid name: use letters, digits, '_', '.' and '-', "
+                       "starting with a letter or digit")
+    return value
+
+
+def check_time(value: str) -> str:
+    if not TIME_PATTERN.fullmatch(value or ""):
+        raise BadInput(f"--time {value!r} is not a Slurm time limit: use MINUTES, HH:MM:SS or D-HH:MM:SS")
+    return value
+
+
+def time_seconds(value: str) -> int:
+    """Slurm's time formats -> seconds (MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS)."""
+    days, _, rest = value.rpartition("-")
+    parts = [int(p) for p in rest.split(":")]
+    if days:
+        h, m, s = (parts + [0, 0])[:3]
+    else:
+        h, m, s = ([0, parts[0], 0], [0, *parts], parts)[len(parts) - 1]
+    return ((int(days or 0) * 24 + h) * 60 + m) * 60 + s
+
+
+def check_constraint(value: str) -> str:
+    if not CONSTRAINT_PATTERN.fullmatch(value):
+        raise BadInput(f"--constraint {value!r} is not a valid feature expression: use feature names with "
+                       "&, |, [ ], *, ( ) and digits only")
+    return value
+
+
+@dataclass(frozen=True)
+class SlurmPoint:
+    index: int
+    strategy: Strategy
+    config: PointConfig
+
+    @property
+    def nodes(self) -> int:
+        return self.config.nodes
+
+    @property
+    def key(self) -> str:
+        return f"{self.strategy.name}-g{self.config.world_size}-n{self.nodes}"
+
+    @property
+    def launcher(self) -> Launcher:
+        return self.strategy.launcher_for(self.nodes)
+
+    @property
+    def per_node(self) -> int:
+        """Devices (GPUs, or CPU workers) on each node."""
+        return devices_per_node(self.config)
+
+    @property
+    def tasks_per_node(self) -> int:
+        """Slurm tasks per node: torchrun agents / TF workers; 1 for everything else."""
+        return self.launcher.tasks_per_node(self.config)
+
+    @property
+    def shape(self) -> tuple[int, int, int]:
+        """What the job asks Slurm for: (nodes, GPUs per node, tasks per node)."""
+        gpus = self.per_node if self.config.device == "cuda" else 0
+        return (self.nodes, gpus, self.tasks_per_node)
+
+
+@dataclass
+class SlurmPlan:
+    points: list[SlurmPoint]
+    notes: list[str] = field(default_factory=list)
+
+    def shapes(self) -> dict[tuple[int, int, int], list[SlurmPoint]]:
+        groups: dict[tuple[int, int, int], list[SlurmPoint]] = {}
+        for p in self.points:
+            groups.setdefault(p.shape, []).append(p)
+        return groups
+
+
+def plan_sweep(opts: SweepOptions, nodes: list[int], gpus_per_node: int | None = None) -> SlurmPlan:
+    """The points of a Slurm sweep: every (strategy, N, nodes) with N divisible by nodes and at most
+    `gpus_per_node` devices per node, plus the frameworks' single-device baselines (N=1, 1 node).
+
+    The workload (batch, image size, steps, baselines) is planned exactly as `distbench scale` plans
+    it; the device is what the compute nodes have, not what this (login) node sees.
+    """
+    check_name("--model", opts.model)
+    if opts.device not in ("cuda", "cpu"):
+        raise BadInput(f"--device must be cuda or cpu for Slurm jobs, got {opts.device!r}")
+    if gpus_per_node is not None and gpus_per_node < 1:
+        raise BadInput(f"--gpus-per-node must be >= 1, got {gpus_per_node}")
+    plan = make_plan(opts, visible_gpus=max(opts.gpus) if opts.device == "cuda" else 0)
+    notes = [n for n in plan.notes if n != plan.device.note]
+    notes.insert(0, "each job runs on CUDA GPUs of the compute nodes" if opts.device == "cuda" else
+                 "CPU workers: each 'GPU' is a CPU worker process on the compute nodes (no GPUs requested)")
+    points: list[SlurmPoint] = []
+    for planned in plan.points:
+        s, cfg = planned.strategy, planned.config
+        if cfg.baseline_threads is not None:  # its thread count follows this machine's cores, not the nodes'
+            continue
+        if planned.skip_reason:
+            notes.append(f"no job for {s.name} N={cfg.world_size}: {planned.skip_reason}")
+            continue
+        for k in ([1] if s.baseline else nodes):
+            n = cfg.world_size
+            if n % k:
+                continue
+            if gpus_per_node is not None and n // k > gpus_per_node:
+                continue
+            if k > 1 and s.cluster_launcher is None:
+                continue
+            points.append(SlurmPoint(len(points), s, dataclasses.replace(cfg, nodes=k)))
+    spanning = {p.strategy.name for p in points if p.nodes > 1}
+    single = sorted({p.strategy.name for p in points if not p.strategy.baseline} - spanning)
+    if max(nodes) > 1 and single:
+        notes.append(f"{', '.join(single)}: single-node only here (one process, or no N divisible by the "
+                     "node counts within --gpus-per-node)")
+    if not any(not p.strategy.baseline for p in points):
+        raise BadInput("no points to run: every N must be divisible by a node count, with at most "
+                       "--gpus-per-node devices per node")
+    return SlurmPlan(points=points, notes=notes)
+
+
+def plan_point(*, strategy: str, gpus: int, nodes: int, **workload) -> SlurmPoint:
+    """One point, planned as `distbench slurm` plans it (for the example scripts, inside their job)."""
+    check_name("--strategy", strategy)
+    get_strategy(strategy).launcher_for(nodes)
+    opts = SweepOptions(gpus=[gpus], strategies=parse_strategies([strategy]), add_baselines=False,
+                        **{k: v for k, v in workload.items() if v is not None})
+    plan = plan_sweep(opts, [nodes])
+    found = [p for p in plan.points if p.strategy.name == strategy and p.nodes == nodes]
+    if not found:
+        why = "; ".join(n for n in plan.notes if strategy in n) or "not a valid combination"
+        raise BadInput(f"no {strategy} point with {gpus} device(s) on {nodes} node(s): {why}")
+    return found[0]

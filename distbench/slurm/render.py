@@ -1,0 +1,152 @@
+"""A sweep's files: the sbatch script (from the one template job.sh.j2), its submit script and its manifest.
+
+The template is shell, so jinja2 runs with autoescape off and every value that is not distbench's own
+text goes through a quoting filter (see job.sh.j2); names are checked before (distbench.slurm.plan).
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import shlex
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import jinja2
+
+from distbench import __version__
+from distbench.engines import build_env, shell_join
+from distbench.errors import BadInput
+from distbench.slurm.plan import SlurmPlan, SlurmPoint, check_constraint, check_name, check_time
+from distbench.slurm.submit import sbatch_argv, sbatch_value
+
+MANIFEST_KIND = "distbench-slurm-manifest"
+SIGNAL_LEAD_S = 60
+"""Slurm sends USR1 this long before --time runs out; the script then writes an 'interrupted' record."""
+TEMPLATE = "job.sh.j2"
+
+
+@dataclass(frozen=True, kw_only=True)
+class SlurmSettings:
+    """Cluster-side knobs of a generated sweep (the workload is in each point's PointConfig)."""
+
+    script: Path
+    """Absolute path of the sbatch script."""
+    records_dir: Path
+    """Absolute path of the results folder on shared storage (records, logs/, work/)."""
+    python: str = sys.executable
+    partition: str | None = None
+    account: str | None = None
+    constraint: str | None = None
+    time: str = "01:00:00"
+    exclusive: bool = True
+    """A benchmark must not share its nodes with other jobs."""
+    port: int = 29500
+    point_timeout_s: float = 900.0
+    job_name: str = "distbench"
+    command: str = ""
+    """The distbench command line that generated the script (for its header)."""
+
+    def __post_init__(self):
+        for option, value in (("--partition", self.partition), ("--account", self.account)):
+            if value is not None:
+                check_name(option, value)
+        if self.constraint is not None:
+            check_constraint(self.constraint)
+        check_time(self.time)
+        check_name("job name", self.job_name)
+        for option, value in (("--out", str(self.script)), ("--records-dir", str(self.records_dir)),
+                              ("--python", self.python)):
+            if any(ord(c) < 32 or ord(c) == 127 for c in value):
+                raise BadInput(f"{option} {value!r} contains a control character (a newline?); choose another path")
+        if not 1 <= self.port <= 65535:
+            raise BadInput(f"--port must be a TCP port (1-65535), got {self.port}")
+
+    @property
+    def submit_script(self) -> Path:
+        return self.script.with_name(self.script.stem + ".submit.sh")
+
+    @property
+    def manifest(self) -> Path:
+        return self.records_dir / f"{self.script.stem}.manifest.json"
+
+
+def _comment(text: str) -> str:
+    """Text for a `#` comment line: control characters escaped, so nothing can end the comment."""
+    return "".join(c if ord(c) >= 32 and ord(c) != 127 else repr(c)[1:-1] for c in str(text))
+
+
+def _env(point: SlurmPoint) -> str:
+    """The point's environment (distbench.engines.build_env) as `export` words; the threads per worker
+    follow the node's CPUs, so the script sets those after `slurm-job prepare`."""
+    env = build_env(point.config, base={})
+    return " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(env.items())
+                    if k not in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"))
+
+
+JINJA = jinja2.Environment(loader=jinja2.FileSystemLoader(Path(__file__).parent), autoescape=False,
+                           undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True,
+                           keep_trailing_newline=True)
+JINJA.filters.update(q=lambda v: shlex.quote(str(v)), sh=lambda v: shell_join([v]), sbatch=sbatch_value,
+                     comment=_comment, env=_env,
+                     launch=lambda p: shell_join(p.launcher.sbatch_step(p.strategy, p.config)))
+
+
+def render(**context) -> str:
+    """The template with `context` (its mode and values; see job.sh.j2)."""
+    return JINJA.get_template(TEMPLATE).render(signal_lead_s=SIGNAL_LEAD_S, **context)
+
+
+def render_point(point: SlurmPoint) -> str:
+    """The point's shell variables, exactly as a sweep script's `case` holds them (`slurm-job point`)."""
+    template = JINJA.get_template(TEMPLATE)
+    return "".join(template.blocks["point"](template.new_context({"p": point})))
+
+
+def render_script(plan: SlurmPlan, settings: SlurmSettings) -> str:
+    """The sbatch script of the whole sweep (one point per array task)."""
+    resources = {}
+    for pts in plan.shapes().values():
+        argv = sbatch_argv(pts, settings)
+        for p in pts:
+            resources[p.index] = " ".join(a for a in argv if a.startswith(("--nodes", "--ntasks", "--gres")))
+    return render(mode="sweep", s=settings, points=plan.points, resources=resources, shape=None,
+                  python=settings.python, records=str(settings.records_dir),
+                  generated=_dt.datetime.now().astimezone().isoformat(timespec="seconds"))
+
+
+def render_submit(plan: SlurmPlan, settings: SlurmSettings) -> str:
+    q = shlex.quote
+    lines = ["#!/bin/bash",
+             f"# Submit the distbench sweep {q(str(settings.script))}: one job array per resource shape.",
+             "# Prints one job id per array.",
+             "set -euo pipefail",
+             f"mkdir -p {q(str(settings.records_dir / 'logs'))}"]
+    for pts in plan.shapes().values():
+        lines.append(f"# points {', '.join(p.key for p in pts)}")
+        lines.append(shlex.join(sbatch_argv(pts, settings)))
+    return "\n".join(lines) + "\n"
+
+
+def manifest(plan: SlurmPlan, settings: SlurmSettings) -> dict:
+    return {"kind": MANIFEST_KIND, "version": __version__, "script": str(settings.script),
+            "generated": _dt.datetime.now().astimezone().isoformat(timespec="seconds"),
+            "command": settings.command,
+            "points": [{"index": p.index, "key": p.key, "strategy": p.strategy.name,
+                        "world_size": p.config.world_size, "nodes": p.nodes, "launcher": p.launcher.name}
+                       for p in plan.points]}
+
+
+def write_sweep(plan: SlurmPlan, settings: SlurmSettings) -> list[Path]:
+    """Write the sbatch script, its submit script and the manifest; create the records folders."""
+    try:
+        for sub in ("logs", "work"):
+            (settings.records_dir / sub).mkdir(parents=True, exist_ok=True)
+        settings.script.parent.mkdir(parents=True, exist_ok=True)
+        settings.script.write_text(render_script(plan, settings))
+        settings.submit_script.write_text(render_submit(plan, settings))
+        settings.submit_script.chmod(0o755)
+        settings.manifest.write_text(json.dumps(manifest(plan, settings), indent=1) + "\n")
+    except OSError as exc:
+        raise BadInput(f"cannot write the sweep: {exc.strerror}: {exc.filename}") from None
+    return [settings.script, settings.submit_script, settings.manifest]
