@@ -23,6 +23,7 @@ from rich.table import Table
 from distbench.analysis import Sweep, is_comm, num, record_key, series_name, throughput_ratio_ci, workload_label
 from distbench.config import PointKey
 from distbench.errors import BadInput, DistbenchError
+from distbench.output import fmt_num
 
 BROKEN = ("failed", "timeout", "oom")
 
@@ -205,10 +206,6 @@ def compare_sweeps(sweep_a: Sweep, sweep_b: Sweep, *, threshold: float = 0.05, s
     return result
 
 
-def _f(x: float | None, fmt: str) -> str:
-    return "-" if x is None else format(x, fmt)
-
-
 def comparison_table(result: Comparison) -> Table:
     table = Table(title=f"B = {result.sweep_b} vs A = {result.sweep_a} (threshold {result.threshold:.1%})",
                   title_justify="left")
@@ -221,8 +218,8 @@ def comparison_table(result: Comparison) -> Table:
         if p.note:
             verdict += f" ({escape(p.note)})"
         table.add_row(escape(series_name(p.a)), str(p.key.world_size), escape(workload_label(p.key[3:], workloads)),
-                      _f(num(p.a.get("throughput")), ".2f"), _f(num(p.b.get("throughput")), ".2f"),
-                      _f(p.ratio, ".3f"), f"{p.ci[0]:.3f}-{p.ci[1]:.3f}" if p.ci else "-", verdict)
+                      fmt_num(p.a.get("throughput"), ".2f"), fmt_num(p.b.get("throughput"), ".2f"),
+                      fmt_num(p.ratio, ".3f"), f"{p.ci[0]:.3f}-{p.ci[1]:.3f}" if p.ci else "-", verdict)
     return table
 
 

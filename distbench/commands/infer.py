@@ -15,8 +15,7 @@ from distbench.config import PointConfig
 from distbench.errors import BadInput
 from distbench.infer import INFER, run_framework
 from distbench.models.specs import check_input, get_spec, model_names
-from distbench.output import json_document
-from distbench.report import _bytes
+from distbench.output import fmt_bytes, json_document
 from distbench.plan import INSTALL_HINT, MAX_BATCH, _missing_modules, cpu_cores, parse_counts, resolve_device
 from distbench.store import DEFAULT_PATH, Store
 from distbench.sweep import command_line, recorded_sweep
@@ -107,7 +106,7 @@ def infer(model, batch_sizes, frameworks, image_size, seq_len, precision, steps,
                       f"{r['latency_median_s'] * 1e3:.2f}" if ok else "-",
                       f"{r['latency_p95_s'] * 1e3:.2f}" if ok else "-",
                       f"{r['throughput']:.1f}" if ok else "-",
-                      _bytes(r["peak_memory_bytes"]) if r.get("peak_memory_bytes") else "-",
+                      fmt_bytes(r.get("peak_memory_bytes")),
                       f"{r['power_w_mean']:.1f}" if r.get("power_w_mean") is not None else "unknown" if ok else "-",
                       f"{r['energy_per_sample_j']:.4g}" if r.get("energy_per_sample_j") is not None
                       else "unknown" if ok else "-",
