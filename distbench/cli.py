@@ -12,6 +12,7 @@ import click
 
 from distbench import __version__, signals
 from distbench.commands import comm as comm_cmd
+from distbench.commands import fit as fit_cmd
 from distbench.commands import infer as infer_cmd
 from distbench.commands import models as models_cmd
 from distbench.commands import predict as predict_cmd
@@ -46,6 +47,7 @@ cli.add_command(slurm_cmd.collect)
 cli.add_command(slurm_job)  # hidden: the steps inside a generated Slurm job
 cli.add_command(verify_cmd.verify)
 cli.add_command(predict_cmd.predict)
+cli.add_command(fit_cmd.fit)
 
 
 def interrupted_message(exc: BaseException) -> str:

@@ -1,0 +1,71 @@
+"""The largest batch that fits: the search behind `distbench fit`, over any `trial(batch) -> record`.
+
+Starting at `start`, the batch doubles while trials end 'ok' (up to `max_batch`), or halves while they
+end 'oom' until one fits; then it bisects between the largest batch that ran and the smallest that ran
+out of memory until they are within `tolerance` of each other (0: adjacent integers, the exact limit).
+A trial that ends any other way ('failed', 'timeout', 'skipped' ...) stops the search there: its reason
+is the answer, never a guess about memory.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+
+@dataclass
+class Fit:
+    """What a search found. Batches are the values passed to `trial`; records are what it returned."""
+
+    tolerance: float
+    max_batch: int
+    trials: list[tuple[int, dict]] = field(default_factory=list)
+    """Every (batch, record), in the order run."""
+    largest: tuple[int, dict] | None = None
+    """The largest batch that ran ok."""
+    first_oom: tuple[int, dict] | None = None
+    """The smallest batch that ran out of memory."""
+    stopped: tuple[int, dict] | None = None
+    """A trial that ended neither ok nor oom: the search stopped at it."""
+
+    @property
+    def reached_max_batch(self) -> bool:
+        """`max_batch` itself ran ok: the real limit is that or more."""
+        return self.largest is not None and self.largest[0] >= self.max_batch
+
+    def resolved(self) -> bool:
+        """Largest ok and first oom are close enough: first_oom - largest <= max(1, tolerance * largest)."""
+        if self.largest is None or self.first_oom is None:
+            return False
+        return self.first_oom[0] - self.largest[0] <= max(1.0, self.tolerance * self.largest[0])
+
+
+def find_largest_batch(trial: Callable[[int], dict], *, start: int, max_batch: int,
+                       tolerance: float = 0.05) -> Fit:
+    """Search for the largest batch `trial` runs without running out of memory (see the module doc)."""
+    if not 1 <= start <= max_batch:
+        raise ValueError(f"start {start} must be in 1..max_batch ({max_batch})")
+    fit = Fit(tolerance=tolerance, max_batch=max_batch)
+
+    def run(batch: int) -> str:
+        record = trial(batch)
+        fit.trials.append((batch, record))
+        status = record["status"]
+        if status == "ok" and (fit.largest is None or batch > fit.largest[0]):
+            fit.largest = (batch, record)
+        elif status == "oom" and (fit.first_oom is None or batch < fit.first_oom[0]):
+            fit.first_oom = (batch, record)
+        elif status not in ("ok", "oom"):
+            fit.stopped = (batch, record)
+        return status
+
+    batch = start
+    status = run(batch)
+    while status == "ok" and batch < max_batch:
+        batch = min(2 * batch, max_batch)
+        status = run(batch)
+    while status == "oom" and fit.largest is None and batch > 1:
+        batch //= 2
+        status = run(batch)
+    while fit.stopped is None and fit.largest and fit.first_oom and not fit.resolved():
+        run((fit.largest[0] + fit.first_oom[0]) // 2)
+    return fit
