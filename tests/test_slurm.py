@@ -538,7 +538,24 @@ def test_a_sweep_runs_as_slurm_jobs_and_is_collected(local_slurm, tmp_path):
                             str(script)], capture_output=True, text=True, timeout=60)
     assert again.returncode == 0, again.stderr
     job_ids.append(again.stdout.strip().split(";")[0])
+    # An example script from slurm/ on the one local node, on CPU workers (so without its --gres line).
+    example, example_records = tmp_path / "ddp.sbatch", tmp_path / "example-records"
+    example.write_text("".join(ln for ln in (ROOT / "slurm" / "multinode-ddp.sbatch").read_text().splitlines(True)
+                               if "--gres" not in ln))
+    knobs = {"DISTBENCH_PYTHON": sys.executable, "DISTBENCH_RECORDS_DIR": str(example_records), "DEVICE": "cpu",
+             "GPUS": "2", "BATCH": "2", "CONFIG_ARGS": "--image-size 32 --steps 3 --warmup 1 --target-ci 0"}
+    ex = subprocess.run(["sbatch", "--parsable", "--nodes=1", f"--partition={local_slurm}",
+                         f"--output={tmp_path}/example-%j.out", str(example)], env={**os.environ, **knobs},
+                        capture_output=True, text=True, timeout=60)
+    assert ex.returncode == 0, ex.stderr
+    job_ids.append(ex.stdout.strip().split(";")[0])
     _wait_for_jobs(job_ids)
+    example_log = "\n".join(p.read_text()[-2000:] for p in tmp_path.glob("example-*.out"))
+    record = _only_record(example_records)
+    assert (record["strategy"], record["world_size"], record["nodes"], record["status"]) == ("ddp", 2, 1, "ok"), \
+        (record.get("reason"), example_log)
+    assert record["launch"]["argv"][1:4] == ["--standalone", "--nnodes=1", "--nproc_per_node=2"]
+    assert record["slurm"]["job_id"] == job_ids[-1] and record["per_device_batch"] == 2
 
     collect = subprocess.run([*DISTBENCH, "collect", str(records), "--results", str(db)], capture_output=True,
                              text=True, timeout=120)
