@@ -97,7 +97,7 @@ def run_plan(plan: Plan, store: Store, *, options: SweepOptions, command: str,
     with recorded_sweep(store, command=command, options=stored, notes=plan.notes, resume=resume) as sweep_id:
         root = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix=f"distbench-{sweep_id}-"))
         try:
-            return sweep_id, _run_points(plan, store, sweep_id, kept, timeout_s=options.timeout, progress=progress,
+            return sweep_id, run_points(plan, store, sweep_id, kept, timeout_s=options.timeout, progress=progress,
                                          workdir=root, records_dir=records_dir, repeats=options.repeats,
                                          noisy_cv=options.noisy_cv, telemetry_interval_s=options.telemetry_interval)
         finally:
@@ -146,7 +146,7 @@ def recorded_sweep(store: Store, *, command: str, options: dict, notes: list[str
         store.finish_sweep(sweep_id, status, note=note)
 
 
-def _run_points(plan: Plan, store: Store, sweep_id: str, kept: dict, *, timeout_s: float, progress, workdir,
+def run_points(plan: Plan, store: Store, sweep_id: str, kept: dict, *, timeout_s: float, progress, workdir,
                 records_dir, repeats: int, noisy_cv: float, telemetry_interval_s: float) -> list[dict]:
     records: list[dict] = []
     baselines: dict[int | None, dict[str, dict]] = {}  # per --batch-size value: framework -> baseline

@@ -70,7 +70,7 @@ def test_resume_replays_every_option(tmp_path, monkeypatch):
 
     monkeypatch.setenv("SLURM_JOB_NODELIST", "node[1-2]")  # --nodes 1,2 plans inside an allocation
     monkeypatch.setattr(datasets, "ensure_dataset", lambda *a, **kw: None)  # --data disk: nothing to write
-    monkeypatch.setattr(sweep, "_run_points", lambda *a, **kw: [])  # plan and store, run nothing
+    monkeypatch.setattr(sweep, "run_points", lambda *a, **kw: [])  # plan and store, run nothing
     seen = []
     real_run_plan = scale_cmd.run_plan
     monkeypatch.setattr(scale_cmd, "run_plan", lambda plan, store, *, options, **kw: (

@@ -20,7 +20,7 @@ from distbench.output import fmt_bytes
 from distbench.plan import MAX_BATCH, Plan, SweepOptions, make_plan
 from distbench.store import DEFAULT_PATH, Store
 from distbench.strategies import strategy_names
-from distbench.sweep import _run_points, command_line, recorded_sweep
+from distbench.sweep import run_points, command_line, recorded_sweep
 
 FIT_STEPS, FIT_WARMUP = 2, 1
 """Each trial: one warmup step (allocates activations, gradients and optimizer state) and two measured
@@ -133,7 +133,7 @@ def fit(strategies, gpus_text, model, image_size, seq_len, precision, device, st
                     [point] = plan.points  # one strategy, one N, one batch, no baselines added
                     err.print(f"{name} N={point.config.world_size}: batch {batch} ...", markup=False)
                     workdir = root / f"{name}-b{batch}"
-                    [record] = _run_points(Plan([point], plan.device, plan.notes), store, sweep_id, {},
+                    [record] = run_points(Plan([point], plan.device, plan.notes), store, sweep_id, {},
                                            timeout_s=timeout, progress=None, workdir=workdir, records_dir=None,
                                            repeats=1, noisy_cv=checked.noisy_cv, telemetry_interval_s=0.0)
                     _remove_if_empty(workdir)  # a failed trial keeps its logs (the record names them)
