@@ -375,8 +375,9 @@ def _png_size(data: bytes) -> tuple[int, int]:
 
 
 def test_report_loads_in_headless_chromium(chromium, tmp_path):
+    wrappers = [point("accelerate", 1, 0.1 / 0.9), point("composer", 1, status="skipped", reason="version conflict")]
     with Store(tmp_path / "r.db") as store:
-        sweep = load_sweep(store, add_sweep(store, _full_records()))
+        sweep = load_sweep(store, add_sweep(store, _full_records() + wrappers))
     files = write_report(sweep, tmp_path / "report.html", target_throughput=130)
     url = files.html.resolve().as_uri()
 
@@ -386,6 +387,7 @@ def test_report_loads_in_headless_chromium(chromium, tmp_path):
     assert 'data-report-ready="yes"' in root, root
     assert 'data-plots-expected="7"' in root and 'data-plots-loaded="7"' in root
     assert "data-js-errors" not in root
+    assert '<section id="wrappers"><h2>Wrapper and sharded strategies</h2>' in dom.stdout
     console = [line for line in dom.stderr.splitlines()
                if "CONSOLE" in line or "Uncaught" in line or "Content Security Policy" in line]
     assert console == []

@@ -4,7 +4,7 @@ here (with distbench.output's formatters); every string is plain text, escaped o
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable, ClassVar
 
 from distbench import analysis as an
@@ -12,6 +12,7 @@ from distbench import predict as predict_mod
 from distbench.analysis import Sweep, num
 from distbench.config import swept_batch
 from distbench.output import fmt_bytes, fmt_num
+from distbench.strategies import STRATEGIES
 
 
 # -- the blocks ---------------------------------------------------------------------------------------------
@@ -411,6 +412,144 @@ def communication_section(c: Inputs) -> Section:
     return Section("communication", "Communication", "Communication", blocks)
 
 
+# -- the wrappers section (issue 13): what a wrapper or sharded strategy costs against plain torch and ddp ---
+WRAPPER_GROUPS = ("wrappers", "sharded")
+WRAPPERS_NOTE = ("Each ratio is throughput(strategy) / throughput(reference) for the same workload and batch: "
+                 "against plain 'torch' at 1 device, and against 'ddp' at the same N. Below 1.0 the strategy is "
+                 "slower. '95% CI' combines both points' throughput CIs on the log scale "
+                 "(analysis.throughput_ratio_ci); a strategy is called slower or faster only when that CI "
+                 "excludes 1.0, and within noise only when it includes it. Peak memory is per device, next to "
+                 "ddp's at the same N and batch.")
+STEPS_SCOPE = "within-run noise (batch means over the point's stored step times)"
+
+
+def is_wrapper(record: dict) -> bool:
+    strategy = STRATEGIES.get(str(record.get("strategy")))
+    return bool(strategy and strategy.group in WRAPPER_GROUPS)
+
+
+@dataclass
+class Ratio:
+    """throughput(point) / throughput(ref) with its 95% CI (None, and `how` says why, when there is none)."""
+    value: float
+    ci: tuple[float, float] | None
+    how: str
+
+    @property
+    def verdict(self) -> str:
+        if self.ci is None:
+            return f"no CI ({self.how})"
+        return "slower" if self.ci[1] < 1 else "faster" if self.ci[0] > 1 else "within noise"
+
+    def cell(self) -> str:
+        ci = f"{self.ci[0]:.3f}-{self.ci[1]:.3f}" if self.ci else "no CI"
+        return f"{self.value:.3f}x ({ci})"
+
+    def words(self, ref: str) -> str:
+        ci = f" (95% CI {self.ci[0]:.3f}-{self.ci[1]:.3f})" if self.ci else ""
+        return f"{self.value:.3f}x {ref}'s throughput{ci}: {self.verdict}"
+
+
+def throughput_ratio(sweep: Sweep, ref: dict | None, r: dict, scopes: set[str]) -> Ratio | None:
+    """The ratio against `ref` (None without a successful reference); adds what its CI covers to `scopes`."""
+    if ref is None or not num(ref.get("throughput")) or not num(r.get("throughput")):
+        return None
+    ci, how = an.throughput_ratio_ci(sweep, ref, sweep, r)
+    if ci:
+        scopes.update(str(p.get("ci_scope") or STEPS_SCOPE) if an.throughput_ci(p) else STEPS_SCOPE for p in (ref, r))
+    return Ratio(num(r["throughput"]) / num(ref["throughput"]), ci, how)
+
+
+def wrapper_rows(sweep: Sweep, points: list[dict], scopes: set[str]) -> tuple[list[list[str]], list[str], dict]:
+    """One workload's wrapper points: table rows, a sentence per strategy, and each strategy's 1-device
+    verdict against torch (strategy -> Ratio or None)."""
+    order = list(STRATEGIES)
+    wrappers = sorted((r for r in points if is_wrapper(r)),
+                      key=lambda r: (order.index(r["strategy"]), int(r.get("nodes") or 1), int(r["world_size"])))
+    ddp = {(int(r["world_size"]), int(r.get("nodes") or 1)): r for r in points if r.get("strategy") == "ddp"}
+    rows, words, one_device = [], [], {}
+    for r in wrappers:
+        n, name = int(r["world_size"]), an.series_name(r)
+        base = an.baseline_for(r, points) if n == 1 else None
+        ref = ddp.get((n, int(r.get("nodes") or 1)))
+        vs_torch, vs_ddp = throughput_ratio(sweep, base, r, scopes), throughput_ratio(sweep, ref, r, scopes)
+        mem, ref_mem = batch_values(r)["peak_memory_bytes"], batch_values(ref)["peak_memory_bytes"] if ref else None
+        mem_ratio = mem / ref_mem if mem and ref_mem else None
+        rows.append([name, str(n), fmt_num(r.get("throughput"), ".2f"),
+                     vs_torch.cell() if vs_torch else "no 'torch' baseline" if n == 1 else "-",
+                     vs_ddp.cell() if vs_ddp else f"no 'ddp' point at N={n}", fmt_bytes(mem or None),
+                     fmt_bytes(ref_mem or None), fmt_num(mem_ratio, ".2f") + ("x" if mem_ratio else "")])
+        parts = [vs_torch.words("plain torch")] if vs_torch else []
+        parts += [vs_ddp.words("ddp")] if vs_ddp else []
+        parts += [f"peak memory {mem_ratio:.2f}x ddp's"] if mem_ratio else []
+        words.append(f"{name} at N={n}: " + ("; ".join(parts) or "no reference point to compare with") + ".")
+        if n == 1:
+            one_device[name] = vs_torch
+    return rows, words, one_device
+
+
+def wrapper_answer(one_device: dict, skipped: list[dict]) -> str:
+    """The seed's question, 'do the wrappers cost training speed?', answered from the 1-device ratios."""
+    groups: dict[str, list[str]] = {}
+    for name, ratio in one_device.items():
+        if ratio is None:
+            groups.setdefault("with no 'torch' baseline to compare with", []).append(name)
+        elif ratio.ci is None:
+            groups.setdefault("without a CI, so not settled", []).append(f"{name} ({ratio.value:.3f}x)")
+        else:
+            label = {"slower": "measurably slower than plain torch (95% CI below 1.0)",
+                     "faster": "measurably faster than plain torch (95% CI above 1.0)",
+                     "within noise": "within noise of plain torch (95% CI includes 1.0)"}[ratio.verdict]
+            cost = 1 - ratio.value
+            groups.setdefault(label, []).append(
+                f"{name} ({ratio.value:.3f}x, 95% CI {ratio.ci[0]:.3f}-{ratio.ci[1]:.3f})" if ratio.verdict == "within noise"
+                else f"{name} ({abs(cost):.1%} {'slower' if cost >= 0 else 'faster'})")
+    lines = [f"{label}: {', '.join(names)}" for label, names in groups.items()]
+    unmeasured = sorted({str(r.get("strategy")) for r in skipped if int(r.get("world_size") or 0) == 1})
+    lines += [f"not measured: {', '.join(unmeasured)} (see below)"] if unmeasured else []
+    if not lines:
+        return "No wrapper or sharded strategy has a successful 1-device point, so its cost is not measured."
+    return "At 1 device, " + "; ".join(lines) + "."
+
+
+def timing_lines(points: list[dict]) -> list[str]:
+    """How each strategy's steps were timed, where its records say so (a wrapper that owns its loop)."""
+    notes: dict[str, list[str]] = {}
+    for r in points:
+        if r.get("timing") and str(r.get("strategy")) not in notes.get(str(r["timing"]), []):
+            notes.setdefault(str(r["timing"]), []).append(str(r.get("strategy")))
+    lines = [f"{', '.join(names)}: timing, as its records say: {note}." for note, names in notes.items()]
+    if lines:
+        lines.append("The other strategies' records carry no timing note: distbench's own step function, timed "
+                     "like ddp's.")
+    return lines
+
+
+def wrappers_section(c: Inputs) -> Section | None:
+    points = [r for r in c.sweep.points if is_wrapper(r) and not an.is_comm(r)]
+    if not points:
+        return None
+    groups = {k: g for k, g in an.group_by_workload(c.sweep.scaling_points).items() if any(map(is_wrapper, g))}
+    scopes: set[str] = set()
+    skipped = [r for r in points if r.get("status") != "ok"]
+    blocks: list = []
+    for key, group in groups.items():
+        rows, words, one_device = wrapper_rows(c.sweep, group, scopes)
+        blocks += [Heading(an.workload_label(key, groups))] if len(groups) > 1 else []
+        blocks += [Text(wrapper_answer(one_device, skipped), lead="Do the wrappers cost speed?"),
+                   Table(["strategy", "N", "throughput (samples/s)", "vs torch at N=1 (95% CI)",
+                          "vs ddp at the same N (95% CI)", "peak memory per device", "ddp's peak memory",
+                          "memory vs ddp"], rows), Bullets(words)]
+    if not groups:
+        blocks.append(Text(wrapper_answer({}, skipped)))
+    blocks += [Bullets(timing_lines(points))] if timing_lines(points) else []
+    blocks += [Text(WRAPPERS_NOTE + (f" The CIs cover: {'; '.join(sorted(scopes))}." if scopes else ""), "muted")]
+    if skipped:
+        blocks += [Heading("Not measured"),
+                   Table(["strategy", "N", "status", "reason"], problem_rows(replace(c.sweep, points=skipped)))]
+    return Section("wrappers", "Wrappers", "Wrapper and sharded strategies", blocks)
+
+
 def steps_section(c: Inputs) -> Section:
     return Section("steps", "Step times", "Step-time distributions",
                    c.figures("steps") or [Text("No per-step samples in this sweep.")])
@@ -480,8 +619,7 @@ SECTIONS: list[Callable[[Inputs], Section | None]] = [  # in page order; None: t
     points_section,
     scaling_section,
     communication_section,
-    # WRAPPERS: the wrapper strategies' section (issue 11 follow-up) goes here, as `wrappers_section`: a builder
-    # of the same shape (Inputs -> Section | None) with the Section id "wrappers". Not implemented yet.
+    wrappers_section,  # only when the sweep has wrapper or sharded strategies (their `group`)
     steps_section,
     telemetry_section,
     wall_section,
