@@ -272,7 +272,7 @@ def test_the_example_scripts_are_what_the_template_renders(tmp_path):
 
 def test_an_examples_point_is_the_sweep_scripts_point(tmp_path, capsys):
     """`slurm-job point` (what an example runs inside its job) prints the very lines of the sweep's case."""
-    workload = [*TINY[:-4], "--target-ci", "0"]
+    workload = [*TINY, "--target-ci", "0"]  # the same workload options as `distbench slurm`
     script, _ = _generate(tmp_path, capsys, "--gpus", "4", "--nodes", "2", "--strategy", "ddp", "--device", "cpu",
                           *workload)
     code, out, err = _cli(capsys, ["slurm-job", "point", "--strategy", "ddp", "--nodes", "2", "--gpus-per-node", "2",
@@ -285,6 +285,7 @@ def test_an_examples_point_is_the_sweep_scripts_point(tmp_path, capsys):
 @pytest.mark.parametrize("args,message", [
     (["--strategy", "$(id)"], f"--strategy '$(id)' is not a valid name: {NAME_RULE}"),
     (["--strategy", "ddp", "--gpus-per-node", "0"], "Invalid value for '--gpus-per-node': 0 is not in the range x>=1."),
+    (["--strategy", "ddp,mirrored"], "--strategy: an example job runs one strategy, got ddp, mirrored"),
 ])
 def test_the_job_side_command_is_hidden_and_refuses_bad_knobs(capsys, args, message):
     _, out, _ = _cli(capsys, ["--help"])

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import click
 
+from distbench.commands.options import workload_options
 from distbench.config import PointConfig
 from distbench.launch import log_tail, outcome_record
 from distbench.plan import cpu_cores
@@ -71,21 +72,13 @@ def slurm_job():
 
 
 @slurm_job.command()
-@click.option("--strategy", required=True)
 @click.option("--nodes", type=click.IntRange(1), required=True)
 @click.option("--gpus-per-node", type=click.IntRange(1), required=True, help="GPUs (or CPU workers) per node.")
 @click.option("--device", type=click.Choice(["cuda", "cpu"]), default="cuda")
-@click.option("--model", default="resnet50")
-@click.option("--batch-size", type=click.IntRange(1))
-@click.option("--scaling", type=click.Choice(["weak", "strong"]))
-@click.option("--image-size", type=click.IntRange(1))
-@click.option("--steps", type=click.IntRange(1))
-@click.option("--warmup", type=click.IntRange(0))
-@click.option("--target-ci", type=click.FloatRange(0), help="A fraction, e.g. 0.02; 0 = fixed --steps.")
-def point(strategy, nodes, gpus_per_node, **workload):
+@workload_options(slurm=True)
+def point(nodes, gpus_per_node, **workload):
     """Print the shell variables (key, resources, config, launch, environment) of one point."""
-    found = plan_point(strategy=strategy, gpus=nodes * gpus_per_node, nodes=nodes, **workload)
-    click.echo(render_point(found), nl=False)
+    click.echo(render_point(plan_point(gpus=nodes * gpus_per_node, nodes=nodes, **workload)), nl=False)
 
 
 @slurm_job.command("prepare")

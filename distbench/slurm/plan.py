@@ -10,7 +10,7 @@ from distbench.config import PointConfig
 from distbench.engines import Launcher, devices_per_node
 from distbench.errors import BadInput
 from distbench.plan import SweepOptions, make_plan
-from distbench.strategies import Strategy, get_strategy, parse_strategies
+from distbench.strategies import Strategy, get_strategy
 
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 TIME_PATTERN = re.compile(r"^(\d+-)?\d+(:\d{1,2}){0,2}$")
@@ -140,13 +140,14 @@ def plan_sweep(opts: SweepOptions, nodes: list[int], gpus_per_node: int | None =
     return SlurmPlan(points=points, notes=notes)
 
 
-def plan_point(*, strategy: str, gpus: int, nodes: int, **workload) -> SlurmPoint:
-    """One point, planned as `distbench slurm` plans it (for the example scripts, inside their job)."""
-    check_name("--strategy", strategy)
+def plan_point(*, strategies: tuple[str, ...], gpus: int, nodes: int, **workload) -> SlurmPoint:
+    """The one point an example script asks for, planned as `distbench slurm` plans it (inside its job)."""
+    names = [check_name("--strategy", n.strip()) for value in strategies for n in value.split(",") if n.strip()]
+    if len(names) != 1:
+        raise BadInput(f"--strategy: an example job runs one strategy, got {', '.join(names) or 'none'}")
+    strategy = names[0]
     get_strategy(strategy).launcher_for(nodes)
-    opts = SweepOptions(gpus=[gpus], strategies=parse_strategies([strategy]), add_baselines=False,
-                        **{k: v for k, v in workload.items() if v is not None})
-    plan = plan_sweep(opts, [nodes])
+    plan = plan_sweep(SweepOptions(gpus=[gpus], strategies=[strategy], add_baselines=False, **workload), [nodes])
     found = [p for p in plan.points if p.strategy.name == strategy and p.nodes == nodes]
     if not found:
         why = "; ".join(n for n in plan.notes if strategy in n) or "not a valid combination"
