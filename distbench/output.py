@@ -8,6 +8,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from distbench.analysis import num, series_name, wall_split_line
+from distbench.strategies import FRAMEWORK_BASELINE
 from distbench.config import swept_batch
 
 JSON_FIELDS = ("strategy", "framework", "model", "world_size", "nodes", "device", "status", "reason",
@@ -92,9 +93,10 @@ def wrapper_lines(records: list[dict]) -> list[str]:
     lines = []
     for r in records:
         if r.get("wrapper_overhead") is not None:
-            base = "torch" if r["framework"] == "torch" else "tf"
-            lines.append(f"1-device wrapper cost: {r['strategy']} at N=1 is "
-                         f"{r['wrapper_overhead']:+.1%} slower than the plain {base!r} loop")
+            cost = r["wrapper_overhead"]
+            lines.append(f"1-device wrapper cost: {r['strategy']} at N=1 is {abs(cost):.1%} "
+                         f"{'slower' if cost >= 0 else 'faster'} than the plain "
+                         f"{FRAMEWORK_BASELINE.get(r['framework'], r['framework'])!r} loop (CIs: distbench report)")
     return lines
 
 

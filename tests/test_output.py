@@ -14,7 +14,10 @@ def test_stopping_line_says_which_points_met_the_target():
 
 def test_wrapper_lines_and_json_fields():
     recs = [{"strategy": "ddp", "framework": "torch", "world_size": 1, "wrapper_overhead": 0.05, "status": "ok"}]
-    assert wrapper_lines(recs) == ["1-device wrapper cost: ddp at N=1 is +5.0% slower than the plain 'torch' loop"]
+    assert wrapper_lines(recs) == ["1-device wrapper cost: ddp at N=1 is 5.0% slower than the plain 'torch' loop "
+                                   "(CIs: distbench report)"]
+    faster = [dict(recs[0], wrapper_overhead=-0.422)]
+    assert wrapper_lines(faster)[0].startswith("1-device wrapper cost: ddp at N=1 is 42.2% faster than")
     doc = json.loads(json_document(recs))
     for key in ("strategy", "framework", "world_size", "device", "status", "reason", "throughput",
                 "step_time_median_s", "step_time_p95_s", "speedup", "efficiency", "scaling", "comm_overhead",
