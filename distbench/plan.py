@@ -295,8 +295,8 @@ def make_plan(opts: SweepOptions, visible_gpus: int | None = None) -> Plan:
         seq_len = opts.seq_len or (spec.default_seq_len if choice.device == "cuda"
                                    else min(spec.default_seq_len, CPU_MAX_SEQ_LEN))
     else:
-        image = opts.image_size if opts.image_size is not None else (defaults["image_size"] and max(defaults["image_size"], spec.min_image_size)) \
-            or spec.default_image_size
+        cpu_side = defaults["image_size"] and max(defaults["image_size"], spec.min_image_size)
+        image = opts.image_size if opts.image_size is not None else cpu_side or spec.default_image_size
         seq_len = None
     if opts.scaling == "strong":
         for n in opts.gpus:
@@ -329,7 +329,8 @@ def make_plan(opts: SweepOptions, visible_gpus: int | None = None) -> Plan:
     for name, (framework, why) in FRAMEWORK_ONLY.items():
         skipped = [s.name for s in strategies if getattr(opts, name) and s.framework != framework]
         if skipped:
-            notes.append(f"{flag(name)} does not apply to {', '.join(skipped)} ({why}): recorded there as not applicable")
+            notes.append(f"{flag(name)} does not apply to {', '.join(skipped)} ({why}): "
+                         "recorded there as not applicable")
     data_dir = None
     if opts.data == "disk":
         from distbench import datasets

@@ -70,7 +70,8 @@ WORKLOAD = {
                         help="Input side in pixels. Default: the model's (224) on GPUs, 64 on CPU workers."),
     "seq_len": _spec("--seq-len", type=SEQ_LEN,
                      help="Token models (bert_base, lstm): sequence length. Default: the model's (64 at most on CPU)."),
-    "num_classes": _spec("--num-classes", slurm=True, type=NUM_CLASSES, help="Classifier width of classification models."),
+    "num_classes": _spec("--num-classes", slurm=True, type=NUM_CLASSES,
+                         help="Classifier width of classification models."),
     "precision": _spec("--precision", type=click.Choice(PRECISIONS),
                        help="fp32; amp = float16 autocast + loss scaling (GPUs); bf16 = bfloat16 autocast / Keras "
                             "mixed_bfloat16 (CPU and GPU)."),
