@@ -1,0 +1,63 @@
+"""Strategy `fsdp`: FSDP2 (`torch.distributed.fsdp.fully_shard`), one process per device, torchrun.
+
+Every direct child of the model that holds parameters becomes one FSDP unit, then the root; units
+reshard after forward (FSDP2's default, ZeRO-3-like: parameters are all-gathered again in backward),
+recorded as `fsdp.reshard_after_forward`. fully_shard does not synchronize initial weights, so rank
+0's parameters and buffers are broadcast first, as DDP does. Gradients are reduce-scattered (mean)
+and SGD steps each rank's shard. Backend: NCCL on CUDA, gloo on CPU workers.
+"""
+from __future__ import annotations
+
+import sys
+
+from distbench.launchers import common
+
+STRATEGY, FRAMEWORK = "fsdp", "torch"
+RESHARD_AFTER_FORWARD = True
+
+
+def make_distribution():
+    import torch.distributed as dist
+
+    from distbench.launchers import torch_ddp
+
+    class FSDPDistribution(type(torch_ddp.make_distribution())):
+        name = "fsdp"
+        nosync_variant = None
+        units: list[str] = []
+
+        def wrap(self, cfg, model, optimizer, device):
+            from torch.distributed.device_mesh import init_device_mesh
+            from torch.distributed.fsdp import fully_shard
+
+            for t in [*model.parameters(), *model.buffers()]:
+                dist.broadcast(t.data, src=0)
+            mesh = init_device_mesh(device.type, (self.world,))
+            self.units = [name for name, child in model.named_children() if any(True for _ in child.parameters())]
+            for name in self.units:
+                fully_shard(getattr(model, name), mesh=mesh, reshard_after_forward=RESHARD_AFTER_FORWARD)
+            fully_shard(model, mesh=mesh, reshard_after_forward=RESHARD_AFTER_FORWARD)
+            # The optimizer over the sharded (DTensor) parameters fully_shard put in place.
+            return model, type(optimizer)(model.parameters(), **optimizer.defaults)
+
+        def full_parameters(self, model):
+            return [p.detach().full_tensor().double() for p in model.parameters()]
+
+        def allreduce_seconds(self, cfg, model, wrapped):
+            return None
+
+        def record_fields(self):
+            return {"fsdp": {"api": "FSDP2 fully_shard", "reshard_after_forward": RESHARD_AFTER_FORWARD,
+                             "units": [*self.units, "(root)"]}}
+
+    return FSDPDistribution()
+
+
+def body(cfg, out_path):
+    from distbench.launchers import torch_common as tc
+
+    tc.run(cfg, out_path, STRATEGY, make_distribution())
+
+
+if __name__ == "__main__":
+    sys.exit(common.run_worker(STRATEGY, FRAMEWORK, body))

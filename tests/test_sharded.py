@@ -1,0 +1,86 @@
+"""The sharded strategies (issue 13): fsdp (FSDP2) and deepspeed-zero1/2/3 run for real on CPU workers at
+N=1 and N=2 (gloo), are the same training as one device (verify, with the shards gathered for the
+checksums), and a sweep records why their communication overhead is not measured."""
+import os
+
+import pytest
+
+from distbench.config import PointConfig
+from distbench.engines import TORCHRUN
+from distbench.launch import run_point
+from distbench.plan import SweepOptions, make_plan
+from distbench.strategies import STRATEGIES, Strategy, parse_strategies
+from distbench.verify import DEFAULT_RTOL, verify
+from tests.conftest import ROOT, require
+
+SHARDED = {"fsdp": ("torch",), **{f"deepspeed-zero{k}": ("torch", "deepspeed") for k in (1, 2, 3)}}
+PARAMS = [pytest.param(s, marks=require(*mods)) for s, mods in SHARDED.items()]
+VERIFY = dict(model="resnet18", world_size=2, device="cpu", global_batch=4, steps=2, image_size=32, num_classes=10,
+              threads=2, timeout_s=300)
+
+
+def test_registry_group_launcher_and_why_no_comm():
+    assert [s.name for s in parse_strategies(["sharded"])] == list(SHARDED)
+    for name, mods in SHARDED.items():
+        s = STRATEGIES[name]
+        assert s.launcher is TORCHRUN and s.requires == mods and not s.needs_cuda_for_multi
+        assert "shards training state" in s.no_comm_reason
+    assert not {"fsdp", "deepspeed-zero1"} & {s.name for s in parse_strategies(())}  # not in the default sweep
+
+
+def test_a_sweep_plans_no_comm_for_sharded_points():
+    plan = make_plan(SweepOptions(model="resnet18", gpus=[1, 2], strategies=parse_strategies(["sharded", "ddp"]),
+                                  device="cpu"), visible_gpus=0)
+    at2 = {p.strategy.name: p for p in plan.points if p.config.world_size == 2}
+    assert at2["ddp"].config.measure_comm
+    assert all(not at2[s].config.measure_comm and at2[s].skip_reason is None for s in SHARDED)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("n", [1, 2])
+@pytest.mark.parametrize("strategy", PARAMS)
+def test_each_sharded_strategy_runs_and_records_peak_memory(strategy, n, tmp_path):
+    cfg = PointConfig(strategy=strategy, model="resnet18", world_size=n, device="cpu", per_device_batch=2,
+                      image_size=32, num_classes=10, steps=3, warmup=1, threads_per_worker=1, target_ci=0)
+    record = run_point(STRATEGIES[strategy], cfg, tmp_path / "point", 300)
+    assert record["status"] == "ok", (record.get("reason"), record.get("stderr_tail"))
+    assert len(record["step_times_s"]) == 3 and min(record["step_times_s"]) > 0 and record["measured_window_s"] > 0
+    assert record["launch"]["launcher"] == "torchrun"
+    assert record["params"] == 11_181_642  # resnet18, 10 classes: counted before sharding, not one shard
+    assert record["peak_memory_bytes"] > 100 * 2 ** 20  # a worker's peak RSS: torch alone is more
+    per_rank = record["peak_memory_per_rank_bytes"]
+    assert (per_rank is None) if n == 1 else (len(per_rank) == 2 and max(per_rank) == record["peak_memory_bytes"])
+    if strategy == "fsdp":
+        assert record["fsdp"]["reshard_after_forward"] is True and record["fsdp"]["units"][-1] == "(root)"
+    else:
+        ds = record["deepspeed"]
+        assert ds["zero_stage"] == int(strategy[-1]) and ds["backend"] == "gloo" and ds["accelerator"] == "cpu"
+        assert ds["config"]["gradient_clipping"] == 0.0  # DeepSpeed's default would clip at 1.0
+    print(f"\n[sharded] {strategy} N={n}: peak RSS {record['peak_memory_bytes'] / 2 ** 20:.0f} MiB, "
+          f"step median {sorted(record['step_times_s'])[1] * 1e3:.0f} ms")
+
+
+@pytest.mark.slow
+@require("torch", "deepspeed")
+def test_verify_passes_for_every_sharded_strategy():
+    results = {r["strategy"]: r for r in verify(strategies=[STRATEGIES[s] for s in SHARDED], **VERIFY)}
+    assert set(results) == set(SHARDED)
+    for r in results.values():
+        assert r["passed"] is True, r
+        assert r["loss_max_rel_diff"] < DEFAULT_RTOL and r["update_max_rel_diff"] < DEFAULT_RTOL
+
+
+@pytest.fixture
+def tests_importable(monkeypatch):
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("module", [pytest.param("fsdp_sum", marks=require("torch")),
+                                    pytest.param("zero_sum", marks=require("torch", "deepspeed"))])
+def test_summed_gradients_fail_verify(module, tests_importable):
+    broken = Strategy(name=module, framework="torch", module=f"tests.fault_workers.{module}", launcher=TORCHRUN)
+    [r] = verify(strategies=[broken], **VERIFY)
+    assert r["passed"] is False, r
+    assert "weight updates differ" in r["reason"]
+    assert r["update_max_rel_diff"] > 0.5  # updates ~2x the single-device ones at N=2
