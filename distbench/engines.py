@@ -279,3 +279,36 @@ PROCESS = Process("process")
 TORCHRUN = Torchrun("torchrun", spans_nodes=True)
 HOROVODRUN = Horovodrun("horovodrun", spans_nodes=True)
 TF_MULTIWORKER = TFMultiWorker("tf-multiworker", spans_nodes=True, module="tf_multiworker")
+
+
+ACCELERATE_PRECISION = {"fp32": "no", "bf16": "bf16", "amp": "fp16"}
+
+
+class AccelerateLaunch(Launcher):
+    """`accelerate launch`, one node: at N=1 it runs the rank itself (`--cpu` on CPU workers); at N > 1
+    `--multi_gpu` hands the ranks to torch's elastic launcher (also on CPU workers: the Accelerator then
+    picks gloo). Precision and threads per process are its flags, as its users pass them."""
+
+    def command(self, cfg: PointConfig, *, tool: str, port: str) -> list[str]:
+        """`accelerate launch` and its flags, up to the rank's command."""
+        argv = [tool, "launch", f"--num_processes={cfg.world_size}", "--num_machines=1",
+                f"--mixed_precision={ACCELERATE_PRECISION[cfg.precision]}", "--dynamo_backend=no",
+                f"--num_cpu_threads_per_process={cfg.threads_per_worker}"]
+        if cfg.world_size > 1:
+            argv += ["--multi_gpu", "--main_process_port", port]
+        elif cfg.device == "cpu":
+            argv.append("--cpu")
+        return argv
+
+    def local(self, strategy, cfg, config, out, *, python=sys.executable, tool=None, base_env=None):
+        argv = self.command(cfg, tool=tool or tool_path("accelerate", python), port=str(free_port()))
+        return [*argv, *self.worker(strategy, config, out, python)[1:]], build_env(cfg, base_env)
+
+    def sbatch_step(self, strategy, cfg):
+        if cfg.nodes != 1:
+            raise BadInput(f"{self.name} cannot span nodes")
+        argv = self.command(cfg, tool=Shell('"$(dirname "$PY")/accelerate"'), port=Shell('"$MASTER_PORT"'))
+        return [*argv, *self.worker(strategy, JOB_CONFIG, JOB_RESULT, JOB_PYTHON)[1:]]
+
+
+ACCELERATE = AccelerateLaunch("accelerate-launch")

@@ -121,6 +121,10 @@ def cuda_stack() -> dict:
     return out
 
 
+WRAPPER_PACKAGES = ("accelerate", "lightning", "pytorch-ignite", "deepspeed", "mosaicml")
+"""The wrapper strategies' libraries (None where not installed: mosaicml, whose releases need an older torch)."""
+
+
 def capture_environment() -> dict:
     import psutil
 
@@ -136,7 +140,7 @@ def capture_environment() -> dict:
         "cuda_stack": cuda_stack(),
         "packages": {name: package_version(name) for name in (
             "distbench", "torch", "tensorflow", "tensorflow-cpu", "keras", "horovod", "numpy",
-            "nvidia-ml-py")},
+            "nvidia-ml-py", *WRAPPER_PACKAGES)},
         "distbench_git_sha": git_sha(),
         "env": {k: v for k, v in sorted(os.environ.items()) if k.startswith(ENV_PREFIXES)},
     }

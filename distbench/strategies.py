@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from distbench.engines import HOROVODRUN, PROCESS, TF_MULTIWORKER, TORCHRUN, Launcher
+from distbench.engines import ACCELERATE, HOROVODRUN, PROCESS, TF_MULTIWORKER, TORCHRUN, Launcher
 from distbench.errors import BadInput
 
 
@@ -68,6 +68,19 @@ STRATEGIES: dict[str, Strategy] = {s.name: s for s in [
     Strategy(name="horovod-tf", framework="tf", module="horovod_tf", launcher=HOROVODRUN,
              requires=("tensorflow", "horovod.tensorflow"),
              description="horovod.tensorflow: grouped all-reduce of gradients + variable broadcast"),
+    Strategy(name="accelerate", framework="torch", module="accelerate_ddp", launcher=ACCELERATE, multi_node=TORCHRUN,
+             requires=("torch", "accelerate"),
+             description="Hugging Face Accelerator around the same loop, DDP underneath (accelerate launch)"),
+    Strategy(name="lightning", framework="torch", module="lightning_ddp", launcher=TORCHRUN,
+             requires=("torch", "lightning"),
+             description='LightningModule under Trainer(strategy="ddp"), its defaults on (torchrun)'),
+    Strategy(name="fabric", framework="torch", module="fabric_ddp", launcher=TORCHRUN,
+             requires=("torch", "lightning"), description="Lightning Fabric around the same loop, DDP (torchrun)"),
+    Strategy(name="ignite", framework="torch", module="ignite_ddp", launcher=PROCESS,
+             requires=("torch", "ignite"),
+             description="PyTorch Ignite Engine, ignite.distributed (idist.Parallel spawns the N processes)"),
+    Strategy(name="composer", framework="torch", module="composer_trainer", launcher=PROCESS,
+             description="MosaicML Composer Trainer: skipped, its worker names the version conflict with the pinned torch"),
 ]}
 
 FRAMEWORK_BASELINE = {"torch": "torch", "tf": "tf"}

@@ -42,6 +42,25 @@ class Distribution:
         """Evidence recorded from a no-sync run (e.g. how often the no-op hook ran)."""
         return {}
 
+    wrapper_precision = False
+    """The wrapper autocasts and scales the loss itself (Accelerator, Fabric): make_step then does neither."""
+
+    def backward(self, loss) -> None:
+        """The backward pass of make_step's step (a wrapper's own: accelerator.backward, fabric.backward)."""
+        loss.backward()
+
+    def optimizer_step(self, optimizer) -> None:
+        optimizer.step()
+
+    def drive(self, cfg: PointConfig, step, batches):
+        """What the measuring code calls once per step: `step` itself, or, where the wrapper owns the loop
+        (Lightning's Trainer, Ignite's Engine), one step of that loop (launchers/wrapper_loop.py)."""
+        return step
+
+    def record_fields(self) -> dict:
+        """What the wrapper adds to the record (its settings; how its steps were timed)."""
+        return {}
+
     def gather(self, obj: Any) -> list:
         return [obj]
 
@@ -277,7 +296,8 @@ def make_optimizer(cfg: PointConfig, model):
     return torch.optim.SGD(model.parameters(), lr=cfg.lr, momentum=cfg.momentum)
 
 
-def make_step(cfg: PointConfig, model, optimizer, batches: Batches, device, probe: dict | None = None):
+def make_step(cfg: PointConfig, model, optimizer, batches: Batches, device, probe: dict | None = None,
+              dist: Distribution | None = None):
     """One training step. Precision: 'bf16' autocasts to bfloat16 (CPU and GPU); 'amp' autocasts to
     float16 with a GradScaler (GPUs). With Horovod's optimizer the scaler unscales after Horovod's
     all-reduce (synchronize, then step without synchronizing again)."""
@@ -288,18 +308,21 @@ def make_step(cfg: PointConfig, model, optimizer, batches: Batches, device, prob
     from distbench.models import torch_models
 
     loss_fn = torch_models.loss_fn(cfg.model)
+    dist = dist or Distribution()
     # Verify mode: BatchNorm/dropout in inference mode so a shard's forward pass does not depend on
     # the other shards; gradients then average exactly to the full-batch gradient.
     model.eval() if cfg.verify else model.train()
     if cfg.compile:
         model = torch.compile(model)
-    if cfg.precision == "bf16":
+    if dist.wrapper_precision:
+        autocast = contextlib.nullcontext
+    elif cfg.precision == "bf16":
         autocast = lambda: torch.autocast(device.type, dtype=torch.bfloat16)  # noqa: E731
     elif cfg.precision == "amp":
         autocast = lambda: torch.autocast(device.type, dtype=torch.float16)  # noqa: E731
     else:
         autocast = contextlib.nullcontext
-    scaler = torch.amp.GradScaler(device.type) if cfg.precision == "amp" else None
+    scaler = torch.amp.GradScaler(device.type) if cfg.precision == "amp" and not dist.wrapper_precision else None
     horovod_opt = hasattr(optimizer, "synchronize") and hasattr(optimizer, "skip_synchronize")
 
     def step():
@@ -311,10 +334,10 @@ def make_step(cfg: PointConfig, model, optimizer, batches: Batches, device, prob
         if probe is not None and "activation_dtype" not in probe:
             probe["activation_dtype"] = str(out.dtype).replace("torch.", "")
         if scaler is None:
-            loss.backward()
-            optimizer.step()
+            dist.backward(loss)
+            dist.optimizer_step(optimizer)
         else:
-            scaler.scale(loss).backward()
+            dist.backward(scaler.scale(loss))
             if horovod_opt:
                 optimizer.synchronize()
                 scaler.unscale_(optimizer)
@@ -375,7 +398,7 @@ def run(cfg: PointConfig, out_path: str, strategy: str, dist: Distribution) -> N
         # The no-sync variant: the same wrapper and step, only the gradient collective removed.
         wrapped, optimizer = (dist.wrap if cfg.sync else dist.wrap_independent)(cfg, model, optimizer, device)
         probe: dict = {}
-        step = make_step(cfg, wrapped, optimizer, batches, device, probe)
+        step = dist.drive(cfg, make_step(cfg, wrapped, optimizer, batches, device, probe, dist), batches)
         sync = make_sync(device)
         extra.update(params=param_count(model), grad_bytes=grad_bytes(model), backend=dist.backend,
                      runtime=runtime_info(device), sync=cfg.sync, probe=probe, nosync_variant=dist.nosync_variant,
@@ -398,6 +421,7 @@ def run(cfg: PointConfig, out_path: str, strategy: str, dist: Distribution) -> N
                 extra["cpu_gemm_peak"] = peaks.measure_cpu_gemm(cfg.threads_per_worker, dist.gather)
         if not cfg.sync:
             extra.update(dist.nosync_fields())
+        extra.update(dist.record_fields())
         common.check_loss(loss)
         if dist.rank == 0:
             common.emit(cfg, out_path, strategy=strategy, framework="torch", status="ok", step_times=times,

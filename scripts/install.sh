@@ -116,6 +116,7 @@ if [ "${1:-}" = --dry-run ]; then
     ops=$(horovod_gpu_ops)
     log "Horovod: $HOROVOD_VERSION from the sdist with Gloo${ops:+ and $ops}"
     log "distbench: editable, with the extras [$EXTRAS] of setup.cfg"
+    log "wrappers: the extra [wrappers] of setup.cfg, optional (if it fails to install: a warning, and those points are skipped)"
     log "dry run: nothing installed (venv $VENV)"
     exit 0
 fi
@@ -141,6 +142,13 @@ if [ "$KIND" = gpu ] && [ -z "$("$VPY" -c 'import torch; print(torch.version.cud
 fi
 log "installing distbench (editable) with the extras [$EXTRAS]"
 quiet_pip install -q "${PIN_ARGS[@]}" --no-build-isolation -e ".[$EXTRAS]"
+# The wrapper strategies' libraries (accelerate, lightning, ignite, deepspeed) are optional: if they do not
+# install, their points are 'skipped' (the registry's `requires`) and the rest of the install goes on.
+log "installing the wrapper libraries (extra [wrappers])"
+if ! quiet_pip install -q "${PIN_ARGS[@]}" --no-build-isolation -e ".[wrappers]"; then
+    log "warning: the extra [wrappers] (accelerate, lightning, pytorch-ignite, deepspeed) did not install;" \
+        "the accelerate, lightning, fabric, ignite and deepspeed points will be 'skipped'"
+fi
 
 # Horovod: the wheel is tied to the exact framework versions, so they are part of the cache key.
 # An installed Horovod is kept only if it was built with the NCCL decision made now.

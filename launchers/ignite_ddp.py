@@ -1,0 +1,96 @@
+"""Strategy `ignite`: PyTorch Ignite's `Engine` runs the same step (its process function), under
+`ignite.distributed`: `idist.Parallel(backend, nproc_per_node=N)` spawns the N processes from the one
+distbench starts (gloo on CPU workers, NCCL on GPUs), `idist.auto_model` wraps the model in DDP
+(N > 1; at N=1 it leaves the model alone) and `idist.auto_optim` the optimizer.
+
+The Engine owns the loop, so steps are timed at its Events.ITERATION_COMPLETED (wrapper_loop.SteppedLoop).
+Every spawned process dies with the process that spawned it (a parent-death signal), which itself runs
+under distbench's rank guard: no process outlives the sweep.
+"""
+from __future__ import annotations
+
+import os
+import sys
+
+from distbench.launchers import common
+
+STRATEGY, FRAMEWORK = "ignite", "torch"
+
+
+def make_distribution():
+    from ignite import distributed as idist
+
+    from distbench.launchers.wrapper_loop import TIMING, SteppedLoop, ddp_distribution
+
+    class IgniteDistribution(ddp_distribution()):
+        name = "ignite"
+        nosync_variant = ("idist.auto_model's DDP with DDP's no-op communication hook (as ddp's variant), the same "
+                          "Engine and events; only the gradient all-reduce and the buffer broadcast removed")
+        loop: SteppedLoop | None = None
+
+        def start(self, cfg):  # idist.Parallel has set up the process group
+            self.rank, self.world, self.local_rank = idist.get_rank(), idist.get_world_size(), idist.get_local_rank()
+            self.backend = idist.backend()
+
+        def wrap(self, cfg, model, optimizer, device):
+            return idist.auto_model(model), idist.auto_optim(optimizer)
+
+        def wrap_independent(self, cfg, model, optimizer, device):
+            if self.world == 1:  # auto_model leaves one process's model unwrapped: nothing to remove
+                self.buffer_sync = None
+                return self.wrap(cfg, model, optimizer, device)
+            return super().wrap_independent(cfg, model, optimizer, device)
+
+        def drive(self, cfg, step, batches):
+            from ignite.engine import Engine, Events
+
+            loop = self.loop = SteppedLoop()
+            engine = Engine(lambda engine, batch: step())  # data=None: the step takes its own batch
+
+            @engine.on(Events.STARTED)
+            def _ready(engine):
+                loop.ready()
+
+            @engine.on(Events.ITERATION_COMPLETED)
+            def _boundary(engine):
+                if loop.boundary(engine.state.output):
+                    engine.terminate()
+
+            loop.start(lambda: engine.run(None, max_epochs=1, epoch_length=2 ** 62))
+            return loop.step
+
+        def record_fields(self):
+            import ignite
+
+            return {"timing": TIMING, "wrapper": {"ignite": ignite.__version__, "launcher": "idist.Parallel",
+                                                   "ddp_wrapped": self.world > 1}}
+
+        def stop(self):  # ignite's Parallel destroys the process group itself
+            if self.loop is not None:
+                self.loop.finish()
+
+    return IgniteDistribution()
+
+
+def training(local_rank, cfg, out_path, parent_pid):
+    from distbench.launchers import torch_common as tc
+    from distbench.rankguard import die_with_parent
+
+    die_with_parent()
+    if os.getppid() != parent_pid:  # the parent died before the signal was armed
+        os._exit(1)
+    tc.run(cfg, out_path, STRATEGY, make_distribution())
+
+
+def body(cfg, out_path):
+    from ignite import distributed as idist
+
+    from distbench.engines import free_port
+
+    backend = "nccl" if cfg.device == "cuda" else "gloo"
+    with idist.Parallel(backend=backend, nproc_per_node=cfg.world_size, master_port=free_port()) as parallel:
+        parallel.run(training, cfg, out_path, os.getpid())
+
+
+if __name__ == "__main__":
+    sys.exit(common.run_worker(STRATEGY, FRAMEWORK, body))

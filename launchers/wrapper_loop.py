@@ -1,0 +1,115 @@
+"""What the wrapper strategies (accelerate, fabric, lightning, ignite) share.
+
+`ddp_distribution()`: the `ddp` strategy's Distribution class (gather, barrier, mean, the standalone
+all-reduce, the no-op-hook variant): the wrappers put DDP underneath, so they subclass it.
+
+`SteppedLoop`: Lightning's Trainer and Ignite's Engine own the training loop, so distbench cannot call
+their step. The wrapper's loop runs in a thread of its own and stops at every step boundary (a hook of
+the wrapper: Lightning's Callback.on_train_batch_end, Ignite's Events.ITERATION_COMPLETED) until the
+measuring code (common.measure, run by torch_common.run) asks for the next step. Exactly one of the two
+threads runs at any time, so the measured time of a step is boundary to boundary: everything the
+wrapper does per step (its hooks, callbacks, progress bar, logging) is inside it, plus the hand-over of
+two semaphores (a few microseconds; TIMING says so in the record). Warmup, the barrier, the
+synchronized clock reads and the stopping rule are common.measure's, unchanged.
+"""
+from __future__ import annotations
+
+import threading
+
+TIMING = ("wrapper callback at step boundaries: the wrapper's own loop runs in a thread and pauses at its "
+          "end-of-step hook; step time = boundary to boundary, device synchronized, common.measure's warmup, "
+          "barrier and stopping rule")
+
+LIGHTNING_PRECISION = {"fp32": "32-true", "bf16": "bf16-mixed", "amp": "16-mixed"}
+"""cfg.precision -> Lightning's Trainer / Fabric `precision`."""
+
+
+def ddp_distribution() -> type:
+    from distbench.launchers import torch_ddp
+
+    return type(torch_ddp.make_distribution())
+
+
+def silence(dist, ddp) -> None:
+    """The no-sync variant of a DDP module the wrapper built (Fabric's, Lightning's: their strategies
+    register comm hooks on CUDA only): DDP's no-op communication hook, its calls counted in
+    `dist.hook_calls`, and no buffer broadcast, as the ddp strategy's variant. Before the first step."""
+    from torch.distributed.algorithms.ddp_comm_hooks.debugging_hooks import noop_hook
+
+    def counted_noop(state, bucket):
+        dist.hook_calls += 1
+        return noop_hook(state, bucket)
+
+    ddp.register_comm_hook(None, counted_noop)
+    ddp.broadcast_buffers = False
+    dist.buffer_sync = ddp.will_sync_module_buffers()
+
+
+class LoopEnded(RuntimeError):
+    pass
+
+
+class SteppedLoop:
+    """A loop someone else owns, advanced one step per `step()` call (see the module's text).
+
+    The loop side calls `ready()` before its first step and `boundary(out)` at the end of each step
+    (True: stop now). The driver side calls `start(run)`, then `step()` as often as it likes, then
+    `finish()`."""
+
+    def __init__(self) -> None:
+        self._go = threading.Semaphore(0)
+        self._done = threading.Semaphore(0)
+        self._out = None
+        self._error: BaseException | None = None
+        self._ended = False
+        self.stopping = False
+        self._thread: threading.Thread | None = None
+
+    # loop side (the wrapper's thread)
+    def ready(self) -> None:
+        self._done.release()
+        self._go.acquire()
+
+    def boundary(self, out) -> bool:
+        self._out = out
+        self._done.release()
+        self._go.acquire()
+        return self.stopping
+
+    # driver side
+    def start(self, run) -> None:
+        """Run `run()` (the wrapper's whole loop) in a thread; return when it is ready for its first step."""
+        def main():
+            try:
+                run()
+            except BaseException as exc:  # noqa: BLE001 - handed to the driver
+                self._error = exc
+            finally:
+                self._ended = True
+                self._done.release()
+
+        self._thread = threading.Thread(target=main, name="wrapper-loop", daemon=True)
+        self._thread.start()
+        self._wait()
+
+    def step(self):
+        self._go.release()
+        self._wait()
+        return self._out
+
+    def _wait(self) -> None:
+        self._done.acquire()
+        if self._error is not None:
+            raise self._error
+        if self._ended:
+            raise LoopEnded("the wrapper's loop ended before distbench stopped it")
+
+    def finish(self, timeout_s: float = 300.0) -> None:
+        """Let the loop stop at the boundary it waits at and end (the wrapper's own teardown runs)."""
+        if self._thread is None or self._ended:
+            return
+        self.stopping = True
+        self._go.release()
+        self._thread.join(timeout_s)
+        if self._error is not None:
+            raise self._error
