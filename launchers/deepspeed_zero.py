@@ -66,6 +66,11 @@ def make_distribution(stage: int):
         def allreduce_seconds(self, cfg, model, wrapped):
             return None
 
+        def stop(self):
+            if getattr(self, "engine", None) is not None:
+                self.engine.destroy()  # DeepSpeed's own cleanup (optimizer hooks, buffers) before the group goes
+            super().stop()
+
         def record_fields(self):
             import deepspeed
 
