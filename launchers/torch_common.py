@@ -61,6 +61,10 @@ class Distribution:
         """What the wrapper adds to the record (its settings; how its steps were timed)."""
         return {}
 
+    def full_parameters(self, model) -> list:
+        """Float64 copies of every whole parameter (verify's checksums); sharding strategies gather them."""
+        return [p.detach().double().clone() for p in model.parameters()]
+
     def gather(self, obj: Any) -> list:
         return [obj]
 
@@ -371,10 +375,11 @@ def runtime_info(device) -> dict:
     return info
 
 
-def _update_checksums(model, start: list) -> list[list[float]]:
-    """Per tensor: [L2 norm of the weight update, sum of the update] (float64)."""
+def _update_checksums(model, start: list, params: list | None = None) -> list[list[float]]:
+    """Per tensor: [L2 norm of the weight update, sum of the update] (float64); `params`: the whole
+    parameters where the model holds shards (Distribution.full_parameters)."""
     out = []
-    for p, p0 in zip(model.parameters(), start):
+    for p, p0 in zip(model.parameters() if params is None else params, start):
         d = (p.detach().double() - p0)
         out.append([float(d.norm()), float(d.sum())])
     return out
@@ -393,22 +398,22 @@ def run(cfg: PointConfig, out_path: str, strategy: str, dist: Distribution) -> N
         model = build_model(cfg, device, common.verify_seed(cfg, dist.rank))
         optimizer = make_optimizer(cfg, model)
         extra: dict = {"data_cache": datasets.page_cache_status(cfg.data_dir)  # before anything reads it
-                       if cfg.data == "disk" and dist.rank == 0 else None}
+                       if cfg.data == "disk" and dist.rank == 0 else None,
+                       "params": param_count(model), "grad_bytes": grad_bytes(model)}  # before any sharding
         batches = make_batches(cfg, device, dist.rank, dist.world, cfg.per_device_batch)
         # The no-sync variant: the same wrapper and step, only the gradient collective removed.
         wrapped, optimizer = (dist.wrap if cfg.sync else dist.wrap_independent)(cfg, model, optimizer, device)
         probe: dict = {}
         step = dist.drive(cfg, make_step(cfg, wrapped, optimizer, batches, device, probe, dist), batches)
         sync = make_sync(device)
-        extra.update(params=param_count(model), grad_bytes=grad_bytes(model), backend=dist.backend,
-                     runtime=runtime_info(device), sync=cfg.sync, probe=probe, nosync_variant=dist.nosync_variant,
-                     math_mode=math_mode)
+        extra.update(backend=dist.backend, runtime=runtime_info(device), sync=cfg.sync, probe=probe,
+                     nosync_variant=dist.nosync_variant, math_mode=math_mode)
         if cfg.verify:
-            start = [p.detach().double().clone() for p in model.parameters()]
+            start = dist.full_parameters(model)
             losses = []
             for _ in range(cfg.steps):
                 losses.append(dist.mean(float(step())))
-            sums = _update_checksums(model, start)
+            sums = _update_checksums(model, start, dist.full_parameters(model))
             replicas = dist.gather(sums)
             extra.update(verify_losses=losses, update_checksums=sums, determinism=determinism,
                          replica_max_rel_diff=common.max_rel_diff(replicas))
