@@ -176,12 +176,14 @@ def outcome_record(cfg: PointConfig, strategy: Strategy, result_path, returncode
     return record
 
 
-def _wait(proc: subprocess.Popen, timeout_s: float, rank_dir: Path) -> tuple[int | None, str | None]:
+def _wait(proc: subprocess.Popen, timeout_s: float, rank_dir: Path,
+          result_path: Path | None = None) -> tuple[int | None, str | None]:
     """Wait for the launcher; (returncode, None), or (None, why) when distbench had to stop it: the
     timeout, or a rank that failed while the launcher left the others running (a rank blocked in a
-    collective with a dead peer would otherwise hold the point until the timeout)."""
+    collective with a dead peer would otherwise hold the point until the timeout), or ranks still
+    running FAILURE_GRACE_S after rank 0 wrote the point's record (hung in teardown: the work is done)."""
     deadline = time.monotonic() + timeout_s
-    failed_at = None
+    failed_at = done_at = None
     while True:
         try:
             return proc.wait(timeout=POLL_S), None
@@ -195,6 +197,11 @@ def _wait(proc: subprocess.Popen, timeout_s: float, rank_dir: Path) -> tuple[int
                 failed_at = now
         elif now - failed_at > FAILURE_GRACE_S:
             return None, "rank failed"
+        if result_path is not None and failed_at is None:
+            if done_at is None:
+                done_at = now if result_path.exists() else None
+            elif now - done_at > FAILURE_GRACE_S:
+                return None, "teardown"
 
 
 def run_point(strategy: Strategy, cfg: PointConfig, workdir: str | os.PathLike, timeout_s: float,
@@ -230,7 +237,7 @@ def run_point(strategy: Strategy, cfg: PointConfig, workdir: str | os.PathLike, 
             sampler = Sampler(proc.pid, interval_s=telemetry_interval_s, gpus=cfg.device == "cuda",
                               gpu_indices=gpu_indices(cfg, env), cuda_env=env).start()
         try:
-            returncode, stopped = _wait(proc, timeout_s, rank_dir)
+            returncode, stopped = _wait(proc, timeout_s, rank_dir, out_path)
             if stopped:
                 _kill_tree(proc)
         except BaseException:  # Ctrl-C, SIGTERM, SIGHUP: no worker may outlive the sweep
@@ -244,6 +251,10 @@ def run_point(strategy: Strategy, cfg: PointConfig, workdir: str | os.PathLike, 
     if stopped == "timeout":
         record = outcome_record(cfg, strategy, out_path, None, tail, status="timeout",
                                 reason=f"timed out after {timeout_s:g}s (--timeout)", rank_dir=rank_dir)
+    elif stopped == "teardown":  # every rank did its work and rank 0 wrote the record: keep it
+        record = outcome_record(cfg, strategy, out_path, 0, tail, rank_dir=rank_dir, oom_counts=oom_counts)
+        record["launch_note"] = (f"ranks still running {FAILURE_GRACE_S:g}s after the record was written (hung "
+                                 "in teardown) were stopped by distbench; the measurement was complete")
     else:
         record = outcome_record(cfg, strategy, out_path, returncode, tail, rank_dir=rank_dir,
                                 oom_counts=oom_counts)

@@ -123,6 +123,7 @@ class Record(TypedDict, total=False):
     power_w_mean: float | None
     # launch and faults (distbench.launch, distbench.failures)
     launch: dict  # argv, launcher, exit status, start, wall seconds, work folder
+    launch_note: str  # ranks hung in teardown after the record was written, stopped by distbench
     ranks: list[dict]  # how each rank ended (rank guard reports)
     stderr_tail: str
     workdir: str  # kept for a point that did not succeed

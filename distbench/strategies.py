@@ -32,6 +32,9 @@ class Strategy:
     no_comm_reason: str | None = None
     """Why its no-sync variant and communication overhead cannot be measured (None: they can);
     recorded as the point's comm_note."""
+    group: str = "core"
+    """'core' strategies run when --strategy is not given; 'wrappers' and 'sharded' run when named, by
+    strategy or by group (--strategy wrappers, --strategy all)."""
 
     def launcher_for(self, nodes: int) -> Launcher:
         """The launcher of a point on `nodes` nodes, or a one-line error naming those that can span nodes."""
@@ -49,6 +52,10 @@ class Strategy:
     def cluster_launcher(self) -> Launcher | None:
         return self.multi_node or (self.launcher if self.launcher.spans_nodes else None)
 
+
+SHARDED_NO_COMM = ("it shards training state, so its collectives (gradient reduce-scatter, parameter "
+                   "all-gathers) are part of the step itself: without them each rank would update only its shard "
+                   "from its own gradients, a different computation, so no no-sync variant isolates communication")
 
 STRATEGIES: dict[str, Strategy] = {s.name: s for s in [
     Strategy(name="torch", framework="torch", module="torch_single", launcher=PROCESS, baseline=True,
@@ -68,19 +75,27 @@ STRATEGIES: dict[str, Strategy] = {s.name: s for s in [
     Strategy(name="horovod-tf", framework="tf", module="horovod_tf", launcher=HOROVODRUN,
              requires=("tensorflow", "horovod.tensorflow"),
              description="horovod.tensorflow: grouped all-reduce of gradients + variable broadcast"),
-    Strategy(name="accelerate", framework="torch", module="accelerate_ddp", launcher=ACCELERATE, multi_node=TORCHRUN,
+    Strategy(name="accelerate", group="wrappers", framework="torch", module="accelerate_ddp", launcher=ACCELERATE, multi_node=TORCHRUN,
              requires=("torch", "accelerate"),
              description="Hugging Face Accelerator around the same loop, DDP underneath (accelerate launch)"),
-    Strategy(name="lightning", framework="torch", module="lightning_ddp", launcher=TORCHRUN,
+    Strategy(name="lightning", group="wrappers", framework="torch", module="lightning_ddp", launcher=TORCHRUN,
              requires=("torch", "lightning"),
              description='LightningModule under Trainer(strategy="ddp"), its defaults on (torchrun)'),
-    Strategy(name="fabric", framework="torch", module="fabric_ddp", launcher=TORCHRUN,
+    Strategy(name="fabric", group="wrappers", framework="torch", module="fabric_ddp", launcher=TORCHRUN,
              requires=("torch", "lightning"), description="Lightning Fabric around the same loop, DDP (torchrun)"),
-    Strategy(name="ignite", framework="torch", module="ignite_ddp", launcher=PROCESS,
+    Strategy(name="ignite", group="wrappers", framework="torch", module="ignite_ddp", launcher=PROCESS,
              requires=("torch", "ignite"),
              description="PyTorch Ignite Engine, ignite.distributed (idist.Parallel spawns the N processes)"),
-    Strategy(name="composer", framework="torch", module="composer_trainer", launcher=PROCESS,
+    Strategy(name="composer", group="wrappers", framework="torch", module="composer_trainer", launcher=PROCESS,
              description="MosaicML Composer Trainer: skipped, its worker names the version conflict with the pinned torch"),
+    Strategy(name="fsdp", group="sharded", framework="torch", module="torch_fsdp", launcher=TORCHRUN,
+             requires=("torch",), no_comm_reason=SHARDED_NO_COMM,
+             description="FSDP2 fully_shard per top-level module + root, reshard after forward (torchrun)"),
+    *(Strategy(name=f"deepspeed-zero{k}", group="sharded", framework="torch", module="deepspeed_zero",
+               launcher=TORCHRUN, requires=("torch", "deepspeed"), no_comm_reason=SHARDED_NO_COMM,
+               description=f"deepspeed.initialize, ZeRO stage {k}: {what}, same torch SGD (torchrun)")
+      for k, what in [(1, "optimizer state sharded"), (2, "optimizer state and gradients sharded"),
+                      (3, "parameters, gradients and optimizer state sharded")]),
 ]}
 
 FRAMEWORK_BASELINE = {"torch": "torch", "tf": "tf"}
@@ -90,24 +105,33 @@ def strategy_names() -> list[str]:
     return list(STRATEGIES)
 
 
+GROUPS = ("core", "wrappers", "sharded")
+
+
+def _valid() -> str:
+    return f"{', '.join(STRATEGIES)}; groups: all, {', '.join(GROUPS)}"
+
+
 def get_strategy(name: str) -> Strategy:
     try:
         return STRATEGIES[name]
     except KeyError:
-        raise BadInput(f"unknown strategy {name!r}; valid strategies: {', '.join(STRATEGIES)}") from None
+        raise BadInput(f"unknown --strategy {name!r}; valid strategies: {_valid()}") from None
 
 
 def parse_strategies(values: tuple[str, ...] | list[str]) -> list[Strategy]:
-    """Repeatable option and/or comma lists -> strategies in registry order, no duplicates."""
-    names: list[str] = []
+    """Repeatable option and/or comma lists of names or groups -> strategies in registry order, no
+    duplicates; none given: the core group."""
+    names: set[str] = set()
     for value in values:
         for part in value.split(","):
             part = part.strip()
             if not part:
-                raise BadInput(f"empty strategy name in {value!r}; valid strategies: {', '.join(STRATEGIES)}")
-            get_strategy(part)
-            if part not in names:
-                names.append(part)
+                raise BadInput(f"empty --strategy name in {value!r}; valid strategies: {_valid()}")
+            if part == "all" or part in GROUPS:
+                names |= {s.name for s in STRATEGIES.values() if part in ("all", s.group)}
+            else:
+                names.add(get_strategy(part).name)
     if not names:
-        return list(STRATEGIES.values())
+        names = {s.name for s in STRATEGIES.values() if s.group == "core"}
     return [s for s in STRATEGIES.values() if s.name in names]

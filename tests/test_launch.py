@@ -86,3 +86,20 @@ def test_failure_summary_prefers_the_workers_exception_over_the_launchers():
                      "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: \n"
                      "============================================================\n")
     assert failure_summary(torchrun_tail) == "AttributeError: 'X' object has no attribute 'zero_grad'"
+
+
+def test_ranks_hung_in_teardown_after_the_record_is_written_are_stopped_and_the_record_kept(tmp_path):
+    """The work is done and rank 0 wrote the record; a destructor that never returns must not turn the
+    point into a timeout: distbench stops the ranks FAILURE_GRACE_S later and keeps the record."""
+    import time
+
+    import distbench.launch as launch
+
+    hung = Strategy(name="torch", framework="torch", module="tests.fault_workers.hang_after_record",
+                    launcher=PROCESS)
+    started = time.monotonic()
+    record = run_point(hung, _cfg("torch", 1), tmp_path, timeout_s=120)
+    assert record["status"] == "ok", record.get("reason")
+    assert record["step_times_s"] == [0.1, 0.1, 0.1]
+    assert "hung in teardown" in record["launch_note"]
+    assert time.monotonic() - started < launch.FAILURE_GRACE_S + 30

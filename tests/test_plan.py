@@ -28,8 +28,13 @@ def test_parse_gpus_rejects(text, message):
 def test_parse_strategies_comma_and_repeat_keep_registry_order():
     names = [s.name for s in parse_strategies(("ddp,torch", "horovod-tf"))]
     assert names == ["torch", "ddp", "horovod-tf"]
-    assert [s.name for s in parse_strategies(())] == list(STRATEGIES)
-    with pytest.raises(BadInput, match="unknown strategy 'nope'; valid strategies: torch, dp, ddp"):
+    core = ["torch", "dp", "ddp", "tf", "mirrored", "horovod-torch", "horovod-tf"]
+    assert [s.name for s in parse_strategies(())] == core  # no --strategy: the core group
+    assert [s.name for s in parse_strategies(("core",))] == core
+    assert [s.name for s in parse_strategies(("all",))] == list(STRATEGIES)
+    wrappers = [s.name for s in STRATEGIES.values() if s.group == "wrappers"]
+    assert [s.name for s in parse_strategies(("wrappers,ddp",))] == ["ddp", *wrappers]
+    with pytest.raises(BadInput, match="^unknown --strategy 'nope'; valid strategies: torch, dp, ddp"):
         parse_strategies(("nope",))
 
 

@@ -50,7 +50,8 @@ def _sweep_args(tmp_path, *extra):
     (["--partition", "-gpu"], f"--partition '-gpu' is not a valid name: {NAME_RULE}"),
     (["--model", "resnet50 --evil"], f"--model 'resnet50 --evil' is not a valid name: {NAME_RULE}"),
     (["--strategy", "ddp,`reboot`"], f"--strategy '`reboot`' is not a valid name: {NAME_RULE}"),
-    (["--strategy", "nope"], "unknown --strategy 'nope'; valid strategies: " + ", ".join(STRATEGIES)),
+    (["--strategy", "nope"], "unknown --strategy 'nope'; valid strategies: " + ", ".join(STRATEGIES)
+     + "; groups: all, core, wrappers, sharded"),
     (["--model", "alexnet"], f"unknown model 'alexnet'; valid models: {', '.join(model_names())}"),
     (["--time", "1 hour"], "--time '1 hour' is not a Slurm time limit: use MINUTES, HH:MM:SS or D-HH:MM:SS"),
     (["--constraint", "a100'; x"], "--constraint \"a100'; x\" is not a valid feature expression: use feature "

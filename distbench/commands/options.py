@@ -59,8 +59,9 @@ def _spec(*decls: str, slurm: bool = False, **attrs) -> tuple[tuple[str, ...], b
 WORKLOAD = {
     "model": _spec("--model", slurm=True, help=f"Model to train: {', '.join(model_names())}."),
     "strategies": _spec("--strategy", slurm=True, multiple=True, metavar="NAME[,NAME]", show_default=False,
-                        help=f"Strategies to run (repeatable or comma list): {', '.join(strategy_names())}. "
-                             "Default: all."),
+                        help=f"Strategies to run (repeatable or comma list): {', '.join(strategy_names())}, or a group: "
+                             "core, wrappers, sharded, all. Default: core (the wrapper and sharded strategies "
+                             "run when named)."),
     "batch_size": _spec("--batch-size", slurm=True, callback=batch_list, metavar="B[,B]",
                         help="Per-device batch (weak scaling) or global batch (strong); a comma list sweeps them "
                              "(an 'oom' batch skips the larger ones). Default: 32 on GPUs, 8 on CPU workers."),
