@@ -148,6 +148,15 @@ log "installing the wrapper libraries (extra [wrappers])"
 if ! quiet_pip install -q "${PIN_ARGS[@]}" --no-build-isolation -e ".[wrappers]"; then
     log "warning: the extra [wrappers] (accelerate, lightning, pytorch-ignite, deepspeed) did not install;" \
         "the accelerate, lightning, fabric, ignite and deepspeed points will be 'skipped'"
+elif [ "$KIND" != gpu ]; then
+    # DeepSpeed's CPU accelerator compiles its shared-memory comm extension on the first
+    # init_distributed (minutes on a small machine, inside a point's timeout, and a compile killed
+    # halfway leaves a lock that hangs every later run): build it now, into torch's extension cache.
+    log "building DeepSpeed's CPU shared-memory comm extension (once, cached in ~/.cache/torch_extensions)"
+    if ! "$VPY" -c 'from deepspeed.accelerator import get_accelerator as a; b = a().create_op_builder("ShareMemCommBuilder"); b and b.load()' \
+            >/dev/null 2>&1; then
+        log "warning: DeepSpeed's shm comm extension did not build; deepspeed points will build it on first use"
+    fi
 fi
 
 # Horovod: the wheel is tied to the exact framework versions, so they are part of the cache key.
