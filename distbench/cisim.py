@@ -143,3 +143,25 @@ def paired_exposed(rng: np.random.Generator, model: Model, r: int, *, exposed: f
     truth = exposed * math.exp(drift_sd ** 2 / 2) * float(speed.mean())
     return {"coverage": float(np.mean(np.abs(m - truth) <= hw)), "bias": float(np.mean(m) / truth - 1.0),
             "median_rel_half_width": float(np.median(hw / truth)), "median_steps": float(steps * r * 2)}
+
+
+def throughput_ratio(rng: np.random.Generator, model: Model, n: int, *, ratio: float = 0.9, trials: int = 2000) -> dict:
+    """CI of a throughput ratio B/A between two independent runs (compare, the report's wrappers section):
+    each side's within-run batch-means CI, inverted to a throughput CI (stats.rate_ci), then combined on
+    the log scale (analysis.ratio_ci_from_cis). B's steps are 1/ratio as long; the truth is `ratio`."""
+    from distbench.analysis import ratio_ci_from_cis
+
+    sides = []
+    for scale in (1.0, 1.0 / ratio):
+        mean, hw = _ci(step_series(rng, trials, n, model) * scale)
+        sides.append((1.0 / mean, hw / mean))
+    covered, widths = 0, []
+    for (ta, ra), (tb, rb) in zip(zip(*sides[0]), zip(*sides[1])):
+        ci_a, ci_b = stats.rate_ci(ta, ra), stats.rate_ci(tb, rb)
+        if ci_a[1] is None or ci_b[1] is None:
+            continue  # a CI wider than its estimate: distbench gives no ratio CI either
+        lo, hi = ratio_ci_from_cis(ta, ci_a, tb, ci_b)
+        covered += lo <= ratio <= hi
+        widths.append((hi - lo) / 2 / ratio)
+    return {"coverage": covered / max(1, len(widths)), "bias": 0.0, "median_rel_half_width": float(np.median(widths)),
+            "median_steps": float(n), "intervals": len(widths)}

@@ -55,3 +55,13 @@ def test_the_old_rule_fails_this_check():
     """A normal CI over steps treated as independent, stopping the first time it is within target."""
     res = cisim.naive_adaptive(np.random.default_rng(3), cisim.Model(phi=0.8), 0.02, max_steps=1200, runs=1500)
     assert res["coverage"] < 0.7
+
+
+@pytest.mark.parametrize("model", [cisim.Model(phi=0.0, cv=0.05), cisim.Model(phi=0.8, cv=0.05),
+                                   cisim.Model(phi=0.5, cv=0.15, outlier_p=0.05)], ids=lambda m: m.label())
+def test_throughput_ratio_ci_covers(model):
+    """The ratio CIs of `compare` and the report's wrappers section (two runs' batch-means CIs combined
+    on the log scale) cover the true ratio at least 90% of the time (nominal 95%)."""
+    result = cisim.throughput_ratio(np.random.default_rng(7), model, stats.MIN_CI_STEPS, trials=1000)
+    assert result["intervals"] >= 950
+    assert result["coverage"] >= 0.90, result
