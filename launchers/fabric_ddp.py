@@ -16,7 +16,8 @@ STRATEGY, FRAMEWORK = "fabric", "torch"
 def make_distribution():
     import torch.distributed as dist
 
-    from distbench.launchers.wrapper_loop import LIGHTNING_PRECISION, ddp_distribution, silence
+    from distbench.launchers.torch_ddp import silence
+    from distbench.launchers.wrapper_loop import LIGHTNING_PRECISION, ddp_distribution
 
     class FabricDistribution(ddp_distribution()):
         name = "fabric"

@@ -33,7 +33,8 @@ class Endless:
 def make_distribution(out_path: str):
     import torch.distributed as dist
 
-    from distbench.launchers.wrapper_loop import LIGHTNING_PRECISION, TIMING, SteppedLoop, ddp_distribution, silence
+    from distbench.launchers.torch_ddp import silence
+    from distbench.launchers.wrapper_loop import LIGHTNING_PRECISION, TIMING, SteppedLoop, ddp_distribution
 
     class LightningDistribution(ddp_distribution()):
         name = "lightning"

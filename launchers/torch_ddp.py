@@ -14,6 +14,22 @@ from distbench.launchers import common
 STRATEGY, FRAMEWORK = "ddp", "torch"
 
 
+def silence(dist, ddp) -> None:
+    """The no-sync variant of a DDP module (ddp's own, or the one a wrapper built: Fabric's, Lightning's,
+    whose strategies register comm hooks on CUDA only): DDP's no-op communication hook, its calls counted in
+    `dist.hook_calls`, and no buffer broadcast (rank 0's buffers before every forward, DDP's other per-step
+    collective). Before the first step."""
+    from torch.distributed.algorithms.ddp_comm_hooks.debugging_hooks import noop_hook
+
+    def counted_noop(state, bucket):
+        dist.hook_calls += 1
+        return noop_hook(state, bucket)
+
+    ddp.register_comm_hook(None, counted_noop)
+    ddp.broadcast_buffers = False
+    dist.buffer_sync = ddp.will_sync_module_buffers()
+
+
 def make_distribution():
     import torch
     import torch.distributed as dist
@@ -43,18 +59,8 @@ def make_distribution():
             return DDP(model, device_ids=[self.local_rank] if device.type == "cuda" else None), optimizer
 
         def wrap_independent(self, cfg, model, optimizer, device):
-            from torch.distributed.algorithms.ddp_comm_hooks.debugging_hooks import noop_hook
-
             wrapped, optimizer = self.wrap(cfg, model, optimizer, device)
-
-            def counted_noop(state, bucket):
-                self.hook_calls += 1
-                return noop_hook(state, bucket)
-
-            wrapped.register_comm_hook(None, counted_noop)
-            # DDP's other per-step collective: rank 0's buffers broadcast before every forward.
-            wrapped.broadcast_buffers = False
-            self.buffer_sync = wrapped.will_sync_module_buffers()
+            silence(self, wrapped)
             return wrapped, optimizer
 
         def nosync_fields(self):

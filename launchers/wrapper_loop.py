@@ -30,21 +30,6 @@ def ddp_distribution() -> type:
     return type(torch_ddp.make_distribution())
 
 
-def silence(dist, ddp) -> None:
-    """The no-sync variant of a DDP module the wrapper built (Fabric's, Lightning's: their strategies
-    register comm hooks on CUDA only): DDP's no-op communication hook, its calls counted in
-    `dist.hook_calls`, and no buffer broadcast, as the ddp strategy's variant. Before the first step."""
-    from torch.distributed.algorithms.ddp_comm_hooks.debugging_hooks import noop_hook
-
-    def counted_noop(state, bucket):
-        dist.hook_calls += 1
-        return noop_hook(state, bucket)
-
-    ddp.register_comm_hook(None, counted_noop)
-    ddp.broadcast_buffers = False
-    dist.buffer_sync = ddp.will_sync_module_buffers()
-
-
 class LoopEnded(RuntimeError):
     pass
 
