@@ -254,10 +254,6 @@ def by_strategy(points: Iterable[dict]) -> dict[str, list[dict]]:
     return {s: [pts[n] for n in sorted(pts)] for s, pts in out.items()}
 
 
-def pct(x: float | None, digits: int = 0) -> str:
-    return "-" if x is None else f"{x:.{digits}%}"
-
-
 def device_word(points: Sequence[dict]) -> str:
     return "CPU workers" if any(r.get("device") == "cpu" for r in points) else "GPUs"
 

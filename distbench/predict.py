@@ -36,6 +36,7 @@ import numpy as np
 from distbench import analysis as an
 from distbench.errors import BadInput
 from distbench.linkprofiles import get_profile
+from distbench.strategies import STRATEGIES
 
 Z95 = 1.959963984540054
 MODEL_ERROR_PER_DOUBLING = 0.03
@@ -47,7 +48,18 @@ wider intervals)."""
 DEFAULT_MEASUREMENT_SE = 0.02
 """Relative standard error assumed for a measured throughput with no CI and no residual spread."""
 BOOTSTRAP = 300
-BUCKET_BYTES = {"ddp": 25 * 2 ** 20, "horovod-torch": 64 * 2 ** 20, "horovod-tf": 64 * 2 ** 20}
+
+
+def default_bucket_bytes(name: str) -> int | None:
+    """The strategy's default gradient bucket / fusion size (the registry's bucket_bytes; None for one
+    message, or a strategy this distbench does not know)."""
+    s = STRATEGIES.get(name)
+    return s.bucket_bytes if s else None
+
+
+def reduces_to_one(name: str) -> bool:
+    s = STRATEGIES.get(name)
+    return bool(s and s.reduce_to_one)
 """Bucket (DDP's default bucket_cap_mb 25) or fusion buffer (HOROVOD_FUSION_THRESHOLD default 64 MiB)
 sizes; strategies not listed all-reduce the gradients as one message (MirroredStrategy packs them)."""
 ALGORITHMS = ("auto", "ring", "tree", "hierarchical")
@@ -108,7 +120,7 @@ def allreduce_time(size: float, n: int, per_node: int, intra: Link | None, inter
         return 0.0
     chunk = size / buckets
     multi = n > per_node
-    if strategy == "dp":
+    if reduces_to_one(strategy):
         return buckets * reduce_to_one_time(chunk, n, intra)
     if multi and algorithm in ("auto", "hierarchical"):
         return buckets * hierarchical_allreduce_time(chunk, n, per_node, intra, inter)
@@ -310,7 +322,7 @@ def link_from_allreduce(records: Sequence[dict], strategy: str) -> Link | None:
 
 
 def buckets_for(strategy: str, grad_bytes: float | None, bucket_bytes: float | None = None) -> int:
-    size = bucket_bytes or BUCKET_BYTES.get(strategy)
+    size = bucket_bytes or default_bucket_bytes(strategy)
     return max(1, math.ceil(grad_bytes / size)) if size and grad_bytes else 1
 
 
@@ -514,7 +526,7 @@ def predict(series: Sequence[Series], links: dict[str, Link], link_per_series: C
             raise BadInput(f"N={needs_inter[0]} spans several nodes ({s.per_node} devices per node) but there is no "
                            "inter-node figure: pass --link inter=PROFILE, --link-bw inter=GBPS --link-latency "
                            "inter=US or a multi-node --comm sweep")
-        if s.strategy == "dp" and needs_inter:
+        if reduces_to_one(s.strategy) and needs_inter:
             raise BadInput("dp (DataParallel) runs in one process on one node: ask for N up to --gpus-per-node")
         checks = holdout(s, intra, inter, algorithm=algorithm, bucket_bytes=bucket_bytes)
         own = own_error_per_doubling(checks)
@@ -569,7 +581,8 @@ def _assumptions(s: Series, model: Model, algorithm: str, bucket_bytes) -> list[
            f"all-reduce algorithm: {algorithm} (auto = ring on one node, hierarchical across nodes)",
            f"{model.buckets} bucket(s) of the gradients"
            + (f" ({bucket_bytes / 2 ** 20:g} MiB, --bucket-mb)" if bucket_bytes else
-              f" ({BUCKET_BYTES[s.strategy] / 2 ** 20:g} MiB default)" if s.strategy in BUCKET_BYTES else " (one message)"),
+              f" ({default_bucket_bytes(s.strategy) / 2 ** 20:g} MiB default)" if default_bucket_bytes(s.strategy)
+              else " (one message)"),
            f"devices per node: {s.per_node}",
            f"the fitted communication scale kappa = {model.fit.kappa:.3g} holds at every N and on every tier"]
     return out

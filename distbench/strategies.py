@@ -32,6 +32,12 @@ class Strategy:
     no_comm_reason: str | None = None
     """Why its no-sync variant and communication overhead cannot be measured (None: they can);
     recorded as the point's comm_note."""
+    bucket_bytes: int | None = None
+    """The gradient bucket / fusion size its collectives use by default (distbench predict models the
+    all-reduce in buckets of this size; None: one message)."""
+    reduce_to_one: bool = False
+    """Gradients reduced onto one device and weights broadcast back (DataParallel), not all-reduced; one
+    process, so one node."""
     group: str = "core"
     """'core' strategies run when --strategy is not given; 'wrappers' and 'sharded' run when named, by
     strategy or by group (--strategy wrappers, --strategy all)."""
@@ -53,6 +59,9 @@ class Strategy:
         return self.multi_node or (self.launcher if self.launcher.spans_nodes else None)
 
 
+DDP_BUCKET = 25 * 2 ** 20  # DistributedDataParallel's bucket_cap_mb default
+HOROVOD_FUSION = 64 * 2 ** 20  # HOROVOD_FUSION_THRESHOLD's default
+
 SHARDED_NO_COMM = ("it shards training state, so its collectives (gradient reduce-scatter, parameter "
                    "all-gathers) are part of the step itself: without them each rank would update only its shard "
                    "from its own gradients, a different computation, so no no-sync variant isolates communication")
@@ -60,30 +69,35 @@ SHARDED_NO_COMM = ("it shards training state, so its collectives (gradient reduc
 STRATEGIES: dict[str, Strategy] = {s.name: s for s in [
     Strategy(name="torch", framework="torch", module="torch_single", launcher=PROCESS, baseline=True,
              requires=("torch",), description="plain single-device PyTorch loop (baseline)"),
-    Strategy(name="dp", framework="torch", module="torch_dp", launcher=PROCESS,
+    Strategy(name="dp", framework="torch", module="torch_dp", launcher=PROCESS, reduce_to_one=True,
              needs_cuda_for_multi=True, requires=("torch",),
              description="torch.nn.DataParallel over N GPUs in one process"),
-    Strategy(name="ddp", framework="torch", module="torch_ddp", launcher=TORCHRUN,
+    Strategy(name="ddp", framework="torch", module="torch_ddp", launcher=TORCHRUN, bucket_bytes=DDP_BUCKET,
              requires=("torch",), description="DistributedDataParallel, one process per device (torchrun)"),
     Strategy(name="tf", framework="tf", module="tf_single", launcher=PROCESS, baseline=True,
              requires=("tensorflow",), description="plain single-device TensorFlow custom step (baseline)"),
     Strategy(name="mirrored", framework="tf", module="tf_mirrored", launcher=PROCESS, multi_node=TF_MULTIWORKER,
              requires=("tensorflow",), description="tf.distribute.MirroredStrategy over N devices"),
     Strategy(name="horovod-torch", framework="torch", module="horovod_torch", launcher=HOROVODRUN,
+             bucket_bytes=HOROVOD_FUSION,
              requires=("torch", "horovod.torch"),
              description="horovod.torch: gradient all-reduce + initial broadcast (horovodrun)"),
-    Strategy(name="horovod-tf", framework="tf", module="horovod_tf", launcher=HOROVODRUN,
+    Strategy(name="horovod-tf", framework="tf", module="horovod_tf", launcher=HOROVODRUN, bucket_bytes=HOROVOD_FUSION,
              requires=("tensorflow", "horovod.tensorflow"),
              description="horovod.tensorflow: grouped all-reduce of gradients + variable broadcast"),
-    Strategy(name="accelerate", group="wrappers", framework="torch", module="accelerate_ddp", launcher=ACCELERATE, multi_node=TORCHRUN,
+    Strategy(name="accelerate", group="wrappers", bucket_bytes=DDP_BUCKET, framework="torch",
+             module="accelerate_ddp", launcher=ACCELERATE, multi_node=TORCHRUN,
              requires=("torch", "accelerate"),
              description="Hugging Face Accelerator around the same loop, DDP underneath (accelerate launch)"),
-    Strategy(name="lightning", group="wrappers", framework="torch", module="lightning_ddp", launcher=TORCHRUN,
+    Strategy(name="lightning", group="wrappers", bucket_bytes=DDP_BUCKET, framework="torch",
+             module="lightning_ddp", launcher=TORCHRUN,
              requires=("torch", "lightning"),
              description='LightningModule under Trainer(strategy="ddp"), its defaults on (torchrun)'),
-    Strategy(name="fabric", group="wrappers", framework="torch", module="fabric_ddp", launcher=TORCHRUN,
+    Strategy(name="fabric", group="wrappers", bucket_bytes=DDP_BUCKET, framework="torch",
+             module="fabric_ddp", launcher=TORCHRUN,
              requires=("torch", "lightning"), description="Lightning Fabric around the same loop, DDP (torchrun)"),
-    Strategy(name="ignite", group="wrappers", framework="torch", module="ignite_ddp", launcher=PROCESS,
+    Strategy(name="ignite", group="wrappers", bucket_bytes=DDP_BUCKET, framework="torch",
+             module="ignite_ddp", launcher=PROCESS,
              requires=("torch", "ignite"),
              description="PyTorch Ignite Engine, ignite.distributed (idist.Parallel spawns the N processes)"),
     Strategy(name="composer", group="wrappers", framework="torch", module="composer_trainer", launcher=PROCESS,
