@@ -17,6 +17,7 @@ demo: install
 # ruff's formatter is configured in pyproject.toml but not enforced: it would rewrite most files today.
 lint: install
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
 
 test: lint
 	$(PY) -m pytest -ra tests

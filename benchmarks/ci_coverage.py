@@ -4,6 +4,7 @@ within target). Prints a markdown table; --out appends/replaces its section in d
 
     .venv/bin/python benchmarks/ci_coverage.py --out docs/benchmarks.md
 """
+
 from __future__ import annotations
 
 import argparse
@@ -26,36 +27,53 @@ def main() -> None:
     args = parser.parse_args()
     rng = np.random.default_rng(2026)
     fmt = lambda r: f"{r['coverage']:.1%} | {r['bias']:+.2%} | {r['median_steps']:.0f}"  # noqa: E731
-    lines = ["## CI coverage (simulation)", "",
-             f"`benchmarks/ci_coverage.py`, {args.runs} simulated runs per row, nominal 95%. Step series: "
-             "1 + cv x AR(1) noise (Student-t(4) innovations) + slow-step outliers (Exp-distributed, mean "
-             "size in step-time sd). Coverage = share of runs whose CI contains the true mean; bias = of the "
-             "throughput estimate; steps = median steps at the stop. Required: coverage >= 90%, |bias| <= 0.5%. "
-             "Adaptive stopping may stop only on a CI over all 20 batches (600 steps and more: stats.MIN_STOP_STEPS); "
-             "stopping on the 5-batch CI at 150 steps gave 88% for noisy runs (review, 8,000 runs).",
-             "", f"Within one run (adaptive target {args.target:.0%}, at most 4800 steps):", "",
-             "| model | batch means, 150 steps: coverage | bias | steps | batch means + adaptive stopping: coverage "
-             "| bias | steps | old rule (iid normal CI, stop when first within target): coverage | bias | steps |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
-    models = [cisim.Model(phi=p, cv=cv, outlier_p=o, outlier_scale=10.0 if o else 0.0)
-              for p in (0.0, 0.5, 0.8) for cv in (0.01, 0.05, 0.10, 0.15) for o in (0.0, 0.01)]
+    lines = [
+        "## CI coverage (simulation)",
+        "",
+        f"`benchmarks/ci_coverage.py`, {args.runs} simulated runs per row, nominal 95%. Step series: "
+        "1 + cv x AR(1) noise (Student-t(4) innovations) + slow-step outliers (Exp-distributed, mean "
+        "size in step-time sd). Coverage = share of runs whose CI contains the true mean; bias = of the "
+        "throughput estimate; steps = median steps at the stop. Required: coverage >= 90%, |bias| <= 0.5%. "
+        "Adaptive stopping may stop only on a CI over all 20 batches (600 steps and more: stats.MIN_STOP_STEPS); "
+        "stopping on the 5-batch CI at 150 steps gave 88% for noisy runs (review, 8,000 runs).",
+        "",
+        f"Within one run (adaptive target {args.target:.0%}, at most 4800 steps):",
+        "",
+        "| model | batch means, 150 steps: coverage | bias | steps | batch means + adaptive stopping: coverage "
+        "| bias | steps | old rule (iid normal CI, stop when first within target): coverage | bias | steps |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    models = [
+        cisim.Model(phi=p, cv=cv, outlier_p=o, outlier_scale=10.0 if o else 0.0)
+        for p in (0.0, 0.5, 0.8)
+        for cv in (0.01, 0.05, 0.10, 0.15)
+        for o in (0.0, 0.01)
+    ]
     for m in models:
-        lines.append(f"| {m.label()} | {fmt(cisim.fixed_steps(rng, m, 150, runs=args.runs))} | "
-                     f"{fmt(cisim.adaptive(rng, m, args.target, runs=args.runs))} | "
-                     f"{fmt(cisim.naive_adaptive(rng, m, args.target, runs=args.runs))} |")
-    lines += ["", "Run to run (phi 0.8, cv 5%, 50 steps per run, run-to-run speed sd 2%, heavy-tailed), and exposed "
-              "communication (paired t over sync/no-sync pairs, 0.05 s exposed, pair drift sd 3%, and a steady "
-              "trend of 1% per run; distbench alternates the pairs' order, A B, B A, ...):", "",
-              "| repeats / pairs | t on log throughput: coverage | bias | steps | paired exposed comm, alternating: "
-              "coverage | bias | always sync first: coverage | bias |",
-              "|---|---|---|---|---|---|---|---|"]
+        lines.append(
+            f"| {m.label()} | {fmt(cisim.fixed_steps(rng, m, 150, runs=args.runs))} | "
+            f"{fmt(cisim.adaptive(rng, m, args.target, runs=args.runs))} | "
+            f"{fmt(cisim.naive_adaptive(rng, m, args.target, runs=args.runs))} |"
+        )
+    lines += [
+        "",
+        "Run to run (phi 0.8, cv 5%, 50 steps per run, run-to-run speed sd 2%, heavy-tailed), and exposed "
+        "communication (paired t over sync/no-sync pairs, 0.05 s exposed, pair drift sd 3%, and a steady "
+        "trend of 1% per run; distbench alternates the pairs' order, A B, B A, ...):",
+        "",
+        "| repeats / pairs | t on log throughput: coverage | bias | steps | paired exposed comm, alternating: "
+        "coverage | bias | always sync first: coverage | bias |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     m = cisim.Model(phi=0.8)
     for r in (2, 3, 4, 5):
         rep = cisim.repeats(rng, m, r, trials=args.runs)
         alt = cisim.paired_exposed(rng, m, r, trend=0.01, trials=args.runs)
         same = cisim.paired_exposed(rng, m, r, trend=0.01, alternate=False, trials=args.runs)
-        lines.append(f"| {r} | {fmt(rep)} | {alt['coverage']:.1%} | {alt['bias']:+.1%} | "
-                     f"{same['coverage']:.1%} | {same['bias']:+.1%} |")
+        lines.append(
+            f"| {r} | {fmt(rep)} | {alt['coverage']:.1%} | {alt['bias']:+.1%} | "
+            f"{same['coverage']:.1%} | {same['bias']:+.1%} |"
+        )
     text = "\n".join(lines) + "\n"
     print(text)
     if args.out:

@@ -19,6 +19,7 @@ no run is dropped for it.
 
     .venv/bin/python benchmarks/harness_overhead.py --rounds 6 --out docs/benchmarks.md
 """
+
 from __future__ import annotations
 
 import argparse
@@ -52,9 +53,19 @@ POINTS = (("torch", 1, "none"), ("ddp", 2, "ddp"), ("horovod-torch", 2, "horovod
 
 def plan(strategy: str, n: int, a) -> PlannedPoint:
     """distbench's own plan of the point, as `distbench run --target-ci 0 --no-comm` makes it."""
-    opts = SweepOptions(model=a.model, gpus=[n], strategies=[STRATEGIES[strategy]], device=a.device,
-                        batch_size=a.batch_size, image_size=a.image_size, steps=a.steps, warmup=a.warmup,
-                        add_baselines=False, comm=False, target_ci=0.0)
+    opts = SweepOptions(
+        model=a.model,
+        gpus=[n],
+        strategies=[STRATEGIES[strategy]],
+        device=a.device,
+        batch_size=a.batch_size,
+        image_size=a.image_size,
+        steps=a.steps,
+        warmup=a.warmup,
+        add_baselines=False,
+        comm=False,
+        target_ci=0.0,
+    )
     [point] = make_plan(opts).points
     return point
 
@@ -97,30 +108,58 @@ def distbench_run(point: PlannedPoint, workdir: Path, telemetry_s: float) -> flo
     if record["status"] != "ok":
         raise SystemExit(f"distbench {point.strategy.name} failed: {record['reason']}")
     if record["measured_steps"] != point.config.steps:
-        raise SystemExit(f"distbench {point.strategy.name} ran {record['measured_steps']} steps, "
-                         f"not {point.config.steps}")
+        raise SystemExit(
+            f"distbench {point.strategy.name} ran {record['measured_steps']} steps, not {point.config.steps}"
+        )
     return record["throughput"]
 
 
 def handwritten_argv(cfg: PointConfig, dist: str) -> list[str]:
-    args = [str(TRAIN), "--dist", dist, "--model", cfg.model, "--image-size", str(cfg.image_size),
-            "--batch-size", str(cfg.per_device_batch), "--steps", str(cfg.steps), "--warmup", str(cfg.warmup),
-            "--threads", str(cfg.threads_per_worker), "--device", cfg.device]
+    args = [
+        str(TRAIN),
+        "--dist",
+        dist,
+        "--model",
+        cfg.model,
+        "--image-size",
+        str(cfg.image_size),
+        "--batch-size",
+        str(cfg.per_device_batch),
+        "--steps",
+        str(cfg.steps),
+        "--warmup",
+        str(cfg.warmup),
+        "--threads",
+        str(cfg.threads_per_worker),
+        "--device",
+        cfg.device,
+    ]
     n, bin_dir = cfg.world_size, Path(sys.executable).parent
     if dist == "ddp":
         return [str(bin_dir / "torchrun"), "--standalone", "--nnodes=1", f"--nproc_per_node={n}", *args]
     if dist == "horovod":
-        return [str(bin_dir / "horovodrun"), "-np", str(n), "-H", f"localhost:{n}", "--gloo",
-                "--network-interface", "lo", "--start-timeout", "120", sys.executable, *args]
+        return [
+            str(bin_dir / "horovodrun"),
+            "-np",
+            str(n),
+            "-H",
+            f"localhost:{n}",
+            "--gloo",
+            "--network-interface",
+            "lo",
+            "--start-timeout",
+            "120",
+            sys.executable,
+            *args,
+        ]
     return [sys.executable, *args]
 
 
 def handwritten_run(cfg: PointConfig, dist: str) -> float:
     """The hand-written loop's throughput; its environment is the point's (OMP/MKL threads, no GPU
     visible on CPU workers: engines.build_env)."""
-    out = subprocess.run(handwritten_argv(cfg, dist), env=build_env(cfg), capture_output=True, text=True,
-                         timeout=900)
-    lines = [line[line.index("{"):] for line in out.stdout.splitlines() if '{"throughput"' in line]
+    out = subprocess.run(handwritten_argv(cfg, dist), env=build_env(cfg), capture_output=True, text=True, timeout=900)
+    lines = [line[line.index("{") :] for line in out.stdout.splitlines() if '{"throughput"' in line]
     if out.returncode or not lines:  # horovodrun prefixes each line with [rank]<stdout>:
         raise SystemExit(f"hand-written {dist} loop failed ({out.returncode}):\n{out.stderr[-3000:]}")
     return json.loads(lines[-1])["throughput"]
@@ -131,7 +170,7 @@ def median_ci(values: list[float], level: float = 0.95) -> tuple[float, float, f
     the median, 1 - 2 P(Binomial(n, 1/2) < k), is >= level; with too few values for that, min..max and
     its (lower) coverage. Assumes only independent values from one continuous distribution."""
     xs, n = sorted(values), len(values)
-    coverage = lambda k: 1 - 2 * sum(math.comb(n, i) for i in range(k)) / 2 ** n  # noqa: E731
+    coverage = lambda k: 1 - 2 * sum(math.comb(n, i) for i in range(k)) / 2**n  # noqa: E731
     k = max((k for k in range(1, n // 2 + 1) if coverage(k) >= level), default=1)
     return xs[k - 1], xs[n - k], coverage(k)
 
@@ -139,8 +178,12 @@ def median_ci(values: list[float], level: float = 0.95) -> tuple[float, float, f
 def summarize(ours: list[float], ref: list[float]) -> dict:
     ratios = [d / h for d, h in zip(ours, ref)]
     q1, _, q3 = statistics.quantiles(ratios, n=4, method="inclusive")
-    return {"ratio": statistics.median(ours) / statistics.median(ref), "ratios": ratios, "iqr": (q1, q3),
-            "ci": median_ci(ratios)}
+    return {
+        "ratio": statistics.median(ours) / statistics.median(ref),
+        "ratios": ratios,
+        "iqr": (q1, q3),
+        "ci": median_ci(ratios),
+    }
 
 
 def main() -> int:
@@ -153,8 +196,12 @@ def main() -> int:
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     ap.add_argument("--telemetry-interval", type=float, default=0.5, help="distbench's default sampling")
-    ap.add_argument("--quiet-below", type=float, default=0.25,
-                    help="other jobs' load (cores) under which a pair may start, and a round counts as quiet")
+    ap.add_argument(
+        "--quiet-below",
+        type=float,
+        default=0.25,
+        help="other jobs' load (cores) under which a pair may start, and a round counts as quiet",
+    )
     ap.add_argument("--max-wait", type=float, default=30.0, help="seconds a pair waits for that at most")
     ap.add_argument("--points", default=",".join(p[0] for p in POINTS))
     ap.add_argument("--out", default=None, help="write the results section into this markdown file")
@@ -173,15 +220,21 @@ def main() -> int:
         for r in range(a.rounds):
             for strategy, n, dist in live:
                 point = planned[strategy]
-                sides = [("distbench", lambda: distbench_run(point, Path(tmp) / f"{strategy}-{r}",
-                                                             a.telemetry_interval)),
-                         ("hand", lambda: handwritten_run(point.config, dist))]
+                sides = [
+                    ("distbench", lambda: distbench_run(point, Path(tmp) / f"{strategy}-{r}", a.telemetry_interval)),
+                    ("hand", lambda: handwritten_run(point.config, dist)),
+                ]
                 waited += wait_quiet(a.quiet_below, a.max_wait)
                 got = {side: metered(fn) for side, fn in (sides if r % 2 == 0 else sides[::-1])}
                 rounds[strategy].append(got)
-                print(f"round {r + 1} {strategy} N={n} ({'AB' if r % 2 == 0 else 'BA'}): " + "  ".join(
-                    f"{side} {thr:.2f} samples/s ({wall:.0f} s, other jobs {load:.2f} cores)"
-                    for side, (thr, wall, load, _) in got.items()), flush=True)
+                print(
+                    f"round {r + 1} {strategy} N={n} ({'AB' if r % 2 == 0 else 'BA'}): "
+                    + "  ".join(
+                        f"{side} {thr:.2f} samples/s ({wall:.0f} s, other jobs {load:.2f} cores)"
+                        for side, (thr, wall, load, _) in got.items()
+                    ),
+                    flush=True,
+                )
     minutes = (time.time() - started) / 60
     env = envinfo.capture_environment()
     cfg0 = next(iter(planned.values())).config
@@ -227,7 +280,8 @@ def main() -> int:
             f"| {strategy} N={n} | {fmt(col(strategy, 'distbench', 0))} | {fmt(col(strategy, 'hand', 0))} "
             f"| {s['ratio']:.3f} | {min(s['ratios']):.3f}..{max(s['ratios']):.3f} "
             f"({s['iqr'][0]:.3f}..{s['iqr'][1]:.3f}) | {lo:.3f}..{hi:.3f} ({cov:.1%}) "
-            f"| {'yes' if s['ratio'] >= TARGET else 'no'} |")
+            f"| {'yes' if s['ratio'] >= TARGET else 'no'} |"
+        )
     for strategy, reason in skipped.items():
         lines.append(f"| {strategy} | skipped: {reason} | | | | | |")
     lines += [
@@ -243,14 +297,23 @@ def main() -> int:
     ]
     for strategy, n, _ in live:
         quiet = [g for g in rounds[strategy] if max(g["distbench"][2], g["hand"][2]) < a.quiet_below]
-        q_ratio = (f"{statistics.median(g['distbench'][0] for g in quiet) / statistics.median(g['hand'][0] for g in quiet):.3f}"
-                   if quiet else "none")
+        q_ratio = (
+            f"{statistics.median(g['distbench'][0] for g in quiet) / statistics.median(g['hand'][0] for g in quiet):.3f}"
+            if quiet
+            else "none"
+        )
         med = lambda side, i: statistics.median(col(strategy, side, i))  # noqa: E731
-        lines.append(f"| {strategy} N={n} | {med('distbench', 2):.2f} / {med('hand', 2):.2f} | {len(quiet)} of "
-                     f"{a.rounds} | {q_ratio} | {med('distbench', 1):.1f} / {med('hand', 1):.1f} "
-                     f"| {med('distbench', 3):.3f} |")
-    lines += ["", "Per-round ratios, in run order: " + "; ".join(
-        f"{s} " + ", ".join(f"{q:.3f}" for q in results[s]["ratios"]) for s in results) + "."]
+        lines.append(
+            f"| {strategy} N={n} | {med('distbench', 2):.2f} / {med('hand', 2):.2f} | {len(quiet)} of "
+            f"{a.rounds} | {q_ratio} | {med('distbench', 1):.1f} / {med('hand', 1):.1f} "
+            f"| {med('distbench', 3):.3f} |"
+        )
+    lines += [
+        "",
+        "Per-round ratios, in run order: "
+        + "; ".join(f"{s} " + ", ".join(f"{q:.3f}" for q in results[s]["ratios"]) for s in results)
+        + ".",
+    ]
     text = "\n".join(lines) + "\n"
     print(text)
     if a.out:

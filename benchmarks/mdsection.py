@@ -1,4 +1,5 @@
 """Replace (or append) one '## ' section of a markdown file, so each benchmark owns its section."""
+
 from pathlib import Path
 
 
@@ -9,5 +10,5 @@ def write_section(path: str, text: str) -> None:
     start = existing.find(heading)
     if start >= 0:
         end = existing.find("\n## ", start + 1)
-        existing = existing[:start] + existing[end + 1:] if end >= 0 else existing[:start]
+        existing = existing[:start] + existing[end + 1 :] if end >= 0 else existing[:start]
     out.write_text(existing.rstrip() + "\n\n" + text)

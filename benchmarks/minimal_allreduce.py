@@ -3,6 +3,7 @@
     torchrun --standalone --nproc_per_node=2 benchmarks/minimal_allreduce.py --sizes 1048576,16777216
 Prints one JSON line (rank 0): {size_bytes: busbw in GB/s} from the median iteration time.
 """
+
 import argparse
 import json
 import statistics

@@ -7,6 +7,7 @@ no-sync variant, all-reduce benchmark, teardown). Target: measuring >= 75% of th
 
     .venv/bin/python benchmarks/wall_split.py --out docs/benchmarks.md
 """
+
 from __future__ import annotations
 
 import argparse
@@ -30,11 +31,13 @@ HEADING = "## Where the wall time goes (`benchmarks/wall_split.py`)"
 def stamp_launch_start(run_point):
     """record['launch']['started'] (the launch's wall-clock start) for records whose launch code does not
     write it yet: the clock just before run_point, kept only where the record has none."""
+
     def wrapped(*args, **kwargs):
         started = time.time()
         record = run_point(*args, **kwargs)
         record.setdefault("launch", {}).setdefault("started", started)
         return record
+
     return wrapped
 
 
@@ -71,26 +74,40 @@ def main() -> int:
     with_variant = (split["measuring"] + variant["measuring"]) / wall
     env = envinfo.capture_environment()
     lines = [
-        HEADING, "",
+        HEADING,
+        "",
         f"Run {datetime.date.today().isoformat()} on {env.get('cpu_model')} ({env.get('cpu_count')} cores): "
         f"`distbench {' '.join(argv)}` ({len(points)} launched points), {wall:.0f} s in all; load average "
         f"{load:.1f} (5 min) at the end. "
-        f"Target: measuring >= {TARGET:.0%} of the wall time.", "",
-        "| phase | seconds | share of the wall time |", "|---|---|---|",
+        f"Target: measuring >= {TARGET:.0%} of the wall time.",
+        "",
+        "| phase | seconds | share of the wall time |",
+        "|---|---|---|",
     ]
     for label, seconds in [("measuring", split["measuring"]), *parts.items()]:
         lines.append(f"| {label} | {seconds:.1f} | {seconds / wall:.1%} |")
-    lines += ["", "| point | " + " | ".join(label for _, label in an.WALL_PARTS) + " | total |",
-              "|---" * (len(an.WALL_PARTS) + 2) + "|"]
+    lines += [
+        "",
+        "| point | " + " | ".join(label for _, label in an.WALL_PARTS) + " | total |",
+        "|---" * (len(an.WALL_PARTS) + 2) + "|",
+    ]
     for r in points:
         s = an.wall_split(r)
-        lines.append(f"| {an.point_name(r)} | " + " | ".join("-" if s[k] is None else f"{s[k]:.1f}"
-                                                            for k, _ in an.WALL_PARTS) + f" | {s['total']:.1f} |")
-    lines += ["", "The no-sync variant's own runs, split the same way (seconds): "
-              + ", ".join(f"{label} {variant[k]:.1f}" for k, label in an.WALL_PARTS if k != "no_sync") + ".",
-              "", f"Measuring: {share:.1%} of the wall time ({'meets' if share >= TARGET else 'below'} the "
-                  f"{TARGET:.0%} target); {with_variant:.1%} counting the no-sync variant's measured windows too. "
-                  f"Biggest cost besides measuring: {biggest} ({parts[biggest]:.0f} s, {parts[biggest] / wall:.0%})."]
+        lines.append(
+            f"| {an.point_name(r)} | "
+            + " | ".join("-" if s[k] is None else f"{s[k]:.1f}" for k, _ in an.WALL_PARTS)
+            + f" | {s['total']:.1f} |"
+        )
+    lines += [
+        "",
+        "The no-sync variant's own runs, split the same way (seconds): "
+        + ", ".join(f"{label} {variant[k]:.1f}" for k, label in an.WALL_PARTS if k != "no_sync")
+        + ".",
+        "",
+        f"Measuring: {share:.1%} of the wall time ({'meets' if share >= TARGET else 'below'} the "
+        f"{TARGET:.0%} target); {with_variant:.1%} counting the no-sync variant's measured windows too. "
+        f"Biggest cost besides measuring: {biggest} ({parts[biggest]:.0f} s, {parts[biggest] / wall:.0%}).",
+    ]
     text = "\n".join(lines) + "\n"
     print(text)
     if a.out:

@@ -11,6 +11,7 @@ it cannot tell instead of guessing.
     for line in summarize(sweep).lines():
         print(line)
 """
+
 from __future__ import annotations
 
 import json
@@ -58,7 +59,9 @@ def list_sweeps(store: Store, limit: int = 20) -> list[dict]:
     rows = store.conn.execute(
         "SELECT s.id, s.started, s.finished, s.status, s.command, COUNT(p.id) AS points_total, "
         "COALESCE(SUM(p.status = 'ok'), 0) AS points_ok FROM sweeps s LEFT JOIN points p ON p.sweep_id = s.id "
-        "GROUP BY s.id ORDER BY s.started DESC, s.rowid DESC LIMIT ?", (limit,)).fetchall()
+        "GROUP BY s.id ORDER BY s.started DESC, s.rowid DESC LIMIT ?",
+        (limit,),
+    ).fetchall()
     return [dict(r) for r in rows]
 
 
@@ -76,6 +79,7 @@ def resolve_sweep_id(store: Store, sweep: str) -> str:
 @dataclass
 class Sweep:
     """One sweep as stored: its row (env/options/notes parsed) and its points, each with `point_id`."""
+
     info: dict
     points: list[dict]
     steps: dict[int, list[float]] = field(default_factory=dict)
@@ -134,8 +138,10 @@ def load_sweep(store: Store, sweep: str) -> Sweep:
         points.append(record)
     steps: dict[int, list[float]] = {}
     for r in store.conn.execute(
-            "SELECT s.point_id, s.seconds FROM steps s JOIN points p ON p.id = s.point_id "
-            "WHERE p.sweep_id = ? ORDER BY s.point_id, s.idx", (sweep_id,)):
+        "SELECT s.point_id, s.seconds FROM steps s JOIN points p ON p.id = s.point_id "
+        "WHERE p.sweep_id = ? ORDER BY s.point_id, s.idx",
+        (sweep_id,),
+    ):
         steps.setdefault(r["point_id"], []).append(r["seconds"])
     return Sweep(info=info, points=points, steps=steps, store_path=str(store.path))
 
@@ -187,8 +193,12 @@ def scaled_ci(record: dict, value_key: str, baseline: dict | None = None) -> tup
 def baseline_for(record: dict, points: Iterable[dict]) -> dict | None:
     """The successful single-device baseline of the record's framework and workload, if measured."""
     for r in reversed(list(points)):
-        if (is_baseline(r) and r.get("status") == "ok" and r.get("framework") == record.get("framework")
-                and workload_key(r) == workload_key(record)):
+        if (
+            is_baseline(r)
+            and r.get("status") == "ok"
+            and r.get("framework") == record.get("framework")
+            and workload_key(r) == workload_key(record)
+        ):
             return r
     return None
 
@@ -220,8 +230,11 @@ def workload_label(key: tuple, among: Iterable[tuple] = ()) -> str:
     others = [dict(w) for w, _ in among]
     details = [f"{fields['scaling']} scaling"] if fields.get("scaling") else []
     details += [f"batch {batch}"] if batch else []
-    details += [f"{name} {value}" for name, value in workload if name not in ("model", "scaling")
-                and any(o.get(name) != value for o in others)]
+    details += [
+        f"{name} {value}"
+        for name, value in workload
+        if name not in ("model", "scaling") and any(o.get(name) != value for o in others)
+    ]
     model = fields.get("model")
     return f"{model} ({', '.join(details)})" if details else str(model)
 
@@ -230,8 +243,11 @@ def series_name(record: dict) -> str:
     """A strategy's curve: 'ddp', or 'ddp (2 nodes)' for its points spread over 2 nodes."""
     nodes = int(record.get("nodes") or (record.get("config") or {}).get("nodes") or 1)
     threads = (record.get("config") or {}).get("baseline_threads")
-    return (str(record.get("strategy")) + (f" ({nodes} nodes)" if nodes > 1 else "")
-            + (f" ({threads} thread{'s' if threads != 1 else ''}, per-core reference)" if threads else ""))
+    return (
+        str(record.get("strategy"))
+        + (f" ({nodes} nodes)" if nodes > 1 else "")
+        + (f" ({threads} thread{'s' if threads != 1 else ''}, per-core reference)" if threads else "")
+    )
 
 
 def point_name(record: dict) -> str:
@@ -281,8 +297,9 @@ def ratio_ci_from_cis(a: float, ci_a: tuple[float, float], b: float, ci_b: tuple
     return math.exp(r - _Z * se), math.exp(r + _Z * se)
 
 
-def throughput_ratio_ci(sweep_a: "Sweep", a: dict, sweep_b: "Sweep", b: dict, *,
-                        seed: int = 0) -> tuple[tuple[float, float] | None, str]:
+def throughput_ratio_ci(
+    sweep_a: "Sweep", a: dict, sweep_b: "Sweep", b: dict, *, seed: int = 0
+) -> tuple[tuple[float, float] | None, str]:
     """CI of throughput(b) / throughput(a) and how it was obtained ('records': both records' CIs,
     'batch means': both from step times, 'mixed'), or (None, why not). `seed` is unused: batch means
     involve no resampling."""
@@ -305,6 +322,7 @@ def throughput_ratio_ci(sweep_a: "Sweep", a: dict, sweep_b: "Sweep", b: dict, *,
 @dataclass
 class Summary:
     """What the sweep shows, as plain-text sentences grouped by topic (renderers escape them)."""
+
     best: list[str] = field(default_factory=list)
     drops: list[str] = field(default_factory=list)
     wrapper: list[str] = field(default_factory=list)
@@ -312,12 +330,17 @@ class Summary:
     notes: list[str] = field(default_factory=list)
 
     def sections(self) -> list[tuple[str, list[str]]]:
-        return [(title, lines) for title, lines in (
-            ("Which strategy scales best", self.best),
-            (f"Where efficiency drops below {EFFICIENCY_TARGET:.0%}", self.drops),
-            ("1-device wrapper cost", self.wrapper),
-            ("What limited scaling", self.limits),
-            ("Notes", self.notes)) if lines]
+        return [
+            (title, lines)
+            for title, lines in (
+                ("Which strategy scales best", self.best),
+                (f"Where efficiency drops below {EFFICIENCY_TARGET:.0%}", self.drops),
+                ("1-device wrapper cost", self.wrapper),
+                ("What limited scaling", self.limits),
+                ("Notes", self.notes),
+            )
+            if lines
+        ]
 
     def lines(self) -> list[str]:
         return [line for _, lines in self.sections() for line in lines]
@@ -335,8 +358,7 @@ def best_strategy(points: Sequence[dict], sweep: "Sweep | None" = None) -> dict 
         return None
     n_max = max(int(r["world_size"]) for r in candidates)
     at_n = by_strategy(r for r in candidates if int(r["world_size"]) == n_max)
-    ranking = sorted(((s, num(pts[-1]["efficiency"]), pts[-1]) for s, pts in at_n.items()),
-                     key=lambda t: -t[1])
+    ranking = sorted(((s, num(pts[-1]["efficiency"]), pts[-1]) for s, pts in at_n.items()), key=lambda t: -t[1])
     best_s, best_e, best_r = ranking[0]
     tied, undecided = [], []
     for s, e, r in ranking[1:]:
@@ -346,8 +368,16 @@ def best_strategy(points: Sequence[dict], sweep: "Sweep | None" = None) -> dict 
         elif ci[1] >= 1:
             tied.append(s)
     measured = {series_name(r) for r in points if not is_baseline(r) and not is_comm(r)}
-    return {"n": n_max, "best": best_s, "efficiency": best_e, "record": best_r, "ranking": ranking,
-            "tied": tied, "undecided": undecided, "missing": sorted(measured - set(at_n))}
+    return {
+        "n": n_max,
+        "best": best_s,
+        "efficiency": best_e,
+        "record": best_r,
+        "ranking": ranking,
+        "tied": tied,
+        "undecided": undecided,
+        "missing": sorted(measured - set(at_n)),
+    }
 
 
 def efficiency_ratio_ci(best: dict, other: dict, sweep: "Sweep | None") -> tuple[float, float] | None:
@@ -374,9 +404,12 @@ def efficiency_drop(points: Sequence[dict]) -> dict | None:
     if not known:
         return None
     below = [r for r in known if num(r["efficiency"]) < EFFICIENCY_TARGET]
-    return {"below_at": int(below[0]["world_size"]) if below else None,
-            "efficiency": num(below[0]["efficiency"]) if below else None,
-            "largest_n": int(known[-1]["world_size"]), "largest_efficiency": num(known[-1]["efficiency"])}
+    return {
+        "below_at": int(below[0]["world_size"]) if below else None,
+        "efficiency": num(below[0]["efficiency"]) if below else None,
+        "largest_n": int(known[-1]["world_size"]),
+        "largest_efficiency": num(known[-1]["efficiency"]),
+    }
 
 
 def limiting_factors(record: dict) -> tuple[list[str], list[str]]:
@@ -411,55 +444,73 @@ def summarize(sweep: Sweep) -> Summary:
     if not groups:
         summary.notes.append("The sweep has no successful training points, so nothing about scaling can be said.")
     if sweep.cpu_workers:
-        summary.notes.append("Measured on CPU workers, not GPUs: the workers share the machine's cores, so these "
-                             "numbers describe CPU behaviour and say little about GPU scaling.")
+        summary.notes.append(
+            "Measured on CPU workers, not GPUs: the workers share the machine's cores, so these "
+            "numbers describe CPU behaviour and say little about GPU scaling."
+        )
     noisy = [r for r in sweep.scaling_points if is_noisy(r)]
     if noisy:
         names = ", ".join(point_name(r) for r in noisy)
-        summary.notes.append(f"{len(noisy)} point(s) are noisy (flagged, or step-time CV above {CV_NOISY:.0%}): "
-                             f"{names}. Differences smaller than their spread are not meaningful.")
+        summary.notes.append(
+            f"{len(noisy)} point(s) are noisy (flagged, or step-time CV above {CV_NOISY:.0%}): "
+            f"{names}. Differences smaller than their spread are not meaningful."
+        )
     for base in (r for r in sweep.scaling_points if is_baseline(r) and is_noisy(r)):
         cv = num(base.get("step_time_cv"))
-        summary.notes.append(f"The {base['strategy']!r} baseline is noisy"
-                             + (f" (step-time CV {cv:.0%})" if cv is not None else "")
-                             + f": every {base['framework']} speedup and efficiency is divided by it and "
-                               "inherits that uncertainty.")
-    superlinear = [r for r in sweep.scaling_points if (num(r.get("efficiency")) or 0) > SUPERLINEAR
-                   and not is_baseline(r)]
+        summary.notes.append(
+            f"The {base['strategy']!r} baseline is noisy"
+            + (f" (step-time CV {cv:.0%})" if cv is not None else "")
+            + f": every {base['framework']} speedup and efficiency is divided by it and "
+            "inherits that uncertainty."
+        )
+    superlinear = [
+        r for r in sweep.scaling_points if (num(r.get("efficiency")) or 0) > SUPERLINEAR and not is_baseline(r)
+    ]
     if superlinear:
         names = ", ".join(f"{point_name(r)} ({num(r['efficiency']):.0%})" for r in superlinear)
-        summary.notes.append(f"Efficiency above {SUPERLINEAR:.0%} ({names}) is more than linear scaling allows "
-                             "for the same per-device work; it usually means the baseline ran slower than it "
-                             "should (e.g. other load on the machine), not that the strategy is that good. "
-                             "Re-measure before relying on it.")
+        summary.notes.append(
+            f"Efficiency above {SUPERLINEAR:.0%} ({names}) is more than linear scaling allows "
+            "for the same per-device work; it usually means the baseline ran slower than it "
+            "should (e.g. other load on the machine), not that the strategy is that good. "
+            "Re-measure before relying on it."
+        )
     if sweep.problem_points:
-        summary.notes.append(f"{len(sweep.problem_points)} point(s) did not produce a measurement "
-                             "(listed with their reasons below).")
+        summary.notes.append(
+            f"{len(sweep.problem_points)} point(s) did not produce a measurement (listed with their reasons below)."
+        )
     return summary
 
 
 def _summarize_group(sweep: Sweep, points: list[dict], prefix: str, summary: Summary) -> None:
     best = best_strategy(points, sweep)
     if best is None:
-        summary.best.append(f"{prefix}No strategy has a known efficiency (no successful single-device baseline "
-                            "in this sweep), so scaling is not assessed.")
+        summary.best.append(
+            f"{prefix}No strategy has a known efficiency (no successful single-device baseline "
+            "in this sweep), so scaling is not assessed."
+        )
     elif best["n"] == 1:
         summary.best.append(f"{prefix}Only N=1 was measured, so scaling is not assessed.")
     else:
-        line = (f"{prefix}{best['best']} scales best: {best['efficiency']:.0%} efficiency at N={best['n']}, "
-                f"the largest N measured")
+        line = (
+            f"{prefix}{best['best']} scales best: {best['efficiency']:.0%} efficiency at N={best['n']}, "
+            f"the largest N measured"
+        )
         others = [f"{s} {e:.0%}" for s, e, _ in best["ranking"][1:]]
         if others:
             line += f" (then {', '.join(others)})"
         line += "."
         if best["tied"]:
-            line += (f" {', '.join(best['tied'])} {'is' if len(best['tied']) == 1 else 'are'} within the 95% CI "
-                     "of it, so the ranking between them is not settled by these measurements.")
+            line += (
+                f" {', '.join(best['tied'])} {'is' if len(best['tied']) == 1 else 'are'} within the 95% CI "
+                "of it, so the ranking between them is not settled by these measurements."
+            )
         if best["undecided"]:
             steps = min(len(sweep.step_times(r)) for _, _, r in best["ranking"])
-            line += (f" Whether it beats {', '.join(best['undecided'])} is not settled: there is no CI "
-                     f"(records without CIs and {steps} step(s) per point, fewer than {stats.MIN_CI_STEPS} "
-                     "for a within-run CI).")
+            line += (
+                f" Whether it beats {', '.join(best['undecided'])} is not settled: there is no CI "
+                f"(records without CIs and {steps} step(s) per point, fewer than {stats.MIN_CI_STEPS} "
+                "for a within-run CI)."
+            )
         if len(best["ranking"]) == 1:
             line += " It is the only strategy with a successful point at that N."
         if is_noisy(best["record"]):
@@ -474,15 +525,21 @@ def _summarize_group(sweep: Sweep, points: list[dict], prefix: str, summary: Sum
         if drop is None:
             summary.drops.append(f"{prefix}{strategy}: efficiency unknown (no successful baseline).")
         elif drop["below_at"] is None:
-            summary.drops.append(f"{prefix}{strategy}: at or above {EFFICIENCY_TARGET:.0%} at every measured N "
-                                 f"(up to N={drop['largest_n']}, {drop['largest_efficiency']:.0%}).")
+            summary.drops.append(
+                f"{prefix}{strategy}: at or above {EFFICIENCY_TARGET:.0%} at every measured N "
+                f"(up to N={drop['largest_n']}, {drop['largest_efficiency']:.0%})."
+            )
         elif drop["below_at"] == 1:
-            summary.drops.append(f"{prefix}{strategy}: already below {EFFICIENCY_TARGET:.0%} at N=1 "
-                                 f"({drop['efficiency']:.0%}): the 1-device wrapper cost alone; "
-                                 f"{drop['largest_efficiency']:.0%} at N={drop['largest_n']}.")
+            summary.drops.append(
+                f"{prefix}{strategy}: already below {EFFICIENCY_TARGET:.0%} at N=1 "
+                f"({drop['efficiency']:.0%}): the 1-device wrapper cost alone; "
+                f"{drop['largest_efficiency']:.0%} at N={drop['largest_n']}."
+            )
         else:
-            summary.drops.append(f"{prefix}{strategy}: drops below {EFFICIENCY_TARGET:.0%} at N={drop['below_at']} "
-                                 f"({drop['efficiency']:.0%}).")
+            summary.drops.append(
+                f"{prefix}{strategy}: drops below {EFFICIENCY_TARGET:.0%} at N={drop['below_at']} "
+                f"({drop['efficiency']:.0%})."
+            )
 
     baselines = {r["framework"]: r for r in points if is_baseline(r)}
     for strategy, pts in strategies.items():
@@ -495,8 +552,10 @@ def _summarize_group(sweep: Sweep, points: list[dict], prefix: str, summary: Sum
         if cost is None or base is None:
             summary.wrapper.append(f"{prefix}{strategy}: unknown (no successful {base_name!r} baseline in this sweep).")
             continue
-        line = (f"{prefix}{strategy} at N=1 is {abs(cost):.1%} {'slower' if cost >= 0 else 'faster'} "
-                f"than the plain {base_name!r} loop")
+        line = (
+            f"{prefix}{strategy} at N=1 is {abs(cost):.1%} {'slower' if cost >= 0 else 'faster'} "
+            f"than the plain {base_name!r} loop"
+        )
         ci, how = throughput_ratio_ci(sweep, base, sweep, one)
         if ci is None:
             line += f" (no CI: {how})."
@@ -512,16 +571,21 @@ def _summarize_group(sweep: Sweep, points: list[dict], prefix: str, summary: Sum
             continue
         below = [r for r in multi_pts if num(r["efficiency"]) < EFFICIENCY_TARGET]
         if not below:
-            summary.limits.append(f"{prefix}{strategy}: no limit within the measured range (efficiency at or above "
-                                  f"{EFFICIENCY_TARGET:.0%} up to N={multi_pts[-1]['world_size']}).")
+            summary.limits.append(
+                f"{prefix}{strategy}: no limit within the measured range (efficiency at or above "
+                f"{EFFICIENCY_TARGET:.0%} up to N={multi_pts[-1]['world_size']})."
+            )
             continue
         last = below[-1]
         causes, missing = limiting_factors(last)
         if causes:
             summary.limits.append(f"{prefix}{strategy}: {'; '.join(causes)}.")
         else:
-            why = (f" (the records carry no {' or '.join(missing)} measurements)" if missing
-                   else " (communication and input-pipeline measurements are below their thresholds)")
+            why = (
+                f" (the records carry no {' or '.join(missing)} measurements)"
+                if missing
+                else " (communication and input-pipeline measurements are below their thresholds)"
+            )
             summary.limits.append(f"{prefix}{strategy}: not determined from these measurements{why}.")
         shared = shared_cores_note(last, baselines.get(last.get("framework")))
         if shared:
@@ -537,8 +601,10 @@ def shared_cores_note(record: dict, baseline: dict | None) -> str | None:
     base_tpw = num((baseline.get("config") or {}).get("threads_per_worker"))
     if not tpw or not base_tpw or tpw * n > base_tpw:
         return None
-    return (f"On CPU workers the N={n} workers ran {tpw:g} thread(s) each ({tpw * n:g} in total) where the "
-            f"baseline ran {base_tpw:g}: they split the same cores, so little or no speedup is expected here.")
+    return (
+        f"On CPU workers the N={n} workers ran {tpw:g} thread(s) each ({tpw * n:g} in total) where the "
+        f"baseline ran {base_tpw:g}: they split the same cores, so little or no speedup is expected here."
+    )
 
 
 # -- capacity planning ----------------------------------------------------------------------------------
@@ -553,8 +619,13 @@ class CapacityRow:
     target_epoch: str | None = None
 
 
-def capacity(points: Sequence[dict], *, target_throughput: float | None = None, epoch_samples: int | None = None,
-             epoch_time_s: float | None = None) -> list[CapacityRow]:
+def capacity(
+    points: Sequence[dict],
+    *,
+    target_throughput: float | None = None,
+    epoch_samples: int | None = None,
+    epoch_time_s: float | None = None,
+) -> list[CapacityRow]:
     """Devices needed per strategy, from measured points only (no extrapolation past the largest N)."""
     groups = group_by_workload(r for r in points if not is_comm(r) and num(r.get("throughput")))
     rows = []
@@ -567,21 +638,23 @@ def capacity(points: Sequence[dict], *, target_throughput: float | None = None, 
             if target_throughput is not None:
                 hit = next((r for r in spts if num(r["throughput"]) >= target_throughput), None)
                 if hit is None:
-                    row.target_throughput = (f"not reached at the largest measured N = {n_max} "
-                                             f"({thr_max:.2f} samples/s)")
+                    row.target_throughput = f"not reached at the largest measured N = {n_max} ({thr_max:.2f} samples/s)"
                 else:
                     row.target_throughput = _count(int(hit["world_size"]), word)
                     ci = throughput_ci(hit)
                     if ci and ci[0] < target_throughput:
-                        row.target_throughput += (f" (its 95% CI lower bound, {ci[0]:.2f} samples/s, is below "
-                                                  "the target)")
+                        row.target_throughput += (
+                            f" (its 95% CI lower bound, {ci[0]:.2f} samples/s, is below the target)"
+                        )
             if epoch_samples:
                 row.epoch_times = [(n, epoch_samples / thr) for n, thr in measured]
                 if epoch_time_s is not None:
                     hit = next(((n, t) for n, t in row.epoch_times if t <= epoch_time_s), None)
                     if hit is None:
-                        row.target_epoch = (f"not reached at the largest measured N = {n_max} "
-                                            f"({format_duration(row.epoch_times[-1][1])} per epoch)")
+                        row.target_epoch = (
+                            f"not reached at the largest measured N = {n_max} "
+                            f"({format_duration(row.epoch_times[-1][1])} per epoch)"
+                        )
                     else:
                         row.target_epoch = _count(hit[0], word)
             rows.append(row)
@@ -603,9 +676,15 @@ def format_duration(seconds: float) -> str:
 
 
 # -- where the wall time goes ---------------------------------------------------------------------------
-WALL_PARTS = (("startup", "launch to first step"), ("warmup", "warmup"), ("measuring", "measuring"),
-              ("no_sync", "no-sync variant"), ("allreduce", "all-reduce benchmark"), ("teardown", "teardown"),
-              ("unattributed", "unattributed"))
+WALL_PARTS = (
+    ("startup", "launch to first step"),
+    ("warmup", "warmup"),
+    ("measuring", "measuring"),
+    ("no_sync", "no-sync variant"),
+    ("allreduce", "all-reduce benchmark"),
+    ("teardown", "teardown"),
+    ("unattributed", "unattributed"),
+)
 """The phases of a point's wall time, in order, with their names for people."""
 
 
@@ -624,8 +703,12 @@ def _run_split(run: dict) -> dict[str, float | None]:
     wall, start = num(launch.get("wall_s")), num(launch.get("started"))
     window = st.get("window") or (None, None)
     first, m0, m1 = num(st.get("warmup_start")), num(window[0]), num(window[1])
-    out: dict[str, float | None] = {"total": wall, "measuring": _span(window), "warmup": _span((first, m0)),
-                                    "allreduce": _span(st.get("allreduce_window"))}
+    out: dict[str, float | None] = {
+        "total": wall,
+        "measuring": _span(window),
+        "warmup": _span((first, m0)),
+        "allreduce": _span(st.get("allreduce_window")),
+    }
     if out["allreduce"] is None and out["measuring"] is not None and run.get("allreduce_s") is None:
         out["allreduce"] = 0.0  # no all-reduce benchmark in this run
     end = start + wall if start is not None and wall is not None else None
@@ -678,8 +761,11 @@ def wall_split_line(records: Iterable[dict]) -> str | None:
     if not split or not split["total"]:
         return None
     total = split["total"]
-    parts = [f"{label} {split[k] / total:.0%}" + (f" ({split[k]:.0f} s)" if k == "measuring" else "")
-             for k, label in WALL_PARTS if split[k] >= 0.005 * total or k == "measuring"]
+    parts = [
+        f"{label} {split[k] / total:.0%}" + (f" ({split[k]:.0f} s)" if k == "measuring" else "")
+        for k, label in WALL_PARTS
+        if split[k] >= 0.005 * total or k == "measuring"
+    ]
     return f"wall time of the points: {total:.0f} s; " + ", ".join(parts)
 
 
@@ -706,9 +792,15 @@ def comm_breakdown(record: dict) -> dict | None:
         hidden = 0.0
     exposed = min(exposed, step)
     hidden = min(hidden, step - exposed)
-    return {"step_s": step, "compute_only_s": step - exposed - hidden, "overlapped_s": hidden,
-            "exposed_s": exposed, "overlap": overlap, "comm_overhead": num(record.get("comm_overhead")),
-            "allreduce_s": allreduce}
+    return {
+        "step_s": step,
+        "compute_only_s": step - exposed - hidden,
+        "overlapped_s": hidden,
+        "exposed_s": exposed,
+        "overlap": overlap,
+        "comm_overhead": num(record.get("comm_overhead")),
+        "allreduce_s": allreduce,
+    }
 
 
 def has_comm_fields(record: dict) -> bool:
@@ -745,11 +837,34 @@ def telemetry_values(record: dict) -> dict[str, float]:
 
 
 # -- tabular export -------------------------------------------------------------------------------------
-FRAME_COLUMNS = ("sweep_id", "point_id", "strategy", "framework", "model", "world_size", "nodes", "device",
-                 "scaling", "per_device_batch", "global_batch", "status", "reason", "throughput",
-                 "throughput_ci_low", "throughput_ci_high", "speedup", "efficiency", "wrapper_overhead",
-                 "step_time_median_s", "step_time_p5_s", "step_time_p95_s", "step_time_cv", "measured_steps",
-                 "noisy", *COMM_FIELDS)
+FRAME_COLUMNS = (
+    "sweep_id",
+    "point_id",
+    "strategy",
+    "framework",
+    "model",
+    "world_size",
+    "nodes",
+    "device",
+    "scaling",
+    "per_device_batch",
+    "global_batch",
+    "status",
+    "reason",
+    "throughput",
+    "throughput_ci_low",
+    "throughput_ci_high",
+    "speedup",
+    "efficiency",
+    "wrapper_overhead",
+    "step_time_median_s",
+    "step_time_p5_s",
+    "step_time_p95_s",
+    "step_time_cv",
+    "measured_steps",
+    "noisy",
+    *COMM_FIELDS,
+)
 _SKIP_IN_FRAME = {"step_times_s", "per_rank_step_times_s", "config", "launch", "stderr_tail", "telemetry"}
 
 

@@ -6,6 +6,7 @@ out of memory until they are within `tolerance` of each other (0: adjacent integ
 A trial that ends any other way ('failed', 'timeout', 'skipped' ...) stops the search there: its reason
 is the answer, never a guess about memory.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -39,8 +40,7 @@ class Fit:
         return self.first_oom[0] - self.largest[0] <= max(1.0, self.tolerance * self.largest[0])
 
 
-def find_largest_batch(trial: Callable[[int], dict], *, start: int, max_batch: int,
-                       tolerance: float = 0.05) -> Fit:
+def find_largest_batch(trial: Callable[[int], dict], *, start: int, max_batch: int, tolerance: float = 0.05) -> Fit:
     """Search for the largest batch `trial` runs without running out of memory (see the module doc)."""
     if not 1 <= start <= max_batch:
         raise ValueError(f"start {start} must be in 1..max_batch ({max_batch})")

@@ -6,6 +6,7 @@ probability outlier_p a step is slower by cv * outlier_scale * Exp(1) (a GC paus
 core). The true mean step time is 1 + outlier_p * cv * outlier_scale, the true throughput its inverse
 (global batch 1). Used by tests/test_ci_coverage.py (asserts) and benchmarks/ci_coverage.py (table).
 """
+
 from __future__ import annotations
 
 import math
@@ -28,8 +29,7 @@ class Model:
         return 1.0 + self.outlier_p * self.cv * self.outlier_scale
 
     def label(self) -> str:
-        return (f"phi {self.phi:g}, cv {self.cv:.0%}, outliers {self.outlier_p:.0%} x "
-                f"{self.outlier_scale:g} sd")
+        return f"phi {self.phi:g}, cv {self.cv:.0%}, outliers {self.outlier_p:.0%} x {self.outlier_scale:g} sd"
 
 
 def step_series(rng: np.random.Generator, runs: int, n: int, model: Model) -> np.ndarray:
@@ -37,7 +37,7 @@ def step_series(rng: np.random.Generator, runs: int, n: int, model: Model) -> np
     e = rng.standard_t(4, size=(runs, n)) / math.sqrt(2.0)  # t(4) has variance 2
     z = np.empty_like(e)
     z[:, 0] = e[:, 0]
-    s = math.sqrt(1 - model.phi ** 2)
+    s = math.sqrt(1 - model.phi**2)
     for t in range(1, n):
         z[:, t] = model.phi * z[:, t - 1] + s * e[:, t]
     slow = (rng.random((runs, n)) < model.outlier_p) * rng.exponential(model.cv * model.outlier_scale, (runs, n))
@@ -53,10 +53,12 @@ def _ci(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 def _result(mean: np.ndarray, hw: np.ndarray, model: Model, steps: np.ndarray) -> dict:
     mu = model.true_mean
-    return {"coverage": float(np.mean(np.abs(mean - mu) <= hw)),
-            "bias": float(np.mean(1.0 / mean) * mu - 1.0),  # of throughput = 1 / mean step time
-            "median_rel_half_width": float(np.median(hw / mean)),
-            "median_steps": float(np.median(steps))}
+    return {
+        "coverage": float(np.mean(np.abs(mean - mu) <= hw)),
+        "bias": float(np.mean(1.0 / mean) * mu - 1.0),  # of throughput = 1 / mean step time
+        "median_rel_half_width": float(np.median(hw / mean)),
+        "median_steps": float(np.median(steps)),
+    }
 
 
 def fixed_steps(rng: np.random.Generator, model: Model, n: int, runs: int = 2000) -> dict:
@@ -65,8 +67,9 @@ def fixed_steps(rng: np.random.Generator, model: Model, n: int, runs: int = 2000
     return _result(mean, hw, model, np.full(runs, n))
 
 
-def adaptive(rng: np.random.Generator, model: Model, target: float, *, first: int = 20, max_steps: int = 4800,
-             runs: int = 2000) -> dict:
+def adaptive(
+    rng: np.random.Generator, model: Model, target: float, *, first: int = 20, max_steps: int = 4800, runs: int = 2000
+) -> dict:
     """The adaptive stopping rule of launchers/common.measure: measure `first` steps, then look at the
     CI only at stats.next_look() step counts; stop at the first look whose relative half width is
     within `target`, else at max_steps (standing in for --max-time). The CI and throughput reported
@@ -89,15 +92,23 @@ def adaptive(rng: np.random.Generator, model: Model, target: float, *, first: in
     return _result(means[stop, idx], hws[stop, idx], model, np.asarray(looks)[stop])
 
 
-def naive_adaptive(rng: np.random.Generator, model: Model, target: float, *, first: int = 20, every: int = 5,
-                   max_steps: int = 4800, runs: int = 2000) -> dict:
+def naive_adaptive(
+    rng: np.random.Generator,
+    model: Model,
+    target: float,
+    *,
+    first: int = 20,
+    every: int = 5,
+    max_steps: int = 4800,
+    runs: int = 2000,
+) -> dict:
     """The rule distbench used before (for comparison): a normal CI over steps treated as independent,
     checked every `every` steps, stop the first time it is within target."""
     x = step_series(rng, runs, max_steps, model)
     n = np.arange(1, max_steps + 1)
     csum, csq = np.cumsum(x, axis=1), np.cumsum(x * x, axis=1)
     mean = csum / n
-    sd = np.sqrt(np.maximum(csq / n - mean ** 2, 0) * n / np.maximum(n - 1, 1))
+    sd = np.sqrt(np.maximum(csq / n - mean**2, 0) * n / np.maximum(n - 1, 1))
     hw = 1.959964 * sd / np.sqrt(n)
     checked = (n >= first) & ((n - first) % every == 0)
     ok = checked & (hw / mean <= target)
@@ -106,8 +117,9 @@ def naive_adaptive(rng: np.random.Generator, model: Model, target: float, *, fir
     return _result(mean[idx, stop], hw[idx, stop], model, stop + 1)
 
 
-def repeats(rng: np.random.Generator, model: Model, r: int, *, run_sd: float = 0.02, steps: int = 50,
-            trials: int = 2000) -> dict:
+def repeats(
+    rng: np.random.Generator, model: Model, r: int, *, run_sd: float = 0.02, steps: int = 50, trials: int = 2000
+) -> dict:
     """t-interval on log throughput over r repeats; each repeat is a run of `steps` steps whose speed
     also varies run to run (a heavy-tailed factor: exp(run_sd * t(4) / sqrt 2)). The truth is the
     median run's throughput, 1 / true mean step time."""
@@ -117,13 +129,26 @@ def repeats(rng: np.random.Generator, model: Model, r: int, *, run_sd: float = 0
     m = logs.mean(axis=1)
     hw = stats.t_quantile(1 - (1 - stats.CI_LEVEL) / 2, r - 1) * logs.std(axis=1, ddof=1) / math.sqrt(r)
     truth = -math.log(model.true_mean)
-    return {"coverage": float(np.mean(np.abs(m - truth) <= hw)),
-            "bias": float(np.mean(np.exp(m)) * model.true_mean - 1.0),
-            "median_rel_half_width": float(np.median(np.expm1(hw))), "median_steps": float(steps * r)}
+    return {
+        "coverage": float(np.mean(np.abs(m - truth) <= hw)),
+        "bias": float(np.mean(np.exp(m)) * model.true_mean - 1.0),
+        "median_rel_half_width": float(np.median(np.expm1(hw))),
+        "median_steps": float(steps * r),
+    }
 
 
-def paired_exposed(rng: np.random.Generator, model: Model, r: int, *, exposed: float = 0.05, drift_sd: float = 0.03,
-                   trend: float = 0.0, alternate: bool = True, steps: int = 50, trials: int = 2000) -> dict:
+def paired_exposed(
+    rng: np.random.Generator,
+    model: Model,
+    r: int,
+    *,
+    exposed: float = 0.05,
+    drift_sd: float = 0.03,
+    trend: float = 0.0,
+    alternate: bool = True,
+    steps: int = 50,
+    trials: int = 2000,
+) -> dict:
     """Paired t-interval of exposed communication (time per step, sync - no-sync) over r pairs of runs.
     The machine's speed drifts from pair to pair (a factor shared by the pair's two runs, sd drift_sd)
     and also trends steadily, `trend` per run (warming caches, throttling); each run has its own noise;
@@ -140,9 +165,13 @@ def paired_exposed(rng: np.random.Generator, model: Model, r: int, *, exposed: f
     m = d.mean(axis=1)
     hw = stats.t_quantile(1 - (1 - stats.CI_LEVEL) / 2, r - 1) * d.std(axis=1, ddof=1) / math.sqrt(r)
     # E[drift] = exp(sd^2 / 2); the mean speed over all 2r runs
-    truth = exposed * math.exp(drift_sd ** 2 / 2) * float(speed.mean())
-    return {"coverage": float(np.mean(np.abs(m - truth) <= hw)), "bias": float(np.mean(m) / truth - 1.0),
-            "median_rel_half_width": float(np.median(hw / truth)), "median_steps": float(steps * r * 2)}
+    truth = exposed * math.exp(drift_sd**2 / 2) * float(speed.mean())
+    return {
+        "coverage": float(np.mean(np.abs(m - truth) <= hw)),
+        "bias": float(np.mean(m) / truth - 1.0),
+        "median_rel_half_width": float(np.median(hw / truth)),
+        "median_steps": float(steps * r * 2),
+    }
 
 
 def throughput_ratio(rng: np.random.Generator, model: Model, n: int, *, ratio: float = 0.9, trials: int = 2000) -> dict:
@@ -163,5 +192,10 @@ def throughput_ratio(rng: np.random.Generator, model: Model, n: int, *, ratio: f
         lo, hi = ratio_ci_from_cis(ta, ci_a, tb, ci_b)
         covered += lo <= ratio <= hi
         widths.append((hi - lo) / 2 / ratio)
-    return {"coverage": covered / max(1, len(widths)), "bias": 0.0, "median_rel_half_width": float(np.median(widths)),
-            "median_steps": float(n), "intervals": len(widths)}
+    return {
+        "coverage": covered / max(1, len(widths)),
+        "bias": 0.0,
+        "median_rel_half_width": float(np.median(widths)),
+        "median_steps": float(n),
+        "intervals": len(widths),
+    }

@@ -3,6 +3,7 @@
 Every error reaches the user as one line on stderr with a non-zero exit: 2 for bad input
 (including click's own usage errors), 1 for other failures. No traceback.
 """
+
 from __future__ import annotations
 
 import shlex
@@ -62,8 +63,10 @@ def interrupted_message(exc: BaseException) -> str:
         how = f"finish it with: distbench scale --resume {sweep_id} --results {shlex.quote(store)}"
     else:
         how = f"run the command again to measure the rest: {command}"
-    return (f"Interrupted by {name}: every finished point is kept in sweep {sweep_id} ({store}), "
-            f"marked 'interrupted'; {how}")
+    return (
+        f"Interrupted by {name}: every finished point is kept in sweep {sweep_id} ({store}), "
+        f"marked 'interrupted'; {how}"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -5,6 +5,7 @@ algbw = S / t and busbw = algbw * 2 (n - 1) / n (the bandwidth each link sustain
 all-reduce, comparable across n). Times are per iteration after warmup, each iteration starting
 after a barrier, and taken as the slowest rank's.
 """
+
 from __future__ import annotations
 
 import re
@@ -14,20 +15,61 @@ from distbench.errors import BadInput
 from distbench.strategies import Strategy
 
 BACKENDS: dict[str, Strategy] = {
-    "gloo": Strategy(name="comm-gloo", framework="torch", module="comm_torch", launcher=TORCHRUN,
-                     requires=("torch",), description="torch.distributed all_reduce, gloo"),
-    "nccl": Strategy(name="comm-nccl", framework="torch", module="comm_torch", launcher=TORCHRUN,
-                     requires=("torch",), description="torch.distributed all_reduce, NCCL (CUDA only)"),
-    "mpi": Strategy(name="comm-mpi", framework="torch", module="comm_torch", launcher=TORCHRUN,
-                    requires=("torch",), description="torch.distributed all_reduce, MPI (torch built with MPI)"),
-    "horovod": Strategy(name="comm-horovod", framework="torch", module="comm_horovod", launcher=HOROVODRUN,
-                        requires=("torch", "horovod.torch"), description="horovod.torch allreduce"),
-    "tf": Strategy(name="comm-tf", framework="tf", module="comm_tf", launcher=PROCESS,
-                   requires=("tensorflow",), description="tf.distribute MirroredStrategy all_reduce"),
+    "gloo": Strategy(
+        name="comm-gloo",
+        framework="torch",
+        module="comm_torch",
+        launcher=TORCHRUN,
+        requires=("torch",),
+        description="torch.distributed all_reduce, gloo",
+    ),
+    "nccl": Strategy(
+        name="comm-nccl",
+        framework="torch",
+        module="comm_torch",
+        launcher=TORCHRUN,
+        requires=("torch",),
+        description="torch.distributed all_reduce, NCCL (CUDA only)",
+    ),
+    "mpi": Strategy(
+        name="comm-mpi",
+        framework="torch",
+        module="comm_torch",
+        launcher=TORCHRUN,
+        requires=("torch",),
+        description="torch.distributed all_reduce, MPI (torch built with MPI)",
+    ),
+    "horovod": Strategy(
+        name="comm-horovod",
+        framework="torch",
+        module="comm_horovod",
+        launcher=HOROVODRUN,
+        requires=("torch", "horovod.torch"),
+        description="horovod.torch allreduce",
+    ),
+    "tf": Strategy(
+        name="comm-tf",
+        framework="tf",
+        module="comm_tf",
+        launcher=PROCESS,
+        requires=("tensorflow",),
+        description="tf.distribute MirroredStrategy all_reduce",
+    ),
 }
 
-_UNITS = {"": 1, "B": 1, "K": 1024, "KB": 1024, "KIB": 1024, "M": 1024 ** 2, "MB": 1024 ** 2, "MIB": 1024 ** 2,
-          "G": 1024 ** 3, "GB": 1024 ** 3, "GIB": 1024 ** 3}
+_UNITS = {
+    "": 1,
+    "B": 1,
+    "K": 1024,
+    "KB": 1024,
+    "KIB": 1024,
+    "M": 1024**2,
+    "MB": 1024**2,
+    "MIB": 1024**2,
+    "G": 1024**3,
+    "GB": 1024**3,
+    "GIB": 1024**3,
+}
 
 
 def parse_size(text: str) -> int:

@@ -14,6 +14,7 @@ in A and failed / timed out / ran out of memory in B counts as a regression too.
     result = compare_sweeps(sweep_a, sweep_b, threshold=0.05)
     exit_code = 1 if result.regressions else 0
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -28,13 +29,21 @@ from distbench.output import fmt_num
 
 BROKEN = ("failed", "timeout", "oom")
 
-VERDICT_STYLE = {"regression": "bold red", "improvement": "green", "failed in B": "bold red",
-                 "fixed in B": "green", "within noise": "dim", "below threshold": "dim", "no CI": "yellow",
-                 "not measured": "yellow"}
+VERDICT_STYLE = {
+    "regression": "bold red",
+    "improvement": "green",
+    "failed in B": "bold red",
+    "fixed in B": "green",
+    "within noise": "dim",
+    "below threshold": "dim",
+    "no CI": "yellow",
+    "not measured": "yellow",
+}
 
 
 class RegressionFound(DistbenchError):
     """B regressed: one line on stderr, exit 1 (the CI-gate outcome)."""
+
     exit_code = 1
 
 
@@ -54,8 +63,13 @@ def parse_threshold(text: str) -> float:
 
 def key_dict(key: PointKey) -> dict:
     """The key as JSON: strategy, world_size, nodes, batch (the --batch-size value) and every workload field."""
-    return {"strategy": key.strategy, "world_size": key.world_size, "nodes": key.nodes, "batch": key.batch,
-            **dict(key.workload)}
+    return {
+        "strategy": key.strategy,
+        "world_size": key.world_size,
+        "nodes": key.nodes,
+        "batch": key.batch,
+        **dict(key.workload),
+    }
 
 
 def key_label(key: PointKey) -> str:
@@ -67,8 +81,11 @@ def key_label(key: PointKey) -> str:
 def key_differences(a: PointKey, b: PointKey) -> list[str]:
     """'precision fp32 in A, bf16 in B' for every field of the two keys' workloads (and batch) that differs."""
     wa, wb = {**dict(a.workload), "batch": a.batch}, {**dict(b.workload), "batch": b.batch}
-    return [f"{name} {wa.get(name)} in A, {wb.get(name)} in B" for name in dict.fromkeys([*wa, *wb])
-            if wa.get(name) != wb.get(name)]
+    return [
+        f"{name} {wa.get(name)} in A, {wb.get(name)} in B"
+        for name in dict.fromkeys([*wa, *wb])
+        if wa.get(name) != wb.get(name)
+    ]
 
 
 @dataclass
@@ -83,13 +100,22 @@ class PointComparison:
     note: str = ""
 
     def to_json(self) -> dict:
-        return {**key_dict(self.key), "per_device_batch": self.a.get("per_device_batch"),
-                "status_a": self.a.get("status"), "status_b": self.b.get("status"),
-                "throughput_a": num(self.a.get("throughput")), "throughput_b": num(self.b.get("throughput")),
-                "ratio": self.ratio, "ci_low": self.ci[0] if self.ci else None,
-                "ci_high": self.ci[1] if self.ci else None, "ci_method": self.ci_method or None,
-                "verdict": self.verdict, "note": self.note or None,
-                "point_id_a": self.a.get("point_id"), "point_id_b": self.b.get("point_id")}
+        return {
+            **key_dict(self.key),
+            "per_device_batch": self.a.get("per_device_batch"),
+            "status_a": self.a.get("status"),
+            "status_b": self.b.get("status"),
+            "throughput_a": num(self.a.get("throughput")),
+            "throughput_b": num(self.b.get("throughput")),
+            "ratio": self.ratio,
+            "ci_low": self.ci[0] if self.ci else None,
+            "ci_high": self.ci[1] if self.ci else None,
+            "ci_method": self.ci_method or None,
+            "verdict": self.verdict,
+            "note": self.note or None,
+            "point_id_a": self.a.get("point_id"),
+            "point_id_b": self.b.get("point_id"),
+        }
 
 
 @dataclass
@@ -113,19 +139,26 @@ class Comparison:
         return [p for p in self.points if p.verdict in ("improvement", "fixed in B")]
 
     def to_json(self) -> dict:
-        return {"sweep_a": self.sweep_a, "sweep_b": self.sweep_b, "threshold": self.threshold,
-                "regressions": len(self.regressions), "improvements": len(self.improvements),
-                "points": [p.to_json() for p in self.points],
-                "unmatched_a": [key_dict(k) for k in self.only_a],
-                "unmatched_b": [key_dict(k) for k in self.only_b],
-                "workloads_differ": [{"a": key_dict(a), "b": key_dict(b), "differences": d}
-                                     for a, b, d in self.differ],
-                "notes": self.notes}
+        return {
+            "sweep_a": self.sweep_a,
+            "sweep_b": self.sweep_b,
+            "threshold": self.threshold,
+            "regressions": len(self.regressions),
+            "improvements": len(self.improvements),
+            "points": [p.to_json() for p in self.points],
+            "unmatched_a": [key_dict(k) for k in self.only_a],
+            "unmatched_b": [key_dict(k) for k in self.only_b],
+            "workloads_differ": [{"a": key_dict(a), "b": key_dict(b), "differences": d} for a, b, d in self.differ],
+            "notes": self.notes,
+        }
 
     def no_match_message(self) -> str:
         """Why nothing was compared, for the one-line error."""
-        why = (f": their workloads differ ({'; '.join(self.differ[0][2])})" if self.differ
-               else " (same strategy, N, nodes, batch size and workload)")
+        why = (
+            f": their workloads differ ({'; '.join(self.differ[0][2])})"
+            if self.differ
+            else " (same strategy, N, nodes, batch size and workload)"
+        )
         return f"no points of {self.sweep_a} and {self.sweep_b} match{why}: nothing to compare"
 
 
@@ -192,8 +225,11 @@ def compare_sweeps(sweep_a: Sweep, sweep_b: Sweep, *, threshold: float = 0.05, s
             pc.verdict, pc.note = "fixed in B", f"was {sa} in A"
         else:
             pc.verdict = "not measured"
-            pc.note = "; ".join(f"{side}: {r.get('status')}" + (f" ({r.get('reason')})" if r.get("reason") else "")
-                                for side, r in (("A", a), ("B", b)) if r.get("status") != "ok")
+            pc.note = "; ".join(
+                f"{side}: {r.get('status')}" + (f" ({r.get('reason')})" if r.get("reason") else "")
+                for side, r in (("A", a), ("B", b))
+                if r.get("status") != "ok"
+            )
         result.points.append(pc)
     only_a = [k for k in index_a if k not in index_b]
     only_b = [k for k in index_b if k not in index_a]
@@ -208,19 +244,35 @@ def compare_sweeps(sweep_a: Sweep, sweep_b: Sweep, *, threshold: float = 0.05, s
 
 
 def comparison_table(result: Comparison) -> Table:
-    table = Table(title=f"B = {result.sweep_b} vs A = {result.sweep_a} (threshold {result.threshold:.1%})",
-                  title_justify="left")
-    for col, justify in (("strategy", "left"), ("N", "right"), ("workload", "left"), ("A\n(samples/s)", "right"),
-                         ("B\n(samples/s)", "right"), ("B/A", "right"), ("95% CI", "right"), ("verdict", "left")):
+    table = Table(
+        title=f"B = {result.sweep_b} vs A = {result.sweep_a} (threshold {result.threshold:.1%})", title_justify="left"
+    )
+    for col, justify in (
+        ("strategy", "left"),
+        ("N", "right"),
+        ("workload", "left"),
+        ("A\n(samples/s)", "right"),
+        ("B\n(samples/s)", "right"),
+        ("B/A", "right"),
+        ("95% CI", "right"),
+        ("verdict", "left"),
+    ):
         table.add_column(col, justify=justify)
     workloads = [p.key[3:] for p in result.points]
     for p in result.points:
         verdict = f"[{VERDICT_STYLE.get(p.verdict, 'white')}]{p.verdict}[/]"
         if p.note:
             verdict += f" ({escape(p.note)})"
-        table.add_row(escape(series_name(p.a)), str(p.key.world_size), escape(workload_label(p.key[3:], workloads)),
-                      fmt_num(p.a.get("throughput"), ".2f"), fmt_num(p.b.get("throughput"), ".2f"),
-                      fmt_num(p.ratio, ".3f"), f"{p.ci[0]:.3f}-{p.ci[1]:.3f}" if p.ci else "-", verdict)
+        table.add_row(
+            escape(series_name(p.a)),
+            str(p.key.world_size),
+            escape(workload_label(p.key[3:], workloads)),
+            fmt_num(p.a.get("throughput"), ".2f"),
+            fmt_num(p.b.get("throughput"), ".2f"),
+            fmt_num(p.ratio, ".3f"),
+            f"{p.ci[0]:.3f}-{p.ci[1]:.3f}" if p.ci else "-",
+            verdict,
+        )
     return table
 
 
@@ -228,8 +280,10 @@ def gate(result: Comparison) -> None:
     """Raise RegressionFound (exit 1) when B regressed beyond the noise and the threshold, or broke a point."""
     if result.regressions:
         names = ", ".join(f"{series_name(p.a)} N={p.key.world_size}" for p in result.regressions)
-        raise RegressionFound(f"{len(result.regressions)} regression(s) in {result.sweep_b} vs {result.sweep_a} "
-                              f"beyond the noise and the {result.threshold:.1%} threshold: {names}")
+        raise RegressionFound(
+            f"{len(result.regressions)} regression(s) in {result.sweep_b} vs {result.sweep_a} "
+            f"beyond the noise and the {result.threshold:.1%} threshold: {names}"
+        )
 
 
 def summary_lines(result: Comparison) -> list[str]:
@@ -243,6 +297,8 @@ def summary_lines(result: Comparison) -> list[str]:
         lines.append("compared workload: " + ", ".join(f"{k} {v}" for k, v in workload))
     lines.extend(f"note: {n}" for n in result.notes)
     n_reg, n_imp = len(result.regressions), len(result.improvements)
-    lines.append(f"{n_reg} regression(s), {n_imp} improvement(s) beyond the noise and the {result.threshold:.1%} "
-                 f"threshold, over {len(result.points)} matched point(s)")
+    lines.append(
+        f"{n_reg} regression(s), {n_imp} improvement(s) beyond the noise and the {result.threshold:.1%} "
+        f"threshold, over {len(result.points)} matched point(s)"
+    )
     return lines

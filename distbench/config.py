@@ -1,4 +1,5 @@
 """Typed configuration of one measured point, checked at the edge."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -152,9 +153,26 @@ def swept_batch(config: dict) -> int | None:
     return per_device * (config.get("world_size") or 1) if config.get("scaling") == "strong" else per_device
 
 
-NOT_WORKLOAD = frozenset({"strategy", "world_size", "nodes", "per_device_batch", "steps", "warmup", "seed",
-                          "target_ci", "max_time_s", "max_steps", "threads_per_worker", "sync", "measure_comm",
-                          "verify", "data_dir", "extra"})
+NOT_WORKLOAD = frozenset(
+    {
+        "strategy",
+        "world_size",
+        "nodes",
+        "per_device_batch",
+        "steps",
+        "warmup",
+        "seed",
+        "target_ci",
+        "max_time_s",
+        "max_steps",
+        "threads_per_worker",
+        "sync",
+        "measure_comm",
+        "verify",
+        "data_dir",
+        "extra",
+    }
+)
 """Config fields that are not part of the workload: the point's own axes (strategy, N, nodes, batch: their
 own key fields), how long and how it is measured, and where the machine put things (the thread split
 follows the cores, the data folder is a temporary path)."""
@@ -178,10 +196,16 @@ def point_key(strategy: str | None, config: dict) -> PointKey:
     channels-last, ...; a field an older record lacks counts at PointConfig's default) and the
     --batch-size value. The one key of resume, the report, the analysis and `distbench compare`."""
     value = {**_DEFAULTS, **{k: v for k, v in config.items() if k in _FIELD_NAMES}}
-    names = [n for n in _FIELD_NAMES if n not in NOT_WORKLOAD
-             and (n not in LOADER_FIELDS or value.get("data") == "disk")]
-    return PointKey(strategy, config.get("world_size"), config.get("nodes") or 1,
-                    tuple((n, value.get(n)) for n in names), swept_batch(config))
+    names = [
+        n for n in _FIELD_NAMES if n not in NOT_WORKLOAD and (n not in LOADER_FIELDS or value.get("data") == "disk")
+    ]
+    return PointKey(
+        strategy,
+        config.get("world_size"),
+        config.get("nodes") or 1,
+        tuple((n, value.get(n)) for n in names),
+        swept_batch(config),
+    )
 
 
 _FIELD_NAMES = tuple(f.name for f in dataclasses.fields(PointConfig))

@@ -9,6 +9,7 @@ Layout of a dataset folder:
 Images are stored as uint8 like decoded JPEGs; the pipeline converts them to float32 and
 normalizes them per sample (real work, done by the loader workers / tf.data map).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -33,8 +34,16 @@ def dataset_key(model: str, image_size: int | None, seq_len: int | None, num_cla
     return f"{model}-{shape}-c{num_classes}-n{samples}-{hashlib.sha1(raw.encode()).hexdigest()[:8]}"
 
 
-def ensure_dataset(model: str, *, image_size: int | None, seq_len: int | None, num_classes: int,
-                   samples: int = 512, root: Path | str = DEFAULT_ROOT, seed: int = 0) -> Path:
+def ensure_dataset(
+    model: str,
+    *,
+    image_size: int | None,
+    seq_len: int | None,
+    num_classes: int,
+    samples: int = 512,
+    root: Path | str = DEFAULT_ROOT,
+    seed: int = 0,
+) -> Path:
     """Write the dataset once (atomically: a half-written folder is never used) and return its path."""
     spec = get_spec(model)
     folder = Path(root) / dataset_key(model, image_size, seq_len, num_classes, samples)
@@ -67,8 +76,16 @@ def ensure_dataset(model: str, *, image_size: int | None, seq_len: int | None, n
     for i, x in enumerate(xs):
         x.tofile(tmp / "x" / f"{i:06d}.bin")
     y.tofile(tmp / "y.bin")
-    meta = {"format": FORMAT_VERSION, "model": model, "kind": spec.kind, "samples": samples,
-            "x_shape": list(x_shape), "x_dtype": x_dtype, "y_shape": list(y_shape), "y_dtype": y_dtype}
+    meta = {
+        "format": FORMAT_VERSION,
+        "model": model,
+        "kind": spec.kind,
+        "samples": samples,
+        "x_shape": list(x_shape),
+        "x_dtype": x_dtype,
+        "y_shape": list(y_shape),
+        "y_dtype": y_dtype,
+    }
     (tmp / "meta.json").write_text(json.dumps(meta, indent=1))
     try:
         os.rename(tmp, folder)
@@ -107,13 +124,18 @@ def page_cache_status(folder: str | Path) -> dict:
     fits = size < available
     if resident is not None:
         frac = resident / size if size else 1.0
-        verdict = ("page cache" if frac >= 0.99 else "likely page cache after the first epoch" if fits else "disk")
+        verdict = "page cache" if frac >= 0.99 else "likely page cache after the first epoch" if fits else "disk"
         how = f"{frac:.0%} of its {size / 1e6:.1f} MB resident in the page cache (fincore)"
     else:
         frac, verdict = None, "likely page cache" if fits else "disk (larger than the available memory)"
         how = f"{size / 1e6:.1f} MB against {available / 1e9:.1f} GB available memory; residency not measured (no fincore)"
-    return {"reads_from": verdict, "detail": how, "dataset_bytes": size, "mem_available_bytes": available,
-            "resident_fraction": frac}
+    return {
+        "reads_from": verdict,
+        "detail": how,
+        "dataset_bytes": size,
+        "mem_available_bytes": available,
+        "resident_fraction": frac,
+    }
 
 
 def _resident_bytes(files: list[str], sizes: list[int], chunk: int = 1000) -> int | None:
@@ -123,9 +145,12 @@ def _resident_bytes(files: list[str], sizes: list[int], chunk: int = 1000) -> in
         return None
     total = 0
     for i in range(0, len(files), chunk):
-        proc = subprocess.run(["fincore", "--bytes", "--noheadings", "--raw", "--output", "RES", *files[i:i + chunk]],
-                              capture_output=True, text=True)
+        proc = subprocess.run(
+            ["fincore", "--bytes", "--noheadings", "--raw", "--output", "RES", *files[i : i + chunk]],
+            capture_output=True,
+            text=True,
+        )
         if proc.returncode != 0:
             return None
-        total += sum(min(int(v), n) for v, n in zip(proc.stdout.split(), sizes[i:i + chunk]))
+        total += sum(min(int(v), n) for v, n in zip(proc.stdout.split(), sizes[i : i + chunk]))
     return total

@@ -18,6 +18,7 @@ distbench.rankguard, which reports how the rank ended and stops the worker when 
   tf-multiworker  tf.distribute.MultiWorkerMirroredStrategy: one worker per node (per CPU worker on CPU),
                   the cluster from TF_CONFIG or from the Slurm step (srun)
 """
+
 from __future__ import annotations
 
 import json
@@ -65,13 +66,15 @@ def build_env(cfg: PointConfig, base: dict | None = None) -> dict:
     """The workers' environment: thread counts, quiet TF, and only the devices the point may use."""
     env = dict(os.environ if base is None else base)
     threads = str(cfg.threads_per_worker)
-    env.update({
-        "OMP_NUM_THREADS": threads,
-        "MKL_NUM_THREADS": threads,
-        "PYTHONUNBUFFERED": "1",
-        "TF_CPP_MIN_LOG_LEVEL": env.get("TF_CPP_MIN_LOG_LEVEL", "2"),
-        "KERAS_BACKEND": "tensorflow",
-    })
+    env.update(
+        {
+            "OMP_NUM_THREADS": threads,
+            "MKL_NUM_THREADS": threads,
+            "PYTHONUNBUFFERED": "1",
+            "TF_CPP_MIN_LOG_LEVEL": env.get("TF_CPP_MIN_LOG_LEVEL", "2"),
+            "KERAS_BACKEND": "tensorflow",
+        }
+    )
     if cfg.device == "cpu":
         # CPU workers: hide any GPU so no framework picks one up behind our back.
         env["CUDA_VISIBLE_DEVICES"] = ""
@@ -103,13 +106,19 @@ def devices_per_node(cfg: PointConfig) -> int:
     return cfg.world_size // cfg.nodes
 
 
-def srun_prefix(nodes: int, tasks_per_node: int, cpus_per_task: str | None = None,
-                hosts: Sequence[str] = ()) -> list[str]:
+def srun_prefix(
+    nodes: int, tasks_per_node: int, cpus_per_task: str | None = None, hosts: Sequence[str] = ()
+) -> list[str]:
     """`srun` starting `tasks_per_node` tasks on each of `nodes` nodes (the first `nodes` of `hosts`
     when given); a task's failure ends the step. --ntasks is given too: alone, --ntasks-per-node
     yields to the job's own task count."""
-    argv = ["srun", f"--nodes={nodes}", f"--ntasks={nodes * tasks_per_node}", f"--ntasks-per-node={tasks_per_node}",
-            "--kill-on-bad-exit=1"]
+    argv = [
+        "srun",
+        f"--nodes={nodes}",
+        f"--ntasks={nodes * tasks_per_node}",
+        f"--ntasks-per-node={tasks_per_node}",
+        "--kill-on-bad-exit=1",
+    ]
     if hosts:
         argv.insert(1, f"--nodelist={','.join(hosts)}")
     if cpus_per_task is not None:
@@ -134,27 +143,55 @@ class Launcher:
 
     def worker(self, strategy: Strategy, config: str, out: str, python: str = sys.executable) -> list[str]:
         """One rank's command: the strategy's worker under the rank guard."""
-        return [python, "-m", "distbench.rankguard", python, "-m", worker_module(self.module or strategy.module),
-                "--config", config, "--out", out]
+        return [
+            python,
+            "-m",
+            "distbench.rankguard",
+            python,
+            "-m",
+            worker_module(self.module or strategy.module),
+            "--config",
+            config,
+            "--out",
+            out,
+        ]
 
     def tasks_per_node(self, cfg: PointConfig) -> int:
         """Slurm tasks per node (torchrun agents, TF workers); 1 where one process starts the rest."""
         return 1
 
-    def local(self, strategy: Strategy, cfg: PointConfig, config: str, out: str, *, python: str = sys.executable,
-              tool: str | None = None, base_env: dict | None = None) -> tuple[list[str], dict]:
+    def local(
+        self,
+        strategy: Strategy,
+        cfg: PointConfig,
+        config: str,
+        out: str,
+        *,
+        python: str = sys.executable,
+        tool: str | None = None,
+        base_env: dict | None = None,
+    ) -> tuple[list[str], dict]:
         raise NotImplementedError
 
-    def allocation(self, strategy: Strategy, cfg: PointConfig, config: str, out: str, *, hosts: Sequence[str],
-                   base_env: dict | None = None) -> tuple[list[str], dict]:
+    def allocation(
+        self,
+        strategy: Strategy,
+        cfg: PointConfig,
+        config: str,
+        out: str,
+        *,
+        hosts: Sequence[str],
+        base_env: dict | None = None,
+    ) -> tuple[list[str], dict]:
         raise BadInput(f"{self.name} cannot span nodes")
 
     def sbatch_step(self, strategy: Strategy, cfg: PointConfig) -> list[str]:
         """The step's command in a job script (Shell values: the job's python, tool, paths, hosts)."""
         if cfg.nodes != 1:
             raise BadInput(f"{self.name} cannot span nodes")
-        argv, _ = self.local(strategy, cfg, JOB_CONFIG, JOB_RESULT, python=JOB_PYTHON,
-                             tool=Shell(f'"${self.name.upper()}"'), base_env={})
+        argv, _ = self.local(
+            strategy, cfg, JOB_CONFIG, JOB_RESULT, python=JOB_PYTHON, tool=Shell(f'"${self.name.upper()}"'), base_env={}
+        )
         return argv
 
 
@@ -169,30 +206,70 @@ class Torchrun(Launcher):
 
     def local(self, strategy, cfg, config, out, *, python=sys.executable, tool=None, base_env=None):
         # torchrun runs the rank command with its own interpreter: the rank is `-m rankguard PY -m worker`.
-        argv = [self.tool(python, tool), "--standalone", "--nnodes=1", f"--nproc_per_node={cfg.world_size}",
-                *self.worker(strategy, config, out, python)[1:]]
+        argv = [
+            self.tool(python, tool),
+            "--standalone",
+            "--nnodes=1",
+            f"--nproc_per_node={cfg.world_size}",
+            *self.worker(strategy, config, out, python)[1:],
+        ]
         return argv, build_env(cfg, base_env)
 
-    def rendezvous(self, strategy, cfg, config, out, *, endpoint: str, rdzv_id: str, python: str = sys.executable,
-                   tool: str | None = None, base_env: dict | None = None) -> tuple[list[str], dict]:
+    def rendezvous(
+        self,
+        strategy,
+        cfg,
+        config,
+        out,
+        *,
+        endpoint: str,
+        rdzv_id: str,
+        python: str = sys.executable,
+        tool: str | None = None,
+        base_env: dict | None = None,
+    ) -> tuple[list[str], dict]:
         """What each node runs: one torchrun agent per node, all meeting at one c10d rendezvous (the TCP
         store at `endpoint`, HOST:PORT of the first node); ranks are assigned there."""
-        argv = [self.tool(python, tool), f"--nnodes={cfg.nodes}", f"--nproc_per_node={devices_per_node(cfg)}",
-                "--rdzv_backend=c10d", "--rdzv_endpoint", endpoint, "--rdzv_id", rdzv_id, "--max_restarts=0",
-                *self.worker(strategy, config, out, python)[1:]]
+        argv = [
+            self.tool(python, tool),
+            f"--nnodes={cfg.nodes}",
+            f"--nproc_per_node={devices_per_node(cfg)}",
+            "--rdzv_backend=c10d",
+            "--rdzv_endpoint",
+            endpoint,
+            "--rdzv_id",
+            rdzv_id,
+            "--max_restarts=0",
+            *self.worker(strategy, config, out, python)[1:],
+        ]
         return argv, build_env(cfg, base_env)
 
     def allocation(self, strategy, cfg, config, out, *, hosts, base_env=None):
-        argv, env = self.rendezvous(strategy, cfg, config, out, endpoint=f"{hosts[0]}:{free_port()}",
-                                    rdzv_id=secrets.token_hex(4), base_env=base_env)
-        return [*srun_prefix(cfg.nodes, 1, hosts=hosts[:cfg.nodes]), *argv], env
+        argv, env = self.rendezvous(
+            strategy,
+            cfg,
+            config,
+            out,
+            endpoint=f"{hosts[0]}:{free_port()}",
+            rdzv_id=secrets.token_hex(4),
+            base_env=base_env,
+        )
+        return [*srun_prefix(cfg.nodes, 1, hosts=hosts[: cfg.nodes]), *argv], env
 
     def sbatch_step(self, strategy, cfg):
         if cfg.nodes == 1:
             return super().sbatch_step(strategy, cfg)
-        argv, _ = self.rendezvous(strategy, cfg, JOB_CONFIG, JOB_RESULT, endpoint=Shell('"$head_node:$MASTER_PORT"'),
-                                  rdzv_id=Shell('"$job_tag"'), python=JOB_PYTHON, tool=Shell('"$TORCHRUN"'),
-                                  base_env={})
+        argv, _ = self.rendezvous(
+            strategy,
+            cfg,
+            JOB_CONFIG,
+            JOB_RESULT,
+            endpoint=Shell('"$head_node:$MASTER_PORT"'),
+            rdzv_id=Shell('"$job_tag"'),
+            python=JOB_PYTHON,
+            tool=Shell('"$TORCHRUN"'),
+            base_env={},
+        )
         return [*srun_prefix(cfg.nodes, 1, Shell('"$SLURM_CPUS_ON_NODE"')), *argv]
 
 
@@ -204,10 +281,21 @@ def horovod_hosts(hosts: Sequence[str], slots: int) -> str:
 
 
 class Horovodrun(Launcher):
-    def over_hosts(self, strategy, cfg, config, out, *, hosts: str, network_interface: str | None = None,
-                   launcher_args: Sequence[str] = (), python: str = sys.executable, tool: str | None = None,
-                   start_timeout_s: int = DEFAULT_START_TIMEOUT_S,
-                   base_env: dict | None = None) -> tuple[list[str], dict]:
+    def over_hosts(
+        self,
+        strategy,
+        cfg,
+        config,
+        out,
+        *,
+        hosts: str,
+        network_interface: str | None = None,
+        launcher_args: Sequence[str] = (),
+        python: str = sys.executable,
+        tool: str | None = None,
+        start_timeout_s: int = DEFAULT_START_TIMEOUT_S,
+        base_env: dict | None = None,
+    ) -> tuple[list[str], dict]:
         """One horovodrun over every node's slots (`hosts` as from `horovod_hosts`), Gloo controller;
         `launcher_args` go to horovodrun before the worker command."""
         argv = [tool or tool_path("horovodrun", python), "-np", str(cfg.world_size), "-H", hosts, "--gloo"]
@@ -217,21 +305,43 @@ class Horovodrun(Launcher):
         return argv, build_env(cfg, base_env)
 
     def local(self, strategy, cfg, config, out, *, python=sys.executable, tool=None, base_env=None):
-        return self.over_hosts(strategy, cfg, config, out, hosts=f"localhost:{cfg.world_size}",
-                               network_interface="lo", python=python, tool=tool, base_env=base_env)
+        return self.over_hosts(
+            strategy,
+            cfg,
+            config,
+            out,
+            hosts=f"localhost:{cfg.world_size}",
+            network_interface="lo",
+            python=python,
+            tool=tool,
+            base_env=base_env,
+        )
 
     def allocation(self, strategy, cfg, config, out, *, hosts, base_env=None):
-        return self.over_hosts(strategy, cfg, config, out, hosts=horovod_hosts(hosts[:cfg.nodes], devices_per_node(cfg)),
-                               base_env=base_env)
+        return self.over_hosts(
+            strategy,
+            cfg,
+            config,
+            out,
+            hosts=horovod_hosts(hosts[: cfg.nodes], devices_per_node(cfg)),
+            base_env=base_env,
+        )
 
     def sbatch_step(self, strategy, cfg):
         if cfg.nodes == 1:
             return super().sbatch_step(strategy, cfg)
         interface = Shell('${HOROVOD_NETWORK_INTERFACE:+--network-interface "$HOROVOD_NETWORK_INTERFACE"}')
-        argv, _ = self.over_hosts(strategy, cfg, JOB_CONFIG, JOB_RESULT,
-                                  hosts=Shell('"$(horovod_hosts %d)"' % devices_per_node(cfg)),
-                                  launcher_args=[interface], python=JOB_PYTHON, tool=Shell('"$HOROVODRUN"'),
-                                  base_env={})
+        argv, _ = self.over_hosts(
+            strategy,
+            cfg,
+            JOB_CONFIG,
+            JOB_RESULT,
+            hosts=Shell('"$(horovod_hosts %d)"' % devices_per_node(cfg)),
+            launcher_args=[interface],
+            python=JOB_PYTHON,
+            tool=Shell('"$HOROVODRUN"'),
+            base_env={},
+        )
         return argv
 
 
@@ -248,26 +358,49 @@ class TFMultiWorker(Launcher):
         worker, so CPU points run one worker per CPU "device" and GPU points one worker per node."""
         return devices_per_node(cfg) if cfg.device == "cpu" else 1
 
-    def cluster_worker(self, strategy, cfg, config, out, *, workers: Sequence[str], index: int,
-                       python: str = sys.executable, base_env: dict | None = None) -> tuple[list[str], dict]:
+    def cluster_worker(
+        self,
+        strategy,
+        cfg,
+        config,
+        out,
+        *,
+        workers: Sequence[str],
+        index: int,
+        python: str = sys.executable,
+        base_env: dict | None = None,
+    ) -> tuple[list[str], dict]:
         """What worker `index` runs (one process per worker): the TF worker with its TF_CONFIG."""
         if len(workers) != cfg.nodes * self.tasks_per_node(cfg):
-            raise ValueError(f"{len(workers)} TF workers for {cfg.nodes} node(s) x {self.tasks_per_node(cfg)} "
-                             "worker(s) per node")
+            raise ValueError(
+                f"{len(workers)} TF workers for {cfg.nodes} node(s) x {self.tasks_per_node(cfg)} worker(s) per node"
+            )
         env = build_env(cfg, base_env)
         env["TF_CONFIG"] = tf_config(workers, index)
         return self.worker(strategy, config, out, python), env
 
-    def srun(self, strategy, cfg, config, out, *, cpus_per_task: str | None = None, hosts: Sequence[str] = (),
-             python: str = sys.executable, base_env: dict | None = None) -> tuple[list[str], dict]:
+    def srun(
+        self,
+        strategy,
+        cfg,
+        config,
+        out,
+        *,
+        cpus_per_task: str | None = None,
+        hosts: Sequence[str] = (),
+        python: str = sys.executable,
+        base_env: dict | None = None,
+    ) -> tuple[list[str], dict]:
         """Inside a Slurm allocation: srun starts the TF workers, which build their cluster with
         tf.distribute.cluster_resolver.SlurmClusterResolver (ports from DISTBENCH_TF_PORT, default 8888)."""
-        argv = [*srun_prefix(cfg.nodes, self.tasks_per_node(cfg), cpus_per_task, hosts),
-                *self.worker(strategy, config, out, python)]
+        argv = [
+            *srun_prefix(cfg.nodes, self.tasks_per_node(cfg), cpus_per_task, hosts),
+            *self.worker(strategy, config, out, python),
+        ]
         return argv, build_env(cfg, base_env)
 
     def allocation(self, strategy, cfg, config, out, *, hosts, base_env=None):
-        return self.srun(strategy, cfg, config, out, hosts=hosts[:cfg.nodes], base_env=base_env)
+        return self.srun(strategy, cfg, config, out, hosts=hosts[: cfg.nodes], base_env=base_env)
 
     def sbatch_step(self, strategy, cfg):
         cpus = Shell('"$(( SLURM_CPUS_ON_NODE / %d ))"' % self.tasks_per_node(cfg))
@@ -291,9 +424,15 @@ class AccelerateLaunch(Launcher):
 
     def command(self, cfg: PointConfig, *, tool: str, port: str) -> list[str]:
         """`accelerate launch` and its flags, up to the rank's command."""
-        argv = [tool, "launch", f"--num_processes={cfg.world_size}", "--num_machines=1",
-                f"--mixed_precision={ACCELERATE_PRECISION[cfg.precision]}", "--dynamo_backend=no",
-                f"--num_cpu_threads_per_process={cfg.threads_per_worker}"]
+        argv = [
+            tool,
+            "launch",
+            f"--num_processes={cfg.world_size}",
+            "--num_machines=1",
+            f"--mixed_precision={ACCELERATE_PRECISION[cfg.precision]}",
+            "--dynamo_backend=no",
+            f"--num_cpu_threads_per_process={cfg.threads_per_worker}",
+        ]
         if cfg.world_size > 1:
             argv += ["--multi_gpu", "--main_process_port", port]
         elif cfg.device == "cpu":

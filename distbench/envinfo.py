@@ -3,6 +3,7 @@
 Reads package versions from installed metadata (no heavy imports), the CPU from /proc/cpuinfo, memory
 from psutil and GPUs from NVML (nvidia-ml-py) when a driver is present.
 """
+
 from __future__ import annotations
 
 import functools
@@ -15,8 +16,7 @@ import sys
 from importlib import metadata
 from pathlib import Path
 
-ENV_PREFIXES = ("NCCL_", "HOROVOD_", "OMP_", "MKL_", "CUDA_VISIBLE_DEVICES", "TF_NUM_", "SLURM_JOB_ID",
-                "SLURM_NNODES")
+ENV_PREFIXES = ("NCCL_", "HOROVOD_", "OMP_", "MKL_", "CUDA_VISIBLE_DEVICES", "TF_NUM_", "SLURM_JOB_ID", "SLURM_NNODES")
 
 
 def package_version(dist: str) -> str | None:
@@ -41,15 +41,18 @@ def git_sha() -> str | None:
     """The git commit of the distbench source tree, if it is a checkout."""
     here = Path(__file__).resolve().parent.parent
     try:
-        out = subprocess.run(["git", "-C", str(here), "rev-parse", "HEAD"], capture_output=True,
-                             text=True, timeout=5)
+        out = subprocess.run(["git", "-C", str(here), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5)
     except (OSError, subprocess.TimeoutExpired):
         return None
     if out.returncode != 0:
         return None
     sha = out.stdout.strip()
-    dirty = subprocess.run(["git", "-C", str(here), "status", "--porcelain", "--untracked-files=no"],
-                           capture_output=True, text=True, timeout=5)
+    dirty = subprocess.run(
+        ["git", "-C", str(here), "status", "--porcelain", "--untracked-files=no"],
+        capture_output=True,
+        text=True,
+        timeout=5,
+    )
     return sha + ("-dirty" if dirty.returncode == 0 and dirty.stdout.strip() else "")
 
 
@@ -70,13 +73,22 @@ def gpu_info() -> dict:
             h = pynvml.nvmlDeviceGetHandleByIndex(i)
             name = pynvml.nvmlDeviceGetName(h)
             mem = pynvml.nvmlDeviceGetMemoryInfo(h)
-            gpus.append({"index": i, "name": name.decode() if isinstance(name, bytes) else name,
-                         "memory_total_bytes": int(mem.total)})
+            gpus.append(
+                {
+                    "index": i,
+                    "name": name.decode() if isinstance(name, bytes) else name,
+                    "memory_total_bytes": int(mem.total),
+                }
+            )
         driver = pynvml.nvmlSystemGetDriverVersion()
         cuda = pynvml.nvmlSystemGetCudaDriverVersion()
-        return {"available": True, "count": count, "gpus": gpus,
-                "driver": driver.decode() if isinstance(driver, bytes) else driver,
-                "cuda_driver": f"{cuda // 1000}.{(cuda % 1000) // 10}"}
+        return {
+            "available": True,
+            "count": count,
+            "gpus": gpus,
+            "driver": driver.decode() if isinstance(driver, bytes) else driver,
+            "cuda_driver": f"{cuda // 1000}.{(cuda % 1000) // 10}",
+        }
     finally:
         pynvml.nvmlShutdown()
 
@@ -138,9 +150,20 @@ def capture_environment() -> dict:
         "memory_total_bytes": psutil.virtual_memory().total,
         "gpu": gpu_info(),
         "cuda_stack": cuda_stack(),
-        "packages": {name: package_version(name) for name in (
-            "distbench", "torch", "tensorflow", "tensorflow-cpu", "keras", "horovod", "numpy",
-            "nvidia-ml-py", *WRAPPER_PACKAGES)},
+        "packages": {
+            name: package_version(name)
+            for name in (
+                "distbench",
+                "torch",
+                "tensorflow",
+                "tensorflow-cpu",
+                "keras",
+                "horovod",
+                "numpy",
+                "nvidia-ml-py",
+                *WRAPPER_PACKAGES,
+            )
+        },
         "distbench_git_sha": git_sha(),
         "env": {k: v for k, v in sorted(os.environ.items()) if k.startswith(ENV_PREFIXES)},
     }

@@ -11,6 +11,7 @@ line, written by launchers.common.run_worker before it exits). From those:
   SIGKILL while the kernel's OOM-kill counter of this cgroup went up. A SIGKILL without that evidence is
   "killed (SIGKILL)".
 """
+
 from __future__ import annotations
 
 import json
@@ -19,22 +20,43 @@ from pathlib import Path
 
 from distbench.rankguard import signal_name
 
-OOM_MARKERS = ("out of memory", "OutOfMemoryError", "ResourceExhaustedError", "ResourceExhausted",
-               "OOM when allocating", "std::bad_alloc", "MemoryError", "can't allocate memory",
-               "Cannot allocate memory")
+OOM_MARKERS = (
+    "out of memory",
+    "OutOfMemoryError",
+    "ResourceExhaustedError",
+    "ResourceExhausted",
+    "OOM when allocating",
+    "std::bad_alloc",
+    "MemoryError",
+    "can't allocate memory",
+    "Cannot allocate memory",
+)
 """Texts that only running out of memory prints (CPU allocator, CUDA, TF, C++ and Python)."""
 
-SECONDARY_MARKERS = ("Connection reset by peer", "Connection closed by peer", "Broken pipe",
-                     "has been shut down", "Connection refused", "communicator was aborted",
-                     "Socket Timeout", "Timed out waiting", "Exit code: ", "ECONNRESET",
-                     "Read error", "Gloo connectFullMesh failed", "terminate called after")
+SECONDARY_MARKERS = (
+    "Connection reset by peer",
+    "Connection closed by peer",
+    "Broken pipe",
+    "has been shut down",
+    "Connection refused",
+    "communicator was aborted",
+    "Socket Timeout",
+    "Timed out waiting",
+    "Exit code: ",
+    "ECONNRESET",
+    "Read error",
+    "Gloo connectFullMesh failed",
+    "terminate called after",
+)
 """Errors a surviving rank prints because another rank went away first: never the root cause."""
 
 TEARDOWN_SIGNALS = ("SIGTERM", "SIGINT", "SIGHUP", "SIGUSR1")
 """How launchers stop the surviving ranks once one has failed."""
 
-CGROUP_EVENTS = (Path("/sys/fs/cgroup/memory.events"),  # cgroup v2
-                 Path("/sys/fs/cgroup/memory/memory.oom_control"))  # cgroup v1
+CGROUP_EVENTS = (
+    Path("/sys/fs/cgroup/memory.events"),  # cgroup v2
+    Path("/sys/fs/cgroup/memory/memory.oom_control"),
+)  # cgroup v1
 
 
 def is_oom_text(text: str | None) -> bool:
@@ -103,6 +125,7 @@ def root_cause(reports: list[dict]) -> dict | None:
         if r is first:
             return is_secondary(r.get("error"))
         return is_secondary(r.get("error")) or r.get("signal") in TEARDOWN_SIGNALS
+
     primary = [r for r in bad if not consequence(r)]
     return (primary or bad)[0]
 
@@ -116,8 +139,14 @@ def describe(report: dict) -> str:
     return f"rank {rank} {what}: {error}" if error else f"rank {rank} {what}"
 
 
-def classify(report: dict | None, *, oom_before: int | None = None, oom_after: int | None = None,
-             stderr_tail: str = "", returncode: int | None = None) -> tuple[str, str | None]:
+def classify(
+    report: dict | None,
+    *,
+    oom_before: int | None = None,
+    oom_after: int | None = None,
+    stderr_tail: str = "",
+    returncode: int | None = None,
+) -> tuple[str, str | None]:
     """(status, note) of a failed point: 'oom' only on evidence that memory ran out.
 
     With a rank report, only that rank's own error counts; without one (the launcher died before its
@@ -128,6 +157,8 @@ def classify(report: dict | None, *, oom_before: int | None = None, oom_after: i
         return "oom", None
     sig = report.get("signal") if report else (signal_name(returncode) if returncode is not None else None)
     if sig == "SIGKILL" and oom_before is not None and oom_after is not None and oom_after > oom_before:
-        return "oom", (f"possibly the kernel OOM killer: this cgroup's oom_kill count rose from "
-                       f"{oom_before} to {oom_after} during the point")
+        return "oom", (
+            f"possibly the kernel OOM killer: this cgroup's oom_kill count rose from "
+            f"{oom_before} to {oom_after} during the point"
+        )
     return "failed", None

@@ -7,6 +7,7 @@ synchronized; throughput = batch / latency (from the total over the timed passes
 also gets its peak memory (allocated per GPU, or the process's peak RSS on CPU) and, where NVML
 reports it, the mean GPU power and energy per sample over its timed passes (None: unknown).
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -20,10 +21,22 @@ from distbench.strategies import Strategy
 from distbench.telemetry import summarize
 
 INFER = {
-    "torch": Strategy(name="infer-torch", framework="torch", module="infer_torch", launcher=PROCESS,
-                      requires=("torch",), description="PyTorch inference"),
-    "tf": Strategy(name="infer-tf", framework="tf", module="infer_tf", launcher=PROCESS,
-                   requires=("tensorflow",), description="TensorFlow inference"),
+    "torch": Strategy(
+        name="infer-torch",
+        framework="torch",
+        module="infer_torch",
+        launcher=PROCESS,
+        requires=("torch",),
+        description="PyTorch inference",
+    ),
+    "tf": Strategy(
+        name="infer-tf",
+        framework="tf",
+        module="infer_tf",
+        launcher=PROCESS,
+        requires=("tensorflow",),
+        description="TensorFlow inference",
+    ),
 }
 
 
@@ -33,20 +46,31 @@ def expand(record: dict, cfg: PointConfig) -> list[dict]:
     for bs in cfg.extra["batch_sizes"]:
         c = dataclasses.replace(cfg, per_device_batch=bs).to_dict()
         if record["status"] != "ok":
-            r = base_record(c, strategy=record["strategy"], framework=record["framework"], status=record["status"],
-                            reason=record.get("reason"))
+            r = base_record(
+                c,
+                strategy=record["strategy"],
+                framework=record["framework"],
+                status=record["status"],
+                reason=record.get("reason"),
+            )
             r["stderr_tail"] = record.get("stderr_tail")
         else:
             entry = next(e for e in record["per_batch"] if e["batch"] == bs)
-            r = base_record(c, strategy=record["strategy"], framework=record["framework"], status=entry["status"],
-                            reason=entry.get("reason"))
+            r = base_record(
+                c,
+                strategy=record["strategy"],
+                framework=record["framework"],
+                status=entry["status"],
+                reason=entry.get("reason"),
+            )
             r["step_times_s"] = entry.get("times", [])
             r["runtime"] = record.get("runtime")
             r["params"] = record.get("params")
             r["peak_memory_bytes"] = entry.get("peak_memory_bytes")
             if entry.get("window") and record.get("telemetry_samples") is not None:
-                r["telemetry"] = summarize(record["telemetry_samples"], tuple(entry["window"]),
-                                           len(r["step_times_s"]) * bs)
+                r["telemetry"] = summarize(
+                    record["telemetry_samples"], tuple(entry["window"]), len(r["step_times_s"]) * bs
+                )
         r["kind"] = "inference"
         add_step_metrics(r)
         r["latency_median_s"] = r.get("step_time_median_s")
@@ -64,13 +88,15 @@ TELEMETRY_INTERVAL_S = 0.1
 """Short: the timed passes of one batch size may last well under a second."""
 
 
-def run_framework(framework: str, cfg: PointConfig, workdir: Path, timeout_s: float,
-                  skip_reason: str | None = None) -> list[dict]:
+def run_framework(
+    framework: str, cfg: PointConfig, workdir: Path, timeout_s: float, skip_reason: str | None = None
+) -> list[dict]:
     strategy = INFER[framework]
     cfg = dataclasses.replace(cfg, strategy=strategy.name)
     if skip_reason:
-        record = base_record(cfg.to_dict(), strategy=strategy.name, framework=framework, status="skipped",
-                             reason=skip_reason)
+        record = base_record(
+            cfg.to_dict(), strategy=strategy.name, framework=framework, status="skipped", reason=skip_reason
+        )
     else:
         record = run_point(strategy, cfg, workdir, timeout_s, TELEMETRY_INTERVAL_S)
     return expand(record, cfg)

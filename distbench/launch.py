@@ -4,6 +4,7 @@ The builders say exactly what would run, so they are unit-tested without running
 executor runs it in a fresh process tree (its own session, so a timeout kills the whole tree),
 and turns whatever happened into a result record.
 """
+
 from __future__ import annotations
 
 import os
@@ -26,8 +27,9 @@ FAILURE_GRACE_S = 10.0
 POLL_S = 0.2
 
 
-def build_command(strategy: Strategy, cfg: PointConfig, config_path: str, out_path: str,
-                  base_env: dict | None = None) -> tuple[list[str], dict]:
+def build_command(
+    strategy: Strategy, cfg: PointConfig, config_path: str, out_path: str, base_env: dict | None = None
+) -> tuple[list[str], dict]:
     """The argv and environment that run `cfg` the way users launch this strategy: on one node, or
     on the first cfg.nodes nodes of the current Slurm allocation (distbench scale --nodes)."""
     launcher = strategy.launcher_for(cfg.nodes)
@@ -98,9 +100,14 @@ def _kill_tree(proc: subprocess.Popen, grace_s: float = 5.0) -> None:
     proc.wait()
 
 
-_EXC_LINE = re.compile(r"^(?:\[\d+\]<std(?:err|out)>:|\[rank\d+\]:)?\s*((?:[\w.]+\.)?\w*(?:Error|Exception|Interrupt)\b:?.*)$")
-_LAUNCHER_NOISE = ("Horovod detected that one or more processes exited", "ChildFailedError",
-                   "torch.distributed.elastic")
+_EXC_LINE = re.compile(
+    r"^(?:\[\d+\]<std(?:err|out)>:|\[rank\d+\]:)?\s*((?:[\w.]+\.)?\w*(?:Error|Exception|Interrupt)\b:?.*)$"
+)
+_LAUNCHER_NOISE = (
+    "Horovod detected that one or more processes exited",
+    "ChildFailedError",
+    "torch.distributed.elastic",
+)
 
 
 def failure_summary(stderr_tail: str) -> str | None:
@@ -137,19 +144,32 @@ def _failure(returncode: int | None, tail: str, ranks: list[dict], oom_counts: t
         status, note = failures.classify(cause, oom_before=oom_counts[0], oom_after=oom_counts[1])
         reason = failures.describe(cause)
         return status, f"{reason} ({note})" if note else reason
-    status, note = failures.classify(None, stderr_tail=tail, returncode=returncode,
-                                     oom_before=oom_counts[0], oom_after=oom_counts[1])
+    status, note = failures.classify(
+        None, stderr_tail=tail, returncode=returncode, oom_before=oom_counts[0], oom_after=oom_counts[1]
+    )
     if returncode == 0:
         return status, "worker exited without writing a result"
     summary = _tail_summary(tail) or "no output"
-    how = (f"killed ({rankguard.signal_name(returncode)})" if returncode is not None and returncode < 0
-           else f"exit status {returncode}")
+    how = (
+        f"killed ({rankguard.signal_name(returncode)})"
+        if returncode is not None and returncode < 0
+        else f"exit status {returncode}"
+    )
     return status, f"{how}: {summary}" + (f" ({note})" if note else "")
 
 
-def outcome_record(cfg: PointConfig, strategy: Strategy, result_path, returncode: int | None, tail: str, *,
-                   status: str | None = None, reason: str | None = None, rank_dir=None,
-                   oom_counts: tuple = (None, None)) -> dict:
+def outcome_record(
+    cfg: PointConfig,
+    strategy: Strategy,
+    result_path,
+    returncode: int | None,
+    tail: str,
+    *,
+    status: str | None = None,
+    reason: str | None = None,
+    rank_dir=None,
+    oom_counts: tuple = (None, None),
+) -> dict:
     """The point's record from whatever its launch left behind: the worker's own record when rank 0
     wrote one, else a failed/oom/timeout record naming the rank and the signal or exception that
     broke it; stderr tail kept for anything not ok. Shared by local runs and Slurm jobs."""
@@ -163,8 +183,9 @@ def outcome_record(cfg: PointConfig, strategy: Strategy, result_path, returncode
     if record is None:
         if status is None:
             status, reason = _failure(returncode, tail, ranks, oom_counts)
-        record = base_record(cfg.to_dict(), strategy=strategy.name, framework=strategy.framework,
-                             status=status, reason=reason)
+        record = base_record(
+            cfg.to_dict(), strategy=strategy.name, framework=strategy.framework, status=status, reason=reason
+        )
     elif record["status"] == "ok" and returncode != 0:
         status, why = _failure(returncode, tail, ranks, oom_counts)
         record["status"] = status
@@ -176,8 +197,9 @@ def outcome_record(cfg: PointConfig, strategy: Strategy, result_path, returncode
     return record
 
 
-def _wait(proc: subprocess.Popen, timeout_s: float, rank_dir: Path,
-          result_path: Path | None = None) -> tuple[int | None, str | None]:
+def _wait(
+    proc: subprocess.Popen, timeout_s: float, rank_dir: Path, result_path: Path | None = None
+) -> tuple[int | None, str | None]:
     """Wait for the launcher; (returncode, None), or (None, why) when distbench had to stop it: the
     timeout, or a rank that failed while the launcher left the others running (a rank blocked in a
     collective with a dead peer would otherwise hold the point until the timeout), or ranks still
@@ -204,8 +226,13 @@ def _wait(proc: subprocess.Popen, timeout_s: float, rank_dir: Path,
                 return None, "teardown"
 
 
-def run_point(strategy: Strategy, cfg: PointConfig, workdir: str | os.PathLike, timeout_s: float,
-              telemetry_interval_s: float = 0.0) -> dict:
+def run_point(
+    strategy: Strategy,
+    cfg: PointConfig,
+    workdir: str | os.PathLike,
+    timeout_s: float,
+    telemetry_interval_s: float = 0.0,
+) -> dict:
     """Run one point in a fresh process tree; always returns a result record (never raises for the
     point's own failures). With telemetry_interval_s > 0 a sampler runs beside it (distbench.telemetry).
 
@@ -228,14 +255,26 @@ def run_point(strategy: Strategy, cfg: PointConfig, workdir: str | os.PathLike, 
     oom_before = failures.oom_kills()
     started = time.time()
     with open(stdout_path, "wb") as out, open(stderr_path, "wb") as err:
-        proc = subprocess.Popen(argv, env=env, stdout=out, stderr=err, stdin=subprocess.DEVNULL,
-                                start_new_session=True, preexec_fn=rankguard.die_with_parent)
+        proc = subprocess.Popen(
+            argv,
+            env=env,
+            stdout=out,
+            stderr=err,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+            preexec_fn=rankguard.die_with_parent,
+        )
         sampler = None
         if telemetry_interval_s > 0:
             from distbench.telemetry import Sampler
 
-            sampler = Sampler(proc.pid, interval_s=telemetry_interval_s, gpus=cfg.device == "cuda",
-                              gpu_indices=gpu_indices(cfg, env), cuda_env=env).start()
+            sampler = Sampler(
+                proc.pid,
+                interval_s=telemetry_interval_s,
+                gpus=cfg.device == "cuda",
+                gpu_indices=gpu_indices(cfg, env),
+                cuda_env=env,
+            ).start()
         try:
             returncode, stopped = _wait(proc, timeout_s, rank_dir, out_path)
             if stopped:
@@ -249,28 +288,47 @@ def run_point(strategy: Strategy, cfg: PointConfig, workdir: str | os.PathLike, 
     tail = log_tail(stderr_path)
     oom_counts = (oom_before, failures.oom_kills())
     if stopped == "timeout":
-        record = outcome_record(cfg, strategy, out_path, None, tail, status="timeout",
-                                reason=f"timed out after {timeout_s:g}s (--timeout)", rank_dir=rank_dir)
+        record = outcome_record(
+            cfg,
+            strategy,
+            out_path,
+            None,
+            tail,
+            status="timeout",
+            reason=f"timed out after {timeout_s:g}s (--timeout)",
+            rank_dir=rank_dir,
+        )
     elif stopped == "teardown":  # every rank did its work and rank 0 wrote the record: keep it
         record = outcome_record(cfg, strategy, out_path, 0, tail, rank_dir=rank_dir, oom_counts=oom_counts)
-        record["launch_note"] = (f"ranks still running {FAILURE_GRACE_S:g}s after the record was written (hung "
-                                 "in teardown) were stopped by distbench; the measurement was complete")
+        record["launch_note"] = (
+            f"ranks still running {FAILURE_GRACE_S:g}s after the record was written (hung "
+            "in teardown) were stopped by distbench; the measurement was complete"
+        )
     else:
-        record = outcome_record(cfg, strategy, out_path, returncode, tail, rank_dir=rank_dir,
-                                oom_counts=oom_counts)
+        record = outcome_record(cfg, strategy, out_path, returncode, tail, rank_dir=rank_dir, oom_counts=oom_counts)
     if samples is not None:
         from distbench.telemetry import summarize
 
         window = (record.get("stopping") or {}).get("window")
         steps = len(record.get("step_times_s") or [])
-        record["telemetry"] = summarize(samples, tuple(window) if window else None,
-                                        steps * record["global_batch"] if steps else None,
-                                        world_size=cfg.world_size, nodes=cfg.nodes)
+        record["telemetry"] = summarize(
+            samples,
+            tuple(window) if window else None,
+            steps * record["global_batch"] if steps else None,
+            world_size=cfg.world_size,
+            nodes=cfg.nodes,
+        )
         if sampler.gpu_note:
             record["telemetry"]["note"] = sampler.gpu_note
         record["telemetry_samples"] = samples
-    record["launch"] = {"argv": argv, "returncode": returncode, "started": started, "wall_s": wall,
-                        "launcher": strategy.launcher_for(cfg.nodes).name, "workdir": str(workdir)}
+    record["launch"] = {
+        "argv": argv,
+        "returncode": returncode,
+        "started": started,
+        "wall_s": wall,
+        "launcher": strategy.launcher_for(cfg.nodes).name,
+        "workdir": str(workdir),
+    }
     if record["status"] != "ok":
         record["workdir"] = str(workdir)
     return record

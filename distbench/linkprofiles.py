@@ -21,6 +21,7 @@ network stack). `distbench predict` fits a scale on the communication term from 
 points, so an error in these figures mostly matters for the *shape* of the curve; a stored
 `distbench comm` sweep or `--link-bw/--link-latency` replaces them with your own numbers.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -41,22 +42,25 @@ class LinkProfile:
 
 _GBIT = 1 / 8  # Gb/s -> GB/s
 
-PROFILES: dict[str, LinkProfile] = {p.name: p for p in (
-    LinkProfile("nvlink2", "intra", 150.0, 1.0, "NVLink 2 (V100): 300 GB/s bidirectional per GPU"),
-    LinkProfile("nvlink3", "intra", 300.0, 1.0, "NVLink 3 (A100): 600 GB/s bidirectional per GPU"),
-    LinkProfile("nvlink4", "intra", 450.0, 1.0, "NVLink 4 (H100): 900 GB/s bidirectional per GPU"),
-    LinkProfile("nvlink5", "intra", 900.0, 1.0, "NVLink 5 (B200): 1.8 TB/s bidirectional per GPU"),
-    LinkProfile("pcie3", "intra", 15.75, 1.0, "PCIe 3.0 x16: 8 GT/s per lane, 128b/130b"),
-    LinkProfile("pcie4", "intra", 31.5, 1.0, "PCIe 4.0 x16: 16 GT/s per lane, 128b/130b"),
-    LinkProfile("pcie5", "intra", 63.0, 1.0, "PCIe 5.0 x16: 32 GT/s per lane, 128b/130b"),
-    LinkProfile("ib-edr", "inter", 100 * _GBIT, 1.0, "InfiniBand EDR 4x port, 100 Gb/s"),
-    LinkProfile("ib-hdr", "inter", 200 * _GBIT, 1.0, "InfiniBand HDR 4x port, 200 Gb/s"),
-    LinkProfile("ib-ndr", "inter", 400 * _GBIT, 1.0, "InfiniBand NDR 4x port, 400 Gb/s"),
-    LinkProfile("10gbe", "inter", 10 * _GBIT, 25.0, "10 Gigabit Ethernet, TCP"),
-    LinkProfile("25gbe", "inter", 25 * _GBIT, 15.0, "25 Gigabit Ethernet, TCP"),
-    LinkProfile("100gbe", "inter", 100 * _GBIT, 10.0, "100 Gigabit Ethernet, TCP"),
-    LinkProfile("400gbe", "inter", 400 * _GBIT, 10.0, "400 Gigabit Ethernet, TCP"),
-)}
+PROFILES: dict[str, LinkProfile] = {
+    p.name: p
+    for p in (
+        LinkProfile("nvlink2", "intra", 150.0, 1.0, "NVLink 2 (V100): 300 GB/s bidirectional per GPU"),
+        LinkProfile("nvlink3", "intra", 300.0, 1.0, "NVLink 3 (A100): 600 GB/s bidirectional per GPU"),
+        LinkProfile("nvlink4", "intra", 450.0, 1.0, "NVLink 4 (H100): 900 GB/s bidirectional per GPU"),
+        LinkProfile("nvlink5", "intra", 900.0, 1.0, "NVLink 5 (B200): 1.8 TB/s bidirectional per GPU"),
+        LinkProfile("pcie3", "intra", 15.75, 1.0, "PCIe 3.0 x16: 8 GT/s per lane, 128b/130b"),
+        LinkProfile("pcie4", "intra", 31.5, 1.0, "PCIe 4.0 x16: 16 GT/s per lane, 128b/130b"),
+        LinkProfile("pcie5", "intra", 63.0, 1.0, "PCIe 5.0 x16: 32 GT/s per lane, 128b/130b"),
+        LinkProfile("ib-edr", "inter", 100 * _GBIT, 1.0, "InfiniBand EDR 4x port, 100 Gb/s"),
+        LinkProfile("ib-hdr", "inter", 200 * _GBIT, 1.0, "InfiniBand HDR 4x port, 200 Gb/s"),
+        LinkProfile("ib-ndr", "inter", 400 * _GBIT, 1.0, "InfiniBand NDR 4x port, 400 Gb/s"),
+        LinkProfile("10gbe", "inter", 10 * _GBIT, 25.0, "10 Gigabit Ethernet, TCP"),
+        LinkProfile("25gbe", "inter", 25 * _GBIT, 15.0, "25 Gigabit Ethernet, TCP"),
+        LinkProfile("100gbe", "inter", 100 * _GBIT, 10.0, "100 Gigabit Ethernet, TCP"),
+        LinkProfile("400gbe", "inter", 400 * _GBIT, 10.0, "400 Gigabit Ethernet, TCP"),
+    )
+}
 
 
 def get_profile(name: str) -> LinkProfile:

@@ -7,6 +7,7 @@ over its measured window, or over R repeats the geometric mean, with a 95% CI th
 covers (`ci_scope`): within-run noise (batch means over the steps of one run) or run to run (t over
 R repeats). Every measured step time is kept for the step-time distribution.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -23,9 +24,20 @@ NOISY_CV = 0.10
 
 
 def _summary(record: dict) -> dict:
-    keep = ("status", "reason", "throughput", "time_per_step_s", "step_time_median_s", "step_time_cv",
-            "measured_steps", "measured_window_s", "stopping", "allreduce_s", "record_id",
-            "launch")  # launch: the wall-time split (analysis.wall_split)
+    keep = (
+        "status",
+        "reason",
+        "throughput",
+        "time_per_step_s",
+        "step_time_median_s",
+        "step_time_cv",
+        "measured_steps",
+        "measured_window_s",
+        "stopping",
+        "allreduce_s",
+        "record_id",
+        "launch",
+    )  # launch: the wall-time split (analysis.wall_split)
     return {k: record.get(k) for k in keep}
 
 
@@ -51,10 +63,14 @@ def combine_repeats(runs: list[dict], noisy_cv: float = NOISY_CV) -> dict:
     record.pop("ci_note", None)
     if len(runs) > 1:
         thr, lo, hi = stats.repeats_ci([r["throughput"] for r in runs])
-        record.update(throughput=thr, time_per_step_s=record["global_batch"] / thr,
-                      throughput_ci_low=lo, throughput_ci_high=hi,
-                      ci_method=f"t-interval on log throughput over {len(runs)} repeats (geometric mean)",
-                      ci_scope=f"run-to-run (t over {len(runs)} repeats)")
+        record.update(
+            throughput=thr,
+            time_per_step_s=record["global_batch"] / thr,
+            throughput_ci_low=lo,
+            throughput_ci_high=hi,
+            ci_method=f"t-interval on log throughput over {len(runs)} repeats (geometric mean)",
+            ci_scope=f"run-to-run (t over {len(runs)} repeats)",
+        )
     else:
         record.update(stats.within_run_ci(all_steps, record["throughput"]))
         if record["ci_scope"] and record["world_size"] > 1:
@@ -85,13 +101,23 @@ def exposed_comm_ci(sync_runs: list[dict], indep_runs: list[dict]) -> tuple[tupl
     # batch means estimate the mean step time; scale their standard errors to the time per step
     se_a = a["se"] * sync_runs[0]["time_per_step_s"] / a["mean"]
     se_b = b["se"] * indep_runs[0]["time_per_step_s"] / b["mean"]
-    return (stats.difference_ci(sync_runs[0]["time_per_step_s"], se_a, a["df"],
-                                indep_runs[0]["time_per_step_s"], se_b, b["df"]),
-            "within-run noise of one sync and one no-sync run (Welch, batch means)")
+    return (
+        stats.difference_ci(
+            sync_runs[0]["time_per_step_s"], se_a, a["df"], indep_runs[0]["time_per_step_s"], se_b, b["df"]
+        ),
+        "within-run noise of one sync and one no-sync run (Welch, batch means)",
+    )
 
 
-def measure_point(point: PlannedPoint, workdir: Path, *, timeout_s: float, repeats: int = 1,
-                  noisy_cv: float = NOISY_CV, telemetry_interval_s: float = 0.0) -> dict:
+def measure_point(
+    point: PlannedPoint,
+    workdir: Path,
+    *,
+    timeout_s: float,
+    repeats: int = 1,
+    noisy_cv: float = NOISY_CV,
+    telemetry_interval_s: float = 0.0,
+) -> dict:
     """Run a planned point R times; when it measures communication, each synchronized run (A) is paired
     with its independent variant (B), in alternating order A B, B A, A B ... so a steady trend of the
     machine (warming caches, throttling) cancels in the pairs' differences instead of biasing them.
@@ -125,9 +151,14 @@ def measure_point(point: PlannedPoint, workdir: Path, *, timeout_s: float, repea
         bad = next((b for b in indeps if b["status"] != "ok"), None)
         if bad is None:
             ci, scope = exposed_comm_ci(runs, indeps)
-            record.update(stats.comm_metrics(statistics.fmean(a["time_per_step_s"] for a in runs),
-                                             statistics.fmean(b["time_per_step_s"] for b in indeps),
-                                             record.get("allreduce_s"), ci))
+            record.update(
+                stats.comm_metrics(
+                    statistics.fmean(a["time_per_step_s"] for a in runs),
+                    statistics.fmean(b["time_per_step_s"] for b in indeps),
+                    record.get("allreduce_s"),
+                    ci,
+                )
+            )
             record["exposed_comm_ci_scope"] = scope
         else:
             record["comm_note"] = f"independent variant {bad['status']}: {bad.get('reason')}"

@@ -4,6 +4,7 @@ The commands themselves are built by the launchers in distbench.engines (torchru
 rendezvous, horovodrun over the nodes, MultiWorkerMirroredStrategy workers started by srun); this
 module only says where they run. The tests run those commands over loopback, two "nodes" on 127.0.0.1.
 """
+
 from __future__ import annotations
 
 import os
@@ -12,6 +13,7 @@ import shutil
 import subprocess
 
 from distbench.errors import BadInput
+
 
 def expand_hostlist(hostlist: str) -> list[str]:
     """Slurm's compressed host list, in order: 'r[1-2]-n[01-02],login1' -> ['r1-n01', 'r1-n02', 'r2-n01',
@@ -52,8 +54,10 @@ def slurm_tf_workers(environ: dict, port_base: int = 8888) -> tuple[list[str], i
     node, local, rank = (int(environ[k]) for k in ("SLURM_NODEID", "SLURM_LOCALID", "SLURM_PROCID"))
     index = sum(tasks[:node]) + local
     if index != rank:
-        raise ValueError(f"task {rank} is local task {local} of node {node}: the TF workers need srun's block "
-                         "distribution (srun --distribution=block)")
+        raise ValueError(
+            f"task {rank} is local task {local} of node {node}: the TF workers need srun's block "
+            "distribution (srun --distribution=block)"
+        )
     return workers, index
 
 
@@ -68,8 +72,10 @@ def check_allocation(max_nodes: int, environ: dict | None = None) -> list[str]:
     """`distbench scale --nodes K` runs inside an existing allocation of at least K nodes."""
     hosts = allocation_hosts(environ)
     if not hosts:
-        raise BadInput(f"--nodes {max_nodes} runs multi-node points inside a Slurm allocation, and this shell is "
-                       "not in one (use salloc/sbatch, or `distbench slurm` to submit the sweep as jobs)")
+        raise BadInput(
+            f"--nodes {max_nodes} runs multi-node points inside a Slurm allocation, and this shell is "
+            "not in one (use salloc/sbatch, or `distbench slurm` to submit the sweep as jobs)"
+        )
     if len(hosts) < max_nodes:
         raise BadInput(f"--nodes asks for {max_nodes} nodes but the Slurm allocation has {len(hosts)}")
     return hosts

@@ -11,6 +11,7 @@ matmuls, convolutions and attention; a multiply-add is 2 FLOPs) times 3 for a tr
 (forward, plus a backward pass of about twice its FLOPs: the usual MFU convention), times samples/s,
 divided by the devices: elementwise work, recomputation and the optimizer are not counted.
 """
+
 from __future__ import annotations
 
 import math
@@ -36,8 +37,10 @@ class GpuPeak:
 
 
 _V100 = "https://images.nvidia.com/content/technologies/volta/pdf/volta-v100-datasheet-update-us-1165301-r5.pdf"
-_A100 = ("https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/a100/pdf/"
-         "nvidia-a100-datasheet-us-nvidia-1758950-r4-web.pdf")
+_A100 = (
+    "https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/a100/pdf/"
+    "nvidia-a100-datasheet-us-nvidia-1758950-r4-web.pdf"
+)
 _H100 = "https://resources.nvidia.com/en-us-tensor-core/nvidia-tensor-core-gpu-datasheet"
 _H200 = "https://nvdam.widen.net/s/nb5zzzsjdf/hpc-datasheet-sc23-h200-datasheet-3002446"
 _L40S = "https://resources.nvidia.com/en-us-l40s/l40s-datasheet-28413"
@@ -57,16 +60,13 @@ GPU_PEAKS: dict[str, GpuPeak] = {
     "A100 PCIe": GpuPeak("A100 PCIe", {"fp32": 19.5, "tf32": 156.0, "fp16": 312.0, "bf16": 312.0}, _A100),
     # Hopper: datasheet tensor figures are with sparsity (H100 SXM TF32 989, BF16/FP16 1,979;
     # H100 PCIe 756 / 1,513; H100 NVL and H200 NVL 835 / 1,671); dense = half (_HALF).
-    "H100 SXM": GpuPeak("H100 SXM5", {"fp32": 67.0, "tf32": 494.5, "fp16": 989.5, "bf16": 989.5},
-                        f"{_H100} ({_HALF})"),
-    "H100 PCIe": GpuPeak("H100 PCIe", {"fp32": 51.0, "tf32": 378.0, "fp16": 756.5, "bf16": 756.5},
-                         f"{_H100} ({_HALF})"),
-    "H100 NVL": GpuPeak("H100 NVL", {"fp32": 60.0, "tf32": 417.5, "fp16": 835.5, "bf16": 835.5},
-                        f"{_H100} ({_HALF})"),
-    "H200 SXM": GpuPeak("H200 SXM", {"fp32": 67.0, "tf32": 494.5, "fp16": 989.5, "bf16": 989.5},
-                        f"{_H200} ({_HALF})"),
-    "H200 NVL": GpuPeak("H200 NVL", {"fp32": 60.0, "tf32": 417.5, "fp16": 835.5, "bf16": 835.5},
-                        f"{_H200} ({_HALF})"),
+    "H100 SXM": GpuPeak("H100 SXM5", {"fp32": 67.0, "tf32": 494.5, "fp16": 989.5, "bf16": 989.5}, f"{_H100} ({_HALF})"),
+    "H100 PCIe": GpuPeak(
+        "H100 PCIe", {"fp32": 51.0, "tf32": 378.0, "fp16": 756.5, "bf16": 756.5}, f"{_H100} ({_HALF})"
+    ),
+    "H100 NVL": GpuPeak("H100 NVL", {"fp32": 60.0, "tf32": 417.5, "fp16": 835.5, "bf16": 835.5}, f"{_H100} ({_HALF})"),
+    "H200 SXM": GpuPeak("H200 SXM", {"fp32": 67.0, "tf32": 494.5, "fp16": 989.5, "bf16": 989.5}, f"{_H200} ({_HALF})"),
+    "H200 NVL": GpuPeak("H200 NVL", {"fp32": 60.0, "tf32": 417.5, "fp16": 835.5, "bf16": 835.5}, f"{_H200} ({_HALF})"),
     # Ada and Ampere PCIe cards: the datasheets list dense | sparse; dense taken.
     "L40S": GpuPeak("L40S", {"fp32": 91.6, "tf32": 183.0, "fp16": 362.05, "bf16": 362.05}, _L40S),
     "A10": GpuPeak("A10", {"fp32": 31.2, "tf32": 62.5, "fp16": 125.0, "bf16": 125.0}, _A10),
@@ -76,8 +76,11 @@ GPU_PEAKS: dict[str, GpuPeak] = {
     "T4": GpuPeak("Tesla T4", {"fp32": 8.1, "fp16": 65.0}, _T4, tf32_units=False),
     # GeForce RTX 4090 (Ada whitepaper, appendix table): tensor cores with FP32 accumulate, which is
     # what autocast uses, run at half the FP16-accumulate rate on GeForce cards.
-    "RTX 4090": GpuPeak("GeForce RTX 4090", {"fp32": 82.6, "tf32": 82.6, "fp16": 165.2, "bf16": 165.2},
-                        f"{_ADA} (dense, FP32 accumulate)"),
+    "RTX 4090": GpuPeak(
+        "GeForce RTX 4090",
+        {"fp32": 82.6, "tf32": 82.6, "fp16": 165.2, "bf16": 165.2},
+        f"{_ADA} (dense, FP32 accumulate)",
+    ),
 }
 
 _NAMES: tuple[tuple[str, str], ...] = (
@@ -134,21 +137,28 @@ def train_flops_per_sample(config: dict) -> tuple[int | None, str]:
     try:
         from distbench.models.torch_models import forward_flops_per_sample  # cached per arguments
 
-        forward = forward_flops_per_sample(config["model"], config.get("image_size"), config.get("seq_len"),
-                                           num_classes=config.get("num_classes"))
+        forward = forward_flops_per_sample(
+            config["model"], config.get("image_size"), config.get("seq_len"), num_classes=config.get("num_classes")
+        )
     except ImportError as exc:
         return None, f"model FLOPs are counted with torch, which is not installed ({exc.name})"
     except (KeyError, ValueError) as exc:
         return None, f"model FLOPs not counted: {exc}"
-    return TRAIN_FLOPS_PER_FORWARD * forward, ("3 x forward FLOPs per sample (matmuls, convolutions and "
-                                               "attention; multiply-add = 2)")
+    return TRAIN_FLOPS_PER_FORWARD * forward, (
+        "3 x forward FLOPs per sample (matmuls, convolutions and attention; multiply-add = 2)"
+    )
 
 
 def mfu_fields(record: dict) -> dict:
     """achieved_flops_per_device (FLOP/s), peak_flops_per_device, mfu (a fraction) and mfu_note (where
     the peak comes from, or why there is no MFU) for a successful point."""
-    out = {"model_flops_per_sample": None, "achieved_flops_per_device": None, "peak_flops_per_device": None,
-           "mfu": None, "mfu_note": None}
+    out = {
+        "model_flops_per_sample": None,
+        "achieved_flops_per_device": None,
+        "peak_flops_per_device": None,
+        "mfu": None,
+        "mfu_note": None,
+    }
     config = record.get("config") or {}
     throughput = record.get("throughput")
     if record.get("status") != "ok" or not throughput:
@@ -164,23 +174,34 @@ def mfu_fields(record: dict) -> dict:
         tf32 = (record.get("math_mode") or {}).get("tf32")
         name = record.get("gpu_name") or (record.get("runtime") or {}).get("gpu_name")
         key = identify_gpu(name)
-        if config.get("precision", "fp32") == "fp32" and not isinstance(tf32, bool) and key \
-                and GPU_PEAKS[key].tf32_units:
+        if (
+            config.get("precision", "fp32") == "fp32"
+            and not isinstance(tf32, bool)
+            and key
+            and GPU_PEAKS[key].tf32_units
+        ):
             # float32 on a GPU with TF32 units: the peak is 8x apart between the two, so never guess
-            peak, note = None, (f"TF32 {'not recorded' if tf32 is None else repr(tf32)} for this point: "
-                                "no peak to compare float32 math with")
+            peak, note = (
+                None,
+                (
+                    f"TF32 {'not recorded' if tf32 is None else repr(tf32)} for this point: "
+                    "no peak to compare float32 math with"
+                ),
+            )
         else:
             peak, note = gpu_peak(name, math_type(config.get("precision", "fp32"), tf32 is True))
     else:
         gemm = record.get("cpu_gemm_peak") or {}
         peak = gemm.get("flops_per_s")
-        note = (f"measured float32 GEMM peak: {gemm['size']}x{gemm['size']} torch.matmul on "
-                f"{gemm['threads']} thread(s) per worker, every worker at once" if peak else
-                f"no CPU GEMM peak: {gemm.get('error') or 'not measured for this point'}")
+        note = (
+            f"measured float32 GEMM peak: {gemm['size']}x{gemm['size']} torch.matmul on "
+            f"{gemm['threads']} thread(s) per worker, every worker at once"
+            if peak
+            else f"no CPU GEMM peak: {gemm.get('error') or 'not measured for this point'}"
+        )
         if peak and config.get("precision") == "bf16":
             note += " (the point ran bfloat16 autocast: compared with the float32 GEMM peak)"
-    out.update(peak_flops_per_device=peak, mfu=achieved / peak if peak else None,
-               mfu_note=f"{how}; {note}")
+    out.update(peak_flops_per_device=peak, mfu=achieved / peak if peak else None, mfu_note=f"{how}; {note}")
     return out
 
 
@@ -218,14 +239,17 @@ def measure_cpu_gemm(threads: int, gather, size: int | None = None, seconds: flo
         torch.matmul(a, b)
         times.append(time.perf_counter() - t0)
     torch.set_num_threads(before)
-    mine = {"flops_per_s": 2 * size ** 3 / min(times), "seconds": sum(times), "repeats": len(times)}
-    return {"size": size, "dtype": "float32", "threads": threads, "library": "torch.matmul",
-            **_combine(gather(mine))}
+    mine = {"flops_per_s": 2 * size**3 / min(times), "seconds": sum(times), "repeats": len(times)}
+    return {"size": size, "dtype": "float32", "threads": threads, "library": "torch.matmul", **_combine(gather(mine))}
 
 
 def _combine(per_rank: list[dict]) -> dict:
     peaks = [r["flops_per_s"] for r in per_rank if r.get("flops_per_s")]
     if not peaks:
         return {}
-    return {"flops_per_s": statistics.median(peaks), "per_rank_flops_per_s": peaks,
-            "seconds": max(r["seconds"] for r in per_rank), "repeats": min(r["repeats"] for r in per_rank)}
+    return {
+        "flops_per_s": statistics.median(peaks),
+        "per_rank_flops_per_s": peaks,
+        "seconds": max(r["seconds"] for r in per_rank),
+        "repeats": min(r["repeats"] for r in per_rank),
+    }

@@ -1,4 +1,5 @@
 """Sweep planning: validate options, resolve the device, and list the points to run."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -96,22 +97,30 @@ def resolve_device(requested: str, gpus: list[int], visible: int | None = None, 
         if visible == 0:
             raise BadInput("--device cuda: no CUDA GPU is visible on this machine (use --device cpu)")
         if requested == "cuda" and need[worst] > visible:
-            raise BadInput(f"--gpus asks for {gpu_word(need[worst])}{per_node} but only {visible} "
-                           f"{'is' if visible == 1 else 'are'} visible")
+            raise BadInput(
+                f"--gpus asks for {gpu_word(need[worst])}{per_node} but only {visible} "
+                f"{'is' if visible == 1 else 'are'} visible"
+            )
         note = f"running on {visible} visible CUDA GPU(s)"
         if need[worst] > visible:
-            note += (f"; points needing more than {gpu_word(visible)}{per_node} are skipped "
-                     "(--nodes runs them across a Slurm allocation; --device cpu uses CPU workers)")
+            note += (
+                f"; points needing more than {gpu_word(visible)}{per_node} are skipped "
+                "(--nodes runs them across a Slurm allocation; --device cpu uses CPU workers)"
+            )
         return DeviceChoice("cuda", visible, note)
     cores = cpu_cores()
     cap = CPU_WORKERS_PER_CORE * cores
     if need[worst] > cap:
-        raise BadInput(f"--gpus {worst}: CPU workers are limited to {cap}{per_node} on this machine "
-                       f"({CPU_WORKERS_PER_CORE} per core, {cores} core(s))")
+        raise BadInput(
+            f"--gpus {worst}: CPU workers are limited to {cap}{per_node} on this machine "
+            f"({CPU_WORKERS_PER_CORE} per core, {cores} core(s))"
+        )
     why = "no CUDA GPU is visible" if requested == "auto" else "--device cpu"
-    note = (f"CPU workers ({why}): each 'GPU' below is a CPU worker process (gloo for torch.distributed "
-            f"and Horovod, logical CPU devices for MirroredStrategy) sharing {cores} CPU core(s); "
-            f"absolute numbers are CPU numbers, not GPU numbers")
+    note = (
+        f"CPU workers ({why}): each 'GPU' below is a CPU worker process (gloo for torch.distributed "
+        f"and Horovod, logical CPU devices for MirroredStrategy) sharing {cores} CPU core(s); "
+        f"absolute numbers are CPU numbers, not GPU numbers"
+    )
     if need[worst] > cores:
         note += f"; N > {cores} oversubscribes the cores, so speedup there is bounded by the CPU"
     return DeviceChoice("cpu", visible, note)
@@ -196,8 +205,12 @@ class SweepOptions:
                 raise BadInput(f"--batch-size value {b} is not in the range 1..{MAX_BATCH}")
         if self.batch_size and len(set(self.batch_size)) != len(self.batch_size):
             raise BadInput(f"--batch-size {','.join(map(str, self.batch_size))} has a duplicated value")
-        for name, choices in (("scaling", SCALINGS), ("precision", PRECISIONS), ("data", DATA_SOURCES),
-                              ("device", DEVICES)):
+        for name, choices in (
+            ("scaling", SCALINGS),
+            ("precision", PRECISIONS),
+            ("data", DATA_SOURCES),
+            ("device", DEVICES),
+        ):
             if getattr(self, name) not in choices:
                 raise BadInput(f"{flag(name)} must be one of {', '.join(choices)}, got {getattr(self, name)!r}")
         if not 0 < self.timeout < math.inf:
@@ -205,10 +218,18 @@ class SweepOptions:
         if not 0 <= self.target_ci < 1:
             raise BadInput(f"--target-ci must be a percentage in [0, 100), got {self.target_ci * 100:g}%")
         if self.max_time is not None and (self.max_time < 0 or (self.max_time == 0 and self.target_ci > 0)):
-            raise BadInput(f"--max-time must be positive while --target-ci is on, got {self.max_time:g} "
-                           "(use --target-ci 0 for a fixed number of steps)")
-        for name, low in (("steps", 1), ("warmup", 0), ("loader_workers", 0), ("prefetch", 0), ("repeats", 1),
-                          ("dataset_size", 1)):
+            raise BadInput(
+                f"--max-time must be positive while --target-ci is on, got {self.max_time:g} "
+                "(use --target-ci 0 for a fixed number of steps)"
+            )
+        for name, low in (
+            ("steps", 1),
+            ("warmup", 0),
+            ("loader_workers", 0),
+            ("prefetch", 0),
+            ("repeats", 1),
+            ("dataset_size", 1),
+        ):
             value = getattr(self, name)
             if value is not None and value < low:
                 raise BadInput(f"{flag(name)} must be >= {low}, got {value}")
@@ -230,8 +251,9 @@ class SweepOptions:
         frameworks = {STRATEGIES[s].framework for s in self.strategies}
         for name, (framework, why) in FRAMEWORK_ONLY.items():
             if getattr(self, name) and framework not in frameworks:
-                raise BadInput(f"{flag(name)} does not apply to the selected strategies "
-                               f"({', '.join(self.strategies)}): {why}")
+                raise BadInput(
+                    f"{flag(name)} does not apply to the selected strategies ({', '.join(self.strategies)}): {why}"
+                )
 
     def to_dict(self) -> dict:
         """Every field, JSON-ready: what a sweep stores so `--resume` replays it."""
@@ -292,8 +314,9 @@ def make_plan(opts: SweepOptions, visible_gpus: int | None = None) -> Plan:
     tokens = spec.kind == "tokens"
     if tokens:
         image = None
-        seq_len = opts.seq_len or (spec.default_seq_len if choice.device == "cuda"
-                                   else min(spec.default_seq_len, CPU_MAX_SEQ_LEN))
+        seq_len = opts.seq_len or (
+            spec.default_seq_len if choice.device == "cuda" else min(spec.default_seq_len, CPU_MAX_SEQ_LEN)
+        )
     else:
         cpu_side = defaults["image_size"] and max(defaults["image_size"], spec.min_image_size)
         image = opts.image_size if opts.image_size is not None else cpu_side or spec.default_image_size
@@ -305,15 +328,21 @@ def make_plan(opts: SweepOptions, visible_gpus: int | None = None) -> Plan:
                     raise BadInput(f"--scaling strong: the global batch {batch} is not divisible by N={n}")
     if choice.device == "cpu" and (opts.image_size is None or opts.batch_size is None):
         size = f"sequence {seq_len}" if tokens else f"image {image}px"
-        notes.append(f"CPU-sized defaults: {size}, batch {batch_text} "
-                     f"({'per device' if opts.scaling == 'weak' else 'global'}), {steps} measured steps "
-                     f"after {warmup} warmup; pass --image-size/--batch-size/--steps to change")
-    notes.append(f"weak scaling: the per-device batch is fixed at {batch_text}, the global batch grows with N"
-                 if opts.scaling == "weak" else
-                 f"strong scaling: the global batch is fixed at {batch_text} and divided among N devices")
+        notes.append(
+            f"CPU-sized defaults: {size}, batch {batch_text} "
+            f"({'per device' if opts.scaling == 'weak' else 'global'}), {steps} measured steps "
+            f"after {warmup} warmup; pass --image-size/--batch-size/--steps to change"
+        )
+    notes.append(
+        f"weak scaling: the per-device batch is fixed at {batch_text}, the global batch grows with N"
+        if opts.scaling == "weak"
+        else f"strong scaling: the global batch is fixed at {batch_text} and divided among N devices"
+    )
     if len(batches) > 1:
-        notes.append(f"batch sizes {batch_text}: each strategy and N runs every batch, smallest first; after an "
-                     "'oom' the larger batches of that strategy and N are skipped")
+        notes.append(
+            f"batch sizes {batch_text}: each strategy and N runs every batch, smallest first; after an "
+            "'oom' the larger batches of that strategy and N are skipped"
+        )
 
     strategies = [STRATEGIES[name] for name in opts.strategies]
     selected = set(opts.strategies)
@@ -329,46 +358,72 @@ def make_plan(opts: SweepOptions, visible_gpus: int | None = None) -> Plan:
     for name, (framework, why) in FRAMEWORK_ONLY.items():
         skipped = [s.name for s in strategies if getattr(opts, name) and s.framework != framework]
         if skipped:
-            notes.append(f"{flag(name)} does not apply to {', '.join(skipped)} ({why}): "
-                         "recorded there as not applicable")
+            notes.append(
+                f"{flag(name)} does not apply to {', '.join(skipped)} ({why}): recorded there as not applicable"
+            )
     data_dir = None
     if opts.data == "disk":
         from distbench import datasets
 
-        data_dir = str(datasets.DEFAULT_ROOT / datasets.dataset_key(spec.name, image, seq_len, opts.num_classes,
-                                                                      opts.dataset_size))
-        notes.append(f"--data disk: {opts.dataset_size} samples cached in {data_dir}, read every step by "
-                     f"DataLoader / tf.data ({opts.loader_workers} workers, prefetch {opts.prefetch})")
+        data_dir = str(
+            datasets.DEFAULT_ROOT / datasets.dataset_key(spec.name, image, seq_len, opts.num_classes, opts.dataset_size)
+        )
+        notes.append(
+            f"--data disk: {opts.dataset_size} samples cached in {data_dir}, read every step by "
+            f"DataLoader / tf.data ({opts.loader_workers} workers, prefetch {opts.prefetch})"
+        )
     if opts.precision != "fp32":
-        notes.append(f"precision {opts.precision}: " + ("bfloat16 autocast (torch) / mixed_bfloat16 policy (Keras)"
-                     if opts.precision == "bf16" else "float16 autocast + GradScaler (torch) / mixed_float16 + "
-                     "LossScaleOptimizer (Keras)"))
+        notes.append(
+            f"precision {opts.precision}: "
+            + (
+                "bfloat16 autocast (torch) / mixed_bfloat16 policy (Keras)"
+                if opts.precision == "bf16"
+                else "float16 autocast + GradScaler (torch) / mixed_float16 + LossScaleOptimizer (Keras)"
+            )
+        )
     if max(opts.nodes) > 1:
         from distbench.multinode import check_allocation
 
         hosts = check_allocation(max(opts.nodes))
-        notes.append(f"multi-node points run inside this Slurm allocation ({', '.join(hosts)}); "
-                     "N is the total device count over the nodes")
+        notes.append(
+            f"multi-node points run inside this Slurm allocation ({', '.join(hosts)}); "
+            "N is the total device count over the nodes"
+        )
     cores = cpu_cores()
     points: list[PlannedPoint] = []
     shapes = [(n, k) for n in opts.gpus for k in opts.nodes if n % k == 0]
     for s in strategies:
         missing = _missing_modules(s)
-        not_applicable = [name for name, (framework, _) in FRAMEWORK_ONLY.items()
-                          if getattr(opts, name) and s.framework != framework]
+        not_applicable = [
+            name for name, (framework, _) in FRAMEWORK_ONLY.items() if getattr(opts, name) and s.framework != framework
+        ]
         for batch, (n, k) in ((b, nk) for nk in ([(1, 1)] if s.baseline else shapes) for b in batches):
             if k > 1 and s.cluster_launcher is None:
                 continue
             per_device = batch if opts.scaling == "weak" else batch // n
             resolved = dict(
-                strategy=s.name, world_size=n, device=choice.device,
-                per_device_batch=per_device, image_size=image, seq_len=seq_len, steps=steps, warmup=warmup,
-                nodes=k, threads_per_worker=max(1, cores // (n // k)),
+                strategy=s.name,
+                world_size=n,
+                device=choice.device,
+                per_device_batch=per_device,
+                image_size=image,
+                seq_len=seq_len,
+                steps=steps,
+                warmup=warmup,
+                nodes=k,
+                threads_per_worker=max(1, cores // (n // k)),
                 measure_comm=opts.comm and n > 1 and not s.baseline and s.no_comm_reason is None,
-                max_time_s=defaults["max_time"] if opts.max_time is None else opts.max_time, data_dir=data_dir,
-                extra={"not_applicable": [flag(name) for name in not_applicable]} if not_applicable else {})
-            cfg = PointConfig(**{**{name: getattr(opts, name) for name in _TAKEN_AS_IS},
-                                 **dict.fromkeys(not_applicable, False), **resolved})
+                max_time_s=defaults["max_time"] if opts.max_time is None else opts.max_time,
+                data_dir=data_dir,
+                extra={"not_applicable": [flag(name) for name in not_applicable]} if not_applicable else {},
+            )
+            cfg = PointConfig(
+                **{
+                    **{name: getattr(opts, name) for name in _TAKEN_AS_IS},
+                    **dict.fromkeys(not_applicable, False),
+                    **resolved,
+                }
+            )
             skip = None
             if missing:
                 skip = f"{', '.join(missing)} is not installed: {INSTALL_HINT}"
@@ -377,14 +432,17 @@ def make_plan(opts: SweepOptions, visible_gpus: int | None = None) -> Plan:
             elif choice.unfit(n, k):
                 skip = choice.unfit(n, k)
             elif s.needs_cuda_for_multi and choice.device == "cpu":
-                skip = ("DataParallel needs CUDA devices; it cannot split work across CPU workers "
-                        "(use ddp for CPU workers)")
+                skip = (
+                    "DataParallel needs CUDA devices; it cannot split work across CPU workers (use ddp for CPU workers)"
+                )
             points.append(PlannedPoint(s, cfg, skip, auto_added=s.name not in opts.strategies))
     if choice.device == "cpu":
         points = _with_per_core_baselines(points, notes)
     else:
-        notes.append(f"math mode, the same in both frameworks: TF32 {'on' if opts.tf32 else 'off'} for float32 "
-                     "matmuls and convolutions (--tf32/--no-tf32), cuDNN autotuning on; recorded per point")
+        notes.append(
+            f"math mode, the same in both frameworks: TF32 {'on' if opts.tf32 else 'off'} for float32 "
+            "matmuls and convolutions (--tf32/--no-tf32), cuDNN autotuning on; recorded per point"
+        )
     return Plan(points=points, device=choice, notes=notes)
 
 
@@ -399,15 +457,29 @@ def _with_per_core_baselines(points: list[PlannedPoint], notes: list[str]) -> li
         if not p.strategy.baseline:
             continue
         cfg = p.config
-        counts = sorted({q.config.threads_per_worker for q in points if not q.strategy.baseline and not q.skip_reason
-                         and q.strategy.framework == p.strategy.framework
-                         and q.config.swept_batch == cfg.swept_batch} - {cfg.threads_per_worker}, reverse=True)
+        counts = sorted(
+            {
+                q.config.threads_per_worker
+                for q in points
+                if not q.strategy.baseline
+                and not q.skip_reason
+                and q.strategy.framework == p.strategy.framework
+                and q.config.swept_batch == cfg.swept_batch
+            }
+            - {cfg.threads_per_worker},
+            reverse=True,
+        )
         for t in counts:
-            out.append(PlannedPoint(p.strategy, replace(cfg, threads_per_worker=t, baseline_threads=t),
-                                    p.skip_reason, auto_added=True))
-            note = (f"added {p.strategy.name!r} at {t} thread(s) (the threads of each worker at the larger N): "
-                    "efficiency per core compares with it, efficiency (whole machine) with the baseline on all "
-                    f"{cfg.threads_per_worker} threads")
+            out.append(
+                PlannedPoint(
+                    p.strategy, replace(cfg, threads_per_worker=t, baseline_threads=t), p.skip_reason, auto_added=True
+                )
+            )
+            note = (
+                f"added {p.strategy.name!r} at {t} thread(s) (the threads of each worker at the larger N): "
+                "efficiency per core compares with it, efficiency (whole machine) with the baseline on all "
+                f"{cfg.threads_per_worker} threads"
+            )
             if note not in notes:
                 notes.append(note)
     return out

@@ -20,6 +20,7 @@ throughput redrawn from its own CI, or from the fit's residual spread when there
 each time, plus a model error that grows with each doubling of N past the largest measured N
 (MODEL_ERROR_PER_DOUBLING, or the sweep's own leave-largest-out error when larger).
 """
+
 from __future__ import annotations
 
 import csv
@@ -60,12 +61,26 @@ def default_bucket_bytes(name: str) -> int | None:
 def reduces_to_one(name: str) -> bool:
     s = STRATEGIES.get(name)
     return bool(s and s.reduce_to_one)
+
+
 """Bucket (DDP's default bucket_cap_mb 25) or fusion buffer (HOROVOD_FUSION_THRESHOLD default 64 MiB)
 sizes; strategies not listed all-reduce the gradients as one message (MirroredStrategy packs them)."""
 ALGORITHMS = ("auto", "ring", "tree", "hierarchical")
 CSV_REQUIRED = ("strategy", "world_size", "per_device_batch", "throughput")
-CSV_OPTIONAL = ("model", "nodes", "scaling", "global_batch", "framework", "status", "grad_bytes", "overlap",
-                "overlap_raw", "throughput_ci_low", "throughput_ci_high", "device")
+CSV_OPTIONAL = (
+    "model",
+    "nodes",
+    "scaling",
+    "global_batch",
+    "framework",
+    "status",
+    "grad_bytes",
+    "overlap",
+    "overlap_raw",
+    "throughput_ci_low",
+    "throughput_ci_high",
+    "device",
+)
 
 
 # -- links and the alpha-beta cost models ---------------------------------------------------------------
@@ -113,8 +128,17 @@ def reduce_to_one_time(size: float, n: int, link: Link) -> float:
     return 0.0 if n <= 1 else 2 * (n - 1) * (size / link.bandwidth + link.latency)
 
 
-def allreduce_time(size: float, n: int, per_node: int, intra: Link | None, inter: Link | None, *,
-                   algorithm: str = "auto", buckets: int = 1, strategy: str = "") -> float:
+def allreduce_time(
+    size: float,
+    n: int,
+    per_node: int,
+    intra: Link | None,
+    inter: Link | None,
+    *,
+    algorithm: str = "auto",
+    buckets: int = 1,
+    strategy: str = "",
+) -> float:
     """Time to all-reduce `size` bytes in `buckets` equal buckets (each pays the latency terms)."""
     if n <= 1:
         return 0.0
@@ -149,6 +173,7 @@ class Observed:
 @dataclass
 class Series:
     """One strategy on one workload: its measured points and what the model needs."""
+
     workload: str
     strategy: str
     framework: str
@@ -175,8 +200,11 @@ def _se(record: dict) -> float | None:
 def _hidden_share(records: Sequence[dict]) -> tuple[float | None, str]:
     """The median measured overlap over the points at N > 1: the raw value (1 - exposed / standalone
     all-reduce) clipped to [0, 1], saying so when it had to be clipped."""
-    raws = [an.num(r.get("overlap_raw")) if an.num(r.get("overlap_raw")) is not None else an.num(r.get("overlap"))
-            for r in records if _int(r.get("world_size"), 1) > 1]
+    raws = [
+        an.num(r.get("overlap_raw")) if an.num(r.get("overlap_raw")) is not None else an.num(r.get("overlap"))
+        for r in records
+        if _int(r.get("world_size"), 1) > 1
+    ]
     raws = [x for x in raws if x is not None]
     if not raws:
         return None, "not measured (no overlap in the points): assumed 0; the fitted kappa absorbs any hiding"
@@ -184,19 +212,29 @@ def _hidden_share(records: Sequence[dict]) -> tuple[float | None, str]:
     h = min(1.0, max(0.0, med))
     note = f"measured: median overlap {med:.2f} over {len(raws)} point(s)"
     if med < 0:
-        note += (" (negative: synchronized steps lost more than a standalone all-reduce takes, e.g. contention;"
-                 " taken as 0 hidden)")
+        note += (
+            " (negative: synchronized steps lost more than a standalone all-reduce takes, e.g. contention;"
+            " taken as 0 hidden)"
+        )
     elif med > 1:
         note += " (above 1 within the noise; taken as fully hidden)"
     return h, note
 
 
-def series_from_records(records: Sequence[dict], *, from_csv: bool = False,
-                        strategies: Sequence[str] | None = None, per_node: int | None = None) -> list[Series]:
+def series_from_records(
+    records: Sequence[dict],
+    *,
+    from_csv: bool = False,
+    strategies: Sequence[str] | None = None,
+    per_node: int | None = None,
+) -> list[Series]:
     """Successful training points grouped into (workload, strategy) series, baselines kept aside."""
     ok = [r for r in records if (r.get("status") or "ok") == "ok" and not an.is_comm(r) and an.num(r.get("throughput"))]
-    groups = _csv_groups(ok) if from_csv else {an.workload_label(k, an.group_by_workload(ok)): v
-                                                for k, v in an.group_by_workload(ok).items()}
+    groups = (
+        _csv_groups(ok)
+        if from_csv
+        else {an.workload_label(k, an.group_by_workload(ok)): v for k, v in an.group_by_workload(ok).items()}
+    )
     out = []
     for label, pts in groups.items():
         bases = {r.get("framework"): r for r in pts if an.is_baseline(r)}
@@ -207,9 +245,19 @@ def series_from_records(records: Sequence[dict], *, from_csv: bool = False,
         for strategy, spts in by.items():
             if strategies and strategy not in strategies:
                 continue
-            obs = sorted((Observed(n=_int(r["world_size"]), nodes=_int(r.get("nodes"), 1),
-                                   per_device_batch=an.num(r.get("per_device_batch")), throughput=an.num(r["throughput"]),
-                                   se=_se(r)) for r in spts), key=lambda o: (o.n, o.nodes))
+            obs = sorted(
+                (
+                    Observed(
+                        n=_int(r["world_size"]),
+                        nodes=_int(r.get("nodes"), 1),
+                        per_device_batch=an.num(r.get("per_device_batch")),
+                        throughput=an.num(r["throughput"]),
+                        se=_se(r),
+                    )
+                    for r in spts
+                ),
+                key=lambda o: (o.n, o.nodes),
+            )
             grads = [an.num(r.get("grad_bytes")) for r in spts if an.num(r.get("grad_bytes"))]
             overlap, note = _hidden_share(spts)
             base = bases.get(spts[0].get("framework"))
@@ -220,11 +268,21 @@ def series_from_records(records: Sequence[dict], *, from_csv: bool = False,
                 base_thr, base_name = one.throughput, f"{strategy} at N=1 (no separate baseline)"
             else:
                 base_thr, base_name = obs[0].throughput / obs[0].n, f"{strategy} at N={obs[0].n} divided by N"
-            out.append(Series(workload=label, strategy=strategy, framework=str(spts[0].get("framework") or ""),
-                              scaling=str(spts[0].get("scaling") or "weak"), points=obs,
-                              grad_bytes=grads[-1] if grads else None, overlap=overlap, overlap_note=note,
-                              baseline_throughput=base_thr, baseline_name=base_name,
-                              per_node=per_node or max(o.n // max(1, o.nodes) for o in obs)))
+            out.append(
+                Series(
+                    workload=label,
+                    strategy=strategy,
+                    framework=str(spts[0].get("framework") or ""),
+                    scaling=str(spts[0].get("scaling") or "weak"),
+                    points=obs,
+                    grad_bytes=grads[-1] if grads else None,
+                    overlap=overlap,
+                    overlap_note=note,
+                    baseline_throughput=base_thr,
+                    baseline_name=base_name,
+                    per_node=per_node or max(o.n // max(1, o.nodes) for o in obs),
+                )
+            )
     return out
 
 
@@ -233,8 +291,11 @@ def _csv_groups(rows: Sequence[dict]) -> dict[str, list[dict]]:
     for r in rows:
         scaling = r.get("scaling") or "weak"
         batch = r.get("global_batch") if scaling == "strong" else r.get("per_device_batch")
-        label = f"{r.get('model') or 'workload'} ({scaling} scaling, batch {an.num(batch) or '-':g})" \
-            if an.num(batch) else f"{r.get('model') or 'workload'} ({scaling} scaling)"
+        label = (
+            f"{r.get('model') or 'workload'} ({scaling} scaling, batch {an.num(batch) or '-':g})"
+            if an.num(batch)
+            else f"{r.get('model') or 'workload'} ({scaling} scaling)"
+        )
         groups.setdefault(label, []).append(r)
     return groups
 
@@ -250,8 +311,10 @@ def read_csv(path: str | Path) -> list[dict]:
         raise BadInput(f"--csv {path}: {exc.strerror or exc}") from None
     missing = [c for c in CSV_REQUIRED if c not in columns]
     if missing:
-        raise BadInput(f"--csv {path} lacks column(s) {', '.join(missing)} (needs {', '.join(CSV_REQUIRED)}; "
-                       f"optional {', '.join(CSV_OPTIONAL)})")
+        raise BadInput(
+            f"--csv {path} lacks column(s) {', '.join(missing)} (needs {', '.join(CSV_REQUIRED)}; "
+            f"optional {', '.join(CSV_OPTIONAL)})"
+        )
     out = []
     for i, row in enumerate(rows, start=2):
         r = {k: v for k, v in row.items() if k and v not in ("", None)}  # an empty cell is an absent field
@@ -305,7 +368,9 @@ def links_from_comm(records: Sequence[dict], sweep_id: str) -> dict[str, Link]:
             if r.get("status") != "ok" or not want(m):
                 continue
             n = m if m > 1 else _int(r.get("world_size"), 1)
-            samples += [(n, float(s), float(t), 1) for s, t in zip(r.get("sizes_bytes") or [], r.get("time_median_s") or [])]
+            samples += [
+                (n, float(s), float(t), 1) for s, t in zip(r.get("sizes_bytes") or [], r.get("time_median_s") or [])
+            ]
         link = fit_link(samples, f"distbench comm sweep {sweep_id}")
         if link:
             out[tier] = link
@@ -314,10 +379,20 @@ def links_from_comm(records: Sequence[dict], sweep_id: str) -> dict[str, Link]:
 
 def link_from_allreduce(records: Sequence[dict], strategy: str) -> Link | None:
     """The sweep's own standalone all-reduce of the gradients (allreduce_s at N > 1 on one node)."""
-    samples = [(_int(r["world_size"]), an.num(r.get("grad_bytes")), an.num(r.get("allreduce_s")),
-                buckets_for(strategy, an.num(r.get("grad_bytes"))))
-               for r in records if r.get("status") == "ok" and r.get("strategy") == strategy
-               and _int(r.get("nodes"), 1) == 1 and an.num(r.get("allreduce_s")) and an.num(r.get("grad_bytes"))]
+    samples = [
+        (
+            _int(r["world_size"]),
+            an.num(r.get("grad_bytes")),
+            an.num(r.get("allreduce_s")),
+            buckets_for(strategy, an.num(r.get("grad_bytes"))),
+        )
+        for r in records
+        if r.get("status") == "ok"
+        and r.get("strategy") == strategy
+        and _int(r.get("nodes"), 1) == 1
+        and an.num(r.get("allreduce_s"))
+        and an.num(r.get("grad_bytes"))
+    ]
     return fit_link(samples, f"the sweep's standalone all-reduce of the {strategy} gradients")
 
 
@@ -338,24 +413,40 @@ def _tiered(values: Sequence[str], flag: str, default_tier: Callable[[str], str]
     return out
 
 
-def explicit_links(profiles: Sequence[str], bws: Sequence[str], lats: Sequence[str], nics_per_node: int) -> dict[str, Link]:
+def explicit_links(
+    profiles: Sequence[str], bws: Sequence[str], lats: Sequence[str], nics_per_node: int
+) -> dict[str, Link]:
     """--link [TIER=]NAME, --link-bw TIER=GBPS, --link-latency TIER=US (a bare value is intra)."""
     out: dict[str, Link] = {}
     for tier, name in _tiered(profiles, "--link", lambda v: get_profile(v).tier).items():
         p = get_profile(name)
         k = nics_per_node if tier == "inter" else 1
-        out[tier] = Link(p.bandwidth_gbps * 1e9 * k, p.latency_us * 1e-6,
-                         f"profile {p.name}: {p.description}" + (f", x{k} NICs" if k > 1 else ""), False)
-    bw = {t: _positive(v, "--link-bw", "GB/s", allow_inf=True) for t, v in _tiered(bws, "--link-bw", lambda v: "intra").items()}
-    lat = {t: _positive(v, "--link-latency", "us", zero=True) for t, v in _tiered(lats, "--link-latency", lambda v: "intra").items()}
+        out[tier] = Link(
+            p.bandwidth_gbps * 1e9 * k,
+            p.latency_us * 1e-6,
+            f"profile {p.name}: {p.description}" + (f", x{k} NICs" if k > 1 else ""),
+            False,
+        )
+    bw = {
+        t: _positive(v, "--link-bw", "GB/s", allow_inf=True)
+        for t, v in _tiered(bws, "--link-bw", lambda v: "intra").items()
+    }
+    lat = {
+        t: _positive(v, "--link-latency", "us", zero=True)
+        for t, v in _tiered(lats, "--link-latency", lambda v: "intra").items()
+    }
     for tier in set(bw) | set(lat):
         base = out.get(tier)
         if tier in bw and base is None and tier not in lat:
             raise BadInput(f"--link-bw {tier}=... needs --link-latency {tier}=US too (or a --link profile)")
         if tier in lat and base is None and tier not in bw:
             raise BadInput(f"--link-latency {tier}=... needs --link-bw {tier}=GBPS too (or a --link profile)")
-        out[tier] = Link(bw[tier] * 1e9 if tier in bw else base.bandwidth,
-                         lat[tier] * 1e-6 if tier in lat else base.latency, "--link-bw/--link-latency", False)
+        out[tier] = Link(
+            bw[tier] * 1e9 if tier in bw else base.bandwidth,
+            lat[tier] * 1e-6 if tier in lat else base.latency,
+            "--link-bw/--link-latency",
+            False,
+        )
     return out
 
 
@@ -397,7 +488,7 @@ def fit_points(points: Sequence[Observed], comm: Callable[[int], float]) -> Fit:
     pred = a * rows[:, 0] * t + kappa * c
     resid = np.log(t / pred)
     dof = len(points) - 2
-    resid_se = float(np.sqrt(np.sum(resid ** 2) / dof)) if dof > 0 else None
+    resid_se = float(np.sqrt(np.sum(resid**2) / dof)) if dof > 0 else None
     return Fit(float(a), float(kappa), comm, sorted(p.n for p in points), resid_se)
 
 
@@ -432,8 +523,9 @@ class Model:
         return thr, thr * math.exp(-Z95 * sd), thr * math.exp(Z95 * sd)
 
 
-def comm_model(series: Series, intra: Link | None, inter: Link | None, algorithm: str,
-               bucket_bytes: float | None) -> tuple[Callable[[int], float], int]:
+def comm_model(
+    series: Series, intra: Link | None, inter: Link | None, algorithm: str, bucket_bytes: float | None
+) -> tuple[Callable[[int], float], int]:
     grad = series.grad_bytes
     buckets = buckets_for(series.strategy, grad, bucket_bytes)
     hidden = series.overlap or 0.0
@@ -441,24 +533,42 @@ def comm_model(series: Series, intra: Link | None, inter: Link | None, algorithm
     def exposed(n: int) -> float:
         if n <= 1 or not grad:
             return 0.0
-        return (1 - hidden) * allreduce_time(grad, n, series.per_node, intra, inter, algorithm=algorithm,
-                                             buckets=buckets, strategy=series.strategy)
+        return (1 - hidden) * allreduce_time(
+            grad, n, series.per_node, intra, inter, algorithm=algorithm, buckets=buckets, strategy=series.strategy
+        )
+
     return exposed, buckets
 
 
-def build_model(series: Series, intra: Link | None, inter: Link | None, *, algorithm: str = "auto",
-                bucket_bytes: float | None = None, points: Sequence[Observed] | None = None,
-                model_error: float = MODEL_ERROR_PER_DOUBLING, seed: int = 0, bootstrap: int = BOOTSTRAP) -> Model:
+def build_model(
+    series: Series,
+    intra: Link | None,
+    inter: Link | None,
+    *,
+    algorithm: str = "auto",
+    bucket_bytes: float | None = None,
+    points: Sequence[Observed] | None = None,
+    model_error: float = MODEL_ERROR_PER_DOUBLING,
+    seed: int = 0,
+    bootstrap: int = BOOTSTRAP,
+) -> Model:
     points = list(points if points is not None else series.points)
     comm, buckets = comm_model(series, intra, inter, algorithm, bucket_bytes)
     fit = fit_points(points, comm)
     rng = np.random.default_rng(seed)
     boot = []
     for _ in range(bootstrap):
-        redrawn = [Observed(p.n, p.nodes, p.per_device_batch,
-                            p.throughput * math.exp(rng.normal(0, p.se if p.se is not None else
-                                                               (fit.resid_se or DEFAULT_MEASUREMENT_SE))), p.se)
-                   for p in points]
+        redrawn = [
+            Observed(
+                p.n,
+                p.nodes,
+                p.per_device_batch,
+                p.throughput
+                * math.exp(rng.normal(0, p.se if p.se is not None else (fit.resid_se or DEFAULT_MEASUREMENT_SE))),
+                p.se,
+            )
+            for p in points
+        ]
         try:
             boot.append(fit_points(redrawn, comm))
         except BadInput:
@@ -467,8 +577,16 @@ def build_model(series: Series, intra: Link | None, inter: Link | None, *, algor
 
 
 # -- validation -------------------------------------------------------------------------------------------
-def holdout(series: Series, intra, inter, *, keep: int | None = None, algorithm: str = "auto",
-            bucket_bytes: float | None = None, model_error: float = MODEL_ERROR_PER_DOUBLING) -> list[dict]:
+def holdout(
+    series: Series,
+    intra,
+    inter,
+    *,
+    keep: int | None = None,
+    algorithm: str = "auto",
+    bucket_bytes: float | None = None,
+    model_error: float = MODEL_ERROR_PER_DOUBLING,
+) -> list[dict]:
     """Fit on the smallest `keep` distinct N (default: all but the largest) and predict every larger
     measured N: [{'n', 'measured', 'predicted', 'low', 'high', 'error'}]."""
     ns = sorted({p.n for p in series.points})
@@ -476,15 +594,26 @@ def holdout(series: Series, intra, inter, *, keep: int | None = None, algorithm:
     if keep < 2 or keep >= len(ns):
         return []
     train = [p for p in series.points if p.n in ns[:keep]]
-    model = build_model(series, intra, inter, algorithm=algorithm, bucket_bytes=bucket_bytes, points=train,
-                        model_error=model_error)
+    model = build_model(
+        series, intra, inter, algorithm=algorithm, bucket_bytes=bucket_bytes, points=train, model_error=model_error
+    )
     out = []
     for p in series.points:
         if p.n in ns[keep:]:
             thr, lo, hi = model.interval(p.n)
-            out.append({"n": p.n, "nodes": p.nodes, "fitted_on": ns[:keep], "measured": p.throughput,
-                        "predicted": thr, "low": lo, "high": hi, "error": thr / p.throughput - 1,
-                        "covered": lo <= p.throughput <= hi})
+            out.append(
+                {
+                    "n": p.n,
+                    "nodes": p.nodes,
+                    "fitted_on": ns[:keep],
+                    "measured": p.throughput,
+                    "predicted": thr,
+                    "low": lo,
+                    "high": hi,
+                    "error": thr / p.throughput - 1,
+                    "covered": lo <= p.throughput <= hi,
+                }
+            )
     return out
 
 
@@ -498,13 +627,22 @@ def target_counts(series: Sequence[Series], gpus: Sequence[int] | None) -> list[
     if gpus:
         return sorted(set(gpus))
     top = max(p.n for s in series for p in s.points)
-    return [top * 2 ** k for k in range(1, 5)]
+    return [top * 2**k for k in range(1, 5)]
 
 
-def predict(series: Sequence[Series], links: dict[str, Link], link_per_series: Callable[[Series], Link | None], *,
-            gpus: Sequence[int] | None, algorithm: str = "auto", bucket_bytes: float | None = None,
-            epoch_samples: int | None = None, target_throughput: float | None = None,
-            epoch_time: float | None = None, gpu_hour_price: float | None = None) -> dict:
+def predict(
+    series: Sequence[Series],
+    links: dict[str, Link],
+    link_per_series: Callable[[Series], Link | None],
+    *,
+    gpus: Sequence[int] | None,
+    algorithm: str = "auto",
+    bucket_bytes: float | None = None,
+    epoch_samples: int | None = None,
+    target_throughput: float | None = None,
+    epoch_time: float | None = None,
+    gpu_hour_price: float | None = None,
+) -> dict:
     """The whole prediction document (JSON-able). Raises BadInput for what cannot be predicted."""
     if not series:
         raise BadInput("no successful training points to predict from")
@@ -512,86 +650,140 @@ def predict(series: Sequence[Series], links: dict[str, Link], link_per_series: C
     out_series = []
     for s in series:
         if len({p.n for p in s.points}) < 2:
-            raise BadInput(f"{s.strategy} ({s.workload}) has fewer than two successful points at different N "
-                           f"(N = {', '.join(str(p.n) for p in s.points)}): nothing to fit")
+            raise BadInput(
+                f"{s.strategy} ({s.workload}) has fewer than two successful points at different N "
+                f"(N = {', '.join(str(p.n) for p in s.points)}): nothing to fit"
+            )
         if not s.grad_bytes:
             raise BadInput(f"{s.strategy} ({s.workload}): no gradient size in the points; pass --grad-bytes")
         intra = links.get("intra") or link_per_series(s)
         if intra is None:
-            raise BadInput(f"no intra-node link figure for {s.strategy}: pass --comm SWEEP, --link PROFILE or "
-                           "--link-bw intra=GBPS --link-latency intra=US")
+            raise BadInput(
+                f"no intra-node link figure for {s.strategy}: pass --comm SWEEP, --link PROFILE or "
+                "--link-bw intra=GBPS --link-latency intra=US"
+            )
         inter = links.get("inter")
         needs_inter = [n for n in ns if n > s.per_node] + [p.n for p in s.points if p.nodes > 1]
         if needs_inter and inter is None:
-            raise BadInput(f"N={needs_inter[0]} spans several nodes ({s.per_node} devices per node) but there is no "
-                           "inter-node figure: pass --link inter=PROFILE, --link-bw inter=GBPS --link-latency "
-                           "inter=US or a multi-node --comm sweep")
+            raise BadInput(
+                f"N={needs_inter[0]} spans several nodes ({s.per_node} devices per node) but there is no "
+                "inter-node figure: pass --link inter=PROFILE, --link-bw inter=GBPS --link-latency "
+                "inter=US or a multi-node --comm sweep"
+            )
         if reduces_to_one(s.strategy) and needs_inter:
             raise BadInput("dp (DataParallel) runs in one process on one node: ask for N up to --gpus-per-node")
         checks = holdout(s, intra, inter, algorithm=algorithm, bucket_bytes=bucket_bytes)
         own = own_error_per_doubling(checks)
-        model = build_model(s, intra, inter, algorithm=algorithm, bucket_bytes=bucket_bytes,
-                            model_error=max(MODEL_ERROR_PER_DOUBLING, own))
+        model = build_model(
+            s,
+            intra,
+            inter,
+            algorithm=algorithm,
+            bucket_bytes=bucket_bytes,
+            model_error=max(MODEL_ERROR_PER_DOUBLING, own),
+        )
         rows = []
         for n in ns:
             thr, lo, hi = model.interval(n)
-            row = {"n": n, "nodes": math.ceil(n / s.per_node), "throughput": thr, "throughput_low": lo,
-                   "throughput_high": hi, "speedup": thr / s.baseline_throughput,
-                   "speedup_low": lo / s.baseline_throughput, "speedup_high": hi / s.baseline_throughput,
-                   "per_device_batch": per_device_batch(s, n),
-                   "exposed_comm_s": model.fit.kappa * model.fit.comm(n),
-                   "step_time_s": model.fit.step_time(n, per_device_batch(s, n))}
-            row.update(efficiency=row["speedup"] / n, efficiency_low=row["speedup_low"] / n,
-                       efficiency_high=row["speedup_high"] / n)
+            row = {
+                "n": n,
+                "nodes": math.ceil(n / s.per_node),
+                "throughput": thr,
+                "throughput_low": lo,
+                "throughput_high": hi,
+                "speedup": thr / s.baseline_throughput,
+                "speedup_low": lo / s.baseline_throughput,
+                "speedup_high": hi / s.baseline_throughput,
+                "per_device_batch": per_device_batch(s, n),
+                "exposed_comm_s": model.fit.kappa * model.fit.comm(n),
+                "step_time_s": model.fit.step_time(n, per_device_batch(s, n)),
+            }
+            row.update(
+                efficiency=row["speedup"] / n,
+                efficiency_low=row["speedup_low"] / n,
+                efficiency_high=row["speedup_high"] / n,
+            )
             if epoch_samples:
                 row.update(epoch_s=epoch_samples / thr, epoch_s_low=epoch_samples / hi, epoch_s_high=epoch_samples / lo)
                 if gpu_hour_price is not None:
-                    row.update(epoch_cost=row["epoch_s"] / 3600 * n * gpu_hour_price,
-                               epoch_cost_low=row["epoch_s_low"] / 3600 * n * gpu_hour_price,
-                               epoch_cost_high=row["epoch_s_high"] / 3600 * n * gpu_hour_price)
+                    row.update(
+                        epoch_cost=row["epoch_s"] / 3600 * n * gpu_hour_price,
+                        epoch_cost_low=row["epoch_s_low"] / 3600 * n * gpu_hour_price,
+                        epoch_cost_high=row["epoch_s_high"] / 3600 * n * gpu_hour_price,
+                    )
             rows.append(row)
-        entry = {"workload": s.workload, "strategy": s.strategy, "scaling": s.scaling, "per_node": s.per_node,
-                 "measured": [{"n": p.n, "nodes": p.nodes, "throughput": p.throughput,
-                               "fitted": model.throughput(p.n)} for p in s.points],
-                 "predicted": rows, "validation": checks,
-                 "parameters": {"compute_s_per_sample": model.fit.a, "kappa": model.fit.kappa,
-                                "buckets": model.buckets, "hidden_share": s.overlap,
-                                "model_error_per_doubling": model.model_error,
-                                "bootstrap_fits": len(model.boot)},
-                 "inputs": {"measured": [f"throughput at N = {', '.join(str(p.n) for p in s.points)}",
-                                         f"gradient bytes {s.grad_bytes:.4g}",
-                                         f"hidden share: {s.overlap_note}",
-                                         f"speedup baseline: {s.baseline_name}"],
-                            "links": {"intra": intra.describe(), "inter": inter.describe() if inter else None},
-                            "assumed": _assumptions(s, model, algorithm, bucket_bytes)}}
+        entry = {
+            "workload": s.workload,
+            "strategy": s.strategy,
+            "scaling": s.scaling,
+            "per_node": s.per_node,
+            "measured": [
+                {"n": p.n, "nodes": p.nodes, "throughput": p.throughput, "fitted": model.throughput(p.n)}
+                for p in s.points
+            ],
+            "predicted": rows,
+            "validation": checks,
+            "parameters": {
+                "compute_s_per_sample": model.fit.a,
+                "kappa": model.fit.kappa,
+                "buckets": model.buckets,
+                "hidden_share": s.overlap,
+                "model_error_per_doubling": model.model_error,
+                "bootstrap_fits": len(model.boot),
+            },
+            "inputs": {
+                "measured": [
+                    f"throughput at N = {', '.join(str(p.n) for p in s.points)}",
+                    f"gradient bytes {s.grad_bytes:.4g}",
+                    f"hidden share: {s.overlap_note}",
+                    f"speedup baseline: {s.baseline_name}",
+                ],
+                "links": {"intra": intra.describe(), "inter": inter.describe() if inter else None},
+                "assumed": _assumptions(s, model, algorithm, bucket_bytes),
+            },
+        }
         for key, goal in (("gpus_for_throughput", target_throughput),):
             if goal is not None:
                 entry[key] = _needed(model, s, lambda thr: thr >= goal)
         if epoch_samples and epoch_time is not None:
             entry["gpus_for_epoch_time"] = _needed(model, s, lambda thr: epoch_samples / thr <= epoch_time)
         out_series.append(entry)
-    return {"created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"), "gpus": ns,
-            "algorithm": algorithm, "epoch_samples": epoch_samples, "target_throughput": target_throughput,
-            "epoch_time": epoch_time, "gpu_hour_price": gpu_hour_price, "series": out_series}
+    return {
+        "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "gpus": ns,
+        "algorithm": algorithm,
+        "epoch_samples": epoch_samples,
+        "target_throughput": target_throughput,
+        "epoch_time": epoch_time,
+        "gpu_hour_price": gpu_hour_price,
+        "series": out_series,
+    }
 
 
 def _assumptions(s: Series, model: Model, algorithm: str, bucket_bytes) -> list[str]:
-    out = [f"compute per sample is the same at every N ({s.scaling} scaling: per-device batch "
-           + ("fixed" if s.scaling != "strong" else "= global batch / N") + ")",
-           f"all-reduce algorithm: {algorithm} (auto = ring on one node, hierarchical across nodes)",
-           f"{model.buckets} bucket(s) of the gradients"
-           + (f" ({bucket_bytes / 2 ** 20:g} MiB, --bucket-mb)" if bucket_bytes else
-              f" ({default_bucket_bytes(s.strategy) / 2 ** 20:g} MiB default)" if default_bucket_bytes(s.strategy)
-              else " (one message)"),
-           f"devices per node: {s.per_node}",
-           f"the fitted communication scale kappa = {model.fit.kappa:.3g} holds at every N and on every tier"]
+    out = [
+        f"compute per sample is the same at every N ({s.scaling} scaling: per-device batch "
+        + ("fixed" if s.scaling != "strong" else "= global batch / N")
+        + ")",
+        f"all-reduce algorithm: {algorithm} (auto = ring on one node, hierarchical across nodes)",
+        f"{model.buckets} bucket(s) of the gradients"
+        + (
+            f" ({bucket_bytes / 2**20:g} MiB, --bucket-mb)"
+            if bucket_bytes
+            else f" ({default_bucket_bytes(s.strategy) / 2**20:g} MiB default)"
+            if default_bucket_bytes(s.strategy)
+            else " (one message)"
+        ),
+        f"devices per node: {s.per_node}",
+        f"the fitted communication scale kappa = {model.fit.kappa:.3g} holds at every N and on every tier",
+    ]
     return out
 
 
 def _needed(model: Model, s: Series, ok: Callable[[float], bool], limit: int = 65536) -> dict:
     """Smallest N among powers of two and power-of-two node counts whose predicted throughput meets the
     goal, and the smallest whose 95% lower bound does."""
-    ns = sorted({2 ** k for k in range(17)} | {s.per_node * 2 ** k for k in range(17)})
+    ns = sorted({2**k for k in range(17)} | {s.per_node * 2**k for k in range(17)})
     best = conservative = None
     for n in ns:
         if n > limit:
@@ -610,9 +802,15 @@ def save(store, sweep_id: str | None, command: str, document: dict) -> int:
     """One row in the `predictions` table (never in points: measured tables stay measured)."""
     from distbench import __version__
 
-    return store._write("save a prediction", lambda: store.conn.execute(
-        "INSERT INTO predictions (sweep_id, created, command, version, prediction_json) VALUES (?, ?, ?, ?, ?)",
-        (sweep_id, document["created"], command, __version__, json.dumps(document, default=str))).lastrowid)
+    return store._write(
+        "save a prediction",
+        lambda: (
+            store.conn.execute(
+                "INSERT INTO predictions (sweep_id, created, command, version, prediction_json) VALUES (?, ?, ?, ?, ?)",
+                (sweep_id, document["created"], command, __version__, json.dumps(document, default=str)),
+            ).lastrowid
+        ),
+    )
 
 
 def latest_for(store_path: str, sweep_id: str) -> dict | None:
@@ -624,8 +822,10 @@ def latest_for(store_path: str, sweep_id: str) -> dict | None:
     try:
         conn = sqlite3.connect(f"file:{store_path}?mode=ro", uri=True)
         try:
-            row = conn.execute("SELECT id, command, prediction_json FROM predictions WHERE sweep_id = ? "
-                               "ORDER BY id DESC LIMIT 1", (sweep_id,)).fetchone()
+            row = conn.execute(
+                "SELECT id, command, prediction_json FROM predictions WHERE sweep_id = ? ORDER BY id DESC LIMIT 1",
+                (sweep_id,),
+            ).fetchone()
         finally:
             conn.close()
     except sqlite3.Error:
@@ -645,8 +845,14 @@ def _r(lo: float, hi: float, fmt: str) -> str:
 def table_rows(doc: dict) -> tuple[list[str], list[list[str]]]:
     """One row per predicted (strategy, N): PREDICTED values with their 95% prediction intervals."""
     multi = len({s["workload"] for s in doc["series"]}) > 1
-    headers = (["workload"] if multi else []) + ["strategy", "N", "nodes", "predicted throughput [95% PI]",
-                                                 "speedup [95% PI]", "efficiency [95% PI]"]
+    headers = (["workload"] if multi else []) + [
+        "strategy",
+        "N",
+        "nodes",
+        "predicted throughput [95% PI]",
+        "speedup [95% PI]",
+        "efficiency [95% PI]",
+    ]
     if doc.get("epoch_samples"):
         headers.append(f"time per epoch of {doc['epoch_samples']:,} samples")
         if doc.get("gpu_hour_price") is not None:
@@ -655,13 +861,18 @@ def table_rows(doc: dict) -> tuple[list[str], list[list[str]]]:
     for s in doc["series"]:
         for p in s["predicted"]:
             cells = ([s["workload"]] if multi else []) + [
-                s["strategy"], str(p["n"]), str(p["nodes"]),
+                s["strategy"],
+                str(p["n"]),
+                str(p["nodes"]),
                 f"{p['throughput']:.4g} {_r(p['throughput_low'], p['throughput_high'], '.4g')}",
                 f"{p['speedup']:.3g} {_r(p['speedup_low'], p['speedup_high'], '.3g')}",
-                f"{p['efficiency']:.0%} {_r(p['efficiency_low'], p['efficiency_high'], '.0%')}"]
+                f"{p['efficiency']:.0%} {_r(p['efficiency_low'], p['efficiency_high'], '.0%')}",
+            ]
             if doc.get("epoch_samples"):
-                cells.append(f"{an.format_duration(p['epoch_s'])} [{an.format_duration(p['epoch_s_low'])}, "
-                             f"{an.format_duration(p['epoch_s_high'])}]")
+                cells.append(
+                    f"{an.format_duration(p['epoch_s'])} [{an.format_duration(p['epoch_s_low'])}, "
+                    f"{an.format_duration(p['epoch_s_high'])}]"
+                )
                 if doc.get("gpu_hour_price") is not None:
                     cells.append(f"{p['epoch_cost']:.2f} {_r(p['epoch_cost_low'], p['epoch_cost_high'], '.2f')}")
             rows.append(cells)
@@ -672,9 +883,17 @@ def validation_rows(doc: dict) -> tuple[list[str], list[list[str]]]:
     rows = []
     for s in doc["series"]:
         for c in s["validation"]:
-            rows.append([s["strategy"], f"N={c['n']}", ", ".join(map(str, c["fitted_on"])), f"{c['measured']:.4g}",
-                         f"{c['predicted']:.4g} {_r(c['low'], c['high'], '.4g')}", f"{c['error']:+.1%}",
-                         "yes" if c["covered"] else "no"])
+            rows.append(
+                [
+                    s["strategy"],
+                    f"N={c['n']}",
+                    ", ".join(map(str, c["fitted_on"])),
+                    f"{c['measured']:.4g}",
+                    f"{c['predicted']:.4g} {_r(c['low'], c['high'], '.4g')}",
+                    f"{c['error']:+.1%}",
+                    "yes" if c["covered"] else "no",
+                ]
+            )
     return ["strategy", "held out", "fitted on N", "measured", "predicted [95% PI]", "error", "inside PI"], rows
 
 
@@ -682,25 +901,39 @@ def summary_lines(doc: dict) -> list[str]:
     lines = []
     for s in doc["series"]:
         par = s["parameters"]
-        lines.append(f"{s['strategy']} ({s['workload']}): compute {par['compute_s_per_sample'] * 1e3:.4g} ms/sample, "
-                     f"kappa {par['kappa']:.3g}, {par['buckets']} bucket(s); intra link {s['inputs']['links']['intra']}"
-                     + (f"; inter link {s['inputs']['links']['inter']}" if s['inputs']['links']['inter'] else ""))
+        lines.append(
+            f"{s['strategy']} ({s['workload']}): compute {par['compute_s_per_sample'] * 1e3:.4g} ms/sample, "
+            f"kappa {par['kappa']:.3g}, {par['buckets']} bucket(s); intra link {s['inputs']['links']['intra']}"
+            + (f"; inter link {s['inputs']['links']['inter']}" if s["inputs"]["links"]["inter"] else "")
+        )
         lines.append("  measured: " + "; ".join(s["inputs"]["measured"]))
         lines.append("  assumed: " + "; ".join(s["inputs"]["assumed"]))
-        for key, what in (("gpus_for_throughput", f"{doc.get('target_throughput')} samples/s"),
-                          ("gpus_for_epoch_time", f"an epoch within {an.format_duration(doc.get('epoch_time') or 0)}")):
+        for key, what in (
+            ("gpus_for_throughput", f"{doc.get('target_throughput')} samples/s"),
+            ("gpus_for_epoch_time", f"an epoch within {an.format_duration(doc.get('epoch_time') or 0)}"),
+        ):
             if key in s:
                 hit = s[key]
-                lines.append(f"  devices for {what}: " + (f"{hit['n']} predicted" if hit["n"] else "not reached")
-                             + (f", {hit['n_at_lower_bound']} with the 95% lower bound" if hit["n_at_lower_bound"]
-                                else ", not reached at the 95% lower bound"))
+                lines.append(
+                    f"  devices for {what}: "
+                    + (f"{hit['n']} predicted" if hit["n"] else "not reached")
+                    + (
+                        f", {hit['n_at_lower_bound']} with the 95% lower bound"
+                        if hit["n_at_lower_bound"]
+                        else ", not reached at the 95% lower bound"
+                    )
+                )
         if not s["validation"]:
             lines.append("  leave-largest-N-out: needs at least 3 measured N")
-    lines.append("intervals: 95% prediction intervals = bootstrap refits over the measured points' own spread + a "
-                 "model error per doubling of N beyond the largest fitted N (docs/prediction.md)")
+    lines.append(
+        "intervals: 95% prediction intervals = bootstrap refits over the measured points' own spread + a "
+        "model error per doubling of N beyond the largest fitted N (docs/prediction.md)"
+    )
     errors = [abs(c["error"]) for s in doc["series"] for c in s["validation"]]
     if errors:
-        lines.append(f"leave-largest-N-out on this sweep: median |error| {np.median(errors):.1%}, worst {max(errors):.1%}")
+        lines.append(
+            f"leave-largest-N-out on this sweep: median |error| {np.median(errors):.1%}, worst {max(errors):.1%}"
+        )
     return lines
 
 
@@ -717,12 +950,25 @@ def plot(doc: dict):
     for i, s in enumerate(doc["series"]):
         color = colors[i % len(colors)]
         mx = [m["n"] for m in s["measured"]]
-        ax.plot(mx, [m["throughput"] for m in s["measured"]], "o-", color=color, label=_mpl(f"{s['strategy']} measured"))
+        ax.plot(
+            mx, [m["throughput"] for m in s["measured"]], "o-", color=color, label=_mpl(f"{s['strategy']} measured")
+        )
         px = [p["n"] for p in s["predicted"]]
-        ax.plot(px, [p["throughput"] for p in s["predicted"]], "o--", mfc="none", color=color,
-                label=_mpl(f"{s['strategy']} predicted"))
-        ax.fill_between(px, [p["throughput_low"] for p in s["predicted"]], [p["throughput_high"] for p in s["predicted"]],
-                        color=color, alpha=0.15)
+        ax.plot(
+            px,
+            [p["throughput"] for p in s["predicted"]],
+            "o--",
+            mfc="none",
+            color=color,
+            label=_mpl(f"{s['strategy']} predicted"),
+        )
+        ax.fill_between(
+            px,
+            [p["throughput_low"] for p in s["predicted"]],
+            [p["throughput_high"] for p in s["predicted"]],
+            color=color,
+            alpha=0.15,
+        )
         ns += mx + px
     _n_axis(ax, ns)
     ax.set_ylim(bottom=0)
@@ -732,6 +978,8 @@ def plot(doc: dict):
     return _render(fig, "predicted", "Predicted throughput")
 
 
-PREDICTION_NOTE = ("PREDICTED, not measured: from `distbench predict` (alpha-beta communication model fitted on this "
-                   "sweep's measured points; docs/prediction.md). These rows are never part of the measured tables "
-                   "above. Intervals are 95% prediction intervals.")
+PREDICTION_NOTE = (
+    "PREDICTED, not measured: from `distbench predict` (alpha-beta communication model fitted on this "
+    "sweep's measured points; docs/prediction.md). These rows are never part of the measured tables "
+    "above. Intervals are 95% prediction intervals."
+)

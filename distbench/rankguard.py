@@ -14,6 +14,7 @@ the real worker as its only child and then
 The guard imports nothing heavy: it starts in a few tens of milliseconds and does not count in the
 measured window (the workers time themselves).
 """
+
 from __future__ import annotations
 
 import json
@@ -102,8 +103,15 @@ def signal_name(returncode: int) -> str | None:
 
 
 def write_exit(rank_dir: str, rank: int, pid: int, returncode: int, started: float) -> None:
-    record = {"rank": rank, "pid": pid, "returncode": returncode, "signal": signal_name(returncode),
-              "started": started, "ended": time.time(), "host": os.uname().nodename}
+    record = {
+        "rank": rank,
+        "pid": pid,
+        "returncode": returncode,
+        "signal": signal_name(returncode),
+        "started": started,
+        "ended": time.time(),
+        "host": os.uname().nodename,
+    }
     path = os.path.join(rank_dir, f"exit-{rank}.json")
     tmp = f"{path}.{os.getpid()}.tmp"
     with open(tmp, "w") as fh:
@@ -133,11 +141,15 @@ def main(argv: list[str]) -> int:
         signal.signal(sig, forward)
 
     if parent and parent.isdigit():
+
         def watch() -> None:
             while child.poll() is None:
                 if not alive(int(parent), parent_ticks):
-                    print(f"distbench rankguard: rank {rank}: the distbench process {parent} is gone; "
-                          "killing the worker", file=sys.stderr, flush=True)
+                    print(
+                        f"distbench rankguard: rank {rank}: the distbench process {parent} is gone; killing the worker",
+                        file=sys.stderr,
+                        flush=True,
+                    )
                     child.kill()
                     return
                 time.sleep(POLL_S)

@@ -7,6 +7,7 @@ JSON, reports) reads only these records. The store keeps each record whole (poin
 few columns copied out for queries (distbench/store.py). A key not declared in `Record` is a bug: the
 end-to-end tests check every stored record against it.
 """
+
 from __future__ import annotations
 
 import json
@@ -204,7 +205,14 @@ def add_step_metrics(record: dict) -> dict:
     if record.get("status") == "ok" and times:
         record.update(stats.step_stats(times, record["global_batch"], record.get("measured_window_s")))
     else:
-        for key in ("throughput", "step_time_median_s", "step_time_p5_s", "step_time_p95_s",
-                    "step_time_mean_s", "step_time_cv", "measured_steps"):
+        for key in (
+            "throughput",
+            "step_time_median_s",
+            "step_time_p5_s",
+            "step_time_p95_s",
+            "step_time_mean_s",
+            "step_time_cv",
+            "measured_steps",
+        ):
             record.setdefault(key, None)
     return record

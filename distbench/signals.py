@@ -7,6 +7,7 @@ the CLI prints one line saying how to resume and exits 128 + the signal number. 
 while that cleanup runs are noted and ignored, so a second Ctrl-C or a `scancel` repeat cannot cut
 the cleanup short (SIGKILL still can: then the rank guards stop the workers).
 """
+
 from __future__ import annotations
 
 import signal

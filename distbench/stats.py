@@ -1,5 +1,6 @@
 """Metric math: step-time statistics, throughput, speedup, efficiency, confidence intervals. Pure
 functions, unit-tested."""
+
 from __future__ import annotations
 
 import functools
@@ -165,7 +166,7 @@ def batch_means(x, batches: int):
 
     x = np.asarray(x, dtype=float)
     b = x.shape[-1] // batches
-    y = x[..., x.shape[-1] - batches * b:].reshape(*x.shape[:-1], batches, b).mean(axis=-1)
+    y = x[..., x.shape[-1] - batches * b :].reshape(*x.shape[:-1], batches, b).mean(axis=-1)
     return y.mean(axis=-1), y.std(axis=-1, ddof=1) / math.sqrt(batches)
 
 
@@ -179,8 +180,15 @@ def step_time_ci(step_times_s: Sequence[float], level: float = CI_LEVEL) -> dict
         return None
     mean, se = (float(v) for v in batch_means(step_times_s, k))
     hw = _t_crit(k - 1, level) * se
-    return {"mean": mean, "se": se, "df": k - 1, "half_width": hw, "rel_half_width": hw / mean,
-            "batches": k, "batch_size": len(step_times_s) // k}
+    return {
+        "mean": mean,
+        "se": se,
+        "df": k - 1,
+        "half_width": hw,
+        "rel_half_width": hw / mean,
+        "batches": k,
+        "batch_size": len(step_times_s) // k,
+    }
 
 
 def target_met(ci: dict | None, target: float) -> bool:
@@ -198,13 +206,21 @@ def within_run_ci(step_times_s: Sequence[float], throughput: float) -> dict:
     or a note saying why there is none."""
     ci = step_time_ci(step_times_s)
     if ci is None:
-        return {"throughput_ci_low": None, "throughput_ci_high": None, "ci_method": None, "ci_scope": None,
-                "ci_note": f"{len(step_times_s)} measured steps: a within-run CI needs at least {MIN_CI_STEPS} "
-                           "(more --max-time or --steps), or --repeats 2 or more for a run-to-run CI"}
+        return {
+            "throughput_ci_low": None,
+            "throughput_ci_high": None,
+            "ci_method": None,
+            "ci_scope": None,
+            "ci_note": f"{len(step_times_s)} measured steps: a within-run CI needs at least {MIN_CI_STEPS} "
+            "(more --max-time or --steps), or --repeats 2 or more for a run-to-run CI",
+        }
     lo, hi = rate_ci(throughput, ci["rel_half_width"])
-    return {"throughput_ci_low": lo, "throughput_ci_high": hi,
-            "ci_method": f"batch means: t over {ci['batches']} batches of {ci['batch_size']} steps",
-            "ci_scope": f"within-run noise (batch means over {ci['batches']} batches)"}
+    return {
+        "throughput_ci_low": lo,
+        "throughput_ci_high": hi,
+        "ci_method": f"batch means: t over {ci['batches']} batches of {ci['batch_size']} steps",
+        "ci_scope": f"within-run noise (batch means over {ci['batches']} batches)",
+    }
 
 
 def repeats_ci(values: Sequence[float], level: float = CI_LEVEL) -> tuple[float, float, float]:
@@ -226,14 +242,15 @@ def mean_ci(values: Sequence[float], level: float = CI_LEVEL) -> tuple[float, fl
     return m, m - hw, m + hw
 
 
-def difference_ci(a: float, se_a: float, df_a: int, b: float, se_b: float, df_b: int,
-                  level: float = CI_LEVEL) -> tuple[float, float]:
+def difference_ci(
+    a: float, se_a: float, df_a: int, b: float, se_b: float, df_b: int, level: float = CI_LEVEL
+) -> tuple[float, float]:
     """Welch t-interval of a - b from two independent estimates with standard errors and degrees of
     freedom (Welch-Satterthwaite)."""
-    var = se_a ** 2 + se_b ** 2
+    var = se_a**2 + se_b**2
     if var == 0:
         return a - b, a - b
-    df = var ** 2 / (se_a ** 4 / df_a + se_b ** 4 / df_b)
+    df = var**2 / (se_a**4 / df_a + se_b**4 / df_b)
     hw = _t_crit(max(1, math.floor(df)), level) * math.sqrt(var)
     return a - b - hw, a - b + hw
 
@@ -247,7 +264,9 @@ def next_look(n: int) -> int:
     return look
 
 
-def window_throughput(per_rank_segments: Sequence[Sequence[float]], steps: int, global_batch: int) -> tuple[float, float]:
+def window_throughput(
+    per_rank_segments: Sequence[Sequence[float]], steps: int, global_batch: int
+) -> tuple[float, float]:
     """(measured window seconds, throughput). Each rank times segments of steps, each from a collective
     all ranks leave together (the barrier before the loop, a stopping check) to the end of its last
     synchronized step; a segment lasts as long as its slowest rank, and the window is their sum."""
@@ -255,16 +274,26 @@ def window_throughput(per_rank_segments: Sequence[Sequence[float]], steps: int, 
     return window, global_batch * steps / window
 
 
-def comm_metrics(step_sync_s: float | None, step_independent_s: float | None, allreduce_s: float | None,
-                 exposed_ci: tuple[float, float] | None = None) -> dict:
+def comm_metrics(
+    step_sync_s: float | None,
+    step_independent_s: float | None,
+    allreduce_s: float | None,
+    exposed_ci: tuple[float, float] | None = None,
+) -> dict:
     """Exposed communication and overlap from the synchronized and independent time per step.
 
     exposed_comm_s = step_sync - step_independent, raw (negative when the difference is within the
     noise; its CI says so); comm_overhead = exposed / step_sync; overlap_raw = 1 - exposed / standalone
     all-reduce time; overlap = overlap_raw clipped to [0, 1], for display only.
     """
-    out = {"exposed_comm_s": None, "comm_overhead": None, "overlap": None, "overlap_raw": None,
-           "exposed_comm_ci_low": None, "exposed_comm_ci_high": None}
+    out = {
+        "exposed_comm_s": None,
+        "comm_overhead": None,
+        "overlap": None,
+        "overlap_raw": None,
+        "exposed_comm_ci_low": None,
+        "exposed_comm_ci_high": None,
+    }
     if not step_sync_s or step_independent_s is None:
         return out
     exposed = step_sync_s - step_independent_s

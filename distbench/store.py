@@ -21,6 +21,7 @@ Faults: a write that fails (disk full, I/O error) is retried a few times with a 
 losing it. A corrupt file, or one that is not a distbench store, is refused with one line and left
 untouched.
 """
+
 from __future__ import annotations
 
 import datetime as _dt
@@ -68,10 +69,27 @@ _PREDICTIONS = """CREATE TABLE IF NOT EXISTS predictions (
     prediction_json TEXT NOT NULL)"""
 """`distbench predict` output (distbench/predict.py), kept out of the measured tables; added to older stores."""
 
-POINT_COLUMNS = ("strategy", "framework", "model", "world_size", "nodes", "device", "scaling",
-                 "per_device_batch", "global_batch", "status", "reason", "throughput",
-                 "step_time_median_s", "step_time_p5_s", "step_time_p95_s", "step_time_cv", "speedup",
-                 "efficiency", "wrapper_overhead")
+POINT_COLUMNS = (
+    "strategy",
+    "framework",
+    "model",
+    "world_size",
+    "nodes",
+    "device",
+    "scaling",
+    "per_device_batch",
+    "global_batch",
+    "status",
+    "reason",
+    "throughput",
+    "step_time_median_s",
+    "step_time_p5_s",
+    "step_time_p95_s",
+    "step_time_cv",
+    "speedup",
+    "efficiency",
+    "wrapper_overhead",
+)
 
 
 def _now() -> str:
@@ -143,8 +161,11 @@ class Store:
 
         def corrupt(why) -> BadInput:
             why = "; ".join(line for line in str(why).splitlines() if not line.startswith("***"))  # one line
-            return BadInput(f"results store {self.path} is corrupt ({why}); {untouched}: restore it from a backup "
-                            "or pass --results NEW.db")
+            return BadInput(
+                f"results store {self.path} is corrupt ({why}); {untouched}: restore it from a backup "
+                "or pass --results NEW.db"
+            )
+
         try:
             conn = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, timeout=30.0)
             try:
@@ -167,8 +188,10 @@ class Store:
             raise corrupt(check)
         version = int(rows.get("schema_version", "0"))
         if version > SCHEMA_VERSION:
-            raise BadInput(f"{self.path} has store schema {version}, newer than this distbench "
-                           f"understands ({SCHEMA_VERSION}): upgrade distbench (file left untouched)")
+            raise BadInput(
+                f"{self.path} has store schema {version}, newer than this distbench "
+                f"understands ({SCHEMA_VERSION}): upgrade distbench (file left untouched)"
+            )
 
     def close(self) -> None:
         self.conn.close()
@@ -190,29 +213,55 @@ class Store:
                     return fn()
             except sqlite3.DatabaseError as exc:
                 if not isinstance(exc, sqlite3.OperationalError) or attempt == WRITE_TRIES:
-                    raise StoreWriteError(f"cannot {what} in results store {self.path}: {exc} "
-                                          f"({attempt} tr{'y' if attempt == 1 else 'ies'})") from None
+                    raise StoreWriteError(
+                        f"cannot {what} in results store {self.path}: {exc} "
+                        f"({attempt} tr{'y' if attempt == 1 else 'ies'})"
+                    ) from None
                 time.sleep(WRITE_BACKOFF_S * 2 ** (attempt - 1))
 
-    def start_sweep(self, *, command: str, version: str, git_sha: str | None, env: dict,
-                    options: dict, notes: list[str], sweep_id: str | None = None) -> str:
+    def start_sweep(
+        self,
+        *,
+        command: str,
+        version: str,
+        git_sha: str | None,
+        env: dict,
+        options: dict,
+        notes: list[str],
+        sweep_id: str | None = None,
+    ) -> str:
         sweep_id = sweep_id or new_sweep_id()
-        self._write("start a sweep", lambda: self.conn.execute(
-            "INSERT INTO sweeps (id, started, status, command, version, git_sha, env_json, options_json,"
-            " notes_json) VALUES (?, ?, 'running', ?, ?, ?, ?, ?, ?)",
-            (sweep_id, _now(), command, version, git_sha, json.dumps(env, sort_keys=True),
-             json.dumps(options, sort_keys=True, default=str), json.dumps(notes))))
+        self._write(
+            "start a sweep",
+            lambda: self.conn.execute(
+                "INSERT INTO sweeps (id, started, status, command, version, git_sha, env_json, options_json,"
+                " notes_json) VALUES (?, ?, 'running', ?, ?, ?, ?, ?, ?)",
+                (
+                    sweep_id,
+                    _now(),
+                    command,
+                    version,
+                    git_sha,
+                    json.dumps(env, sort_keys=True),
+                    json.dumps(options, sort_keys=True, default=str),
+                    json.dumps(notes),
+                ),
+            ),
+        )
         return sweep_id
 
     def finish_sweep(self, sweep_id: str, status: str, note: str | None = None) -> None:
         """Mark the sweep finished (`note`, e.g. what interrupted it, is added to its notes). Never raises:
         a store that still cannot be written after the retries gets one line on stderr."""
+
         def update():
             self.conn.execute("UPDATE sweeps SET finished = ?, status = ? WHERE id = ?", (_now(), status, sweep_id))
             if note:
                 row = self.conn.execute("SELECT notes_json FROM sweeps WHERE id = ?", (sweep_id,)).fetchone()
                 notes = json.loads(row["notes_json"] or "[]") if row else []
-                self.conn.execute("UPDATE sweeps SET notes_json = ? WHERE id = ?", (json.dumps([*notes, note]), sweep_id))
+                self.conn.execute(
+                    "UPDATE sweeps SET notes_json = ? WHERE id = ?", (json.dumps([*notes, note]), sweep_id)
+                )
 
         try:
             self._write(f"mark sweep {sweep_id} {status!r}", update)
@@ -221,13 +270,18 @@ class Store:
 
     def reopen_sweep(self, sweep_id: str) -> None:
         self.sweep(sweep_id)  # unknown id -> BadInput listing recent ones
-        self._write(f"reopen sweep {sweep_id}", lambda: self.conn.execute(
-            "UPDATE sweeps SET status = 'running', finished = NULL WHERE id = ?", (sweep_id,)))
+        self._write(
+            f"reopen sweep {sweep_id}",
+            lambda: self.conn.execute(
+                "UPDATE sweeps SET status = 'running', finished = NULL WHERE id = ?", (sweep_id,)
+            ),
+        )
 
     def delete_point(self, point_id: int) -> None:
         def delete():
             for table, column in (("steps", "point_id"), ("telemetry", "point_id"), ("points", "id")):
                 self.conn.execute(f"DELETE FROM {table} WHERE {column} = ?", (point_id,))
+
         self._write(f"delete point {point_id}", delete)
 
     def has_record(self, record_id: str) -> bool:
@@ -241,14 +295,26 @@ class Store:
             cur = self.conn.execute(
                 f"INSERT INTO points (sweep_id, record_id, {', '.join(POINT_COLUMNS)}, config_json, record_json,"
                 f" finished) VALUES (?, ?, {', '.join('?' * len(POINT_COLUMNS))}, ?, ?, ?)",
-                (sweep_id, record.get("record_id"), *values, json.dumps(record.get("config", {}), sort_keys=True),
-                 json.dumps({k: v for k, v in record.items() if k != "telemetry_samples"}, sort_keys=True,
-                            default=str), _now()))
+                (
+                    sweep_id,
+                    record.get("record_id"),
+                    *values,
+                    json.dumps(record.get("config", {}), sort_keys=True),
+                    json.dumps(
+                        {k: v for k, v in record.items() if k != "telemetry_samples"}, sort_keys=True, default=str
+                    ),
+                    _now(),
+                ),
+            )
             point_id = cur.lastrowid
-            self.conn.executemany("INSERT INTO steps (point_id, idx, seconds) VALUES (?, ?, ?)",
-                                  [(point_id, i, t) for i, t in enumerate(record.get("step_times_s") or [])])
-            self.conn.executemany("INSERT INTO telemetry (point_id, t, source, metric, value) VALUES (?, ?, ?, ?, ?)",
-                                  [(point_id, *s) for s in record.get("telemetry_samples") or []])
+            self.conn.executemany(
+                "INSERT INTO steps (point_id, idx, seconds) VALUES (?, ?, ?)",
+                [(point_id, i, t) for i, t in enumerate(record.get("step_times_s") or [])],
+            )
+            self.conn.executemany(
+                "INSERT INTO telemetry (point_id, t, source, metric, value) VALUES (?, ?, ?, ?, ?)",
+                [(point_id, *s) for s in record.get("telemetry_samples") or []],
+            )
             return point_id
 
         return self._write(f"commit point {record.get('strategy')} N={record.get('world_size')}", insert)
@@ -262,15 +328,23 @@ class Store:
         except StoreWriteError as exc:
             error = exc
         doc = json.loads(json.dumps(record, sort_keys=True, default=str))
-        name = (f"unsaved-{sweep_id}-{record.get('strategy')}-n{record.get('world_size')}-"
-                f"{str(record.get('record_id'))[:8]}.json")
-        for path in ([Path(fallback)] if fallback else []) + [self.path.parent / name, Path(tempfile.gettempdir()) / name]:
+        name = (
+            f"unsaved-{sweep_id}-{record.get('strategy')}-n{record.get('world_size')}-"
+            f"{str(record.get('record_id'))[:8]}.json"
+        )
+        for path in ([Path(fallback)] if fallback else []) + [
+            self.path.parent / name,
+            Path(tempfile.gettempdir()) / name,
+        ]:
             try:
                 write_record(path, doc)
             except OSError:
                 continue
-            click.echo(f"error: {error}; the point's record is saved in {path} "
-                       f"(bring it back with: distbench collect {path.parent})", err=True)
+            click.echo(
+                f"error: {error}; the point's record is saved in {path} "
+                f"(bring it back with: distbench collect {path.parent})",
+                err=True,
+            )
             return None
         click.echo(f"error: {error}; saving its record as JSON failed too: the point is lost", err=True)
         return None
@@ -279,22 +353,30 @@ class Store:
     def telemetry(self, point_id: int):
         import pandas as pd
 
-        return pd.read_sql_query("SELECT t, source, metric, value FROM telemetry WHERE point_id = ? ORDER BY t",
-                                 self.conn, params=(point_id,))
+        return pd.read_sql_query(
+            "SELECT t, source, metric, value FROM telemetry WHERE point_id = ? ORDER BY t",
+            self.conn,
+            params=(point_id,),
+        )
 
     def sweeps(self, limit: int = 20) -> list[dict]:
-        rows = self.conn.execute("SELECT id, started, finished, status, command FROM sweeps "
-                                 "ORDER BY started DESC, rowid DESC LIMIT ?", (limit,)).fetchall()
+        rows = self.conn.execute(
+            "SELECT id, started, finished, status, command FROM sweeps ORDER BY started DESC, rowid DESC LIMIT ?",
+            (limit,),
+        ).fetchall()
         return [dict(r) for r in rows]
 
     def points(self, sweep_id: str) -> list[dict]:
-        rows = self.conn.execute("SELECT id, record_json FROM points WHERE sweep_id = ? ORDER BY id",
-                                 (sweep_id,)).fetchall()
+        rows = self.conn.execute(
+            "SELECT id, record_json FROM points WHERE sweep_id = ? ORDER BY id", (sweep_id,)
+        ).fetchall()
         return [dict(json.loads(r["record_json"]), point_id=r["id"]) for r in rows]
 
     def steps(self, point_id: int) -> list[float]:
-        return [r["seconds"] for r in self.conn.execute(
-            "SELECT seconds FROM steps WHERE point_id = ? ORDER BY idx", (point_id,))]
+        return [
+            r["seconds"]
+            for r in self.conn.execute("SELECT seconds FROM steps WHERE point_id = ? ORDER BY idx", (point_id,))
+        ]
 
     def sweep(self, sweep_id: str) -> dict:
         row = self.conn.execute("SELECT * FROM sweeps WHERE id = ?", (sweep_id,)).fetchone()

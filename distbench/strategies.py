@@ -3,6 +3,7 @@
 Strategy names are part of the CLI. Each entry names the worker module in distbench.launchers that
 runs inside the worker process(es) and the launcher that starts it.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -50,8 +51,10 @@ class Strategy:
             return self.launcher
         if self.cluster_launcher is None:
             spanning = ", ".join(s.name for s in STRATEGIES.values() if s.cluster_launcher)
-            raise BadInput(f"strategy {self.name!r} runs in one process and cannot span {nodes} nodes; "
-                           f"multi-node strategies: {spanning}")
+            raise BadInput(
+                f"strategy {self.name!r} runs in one process and cannot span {nodes} nodes; "
+                f"multi-node strategies: {spanning}"
+            )
         return self.cluster_launcher
 
     @property
@@ -59,58 +62,160 @@ class Strategy:
         return self.multi_node or (self.launcher if self.launcher.spans_nodes else None)
 
 
-DDP_BUCKET = 25 * 2 ** 20  # DistributedDataParallel's bucket_cap_mb default
-HOROVOD_FUSION = 64 * 2 ** 20  # HOROVOD_FUSION_THRESHOLD's default
+DDP_BUCKET = 25 * 2**20  # DistributedDataParallel's bucket_cap_mb default
+HOROVOD_FUSION = 64 * 2**20  # HOROVOD_FUSION_THRESHOLD's default
 
-SHARDED_NO_COMM = ("it shards training state, so its collectives (gradient reduce-scatter, parameter "
-                   "all-gathers) are part of the step itself: without them each rank would update only its shard "
-                   "from its own gradients, a different computation, so no no-sync variant isolates communication")
+SHARDED_NO_COMM = (
+    "it shards training state, so its collectives (gradient reduce-scatter, parameter "
+    "all-gathers) are part of the step itself: without them each rank would update only its shard "
+    "from its own gradients, a different computation, so no no-sync variant isolates communication"
+)
 
-STRATEGIES: dict[str, Strategy] = {s.name: s for s in [
-    Strategy(name="torch", framework="torch", module="torch_single", launcher=PROCESS, baseline=True,
-             requires=("torch",), description="plain single-device PyTorch loop (baseline)"),
-    Strategy(name="dp", framework="torch", module="torch_dp", launcher=PROCESS, reduce_to_one=True,
-             needs_cuda_for_multi=True, requires=("torch",),
-             description="torch.nn.DataParallel over N GPUs in one process"),
-    Strategy(name="ddp", framework="torch", module="torch_ddp", launcher=TORCHRUN, bucket_bytes=DDP_BUCKET,
-             requires=("torch",), description="DistributedDataParallel, one process per device (torchrun)"),
-    Strategy(name="tf", framework="tf", module="tf_single", launcher=PROCESS, baseline=True,
-             requires=("tensorflow",), description="plain single-device TensorFlow custom step (baseline)"),
-    Strategy(name="mirrored", framework="tf", module="tf_mirrored", launcher=PROCESS, multi_node=TF_MULTIWORKER,
-             requires=("tensorflow",), description="tf.distribute.MirroredStrategy over N devices"),
-    Strategy(name="horovod-torch", framework="torch", module="horovod_torch", launcher=HOROVODRUN,
-             bucket_bytes=HOROVOD_FUSION,
-             requires=("torch", "horovod.torch"),
-             description="horovod.torch: gradient all-reduce + initial broadcast (horovodrun)"),
-    Strategy(name="horovod-tf", framework="tf", module="horovod_tf", launcher=HOROVODRUN, bucket_bytes=HOROVOD_FUSION,
-             requires=("tensorflow", "horovod.tensorflow"),
-             description="horovod.tensorflow: grouped all-reduce of gradients + variable broadcast"),
-    Strategy(name="accelerate", group="wrappers", bucket_bytes=DDP_BUCKET, framework="torch",
-             module="accelerate_ddp", launcher=ACCELERATE, multi_node=TORCHRUN,
-             requires=("torch", "accelerate"),
-             description="Hugging Face Accelerator around the same loop, DDP underneath (accelerate launch)"),
-    Strategy(name="lightning", group="wrappers", bucket_bytes=DDP_BUCKET, framework="torch",
-             module="lightning_ddp", launcher=TORCHRUN,
-             requires=("torch", "lightning"),
-             description='LightningModule under Trainer(strategy="ddp"), its defaults on (torchrun)'),
-    Strategy(name="fabric", group="wrappers", bucket_bytes=DDP_BUCKET, framework="torch",
-             module="fabric_ddp", launcher=TORCHRUN,
-             requires=("torch", "lightning"), description="Lightning Fabric around the same loop, DDP (torchrun)"),
-    Strategy(name="ignite", group="wrappers", bucket_bytes=DDP_BUCKET, framework="torch",
-             module="ignite_ddp", launcher=PROCESS,
-             requires=("torch", "ignite"),
-             description="PyTorch Ignite Engine, ignite.distributed (idist.Parallel spawns the N processes)"),
-    Strategy(name="composer", group="wrappers", framework="torch", module="composer_trainer", launcher=PROCESS,
-             description="MosaicML Composer Trainer: skipped, its worker names the version conflict with the pinned torch"),
-    Strategy(name="fsdp", group="sharded", framework="torch", module="torch_fsdp", launcher=TORCHRUN,
-             requires=("torch",), no_comm_reason=SHARDED_NO_COMM,
-             description="FSDP2 fully_shard per top-level module + root, reshard after forward (torchrun)"),
-    *(Strategy(name=f"deepspeed-zero{k}", group="sharded", framework="torch", module="deepspeed_zero",
-               launcher=TORCHRUN, requires=("torch", "deepspeed"), no_comm_reason=SHARDED_NO_COMM,
-               description=f"deepspeed.initialize, ZeRO stage {k}: {what}, same torch SGD (torchrun)")
-      for k, what in [(1, "optimizer state sharded"), (2, "optimizer state and gradients sharded"),
-                      (3, "parameters, gradients and optimizer state sharded")]),
-]}
+STRATEGIES: dict[str, Strategy] = {
+    s.name: s
+    for s in [
+        Strategy(
+            name="torch",
+            framework="torch",
+            module="torch_single",
+            launcher=PROCESS,
+            baseline=True,
+            requires=("torch",),
+            description="plain single-device PyTorch loop (baseline)",
+        ),
+        Strategy(
+            name="dp",
+            framework="torch",
+            module="torch_dp",
+            launcher=PROCESS,
+            reduce_to_one=True,
+            needs_cuda_for_multi=True,
+            requires=("torch",),
+            description="torch.nn.DataParallel over N GPUs in one process",
+        ),
+        Strategy(
+            name="ddp",
+            framework="torch",
+            module="torch_ddp",
+            launcher=TORCHRUN,
+            bucket_bytes=DDP_BUCKET,
+            requires=("torch",),
+            description="DistributedDataParallel, one process per device (torchrun)",
+        ),
+        Strategy(
+            name="tf",
+            framework="tf",
+            module="tf_single",
+            launcher=PROCESS,
+            baseline=True,
+            requires=("tensorflow",),
+            description="plain single-device TensorFlow custom step (baseline)",
+        ),
+        Strategy(
+            name="mirrored",
+            framework="tf",
+            module="tf_mirrored",
+            launcher=PROCESS,
+            multi_node=TF_MULTIWORKER,
+            requires=("tensorflow",),
+            description="tf.distribute.MirroredStrategy over N devices",
+        ),
+        Strategy(
+            name="horovod-torch",
+            framework="torch",
+            module="horovod_torch",
+            launcher=HOROVODRUN,
+            bucket_bytes=HOROVOD_FUSION,
+            requires=("torch", "horovod.torch"),
+            description="horovod.torch: gradient all-reduce + initial broadcast (horovodrun)",
+        ),
+        Strategy(
+            name="horovod-tf",
+            framework="tf",
+            module="horovod_tf",
+            launcher=HOROVODRUN,
+            bucket_bytes=HOROVOD_FUSION,
+            requires=("tensorflow", "horovod.tensorflow"),
+            description="horovod.tensorflow: grouped all-reduce of gradients + variable broadcast",
+        ),
+        Strategy(
+            name="accelerate",
+            group="wrappers",
+            bucket_bytes=DDP_BUCKET,
+            framework="torch",
+            module="accelerate_ddp",
+            launcher=ACCELERATE,
+            multi_node=TORCHRUN,
+            requires=("torch", "accelerate"),
+            description="Hugging Face Accelerator around the same loop, DDP underneath (accelerate launch)",
+        ),
+        Strategy(
+            name="lightning",
+            group="wrappers",
+            bucket_bytes=DDP_BUCKET,
+            framework="torch",
+            module="lightning_ddp",
+            launcher=TORCHRUN,
+            requires=("torch", "lightning"),
+            description='LightningModule under Trainer(strategy="ddp"), its defaults on (torchrun)',
+        ),
+        Strategy(
+            name="fabric",
+            group="wrappers",
+            bucket_bytes=DDP_BUCKET,
+            framework="torch",
+            module="fabric_ddp",
+            launcher=TORCHRUN,
+            requires=("torch", "lightning"),
+            description="Lightning Fabric around the same loop, DDP (torchrun)",
+        ),
+        Strategy(
+            name="ignite",
+            group="wrappers",
+            bucket_bytes=DDP_BUCKET,
+            framework="torch",
+            module="ignite_ddp",
+            launcher=PROCESS,
+            requires=("torch", "ignite"),
+            description="PyTorch Ignite Engine, ignite.distributed (idist.Parallel spawns the N processes)",
+        ),
+        Strategy(
+            name="composer",
+            group="wrappers",
+            framework="torch",
+            module="composer_trainer",
+            launcher=PROCESS,
+            description="MosaicML Composer Trainer: skipped, its worker names the version conflict with the pinned torch",
+        ),
+        Strategy(
+            name="fsdp",
+            group="sharded",
+            framework="torch",
+            module="torch_fsdp",
+            launcher=TORCHRUN,
+            requires=("torch",),
+            no_comm_reason=SHARDED_NO_COMM,
+            description="FSDP2 fully_shard per top-level module + root, reshard after forward (torchrun)",
+        ),
+        *(
+            Strategy(
+                name=f"deepspeed-zero{k}",
+                group="sharded",
+                framework="torch",
+                module="deepspeed_zero",
+                launcher=TORCHRUN,
+                requires=("torch", "deepspeed"),
+                no_comm_reason=SHARDED_NO_COMM,
+                description=f"deepspeed.initialize, ZeRO stage {k}: {what}, same torch SGD (torchrun)",
+            )
+            for k, what in [
+                (1, "optimizer state sharded"),
+                (2, "optimizer state and gradients sharded"),
+                (3, "parameters, gradients and optimizer state sharded"),
+            ]
+        ),
+    ]
+}
 
 FRAMEWORK_BASELINE = {"torch": "torch", "tf": "tf"}
 

@@ -1,4 +1,5 @@
 """Running a plan: launch each point, derive speedup/efficiency, commit it, report progress."""
+
 from __future__ import annotations
 
 import json
@@ -45,8 +46,10 @@ def derive(record: dict, baselines: dict) -> dict:
     if record["status"] == "ok":
         record.update(peaks.mfu_fields(record))
     if is_per_core_baseline(record):
-        record["speedup_note"] = (f"reference for efficiency per core: {record['strategy']!r} on "
-                                  f"{record['config']['baseline_threads']} thread(s), not a scaling point")
+        record["speedup_note"] = (
+            f"reference for efficiency per core: {record['strategy']!r} on "
+            f"{record['config']['baseline_threads']} thread(s), not a scaling point"
+        )
         return record
     base = baselines.get(record["framework"])
     if record["status"] != "ok" or not base or base.get("status") != "ok":
@@ -65,19 +68,30 @@ def derive(record: dict, baselines: dict) -> dict:
             # Workers beyond the cores cannot run at once: perfect scaling on C cores at t threads per
             # worker is min(N, C // t) times the t-thread baseline, not N times.
             parallel = min(record["world_size"], max(1, cpu_cores() // max(1, threads or 1)))
-            record["efficiency_per_core"] = stats.efficiency(stats.speedup(record["throughput"], ref["throughput"]),
-                                                             parallel)
+            record["efficiency_per_core"] = stats.efficiency(
+                stats.speedup(record["throughput"], ref["throughput"]), parallel
+            )
             record["per_core_baseline"] = f"{ref['strategy']} on {threads} thread(s)" + (
                 f"; {parallel} of the {record['world_size']} workers can run at once on {cpu_cores()} cores"
-                if parallel < record["world_size"] else "")
+                if parallel < record["world_size"]
+                else ""
+            )
         else:
             record["efficiency_per_core_note"] = f"no successful {base['strategy']!r} baseline on {threads} thread(s)"
     return record
 
 
-def run_plan(plan: Plan, store: Store, *, options: SweepOptions, command: str,
-             progress: ProgressFn | None = None, workdir: str | None = None,
-             records_dir: str | None = None, resume: str | None = None) -> tuple[str, list[dict]]:
+def run_plan(
+    plan: Plan,
+    store: Store,
+    *,
+    options: SweepOptions,
+    command: str,
+    progress: ProgressFn | None = None,
+    workdir: str | None = None,
+    records_dir: str | None = None,
+    resume: str | None = None,
+) -> tuple[str, list[dict]]:
     """Run every planned point in order; each finished point is committed before the next starts.
 
     The sweep stores `options` whole (stored_options reads them back for `--resume`).
@@ -97,9 +111,19 @@ def run_plan(plan: Plan, store: Store, *, options: SweepOptions, command: str,
     with recorded_sweep(store, command=command, options=stored, notes=plan.notes, resume=resume) as sweep_id:
         root = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix=f"distbench-{sweep_id}-"))
         try:
-            return sweep_id, run_points(plan, store, sweep_id, kept, timeout_s=options.timeout, progress=progress,
-                                         workdir=root, records_dir=records_dir, repeats=options.repeats,
-                                         noisy_cv=options.noisy_cv, telemetry_interval_s=options.telemetry_interval)
+            return sweep_id, run_points(
+                plan,
+                store,
+                sweep_id,
+                kept,
+                timeout_s=options.timeout,
+                progress=progress,
+                workdir=root,
+                records_dir=records_dir,
+                repeats=options.repeats,
+                noisy_cv=options.noisy_cv,
+                telemetry_interval_s=options.telemetry_interval,
+            )
         finally:
             if not workdir:  # the work folders of successful points are gone; failed ones stay
                 try:
@@ -113,8 +137,13 @@ def stored_options(store: Store, sweep_id: str) -> SweepOptions:
     saved = json.loads(store.sweep(sweep_id)["options_json"] or "{}")
     old = saved.get("replay")
     if old:  # stored before SweepOptions, under the click parameter names of the time
-        saved["sweep_options"] = {**old, "gpus": old["gpus_text"], "nodes": old.get("nodes_text", "1"),
-                                  "strategies": old["strategy"], "compile": old["compile_"]}
+        saved["sweep_options"] = {
+            **old,
+            "gpus": old["gpus_text"],
+            "nodes": old.get("nodes_text", "1"),
+            "strategies": old["strategy"],
+            "compile": old["compile_"],
+        }
     if "sweep_options" not in saved:
         raise BadInput(f"sweep {sweep_id} was not made by `distbench scale` (nothing to resume)")
     return SweepOptions.from_dict(saved["sweep_options"])
@@ -130,8 +159,14 @@ def recorded_sweep(store: Store, *, command: str, options: dict, notes: list[str
         sweep_id = resume
     else:
         env = envinfo.capture_environment()
-        sweep_id = store.start_sweep(command=command, version=__version__, git_sha=env.get("distbench_git_sha"),
-                                     env=env, options=options, notes=notes)
+        sweep_id = store.start_sweep(
+            command=command,
+            version=__version__,
+            git_sha=env.get("distbench_git_sha"),
+            env=env,
+            options=options,
+            notes=notes,
+        )
     status, note = "interrupted", None
     try:
         yield sweep_id
@@ -146,8 +181,20 @@ def recorded_sweep(store: Store, *, command: str, options: dict, notes: list[str
         store.finish_sweep(sweep_id, status, note=note)
 
 
-def run_points(plan: Plan, store: Store, sweep_id: str, kept: dict, *, timeout_s: float, progress, workdir,
-                records_dir, repeats: int, noisy_cv: float, telemetry_interval_s: float) -> list[dict]:
+def run_points(
+    plan: Plan,
+    store: Store,
+    sweep_id: str,
+    kept: dict,
+    *,
+    timeout_s: float,
+    progress,
+    workdir,
+    records_dir,
+    repeats: int,
+    noisy_cv: float,
+    telemetry_interval_s: float,
+) -> list[dict]:
     records: list[dict] = []
     baselines: dict[int | None, dict[str, dict]] = {}  # per --batch-size value: framework -> baseline
     oom_at: dict[tuple, dict] = {}  # (strategy, N, nodes) -> its smallest batch that ran out of memory
@@ -169,22 +216,38 @@ def run_points(plan: Plan, store: Store, sweep_id: str, kept: dict, *, timeout_s
         stop = point_dir = None
         oom = oom_at.get(key[:-1])
         if point.skip_reason or oom:
-            record = base_record(point.config.to_dict(), strategy=point.strategy.name,
-                                 framework=point.strategy.framework, status="skipped",
-                                 reason=point.skip_reason or (
-                                     f"not tried: batch {point_key(oom['strategy'], oom['config'])[-1]} ran out "
-                                     "of memory at this strategy and N"))
+            record = base_record(
+                point.config.to_dict(),
+                strategy=point.strategy.name,
+                framework=point.strategy.framework,
+                status="skipped",
+                reason=point.skip_reason
+                or (
+                    f"not tried: batch {point_key(oom['strategy'], oom['config'])[-1]} ran out "
+                    "of memory at this strategy and N"
+                ),
+            )
             record["after_oom"] = bool(oom) and not point.skip_reason
         else:
             point_dir = root / f"{i:03d}-{point.strategy.name}-n{point.config.world_size}-k{point.config.nodes}"
             try:
-                record = measure_point(point, point_dir, timeout_s=timeout_s, repeats=repeats, noisy_cv=noisy_cv,
-                                       telemetry_interval_s=telemetry_interval_s)
+                record = measure_point(
+                    point,
+                    point_dir,
+                    timeout_s=timeout_s,
+                    repeats=repeats,
+                    noisy_cv=noisy_cv,
+                    telemetry_interval_s=telemetry_interval_s,
+                )
             except KeyboardInterrupt as exc:  # its worker tree is already gone (launch.run_point)
                 cause = signals.interruption(exc)
-                record = base_record(point.config.to_dict(), strategy=point.strategy.name,
-                                     framework=point.strategy.framework, status="interrupted",
-                                     reason=f"stopped by {cause.name if cause else 'SIGINT'} while it was measured")
+                record = base_record(
+                    point.config.to_dict(),
+                    strategy=point.strategy.name,
+                    framework=point.strategy.framework,
+                    status="interrupted",
+                    reason=f"stopped by {cause.name if cause else 'SIGINT'} while it was measured",
+                )
                 record["workdir"] = str(point_dir)
                 stop = exc
         record["sweep_id"] = sweep_id
@@ -194,8 +257,11 @@ def run_points(plan: Plan, store: Store, sweep_id: str, kept: dict, *, timeout_s
         if point.strategy.baseline:
             add_baseline(baselines.setdefault(batch, {}), record)
         derive(record, baselines.get(batch, {}))
-        saved = Path(records_dir) / f"{sweep_id}-{i:03d}-{point.strategy.name}-n{point.config.world_size}.json" \
-            if records_dir else None
+        saved = (
+            Path(records_dir) / f"{sweep_id}-{i:03d}-{point.strategy.name}-n{point.config.world_size}.json"
+            if records_dir
+            else None
+        )
         with signals.deferred():  # committed whole, whatever signal arrives meanwhile
             record["point_id"] = store.commit_point(sweep_id, record, fallback=saved)  # JSON when the store fails
         if saved:
@@ -212,4 +278,3 @@ def run_points(plan: Plan, store: Store, sweep_id: str, kept: dict, *, timeout_s
 
 def command_line(argv: list[str] | None = None) -> str:
     return shlex.join(["distbench", *(sys.argv[1:] if argv is None else argv)])
-

@@ -7,6 +7,7 @@ CUDA_DEVICE_ORDER or CUDA_VISIBLE_DEVICES of the user's still samples the GPUs t
 psutil per worker process (the launched process tree): CPU utilization and RSS. Derived figures
 use only the samples inside the worker's measured window (wall-clock timestamps in its record).
 """
+
 from __future__ import annotations
 
 import statistics
@@ -38,8 +39,7 @@ def cuda_pci_bus_ids(env: dict) -> list[str] | None:
     """PCI bus ids of the CUDA devices in the order a process with `env` numbers them; None when
     the CUDA driver cannot be asked."""
     try:
-        out = subprocess.run([sys.executable, "-c", _CUDA_BUS_IDS], env=env, capture_output=True, text=True,
-                             timeout=60)
+        out = subprocess.run([sys.executable, "-c", _CUDA_BUS_IDS], env=env, capture_output=True, text=True, timeout=60)
     except (OSError, subprocess.SubprocessError):
         return None
     return out.stdout.split() if out.returncode == 0 else None
@@ -53,8 +53,9 @@ def _bus_key(bus_id) -> tuple[int, ...]:
     return tuple(int(x, 16) for x in (domain, bus, device, function))
 
 
-def select_gpus(nv, count: int | None, cuda_bus_ids: list[str] | None, env: dict,
-                nvml_indices: list[int] | None = None) -> tuple[list[tuple[int, object]], str | None]:
+def select_gpus(
+    nv, count: int | None, cuda_bus_ids: list[str] | None, env: dict, nvml_indices: list[int] | None = None
+) -> tuple[list[tuple[int, object]], str | None]:
     """NVML (index, handle) of the GPUs the workers use as CUDA devices 0..count-1 (all visible
     ones when count is None), and a note when some could not be found.
 
@@ -73,8 +74,10 @@ def select_gpus(nv, count: int | None, cuda_bus_ids: list[str] | None, env: dict
         return found, (f"no NVML device at PCI bus id(s) {', '.join(missing)}" if missing else None)
     order = env.get("CUDA_DEVICE_ORDER", "FASTEST_FIRST")
     if order != "PCI_BUS_ID":
-        return [], (f"no GPU telemetry: CUDA_DEVICE_ORDER={order} and the CUDA driver could not be asked "
-                    "for the workers' PCI bus ids")
+        return [], (
+            f"no GPU telemetry: CUDA_DEVICE_ORDER={order} and the CUDA driver could not be asked "
+            "for the workers' PCI bus ids"
+        )
     indices = [i for i in (nvml_indices if nvml_indices is not None else range(total)) if i < total]
     return [(i, nv.nvmlDeviceGetHandleByIndex(i)) for i in indices], None
 
@@ -95,8 +98,15 @@ def clock_event_reasons(nv):
 class Sampler:
     """Samples every `interval_s` on a daemon thread until stop(); samples are (t, source, metric, value)."""
 
-    def __init__(self, root_pid: int, *, interval_s: float = 0.5, gpus: bool = True,
-                 gpu_indices: list[int] | None = None, cuda_env: dict | None = None):
+    def __init__(
+        self,
+        root_pid: int,
+        *,
+        interval_s: float = 0.5,
+        gpus: bool = True,
+        gpu_indices: list[int] | None = None,
+        cuda_env: dict | None = None,
+    ):
         """gpu_indices: the point's GPUs as the workers' CUDA_VISIBLE_DEVICES names them (None: all);
         cuda_env: the workers' environment, to find those GPUs by PCI bus id."""
         self.root_pid = root_pid
@@ -157,8 +167,7 @@ class Sampler:
         """A rank's own Python process: not a launcher (torchrun, horovodrun) and not the rank guard
         that waits beside it (distbench.rankguard, idle by design). Decided once per process."""
         if p.pid not in self._is_worker_cache:
-            self._is_worker_cache[p.pid] = ("python" in p.name().lower()
-                                            and "distbench.rankguard" not in p.cmdline())
+            self._is_worker_cache[p.pid] = "python" in p.name().lower() and "distbench.rankguard" not in p.cmdline()
         return self._is_worker_cache[p.pid]
 
     def _loop(self) -> None:
@@ -220,8 +229,14 @@ def energy_scope(gpus_sampled: int, world_size: int | None, nodes: int = 1) -> t
     return gpus_sampled / world_size, f"{where} ({gpus_sampled} of {world_size} GPUs)"
 
 
-def summarize(samples, window: tuple[float, float] | None, samples_processed: int | None, *,
-              world_size: int | None = None, nodes: int = 1) -> dict:
+def summarize(
+    samples,
+    window: tuple[float, float] | None,
+    samples_processed: int | None,
+    *,
+    world_size: int | None = None,
+    nodes: int = 1,
+) -> dict:
     """Per-point telemetry summary over the measured window (all samples when there is none).
     samples_processed: the whole point's samples (all devices, all nodes); with world_size, energy per
     sample counts only the samples of the GPUs that were sampled (energy_scope says which)."""
@@ -249,12 +264,15 @@ def summarize(samples, window: tuple[float, float] | None, samples_processed: in
             # The counter difference spans first..last sample inside the window: scale it to the
             # whole measured window so energy per sample is not biased low.
             span = (window[1] - window[0]) if window else None
-            out["energy_j"] = sum((v[-1][1] - v[0][1]) * ((span / (v[-1][0] - v[0][0])) if span else 1.0)
-                                  for v in energy.values())
+            out["energy_j"] = sum(
+                (v[-1][1] - v[0][1]) * ((span / (v[-1][0] - v[0][0])) if span else 1.0) for v in energy.values()
+            )
             out["energy_source"] = "NVML total-energy counter, scaled to the measured window"
             sampled = len(energy)
         elif power and window:
-            out["energy_j"] = sum(statistics.fmean(v for _, v in vals) for vals in power.values()) * (window[1] - window[0])
+            out["energy_j"] = sum(statistics.fmean(v for _, v in vals) for vals in power.values()) * (
+                window[1] - window[0]
+            )
             out["energy_source"] = "mean power x measured time"
             sampled = len(power)
         if out.get("energy_j") is not None and samples_processed:

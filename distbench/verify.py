@@ -11,6 +11,7 @@ This catches a wrong gradient average (sum instead of mean: updates N times too 
 initial broadcast (replicas differ, losses drift) and a sampler that feeds every worker the same
 data (losses differ from the full-batch ones).
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -38,8 +39,13 @@ def _rel(a: float, b: float, floor: float) -> float:
 
 def compare(candidate: dict, baseline: dict, rtol: float) -> dict:
     """Compare a strategy's verify record with its baseline's; return the verdict and the numbers."""
-    out = {"strategy": candidate["strategy"], "world_size": candidate["world_size"], "status": candidate["status"],
-           "reason": candidate.get("reason"), "passed": False}
+    out = {
+        "strategy": candidate["strategy"],
+        "world_size": candidate["world_size"],
+        "status": candidate["status"],
+        "reason": candidate.get("reason"),
+        "passed": False,
+    }
     if candidate["status"] != "ok":
         return out
     missing = [k for k in ("verify_losses", "update_checksums") if k not in candidate]
@@ -58,25 +64,58 @@ def compare(candidate: dict, baseline: dict, rtol: float) -> dict:
         problems.append(f"losses differ from the single-device run by up to {loss_diff:.2e}")
     if upd_diff > rtol:
         ratio = candidate["update_checksums"][0][0] / max(base_upd[0][0], 1e-30)
-        problems.append(f"weight updates differ by up to {upd_diff:.2e} (first tensor's update is {ratio:.3g}x "
-                        "the single-device one)")
+        problems.append(
+            f"weight updates differ by up to {upd_diff:.2e} (first tensor's update is {ratio:.3g}x "
+            "the single-device one)"
+        )
     if replicas > rtol:
         problems.append(f"replicas hold different weights (max relative difference {replicas:.2e})")
-    out.update(loss_max_rel_diff=loss_diff, update_max_rel_diff=upd_diff, replica_max_rel_diff=replicas,
-               losses=losses, baseline_losses=base_losses, passed=not problems,
-               reason="; ".join(problems) or None)
+    out.update(
+        loss_max_rel_diff=loss_diff,
+        update_max_rel_diff=upd_diff,
+        replica_max_rel_diff=replicas,
+        losses=losses,
+        baseline_losses=base_losses,
+        passed=not problems,
+        reason="; ".join(problems) or None,
+    )
     return out
 
 
-def verify(*, model: str, world_size: int, strategies: list[Strategy], device: str, global_batch: int,
-           steps: int, image_size: int, num_classes: int, rtol: float = DEFAULT_RTOL, lr: float = 0.01,
-           timeout_s: float = 900.0, threads: int = 1, progress=None, workdir: str | None = None) -> list[dict]:
+def verify(
+    *,
+    model: str,
+    world_size: int,
+    strategies: list[Strategy],
+    device: str,
+    global_batch: int,
+    steps: int,
+    image_size: int,
+    num_classes: int,
+    rtol: float = DEFAULT_RTOL,
+    lr: float = 0.01,
+    timeout_s: float = 900.0,
+    threads: int = 1,
+    progress=None,
+    workdir: str | None = None,
+) -> list[dict]:
     if global_batch % world_size:
         raise BadInput(f"--batch-size {global_batch} (global) is not divisible by --gpus {world_size}")
     root = Path(workdir or tempfile.mkdtemp(prefix="distbench-verify-"))
-    base_cfg = PointConfig(strategy="", model=model, world_size=1, device=device, per_device_batch=global_batch,
-                           image_size=image_size, num_classes=num_classes, steps=steps, warmup=0, lr=lr,
-                           verify=True, threads_per_worker=threads)
+    base_cfg = PointConfig(
+        strategy="",
+        model=model,
+        world_size=1,
+        device=device,
+        per_device_batch=global_batch,
+        image_size=image_size,
+        num_classes=num_classes,
+        steps=steps,
+        warmup=0,
+        lr=lr,
+        verify=True,
+        threads_per_worker=threads,
+    )
     baselines: dict[str, dict] = {}
     results = []
     for s in strategies:
@@ -90,16 +129,34 @@ def verify(*, model: str, world_size: int, strategies: list[Strategy], device: s
         if s.baseline:
             continue
         if s.needs_cuda_for_multi and device != "cuda":
-            results.append({"strategy": s.name, "world_size": world_size, "status": "skipped", "passed": None,
-                            "reason": "DataParallel needs CUDA devices; it cannot split work across CPU workers"})
+            results.append(
+                {
+                    "strategy": s.name,
+                    "world_size": world_size,
+                    "status": "skipped",
+                    "passed": None,
+                    "reason": "DataParallel needs CUDA devices; it cannot split work across CPU workers",
+                }
+            )
             continue
         if base["status"] != "ok":
-            results.append({"strategy": s.name, "world_size": world_size, "status": "skipped", "passed": None,
-                            "reason": f"the {base_name} baseline {base['status']}: {base.get('reason')}"})
+            results.append(
+                {
+                    "strategy": s.name,
+                    "world_size": world_size,
+                    "status": "skipped",
+                    "passed": None,
+                    "reason": f"the {base_name} baseline {base['status']}: {base.get('reason')}",
+                }
+            )
             continue
-        cfg = dataclasses.replace(base_cfg, strategy=s.name, world_size=world_size,
-                                  per_device_batch=global_batch // world_size,
-                                  threads_per_worker=max(1, threads // world_size))
+        cfg = dataclasses.replace(
+            base_cfg,
+            strategy=s.name,
+            world_size=world_size,
+            per_device_batch=global_batch // world_size,
+            threads_per_worker=max(1, threads // world_size),
+        )
         if progress:
             progress(f"{s.name} N={world_size}")
         record = run_point(s, cfg, root / s.name, timeout_s)

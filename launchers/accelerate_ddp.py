@@ -4,6 +4,7 @@ CPU workers). The Accelerator does what its users get from it: `prepare` (DDP wr
 placement, its autocast for --precision), `accelerator.backward` (its loss scaling for amp) and its
 optimizer wrapper's step. At N=1 Accelerate does not wrap the model in DDP (the `ddp` strategy does).
 """
+
 from __future__ import annotations
 
 import sys
@@ -21,9 +22,11 @@ def make_distribution():
     class AccelerateDistribution(ddp_distribution()):
         name = "accelerate"
         wrapper_precision = True
-        nosync_variant = ("the Accelerator-prepared DDP model with DDP's no-op communication hook (as ddp's variant): "
-                          "Accelerator, its optimizer wrapper, reducer, buckets and autograd hooks kept; only the "
-                          "gradient all-reduce and the buffer broadcast before every forward removed")
+        nosync_variant = (
+            "the Accelerator-prepared DDP model with DDP's no-op communication hook (as ddp's variant): "
+            "Accelerator, its optimizer wrapper, reducer, buckets and autograd hooks kept; only the "
+            "gradient all-reduce and the buffer broadcast before every forward removed"
+        )
 
         def start(self, cfg):
             from accelerate import Accelerator
@@ -57,8 +60,13 @@ def make_distribution():
             import accelerate
 
             a = self.accelerator
-            return {"wrapper": {"accelerate": accelerate.__version__, "distributed_type": str(a.distributed_type),
-                                "mixed_precision": a.mixed_precision}}
+            return {
+                "wrapper": {
+                    "accelerate": accelerate.__version__,
+                    "distributed_type": str(a.distributed_type),
+                    "mixed_precision": a.mixed_precision,
+                }
+            }
 
         def stop(self):
             self.accelerator.end_training()

@@ -1,4 +1,5 @@
 """Worker side of `distbench comm`: the timed all-reduce loop shared by every backend."""
+
 from __future__ import annotations
 
 import time
@@ -8,9 +9,16 @@ from distbench.commbench import summarize
 from distbench.launchers import common
 
 
-def sweep_sizes(cfg, *, make: Callable[[int], object], fill: Callable[[object], None],
-                allreduce: Callable[[object], None], check: Callable[[object], bool],
-                barrier: Callable[[], None], gather: Callable[[object], list]) -> dict:
+def sweep_sizes(
+    cfg,
+    *,
+    make: Callable[[int], object],
+    fill: Callable[[object], None],
+    allreduce: Callable[[object], None],
+    check: Callable[[object], bool],
+    barrier: Callable[[], None],
+    gather: Callable[[object], list],
+) -> dict:
     """For each message size: warmup, then iterations each starting after a barrier; the tensor is
     refilled (outside the timed region) so every iteration's result can be checked."""
     sizes = cfg.extra["sizes"]
@@ -67,7 +75,12 @@ def horovod_init(hvd, cfg):
 
 def emit_comm(cfg, out_path, strategy, framework, result: dict, backend: str) -> None:
     status = "ok" if all(result["correct"]) else "failed"
-    reason = None if status == "ok" else "all-reduce returned wrong values for sizes " + ", ".join(
-        str(s) for s, c in zip(result["sizes_bytes"], result["correct"]) if not c)
-    common.emit(cfg, out_path, strategy=strategy, framework=framework, status=status, reason=reason,
-                backend=backend, **result)
+    reason = (
+        None
+        if status == "ok"
+        else "all-reduce returned wrong values for sizes "
+        + ", ".join(str(s) for s, c in zip(result["sizes_bytes"], result["correct"]) if not c)
+    )
+    common.emit(
+        cfg, out_path, strategy=strategy, framework=framework, status=status, reason=reason, backend=backend, **result
+    )

@@ -3,6 +3,7 @@
 On GPUs each rank's tensors live on its local GPU (hvd.local_rank()) and the device is
 synchronized before every clock read, so NCCL (when Horovod was built with it) is what is timed.
 """
+
 from __future__ import annotations
 
 import sys
@@ -32,9 +33,14 @@ def body(cfg, out_path):
             sync(None)
 
         result = sweep_sizes(
-            cfg, make=lambda n: torch.empty(n, dtype=torch.float32, device=device),
-            fill=lambda t: (t.fill_(rank + 1), sync(None)), allreduce=allreduce,
-            check=lambda t: bool(torch.all(t == expected)), barrier=hvd.barrier, gather=hvd.allgather_object)
+            cfg,
+            make=lambda n: torch.empty(n, dtype=torch.float32, device=device),
+            fill=lambda t: (t.fill_(rank + 1), sync(None)),
+            allreduce=allreduce,
+            check=lambda t: bool(torch.all(t == expected)),
+            barrier=hvd.barrier,
+            gather=hvd.allgather_object,
+        )
         if rank == 0:
             emit_comm(cfg, out_path, "comm-horovod", FRAMEWORK, result, horovod_backend(hvd, cfg.device))
     finally:

@@ -1,5 +1,6 @@
 """`distbench comm` worker for TensorFlow: MirroredStrategy all-reduce across N devices (logical CPU
 devices on CPU workers), one process."""
+
 from __future__ import annotations
 
 import sys
@@ -22,12 +23,15 @@ def body(cfg, out_path):
     def make(elems):
         # Per-replica inputs made up front, on each replica's device, outside the timed region.
         holder["x"] = strategy.experimental_distribute_values_from_function(
-            lambda ctx: tf.fill([elems], tf.cast(ctx.replica_id_in_sync_group + 1, tf.float32)))
+            lambda ctx: tf.fill([elems], tf.cast(ctx.replica_id_in_sync_group + 1, tf.float32))
+        )
 
         @tf.function
         def allreduce():
-            return strategy.run(lambda v: tf.distribute.get_replica_context().all_reduce(
-                tf.distribute.ReduceOp.SUM, v), args=(holder["x"],))
+            return strategy.run(
+                lambda v: tf.distribute.get_replica_context().all_reduce(tf.distribute.ReduceOp.SUM, v),
+                args=(holder["x"],),
+            )
 
         holder["fn"] = allreduce
         return holder
@@ -41,8 +45,15 @@ def body(cfg, out_path):
         return all(bool((v.numpy() == expected).all()) for v in h.get("out", []))
 
     ops = getattr(strategy.extended, "_cross_device_ops", None)
-    result = sweep_sizes(cfg, make=make, fill=lambda h: None, allreduce=run_allreduce, check=check,
-                         barrier=lambda: None, gather=lambda obj: [obj])
+    result = sweep_sizes(
+        cfg,
+        make=make,
+        fill=lambda h: None,
+        allreduce=run_allreduce,
+        check=check,
+        barrier=lambda: None,
+        gather=lambda obj: [obj],
+    )
     emit_comm(cfg, out_path, "comm-tf", FRAMEWORK, result, type(ops).__name__ if ops is not None else "mirrored")
 
 

@@ -1,4 +1,5 @@
 """`distbench comm` worker for torch.distributed backends (gloo, nccl, mpi), launched by torchrun."""
+
 from __future__ import annotations
 
 import os
@@ -41,9 +42,14 @@ def body(cfg, out_path):
             return out
 
         result = sweep_sizes(
-            cfg, make=lambda n: torch.empty(n, dtype=torch.float32, device=device),
-            fill=lambda t: (t.fill_(rank + 1), sync()), allreduce=allreduce,
-            check=lambda t: bool(torch.all(t == expected)), barrier=dist.barrier, gather=gather)
+            cfg,
+            make=lambda n: torch.empty(n, dtype=torch.float32, device=device),
+            fill=lambda t: (t.fill_(rank + 1), sync()),
+            allreduce=allreduce,
+            check=lambda t: bool(torch.all(t == expected)),
+            barrier=dist.barrier,
+            gather=gather,
+        )
         if rank == 0:
             emit_comm(cfg, out_path, f"comm-{backend}", FRAMEWORK, result, backend)
     finally:

@@ -1,4 +1,5 @@
 """Shared worker plumbing: argument parsing, the measured loop, verify steps, emitting the record."""
+
 from __future__ import annotations
 
 import argparse
@@ -36,8 +37,9 @@ def parse_args(argv: list[str] | None = None) -> tuple[PointConfig, str]:
     return cfg, args.out
 
 
-def measure(step: Callable[[], Any], sync: Callable[[Any], None], cfg: PointConfig,
-            gather: Gather = single_gather) -> tuple[list[float], Any, dict]:
+def measure(
+    step: Callable[[], Any], sync: Callable[[Any], None], cfg: PointConfig, gather: Gather = single_gather
+) -> tuple[list[float], Any, dict]:
     """Warmup, a barrier, then measured steps; returns (this rank's per-step seconds, last output,
     how measuring stopped, with this rank's timed segments).
 
@@ -103,13 +105,21 @@ def measure(step: Callable[[], Any], sync: Callable[[Any], None], cfg: PointConf
 def data_wait_fields(waits: list[float], times: list[float], cfg: PointConfig) -> dict:
     """Share of the measured step time spent waiting for input batches (this rank's); None (unknown,
     never 0) when the waits were not timed."""
-    measured = waits[-len(times):] if times else []
+    measured = waits[-len(times) :] if times else []
     if cfg.data == "synthetic" or not times or len(measured) < len(times):
-        return {"data_wait_fraction": None, "data_wait_note": "not measured: " + (
-            "no input pipeline (synthetic data resident on the device)" if cfg.data == "synthetic"
-            else "this strategy's step did not time its input fetches")}
-    return {"data_wait_fraction": sum(measured) / sum(times) if times else None,
-            "data_wait_median_s": stats.percentile(measured, 50) if measured else None}
+        return {
+            "data_wait_fraction": None,
+            "data_wait_note": "not measured: "
+            + (
+                "no input pipeline (synthetic data resident on the device)"
+                if cfg.data == "synthetic"
+                else "this strategy's step did not time its input fetches"
+            ),
+        }
+    return {
+        "data_wait_fraction": sum(measured) / sum(times) if times else None,
+        "data_wait_median_s": stats.percentile(measured, 50) if measured else None,
+    }
 
 
 def _peak_rss_bytes() -> int:
@@ -157,9 +167,14 @@ def peak_memory_bytes(device: str) -> int | None:
     return None
 
 
-def measured_run(step: Callable[[], Any], sync: Callable[[Any], None], cfg: PointConfig, gather: Gather,
-                 waits: list[float], allreduce: Callable[[], list[float] | None] | None = None
-                 ) -> tuple[list[float], float, dict]:
+def measured_run(
+    step: Callable[[], Any],
+    sync: Callable[[Any], None],
+    cfg: PointConfig,
+    gather: Gather,
+    waits: list[float],
+    allreduce: Callable[[], list[float] | None] | None = None,
+) -> tuple[list[float], float, dict]:
     """The measured loop plus everything recorded with it, the same for every strategy: data wait,
     every rank's step times combined (for the step-time distribution), the measured window (for
     throughput: stats.window_throughput), how measuring stopped, and (synchronized points at N > 1
@@ -169,12 +184,15 @@ def measured_run(step: Callable[[], Any], sync: Callable[[Any], None], cfg: Poin
     gathered = gather([times, stopping["segments_s"]])
     per_rank = [g[0] for g in gathered]
     window_s, _ = stats.window_throughput([g[1] for g in gathered], len(times), cfg.global_batch)
-    fields.update(stopping=stopping, per_rank_step_times_s=per_rank if len(per_rank) > 1 else None,
-                  measured_window_s=window_s)
+    fields.update(
+        stopping=stopping, per_rank_step_times_s=per_rank if len(per_rank) > 1 else None, measured_window_s=window_s
+    )
     peaks = gather(peak_memory_bytes(cfg.device))  # per rank (process)
-    fields.update(peak_memory_bytes=max((p for p in peaks if p), default=None),
-                  peak_memory_per_rank_bytes=peaks if len(peaks) > 1 else None,
-                  peak_memory_source="max allocated per GPU" if cfg.device == "cuda" else "peak RSS per process")
+    fields.update(
+        peak_memory_bytes=max((p for p in peaks if p), default=None),
+        peak_memory_per_rank_bytes=peaks if len(peaks) > 1 else None,
+        peak_memory_source="max allocated per GPU" if cfg.device == "cuda" else "peak RSS per process",
+    )
     if allreduce is not None and cfg.measure_comm and cfg.sync and cfg.world_size > 1:
         started = time.time()
         ar = allreduce()
@@ -184,8 +202,9 @@ def measured_run(step: Callable[[], Any], sync: Callable[[Any], None], cfg: Poin
     return combine_ranks(per_rank, cfg.sync), float(loss), fields
 
 
-def time_collective(op: Callable[[], Any], barrier: Callable[[], None], iters: int = 10,
-                    warmup: int = 2) -> list[float]:
+def time_collective(
+    op: Callable[[], Any], barrier: Callable[[], None], iters: int = 10, warmup: int = 2
+) -> list[float]:
     """Per-iteration seconds of a collective, each after a barrier so all ranks start together."""
     for _ in range(warmup):
         op()
@@ -198,8 +217,17 @@ def time_collective(op: Callable[[], Any], barrier: Callable[[], None], iters: i
     return out
 
 
-def emit(cfg: PointConfig, out_path: str, *, strategy: str, framework: str, status: str,
-         step_times: list[float] | None = None, reason: str | None = None, **extra: Any) -> None:
+def emit(
+    cfg: PointConfig,
+    out_path: str,
+    *,
+    strategy: str,
+    framework: str,
+    status: str,
+    step_times: list[float] | None = None,
+    reason: str | None = None,
+    **extra: Any,
+) -> None:
     record = base_record(cfg.to_dict(), strategy=strategy, framework=framework, status=status, reason=reason)
     record["step_times_s"] = list(step_times or [])
     record.update(extra)
@@ -222,8 +250,9 @@ def rank_slice(cfg: PointConfig, rank: int) -> slice:
     return slice(rank * cfg.per_device_batch, (rank + 1) * cfg.per_device_batch)
 
 
-def run_worker(strategy: str, framework: str, body: Callable[[PointConfig, str], None],
-               argv: list[str] | None = None) -> int:
+def run_worker(
+    strategy: str, framework: str, body: Callable[[PointConfig, str], None], argv: list[str] | None = None
+) -> int:
     """Entry point of every worker module.
 
     A missing framework becomes a 'skipped' record with an install hint; running out of memory
@@ -238,8 +267,14 @@ def run_worker(strategy: str, framework: str, body: Callable[[PointConfig, str],
         body(cfg, out_path)
     except ImportError as exc:
         if is_rank0:
-            emit(cfg, out_path, strategy=strategy, framework=framework, status="skipped",
-                 reason=f"{exc.name or exc} is not installed: {INSTALL_HINT}")
+            emit(
+                cfg,
+                out_path,
+                strategy=strategy,
+                framework=framework,
+                status="skipped",
+                reason=f"{exc.name or exc} is not installed: {INSTALL_HINT}",
+            )
         print(f"distbench worker: {exc}", file=sys.stderr)
         return 0
     except BaseException as exc:  # noqa: BLE001 - report, then end this rank at once

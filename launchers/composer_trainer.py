@@ -3,6 +3,7 @@ current Composer release (mosaicml 0.32.1) requires torch<2.7.1, and distbench p
 is never downgraded for one wrapper). This worker checks the installed torch against that requirement
 and records the point `skipped` with the conflict named; it imports neither torch nor Composer.
 """
+
 from __future__ import annotations
 
 import sys
@@ -25,10 +26,14 @@ def conflict() -> str:
     except metadata.PackageNotFoundError:
         torch = None
     if torch is None or Version(Version(torch).base_version) in SpecifierSet(TORCH_REQUIREMENT):
-        return (f"distbench has no Composer Trainer worker: mosaicml {RELEASE} (the newest Composer) requires "
-                f"torch{TORCH_REQUIREMENT} and distbench pins torch 2.13.0, so none could be written and tested")
-    return (f"version conflict: mosaicml {RELEASE} (the newest Composer) requires torch{TORCH_REQUIREMENT}, "
-            f"the installed torch is {torch} (distbench pins torch 2.13.0 and never downgrades it for a wrapper)")
+        return (
+            f"distbench has no Composer Trainer worker: mosaicml {RELEASE} (the newest Composer) requires "
+            f"torch{TORCH_REQUIREMENT} and distbench pins torch 2.13.0, so none could be written and tested"
+        )
+    return (
+        f"version conflict: mosaicml {RELEASE} (the newest Composer) requires torch{TORCH_REQUIREMENT}, "
+        f"the installed torch is {torch} (distbench pins torch 2.13.0 and never downgrades it for a wrapper)"
+    )
 
 
 def body(cfg, out_path):

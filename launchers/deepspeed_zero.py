@@ -8,6 +8,7 @@ The same torch SGD (momentum 0.9) as every torch strategy, as DeepSpeed's client
 engine's forward, as elsewhere; amp (GPUs) is DeepSpeed's fp16 mode with its dynamic loss scaling.
 Backend: NCCL on CUDA, gloo on CPU workers (DeepSpeed's CPU accelerator). The whole config is recorded.
 """
+
 from __future__ import annotations
 
 import sys
@@ -19,9 +20,15 @@ STAGES = {"deepspeed-zero1": 1, "deepspeed-zero2": 2, "deepspeed-zero3": 3}
 
 
 def ds_config(cfg, stage: int) -> dict:
-    out = {"train_micro_batch_size_per_gpu": cfg.per_device_batch, "gradient_accumulation_steps": 1,
-           "zero_optimization": {"stage": stage}, "zero_allow_untested_optimizer": True,
-           "gradient_clipping": 0.0, "steps_per_print": 2**31 - 1, "wall_clock_breakdown": False}
+    out = {
+        "train_micro_batch_size_per_gpu": cfg.per_device_batch,
+        "gradient_accumulation_steps": 1,
+        "zero_optimization": {"stage": stage},
+        "zero_allow_untested_optimizer": True,
+        "gradient_clipping": 0.0,
+        "steps_per_print": 2**31 - 1,
+        "wall_clock_breakdown": False,
+    }
     if cfg.precision == "amp":
         out["fp16"] = {"enabled": True, "auto_cast": True}
     return out
@@ -74,9 +81,15 @@ def make_distribution(stage: int):
         def record_fields(self):
             import deepspeed
 
-            return {"deepspeed": {"version": deepspeed.__version__, "zero_stage": stage, "config": self.config,
-                                  "accelerator": deepspeed.get_accelerator().device_name(),
-                                  "backend": dist.get_backend()}}
+            return {
+                "deepspeed": {
+                    "version": deepspeed.__version__,
+                    "zero_stage": stage,
+                    "config": self.config,
+                    "accelerator": deepspeed.get_accelerator().device_name(),
+                    "backend": dist.get_backend(),
+                }
+            }
 
     return ZeroDistribution()
 

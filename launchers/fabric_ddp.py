@@ -3,6 +3,7 @@ torchrun (Fabric's documented way besides its own `fabric run`; it reads torchru
 Fabric does what its users get from it: `setup` (DDP wrap, also at N=1, and its precision plugin's
 autocast around forward), `fabric.backward` (its loss scaling for amp) and the optimizer wrapper's step.
 """
+
 from __future__ import annotations
 
 import os
@@ -22,20 +23,28 @@ def make_distribution():
     class FabricDistribution(ddp_distribution()):
         name = "fabric"
         wrapper_precision = True
-        nosync_variant = ("the DDP module Fabric built, given DDP's no-op communication hook and no buffer broadcast "
-                          "(as ddp's variant): Fabric's module and optimizer wrappers, reducer, buckets and "
-                          "autograd hooks kept; only the gradient all-reduce and the buffer broadcast removed")
+        nosync_variant = (
+            "the DDP module Fabric built, given DDP's no-op communication hook and no buffer broadcast "
+            "(as ddp's variant): Fabric's module and optimizer wrappers, reducer, buckets and "
+            "autograd hooks kept; only the gradient all-reduce and the buffer broadcast removed"
+        )
 
         def start(self, cfg):
             from lightning.fabric import Fabric
 
-            self.fabric = Fabric(accelerator="cpu" if cfg.device == "cpu" else "cuda",
-                                 devices=int(os.environ.get("LOCAL_WORLD_SIZE", cfg.world_size // cfg.nodes)),
-                                 num_nodes=cfg.nodes, strategy="ddp",
-                                 precision=LIGHTNING_PRECISION[cfg.precision])
+            self.fabric = Fabric(
+                accelerator="cpu" if cfg.device == "cpu" else "cuda",
+                devices=int(os.environ.get("LOCAL_WORLD_SIZE", cfg.world_size // cfg.nodes)),
+                num_nodes=cfg.nodes,
+                strategy="ddp",
+                precision=LIGHTNING_PRECISION[cfg.precision],
+            )
             self.fabric.launch()  # under torchrun: sets up the process group, starts nothing
-            self.rank, self.world, self.local_rank = (self.fabric.global_rank, self.fabric.world_size,
-                                                      self.fabric.local_rank)
+            self.rank, self.world, self.local_rank = (
+                self.fabric.global_rank,
+                self.fabric.world_size,
+                self.fabric.local_rank,
+            )
             self.backend = dist.get_backend()
 
         def wrap(self, cfg, model, optimizer, device):
@@ -52,8 +61,13 @@ def make_distribution():
         def record_fields(self):
             import lightning
 
-            return {"wrapper": {"lightning": lightning.__version__, "strategy": type(self.fabric.strategy).__name__,
-                                "precision": type(self.fabric._precision).__name__}}
+            return {
+                "wrapper": {
+                    "lightning": lightning.__version__,
+                    "strategy": type(self.fabric.strategy).__name__,
+                    "precision": type(self.fabric._precision).__name__,
+                }
+            }
 
     return FabricDistribution()
 

@@ -4,6 +4,7 @@ Gradients are averaged with hvd.grouped_allreduce and the initial variables broa
 horovod.tensorflow.keras and DistributedGradientTape are not used: with Keras 3 they fail or, worse,
 let Keras' train_step bypass Horovod so gradients would silently not be averaged.
 """
+
 from __future__ import annotations
 
 import sys
@@ -20,9 +21,11 @@ def make_distribution():
     from distbench.launchers.comm_common import horovod_backend, horovod_init
 
     class HorovodTFDistribution(tfc.Distribution):
-        nosync_variant = ("the same custom step with hvd.grouped_allreduce (dense conversion, fusion buffer, "
-                          "background thread, the 1/N scaling of the average) over a process set of this rank alone: "
-                          "only the exchange between ranks removed")
+        nosync_variant = (
+            "the same custom step with hvd.grouped_allreduce (dense conversion, fusion buffer, "
+            "background thread, the 1/N scaling of the average) over a process set of this rank alone: "
+            "only the exchange between ranks removed"
+        )
 
         def start(self, cfg):
             self.process_set = horovod_init(hvd, cfg)

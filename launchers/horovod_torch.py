@@ -2,6 +2,7 @@
 
 Launched by horovodrun (Gloo controller here; MPI where Horovod was built with it).
 """
+
 from __future__ import annotations
 
 import sys
@@ -20,10 +21,12 @@ def make_distribution():
 
     class HorovodDistribution(tc.Distribution):
         name = "horovod"
-        nosync_variant = ("hvd.DistributedOptimizer with its gradient hooks, queue and fusion buffer kept, "
-                          "all-reducing over a process set of this rank alone: the exchange between ranks removed, "
-                          "and with it the average's 1/N scaling pass (Horovod skips a scale of 1 for one rank; "
-                          "the optimizer has no post-scale argument to keep it)")
+        nosync_variant = (
+            "hvd.DistributedOptimizer with its gradient hooks, queue and fusion buffer kept, "
+            "all-reducing over a process set of this rank alone: the exchange between ranks removed, "
+            "and with it the average's 1/N scaling pass (Horovod skips a scale of 1 for one rank; "
+            "the optimizer has no post-scale argument to keep it)"
+        )
 
         def start(self, cfg):
             self.process_set = horovod_init(hvd, cfg)
@@ -33,8 +36,9 @@ def make_distribution():
                 raise RuntimeError(f"launched over {hvd.cross_size()} node(s) but the point asks for {cfg.nodes}")
 
         def wrap(self, cfg, model, optimizer, device):
-            optimizer = hvd.DistributedOptimizer(optimizer, named_parameters=model.named_parameters(),
-                                                 op=hvd.Average, process_set=self.process_set)
+            optimizer = hvd.DistributedOptimizer(
+                optimizer, named_parameters=model.named_parameters(), op=hvd.Average, process_set=self.process_set
+            )
             hvd.broadcast_parameters(model.state_dict(), root_rank=0)
             hvd.broadcast_optimizer_state(optimizer, root_rank=0)
             return model, optimizer

@@ -7,6 +7,7 @@ The Engine owns the loop, so steps are timed at its Events.ITERATION_COMPLETED (
 Every spawned process dies with the process that spawned it (a parent-death signal), which itself runs
 under distbench's rank guard: no process outlives the sweep.
 """
+
 from __future__ import annotations
 
 import os
@@ -24,8 +25,10 @@ def make_distribution():
 
     class IgniteDistribution(ddp_distribution()):
         name = "ignite"
-        nosync_variant = ("idist.auto_model's DDP with DDP's no-op communication hook (as ddp's variant), the same "
-                          "Engine and events; only the gradient all-reduce and the buffer broadcast removed")
+        nosync_variant = (
+            "idist.auto_model's DDP with DDP's no-op communication hook (as ddp's variant), the same "
+            "Engine and events; only the gradient all-reduce and the buffer broadcast removed"
+        )
         loop: SteppedLoop | None = None
 
         def start(self, cfg):  # idist.Parallel has set up the process group
@@ -56,14 +59,16 @@ def make_distribution():
                 if loop.boundary(engine.state.output):
                     engine.terminate()
 
-            loop.start(lambda: engine.run(None, max_epochs=1, epoch_length=2 ** 62))
+            loop.start(lambda: engine.run(None, max_epochs=1, epoch_length=2**62))
             return loop.step
 
         def record_fields(self):
             import ignite
 
-            return {"timing": TIMING, "wrapper": {"ignite": ignite.__version__, "launcher": "idist.Parallel",
-                                                   "ddp_wrapped": self.world > 1}}
+            return {
+                "timing": TIMING,
+                "wrapper": {"ignite": ignite.__version__, "launcher": "idist.Parallel", "ddp_wrapped": self.world > 1},
+            }
 
         def stop(self):  # ignite's Parallel destroys the process group itself
             if self.loop is not None:

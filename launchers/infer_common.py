@@ -1,4 +1,5 @@
 """Worker side of `distbench infer`: per batch size, timed forward passes in inference mode."""
+
 from __future__ import annotations
 
 import time
@@ -21,8 +22,15 @@ def sweep_batches(cfg, run_batch, sync, is_oom) -> list[dict]:
                 t0 = time.perf_counter()
                 sync(forward())
                 times.append(time.perf_counter() - t0)
-            entries.append({"batch": bs, "status": "ok", "times": times, "window": [start, time.time()],
-                            "peak_memory_bytes": common.peak_memory_bytes(cfg.device)})
+            entries.append(
+                {
+                    "batch": bs,
+                    "status": "ok",
+                    "times": times,
+                    "window": [start, time.time()],
+                    "peak_memory_bytes": common.peak_memory_bytes(cfg.device),
+                }
+            )
         except Exception as exc:  # noqa: BLE001 - an OOM at one batch size must not end the sweep
             if not is_oom(exc):
                 raise

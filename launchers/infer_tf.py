@@ -1,4 +1,5 @@
 """`distbench infer` worker, TensorFlow: model(x, training=False) in a tf.function."""
+
 from __future__ import annotations
 
 import sys
@@ -19,16 +20,25 @@ def body(cfg, out_path):
     forward_fn = tf.function(lambda x: model(x, training=False), jit_compile=cfg.xla)
 
     def run_batch(bs):
-        x, _ = keras_models.synthetic_batch(cfg.model, bs, image_size=cfg.image_size, seq_len=cfg.seq_len,
-                                            num_classes=cfg.num_classes, seed=cfg.seed)
+        x, _ = keras_models.synthetic_batch(
+            cfg.model, bs, image_size=cfg.image_size, seq_len=cfg.seq_len, num_classes=cfg.num_classes, seed=cfg.seed
+        )
         return lambda: forward_fn(x)
 
     def sync(out):
         out.numpy()
 
     entries = sweep_batches(cfg, run_batch, sync, is_oom_text)
-    common.emit(cfg, out_path, strategy=STRATEGY, framework=FRAMEWORK, status="ok", per_batch=entries,
-                params=tfc.param_count(model), runtime=tfc.runtime_info())
+    common.emit(
+        cfg,
+        out_path,
+        strategy=STRATEGY,
+        framework=FRAMEWORK,
+        status="ok",
+        per_batch=entries,
+        params=tfc.param_count(model),
+        runtime=tfc.runtime_info(),
+    )
 
 
 if __name__ == "__main__":

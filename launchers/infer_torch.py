@@ -1,4 +1,5 @@
 """`distbench infer` worker, PyTorch: model.eval() under torch.inference_mode()."""
+
 from __future__ import annotations
 
 import sys
@@ -21,11 +22,17 @@ def body(cfg, out_path):
     sync_dev = tc.make_sync(device)
 
     def run_batch(bs):
-        x, _ = torch_models.synthetic_batch(cfg.model, bs, image_size=cfg.image_size, seq_len=cfg.seq_len,
-                                            num_classes=cfg.num_classes, seed=cfg.seed)
+        x, _ = torch_models.synthetic_batch(
+            cfg.model, bs, image_size=cfg.image_size, seq_len=cfg.seq_len, num_classes=cfg.num_classes, seed=cfg.seed
+        )
         x = tc._to_device(x, device, cfg)
-        ctx = torch.autocast(device.type, dtype=torch.bfloat16) if cfg.precision == "bf16" else \
-            torch.autocast(device.type, dtype=torch.float16) if cfg.precision == "amp" else None
+        ctx = (
+            torch.autocast(device.type, dtype=torch.bfloat16)
+            if cfg.precision == "bf16"
+            else torch.autocast(device.type, dtype=torch.float16)
+            if cfg.precision == "amp"
+            else None
+        )
 
         def forward():
             with torch.inference_mode():
@@ -42,8 +49,16 @@ def body(cfg, out_path):
         return isinstance(exc, torch.cuda.OutOfMemoryError) or is_oom_text(exc)
 
     entries = sweep_batches(cfg, run_batch, lambda out: sync_dev(out), is_oom)
-    common.emit(cfg, out_path, strategy=STRATEGY, framework=FRAMEWORK, status="ok", per_batch=entries,
-                params=tc.param_count(model), runtime=tc.runtime_info(device))
+    common.emit(
+        cfg,
+        out_path,
+        strategy=STRATEGY,
+        framework=FRAMEWORK,
+        status="ok",
+        per_batch=entries,
+        params=tc.param_count(model),
+        runtime=tc.runtime_info(device),
+    )
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ checkpointing (a checkpoint at the end of training, after the measured steps). S
 Callback's on_train_batch_end (wrapper_loop.SteppedLoop). The Trainer runs in a thread of its own, where
 Lightning registers no signal handlers (it does so only in the main thread); nothing else differs.
 """
+
 from __future__ import annotations
 
 import os
@@ -38,9 +39,11 @@ def make_distribution(out_path: str):
 
     class LightningDistribution(ddp_distribution()):
         name = "lightning"
-        nosync_variant = ("the Trainer's DDP module given DDP's no-op communication hook and no buffer broadcast (as "
-                          "ddp's variant), the same Trainer, callbacks and logging; only the gradient "
-                          "all-reduce and the buffer broadcast removed")
+        nosync_variant = (
+            "the Trainer's DDP module given DDP's no-op communication hook and no buffer broadcast (as "
+            "ddp's variant), the same Trainer, callbacks and logging; only the gradient "
+            "all-reduce and the buffer broadcast removed"
+        )
         loop: SteppedLoop | None = None
 
         def start(self, cfg):  # the Trainer sets up the process group (in drive)
@@ -90,11 +93,17 @@ def make_distribution(out_path: str):
                     if loop.boundary(outputs["loss"].detach()):
                         trainer.should_stop = True
 
-            trainer = L.Trainer(accelerator="cpu" if cfg.device == "cpu" else "cuda",
-                                devices=int(os.environ.get("LOCAL_WORLD_SIZE", cfg.world_size // cfg.nodes)),
-                                num_nodes=cfg.nodes, strategy="ddp",
-                                precision=LIGHTNING_PRECISION[cfg.precision], max_epochs=-1, max_steps=-1,
-                                callbacks=[Boundaries()], default_root_dir=os.path.dirname(os.path.abspath(out_path)))
+            trainer = L.Trainer(
+                accelerator="cpu" if cfg.device == "cpu" else "cuda",
+                devices=int(os.environ.get("LOCAL_WORLD_SIZE", cfg.world_size // cfg.nodes)),
+                num_nodes=cfg.nodes,
+                strategy="ddp",
+                precision=LIGHTNING_PRECISION[cfg.precision],
+                max_epochs=-1,
+                max_steps=-1,
+                callbacks=[Boundaries()],
+                default_root_dir=os.path.dirname(os.path.abspath(out_path)),
+            )
             self.trainer, self.module = trainer, Module(self.model)
             loop.start(lambda: trainer.fit(self.module, train_dataloaders=Endless(batches)))
             self.backend = dist.get_backend()
@@ -104,11 +113,18 @@ def make_distribution(out_path: str):
             import lightning
 
             t = self.trainer
-            return {"timing": TIMING, "wrapper": {
-                "lightning": lightning.__version__, "strategy": type(t.strategy).__name__,
-                "precision": t.precision, "defaults_on": DEFAULTS_ON, "logger": type(t.logger).__name__ if t.logger else None,
-                "progress_bar": type(t.progress_bar_callback).__name__ if t.progress_bar_callback else None,
-                "checkpointing": t.checkpoint_callback is not None}}
+            return {
+                "timing": TIMING,
+                "wrapper": {
+                    "lightning": lightning.__version__,
+                    "strategy": type(t.strategy).__name__,
+                    "precision": t.precision,
+                    "defaults_on": DEFAULTS_ON,
+                    "logger": type(t.logger).__name__ if t.logger else None,
+                    "progress_bar": type(t.progress_bar_callback).__name__ if t.progress_bar_callback else None,
+                    "checkpointing": t.checkpoint_callback is not None,
+                },
+            }
 
         def stop(self):
             if self.loop is not None:

@@ -5,6 +5,7 @@ creates its runtime, so `configure()` runs first. A strategy module supplies a `
 (devices, how the step is distributed, collectives); model, data, loss, optimizer, timing, verify
 mode and the record are here, once.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -24,8 +25,11 @@ def gpu_selection(available: int, count: int, first: int = 0) -> list[int]:
     else is hidden from TensorFlow, so it opens no context on GPUs the point does not own."""
     if count < 1 or first < 0 or first + count > available:
         last = first + count - 1
-        raise RuntimeError(f"the point needs GPU {first}" + (f"..{last}" if count > 1 else "")
-                           + f" on this node but TensorFlow sees {available} GPU(s)")
+        raise RuntimeError(
+            f"the point needs GPU {first}"
+            + (f"..{last}" if count > 1 else "")
+            + f" on this node but TensorFlow sees {available} GPU(s)"
+        )
     return list(range(first, first + count))
 
 
@@ -45,7 +49,8 @@ def configure(cfg: PointConfig, *, logical_cpus: int = 1, visible_gpu: int | Non
         if logical_cpus > 1:
             cpu = tf.config.list_physical_devices("CPU")[0]
             tf.config.set_logical_device_configuration(
-                cpu, [tf.config.LogicalDeviceConfiguration() for _ in range(logical_cpus)])
+                cpu, [tf.config.LogicalDeviceConfiguration() for _ in range(logical_cpus)]
+            )
     else:
         gpus = tf.config.list_physical_devices("GPU")
         if not gpus:
@@ -63,15 +68,23 @@ def math_mode(cfg: PointConfig, tf) -> dict:
     """TF32, cuDNN autotuning and memory layout as they are in this process (after verify_determinism)."""
     import keras
 
-    layout = None if cfg.image_size is None else (
-        "NHWC" if keras.config.image_data_format() == "channels_last" else "NCHW")
+    layout = (
+        None if cfg.image_size is None else ("NHWC" if keras.config.image_data_format() == "channels_last" else "NCHW")
+    )
     if cfg.device == "cpu":
-        return {"tf32": None, "cudnn_autotune": None, "layout": layout,
-                "note": "CPU workers: TF32 and cuDNN do not apply"}
+        return {
+            "tf32": None,
+            "cudnn_autotune": None,
+            "layout": layout,
+            "note": "CPU workers: TF32 and cuDNN do not apply",
+        }
     autotune = os.environ.get("TF_CUDNN_USE_AUTOTUNE", "1").lower() not in ("0", "false")  # TF's default: on
-    return {"tf32": bool(tf.config.experimental.tensor_float_32_execution_enabled()),
-            "cudnn_autotune": "deterministic algorithms only" if cfg.verify and autotune else autotune,
-            "layout": layout, "note": "verify: deterministic kernels" if cfg.verify else None}
+    return {
+        "tf32": bool(tf.config.experimental.tensor_float_32_execution_enabled()),
+        "cudnn_autotune": "deterministic algorithms only" if cfg.verify and autotune else autotune,
+        "layout": layout,
+        "note": "verify: deterministic kernels" if cfg.verify else None,
+    }
 
 
 def gpu_name(tf) -> str | None:
@@ -91,8 +104,9 @@ def build_model(cfg: PointConfig, seed: int):
     from distbench.models import keras_models
 
     keras.utils.set_random_seed(seed)
-    return keras_models.build_model(cfg.model, num_classes=cfg.num_classes, image_size=cfg.image_size,
-                                    seq_len=cfg.seq_len)
+    return keras_models.build_model(
+        cfg.model, num_classes=cfg.num_classes, image_size=cfg.image_size, seq_len=cfg.seq_len
+    )
 
 
 def make_batch(cfg: PointConfig, rank: int, batch: int):
@@ -128,7 +142,11 @@ def disk_dataset(cfg: PointConfig, batch: int, shard: tuple[int, int] | None = N
         y = tf.cast(y, tf.float32) if meta["y_dtype"] == "float16" else y
         return x, y
 
-    return ds.map(load, num_parallel_calls=cfg.loader_workers or None).batch(batch, drop_remainder=True).prefetch(cfg.prefetch)
+    return (
+        ds.map(load, num_parallel_calls=cfg.loader_workers or None)
+        .batch(batch, drop_remainder=True)
+        .prefetch(cfg.prefetch)
+    )
 
 
 class Source:
@@ -227,10 +245,13 @@ def runtime_info() -> dict:
     import keras
     import tensorflow as tf
 
-    return {"tensorflow": tf.__version__, "keras": keras.__version__,
-            "intra_op_threads": tf.config.threading.get_intra_op_parallelism_threads(),
-            "inter_op_threads": tf.config.threading.get_inter_op_parallelism_threads(),
-            "logical_devices": [d.name for d in tf.config.list_logical_devices()]}
+    return {
+        "tensorflow": tf.__version__,
+        "keras": keras.__version__,
+        "intra_op_threads": tf.config.threading.get_intra_op_parallelism_threads(),
+        "inter_op_threads": tf.config.threading.get_inter_op_parallelism_threads(),
+        "logical_devices": [d.name for d in tf.config.list_logical_devices()],
+    }
 
 
 def param_count(model) -> int:
@@ -238,12 +259,17 @@ def param_count(model) -> int:
 
 
 def grad_bytes(model) -> int:
-    return int(sum(int(w.numpy().size) * w.dtype.size if hasattr(w.dtype, "size") else int(w.numpy().nbytes)
-                   for w in model.trainable_weights))
+    return int(
+        sum(
+            int(w.numpy().size) * w.dtype.size if hasattr(w.dtype, "size") else int(w.numpy().nbytes)
+            for w in model.trainable_weights
+        )
+    )
 
 
-def local_step(cfg: PointConfig, model, optimizer, reduce_grads=None, global_batch: int | None = None,
-               aggregate: bool = True):
+def local_step(
+    cfg: PointConfig, model, optimizer, reduce_grads=None, global_batch: int | None = None, aggregate: bool = True
+):
     """(x, y) -> loss: forward, backward, optional gradient reduction, update. Not yet a tf.function.
     aggregate=False (a strategy's no-sync variant): no cross-replica loss-scaling verdict either."""
     import tensorflow as tf
@@ -257,8 +283,9 @@ def local_step(cfg: PointConfig, model, optimizer, reduce_grads=None, global_bat
 
     def loss_and_grads(x, y):
         with tf.GradientTape() as tape:
-            loss = tf.nn.compute_average_loss(per_example(model(x, training=training), y),
-                                              global_batch_size=global_batch or cfg.per_device_batch)
+            loss = tf.nn.compute_average_loss(
+                per_example(model(x, training=training), y), global_batch_size=global_batch or cfg.per_device_batch
+            )
             scaled = scale(loss) if scale else loss
         return loss, tape.gradient(scaled, model.trainable_variables)
 
@@ -339,8 +366,9 @@ def replica_local_updates(optimizer) -> None:
     inner = getattr(optimizer, "inner_optimizer", optimizer)
     if not callable(getattr(type(inner), "_all_reduce_sum_gradients", None)):
         # A Keras without it would silently run the synchronized step as the variant.
-        raise RuntimeError(f"{type(inner).__name__} has no _all_reduce_sum_gradients (Keras "
-                           "changed): cannot make the no-sync variant")
+        raise RuntimeError(
+            f"{type(inner).__name__} has no _all_reduce_sum_gradients (Keras changed): cannot make the no-sync variant"
+        )
     inner._all_reduce_sum_gradients = lambda grads_and_vars: list(grads_and_vars)
 
 
@@ -351,9 +379,11 @@ class StrategyDistribution(Distribution):
     gradient sum (replica_local_updates). The timed step returns this process's replicas' mean
     loss: no cross-worker reduce of the loss."""
 
-    nosync_variant = ("the same strategy.run step and optimizer update (merge_call, per-replica extended.update), "
-                      "each replica applying its own gradients: only the cross-replica gradient all-reduce "
-                      "(and amp's cross-replica finite check) removed")
+    nosync_variant = (
+        "the same strategy.run step and optimizer update (merge_call, per-replica extended.update), "
+        "each replica applying its own gradients: only the cross-replica gradient all-reduce "
+        "(and amp's cross-replica finite check) removed"
+    )
     strategy: Any = None
     tf: Any = None
 
@@ -371,14 +401,18 @@ class StrategyDistribution(Distribution):
         tf.data pipeline per worker (its shard of the files), per-replica batches."""
         strategy = self.strategy
         if cfg.data == "disk":
+
             def pipeline(ctx):
                 shard = (ctx.input_pipeline_id, ctx.num_input_pipelines) if ctx.num_input_pipelines > 1 else None
                 return disk_dataset(cfg, ctx.get_per_replica_batch_size(cfg.global_batch), shard)
 
             self.data = Source(iterator=iter(strategy.distribute_datasets_from_function(pipeline)))
         else:
-            self.data = Source(fixed=strategy.experimental_distribute_values_from_function(
-                lambda ctx: make_batch(cfg, ctx.replica_id_in_sync_group, cfg.per_device_batch)))
+            self.data = Source(
+                fixed=strategy.experimental_distribute_values_from_function(
+                    lambda ctx: make_batch(cfg, ctx.replica_id_in_sync_group, cfg.per_device_batch)
+                )
+            )
         return self.data
 
     def _step(self, cfg: PointConfig, model, optimizer, aggregate: bool):
@@ -461,40 +495,65 @@ def run(cfg: PointConfig, out_path: str, strategy: str, dist: Distribution) -> N
     try:
         if dist.world != cfg.world_size:
             raise RuntimeError(f"launched with {dist.world} replicas but the point asks for {cfg.world_size}")
-        data_cache = (datasets.page_cache_status(cfg.data_dir)  # before anything reads it
-                      if cfg.data == "disk" and dist.rank == 0 else None)
+        data_cache = (
+            datasets.page_cache_status(cfg.data_dir)  # before anything reads it
+            if cfg.data == "disk" and dist.rank == 0
+            else None
+        )
         with dist.scope():
             model = build_model(cfg, common.verify_seed(cfg, dist.rank))
             optimizer = make_optimizer(cfg)
             optimizer.build(model.trainable_variables)
         step = (dist.make_train_step if cfg.sync else dist.make_independent_step)(cfg, model, optimizer)
-        extra: dict = {"params": param_count(model), "grad_bytes": grad_bytes(model), "backend": dist.backend,
-                       "runtime": runtime_info(), "sync": cfg.sync, "data_cache": data_cache,
-                       "math_mode": math_mode(cfg, tf), "gpu_name": gpu_name(tf) if cfg.device == "cuda" else None,
-                       "nosync_variant": dist.nosync_variant,
-                       "probe": {"activation_dtype": model.dtype_policy.compute_dtype,
-                                 "variable_dtype": model.dtype_policy.variable_dtype}}
+        extra: dict = {
+            "params": param_count(model),
+            "grad_bytes": grad_bytes(model),
+            "backend": dist.backend,
+            "runtime": runtime_info(),
+            "sync": cfg.sync,
+            "data_cache": data_cache,
+            "math_mode": math_mode(cfg, tf),
+            "gpu_name": gpu_name(tf) if cfg.device == "cuda" else None,
+            "nosync_variant": dist.nosync_variant,
+            "probe": {
+                "activation_dtype": model.dtype_policy.compute_dtype,
+                "variable_dtype": model.dtype_policy.variable_dtype,
+            },
+        }
         if cfg.verify:
             extra["determinism"] = determinism
             start = [np.asarray(w.numpy(), dtype=np.float64) for w in model.trainable_weights]
             losses = [dist.mean(float(step())) for _ in range(cfg.steps)]
             replicas = dist.gather(dist.replica_checksums(model, start))
             replicas = [r for per_process in replicas for r in per_process]
-            extra.update(verify_losses=losses, update_checksums=replicas[0],
-                         replica_max_rel_diff=common.max_rel_diff(replicas))
+            extra.update(
+                verify_losses=losses, update_checksums=replicas[0], replica_max_rel_diff=common.max_rel_diff(replicas)
+            )
             times, loss = [], losses[-1]
         else:
             data = getattr(dist, "data", None)
-            times, loss, fields = common.measured_run(step, make_sync(cfg, tf), cfg, dist.gather,
-                                                      data.waits if data else [],
-                                                      lambda: dist.allreduce_seconds(cfg, model))
+            times, loss, fields = common.measured_run(
+                step,
+                make_sync(cfg, tf),
+                cfg,
+                dist.gather,
+                data.waits if data else [],
+                lambda: dist.allreduce_seconds(cfg, model),
+            )
             extra.update(fields)
             if cfg.device == "cpu" and cfg.sync:  # MFU's peak on CPU workers, after the timed loop
                 extra["cpu_gemm_peak"] = peaks.measure_cpu_gemm(cfg.threads_per_worker, dist.gather)
         common.check_loss(loss)
         if dist.rank == 0:
-            common.emit(cfg, out_path, strategy=strategy, framework="tf", status="ok", step_times=times,
-                        final_loss=loss, **extra)
+            common.emit(
+                cfg,
+                out_path,
+                strategy=strategy,
+                framework="tf",
+                status="ok",
+                step_times=times,
+                final_loss=loss,
+                **extra,
+            )
     finally:
         dist.stop()
-

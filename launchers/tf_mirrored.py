@@ -6,6 +6,7 @@ sums the replicas' gradients (an all-reduce in replica context), which makes the
 global-batch mean. The step, the data feeding and the no-sync variant (the same strategy.run step,
 each replica applying its own gradients) are tf_common.StrategyDistribution's.
 """
+
 from __future__ import annotations
 
 import sys
@@ -20,8 +21,7 @@ def make_distribution():
 
     class MirroredDistribution(tfc.StrategyDistribution):
         def start(self, cfg):
-            tf = tfc.configure(cfg, logical_cpus=cfg.world_size if cfg.device == "cpu" else 1,
-                               gpu_count=cfg.world_size)
+            tf = tfc.configure(cfg, logical_cpus=cfg.world_size if cfg.device == "cpu" else 1, gpu_count=cfg.world_size)
             self.tf = tf
             self.strategy = tf.distribute.MirroredStrategy(devices=tfc.device_names(cfg, cfg.world_size))
             self.world = self.strategy.num_replicas_in_sync

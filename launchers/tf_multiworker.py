@@ -17,6 +17,7 @@ SLURM_LOCALID, ports from DISTBENCH_TF_PORT (default 8888) upwards (distbench.mu
     # in a Slurm allocation of two nodes:
     srun --ntasks-per-node=1 python -m distbench.launchers.tf_multiworker --config cfg.json --out rec.json
 """
+
 from __future__ import annotations
 
 import json
@@ -75,19 +76,24 @@ def make_distribution(tf_config: dict):
         def start(self, cfg):
             hosts = cluster_hosts(tf_config)
             if len(hosts) != cfg.nodes:
-                raise RuntimeError(f"the cluster spans {len(hosts)} host(s) ({', '.join(hosts)}) but the point "
-                                   f"asks for {cfg.nodes} node(s)")
+                raise RuntimeError(
+                    f"the cluster spans {len(hosts)} host(s) ({', '.join(hosts)}) but the point "
+                    f"asks for {cfg.nodes} node(s)"
+                )
             # MultiWorkerMirroredStrategy must exist before TensorFlow runs anything; configure()
             # only sets thread pools and device visibility, which must come first.
-            tf = tfc.configure(cfg, logical_cpus=1,
-                               gpu_count=worker_gpus(tf_config, cfg.world_size) if cfg.device == "cuda" else 1)
+            tf = tfc.configure(
+                cfg, logical_cpus=1, gpu_count=worker_gpus(tf_config, cfg.world_size) if cfg.device == "cuda" else 1
+            )
             self.tf = tf
             impl = tf.distribute.experimental.CommunicationImplementation
             self.backend = "NCCL" if cfg.device == "cuda" else "RING"
             self.strategy = tf.distribute.MultiWorkerMirroredStrategy(
                 cluster_resolver=tf.distribute.cluster_resolver.TFConfigClusterResolver(),
                 communication_options=tf.distribute.experimental.CommunicationOptions(
-                    implementation=impl.NCCL if cfg.device == "cuda" else impl.RING))
+                    implementation=impl.NCCL if cfg.device == "cuda" else impl.RING
+                ),
+            )
             self.rank = task_rank(tf_config)
             self.world = self.strategy.num_replicas_in_sync
             self.local = self.local_replicas()
@@ -104,15 +110,20 @@ def make_distribution(tf_config: dict):
             data = np.frombuffer(json.dumps(obj).encode(), dtype=np.uint8)
             lengths = self._replicas(lambda ctx, v: ctx.all_gather(v, axis=0), np.array([data.size], np.int64))
             buf = np.zeros((1, int(lengths.max())), np.int32)  # collectives take no uint8
-            buf[0, :data.size] = data
+            buf[0, : data.size] = data
             rows = self._replicas(lambda ctx, v: ctx.all_gather(v, axis=0), buf)
-            return [json.loads(row[:n].astype(np.uint8).tobytes().decode())
-                    for row, n in zip(rows[::self.local], lengths[::self.local])]
+            return [
+                json.loads(row[:n].astype(np.uint8).tobytes().decode())
+                for row, n in zip(rows[:: self.local], lengths[:: self.local])
+            ]
 
         def mean(self, value):
             tf = self.tf
-            return float(self._replicas(lambda ctx, v: ctx.all_reduce(tf.distribute.ReduceOp.MEAN, v),
-                                        np.array([value], np.float64))[0])
+            return float(
+                self._replicas(
+                    lambda ctx, v: ctx.all_reduce(tf.distribute.ReduceOp.MEAN, v), np.array([value], np.float64)
+                )[0]
+            )
 
         def barrier(self):
             self._replicas(lambda ctx, v: ctx.all_reduce(self.tf.distribute.ReduceOp.SUM, v), np.zeros(1, np.float32))
@@ -136,8 +147,11 @@ def body(cfg, out_path):
     if dist.rank == 0 and os.path.exists(out_path):
         record = read_record(out_path)
         record["tf_strategy"] = TF_STRATEGY
-        record["cluster"] = {"workers": tf_config["cluster"].get("worker", []), "hosts": cluster_hosts(tf_config),
-                             "replicas_per_worker": dist.local}
+        record["cluster"] = {
+            "workers": tf_config["cluster"].get("worker", []),
+            "hosts": cluster_hosts(tf_config),
+            "replicas_per_worker": dist.local,
+        }
         write_record(out_path, record)
 
 

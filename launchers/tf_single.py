@@ -1,4 +1,5 @@
 """Strategy `tf`: the plain single-device TensorFlow custom training step (the TF baseline)."""
+
 from __future__ import annotations
 
 import sys

@@ -4,6 +4,7 @@ A strategy module supplies a `Distribution` (how processes talk and how the mode
 everything else (model, data, loss, optimizer, the step, timing, verify mode, the record) is here,
 once, so every torch strategy runs the identical workload.
 """
+
 from __future__ import annotations
 
 import os
@@ -91,17 +92,25 @@ def configure_threads(cfg: PointConfig) -> dict:
 
     if cfg.device == "cpu":
         torch.set_num_threads(cfg.threads_per_worker)
-        return {"tf32": None, "cudnn_autotune": None, "layout": _layout(cfg),
-                "note": "CPU workers: TF32 and cuDNN do not apply"}
+        return {
+            "tf32": None,
+            "cudnn_autotune": None,
+            "layout": _layout(cfg),
+            "note": "CPU workers: TF32 and cuDNN do not apply",
+        }
     if not cfg.verify:
         torch.backends.cuda.matmul.allow_tf32 = cfg.tf32
         torch.backends.cudnn.allow_tf32 = cfg.tf32
         torch.backends.cudnn.benchmark = True
     matmul, conv = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
-    return {"tf32": matmul if matmul == conv else f"matmul {'on' if matmul else 'off'}, convolutions "
-                                                  f"{'on' if conv else 'off'}",
-            "cudnn_autotune": torch.backends.cudnn.benchmark, "layout": _layout(cfg),
-            "note": "verify: deterministic kernels" if cfg.verify else None}
+    return {
+        "tf32": matmul
+        if matmul == conv
+        else f"matmul {'on' if matmul else 'off'}, convolutions {'on' if conv else 'off'}",
+        "cudnn_autotune": torch.backends.cudnn.benchmark,
+        "layout": _layout(cfg),
+        "note": "verify: deterministic kernels" if cfg.verify else None,
+    }
 
 
 def _layout(cfg: PointConfig) -> str | None:
@@ -135,21 +144,27 @@ def verify_determinism() -> dict:
     torch.backends.cudnn.benchmark = False
     torch.backends.cudnn.deterministic = True
     torch.use_deterministic_algorithms(True, warn_only=True)
-    return {"deterministic_algorithms": "warn_only" if torch.is_deterministic_algorithms_warn_only_enabled()
-            else torch.are_deterministic_algorithms_enabled(),
-            "tf32": torch.backends.cuda.matmul.allow_tf32 or torch.backends.cudnn.allow_tf32,
-            "cublas_workspace_config": os.environ["CUBLAS_WORKSPACE_CONFIG"]}
+    return {
+        "deterministic_algorithms": "warn_only"
+        if torch.is_deterministic_algorithms_warn_only_enabled()
+        else torch.are_deterministic_algorithms_enabled(),
+        "tf32": torch.backends.cuda.matmul.allow_tf32 or torch.backends.cudnn.allow_tf32,
+        "cublas_workspace_config": os.environ["CUBLAS_WORKSPACE_CONFIG"],
+    }
 
 
 def make_sync(device):
     import torch
 
     if device.type == "cuda":
+
         def sync(_: Any) -> None:
             torch.cuda.synchronize(device)
     else:
+
         def sync(_: Any) -> None:
             return None
+
     return sync
 
 
@@ -159,8 +174,9 @@ def build_model(cfg: PointConfig, device, seed: int):
     from distbench.models import torch_models
 
     torch.manual_seed(seed)
-    model = torch_models.build_model(cfg.model, num_classes=cfg.num_classes, image_size=cfg.image_size,
-                                     seq_len=cfg.seq_len).to(device)
+    model = torch_models.build_model(
+        cfg.model, num_classes=cfg.num_classes, image_size=cfg.image_size, seq_len=cfg.seq_len
+    ).to(device)
     if cfg.channels_last:
         model = model.to(memory_format=torch.channels_last)
     return model
@@ -265,14 +281,24 @@ def make_batches(cfg: PointConfig, device, rank: int, world: int, batch: int) ->
 
     dataset = DiskDataset(cfg.data_dir)
     gen = torch.Generator().manual_seed(cfg.seed)
-    sampler = (DistributedSampler(dataset, num_replicas=world, rank=rank, shuffle=True, seed=cfg.seed,
-                                  drop_last=True) if world > 1 else RandomSampler(dataset, generator=gen))
+    sampler = (
+        DistributedSampler(dataset, num_replicas=world, rank=rank, shuffle=True, seed=cfg.seed, drop_last=True)
+        if world > 1
+        else RandomSampler(dataset, generator=gen)
+    )
     if len(sampler) < batch:
         raise ValueError(f"the disk dataset has {len(dataset)} samples: too few for a batch of {batch} per device")
     workers = cfg.loader_workers
-    loader = DataLoader(dataset, batch_size=batch, sampler=RepeatingSampler(sampler), num_workers=workers,
-                        drop_last=True, pin_memory=cfg.pin_memory and device.type == "cuda",
-                        prefetch_factor=cfg.prefetch if workers > 0 else None, persistent_workers=workers > 0)
+    loader = DataLoader(
+        dataset,
+        batch_size=batch,
+        sampler=RepeatingSampler(sampler),
+        num_workers=workers,
+        drop_last=True,
+        pin_memory=cfg.pin_memory and device.type == "cuda",
+        prefetch_factor=cfg.prefetch if workers > 0 else None,
+        persistent_workers=workers > 0,
+    )
     return Batches(loader=loader, device=device, cfg=cfg)
 
 
@@ -300,8 +326,15 @@ def make_optimizer(cfg: PointConfig, model):
     return torch.optim.SGD(model.parameters(), lr=cfg.lr, momentum=cfg.momentum)
 
 
-def make_step(cfg: PointConfig, model, optimizer, batches: Batches, device, probe: dict | None = None,
-              dist: Distribution | None = None):
+def make_step(
+    cfg: PointConfig,
+    model,
+    optimizer,
+    batches: Batches,
+    device,
+    probe: dict | None = None,
+    dist: Distribution | None = None,
+):
     """One training step. Precision: 'bf16' autocasts to bfloat16 (CPU and GPU); 'amp' autocasts to
     float16 with a GradScaler (GPUs). With Horovod's optimizer the scaler unscales after Horovod's
     all-reduce (synchronize, then step without synchronizing again)."""
@@ -366,8 +399,11 @@ def grad_bytes(model) -> int:
 def runtime_info(device) -> dict:
     import torch
 
-    info = {"torch": torch.__version__, "torch_threads": torch.get_num_threads(),
-            "omp_num_threads": os.environ.get("OMP_NUM_THREADS")}
+    info = {
+        "torch": torch.__version__,
+        "torch_threads": torch.get_num_threads(),
+        "omp_num_threads": os.environ.get("OMP_NUM_THREADS"),
+    }
     if device.type == "cuda":
         info["cuda"] = torch.version.cuda
         info["cudnn"] = torch.backends.cudnn.version()
@@ -380,7 +416,7 @@ def _update_checksums(model, start: list, params: list | None = None) -> list[li
     parameters where the model holds shards (Distribution.full_parameters)."""
     out = []
     for p, p0 in zip(model.parameters() if params is None else params, start):
-        d = (p.detach().double() - p0)
+        d = p.detach().double() - p0
         out.append([float(d.norm()), float(d.sum())])
     return out
 
@@ -397,17 +433,27 @@ def run(cfg: PointConfig, out_path: str, strategy: str, dist: Distribution) -> N
         device = device_for(cfg, dist.local_rank)
         model = build_model(cfg, device, common.verify_seed(cfg, dist.rank))
         optimizer = make_optimizer(cfg, model)
-        extra: dict = {"data_cache": datasets.page_cache_status(cfg.data_dir)  # before anything reads it
-                       if cfg.data == "disk" and dist.rank == 0 else None,
-                       "params": param_count(model), "grad_bytes": grad_bytes(model)}  # before any sharding
+        extra: dict = {
+            "data_cache": datasets.page_cache_status(cfg.data_dir)  # before anything reads it
+            if cfg.data == "disk" and dist.rank == 0
+            else None,
+            "params": param_count(model),
+            "grad_bytes": grad_bytes(model),
+        }  # before any sharding
         batches = make_batches(cfg, device, dist.rank, dist.world, cfg.per_device_batch)
         # The no-sync variant: the same wrapper and step, only the gradient collective removed.
         wrapped, optimizer = (dist.wrap if cfg.sync else dist.wrap_independent)(cfg, model, optimizer, device)
         probe: dict = {}
         step = dist.drive(cfg, make_step(cfg, wrapped, optimizer, batches, device, probe, dist), batches)
         sync = make_sync(device)
-        extra.update(backend=dist.backend, runtime=runtime_info(device), sync=cfg.sync, probe=probe,
-                     nosync_variant=dist.nosync_variant, math_mode=math_mode)
+        extra.update(
+            backend=dist.backend,
+            runtime=runtime_info(device),
+            sync=cfg.sync,
+            probe=probe,
+            nosync_variant=dist.nosync_variant,
+            math_mode=math_mode,
+        )
         if cfg.verify:
             start = dist.full_parameters(model)
             losses = []
@@ -415,12 +461,17 @@ def run(cfg: PointConfig, out_path: str, strategy: str, dist: Distribution) -> N
                 losses.append(dist.mean(float(step())))
             sums = _update_checksums(model, start, dist.full_parameters(model))
             replicas = dist.gather(sums)
-            extra.update(verify_losses=losses, update_checksums=sums, determinism=determinism,
-                         replica_max_rel_diff=common.max_rel_diff(replicas))
+            extra.update(
+                verify_losses=losses,
+                update_checksums=sums,
+                determinism=determinism,
+                replica_max_rel_diff=common.max_rel_diff(replicas),
+            )
             times, loss = [], losses[-1]
         else:
-            times, loss, fields = common.measured_run(step, sync, cfg, dist.gather, batches.waits,
-                                                      lambda: dist.allreduce_seconds(cfg, model, wrapped))
+            times, loss, fields = common.measured_run(
+                step, sync, cfg, dist.gather, batches.waits, lambda: dist.allreduce_seconds(cfg, model, wrapped)
+            )
             extra.update(fields)
             if cfg.device == "cpu" and cfg.sync:  # MFU's peak on CPU workers, after the timed loop
                 extra["cpu_gemm_peak"] = peaks.measure_cpu_gemm(cfg.threads_per_worker, dist.gather)
@@ -429,8 +480,16 @@ def run(cfg: PointConfig, out_path: str, strategy: str, dist: Distribution) -> N
         extra.update(dist.record_fields())
         common.check_loss(loss)
         if dist.rank == 0:
-            common.emit(cfg, out_path, strategy=strategy, framework="torch", status="ok", step_times=times,
-                        final_loss=loss, **extra)
+            common.emit(
+                cfg,
+                out_path,
+                strategy=strategy,
+                framework="torch",
+                status="ok",
+                step_times=times,
+                final_loss=loss,
+                **extra,
+            )
     finally:
         dist.stop()
 
@@ -449,4 +508,3 @@ def bucket_sizes(model, cap_bytes: int = 25 * 1024 * 1024, first_bytes: int = 10
     if current:
         sizes.append(current)
     return sizes
-

@@ -4,6 +4,7 @@ Reads RANK / WORLD_SIZE / LOCAL_RANK from torchrun (or srun + torchrun on Slurm)
 CUDA, gloo on CPU workers. Every rank's per-step times are gathered; a step counts as long as its
 slowest rank took.
 """
+
 from __future__ import annotations
 
 import os
@@ -38,10 +39,12 @@ def make_distribution():
 
     class DDPDistribution(tc.Distribution):
         name = "ddp"
-        nosync_variant = ("DDP with a no-op communication hook (ddp_comm_hooks noop_hook): reducer, gradient "
-                          "buckets and their copies, autograd hooks kept; only the gradient all-reduce (the real step's "
-                          "division by N rides on the bucket copy, kept as a plain copy) and the broadcast of module "
-                          "buffers (BatchNorm statistics) before every forward removed")
+        nosync_variant = (
+            "DDP with a no-op communication hook (ddp_comm_hooks noop_hook): reducer, gradient "
+            "buckets and their copies, autograd hooks kept; only the gradient all-reduce (the real step's "
+            "division by N rides on the bucket copy, kept as a plain copy) and the broadcast of module "
+            "buffers (BatchNorm statistics) before every forward removed"
+        )
         hook_calls = 0
 
         def start(self, cfg):

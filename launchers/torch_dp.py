@@ -15,8 +15,10 @@ import sys
 from distbench.launchers import common
 
 STRATEGY, FRAMEWORK = "dp", "torch"
-NOSYNC_VARIANT = ("N plain model copies, one per GPU, each stepped in its own thread like DataParallel's "
-                  "replicas: DataParallel's scatter, replicate, output gather and gradient reduce to GPU 0 removed")
+NOSYNC_VARIANT = (
+    "N plain model copies, one per GPU, each stepped in its own thread like DataParallel's "
+    "replicas: DataParallel's scatter, replicate, output gather and gradient reduce to GPU 0 removed"
+)
 
 
 def body(cfg, out_path):
@@ -26,8 +28,14 @@ def body(cfg, out_path):
     from distbench.models import torch_models
 
     if cfg.device != "cuda":
-        common.emit(cfg, out_path, strategy=STRATEGY, framework=FRAMEWORK, status="skipped",
-                    reason="DataParallel needs CUDA devices; it cannot split work across CPU workers")
+        common.emit(
+            cfg,
+            out_path,
+            strategy=STRATEGY,
+            framework=FRAMEWORK,
+            status="skipped",
+            reason="DataParallel needs CUDA devices; it cannot split work across CPU workers",
+        )
         return
     n = cfg.world_size
     if torch.cuda.device_count() < n:
@@ -43,9 +51,15 @@ def body(cfg, out_path):
 
     model = tc.build_model(cfg, devices[0], cfg.seed)
     optimizer = tc.make_optimizer(cfg, model)
-    extra = {"params": tc.param_count(model), "grad_bytes": tc.grad_bytes(model), "backend": "dataparallel",
-             "runtime": tc.runtime_info(devices[0]), "sync": cfg.sync, "nosync_variant": NOSYNC_VARIANT,
-             "math_mode": math_mode}
+    extra = {
+        "params": tc.param_count(model),
+        "grad_bytes": tc.grad_bytes(model),
+        "backend": "dataparallel",
+        "runtime": tc.runtime_info(devices[0]),
+        "sync": cfg.sync,
+        "nosync_variant": NOSYNC_VARIANT,
+        "math_mode": math_mode,
+    }
     probe: dict = {}
     extra["probe"] = probe
     if cfg.sync:
@@ -53,8 +67,14 @@ def body(cfg, out_path):
         if cfg.data == "disk":
             batches = tc.make_batches(cfg, devices[0], 0, 1, cfg.global_batch)
         else:
-            x, y = torch_models.synthetic_batch(cfg.model, cfg.global_batch, image_size=cfg.image_size,
-                                                seq_len=cfg.seq_len, num_classes=cfg.num_classes, seed=cfg.seed)
+            x, y = torch_models.synthetic_batch(
+                cfg.model,
+                cfg.global_batch,
+                image_size=cfg.image_size,
+                seq_len=cfg.seq_len,
+                num_classes=cfg.num_classes,
+                seed=cfg.seed,
+            )
             batches = tc.Batches(fixed=(tc._to_device(x, devices[0], cfg), tc._to_device(y, devices[0], cfg)))
         # DataParallel's replica threads re-enter autocast without its dtype (fp16 by default on CUDA):
         # autocast inside the replicated module so bf16 stays bf16.
@@ -86,10 +106,21 @@ def body(cfg, out_path):
         start = [p.detach().double().clone() for p in model.parameters()]
         losses = [float(step()) for _ in range(cfg.steps)]
         # One set of weights: DataParallel re-replicates them from device 0 every step.
-        common.emit(cfg, out_path, strategy=STRATEGY, framework=FRAMEWORK, status="ok", final_loss=losses[-1],
-                    verify_losses=losses, update_checksums=tc._update_checksums(model, start),
-                    replica_max_rel_diff=0.0, determinism=determinism, **extra)
+        common.emit(
+            cfg,
+            out_path,
+            strategy=STRATEGY,
+            framework=FRAMEWORK,
+            status="ok",
+            final_loss=losses[-1],
+            verify_losses=losses,
+            update_checksums=tc._update_checksums(model, start),
+            replica_max_rel_diff=0.0,
+            determinism=determinism,
+            **extra,
+        )
         return
+
     def replicate_and_reduce_seconds():
         # DataParallel's own communication: replicate the model, reduce the gradients to device 0.
         from torch.nn.parallel import comm, replicate
@@ -103,11 +134,21 @@ def body(cfg, out_path):
 
         return common.time_collective(op, lambda: sync(None))
 
-    times, loss, fields = common.measured_run(step, sync, cfg, common.single_gather, batches.waits,
-                                              replicate_and_reduce_seconds)
+    times, loss, fields = common.measured_run(
+        step, sync, cfg, common.single_gather, batches.waits, replicate_and_reduce_seconds
+    )
     common.check_loss(loss)
-    common.emit(cfg, out_path, strategy=STRATEGY, framework=FRAMEWORK, status="ok", step_times=times,
-                final_loss=loss, **fields, **extra)
+    common.emit(
+        cfg,
+        out_path,
+        strategy=STRATEGY,
+        framework=FRAMEWORK,
+        status="ok",
+        step_times=times,
+        final_loss=loss,
+        **fields,
+        **extra,
+    )
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ recorded as `fsdp.reshard_after_forward`. fully_shard does not synchronize initi
 0's parameters and buffers are broadcast first, as DDP does. Gradients are reduce-scattered (mean)
 and SGD steps each rank's shard. Backend: NCCL on CUDA, gloo on CPU workers.
 """
+
 from __future__ import annotations
 
 import sys
@@ -47,8 +48,13 @@ def make_distribution():
             return None
 
         def record_fields(self):
-            return {"fsdp": {"api": "FSDP2 fully_shard", "reshard_after_forward": RESHARD_AFTER_FORWARD,
-                             "units": [*self.units, "(root)"]}}
+            return {
+                "fsdp": {
+                    "api": "FSDP2 fully_shard",
+                    "reshard_after_forward": RESHARD_AFTER_FORWARD,
+                    "units": [*self.units, "(root)"],
+                }
+            }
 
     return FSDPDistribution()
 

@@ -1,4 +1,5 @@
 """Strategy `torch`: the plain single-device PyTorch training loop (the PyTorch baseline)."""
+
 from __future__ import annotations
 
 import sys

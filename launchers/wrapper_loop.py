@@ -12,13 +12,16 @@ wrapper does per step (its hooks, callbacks, progress bar, logging) is inside it
 two semaphores (a few microseconds; TIMING says so in the record). Warmup, the barrier, the
 synchronized clock reads and the stopping rule are common.measure's, unchanged.
 """
+
 from __future__ import annotations
 
 import threading
 
-TIMING = ("wrapper callback at step boundaries: the wrapper's own loop runs in a thread and pauses at its "
-          "end-of-step hook; step time = boundary to boundary, device synchronized, common.measure's warmup, "
-          "barrier and stopping rule")
+TIMING = (
+    "wrapper callback at step boundaries: the wrapper's own loop runs in a thread and pauses at its "
+    "end-of-step hook; step time = boundary to boundary, device synchronized, common.measure's warmup, "
+    "barrier and stopping rule"
+)
 
 LIGHTNING_PRECISION = {"fp32": "32-true", "bf16": "bf16-mixed", "amp": "16-mixed"}
 """cfg.precision -> Lightning's Trainer / Fabric `precision`."""
@@ -64,6 +67,7 @@ class SteppedLoop:
     # driver side
     def start(self, run) -> None:
         """Run `run()` (the wrapper's whole loop) in a thread; return when it is ready for its first step."""
+
         def main():
             try:
                 run()

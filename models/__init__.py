@@ -4,4 +4,5 @@
 counts); `torch_models` and `keras_models` each hold a plain-dict registry with the same keys. The
 model files know nothing about distribution: launchers decide how a model is parallelized.
 """
+
 from distbench.models.specs import MODEL_SPECS, ModelSpec, get_spec, model_names  # noqa: F401

@@ -11,6 +11,7 @@ shape is static (VGG's adaptive pool needs it, and XLA/TF prefer it).
 Loss callables here take (outputs, targets), the same order as torch_models.loss_fn (the reverse
 of Keras' (y_true, y_pred)); compile_loss(name) gives a keras.losses.Loss for model.compile.
 """
+
 from __future__ import annotations
 
 import math
@@ -20,9 +21,19 @@ import keras
 import numpy as np
 from keras import layers, ops
 
-from distbench.models.specs import (BERT_BASE, LSTM_LM, MOBILENET_V2_SETTING, UNET, VGG16_CFG, ModelSpec,
-                                    check_input, efficientnet_blocks, make_divisible, output_size,
-                                    registered_spec)
+from distbench.models.specs import (
+    BERT_BASE,
+    LSTM_LM,
+    MOBILENET_V2_SETTING,
+    UNET,
+    VGG16_CFG,
+    ModelSpec,
+    check_input,
+    efficientnet_blocks,
+    make_divisible,
+    output_size,
+    registered_spec,
+)
 
 _RESNET_LAYOUTS = {
     "resnet18": ("basic", (2, 2, 2, 2)),
@@ -74,7 +85,7 @@ def _resnet(name: str):
         cin = 64
         for i, n in enumerate(stages):
             for j in range(n):
-                x, cin = block(x, cin, 64 * 2 ** i, 2 if (j == 0 and i > 0) else 1, f"layer{i + 1}_{j}")
+                x, cin = block(x, cin, 64 * 2**i, 2 if (j == 0 and i > 0) else 1, f"layer{i + 1}_{j}")
         x = layers.GlobalAveragePooling2D()(x)
         out = layers.Dense(num_classes, name="fc")(x)
         return keras.Model(inp, out, name=name)
@@ -83,6 +94,7 @@ def _resnet(name: str):
 
 
 # ---- VGG-16 -------------------------------------------------------------------------------------
+
 
 class AdaptiveAveragePooling2D(layers.Layer):
     """torch.nn.AdaptiveAvgPool2d for a static NHWC input: output bin i averages input rows
@@ -141,6 +153,7 @@ def _vgg16(*, num_classes: int, channels: int, image_size: int, **_) -> keras.Mo
 
 
 # ---- MobileNetV2 / EfficientNet shared pieces ---------------------------------------------------
+
 
 def _conv_bn_act(x, cout: int, kernel: int, stride: int, act: str | None, name: str, depthwise: bool = False):
     """torchvision's Conv2dNormActivation: conv (no bias, padding (k-1)//2), BN, optional activation."""
@@ -235,6 +248,7 @@ def _efficientnet(width_mult: float, depth_mult: float, dropout: float, model_na
 
 # ---- SLEAP UNet ---------------------------------------------------------------------------------
 
+
 def _unet_convs(x, filters: int, n: int, kernel: int, name: str):
     for i in range(n):
         x = layers.Conv2D(filters, kernel, padding="same", use_bias=True, name=f"{name}_conv{i}")(x)
@@ -248,7 +262,7 @@ def _unet(*, num_classes: int, channels: int, image_size: int, **_) -> keras.Mod
     down, up, convs, kernel = UNET["down_blocks"], UNET["up_blocks"], UNET["convs_per_block"], UNET["kernel_size"]
 
     def level(i: int) -> int:
-        return int(filters * rate ** i)
+        return int(filters * rate**i)
 
     inp = keras.Input(shape=(image_size, image_size, channels), name="image")
     x, skips = inp, []
@@ -271,6 +285,7 @@ def _unet(*, num_classes: int, channels: int, image_size: int, **_) -> keras.Mod
 
 # ---- BERT-base ----------------------------------------------------------------------------------
 
+
 class PositionEmbedding(layers.Layer):
     """Learned absolute positions (torch: nn.Embedding(max_positions, hidden) at arange(seq)): x + table[:seq]."""
 
@@ -279,8 +294,11 @@ class PositionEmbedding(layers.Layer):
         self.max_positions, self.hidden = max_positions, hidden
 
     def build(self, input_shape):
-        self.embeddings = self.add_weight(shape=(self.max_positions, self.hidden), name="embeddings",
-                                          initializer=keras.initializers.RandomNormal(stddev=0.02))
+        self.embeddings = self.add_weight(
+            shape=(self.max_positions, self.hidden),
+            name="embeddings",
+            initializer=keras.initializers.RandomNormal(stddev=0.02),
+        )
 
     def call(self, x):
         table = ops.cast(self.embeddings[: ops.shape(x)[1]], x.dtype)
@@ -310,14 +328,16 @@ def _bert_base(*, num_classes: int, seq_len: int, **_) -> keras.Model:
     x = layers.Add()([x, tt])
     x = layers.Dropout(c["dropout"])(layers.LayerNormalization(epsilon=c["layer_norm_eps"], name="embeddings_norm")(x))
     for i in range(c["layers"]):
-        x = _bert_layer(x, c["hidden"], c["heads"], c["intermediate"], c["dropout"], c["layer_norm_eps"],
-                        f"encoder_{i}")
+        x = _bert_layer(
+            x, c["hidden"], c["heads"], c["intermediate"], c["dropout"], c["layer_norm_eps"], f"encoder_{i}"
+        )
     pooled = layers.Dense(c["hidden"], activation="tanh", name="pooler")(x[:, 0, :])
     out = layers.Dense(num_classes, name="classifier")(layers.Dropout(c["dropout"])(pooled))
     return keras.Model(ids, out, name="bert_base")
 
 
 # ---- LSTM language model ------------------------------------------------------------------------
+
 
 class TwoBiasLSTMCell(layers.LSTMCell):
     """LSTMCell with torch.nn.LSTM's parameters: W_ih, W_hh and two bias vectors b_ih and b_hh.
@@ -329,10 +349,12 @@ class TwoBiasLSTMCell(layers.LSTMCell):
     """
 
     def build(self, input_shape):
-        self.kernel = self.add_weight(shape=(input_shape[-1], 4 * self.units), name="kernel",
-                                      initializer=self.kernel_initializer)
-        self.recurrent_kernel = self.add_weight(shape=(self.units, 4 * self.units), name="recurrent_kernel",
-                                                initializer=self.recurrent_initializer)
+        self.kernel = self.add_weight(
+            shape=(input_shape[-1], 4 * self.units), name="kernel", initializer=self.kernel_initializer
+        )
+        self.recurrent_kernel = self.add_weight(
+            shape=(self.units, 4 * self.units), name="recurrent_kernel", initializer=self.recurrent_initializer
+        )
         self.bias_ih = self.add_weight(shape=(4 * self.units,), name="bias_ih", initializer=self._forget_one)
         self.bias_hh = self.add_weight(shape=(4 * self.units,), name="bias_hh", initializer="zeros")
         self.built = True
@@ -373,22 +395,25 @@ def _lstm(*, seq_len: int, **_) -> keras.Model:
 
 
 MODELS = {name: _resnet(name) for name in _RESNET_LAYOUTS}
-MODELS.update({
-    "vgg16": _vgg16,
-    "mobilenet_v2": _mobilenet_v2,
-    "efficientnet_b4": _efficientnet(1.4, 1.8, 0.4, "efficientnet_b4"),
-    "unet": _unet,
-    "bert_base": _bert_base,
-    "lstm": _lstm,
-})
+MODELS.update(
+    {
+        "vgg16": _vgg16,
+        "mobilenet_v2": _mobilenet_v2,
+        "efficientnet_b4": _efficientnet(1.4, 1.8, 0.4, "efficientnet_b4"),
+        "unet": _unet,
+        "bert_base": _bert_base,
+        "lstm": _lstm,
+    }
+)
 
 
 def _spec(name: str) -> ModelSpec:
     return registered_spec(name, MODELS)
 
 
-def build_model(name: str, *, num_classes: int | None = None, image_size: int | None = None,
-                seq_len: int | None = None) -> keras.Model:
+def build_model(
+    name: str, *, num_classes: int | None = None, image_size: int | None = None, seq_len: int | None = None
+) -> keras.Model:
     """The named network, built for one input size (None = the spec's default).
 
     num_classes: classification head size (image models and bert_base); None = the spec's
@@ -396,9 +421,12 @@ def build_model(name: str, *, num_classes: int | None = None, image_size: int | 
     """
     spec = _spec(name)
     check_input(spec, image_size=image_size, seq_len=seq_len)
-    return MODELS[name](num_classes=output_size(spec, num_classes), channels=spec.channels,
-                        image_size=image_size or spec.default_image_size,
-                        seq_len=seq_len or spec.default_seq_len)
+    return MODELS[name](
+        num_classes=output_size(spec, num_classes),
+        channels=spec.channels,
+        image_size=image_size or spec.default_image_size,
+        seq_len=seq_len or spec.default_seq_len,
+    )
 
 
 def count_params(model: keras.Model) -> int:
@@ -415,11 +443,18 @@ def confidence_maps(points, height: int, width: int, stride: int, sigma: float =
     px, py = points[:, None, None, :, 0], points[:, None, None, :, 1]  # (N, 1, 1, K)
     dx = (xv[None, None, :, None] - px) ** 2
     dy = (yv[None, :, None, None] - py) ** 2
-    return tf.exp(-(dx + dy) / (2 * sigma ** 2))
+    return tf.exp(-(dx + dy) / (2 * sigma**2))
 
 
-def synthetic_batch(name: str, batch: int, *, image_size: int | None = None, seq_len: int | None = None,
-                    num_classes: int | None = None, seed: int = 0):
+def synthetic_batch(
+    name: str,
+    batch: int,
+    *,
+    image_size: int | None = None,
+    seq_len: int | None = None,
+    num_classes: int | None = None,
+    seed: int = 0,
+):
     """(inputs, targets) as TF tensors, deterministic in seed (stateless RNG).
 
     image: x (N, H, W, C) float32 ~ N(0, 1), y (N,) int32 class ids.
@@ -438,16 +473,16 @@ def synthetic_batch(name: str, batch: int, *, image_size: int | None = None, seq
             ids = tf.random.stateless_uniform((batch, seq + 1), s0, minval=0, maxval=spec.vocab_size, dtype=tf.int32)
             return ids[:, :-1], ids[:, 1:]
         x = tf.random.stateless_uniform((batch, seq), s0, minval=0, maxval=spec.vocab_size, dtype=tf.int32)
-        return x, tf.random.stateless_uniform((batch,), s1, minval=0, maxval=output_size(spec, num_classes),
-                                              dtype=tf.int32)
+        return x, tf.random.stateless_uniform(
+            (batch,), s1, minval=0, maxval=output_size(spec, num_classes), dtype=tf.int32
+        )
     side = image_size or spec.default_image_size
     if spec.kind == "keypoints":
         x = tf.random.stateless_uniform((batch, side, side, spec.channels), s0)
         points = tf.random.stateless_uniform((batch, spec.num_classes, 2), s1) * (side - 1)
         return x, confidence_maps(points, side, side, spec.output_stride)
     x = tf.random.stateless_normal((batch, side, side, spec.channels), s0)
-    return x, tf.random.stateless_uniform((batch,), s1, minval=0, maxval=output_size(spec, num_classes),
-                                          dtype=tf.int32)
+    return x, tf.random.stateless_uniform((batch,), s1, minval=0, maxval=output_size(spec, num_classes), dtype=tf.int32)
 
 
 def per_example_loss_fn(name: str) -> Callable:

@@ -11,6 +11,7 @@ Kinds and what the launchers feed them:
   * 'tokens'    -- int token ids (N, seq); class ids (loss 'cross_entropy') or next-token ids
                    (N, seq) (loss 'lm_cross_entropy', mean over every token).
 """
+
 from __future__ import annotations
 
 import math
@@ -56,26 +57,56 @@ class ModelSpec:
     """Token models: the ids are in [0, vocab_size)."""
 
 
-
 # ---- architecture tables shared by torch_models and keras_models (one source, both frameworks) ----
 
 VGG16_CFG = (64, 64, "M", 128, 128, "M", 256, 256, 256, "M", 512, 512, 512, "M", 512, 512, 512, "M")
 """torchvision cfg 'D': conv3x3 widths, 'M' = 2x2 max pool."""
 
-MOBILENET_V2_SETTING = ((1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 3, 2), (6, 64, 4, 2),
-                        (6, 96, 3, 1), (6, 160, 3, 2), (6, 320, 1, 1))
+MOBILENET_V2_SETTING = (
+    (1, 16, 1, 1),
+    (6, 24, 2, 2),
+    (6, 32, 3, 2),
+    (6, 64, 4, 2),
+    (6, 96, 3, 1),
+    (6, 160, 3, 2),
+    (6, 320, 1, 1),
+)
 """(expand ratio t, channels c, repeats n, first stride s) at width 1.0; stem 32, last conv 1280."""
 
-_EFFICIENTNET_B0 = ((1, 3, 1, 32, 16, 1), (6, 3, 2, 16, 24, 2), (6, 5, 2, 24, 40, 2), (6, 3, 2, 40, 80, 3),
-                    (6, 5, 1, 80, 112, 3), (6, 5, 2, 112, 192, 4), (6, 3, 1, 192, 320, 1))
+_EFFICIENTNET_B0 = (
+    (1, 3, 1, 32, 16, 1),
+    (6, 3, 2, 16, 24, 2),
+    (6, 5, 2, 24, 40, 2),
+    (6, 3, 2, 40, 80, 3),
+    (6, 5, 1, 80, 112, 3),
+    (6, 5, 2, 112, 192, 4),
+    (6, 3, 1, 192, 320, 1),
+)
 """(expand ratio, kernel, stride, in channels, out channels, layers) of B0, as torchvision."""
 
-UNET = dict(filters=32, filters_rate=1.5, down_blocks=4, up_blocks=3, convs_per_block=2, kernel_size=3,
-            middle_block=True, maps=13)
+UNET = dict(
+    filters=32,
+    filters_rate=1.5,
+    down_blocks=4,
+    up_blocks=3,
+    convs_per_block=2,
+    kernel_size=3,
+    middle_block=True,
+    maps=13,
+)
 """The SLEAP seed's UNet (stem_blocks 0, block_contraction False, up_interpolate True)."""
 
-BERT_BASE = dict(layers=12, hidden=768, heads=12, intermediate=3072, vocab=30522, max_positions=512,
-                 type_vocab=2, dropout=0.1, layer_norm_eps=1e-12)
+BERT_BASE = dict(
+    layers=12,
+    hidden=768,
+    heads=12,
+    intermediate=3072,
+    vocab=30522,
+    max_positions=512,
+    type_vocab=2,
+    dropout=0.1,
+    layer_norm_eps=1e-12,
+)
 
 LSTM_LM = dict(vocab=10000, embed=650, hidden=650, layers=2, dropout=0.5)
 
@@ -88,17 +119,29 @@ def make_divisible(v: float, divisor: int = 8) -> int:
     return new_v
 
 
-def efficientnet_blocks(width_mult: float, depth_mult: float,
-                        stochastic_depth_prob: float = 0.2) -> list[tuple[int, int, int, int, int, int, float]]:
+def efficientnet_blocks(
+    width_mult: float, depth_mult: float, stochastic_depth_prob: float = 0.2
+) -> list[tuple[int, int, int, int, int, int, float]]:
     """Per MBConv block: (stage, expand ratio, kernel, stride, in, out, stochastic-depth prob), as torchvision."""
-    stages = [(e, k, s, make_divisible(i * width_mult), make_divisible(o * width_mult),
-               int(math.ceil(n * depth_mult))) for e, k, s, i, o, n in _EFFICIENTNET_B0]
+    stages = [
+        (e, k, s, make_divisible(i * width_mult), make_divisible(o * width_mult), int(math.ceil(n * depth_mult)))
+        for e, k, s, i, o, n in _EFFICIENTNET_B0
+    ]
     total = sum(st[-1] for st in stages)
     blocks, block_id = [], 0
     for stage, (e, k, s, cin, cout, n) in enumerate(stages):
         for j in range(n):
-            blocks.append((stage, e, k, s if j == 0 else 1, cin if j == 0 else cout, cout,
-                           stochastic_depth_prob * block_id / total))
+            blocks.append(
+                (
+                    stage,
+                    e,
+                    k,
+                    s if j == 0 else 1,
+                    cin if j == 0 else cout,
+                    cout,
+                    stochastic_depth_prob * block_id / total,
+                )
+            )
             block_id += 1
     return blocks
 
@@ -107,55 +150,117 @@ def unet_filters(level: int) -> int:
     """SLEAP: int(filters * filters_rate ** level) -> 32, 48, 72, 108, 162."""
     return int(UNET["filters"] * UNET["filters_rate"] ** level)
 
+
 MODEL_SPECS: dict[str, ModelSpec] = {
     "resnet18": ModelSpec(
-        name="resnet18", description="ResNet-18 (basic blocks)", kind="image", loss="cross_entropy",
-        default_image_size=224, min_image_size=32, reference_params=11_689_512),
+        name="resnet18",
+        description="ResNet-18 (basic blocks)",
+        kind="image",
+        loss="cross_entropy",
+        default_image_size=224,
+        min_image_size=32,
+        reference_params=11_689_512,
+    ),
     "resnet50": ModelSpec(
-        name="resnet50", description="ResNet-50 v1.5 (stride in the 3x3 conv)", kind="image",
-        loss="cross_entropy", default_image_size=224, min_image_size=32, reference_params=25_557_032),
+        name="resnet50",
+        description="ResNet-50 v1.5 (stride in the 3x3 conv)",
+        kind="image",
+        loss="cross_entropy",
+        default_image_size=224,
+        min_image_size=32,
+        reference_params=25_557_032,
+    ),
     "resnet152": ModelSpec(
-        name="resnet152", description="ResNet-152 v1.5", kind="image", loss="cross_entropy",
-        default_image_size=224, min_image_size=32, reference_params=60_192_808),
+        name="resnet152",
+        description="ResNet-152 v1.5",
+        kind="image",
+        loss="cross_entropy",
+        default_image_size=224,
+        min_image_size=32,
+        reference_params=60_192_808,
+    ),
     "vgg16": ModelSpec(
-        name="vgg16", description="VGG-16 without BN; 7x7 adaptive pool, 4096-4096 classifier with dropout 0.5",
-        kind="image", loss="cross_entropy", default_image_size=224, min_image_size=32,
-        reference_params=138_357_544),
+        name="vgg16",
+        description="VGG-16 without BN; 7x7 adaptive pool, 4096-4096 classifier with dropout 0.5",
+        kind="image",
+        loss="cross_entropy",
+        default_image_size=224,
+        min_image_size=32,
+        reference_params=138_357_544,
+    ),
     "mobilenet_v2": ModelSpec(
-        name="mobilenet_v2", description="MobileNetV2 width 1.0 (inverted residuals, ReLU6), dropout 0.2",
-        kind="image", loss="cross_entropy", default_image_size=224, min_image_size=32,
-        reference_params=3_504_872),
+        name="mobilenet_v2",
+        description="MobileNetV2 width 1.0 (inverted residuals, ReLU6), dropout 0.2",
+        kind="image",
+        loss="cross_entropy",
+        default_image_size=224,
+        min_image_size=32,
+        reference_params=3_504_872,
+    ),
     "efficientnet_b4": ModelSpec(
         name="efficientnet_b4",
         description="EfficientNet-B4 (width 1.4, depth 1.8, MBConv+SE, SiLU, stochastic depth 0.2, dropout 0.4)",
-        kind="image", loss="cross_entropy", default_image_size=380, min_image_size=32,
-        reference_params=19_341_616),
+        kind="image",
+        loss="cross_entropy",
+        default_image_size=380,
+        min_image_size=32,
+        reference_params=19_341_616,
+    ),
     "unet": ModelSpec(
         name="unet",
-        description=("SLEAP keypoint UNet: filters 32, rate 1.5, 4 down / 3 up blocks, 2 convs each, middle block, "
-                     "bilinear upsampling + skip concat, 1x1 head to 13 confidence maps at stride 2, MSE"),
-        kind="keypoints", loss="mse", channels=1, num_classes=13, default_image_size=160, min_image_size=16,
-        image_size_multiple=16, output_stride=2,
+        description=(
+            "SLEAP keypoint UNet: filters 32, rate 1.5, 4 down / 3 up blocks, 2 convs each, middle block, "
+            "bilinear upsampling + skip concat, 1x1 head to 13 confidence maps at stride 2, MSE"
+        ),
+        kind="keypoints",
+        loss="mse",
+        channels=1,
+        num_classes=13,
+        default_image_size=160,
+        min_image_size=16,
+        image_size_multiple=16,
+        output_stride=2,
         # The SLEAP backbone (sleap UNet, up_interpolate=True, no block contraction) has 1,295,032
         # parameters ("1.29M" in the seed); the 1x1 confidence-map head adds 48*13 + 13 = 637.
-        reference_params=1_295_669, reference="SLEAP UNet backbone 1,295,032 + 637 head (seed: 1.29M)"),
+        reference_params=1_295_669,
+        reference="SLEAP UNet backbone 1,295,032 + 637 head (seed: 1.29M)",
+    ),
     "bert_base": ModelSpec(
         name="bert_base",
-        description=("BERT-base encoder (12 layers, hidden 768, 12 heads, FFN 3072, post-LN, GELU) "
-                     "+ tanh pooler + classification head"),
-        kind="tokens", loss="cross_entropy", channels=0, num_classes=2, default_seq_len=128, min_seq_len=1,
-        max_seq_len=512, vocab_size=30522,
+        description=(
+            "BERT-base encoder (12 layers, hidden 768, 12 heads, FFN 3072, post-LN, GELU) "
+            "+ tanh pooler + classification head"
+        ),
+        kind="tokens",
+        loss="cross_entropy",
+        channels=0,
+        num_classes=2,
+        default_seq_len=128,
+        min_seq_len=1,
+        max_seq_len=512,
+        vocab_size=30522,
         # BertModel (embeddings + 12 layers + pooler) = 109,482,240, as HF's bert-base-uncased;
         # the classifier adds 768*2 + 2.
-        reference_params=109_483_778, reference="HF bert-base-uncased 109,482,240 + 1,538 head (about 110M)"),
+        reference_params=109_483_778,
+        reference="HF bert-base-uncased 109,482,240 + 1,538 head (about 110M)",
+    ),
     "lstm": ModelSpec(
         name="lstm",
-        description=("2-layer LSTM language model, PTB 'medium' sizes: vocab 10000, embedding 650, "
-                     "hidden 650, dropout 0.5, untied 650->10000 decoder"),
-        kind="tokens", loss="lm_cross_entropy", channels=0, num_classes=10000, default_seq_len=35,
-        min_seq_len=1, vocab_size=10000,
+        description=(
+            "2-layer LSTM language model, PTB 'medium' sizes: vocab 10000, embedding 650, "
+            "hidden 650, dropout 0.5, untied 650->10000 decoder"
+        ),
+        kind="tokens",
+        loss="lm_cross_entropy",
+        channels=0,
+        num_classes=10000,
+        default_seq_len=35,
+        min_seq_len=1,
+        vocab_size=10000,
         # embedding 6,500,000 + 2 x LSTM(650, 650) 3,385,200 (torch's two bias vectors) + decoder 6,510,000
-        reference_params=19_780_400, reference="computed (Zaremba et al. medium PTB model, untied)"),
+        reference_params=19_780_400,
+        reference="computed (Zaremba et al. medium PTB model, untied)",
+    ),
 }
 
 
@@ -167,8 +272,7 @@ def get_spec(name: str) -> ModelSpec:
     try:
         return MODEL_SPECS[name]
     except KeyError:
-        raise ValueError(
-            f"unknown model {name!r}; valid models: {', '.join(model_names())}") from None
+        raise ValueError(f"unknown model {name!r}; valid models: {', '.join(model_names())}") from None
 
 
 def _as_spec(spec: ModelSpec | str) -> ModelSpec:
@@ -199,11 +303,14 @@ def check_input(spec: ModelSpec | str, image_size: int | None = None, seq_len: i
     spec = _as_spec(spec)
     if spec.kind in ("image", "keypoints") and image_size is not None:
         if image_size < spec.min_image_size:
-            raise ValueError(f"--image-size {image_size} is too small for {spec.name}: "
-                             f"the minimum is {spec.min_image_size}")
+            raise ValueError(
+                f"--image-size {image_size} is too small for {spec.name}: the minimum is {spec.min_image_size}"
+            )
         if image_size % spec.image_size_multiple:
-            raise ValueError(f"--image-size {image_size} is not valid for {spec.name}: "
-                             f"it must be a multiple of {spec.image_size_multiple}")
+            raise ValueError(
+                f"--image-size {image_size} is not valid for {spec.name}: "
+                f"it must be a multiple of {spec.image_size_multiple}"
+            )
     if spec.kind == "tokens" and seq_len is not None:
         if seq_len < spec.min_seq_len:
             raise ValueError(f"--seq-len {seq_len} is too small for {spec.name}: the minimum is {spec.min_seq_len}")

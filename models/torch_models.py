@@ -4,6 +4,7 @@ Module names follow torchvision (vgg16, mobilenet_v2, efficientnet_b4: `features
 `classifier.N`) so state_dict keys line up with torchvision's; weight initialisation is torch's
 default (it does not change shapes, parameter counts or step cost).
 """
+
 from __future__ import annotations
 
 import functools
@@ -13,9 +14,19 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from distbench.models.specs import (BERT_BASE, LSTM_LM, MOBILENET_V2_SETTING, UNET, VGG16_CFG, ModelSpec,
-                                    check_input, efficientnet_blocks, make_divisible, output_size,
-                                    registered_spec)
+from distbench.models.specs import (
+    BERT_BASE,
+    LSTM_LM,
+    MOBILENET_V2_SETTING,
+    UNET,
+    VGG16_CFG,
+    ModelSpec,
+    check_input,
+    efficientnet_blocks,
+    make_divisible,
+    output_size,
+    registered_spec,
+)
 
 # (block kind, blocks per stage)
 _RESNET_LAYOUTS = {
@@ -87,7 +98,7 @@ class ResNet(nn.Module):
         stages = []
         cin = 64
         for i, n in enumerate(layers):
-            width = 64 * 2 ** i
+            width = 64 * 2**i
             blocks = []
             for j in range(n):
                 blocks.append(block(cin, width, 2 if (j == 0 and i > 0) else 1))
@@ -115,6 +126,7 @@ def _resnet(name: str):
 
 # ---- VGG-16 -------------------------------------------------------------------------------------
 
+
 class VGG(nn.Module):
     def __init__(self, cfg=VGG16_CFG, num_classes: int = 1000, channels: int = 3, dropout: float = 0.5):
         super().__init__()
@@ -129,9 +141,14 @@ class VGG(nn.Module):
         self.features = nn.Sequential(*layers)
         self.avgpool = nn.AdaptiveAvgPool2d((7, 7))
         self.classifier = nn.Sequential(
-            nn.Linear(cin * 7 * 7, 4096), nn.ReLU(inplace=True), nn.Dropout(dropout),
-            nn.Linear(4096, 4096), nn.ReLU(inplace=True), nn.Dropout(dropout),
-            nn.Linear(4096, num_classes))
+            nn.Linear(cin * 7 * 7, 4096),
+            nn.ReLU(inplace=True),
+            nn.Dropout(dropout),
+            nn.Linear(4096, 4096),
+            nn.ReLU(inplace=True),
+            nn.Dropout(dropout),
+            nn.Linear(4096, num_classes),
+        )
 
     def forward(self, x):
         return self.classifier(torch.flatten(self.avgpool(self.features(x)), 1))
@@ -143,11 +160,21 @@ def _vgg16(*, num_classes: int, channels: int, **_) -> nn.Module:
 
 # ---- MobileNetV2 / EfficientNet shared pieces ---------------------------------------------------
 
-def _conv_bn_act(cin: int, cout: int, kernel: int = 3, stride: int = 1, groups: int = 1,
-                 act: Callable[[], nn.Module] | None = None, bn_eps: float = 1e-5) -> nn.Sequential:
+
+def _conv_bn_act(
+    cin: int,
+    cout: int,
+    kernel: int = 3,
+    stride: int = 1,
+    groups: int = 1,
+    act: Callable[[], nn.Module] | None = None,
+    bn_eps: float = 1e-5,
+) -> nn.Sequential:
     """torchvision's Conv2dNormActivation: conv (no bias, padding (k-1)//2), BN, optional activation."""
-    layers = [nn.Conv2d(cin, cout, kernel, stride, (kernel - 1) // 2, groups=groups, bias=False),
-              nn.BatchNorm2d(cout, eps=bn_eps, momentum=0.1)]
+    layers = [
+        nn.Conv2d(cin, cout, kernel, stride, (kernel - 1) // 2, groups=groups, bias=False),
+        nn.BatchNorm2d(cout, eps=bn_eps, momentum=0.1),
+    ]
     if act is not None:
         layers.append(act())
     return nn.Sequential(*layers)
@@ -171,8 +198,11 @@ class InvertedResidual(nn.Module):
         layers: list[nn.Module] = []
         if expand_ratio != 1:
             layers.append(_conv_bn_act(cin, hidden, 1, act=_relu6))
-        layers += [_conv_bn_act(hidden, hidden, 3, stride, groups=hidden, act=_relu6),
-                   nn.Conv2d(hidden, cout, 1, 1, 0, bias=False), nn.BatchNorm2d(cout, eps=1e-5, momentum=0.1)]
+        layers += [
+            _conv_bn_act(hidden, hidden, 3, stride, groups=hidden, act=_relu6),
+            nn.Conv2d(hidden, cout, 1, 1, 0, bias=False),
+            nn.BatchNorm2d(cout, eps=1e-5, momentum=0.1),
+        ]
         self.conv = nn.Sequential(*layers)
 
     def forward(self, x):
@@ -241,9 +271,11 @@ class MBConv(nn.Module):
         layers: list[nn.Module] = []
         if expanded != cin:
             layers.append(_conv_bn_act(cin, expanded, 1, act=_silu))
-        layers += [_conv_bn_act(expanded, expanded, kernel, stride, groups=expanded, act=_silu),
-                   SqueezeExcitation(expanded, max(1, cin // 4)),
-                   _conv_bn_act(expanded, cout, 1, act=None)]
+        layers += [
+            _conv_bn_act(expanded, expanded, kernel, stride, groups=expanded, act=_silu),
+            SqueezeExcitation(expanded, max(1, cin // 4)),
+            _conv_bn_act(expanded, cout, 1, act=None),
+        ]
         self.block = nn.Sequential(*layers)
         self.stochastic_depth = StochasticDepth(sd_prob)
 
@@ -253,8 +285,9 @@ class MBConv(nn.Module):
 
 
 class EfficientNet(nn.Module):
-    def __init__(self, width_mult: float, depth_mult: float, dropout: float, num_classes: int = 1000,
-                 channels: int = 3):
+    def __init__(
+        self, width_mult: float, depth_mult: float, dropout: float, num_classes: int = 1000, channels: int = 3
+    ):
         super().__init__()
         blocks = efficientnet_blocks(width_mult, depth_mult)
         features: list[nn.Module] = [_conv_bn_act(channels, blocks[0][4], 3, 2, act=_silu)]
@@ -280,6 +313,7 @@ def _efficientnet_b4(*, num_classes: int, channels: int, **_) -> nn.Module:
 
 # ---- SLEAP UNet ---------------------------------------------------------------------------------
 
+
 def _unet_convs(cin: int, cout: int, n: int, kernel: int) -> nn.Sequential:
     layers: list[nn.Module] = []
     for i in range(n):
@@ -299,13 +333,22 @@ class UNet(nn.Module):
     with the side a multiple of 16 the pools never pad, so torch's MaxPool2d(2) is SLEAP's.
     """
 
-    def __init__(self, channels: int = 1, maps: int = 13, filters: int = 32, filters_rate: float = 1.5,
-                 down_blocks: int = 4, up_blocks: int = 3, convs_per_block: int = 2, kernel_size: int = 3,
-                 middle_block: bool = True):
+    def __init__(
+        self,
+        channels: int = 1,
+        maps: int = 13,
+        filters: int = 32,
+        filters_rate: float = 1.5,
+        down_blocks: int = 4,
+        up_blocks: int = 3,
+        convs_per_block: int = 2,
+        kernel_size: int = 3,
+        middle_block: bool = True,
+    ):
         super().__init__()
 
         def unet_filters(level: int) -> int:
-            return int(filters * filters_rate ** level)
+            return int(filters * filters_rate**level)
 
         self.down = nn.ModuleList()
         cin = channels
@@ -317,8 +360,9 @@ class UNet(nn.Module):
         self.middle = None
         if middle_block:
             f = unet_filters(down_blocks)
-            self.middle = nn.Sequential(_unet_convs(cin, f, convs_per_block - 1, kernel_size),
-                                        _unet_convs(f, f, 1, kernel_size))
+            self.middle = nn.Sequential(
+                _unet_convs(cin, f, convs_per_block - 1, kernel_size), _unet_convs(f, f, 1, kernel_size)
+            )
             cin = f
         self.upsample = nn.Upsample(scale_factor=2, mode="bilinear", align_corners=False)
         self.up = nn.ModuleList()
@@ -348,6 +392,7 @@ def _unet(*, num_classes: int, channels: int, **_) -> nn.Module:
 
 # ---- BERT-base ----------------------------------------------------------------------------------
 
+
 class BertEmbeddings(nn.Module):
     def __init__(self, vocab: int, hidden: int, max_positions: int, type_vocab: int, dropout: float, eps: float):
         super().__init__()
@@ -360,8 +405,11 @@ class BertEmbeddings(nn.Module):
     def forward(self, ids):
         # Single-segment input: every token type is 0.
         positions = torch.arange(ids.shape[1], device=ids.device)
-        x = self.word_embeddings(ids) + self.position_embeddings(positions) \
+        x = (
+            self.word_embeddings(ids)
+            + self.position_embeddings(positions)
             + self.token_type_embeddings(torch.zeros_like(ids))
+        )
         return self.dropout(self.LayerNorm(x))
 
 
@@ -389,21 +437,36 @@ class BertLayer(nn.Module):
         def heads(t):
             return t.view(n, s, self.heads, h // self.heads).transpose(1, 2)
 
-        a = F.scaled_dot_product_attention(heads(self.query(x)), heads(self.key(x)), heads(self.value(x)),
-                                           dropout_p=self.attn_dropout if self.training else 0.0)
+        a = F.scaled_dot_product_attention(
+            heads(self.query(x)),
+            heads(self.key(x)),
+            heads(self.value(x)),
+            dropout_p=self.attn_dropout if self.training else 0.0,
+        )
         a = a.transpose(1, 2).reshape(n, s, h)
         x = self.attention_norm(x + self.dropout(self.attention_output(a)))
         return self.output_norm(x + self.dropout(self.output(self.act(self.intermediate(x)))))
 
 
 class BertClassifier(nn.Module):
-    def __init__(self, num_classes: int = 2, layers: int = 12, hidden: int = 768, heads: int = 12,
-                 intermediate: int = 3072, vocab: int = 30522, max_positions: int = 512, type_vocab: int = 2,
-                 dropout: float = 0.1, layer_norm_eps: float = 1e-12):
+    def __init__(
+        self,
+        num_classes: int = 2,
+        layers: int = 12,
+        hidden: int = 768,
+        heads: int = 12,
+        intermediate: int = 3072,
+        vocab: int = 30522,
+        max_positions: int = 512,
+        type_vocab: int = 2,
+        dropout: float = 0.1,
+        layer_norm_eps: float = 1e-12,
+    ):
         super().__init__()
         self.embeddings = BertEmbeddings(vocab, hidden, max_positions, type_vocab, dropout, layer_norm_eps)
-        self.encoder = nn.Sequential(*[BertLayer(hidden, heads, intermediate, dropout, layer_norm_eps)
-                                       for _ in range(layers)])
+        self.encoder = nn.Sequential(
+            *[BertLayer(hidden, heads, intermediate, dropout, layer_norm_eps) for _ in range(layers)]
+        )
         self.pooler = nn.Sequential(nn.Linear(hidden, hidden), nn.Tanh())
         self.classifier = nn.Sequential(nn.Dropout(dropout), nn.Linear(hidden, num_classes))
 
@@ -418,6 +481,7 @@ def _bert_base(*, num_classes: int, **_) -> nn.Module:
 
 # ---- LSTM language model ------------------------------------------------------------------------
 
+
 class LSTMLanguageModel(nn.Module):
     """Embedding -> dropout -> [LSTM -> dropout] x layers -> Linear to the vocabulary, per token.
 
@@ -425,12 +489,12 @@ class LSTMLanguageModel(nn.Module):
     (bias_ih, bias_hh), which keras_models' TorchLSTM reproduces.
     """
 
-    def __init__(self, vocab: int = 10000, embed: int = 650, hidden: int = 650, layers: int = 2,
-                 dropout: float = 0.5):
+    def __init__(self, vocab: int = 10000, embed: int = 650, hidden: int = 650, layers: int = 2, dropout: float = 0.5):
         super().__init__()
         self.embedding = nn.Embedding(vocab, embed)
-        self.lstms = nn.ModuleList([nn.LSTM(embed if i == 0 else hidden, hidden, batch_first=True)
-                                    for i in range(layers)])
+        self.lstms = nn.ModuleList(
+            [nn.LSTM(embed if i == 0 else hidden, hidden, batch_first=True) for i in range(layers)]
+        )
         self.dropout = nn.Dropout(dropout)
         self.decoder = nn.Linear(hidden, vocab)
 
@@ -446,22 +510,25 @@ def _lstm(**_) -> nn.Module:
 
 
 MODELS = {name: _resnet(name) for name in _RESNET_LAYOUTS}
-MODELS.update({
-    "vgg16": _vgg16,
-    "mobilenet_v2": _mobilenet_v2,
-    "efficientnet_b4": _efficientnet_b4,
-    "unet": _unet,
-    "bert_base": _bert_base,
-    "lstm": _lstm,
-})
+MODELS.update(
+    {
+        "vgg16": _vgg16,
+        "mobilenet_v2": _mobilenet_v2,
+        "efficientnet_b4": _efficientnet_b4,
+        "unet": _unet,
+        "bert_base": _bert_base,
+        "lstm": _lstm,
+    }
+)
 
 
 def _spec(name: str) -> ModelSpec:
     return registered_spec(name, MODELS)
 
 
-def build_model(name: str, *, num_classes: int | None = None, image_size: int | None = None,
-                seq_len: int | None = None) -> nn.Module:
+def build_model(
+    name: str, *, num_classes: int | None = None, image_size: int | None = None, seq_len: int | None = None
+) -> nn.Module:
     """The named network on the CPU, in training mode.
 
     num_classes: classification head size (image models and bert_base); None = the spec's
@@ -470,8 +537,9 @@ def build_model(name: str, *, num_classes: int | None = None, image_size: int | 
     """
     spec = _spec(name)
     check_input(spec, image_size=image_size, seq_len=seq_len)
-    return MODELS[name](num_classes=output_size(spec, num_classes), channels=spec.channels,
-                        image_size=image_size, seq_len=seq_len)
+    return MODELS[name](
+        num_classes=output_size(spec, num_classes), channels=spec.channels, image_size=image_size, seq_len=seq_len
+    )
 
 
 def count_params(model: nn.Module) -> int:
@@ -485,11 +553,18 @@ def confidence_maps(points: torch.Tensor, height: int, width: int, stride: int, 
     yv = torch.arange(0, height, stride, dtype=torch.float32)
     dx = (xv[None, None, None, :] - points[..., 0, None, None]) ** 2
     dy = (yv[None, None, :, None] - points[..., 1, None, None]) ** 2
-    return torch.exp(-(dx + dy) / (2 * sigma ** 2))
+    return torch.exp(-(dx + dy) / (2 * sigma**2))
 
 
-def synthetic_batch(name: str, batch: int, *, image_size: int | None = None, seq_len: int | None = None,
-                    num_classes: int | None = None, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+def synthetic_batch(
+    name: str,
+    batch: int,
+    *,
+    image_size: int | None = None,
+    seq_len: int | None = None,
+    num_classes: int | None = None,
+    seed: int = 0,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """(inputs, targets) on the CPU, deterministic in seed.
 
     image: x (N, C, H, W) float32 ~ N(0, 1), y (N,) int64 class ids.
@@ -533,8 +608,9 @@ def loss_fn(name: str) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
 
 
 @functools.lru_cache(maxsize=None)
-def forward_flops_per_sample(name: str, image_size: int | None = None, seq_len: int | None = None,
-                             num_classes: int | None = None) -> int:
+def forward_flops_per_sample(
+    name: str, image_size: int | None = None, seq_len: int | None = None, num_classes: int | None = None
+) -> int:
     """Forward FLOPs of one sample at the given (default: the spec's) input size and head size.
 
     Measured with torch.utils.flop_counter.FlopCounterMode on a batch of 1; a multiply-add counts

@@ -1,4 +1,5 @@
 """Shared fixtures. Real multi-process runs use tiny configs so the suite fits a 2-core machine."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -12,8 +13,22 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 DISTBENCH = [sys.executable, "-m", "distbench.cli"]
-TINY = ["--model", "resnet50", "--image-size", "32", "--batch-size", "2", "--steps", "3", "--warmup", "1",
-        "--timeout", "300", "--max-time", "2"]
+TINY = [
+    "--model",
+    "resnet50",
+    "--image-size",
+    "32",
+    "--batch-size",
+    "2",
+    "--steps",
+    "3",
+    "--warmup",
+    "1",
+    "--timeout",
+    "300",
+    "--max-time",
+    "2",
+]
 
 
 def have(module: str) -> bool:
@@ -30,8 +45,9 @@ def require(*modules: str):
 
 def run_cli(args: list[str], timeout: float = 1200, env: dict | None = None) -> subprocess.CompletedProcess:
     full_env = dict(os.environ, **(env or {}))
-    return subprocess.run([*DISTBENCH, *args], capture_output=True, text=True, timeout=timeout, env=full_env,
-                          stdin=subprocess.DEVNULL)
+    return subprocess.run(
+        [*DISTBENCH, *args], capture_output=True, text=True, timeout=timeout, env=full_env, stdin=subprocess.DEVNULL
+    )
 
 
 def run_json(args: list[str], **kw) -> tuple[subprocess.CompletedProcess, list[dict]]:

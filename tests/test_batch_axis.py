@@ -1,6 +1,7 @@
 """Batch size as a sweep axis: planning, real CPU-worker runs (a list of batches; a real out-of-memory
 under an address-space limit, after which larger batches are skipped), resume keys, the report's
 batch-size section (also in headless Chromium) and infer's memory and power columns."""
+
 from __future__ import annotations
 
 import json
@@ -17,46 +18,89 @@ from distbench.strategies import parse_strategies
 from tests.conftest import DISTBENCH, require, run_cli, run_json
 from tests.test_report import _chromium, add_sweep, chromium, point  # noqa: F401 (chromium: a fixture)
 
-TINY = ["--model", "resnet18", "--image-size", "32", "--steps", "2", "--warmup", "1", "--target-ci", "0",
-        "--no-comm", "--telemetry-interval", "0", "--timeout", "300"]
+TINY = [
+    "--model",
+    "resnet18",
+    "--image-size",
+    "32",
+    "--steps",
+    "2",
+    "--warmup",
+    "1",
+    "--target-ci",
+    "0",
+    "--no-comm",
+    "--telemetry-interval",
+    "0",
+    "--timeout",
+    "300",
+]
 
 
 def test_plan_sweeps_batches_per_strategy_and_n_smallest_first():
-    opts = SweepOptions(model="resnet50", gpus=[1, 2], strategies=parse_strategies(("ddp",)), device="cpu",
-                        batch_size=(8, 2, 4))
+    opts = SweepOptions(
+        model="resnet50", gpus=[1, 2], strategies=parse_strategies(("ddp",)), device="cpu", batch_size=(8, 2, 4)
+    )
     plan = make_plan(opts, visible_gpus=0)
-    got = [(p.strategy.name, p.config.world_size, p.config.per_device_batch) for p in plan.points
-           if p.config.baseline_threads is None]  # per-core baselines: tests/test_efficiency.py
-    assert got == [("torch", 1, 2), ("torch", 1, 4), ("torch", 1, 8), ("ddp", 1, 2), ("ddp", 1, 4), ("ddp", 1, 8),
-                   ("ddp", 2, 2), ("ddp", 2, 4), ("ddp", 2, 8)]
+    got = [
+        (p.strategy.name, p.config.world_size, p.config.per_device_batch)
+        for p in plan.points
+        if p.config.baseline_threads is None
+    ]  # per-core baselines: tests/test_efficiency.py
+    assert got == [
+        ("torch", 1, 2),
+        ("torch", 1, 4),
+        ("torch", 1, 8),
+        ("ddp", 1, 2),
+        ("ddp", 1, 4),
+        ("ddp", 1, 8),
+        ("ddp", 2, 2),
+        ("ddp", 2, 4),
+        ("ddp", 2, 8),
+    ]
     assert any("batch sizes 2,4,8" in n for n in plan.notes)
-    strong = make_plan(SweepOptions(model="resnet50", gpus=[1, 2], strategies=parse_strategies(("ddp",)),
-                                    device="cpu", batch_size=(4, 8), scaling="strong"), visible_gpus=0)
+    strong = make_plan(
+        SweepOptions(
+            model="resnet50",
+            gpus=[1, 2],
+            strategies=parse_strategies(("ddp",)),
+            device="cpu",
+            batch_size=(4, 8),
+            scaling="strong",
+        ),
+        visible_gpus=0,
+    )
     assert {(p.config.world_size, p.config.per_device_batch, p.config.swept_batch) for p in strong.points} == {
-        (1, 4, 4), (1, 8, 8), (2, 2, 4), (2, 4, 8)}
+        (1, 4, 4),
+        (1, 8, 8),
+        (2, 2, 4),
+        (2, 4, 8),
+    }
 
 
 @require("torch")
 def test_a_list_of_batches_runs_and_resume_keeps_each_batch(tmp_path):
     db = str(tmp_path / "r.db")
-    _, points = run_json(["scale", "--gpus", "1", "--strategy", "torch", "--batch-size", "2,4", "--results", db,
-                          *TINY])
+    _, points = run_json(["scale", "--gpus", "1", "--strategy", "torch", "--batch-size", "2,4", "--results", db, *TINY])
     assert [(p["status"], p["per_device_batch"]) for p in points] == [("ok", 2), ("ok", 4)]
     for p in points:
         assert p["throughput"] > 0
-        assert p["peak_memory_bytes"] > 50 * 2 ** 20  # a torch process's peak RSS: tens of MiB at least
+        assert p["peak_memory_bytes"] > 50 * 2**20  # a torch process's peak RSS: tens of MiB at least
         assert p["peak_memory_source"] == "peak RSS per process"
     # Resuming a complete sweep runs nothing and keeps both points: they no longer share a key.
     proc, again = run_json(["scale", "--resume", "latest", "--results", db])
-    assert [(p["point_id"], p["per_device_batch"]) for p in again] == [(p["point_id"], p["per_device_batch"])
-                                                                     for p in points]
+    assert [(p["point_id"], p["per_device_batch"]) for p in again] == [
+        (p["point_id"], p["per_device_batch"]) for p in points
+    ]
     assert proc.stderr.count("kept from sweep") == 2
 
 
 def _torch_vm_peak_bytes() -> int:
     """Virtual memory a CPU torch worker maps before any batch (VmPeak after `import torch` + one op)."""
-    code = ("import torch; torch.ones(4) @ torch.ones(4)\n"
-            "print([l for l in open('/proc/self/status') if l.startswith('VmPeak')][0].split()[1])")
+    code = (
+        "import torch; torch.ones(4) @ torch.ones(4)\n"
+        "print([l for l in open('/proc/self/status') if l.startswith('VmPeak')][0].split()[1])"
+    )
     out = subprocess.run([DISTBENCH[0], "-c", code], capture_output=True, text=True, timeout=120, check=True)
     return int(out.stdout.strip()) * 1024
 
@@ -65,16 +109,29 @@ def _torch_vm_peak_bytes() -> int:
 def test_a_batch_that_does_not_fit_is_oom_and_larger_ones_are_skipped(tmp_path):
     """Under an address-space limit (ulimit -v) a batch of 16384 resnet18 samples cannot be allocated:
     torch raises "DefaultCPUAllocator: can't allocate memory", the point is `oom`, and 32768 is not tried."""
-    limit = _torch_vm_peak_bytes() + 2 ** 30  # what torch itself maps + 1 GiB of room
+    limit = _torch_vm_peak_bytes() + 2**30  # what torch itself maps + 1 GiB of room
     db = str(tmp_path / "r.db")
 
     def cap():
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
 
-    args = ["scale", "--gpus", "1", "--strategy", "torch", "--batch-size", "2,16384,32768", "--results", db,
-            *TINY, "--format", "json"]
-    proc = subprocess.run([*DISTBENCH, *args], capture_output=True, text=True, timeout=600, preexec_fn=cap,
-                          stdin=subprocess.DEVNULL)
+    args = [
+        "scale",
+        "--gpus",
+        "1",
+        "--strategy",
+        "torch",
+        "--batch-size",
+        "2,16384,32768",
+        "--results",
+        db,
+        *TINY,
+        "--format",
+        "json",
+    ]
+    proc = subprocess.run(
+        [*DISTBENCH, *args], capture_output=True, text=True, timeout=600, preexec_fn=cap, stdin=subprocess.DEVNULL
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     points = {p["per_device_batch"]: p for p in json.loads(proc.stdout)}
     assert points[2]["status"] == "ok"
@@ -84,12 +141,21 @@ def test_a_batch_that_does_not_fit_is_oom_and_larger_ones_are_skipped(tmp_path):
     assert points[32768]["reason"].startswith("not tried: batch 16384 ran out of memory at this strategy and N")
     assert points[32768]["after_oom"] is True
     # --resume keeps batch 2, and tries 16384 again (still out of memory) before skipping 32768 again.
-    proc = subprocess.run([*DISTBENCH, "scale", "--resume", "latest", "--results", db, "--format", "json"],
-                          capture_output=True, text=True, timeout=600, preexec_fn=cap, stdin=subprocess.DEVNULL)
+    proc = subprocess.run(
+        [*DISTBENCH, "scale", "--resume", "latest", "--results", db, "--format", "json"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        preexec_fn=cap,
+        stdin=subprocess.DEVNULL,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stderr.count("kept from sweep") == 1
     assert [(p["per_device_batch"], p["status"]) for p in json.loads(proc.stdout)] == [
-        (2, "ok"), (16384, "oom"), (32768, "skipped")]
+        (2, "ok"),
+        (16384, "oom"),
+        (32768, "skipped"),
+    ]
     # The report names the largest batch that fit and where memory ran out.
     report = tmp_path / "report.html"
     assert main(["report", "latest", "--results", db, "--out", str(report)]) == 0
@@ -103,15 +169,16 @@ def _batch_records() -> list[dict]:
     recs = []
     for batch, step in ((16, 0.10), (32, 0.16), (64, 0.30)):
         tel = {"power_w_mean": {"gpu0": 100.0 + batch}, "energy_per_sample_j": 0.5 / batch}
-        recs.append(point("torch", 1, step, batch=batch, device="cuda", peak_memory_bytes=batch * 2 ** 26,
-                          telemetry=tel))
+        recs.append(point("torch", 1, step, batch=batch, device="cuda", peak_memory_bytes=batch * 2**26, telemetry=tel))
         if batch < 64:
             tel2 = {"power_w_mean": {"gpu0": 120.0 + batch, "gpu1": 118.0 + batch}, "energy_per_sample_j": 0.6 / batch}
-            recs.append(point("ddp", 2, step * 1.1, batch=batch, device="cuda", peak_memory_bytes=batch * 2 ** 27,
-                              telemetry=tel2))
+            recs.append(
+                point("ddp", 2, step * 1.1, batch=batch, device="cuda", peak_memory_bytes=batch * 2**27, telemetry=tel2)
+            )
         else:
-            recs.append(point("ddp", 2, status="oom", batch=batch, device="cuda",
-                              reason="OutOfMemoryError: CUDA out of memory"))
+            recs.append(
+                point("ddp", 2, status="oom", batch=batch, device="cuda", reason="OutOfMemoryError: CUDA out of memory")
+            )
     return recs
 
 
@@ -123,8 +190,8 @@ def test_report_batch_section(tmp_path):
     assert '<section id="batch"><h2>Batch size</h2>' in html and 'id="plot-batch"' in html
     assert '<a href="#batch">Batch size</a>' in html
     md = files.markdown.read_text()
-    assert "| torch N=1 | 64 | - |" in md        # largest batch that fit, nothing ran out of memory
-    assert "| ddp N=2 | 32 | 64 |" in md         # fit up to 32, out of memory at 64
+    assert "| torch N=1 | 64 | - |" in md  # largest batch that fit, nothing ran out of memory
+    assert "| ddp N=2 | 32 | 64 |" in md  # fit up to 32, out of memory at 64
     assert "| torch N=1 | 64 | ok | 213.33 | 300.0 | 4 GiB | 164.0 | 0.007812 |" in md
     assert "| ddp N=2 | 32 | ok | 363.64 | 176.0 | 4 GiB | 302.0 | 0.01875 |"  # 2 GPUs: power summed in md
     # One batch size only: no section.
@@ -148,12 +215,29 @@ def test_batch_section_renders_in_headless_chromium(chromium, tmp_path):  # noqa
 
 @require("torch")
 def test_infer_reports_memory_and_power_per_batch(tmp_path):
-    args = ["infer", "--model", "resnet18", "--batch-sizes", "1,4", "--image-size", "32", "--framework", "torch",
-            "--steps", "3", "--warmup", "1", "--device", "cpu", "--results", str(tmp_path / "r.db")]
+    args = [
+        "infer",
+        "--model",
+        "resnet18",
+        "--batch-sizes",
+        "1,4",
+        "--image-size",
+        "32",
+        "--framework",
+        "torch",
+        "--steps",
+        "3",
+        "--warmup",
+        "1",
+        "--device",
+        "cpu",
+        "--results",
+        str(tmp_path / "r.db"),
+    ]
     _, points = run_json(args)
     assert [p["per_device_batch"] for p in points] == [1, 4]
     for p in points:
-        assert p["status"] == "ok" and p["peak_memory_bytes"] > 50 * 2 ** 20
+        assert p["status"] == "ok" and p["peak_memory_bytes"] > 50 * 2**20
         assert p["power_w_mean"] is None and p["energy_per_sample_j"] is None  # CPU: no power sensor read
     table = run_cli(args).stdout
     assert "peak memory (process RSS)" in table and "unknown" in table and "MiB" in table

@@ -1,6 +1,7 @@
 """Simulated coverage and bias of distbench's 95% CIs (distbench/cisim.py): AR(1) step series with
 phi up to 0.8, Student-t(4) noise and slow-step outliers. Each CI must cover the truth in >= 90% of
 simulated runs and the throughput estimate be within 0.5% of it; the old rule must fail the check."""
+
 import numpy as np
 import pytest
 
@@ -10,7 +11,8 @@ from distbench import cisim, stats
 # noisy steps, strong autocorrelation, and 1% of steps slowed by 10 sd.
 MODELS = [cisim.Model(phi=phi, cv=cv) for phi, cv in ((0.0, 0.05), (0.5, 0.15), (0.8, 0.05))] + [
     cisim.Model(phi=phi, cv=cv, outlier_p=0.01, outlier_scale=10.0)
-    for phi, cv in ((0.0, 0.15), (0.0, 0.10), (0.8, 0.10))]
+    for phi, cv in ((0.0, 0.15), (0.0, 0.10), (0.8, 0.10))
+]
 RUNS = 4000  # coverage's standard error ~0.4%: asserting >= 0.90 is not luck of the seed
 
 
@@ -36,16 +38,24 @@ def test_paired_exposed_comm_ci_covers_with_drift_and_a_steady_trend(r):
     res = cisim.paired_exposed(np.random.default_rng(5), cisim.Model(phi=0.8), r, trend=0.01, trials=RUNS)
     assert res["coverage"] >= 0.90, res
     assert abs(res["bias"]) <= 0.1, res  # an odd r keeps one pair's trend (-7% of exposed at r=3)
-    same_order = cisim.paired_exposed(np.random.default_rng(5), cisim.Model(phi=0.8), r, trend=0.01,
-                                      alternate=False, trials=RUNS)
+    same_order = cisim.paired_exposed(
+        np.random.default_rng(5), cisim.Model(phi=0.8), r, trend=0.01, alternate=False, trials=RUNS
+    )
     assert same_order["bias"] < -0.15  # the trend is read as less communication
 
 
 def test_t_quantile_is_exact():
     # Exact values (R: qt(0.975, df), qt(0.995, df)).
-    for df, q975, q995 in ((1, 12.706205, 63.656741), (2, 4.302653, 9.924843), (3, 3.182446, 5.840909),
-                           (4, 2.776445, 4.604095), (9, 2.262157, 3.249836), (19, 2.093024, 2.860935),
-                           (30, 2.042272, 2.749996), (200, 1.971896, 2.600634)):
+    for df, q975, q995 in (
+        (1, 12.706205, 63.656741),
+        (2, 4.302653, 9.924843),
+        (3, 3.182446, 5.840909),
+        (4, 2.776445, 4.604095),
+        (9, 2.262157, 3.249836),
+        (19, 2.093024, 2.860935),
+        (30, 2.042272, 2.749996),
+        (200, 1.971896, 2.600634),
+    ):
         assert abs(stats.t_quantile(0.975, df) - q975) < 1e-5, df
         assert abs(stats.t_quantile(0.995, df) - q995) < 1e-5, df
     assert stats.t_quantile(0.025, 4) == -stats.t_quantile(0.975, 4)
@@ -57,8 +67,11 @@ def test_the_old_rule_fails_this_check():
     assert res["coverage"] < 0.7
 
 
-@pytest.mark.parametrize("model", [cisim.Model(phi=0.0, cv=0.05), cisim.Model(phi=0.8, cv=0.05),
-                                   cisim.Model(phi=0.5, cv=0.15, outlier_p=0.05)], ids=lambda m: m.label())
+@pytest.mark.parametrize(
+    "model",
+    [cisim.Model(phi=0.0, cv=0.05), cisim.Model(phi=0.8, cv=0.05), cisim.Model(phi=0.5, cv=0.15, outlier_p=0.05)],
+    ids=lambda m: m.label(),
+)
 def test_throughput_ratio_ci_covers(model):
     """The ratio CIs of `compare` and the report's wrappers section (two runs' batch-means CIs combined
     on the log scale) cover the true ratio at least 90% of the time (nominal 95%)."""

@@ -1,4 +1,5 @@
 """CLI tests: exit codes and exact one-line error text, through the real entry point."""
+
 import click
 import pytest
 
@@ -13,23 +14,40 @@ def _run(capsys, args):
     return code, out.out, out.err
 
 
-@pytest.mark.parametrize("args,message", [
-    (["scale", "--gpus", "", "--model", "resnet50"], "Error: --gpus is empty: give a comma list of device counts, e.g. --gpus 1,2,4\n"),
-    (["scale", "--gpus", "0"], "Error: --gpus value '0' must be a positive device count\n"),
-    (["scale", "--gpus", "-2"], "Error: --gpus value '-2' must be a positive device count\n"),
-    (["scale", "--gpus", "1,x"], "Error: --gpus value 'x' is not a whole number\n"),
-    (["scale", "--gpus", "1,2,1"], "Error: --gpus value '1' is duplicated\n"),
-    (["scale", "--gpus", "1", "--model", "alexnet"],
-     f"Error: unknown model 'alexnet'; valid models: {', '.join(model_names())}\n"),
-    (["scale", "--gpus", "1", "--strategy", "nope"],
-     f"Error: unknown --strategy 'nope'; valid strategies: {', '.join(STRATEGIES)}; groups: all, core, wrappers, "
-     "sharded\n"),
-    (["scale", "--gpus", "1", "--batch-size", "-4"], "Error: --batch-size value '-4' must be a positive batch size\n"),
-    (["run", "--gpus", "1,2", "--strategy", "ddp"],
-     "Error: run measures one point: --gpus takes one count, got '1,2' (use `distbench scale`)\n"),
-    (["run", "--gpus", "2", "--strategy", "ddp,torch"],
-     "Error: run measures one point: give exactly one --strategy (use `distbench scale` for several)\n"),
-])
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (
+            ["scale", "--gpus", "", "--model", "resnet50"],
+            "Error: --gpus is empty: give a comma list of device counts, e.g. --gpus 1,2,4\n",
+        ),
+        (["scale", "--gpus", "0"], "Error: --gpus value '0' must be a positive device count\n"),
+        (["scale", "--gpus", "-2"], "Error: --gpus value '-2' must be a positive device count\n"),
+        (["scale", "--gpus", "1,x"], "Error: --gpus value 'x' is not a whole number\n"),
+        (["scale", "--gpus", "1,2,1"], "Error: --gpus value '1' is duplicated\n"),
+        (
+            ["scale", "--gpus", "1", "--model", "alexnet"],
+            f"Error: unknown model 'alexnet'; valid models: {', '.join(model_names())}\n",
+        ),
+        (
+            ["scale", "--gpus", "1", "--strategy", "nope"],
+            f"Error: unknown --strategy 'nope'; valid strategies: {', '.join(STRATEGIES)}; groups: all, core, wrappers, "
+            "sharded\n",
+        ),
+        (
+            ["scale", "--gpus", "1", "--batch-size", "-4"],
+            "Error: --batch-size value '-4' must be a positive batch size\n",
+        ),
+        (
+            ["run", "--gpus", "1,2", "--strategy", "ddp"],
+            "Error: run measures one point: --gpus takes one count, got '1,2' (use `distbench scale`)\n",
+        ),
+        (
+            ["run", "--gpus", "2", "--strategy", "ddp,torch"],
+            "Error: run measures one point: give exactly one --strategy (use `distbench scale` for several)\n",
+        ),
+    ],
+)
 def test_bad_input_exits_2_with_one_line(capsys, args, message):
     code, out, err = _run(capsys, args)
     assert code == 2

@@ -1,4 +1,5 @@
 """Communication: the overhead/overlap/busbw math, size parsing, and real all-reduce runs."""
+
 import json
 import sqlite3
 
@@ -35,7 +36,7 @@ def test_comm_metrics():
 
 
 def test_parse_sizes():
-    assert parse_size("1K") == 1024 and parse_size("2m") == 2 * 1024 ** 2 and parse_size("1G") == 1024 ** 3
+    assert parse_size("1K") == 1024 and parse_size("2m") == 2 * 1024**2 and parse_size("1G") == 1024**3
     assert parse_sizes("1K:8K") == [1024, 2048, 4096, 8192]
     assert parse_sizes("1K:16K", 4) == [1024, 4096, 16384]
     assert parse_sizes("4K,1K") == [1024, 4096]
@@ -58,21 +59,43 @@ def test_bad_backend_and_nccl_without_gpu(capsys):
     from distbench.cli import main
 
     assert main(["comm", "--backend", "carrier-pigeon"]) == 2
-    assert capsys.readouterr().err == ("Error: unknown backend 'carrier-pigeon'; valid backends: "
-                                       "gloo, nccl, mpi, horovod, tf\n")
+    assert capsys.readouterr().err == (
+        "Error: unknown backend 'carrier-pigeon'; valid backends: gloo, nccl, mpi, horovod, tf\n"
+    )
     assert main(["comm", "--backend", "nccl", "--device", "cpu"]) == 2
     assert capsys.readouterr().err == "Error: --backend nccl needs CUDA GPUs; none are in use (try --backend gloo)\n"
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("backend,modules", [("gloo", ("torch",)), ("horovod", ("horovod.torch",)),
-                                             ("tf", ("tensorflow",))])
+@pytest.mark.parametrize(
+    "backend,modules", [("gloo", ("torch",)), ("horovod", ("horovod.torch",)), ("tf", ("tensorflow",))]
+)
 def test_real_allreduce_is_correct_at_two_workers(tmp_path, backend, modules):
     if not all(require(m).args[0] is False for m in modules):
         pytest.skip(f"{modules} not installed")
     db = tmp_path / "c.db"
-    proc = run_cli(["comm", "--gpus", "2", "--backend", backend, "--sizes", "1K:256K", "--factor", "4",
-                    "--iters", "5", "--device", "cpu", "--results", str(db), "--format", "json"], timeout=600)
+    proc = run_cli(
+        [
+            "comm",
+            "--gpus",
+            "2",
+            "--backend",
+            backend,
+            "--sizes",
+            "1K:256K",
+            "--factor",
+            "4",
+            "--iters",
+            "5",
+            "--device",
+            "cpu",
+            "--results",
+            str(db),
+            "--format",
+            "json",
+        ],
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     [point] = json.loads(proc.stdout)
     assert point["status"] == "ok", point

@@ -1,5 +1,6 @@
 """`distbench compare`: batch-means and record-based CIs of the throughput ratio, regression flagging only
 beyond the noise and the threshold, unmatched points, and the CLI's exit codes (a CI gate)."""
+
 from __future__ import annotations
 
 import json
@@ -25,7 +26,7 @@ def test_steps_throughput_ci_from_batch_means_covers_the_estimate():
     ci = an.steps_throughput_ci(times, thr)
     assert ci[0] < thr < ci[1]
     tight = an.steps_throughput_ci([0.1 * (1 + 0.001 * (((i * 7919) % 13) / 6 - 1)) for i in range(300)], thr)
-    assert tight[1] - tight[0] < (ci[1] - ci[0]) / 10                  # less spread, narrower CI
+    assert tight[1] - tight[0] < (ci[1] - ci[0]) / 10  # less spread, narrower CI
 
 
 def test_steps_ci_needs_enough_steps():
@@ -42,13 +43,16 @@ def test_ratio_ci_from_record_cis_combines_on_the_log_scale():
 
 
 # -- flagging ----------------------------------------------------------------------------------------------
-@pytest.mark.parametrize("ratio,ci,verdict", [
-    (0.80, (0.78, 0.82), "regression"),
-    (1.20, (1.18, 1.22), "improvement"),
-    (0.98, (0.97, 0.99), "below threshold"),      # beyond the noise but smaller than 5%
-    (0.90, (0.70, 1.10), "within noise"),          # larger than 5% but the CI includes 1
-    (0.80, None, "no CI"),
-])
+@pytest.mark.parametrize(
+    "ratio,ci,verdict",
+    [
+        (0.80, (0.78, 0.82), "regression"),
+        (1.20, (1.18, 1.22), "improvement"),
+        (0.98, (0.97, 0.99), "below threshold"),  # beyond the noise but smaller than 5%
+        (0.90, (0.70, 1.10), "within noise"),  # larger than 5% but the CI includes 1
+        (0.80, None, "no CI"),
+    ],
+)
 def test_judge(ratio, ci, verdict):
     assert judge(ratio, ci, 0.05) == verdict
 
@@ -58,11 +62,14 @@ def test_parse_threshold(text, value):
     assert parse_threshold(text) == pytest.approx(value)
 
 
-@pytest.mark.parametrize("text,message", [
-    ("5", "--threshold '5' is ambiguous: write 5% for a percentage or a fraction below 1"),
-    ("abc", "--threshold 'abc' is not a percentage (e.g. 5%) or a fraction (e.g. 0.05)"),
-    ("-3%", "--threshold '-3%' must be between 0% and 100%"),
-])
+@pytest.mark.parametrize(
+    "text,message",
+    [
+        ("5", "--threshold '5' is ambiguous: write 5% for a percentage or a fraction below 1"),
+        ("abc", "--threshold 'abc' is not a percentage (e.g. 5%) or a fraction (e.g. 0.05)"),
+        ("-3%", "--threshold '-3%' must be between 0% and 100%"),
+    ],
+)
 def test_parse_threshold_errors(text, message):
     with pytest.raises(BadInput) as exc:
         parse_threshold(text)
@@ -74,13 +81,21 @@ NOISY = [0.11 * (0.2 + 1.6 * u) for u in (lambda rng: [rng.random() for _ in ran
 
 
 def _pair(tmp_path, extra_b=()):
-    a = [point("torch", 1, 0.1), point("ddp", 2, 0.1), point("ddp", 4, 0.1), point("horovod-torch", 2, 0.1),
-         point("ddp", 8, 0.1)]
-    b = [point("torch", 1, 0.1),
-         point("ddp", 2, 0.125),                # -20%: regression
-         point("ddp", 4, 0.098),                # +2%: beyond the noise, under the threshold
-         point("horovod-torch", 2, times=NOISY),  # -9% but noisy: within noise
-         point("mirrored", 2, 0.1, framework="tf"), *extra_b]
+    a = [
+        point("torch", 1, 0.1),
+        point("ddp", 2, 0.1),
+        point("ddp", 4, 0.1),
+        point("horovod-torch", 2, 0.1),
+        point("ddp", 8, 0.1),
+    ]
+    b = [
+        point("torch", 1, 0.1),
+        point("ddp", 2, 0.125),  # -20%: regression
+        point("ddp", 4, 0.098),  # +2%: beyond the noise, under the threshold
+        point("horovod-torch", 2, times=NOISY),  # -9% but noisy: within noise
+        point("mirrored", 2, 0.1, framework="tf"),
+        *extra_b,
+    ]
     path = tmp_path / "r.db"
     with Store(path) as store:
         sa, sb = add_sweep(store, a), add_sweep(store, b)
@@ -91,8 +106,12 @@ def test_compare_flags_only_beyond_noise_and_threshold(tmp_path):
     _, _, _, a, b = _pair(tmp_path)
     result = compare_sweeps(a, b, threshold=0.05)
     verdicts = {p.key[:2]: p.verdict for p in result.points}
-    assert verdicts == {("torch", 1): "within noise", ("ddp", 2): "regression", ("ddp", 4): "below threshold",
-                        ("horovod-torch", 2): "within noise"}
+    assert verdicts == {
+        ("torch", 1): "within noise",
+        ("ddp", 2): "regression",
+        ("ddp", 4): "below threshold",
+        ("horovod-torch", 2): "within noise",
+    }
     reg = next(p for p in result.points if p.key[:2] == ("ddp", 2))
     assert reg.ratio == pytest.approx(0.8) and reg.ci[1] < 1 and reg.ci_method == "batch means"
     assert [k[:2] for k in result.only_a] == [("ddp", 8)]
@@ -103,10 +122,16 @@ def test_compare_flags_only_beyond_noise_and_threshold(tmp_path):
 
 
 def test_compare_uses_record_cis_and_failures_count_as_regressions(tmp_path):
-    a = [point("ddp", 2, 0.1, throughput_ci_low=78.0, throughput_ci_high=82.0), point("ddp", 4, 0.1),
-         point("ddp", 8, status="failed", reason="oom-ish")]
-    b = [point("ddp", 2, 0.1, throughput_ci_low=70.0, throughput_ci_high=90.0),
-         point("ddp", 4, status="timeout", reason="killed after 900 s"), point("ddp", 8, 0.1)]
+    a = [
+        point("ddp", 2, 0.1, throughput_ci_low=78.0, throughput_ci_high=82.0),
+        point("ddp", 4, 0.1),
+        point("ddp", 8, status="failed", reason="oom-ish"),
+    ]
+    b = [
+        point("ddp", 2, 0.1, throughput_ci_low=70.0, throughput_ci_high=90.0),
+        point("ddp", 4, status="timeout", reason="killed after 900 s"),
+        point("ddp", 8, 0.1),
+    ]
     with Store(tmp_path / "r.db") as store:
         sa, sb = add_sweep(store, a), add_sweep(store, b)
         result = compare_sweeps(load_sweep(store, sa), load_sweep(store, sb))
@@ -136,8 +161,7 @@ def test_compare_cli_exit_1_on_regression_else_0(capsys, tmp_path):
     path, sa, sb, _, _ = _pair(tmp_path)
     code, out, err = _run(capsys, ["compare", sa, sb, "--results", str(path)])
     assert code == 1, err
-    assert err == (f"Error: 1 regression(s) in {sb} vs {sa} beyond the noise and the 5.0% threshold: "
-                   "ddp N=2\n")
+    assert err == (f"Error: 1 regression(s) in {sb} vs {sa} beyond the noise and the 5.0% threshold: ddp N=2\n")
     assert "regression" in out and "only in A (unmatched): ddp N=8 resnet50 batch=4 weak" in out
     assert "1 regression(s), 0 improvement(s) beyond the noise and the 5.0% threshold, over 4 matched point(s)" in out
     code, out, _ = _run(capsys, ["compare", sa, sb, "--results", str(path), "--threshold", "25%"])
@@ -147,10 +171,18 @@ def test_compare_cli_exit_1_on_regression_else_0(capsys, tmp_path):
     doc = json.loads(out)
     assert doc["sweep_b"] == sb and doc["regressions"] == 1 and doc["threshold"] == 0.05
     [unmatched] = doc["unmatched_b"]
-    assert {k: unmatched[k] for k in ("strategy", "world_size", "nodes", "batch", "model", "scaling", "device",
-                                      "precision")} == {
-        "strategy": "mirrored", "world_size": 2, "nodes": 1, "batch": 4, "model": "resnet50", "scaling": "weak",
-        "device": "cpu", "precision": "fp32"}
+    assert {
+        k: unmatched[k] for k in ("strategy", "world_size", "nodes", "batch", "model", "scaling", "device", "precision")
+    } == {
+        "strategy": "mirrored",
+        "world_size": 2,
+        "nodes": 1,
+        "batch": 4,
+        "model": "resnet50",
+        "scaling": "weak",
+        "device": "cpu",
+        "precision": "fp32",
+    }
     reg = next(p for p in doc["points"] if p["verdict"] == "regression")
     assert reg["strategy"] == "ddp" and reg["world_size"] == 2 and reg["ci_high"] < 1
 
@@ -160,8 +192,9 @@ def test_compare_cli_across_two_stores(capsys, tmp_path):
         sa = add_sweep(store, [point("ddp", 2, 0.1)])
     with Store(tmp_path / "b.db") as store:
         add_sweep(store, [point("ddp", 2, 0.0999)])
-    code, out, err = _run(capsys, ["compare", sa, "latest", "--results", str(tmp_path / "a.db"),
-                                   "--results-b", str(tmp_path / "b.db")])
+    code, out, err = _run(
+        capsys, ["compare", sa, "latest", "--results", str(tmp_path / "a.db"), "--results-b", str(tmp_path / "b.db")]
+    )
     assert code == 0, err
     assert "0 regression(s)" in out
 
@@ -172,8 +205,10 @@ def test_compare_cli_errors(capsys, tmp_path):
         sb = add_sweep(store, [point("ddp", 2, 0.1, model="resnet18")])
     code, _, err = _run(capsys, ["compare", sa, sb, "--results", str(tmp_path / "r.db")])
     assert code == 2
-    assert err == (f"Error: no points of {sa} and {sb} match: their workloads differ (model resnet50 in A, "
-                   "resnet18 in B): nothing to compare\n")
+    assert err == (
+        f"Error: no points of {sa} and {sb} match: their workloads differ (model resnet50 in A, "
+        "resnet18 in B): nothing to compare\n"
+    )
     code, out, err = _run(capsys, ["compare", sa, "nope", "--results", str(tmp_path / "r.db")])
     assert code == 2 and out == ""
     assert err == f"Error: unknown sweep 'nope'; recent sweeps: {sb}, {sa}\n"
@@ -204,13 +239,15 @@ def test_points_at_the_same_n_on_other_nodes_are_separate_points(tmp_path):
 
 def test_workloads_that_differ_are_listed_apart_not_compared(tmp_path, capsys):
     a = [point("ddp", 2, 0.1, **_ci(80.0)), point("ddp", 4, 0.1, **_ci(160.0))]
-    b = [point("ddp", 2, 0.05, config={"precision": "bf16", "image_size": 128}, **_ci(160.0)),
-         point("ddp", 4, 0.1, **_ci(160.0))]
+    b = [
+        point("ddp", 2, 0.05, config={"precision": "bf16", "image_size": 128}, **_ci(160.0)),
+        point("ddp", 4, 0.1, **_ci(160.0)),
+    ]
     path = tmp_path / "r.db"
     with Store(path) as store:
         sa, sb = add_sweep(store, a), add_sweep(store, b)
         result = compare_sweeps(load_sweep(store, sa), load_sweep(store, sb))
-    assert [p.key.world_size for p in result.points] == [4]       # only the same workload is compared
+    assert [p.key.world_size for p in result.points] == [4]  # only the same workload is compared
     assert result.only_a == [] and result.only_b == []
     [(ka, kb, diffs)] = result.differ
     assert ka.world_size == kb.world_size == 2
@@ -219,6 +256,8 @@ def test_workloads_that_differ_are_listed_apart_not_compared(tmp_path, capsys):
     code = main(["compare", sa, sb, "--results", str(path)])
     out = capsys.readouterr().out
     assert code == 0
-    assert ("not compared, the workloads differ: ddp N=2 resnet50 batch=4 weak: image_size 224 in A, 128 in B; "
-            "precision fp32 in A, bf16 in B") in out
+    assert (
+        "not compared, the workloads differ: ddp N=2 resnet50 batch=4 weak: image_size 224 in A, 128 in B; "
+        "precision fp32 in A, bf16 in B"
+    ) in out
     assert "compared workload: model resnet50, device cpu, scaling weak, image_size 224" in out

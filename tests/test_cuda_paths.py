@@ -1,6 +1,7 @@
 """The CUDA paths' decisions, tested without a GPU (issue 14): injected device counts, fake
 TensorFlow / Horovod / NVML objects, the install's NCCL decision with fake tools on PATH, and the
 cross-replica loss-scaling fix run for real on two logical CPU devices."""
+
 from __future__ import annotations
 
 import os
@@ -37,8 +38,10 @@ class FakeTF:
         self.config = SimpleNamespace(
             list_physical_devices=lambda kind: list(self.gpus) if kind == "GPU" else ["CPU0"],
             set_visible_devices=self._set_visible,
-            experimental=SimpleNamespace(set_memory_growth=lambda g, on: self.growth.append(g),
-                                         enable_tensor_float_32_execution=lambda on: None))  # tests/test_mathmode.py
+            experimental=SimpleNamespace(
+                set_memory_growth=lambda g, on: self.growth.append(g), enable_tensor_float_32_execution=lambda on: None
+            ),
+        )  # tests/test_mathmode.py
         self.distribute = SimpleNamespace(MirroredStrategy=self._mirrored)
         self.test = SimpleNamespace(experimental=SimpleNamespace(sync_devices=self._sync))
 
@@ -47,8 +50,9 @@ class FakeTF:
         self.visible = list(devices)
 
     def _mirrored(self, devices):
-        return SimpleNamespace(num_replicas_in_sync=len(devices), devices=devices,
-                               extended=SimpleNamespace(_cross_device_ops=None))
+        return SimpleNamespace(
+            num_replicas_in_sync=len(devices), devices=devices, extended=SimpleNamespace(_cross_device_ops=None)
+        )
 
     def _sync(self):
         self.synced += 1
@@ -60,6 +64,7 @@ def fake_tf(monkeypatch):
         tf = FakeTF(gpus)
         monkeypatch.setitem(sys.modules, "tensorflow", tf)
         return tf
+
     return make
 
 
@@ -122,6 +127,7 @@ def test_horovod_backend_is_what_horovod_uses():
 # -- item 7: telemetry on the workers' GPUs, clock events, unknown is not "not throttled" ----------
 class FakeNVML:
     """pynvml with four GPUs; NVML enumerates them by PCI bus id."""
+
     nvmlClocksEventReasonSwPowerCap = 0x4
     nvmlClocksEventReasonHwSlowdown = 0x8
     nvmlClocksEventReasonSwThermalSlowdown = 0x20
@@ -133,17 +139,38 @@ class FakeNVML:
     def __init__(self, reasons=None):
         self.reasons = reasons or {}  # handle index -> reasons; missing: the query fails
 
-    def nvmlInit(self): pass
-    def nvmlShutdown(self): pass
-    def nvmlDeviceGetCount(self): return len(self.BUS)
-    def nvmlDeviceGetHandleByIndex(self, i): return ("h", i)
-    def nvmlDeviceGetPciInfo(self, h): return SimpleNamespace(busId=self.BUS[h[1]].encode())
-    def nvmlDeviceGetUtilizationRates(self, h): return SimpleNamespace(gpu=90)
-    def nvmlDeviceGetMemoryInfo(self, h): return SimpleNamespace(used=1e9)
-    def nvmlDeviceGetPowerUsage(self, h): return 250000
-    def nvmlDeviceGetTotalEnergyConsumption(self, h): return 1000
-    def nvmlDeviceGetClockInfo(self, h, kind): return 1400
-    def nvmlDeviceGetTemperature(self, h, kind): return 60
+    def nvmlInit(self):
+        pass
+
+    def nvmlShutdown(self):
+        pass
+
+    def nvmlDeviceGetCount(self):
+        return len(self.BUS)
+
+    def nvmlDeviceGetHandleByIndex(self, i):
+        return ("h", i)
+
+    def nvmlDeviceGetPciInfo(self, h):
+        return SimpleNamespace(busId=self.BUS[h[1]].encode())
+
+    def nvmlDeviceGetUtilizationRates(self, h):
+        return SimpleNamespace(gpu=90)
+
+    def nvmlDeviceGetMemoryInfo(self, h):
+        return SimpleNamespace(used=1e9)
+
+    def nvmlDeviceGetPowerUsage(self, h):
+        return 250000
+
+    def nvmlDeviceGetTotalEnergyConsumption(self, h):
+        return 1000
+
+    def nvmlDeviceGetClockInfo(self, h, kind):
+        return 1400
+
+    def nvmlDeviceGetTemperature(self, h, kind):
+        return 60
 
     def nvmlDeviceGetCurrentClocksEventReasons(self, h):
         if h[1] not in self.reasons:
@@ -157,8 +184,9 @@ class FakeNVML:
 def test_select_gpus_maps_cuda_devices_by_pci_bus_id():
     nv = FakeNVML()
     # FASTEST_FIRST: CUDA device 0 is NVML's GPU 2, CUDA device 1 is NVML's GPU 0 (CUDA's bus id format)
-    handles, note = telemetry.select_gpus(nv, 2, ["0000:88:00.0", "0000:1a:00.0", "0000:3b:00.0"],
-                                          {"CUDA_DEVICE_ORDER": "FASTEST_FIRST"})
+    handles, note = telemetry.select_gpus(
+        nv, 2, ["0000:88:00.0", "0000:1a:00.0", "0000:3b:00.0"], {"CUDA_DEVICE_ORDER": "FASTEST_FIRST"}
+    )
     assert [i for i, _ in handles] == [2, 0] and note is None
     handles, note = telemetry.select_gpus(nv, 1, ["0000:99:00.0"], {})
     assert handles == [] and "no NVML device at PCI bus id(s) 0000:99:00.0" in note
@@ -189,7 +217,7 @@ def test_sampler_uses_the_clock_event_api_and_records_unknown(monkeypatch):
     assert telemetry.summarize(s.samples, None, None)["throttled"] is False
     nv.reasons = {0: 0x4}  # GPU 0 power-capped; GPU 2's query now fails
     s._sample_gpus(2.0)
-    assert ("gpu2" in {src for _, src, m, _ in s.samples if m == "throttle_unknown"})
+    assert "gpu2" in {src for _, src, m, _ in s.samples if m == "throttle_unknown"}
     assert telemetry.summarize(s.samples, None, None)["throttled"] is True
     only_unknown = [x for x in s.samples if x[1] == "gpu2" and x[0] == 2.0]
     assert telemetry.summarize(only_unknown, None, None)["throttled"] is None  # unknown, not "no"
@@ -208,10 +236,20 @@ def _decide(tmp_path, *, torch_cuda: str, tools=(), env=None):
     for tool in tools:
         (fakebin / tool).write_text("#!/bin/sh\nexit 0\n")
         (fakebin / tool).chmod(0o755)
-    run_env = {"PATH": f"{fakebin}:/usr/bin:/bin", "HOME": str(tmp_path), "VENV": str(venv),
-               "HOROVOD_CUDA_HOME": str(tmp_path / "no-cuda"), **(env or {})}
-    out = subprocess.run(["bash", str(ROOT / "scripts" / "install.sh"), "--horovod-gpu-ops"], env=run_env,
-                         capture_output=True, text=True, timeout=60)
+    run_env = {
+        "PATH": f"{fakebin}:/usr/bin:/bin",
+        "HOME": str(tmp_path),
+        "VENV": str(venv),
+        "HOROVOD_CUDA_HOME": str(tmp_path / "no-cuda"),
+        **(env or {}),
+    }
+    out = subprocess.run(
+        ["bash", str(ROOT / "scripts" / "install.sh"), "--horovod-gpu-ops"],
+        env=run_env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     return out.returncode, out.stdout.strip(), out.stderr
 
 
@@ -247,8 +285,13 @@ def test_install_nccl_forced_either_way(tmp_path):
 
 # -- items 2 and 6: run for real, each in a fresh process (global framework state) ----------------
 def _python(code: str) -> str:
-    out = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
-                         timeout=300, env={**os.environ, "CUDA_VISIBLE_DEVICES": "", "TF_CPP_MIN_LOG_LEVEL": "3"})
+    out = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "CUDA_VISIBLE_DEVICES": "", "TF_CPP_MIN_LOG_LEVEL": "3"},
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     return out.stdout
 

@@ -1,5 +1,6 @@
 """`--data disk`: no epoch-boundary stalls, the page-cache status of the reads, multi-worker mirrored
 really reading from disk, and a data wait that is unknown (None), never 0, when it was not timed."""
+
 import json
 
 import pytest
@@ -12,14 +13,29 @@ from tests.test_multinode import run_two_tf_workers
 
 
 def _dataset(tmp_path, samples=8):
-    return datasets.ensure_dataset("resnet18", image_size=32, seq_len=None, num_classes=10, samples=samples,
-                                   root=tmp_path / "data")
+    return datasets.ensure_dataset(
+        "resnet18", image_size=32, seq_len=None, num_classes=10, samples=samples, root=tmp_path / "data"
+    )
 
 
 def _cfg(folder, **kw):
-    base = dict(strategy="ddp", model="resnet18", world_size=2, nodes=1, device="cpu", per_device_batch=2,
-                image_size=32, num_classes=10, steps=3, warmup=1, threads_per_worker=1, data="disk",
-                data_dir=str(folder), loader_workers=1, prefetch=2)
+    base = dict(
+        strategy="ddp",
+        model="resnet18",
+        world_size=2,
+        nodes=1,
+        device="cpu",
+        per_device_batch=2,
+        image_size=32,
+        num_classes=10,
+        steps=3,
+        warmup=1,
+        threads_per_worker=1,
+        data="disk",
+        data_dir=str(folder),
+        loader_workers=1,
+        prefetch=2,
+    )
     return PointConfig(**{**base, **kw})
 
 
@@ -42,7 +58,7 @@ def test_the_loader_is_iterated_once_across_epochs(tmp_path, world):
     assert len(batches.waits) == 5 * per_epoch
     # Every epoch is a fresh shuffle of the rank's shard, not the same order repeated.
     labels = [b[1].tolist() for b in seen]
-    assert len({json.dumps(labels[i:i + per_epoch]) for i in range(0, len(labels) - per_epoch + 1, per_epoch)}) > 1
+    assert len({json.dumps(labels[i : i + per_epoch]) for i in range(0, len(labels) - per_epoch + 1, per_epoch)}) > 1
 
 
 @require("torch")

@@ -1,5 +1,6 @@
 """Which device a sweep uses, and which points it skips, with the visible-GPU count injected:
 `auto` uses any visible GPU (points needing more are skipped), device counts compare per node."""
+
 import pytest
 
 from distbench import plan as plan_mod
@@ -9,8 +10,9 @@ from distbench.strategies import parse_strategies
 
 
 def _plan(visible, gpus, nodes=(1,), device="auto", strategies=("ddp",)):
-    opts = SweepOptions(model="resnet50", gpus=gpus, nodes=nodes, strategies=parse_strategies(strategies),
-                        device=device)
+    opts = SweepOptions(
+        model="resnet50", gpus=gpus, nodes=nodes, strategies=parse_strategies(strategies), device=device
+    )
     return make_plan(opts, visible_gpus=visible)
 
 
@@ -22,8 +24,12 @@ def test_auto_runs_what_fits_on_the_gpus_and_skips_the_rest():
     plan = _plan(visible=2, gpus=[1, 2, 4])
     assert plan.device.device == "cuda"
     assert {p.config.device for p in plan.points} == {"cuda"}
-    assert _skips(plan) == {("torch", 1, 1): None, ("ddp", 1, 1): None, ("ddp", 2, 1): None,
-                            ("ddp", 4, 1): "needs 4 GPUs, 2 visible"}
+    assert _skips(plan) == {
+        ("torch", 1, 1): None,
+        ("ddp", 1, 1): None,
+        ("ddp", 2, 1): None,
+        ("ddp", 4, 1): "needs 4 GPUs, 2 visible",
+    }
     assert "points needing more than 2 GPUs are skipped" in plan.device.note
 
 
@@ -50,8 +56,13 @@ def test_multi_node_counts_compare_per_node(monkeypatch):
 
     monkeypatch.setattr(multinode, "check_allocation", lambda nodes: [f"node{i}" for i in range(nodes)])
     plan = _plan(visible=8, gpus=[8, 16], nodes=(1, 2), device="cuda")
-    assert _skips(plan) == {("torch", 1, 1): None, ("ddp", 8, 1): None, ("ddp", 8, 2): None,
-                            ("ddp", 16, 1): "needs 16 GPUs, 8 visible", ("ddp", 16, 2): None}
+    assert _skips(plan) == {
+        ("torch", 1, 1): None,
+        ("ddp", 8, 1): None,
+        ("ddp", 8, 2): None,
+        ("ddp", 16, 1): "needs 16 GPUs, 8 visible",
+        ("ddp", 16, 2): None,
+    }
     plan = _plan(visible=2, gpus=[8], nodes=(2,))  # auto, 2-GPU nodes: 4 per node is too many
     assert _skips(plan)[("ddp", 8, 2)] == "needs 4 GPUs per node, 2 visible"
 
@@ -59,8 +70,11 @@ def test_multi_node_counts_compare_per_node(monkeypatch):
 def test_cpu_workers_are_capped_per_node(monkeypatch):
     monkeypatch.setattr(plan_mod, "cpu_cores", lambda: 2)
     assert resolve_device("cpu", [16], visible=0).device == "cpu"
-    with pytest.raises(BadInput, match=r"^--gpus 17: CPU workers are limited to 16 on this machine "
-                                       r"\(8 per core, 2 core\(s\)\)$"):
+    with pytest.raises(
+        BadInput,
+        match=r"^--gpus 17: CPU workers are limited to 16 on this machine "
+        r"\(8 per core, 2 core\(s\)\)$",
+    ):
         resolve_device("auto", [1, 17], visible=0)
     with pytest.raises(BadInput, match=r"^--gpus 64: CPU workers are limited to 16 per node"):
         resolve_device("cpu", [64], visible=0, nodes=(2,))

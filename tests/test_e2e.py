@@ -1,5 +1,6 @@
 """Real multi-process runs on CPU workers: every strategy at N=1 and N=2 on a tiny ResNet-50 config,
 launched exactly as users launch them (torchrun, horovodrun, one process), through the CLI."""
+
 import json
 import sqlite3
 
@@ -23,16 +24,20 @@ def sweep(tmp_path_factory):
 
 
 def _point(points, strategy, n):
-    [p] = [p for p in points if p["strategy"] == strategy and p["world_size"] == n
-           and not p["config"].get("baseline_threads")]
+    [p] = [
+        p
+        for p in points
+        if p["strategy"] == strategy and p["world_size"] == n and not p["config"].get("baseline_threads")
+    ]
     return p
 
 
 @ALL_FRAMEWORKS
 def test_every_strategy_runs_at_n1_and_n2(sweep):
     _, points, _ = sweep
-    expected = {("torch", 1), ("tf", 1)} | {(s, n) for s in ("dp", "ddp", "mirrored", "horovod-torch", "horovod-tf")
-                                             for n in (1, 2)}
+    expected = {("torch", 1), ("tf", 1)} | {
+        (s, n) for s in ("dp", "ddp", "mirrored", "horovod-torch", "horovod-tf") for n in (1, 2)
+    }
     assert {(p["strategy"], p["world_size"]) for p in points} == expected
     for p in points:
         if p["strategy"] == "dp" or p["config"].get("baseline_threads"):  # per-core references: test_efficiency.py
@@ -79,8 +84,9 @@ def test_communication_overhead_is_measured_at_n2(sweep):
 def test_cpu_worker_telemetry_is_stored(sweep):
     _, points, db = sweep
     conn = sqlite3.connect(db)
-    record = json.loads(conn.execute("SELECT record_json FROM points WHERE strategy = 'ddp' AND world_size = 2")
-                        .fetchone()[0])
+    record = json.loads(
+        conn.execute("SELECT record_json FROM points WHERE strategy = 'ddp' AND world_size = 2").fetchone()[0]
+    )
     assert len(record["telemetry"]["cpu_util_mean"]) == 2  # one entry per worker process
     assert all(v > 0 for v in record["telemetry"]["rss_peak_bytes"].values())
     assert conn.execute("SELECT COUNT(*) FROM telemetry").fetchone()[0] > 0
@@ -127,8 +133,9 @@ def test_every_point_is_in_the_store_with_steps_and_environment(sweep):
 
 @require("torch")
 def test_run_one_point_table_output(tmp_path):
-    proc = run_cli(["run", "--strategy", "ddp", "--gpus", "2", "--device", "cpu",
-                    "--results", str(tmp_path / "r.db"), *TINY])
+    proc = run_cli(
+        ["run", "--strategy", "ddp", "--gpus", "2", "--device", "cpu", "--results", str(tmp_path / "r.db"), *TINY]
+    )
     assert proc.returncode == 0, proc.stderr
     assert "ddp" in proc.stdout and "ok" in proc.stdout
     assert "results stored in" in proc.stdout
@@ -138,8 +145,22 @@ def test_run_one_point_table_output(tmp_path):
 def test_strong_scaling_divides_the_batch(tmp_path):
     args = [a for a in TINY]
     args[args.index("--batch-size") + 1] = "4"
-    _, points = run_json(["scale", "--gpus", "2", "--strategy", "ddp", "--scaling", "strong", "--device", "cpu",
-                          "--results", str(tmp_path / "r.db"), *args])
+    _, points = run_json(
+        [
+            "scale",
+            "--gpus",
+            "2",
+            "--strategy",
+            "ddp",
+            "--scaling",
+            "strong",
+            "--device",
+            "cpu",
+            "--results",
+            str(tmp_path / "r.db"),
+            *args,
+        ]
+    )
     ddp = _point(points, "ddp", 2)
     assert ddp["status"] == "ok", ddp.get("stderr_tail")
     assert ddp["per_device_batch"] == 2 and ddp["global_batch"] == 4 and ddp["scaling"] == "strong"
@@ -152,24 +173,49 @@ def test_missing_framework_inside_the_worker_is_skipped_with_hint(tmp_path):
     shim = tmp_path / "shim" / "horovod"
     shim.mkdir(parents=True)
     (shim / "__init__.py").write_text("")
-    (shim / "torch.py").write_text("raise ImportError('horovod.torch was built without PyTorch', name='horovod.torch')\n")
+    (shim / "torch.py").write_text(
+        "raise ImportError('horovod.torch was built without PyTorch', name='horovod.torch')\n"
+    )
     import os
 
     env = {"PYTHONPATH": os.pathsep.join([str(tmp_path / "shim"), os.environ.get("PYTHONPATH", "")])}
     # run the worker module directly: horovodrun itself would need the real package
     from distbench.config import PointConfig
 
-    cfg = PointConfig(strategy="horovod-torch", model="resnet50", world_size=1, device="cpu", per_device_batch=2,
-                      image_size=32, steps=1, warmup=0)
+    cfg = PointConfig(
+        strategy="horovod-torch",
+        model="resnet50",
+        world_size=1,
+        device="cpu",
+        per_device_batch=2,
+        image_size=32,
+        steps=1,
+        warmup=0,
+    )
     (tmp_path / "c.json").write_text(cfg.to_json())
     import subprocess
     import sys
 
-    proc = subprocess.run([sys.executable, "-m", "distbench.launchers.horovod_torch", "--config",
-                           str(tmp_path / "c.json"), "--out", str(tmp_path / "r.json")],
-                          capture_output=True, text=True, env=dict(os.environ, **env), timeout=300)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "distbench.launchers.horovod_torch",
+            "--config",
+            str(tmp_path / "c.json"),
+            "--out",
+            str(tmp_path / "r.json"),
+        ],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, **env),
+        timeout=300,
+    )
     assert proc.returncode == 0
     record = json.loads((tmp_path / "r.json").read_text())
     assert record["status"] == "skipped"
-    assert record["reason"] == "horovod.torch is not installed: run `make install` (creates .venv with torch, TensorFlow and Horovod)"
+    assert (
+        record["reason"]
+        == "horovod.torch is not installed: run `make install` (creates .venv with torch, TensorFlow and Horovod)"
+    )
     assert "Traceback" not in proc.stderr

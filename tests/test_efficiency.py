@@ -1,5 +1,6 @@
 """Fair CPU efficiency (issue 10 item 5): the per-core baselines in the plan, both efficiencies in derive,
 and TensorFlow's thread pools capped at the worker's share of the cores like torch's."""
+
 from __future__ import annotations
 
 import subprocess
@@ -18,19 +19,33 @@ from tests.conftest import require
 
 def _plan(monkeypatch, cores: int, gpus, strategies=("ddp", "horovod-tf"), **kw):
     monkeypatch.setattr(plan_mod, "cpu_cores", lambda: cores)
-    opts = SweepOptions(model="resnet18", gpus=list(gpus), strategies=parse_strategies(strategies), device="cpu",
-                        image_size=32, **{"batch_size": 2, **kw})
+    opts = SweepOptions(
+        model="resnet18",
+        gpus=list(gpus),
+        strategies=parse_strategies(strategies),
+        device="cpu",
+        image_size=32,
+        **{"batch_size": 2, **kw},
+    )
     return make_plan(opts, visible_gpus=0)
 
 
 def test_plan_adds_a_labelled_baseline_per_distinct_thread_count(monkeypatch):
     plan = _plan(monkeypatch, 4, [1, 2, 4])
-    got = [(p.strategy.name, p.config.world_size, p.config.threads_per_worker, p.config.baseline_threads)
-           for p in plan.points]
+    got = [
+        (p.strategy.name, p.config.world_size, p.config.threads_per_worker, p.config.baseline_threads)
+        for p in plan.points
+    ]
     # each framework's baseline on all 4 cores, then again on 2 and on 1 thread(s): the threads of
     # each worker at N=2 and N=4; right after it, so every baseline runs before the scaling points
-    assert got[:6] == [("torch", 1, 4, None), ("torch", 1, 2, 2), ("torch", 1, 1, 1),
-                       ("tf", 1, 4, None), ("tf", 1, 2, 2), ("tf", 1, 1, 1)]
+    assert got[:6] == [
+        ("torch", 1, 4, None),
+        ("torch", 1, 2, 2),
+        ("torch", 1, 1, 1),
+        ("tf", 1, 4, None),
+        ("tf", 1, 2, 2),
+        ("tf", 1, 1, 1),
+    ]
     assert ("ddp", 2, 2, None) in got and ("horovod-tf", 4, 1, None) in got
     extra = [p for p in plan.points if p.config.baseline_threads is not None]
     assert all(p.auto_added and is_per_core_baseline(p.config.to_dict()) for p in extra)
@@ -44,28 +59,49 @@ def test_no_per_core_baseline_when_threads_do_not_differ_or_on_gpus(monkeypatch)
     assert not [p for p in _plan(monkeypatch, 1, [1, 2]).points if p.config.baseline_threads]  # 1 core: 1 thread each
     # dp alone on CPU workers is skipped: nothing would use the per-core baseline
     assert not [p for p in _plan(monkeypatch, 2, [1, 2], ("dp",)).points if p.config.baseline_threads]
-    gpu = make_plan(SweepOptions(model="resnet18", gpus=[1, 2], strategies=parse_strategies(("ddp",))),
-                    visible_gpus=2)
+    gpu = make_plan(SweepOptions(model="resnet18", gpus=[1, 2], strategies=parse_strategies(("ddp",))), visible_gpus=2)
     assert [p.strategy.name for p in gpu.points] == ["torch", "ddp", "ddp"]
     # one per batch size that its N-worker points use
     multi = _plan(monkeypatch, 2, [1, 2], ("ddp",), batch_size=(2, 4))
-    assert [(p.config.per_device_batch, p.config.baseline_threads) for p in multi.points if p.strategy.baseline] == \
-        [(2, None), (2, 1), (4, None), (4, 1)]
+    assert [(p.config.per_device_batch, p.config.baseline_threads) for p in multi.points if p.strategy.baseline] == [
+        (2, None),
+        (2, 1),
+        (4, None),
+        (4, 1),
+    ]
 
 
 def test_slurm_jobs_leave_the_per_core_baselines_out(monkeypatch):
     monkeypatch.setattr(plan_mod, "cpu_cores", lambda: 2)
-    opts = SweepOptions(model="resnet18", gpus=[1, 2], strategies=parse_strategies(("ddp",)), device="cpu",
-                        image_size=32)
+    opts = SweepOptions(
+        model="resnet18", gpus=[1, 2], strategies=parse_strategies(("ddp",)), device="cpu", image_size=32
+    )
     slurm = plan_sweep(opts, [1], None)
     assert [p.key for p in slurm.points] == ["torch-g1-n1", "ddp-g1-n1", "ddp-g2-n1"]
 
 
 def _record(strategy, framework, n, threads, throughput, baseline_threads=None, device="cpu"):
-    cfg = PointConfig(strategy=strategy, model="resnet18", world_size=n, device=device, per_device_batch=2,
-                      image_size=32, threads_per_worker=threads, baseline_threads=baseline_threads).to_dict()
-    return {"strategy": strategy, "framework": framework, "world_size": n, "device": device, "status": "ok",
-            "global_batch": 2 * n, "config": cfg, "throughput": throughput, "measured_steps": 150}
+    cfg = PointConfig(
+        strategy=strategy,
+        model="resnet18",
+        world_size=n,
+        device=device,
+        per_device_batch=2,
+        image_size=32,
+        threads_per_worker=threads,
+        baseline_threads=baseline_threads,
+    ).to_dict()
+    return {
+        "strategy": strategy,
+        "framework": framework,
+        "world_size": n,
+        "device": device,
+        "status": "ok",
+        "global_batch": 2 * n,
+        "config": cfg,
+        "throughput": throughput,
+        "measured_steps": 150,
+    }
 
 
 def test_derive_reports_efficiency_against_the_whole_machine_and_per_core():
@@ -130,8 +166,14 @@ def test_tf_thread_pools_are_capped_at_the_workers_share(monkeypatch, threads, l
 
     fake = _FakeTF()
     monkeypatch.setitem(sys.modules, "tensorflow", fake)
-    cfg = PointConfig(strategy="tf", model="resnet18", world_size=logical, device="cpu", per_device_batch=2,
-                      threads_per_worker=threads)
+    cfg = PointConfig(
+        strategy="tf",
+        model="resnet18",
+        world_size=logical,
+        device="cpu",
+        per_device_batch=2,
+        threads_per_worker=threads,
+    )
     tf_common.configure(cfg, logical_cpus=logical)
     # one worker with one core gets one inter-op thread, not two; a process hosting two replicas gets both shares
     assert ("intra", expected) in fake.calls and ("inter", expected) in fake.calls
@@ -139,13 +181,15 @@ def test_tf_thread_pools_are_capped_at_the_workers_share(monkeypatch, threads, l
 
 @require("tensorflow")
 def test_real_tf_runtime_keeps_the_cap():
-    code = ("from distbench.config import PointConfig\n"
-            "from distbench.launchers import tf_common\n"
-            "cfg = PointConfig(strategy='tf', model='resnet18', world_size=1, device='cpu', per_device_batch=2,"
-            " threads_per_worker=1)\n"
-            "tf = tf_common.configure(cfg)\n"
-            "print(tf.config.threading.get_intra_op_parallelism_threads(),"
-            " tf.config.threading.get_inter_op_parallelism_threads())\n")
+    code = (
+        "from distbench.config import PointConfig\n"
+        "from distbench.launchers import tf_common\n"
+        "cfg = PointConfig(strategy='tf', model='resnet18', world_size=1, device='cpu', per_device_batch=2,"
+        " threads_per_worker=1)\n"
+        "tf = tf_common.configure(cfg)\n"
+        "print(tf.config.threading.get_intra_op_parallelism_threads(),"
+        " tf.config.threading.get_inter_op_parallelism_threads())\n"
+    )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.split()[-2:] == ["1", "1"]

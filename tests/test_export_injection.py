@@ -1,6 +1,7 @@
 """Hostile strings in result records (a record JSON someone hands you) travel through `distbench collect`
 into the report's HTML (escaped), Markdown tables and CSV, and `results export --csv`: no cell may start
 a spreadsheet formula (OWASP: prefix ' to text cells that begin with = + - @ tab or CR), numbers stay numbers."""
+
 from __future__ import annotations
 
 import csv
@@ -35,11 +36,13 @@ def _formula_cells(cells) -> list[str]:
 @pytest.fixture
 def collected(tmp_path, capsys):
     folder, db = tmp_path / "records", tmp_path / "r.db"
-    records = [point("torch", 1, 0.1, model=HOSTILE[2], device=HOSTILE[3]),
-               point(FORMULA, 2, 0.1, model=HOSTILE[2], wrapper_overhead=-0.25),
-               point(HOSTILE[1], 2, status="failed", reason=HOSTILE[3]),
-               point(HOSTILE[4], 4, status="failed", reason=HOSTILE[5]),
-               point(HTML_ATTACK, 4, status="oom", reason=HOSTILE[6])]
+    records = [
+        point("torch", 1, 0.1, model=HOSTILE[2], device=HOSTILE[3]),
+        point(FORMULA, 2, 0.1, model=HOSTILE[2], wrapper_overhead=-0.25),
+        point(HOSTILE[1], 2, status="failed", reason=HOSTILE[3]),
+        point(HOSTILE[4], 4, status="failed", reason=HOSTILE[5]),
+        point(HTML_ATTACK, 4, status="oom", reason=HOSTILE[6]),
+    ]
     records[1][HOSTILE[6]] = "-1+2"  # a hostile extra field: it becomes a CSV column (header and cell)
     records[1]["hostile_negative"] = -3.5  # a number stays a number
     for i, r in enumerate(records):
@@ -86,8 +89,9 @@ def test_report_csv_markdown_and_html_are_safe(collected, tmp_path, capsys):
     _check_csv(_csv_rows(tmp_path / "report-points.csv"))
 
     markdown = (tmp_path / "report.md").read_text()
-    table_cells = [c.strip() for line in markdown.splitlines() if line.startswith("| ")
-                   for c in re.split(r"(?<!\\)\|", line)[1:-1]]
+    table_cells = [
+        c.strip() for line in markdown.splitlines() if line.startswith("| ") for c in re.split(r"(?<!\\)\|", line)[1:-1]
+    ]
     assert len(table_cells) > 50
     assert _formula_cells(table_cells) == []
     assert "'=cmd\\|' /C calc'!A0" in table_cells and "'@SUM(1)" in table_cells and "'-1+2" in table_cells
@@ -97,4 +101,6 @@ def test_report_csv_markdown_and_html_are_safe(collected, tmp_path, capsys):
 
     page = html_path.read_text()
     assert HTML_ATTACK not in page and "&lt;img src=x onerror=alert(1)&gt;" in page
-    assert "=cmd|&#39; /C calc&#39;!A0" in page and "onerror=alert" not in page.replace("&lt;img src=x onerror=alert(1)&gt;", "")
+    assert "=cmd|&#39; /C calc&#39;!A0" in page and "onerror=alert" not in page.replace(
+        "&lt;img src=x onerror=alert(1)&gt;", ""
+    )

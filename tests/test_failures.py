@@ -1,4 +1,5 @@
 """Root causes, rank guards and signals, without any framework: tiny Python programs stand in for ranks."""
+
 from __future__ import annotations
 
 import json
@@ -40,9 +41,12 @@ def test_oom_needs_evidence_a_sigkill_alone_is_killed():
     assert status == "oom" and note.startswith("possibly the kernel OOM killer")
     # "Killed" printed by a launcher is not a memory message; allocator messages are.
     assert failures.classify(None, stderr_tail="Killed\nExit code: 137", returncode=137) == ("failed", None)
-    for text in ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB",
-                 "tensorflow.python.framework.errors_impl.ResourceExhaustedError: OOM when allocating tensor",
-                 "MemoryError", "terminate called after throwing an instance of 'std::bad_alloc'"):
+    for text in (
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB",
+        "tensorflow.python.framework.errors_impl.ResourceExhaustedError: OOM when allocating tensor",
+        "MemoryError",
+        "terminate called after throwing an instance of 'std::bad_alloc'",
+    ):
         assert failures.classify(None, stderr_tail=text)[0] == "oom", text
 
 
@@ -60,8 +64,7 @@ def test_rank_reports_are_read_from_the_rank_folder_in_order_of_ending(tmp_path)
 
 def _guard(tmp_path, code: str, env: dict | None = None, **kw):
     full = dict(os.environ, DISTBENCH_RANK_DIR=str(tmp_path), RANK="3", **(env or {}))
-    return subprocess.Popen([sys.executable, "-m", "distbench.rankguard", sys.executable, "-c", code],
-                            env=full, **kw)
+    return subprocess.Popen([sys.executable, "-m", "distbench.rankguard", sys.executable, "-c", code], env=full, **kw)
 
 
 def test_the_guard_reports_exit_status_and_signal_and_passes_the_status_on(tmp_path):
@@ -91,9 +94,13 @@ def test_the_guard_kills_its_worker_when_the_distbench_process_is_gone(tmp_path)
     parent.wait()
     ticks = "1"  # not the dead process's start time: even a reused pid would not count as alive
     started = time.monotonic()
-    proc = _guard(tmp_path, "import time; time.sleep(60)",
-                  env={"DISTBENCH_PARENT_PID": str(parent.pid), "DISTBENCH_PARENT_START": ticks},
-                  stderr=subprocess.PIPE, text=True)
+    proc = _guard(
+        tmp_path,
+        "import time; time.sleep(60)",
+        env={"DISTBENCH_PARENT_PID": str(parent.pid), "DISTBENCH_PARENT_START": ticks},
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     assert proc.wait(timeout=30) == 128 + 9
     assert time.monotonic() - started < 10
     assert "is gone; killing the worker" in proc.stderr.read()
@@ -103,11 +110,15 @@ def test_liveness_is_tied_to_the_start_time_not_just_the_pid():
     me = os.getpid()
     assert rankguard.alive(me, rankguard.start_ticks(me))
     assert not rankguard.alive(me, "0")
-    assert rankguard.parent_env(me) == {"DISTBENCH_PARENT_PID": str(me), "DISTBENCH_PARENT_START": rankguard.start_ticks(me)}
+    assert rankguard.parent_env(me) == {
+        "DISTBENCH_PARENT_PID": str(me),
+        "DISTBENCH_PARENT_START": rankguard.start_ticks(me),
+    }
 
 
-@pytest.mark.parametrize("rank_vars,expected", [({"RANK": "2"}, 2), ({"HOROVOD_RANK": "5"}, 5),
-                                               ({"SLURM_PROCID": "1"}, 1), ({}, 0)])
+@pytest.mark.parametrize(
+    "rank_vars,expected", [({"RANK": "2"}, 2), ({"HOROVOD_RANK": "5"}, 5), ({"SLURM_PROCID": "1"}, 1), ({}, 0)]
+)
 def test_rank_of_reads_every_launchers_variable(rank_vars, expected):
     assert rankguard.rank_of(rank_vars) == expected
 
@@ -117,8 +128,12 @@ def test_a_reason_with_rich_markup_characters_prints_as_text(capsys):
 
     from distbench.output import results_table
 
-    record = {"strategy": "ddp", "world_size": 2, "status": "failed",
-              "reason": "rank 0 exited with status 1: RuntimeError: [/opt/gloo/pair.cc:534] Connection closed [bold]"}
+    record = {
+        "strategy": "ddp",
+        "world_size": 2,
+        "status": "failed",
+        "reason": "rank 0 exited with status 1: RuntimeError: [/opt/gloo/pair.cc:534] Connection closed [bold]",
+    }
     console = Console(width=400, color_system=None)
     with console.capture() as cap:
         console.print(results_table([record]))
@@ -127,14 +142,16 @@ def test_a_reason_with_rich_markup_characters_prints_as_text(capsys):
 
 def test_sigterm_during_a_command_exits_143_with_one_line(tmp_path):
     # `distbench models` is quick; a SIGTERM raised into it must come out as the documented line.
-    script = ("import os, signal, sys\n"
-              "from distbench import cli\n"
-              "orig = cli.cli.main\n"
-              "def main(*a, **k):\n"
-              "    os.kill(os.getpid(), signal.SIGTERM)\n"
-              "    return orig(*a, **k)\n"
-              "cli.cli.main = main\n"
-              "sys.exit(cli.main(['models']))\n")
+    script = (
+        "import os, signal, sys\n"
+        "from distbench import cli\n"
+        "orig = cli.cli.main\n"
+        "def main(*a, **k):\n"
+        "    os.kill(os.getpid(), signal.SIGTERM)\n"
+        "    return orig(*a, **k)\n"
+        "cli.cli.main = main\n"
+        "sys.exit(cli.main(['models']))\n"
+    )
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 143
     assert proc.stderr.strip() == "Interrupted by SIGTERM: no sweep was running; nothing was lost."

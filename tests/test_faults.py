@@ -6,6 +6,7 @@ process name; only processes the test started are ever signalled, by pid or proc
 Each test is bounded in time. The seconds each fault took to be detected are printed (pytest -s) and
 summarised in docs/reliability.md.
 """
+
 from __future__ import annotations
 
 import json
@@ -28,8 +29,27 @@ HOROVOD_TORCH = require("torch", "horovod.torch")
 HOROVOD_TF = require("tensorflow", "horovod.tensorflow")
 
 # Points that measure until --max-time: long enough to be hit mid-measurement, short enough for CI.
-LONG = ["--model", "resnet18", "--image-size", "32", "--batch-size", "2", "--warmup", "1", "--steps", "5",
-        "--target-ci", "0.001%", "--max-time", "4", "--no-comm", "--telemetry-interval", "0", "--device", "cpu"]
+LONG = [
+    "--model",
+    "resnet18",
+    "--image-size",
+    "32",
+    "--batch-size",
+    "2",
+    "--warmup",
+    "1",
+    "--steps",
+    "5",
+    "--target-ci",
+    "0.001%",
+    "--max-time",
+    "4",
+    "--no-comm",
+    "--telemetry-interval",
+    "0",
+    "--device",
+    "cpu",
+]
 
 
 def tagged(tag: str) -> list[int]:
@@ -72,10 +92,17 @@ class Sweep:
         self.records = tmp_path / "records"
         argv = [*DISTBENCH, *args, "--results", str(self.db)]
         if limits:
-            argv = ["bash", "-c", f"{limits} && exec \"$@\"", "bash", *argv]
+            argv = ["bash", "-c", f'{limits} && exec "$@"', "bash", *argv]
         env = dict(os.environ, DISTBENCH_FAULT_TAG=self.tag, TMPDIR=str(tmp_path))
-        self.proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                     stdin=subprocess.DEVNULL, start_new_session=True)
+        self.proc = subprocess.Popen(
+            argv,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
 
     def ranks(self, strategy_module: str, n: int, timeout_s: float = 120) -> dict[int, int]:
         """{rank: pid} of the worker processes of the running point, once all `n` exist."""
@@ -143,8 +170,11 @@ def sweeps():
 
 
 def _strategy_module(strategy: str) -> str:
-    return {"ddp": "distbench.launchers.torch_ddp", "horovod-torch": "distbench.launchers.horovod_torch",
-            "horovod-tf": "distbench.launchers.horovod_tf"}[strategy]
+    return {
+        "ddp": "distbench.launchers.torch_ddp",
+        "horovod-torch": "distbench.launchers.horovod_torch",
+        "horovod-tf": "distbench.launchers.horovod_tf",
+    }[strategy]
 
 
 PARENT_CASES = [
@@ -170,8 +200,10 @@ def test_a_signal_to_distbench_mid_point_leaves_no_process_and_keeps_finished_po
     sent = time.monotonic()
     rc, _, err = sweep.finish(timeout_s=60)
     left, gone_s = wait_gone(sweep.tag)
-    print(f"\n[fault] {strategy}: {sig.name} to distbench: exit {rc} after {time.monotonic() - sent:.1f}s, "
-          f"every process gone {gone_s:.1f}s after exit")
+    print(
+        f"\n[fault] {strategy}: {sig.name} to distbench: exit {rc} after {time.monotonic() - sent:.1f}s, "
+        f"every process gone {gone_s:.1f}s after exit"
+    )
     assert not left, f"processes outlived the sweep after {sig.name}: {left}"
     points = sweep.points()
     assert points[0]["strategy"] == "torch" and points[0]["status"] == "ok"  # the finished baseline is kept
@@ -182,14 +214,21 @@ def test_a_signal_to_distbench_mid_point_leaves_no_process_and_keeps_finished_po
     assert "Traceback" not in err
     last = err.strip().splitlines()[-1]
     row = sweep.sweep_row()
-    assert last == (f"Interrupted by {sig.name}: every finished point is kept in sweep {row['id']} ({sweep.db}), "
-                    f"marked 'interrupted'; finish it with: distbench scale --resume {row['id']} --results {sweep.db}")
+    assert last == (
+        f"Interrupted by {sig.name}: every finished point is kept in sweep {row['id']} ({sweep.db}), "
+        f"marked 'interrupted'; finish it with: distbench scale --resume {row['id']} --results {sweep.db}"
+    )
     assert row["status"] == "interrupted"
     assert f"interrupted by {sig.name}" in json.loads(row["notes_json"])
     # the baselines (and, on CPU workers, the per-core baseline) finished before; the running point:
     assert [p for p in points if p["status"] != "ok"] == [
-        {"strategy": strategy, "world_size": 2, "status": "interrupted",
-         "reason": f"stopped by {sig.name} while it was measured"}]
+        {
+            "strategy": strategy,
+            "world_size": 2,
+            "status": "interrupted",
+            "reason": f"stopped by {sig.name} while it was measured",
+        }
+    ]
 
 
 RANK_CASES = [
@@ -217,15 +256,18 @@ def test_kill_9_of_one_rank_names_the_rank_and_the_signal_and_the_sweep_goes_on(
     # The sweep went on: the points after it ran (N=1 comes first, so check both ends of the order).
     assert [p["status"] for p in points if p is not broken] == ["ok"] * (len(points) - 1)
     line = next(ln for ln in err.splitlines() if f"{strategy} N=2" in ln and "failed" in ln)
-    print(f"\n[fault] {strategy}: kill -9 of rank 1: recorded as {broken['reason']!r} "
-          f"(sweep ended {time.monotonic() - killed:.1f}s after the kill); {line!r}")
+    print(
+        f"\n[fault] {strategy}: kill -9 of rank 1: recorded as {broken['reason']!r} "
+        f"(sweep ended {time.monotonic() - killed:.1f}s after the kill); {line!r}"
+    )
     assert not wait_gone(sweep.tag)[0]
 
 
 @TORCH
 def test_a_stopped_rank_times_out_and_every_process_goes(tmp_path, sweeps):
-    sweep = Sweep(tmp_path, ["run", "--strategy", "ddp", "--gpus", "2", *LONG[:-1], "cpu",
-                             "--max-time", "60", "--timeout", "25"])
+    sweep = Sweep(
+        tmp_path, ["run", "--strategy", "ddp", "--gpus", "2", *LONG[:-1], "cpu", "--max-time", "60", "--timeout", "25"]
+    )
     sweeps.append(sweep)
     ranks = sweep.ranks(_strategy_module("ddp"), 2)
     time.sleep(2.0)
@@ -243,17 +285,45 @@ def test_a_stopped_rank_times_out_and_every_process_goes(tmp_path, sweeps):
 def test_running_out_of_cpu_memory_is_recorded_oom(tmp_path, sweeps):
     # vgg16 at 224 px, batch 64: its activations need several GB; the address-space limit lets the
     # worker start (torch imported) but not allocate them, so torch's CPU allocator itself fails.
-    sweep = Sweep(tmp_path, ["run", "--strategy", "ddp", "--gpus", "2", "--model", "vgg16", "--image-size", "224",
-                             "--batch-size", "64", "--steps", "2", "--warmup", "1", "--target-ci", "0", "--no-comm",
-                             "--telemetry-interval", "0", "--device", "cpu", "--timeout", "120"],
-                  limits="ulimit -v 6000000")
+    sweep = Sweep(
+        tmp_path,
+        [
+            "run",
+            "--strategy",
+            "ddp",
+            "--gpus",
+            "2",
+            "--model",
+            "vgg16",
+            "--image-size",
+            "224",
+            "--batch-size",
+            "64",
+            "--steps",
+            "2",
+            "--warmup",
+            "1",
+            "--target-ci",
+            "0",
+            "--no-comm",
+            "--telemetry-interval",
+            "0",
+            "--device",
+            "cpu",
+            "--timeout",
+            "120",
+        ],
+        limits="ulimit -v 6000000",
+    )
     sweeps.append(sweep)
     started = time.monotonic()
     rc, out, err = sweep.finish(timeout_s=200)
     assert rc == 0, err[-3000:]
     [point] = sweep.points()
-    print(f"\n[fault] CPU OOM under ulimit -v: {point['status']} after {time.monotonic() - started:.1f}s: "
-          f"{point['reason']}")
+    print(
+        f"\n[fault] CPU OOM under ulimit -v: {point['status']} after {time.monotonic() - started:.1f}s: "
+        f"{point['reason']}"
+    )
     assert point["status"] == "oom", point
     assert "can't allocate memory" in point["reason"]
 
@@ -265,10 +335,21 @@ def test_an_oom_on_a_non_zero_rank_is_oom_within_seconds_not_a_timeout(tmp_path)
     from distbench.engines import HOROVODRUN
     from distbench.strategies import Strategy
 
-    broken = Strategy(name="horovod-torch", framework="torch", module="tests.fault_workers.horovod_oom_rank1",
-                      launcher=HOROVODRUN)
-    cfg = PointConfig(strategy="horovod-torch", model="resnet18", world_size=2, device="cpu", per_device_batch=2,
-                      image_size=32, steps=50, warmup=1, threads_per_worker=1, target_ci=0.0)
+    broken = Strategy(
+        name="horovod-torch", framework="torch", module="tests.fault_workers.horovod_oom_rank1", launcher=HOROVODRUN
+    )
+    cfg = PointConfig(
+        strategy="horovod-torch",
+        model="resnet18",
+        world_size=2,
+        device="cpu",
+        per_device_batch=2,
+        image_size=32,
+        steps=50,
+        warmup=1,
+        threads_per_worker=1,
+        target_ci=0.0,
+    )
     started = time.monotonic()
     record = run_point(broken, cfg, tmp_path, timeout_s=600)
     took = time.monotonic() - started

@@ -1,5 +1,6 @@
 """`distbench fit`: the search (distbench.batchfit) over fake trials, the command's bad input, and one real
 search on a CPU worker under an address-space limit, where torch's allocator runs out at a small batch."""
+
 from __future__ import annotations
 
 import json
@@ -27,6 +28,7 @@ def fake(limit: int | None = None, fail_at: int | None = None):
         if limit is not None and batch > limit:
             return {"status": "oom", "reason": "DefaultCPUAllocator: can't allocate memory"}
         return {"status": "ok", "peak_memory_bytes": batch * 1000}
+
     return trial, tried
 
 
@@ -86,19 +88,22 @@ def test_max_batch_caps_the_doubling_and_a_batch_that_fits_there_is_reported_as_
     assert tried == [16] and fit.reached_max_batch
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--start", "0"], "Invalid value for '--start': 0 is not in the range 1<=x<=1048576."),
-    (["--max-batch", "abc"], "Invalid value for '--max-batch': 'abc' is not a valid integer range."),
-    (["--start", "64", "--max-batch", "32"], "--start 64 is larger than --max-batch 32"),
-    (["--tolerance", "x"], "Invalid value for '--tolerance': 'x' is not a percentage such as 2%"),
-    (["--tolerance", "150%"], "Invalid value for '--tolerance': '150%' must be between 0% and 100%"),
-    (["--gpus", "1,2"], "--gpus takes one device count for fit, got '1,2'"),
-    (["--gpus", "0"], "--gpus value '0' must be a positive device count"),
-    (["--strategy", "nope"], "unknown --strategy 'nope'"),
-    (["--model", "nope"], "unknown model 'nope'"),
-    (["--timeout", "0"], "Invalid value for '--timeout': 0.0 is not in the range 0<x<=604800."),
-    (["--image-size", "0"], "Invalid value for '--image-size': 0 is not in the range 1<=x<=8192."),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--start", "0"], "Invalid value for '--start': 0 is not in the range 1<=x<=1048576."),
+        (["--max-batch", "abc"], "Invalid value for '--max-batch': 'abc' is not a valid integer range."),
+        (["--start", "64", "--max-batch", "32"], "--start 64 is larger than --max-batch 32"),
+        (["--tolerance", "x"], "Invalid value for '--tolerance': 'x' is not a percentage such as 2%"),
+        (["--tolerance", "150%"], "Invalid value for '--tolerance': '150%' must be between 0% and 100%"),
+        (["--gpus", "1,2"], "--gpus takes one device count for fit, got '1,2'"),
+        (["--gpus", "0"], "--gpus value '0' must be a positive device count"),
+        (["--strategy", "nope"], "unknown --strategy 'nope'"),
+        (["--model", "nope"], "unknown model 'nope'"),
+        (["--timeout", "0"], "Invalid value for '--timeout': 0.0 is not in the range 0<x<=604800."),
+        (["--image-size", "0"], "Invalid value for '--image-size': 0 is not in the range 1<=x<=8192."),
+    ],
+)
 def test_bad_input_is_one_line_naming_the_flag(capsys, tmp_path, args, message):
     base = {"--strategy": "ddp", "--model": "resnet18", "--device": "cpu", "--results": str(tmp_path / "r.db")}
     given = dict(zip(args[::2], args[1::2]))
@@ -126,18 +131,43 @@ def test_a_real_search_on_a_cpu_worker_finds_where_torch_runs_out_of_memory(tmp_
     def cap():
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
 
-    args = ["fit", "--strategy", "torch", "--gpus", "1", "--model", "resnet18", "--image-size", "32", "--device",
-            "cpu", "--start", "64", "--max-batch", "4096", "--tolerance", "50%", "--timeout", "300",
-            "--results", str(db), "--format", "json"]
-    proc = subprocess.run([*DISTBENCH, *args], capture_output=True, text=True, timeout=600, preexec_fn=cap,
-                          stdin=subprocess.DEVNULL)
+    args = [
+        "fit",
+        "--strategy",
+        "torch",
+        "--gpus",
+        "1",
+        "--model",
+        "resnet18",
+        "--image-size",
+        "32",
+        "--device",
+        "cpu",
+        "--start",
+        "64",
+        "--max-batch",
+        "4096",
+        "--tolerance",
+        "50%",
+        "--timeout",
+        "300",
+        "--results",
+        str(db),
+        "--format",
+        "json",
+    ]
+    proc = subprocess.run(
+        [*DISTBENCH, *args], capture_output=True, text=True, timeout=600, preexec_fn=cap, stdin=subprocess.DEVNULL
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "limit found is host memory (peak RSS per worker process), shared by all workers" in proc.stderr
     doc = json.loads(proc.stdout)
     [row] = doc["strategies"]
-    print(f"\n[fit] torch resnet18 32px under ulimit -v {limit >> 20} MiB: largest {row['largest_batch']} "
-          f"(peak RSS {row['peak_memory_bytes'] >> 20} MiB), first oom {row['first_oom_batch']}; trials "
-          + ", ".join(f"{t['per_device_batch']} {t['status']}" for t in row["trials"]))
+    print(
+        f"\n[fit] torch resnet18 32px under ulimit -v {limit >> 20} MiB: largest {row['largest_batch']} "
+        f"(peak RSS {row['peak_memory_bytes'] >> 20} MiB), first oom {row['first_oom_batch']}; trials "
+        + ", ".join(f"{t['per_device_batch']} {t['status']}" for t in row["trials"])
+    )
     trials = {t["per_device_batch"]: t for t in row["trials"]}
     largest, first_oom = row["largest_batch"], row["first_oom_batch"]
     assert row["stopped"] is None and not row["reached_max_batch"]

@@ -1,4 +1,5 @@
 """Slurm host lists: expanded by `scontrol show hostnames` where Slurm is installed, by python-hostlist elsewhere."""
+
 import os
 
 import pytest
@@ -12,14 +13,17 @@ def no_slurm(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", str(tmp_path))
 
 
-@pytest.mark.parametrize("text, hosts", [
-    ("r[1-2]-n[01-02]", ["r1-n01", "r1-n02", "r2-n01", "r2-n02"]),  # the regex gave ['r1-n', 'r2-n', '01-02]']
-    ("gpu[01-03,7],login1", ["gpu01", "gpu02", "gpu03", "gpu7", "login1"]),
-    ("node[008-011]", ["node008", "node009", "node010", "node011"]),
-    ("a[9-10]b,c[1,3]", ["a9b", "a10b", "c1", "c3"]),
-    ("rack[1-2]-gpu[7,10],head", ["rack1-gpu7", "rack1-gpu10", "rack2-gpu7", "rack2-gpu10", "head"]),
-    ("node9", ["node9"]),
-])
+@pytest.mark.parametrize(
+    "text, hosts",
+    [
+        ("r[1-2]-n[01-02]", ["r1-n01", "r1-n02", "r2-n01", "r2-n02"]),  # the regex gave ['r1-n', 'r2-n', '01-02]']
+        ("gpu[01-03,7],login1", ["gpu01", "gpu02", "gpu03", "gpu7", "login1"]),
+        ("node[008-011]", ["node008", "node009", "node010", "node011"]),
+        ("a[9-10]b,c[1,3]", ["a9b", "a10b", "c1", "c3"]),
+        ("rack[1-2]-gpu[7,10],head", ["rack1-gpu7", "rack1-gpu10", "rack2-gpu7", "rack2-gpu10", "head"]),
+        ("node9", ["node9"]),
+    ],
+)
 def test_host_lists_expand_like_slurm(no_slurm, text, hosts):
     assert expand_hostlist(text) == hosts
 

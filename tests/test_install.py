@@ -1,6 +1,7 @@
 """scripts/install.sh fits the machine: its dry run prints the plan and why, for a machine with an NVIDIA driver (a
 fake nvidia-smi on PATH) and one without; the packages it installs are declared in setup.cfg and pinned in
 constraints.txt."""
+
 import configparser
 import os
 import re
@@ -13,8 +14,17 @@ from packaging.utils import canonicalize_name
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "scripts" / "install.sh"
-OVERRIDES = ("DISTBENCH_FORCE_GPU", "DISTBENCH_HOROVOD_NCCL", "TORCH_SPEC", "TF_SPEC", "TORCH_INDEX_URL",
-             "TORCH_CUDA_TAG", "CUDA_HOME", "HOROVOD_CUDA_HOME", "VENV")
+OVERRIDES = (
+    "DISTBENCH_FORCE_GPU",
+    "DISTBENCH_HOROVOD_NCCL",
+    "TORCH_SPEC",
+    "TF_SPEC",
+    "TORCH_INDEX_URL",
+    "TORCH_CUDA_TAG",
+    "CUDA_HOME",
+    "HOROVOD_CUDA_HOME",
+    "VENV",
+)
 
 
 def _tool(bin_dir: Path, name: str, script: str) -> None:
@@ -27,10 +37,15 @@ def dry_run(tmp_path, *args, **env):
     """Run the script's dry run with PATH = tmp_path/bin + the system's bin folders (no real nvidia-smi or nvcc)."""
     (tmp_path / "bin").mkdir(exist_ok=True)
     base = {k: v for k, v in os.environ.items() if k not in OVERRIDES}
-    base.update(PATH=f"{tmp_path / 'bin'}:/usr/bin:/bin", HOROVOD_CUDA_HOME=str(tmp_path / "no-cuda"),
-                VENV=str(tmp_path / "venv"), **env)
-    done = subprocess.run(["bash", str(SCRIPT), *(args or ["--dry-run"])], env=base, capture_output=True,
-                          text=True, timeout=60)
+    base.update(
+        PATH=f"{tmp_path / 'bin'}:/usr/bin:/bin",
+        HOROVOD_CUDA_HOME=str(tmp_path / "no-cuda"),
+        VENV=str(tmp_path / "venv"),
+        **env,
+    )
+    done = subprocess.run(
+        ["bash", str(SCRIPT), *(args or ["--dry-run"])], env=base, capture_output=True, text=True, timeout=60
+    )
     assert not (tmp_path / "venv").exists(), "a dry run must not create the venv"
     return done
 
@@ -47,8 +62,11 @@ def test_cpu_machine_gets_the_cpu_builds(tmp_path):
 
 
 def test_gpu_machine_gets_cuda_torch_tf_and_horovod_with_nccl(tmp_path):
-    _tool(tmp_path / "bin", "nvidia-smi", 'echo "GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-0)"\n'
-                                          'echo "GPU 1: NVIDIA H100 80GB HBM3 (UUID: GPU-1)"\n')
+    _tool(
+        tmp_path / "bin",
+        "nvidia-smi",
+        'echo "GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-0)"\necho "GPU 1: NVIDIA H100 80GB HBM3 (UUID: GPU-1)"\n',
+    )
     _tool(tmp_path / "bin", "nvcc", "exit 0\n")
     done = dry_run(tmp_path)
     assert done.returncode == 0, done.stderr
@@ -70,8 +88,7 @@ def test_gpu_machine_without_a_cuda_toolkit_says_why_horovod_has_no_nccl(tmp_pat
 
 
 def test_nvidia_smi_without_a_driver_means_cpu(tmp_path):
-    _tool(tmp_path / "bin", "nvidia-smi", 'echo "NVIDIA-SMI has failed because it could not communicate" >&2\n'
-                                          "exit 9\n")
+    _tool(tmp_path / "bin", "nvidia-smi", 'echo "NVIDIA-SMI has failed because it could not communicate" >&2\nexit 9\n')
     done = dry_run(tmp_path)
     assert done.returncode == 0, done.stderr
     assert "machine: CPU builds (nvidia-smi is on PATH but lists no GPU: is the driver loaded?)" in done.stderr
@@ -88,10 +105,17 @@ def test_the_env_override_beats_detection(tmp_path, force, smi, kind):
     assert ("https://mirror.example/cu128" in done.stderr) == (kind == "GPU")
 
 
-@pytest.mark.parametrize("args, env, message", [
-    (["--dry-run"], {"DISTBENCH_FORCE_GPU": "yes"}, "install.sh: DISTBENCH_FORCE_GPU must be 1, 0 or unset, not 'yes'"),
-    (["--dryrun"], {}, "install.sh: unknown option '--dryrun' (use --dry-run or --horovod-gpu-ops)"),
-])
+@pytest.mark.parametrize(
+    "args, env, message",
+    [
+        (
+            ["--dry-run"],
+            {"DISTBENCH_FORCE_GPU": "yes"},
+            "install.sh: DISTBENCH_FORCE_GPU must be 1, 0 or unset, not 'yes'",
+        ),
+        (["--dryrun"], {}, "install.sh: unknown option '--dryrun' (use --dry-run or --horovod-gpu-ops)"),
+    ],
+)
 def test_bad_input_is_one_line_and_exit_2(tmp_path, args, env, message):
     done = dry_run(tmp_path, *args, **env)
     assert done.returncode == 2

@@ -1,5 +1,6 @@
 """Workload knobs: each option changes what runs (checked in the record), disk data is really read
 from disk, and options that cannot apply are rejected or recorded as not applicable."""
+
 import json
 
 import pytest
@@ -10,8 +11,25 @@ from distbench.strategies import parse_strategies
 from tests.conftest import require, run_json
 
 pytestmark = pytest.mark.slow
-SMALL = ["--model", "resnet18", "--image-size", "32", "--batch-size", "2", "--steps", "2", "--warmup", "1",
-         "--target-ci", "0", "--no-comm", "--telemetry-interval", "0", "--device", "cpu"]
+SMALL = [
+    "--model",
+    "resnet18",
+    "--image-size",
+    "32",
+    "--batch-size",
+    "2",
+    "--steps",
+    "2",
+    "--warmup",
+    "1",
+    "--target-ci",
+    "0",
+    "--no-comm",
+    "--telemetry-interval",
+    "0",
+    "--device",
+    "cpu",
+]
 
 
 def _plan(**kw):
@@ -51,12 +69,25 @@ def test_amp_is_skipped_on_cpu_with_a_reason():
 
 @require("torch", "tensorflow")
 def test_bf16_changes_the_activation_dtype(tmp_path):
-    _, fp32 = run_json(["scale", "--gpus", "1", "--strategy", "torch,tf", "--results", str(tmp_path / "a.db"),
-                        *SMALL])
-    _, bf16 = run_json(["scale", "--gpus", "1", "--strategy", "torch,tf", "--precision", "bf16",
-                        "--results", str(tmp_path / "b.db"), *SMALL])
-    dtypes = lambda pts: {p["strategy"]: json.loads(_record(tmp_path, p))["probe"]["activation_dtype"]  # noqa: E731
-                          for p in pts}
+    _, fp32 = run_json(["scale", "--gpus", "1", "--strategy", "torch,tf", "--results", str(tmp_path / "a.db"), *SMALL])
+    _, bf16 = run_json(
+        [
+            "scale",
+            "--gpus",
+            "1",
+            "--strategy",
+            "torch,tf",
+            "--precision",
+            "bf16",
+            "--results",
+            str(tmp_path / "b.db"),
+            *SMALL,
+        ]
+    )
+
+    def dtypes(pts):
+        return {p["strategy"]: json.loads(_record(tmp_path, p))["probe"]["activation_dtype"] for p in pts}
+
     assert dtypes(fp32) == {"torch": "float32", "tf": "float32"}
     assert dtypes(bf16) == {"torch": "bfloat16", "tf": "bfloat16"}
 
@@ -64,17 +95,40 @@ def test_bf16_changes_the_activation_dtype(tmp_path):
 def _record(tmp_path, point):
     import sqlite3
 
-    db = next(p for p in tmp_path.glob("*.db") if sqlite3.connect(p).execute(
-        "SELECT 1 FROM points WHERE id = ? AND sweep_id = ?", (point["point_id"], point["sweep_id"])).fetchone())
-    return sqlite3.connect(db).execute("SELECT record_json FROM points WHERE id = ?", (point["point_id"],)).fetchone()[0]
+    db = next(
+        p
+        for p in tmp_path.glob("*.db")
+        if sqlite3.connect(p)
+        .execute("SELECT 1 FROM points WHERE id = ? AND sweep_id = ?", (point["point_id"], point["sweep_id"]))
+        .fetchone()
+    )
+    return (
+        sqlite3.connect(db).execute("SELECT record_json FROM points WHERE id = ?", (point["point_id"],)).fetchone()[0]
+    )
 
 
 @require("torch", "tensorflow")
 def test_disk_data_is_read_from_disk_every_step(tmp_path, monkeypatch):
     monkeypatch.setenv("DISTBENCH_DATA", str(tmp_path / "data"))
-    _, points = run_json(["scale", "--gpus", "1,2", "--strategy", "ddp,mirrored", "--data", "disk",
-                          "--dataset-size", "32", "--loader-workers", "1", "--results", str(tmp_path / "r.db"), *SMALL],
-                         env={"DISTBENCH_DATA": str(tmp_path / "data")})
+    _, points = run_json(
+        [
+            "scale",
+            "--gpus",
+            "1,2",
+            "--strategy",
+            "ddp,mirrored",
+            "--data",
+            "disk",
+            "--dataset-size",
+            "32",
+            "--loader-workers",
+            "1",
+            "--results",
+            str(tmp_path / "r.db"),
+            *SMALL,
+        ],
+        env={"DISTBENCH_DATA": str(tmp_path / "data")},
+    )
     [folder] = list((tmp_path / "data").iterdir())
     assert len(list((folder / "x").glob("*.bin"))) == 32 and (folder / "meta.json").exists()
     for p in points:
@@ -86,8 +140,21 @@ def test_disk_data_is_read_from_disk_every_step(tmp_path, monkeypatch):
 
 @require("torch")
 def test_channels_last_and_compile_run(tmp_path):
-    _, points = run_json(["scale", "--gpus", "1", "--strategy", "torch", "--channels-last", "--compile",
-                          "--results", str(tmp_path / "r.db"), *SMALL], timeout=1200)
+    _, points = run_json(
+        [
+            "scale",
+            "--gpus",
+            "1",
+            "--strategy",
+            "torch",
+            "--channels-last",
+            "--compile",
+            "--results",
+            str(tmp_path / "r.db"),
+            *SMALL,
+        ],
+        timeout=1200,
+    )
     [p] = points
     assert p["status"] == "ok", p
     assert p["config"]["compile"] is True and p["config"]["channels_last"] is True
@@ -95,7 +162,18 @@ def test_channels_last_and_compile_run(tmp_path):
 
 @require("tensorflow", "horovod.tensorflow")
 def test_xla_runs_for_every_tf_strategy(tmp_path):
-    _, points = run_json(["scale", "--gpus", "2", "--strategy", "mirrored,horovod-tf", "--xla",
-                          "--results", str(tmp_path / "r.db"), *SMALL])
+    _, points = run_json(
+        [
+            "scale",
+            "--gpus",
+            "2",
+            "--strategy",
+            "mirrored,horovod-tf",
+            "--xla",
+            "--results",
+            str(tmp_path / "r.db"),
+            *SMALL,
+        ]
+    )
     assert {p["strategy"]: p["status"] for p in points} == {"tf": "ok", "mirrored": "ok", "horovod-tf": "ok"}
     assert all(p["config"]["xla"] for p in points)

@@ -1,4 +1,5 @@
 """Builder tests: what would run for each launcher, without running it; and the executor's failure paths."""
+
 import sys
 
 
@@ -9,15 +10,34 @@ from distbench.strategies import STRATEGIES, Strategy
 
 
 def _cfg(strategy="ddp", n=2, device="cpu"):
-    return PointConfig(strategy=strategy, model="resnet50", world_size=n, device=device, per_device_batch=2,
-                       image_size=32, steps=2, warmup=1, threads_per_worker=1)
+    return PointConfig(
+        strategy=strategy,
+        model="resnet50",
+        world_size=n,
+        device=device,
+        per_device_batch=2,
+        image_size=32,
+        steps=2,
+        warmup=1,
+        threads_per_worker=1,
+    )
 
 
 def test_process_launcher_runs_the_worker_module():
     argv, env = build_command(STRATEGIES["torch"], _cfg("torch", 1), "c.json", "r.json", base_env={})
     # Every rank runs under the rank guard, which runs the worker module with the same Python.
-    assert argv == [sys.executable, "-m", "distbench.rankguard",
-                    sys.executable, "-m", "distbench.launchers.torch_single", "--config", "c.json", "--out", "r.json"]
+    assert argv == [
+        sys.executable,
+        "-m",
+        "distbench.rankguard",
+        sys.executable,
+        "-m",
+        "distbench.launchers.torch_single",
+        "--config",
+        "c.json",
+        "--out",
+        "r.json",
+    ]
     assert env["OMP_NUM_THREADS"] == "1"
     assert env["CUDA_VISIBLE_DEVICES"] == ""
 
@@ -37,16 +57,23 @@ def test_horovodrun_launcher_uses_gloo_on_localhost():
 
 
 def test_cuda_env_leaves_gpus_visible():
-    _, env = build_command(STRATEGIES["ddp"], _cfg("ddp", 2, device="cuda"), "c", "r",
-                           base_env={"CUDA_VISIBLE_DEVICES": "0,1"})
+    _, env = build_command(
+        STRATEGIES["ddp"], _cfg("ddp", 2, device="cuda"), "c", "r", base_env={"CUDA_VISIBLE_DEVICES": "0,1"}
+    )
     assert env["CUDA_VISIBLE_DEVICES"] == "0,1"
 
 
 def test_classify_failure():
     assert classify_failure(1, "RuntimeError: CUDA out of memory. Tried to allocate") == "oom"
     assert classify_failure(-9, "") == "failed"  # a SIGKILL alone is no evidence of memory
-    assert classify_failure(1, "RuntimeError: [enforce fail at alloc_cpu.cpp:121] . DefaultCPUAllocator: "
-                               "can't allocate memory: you tried to allocate 822083584 bytes") == "oom"
+    assert (
+        classify_failure(
+            1,
+            "RuntimeError: [enforce fail at alloc_cpu.cpp:121] . DefaultCPUAllocator: "
+            "can't allocate memory: you tried to allocate 822083584 bytes",
+        )
+        == "oom"
+    )
     assert classify_failure(137, "Killed") == "failed"
     assert classify_failure(1, "ValueError: boom") == "failed"
 
@@ -64,8 +91,9 @@ def test_a_crashing_worker_is_recorded_failed_with_its_stderr(tmp_path):
 def test_a_hanging_point_times_out_and_its_tree_is_killed(tmp_path, monkeypatch):
     import distbench.launch as launch
 
-    monkeypatch.setattr(launch, "build_command",
-                        lambda *a, **k: ([sys.executable, "-c", "import time; time.sleep(60)"], {}))
+    monkeypatch.setattr(
+        launch, "build_command", lambda *a, **k: ([sys.executable, "-c", "import time; time.sleep(60)"], {})
+    )
     record = run_point(STRATEGIES["torch"], _cfg("torch", 1), tmp_path, timeout_s=1)
     assert record["status"] == "timeout"
     assert record["reason"] == "timed out after 1s (--timeout)"
@@ -75,16 +103,20 @@ def test_a_hanging_point_times_out_and_its_tree_is_killed(tmp_path, monkeypatch)
 def test_failure_summary_prefers_the_workers_exception_over_the_launchers():
     from distbench.launch import failure_summary
 
-    tail = ("[0]<stderr>:Traceback (most recent call last):\n"
-            "[0]<stderr>:TypeError: zero_grad() got an unexpected keyword argument\n"
-            "Traceback (most recent call last):\n"
-            "RuntimeError: Horovod detected that one or more processes exited with non-zero status\n"
-            "Exit code: 1\n")
+    tail = (
+        "[0]<stderr>:Traceback (most recent call last):\n"
+        "[0]<stderr>:TypeError: zero_grad() got an unexpected keyword argument\n"
+        "Traceback (most recent call last):\n"
+        "RuntimeError: Horovod detected that one or more processes exited with non-zero status\n"
+        "Exit code: 1\n"
+    )
     assert failure_summary(tail) == "TypeError: zero_grad() got an unexpected keyword argument"
     assert failure_summary("nothing here\n") is None
-    torchrun_tail = ("[rank1]: AttributeError: 'X' object has no attribute 'zero_grad'\n"
-                     "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: \n"
-                     "============================================================\n")
+    torchrun_tail = (
+        "[rank1]: AttributeError: 'X' object has no attribute 'zero_grad'\n"
+        "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: \n"
+        "============================================================\n"
+    )
     assert failure_summary(torchrun_tail) == "AttributeError: 'X' object has no attribute 'zero_grad'"
 
 
@@ -95,8 +127,7 @@ def test_ranks_hung_in_teardown_after_the_record_is_written_are_stopped_and_the_
 
     import distbench.launch as launch
 
-    hung = Strategy(name="torch", framework="torch", module="tests.fault_workers.hang_after_record",
-                    launcher=PROCESS)
+    hung = Strategy(name="torch", framework="torch", module="tests.fault_workers.hang_after_record", launcher=PROCESS)
     started = time.monotonic()
     record = run_point(hung, _cfg("torch", 1), tmp_path, timeout_s=120)
     assert record["status"] == "ok", record.get("reason")

@@ -1,5 +1,6 @@
 """The same math mode in both frameworks (issue 10 item 9): --tf32/--no-tf32 (on by default), cuDNN
 autotuning on, verify's no-TF32 precedence, and the math mode recorded in every record."""
+
 from __future__ import annotations
 
 import sys
@@ -15,20 +16,31 @@ from tests.test_efficiency import _FakeTF
 
 
 def _cfg(device="cuda", **kw):
-    return PointConfig(strategy="ddp", model="resnet18", world_size=1, device=device, per_device_batch=2,
-                       image_size=32, **kw)
+    return PointConfig(
+        strategy="ddp", model="resnet18", world_size=1, device=device, per_device_batch=2, image_size=32, **kw
+    )
 
 
 @pytest.fixture
 def torch_flags():
     """torch's global math flags, put back after the test."""
     torch = pytest.importorskip("torch")
-    saved = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32, torch.backends.cudnn.benchmark,
-             torch.backends.cudnn.deterministic, torch.are_deterministic_algorithms_enabled(),
-             torch.is_deterministic_algorithms_warn_only_enabled(), torch.get_num_threads())
+    saved = (
+        torch.backends.cuda.matmul.allow_tf32,
+        torch.backends.cudnn.allow_tf32,
+        torch.backends.cudnn.benchmark,
+        torch.backends.cudnn.deterministic,
+        torch.are_deterministic_algorithms_enabled(),
+        torch.is_deterministic_algorithms_warn_only_enabled(),
+        torch.get_num_threads(),
+    )
     yield torch
-    (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32, torch.backends.cudnn.benchmark,
-     torch.backends.cudnn.deterministic) = saved[:4]
+    (
+        torch.backends.cuda.matmul.allow_tf32,
+        torch.backends.cudnn.allow_tf32,
+        torch.backends.cudnn.benchmark,
+        torch.backends.cudnn.deterministic,
+    ) = saved[:4]
     torch.use_deterministic_algorithms(saved[4], warn_only=saved[5])
     torch.set_num_threads(saved[6])
 
@@ -72,10 +84,14 @@ class _FakeGpuTF(_FakeTF):
         super().__init__()
         fake, config = self, self.config
         config.list_physical_devices = lambda kind: ["GPU:0", "GPU:1"] if kind == "GPU" else ["CPU:0"]
-        config.experimental = type("Experimental", (), {
-            "set_memory_growth": staticmethod(lambda g, on: fake.calls.append(("growth", g, on))),
-            "enable_tensor_float_32_execution": staticmethod(lambda on: fake.calls.append(("tf32", on))),
-        })()
+        config.experimental = type(
+            "Experimental",
+            (),
+            {
+                "set_memory_growth": staticmethod(lambda g, on: fake.calls.append(("growth", g, on))),
+                "enable_tensor_float_32_execution": staticmethod(lambda on: fake.calls.append(("tf32", on))),
+            },
+        )()
 
 
 @pytest.mark.parametrize("tf32,verify,expected", [(True, False, True), (False, False, False), (True, True, False)])
@@ -105,9 +121,29 @@ def test_tf32_flag_takes_no_value(capsys):
 
 @require("torch", "tensorflow")
 def test_records_carry_the_math_mode(tmp_path):
-    tiny = ["--model", "resnet18", "--image-size", "32", "--batch-size", "2", "--steps", "2", "--warmup", "1",
-            "--target-ci", "0", "--no-comm", "--telemetry-interval", "0", "--timeout", "300",
-            "--results", str(tmp_path / "r.db"), "--device", "cpu"]
+    tiny = [
+        "--model",
+        "resnet18",
+        "--image-size",
+        "32",
+        "--batch-size",
+        "2",
+        "--steps",
+        "2",
+        "--warmup",
+        "1",
+        "--target-ci",
+        "0",
+        "--no-comm",
+        "--telemetry-interval",
+        "0",
+        "--timeout",
+        "300",
+        "--results",
+        str(tmp_path / "r.db"),
+        "--device",
+        "cpu",
+    ]
     _, points = run_json(["scale", "--gpus", "1", "--strategy", "torch,tf", "--no-tf32", *tiny])
     modes = {p["strategy"]: p["math_mode"] for p in points}
     assert modes["torch"]["layout"] == "NCHW" and modes["tf"]["layout"] == "NHWC"

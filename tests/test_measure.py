@@ -1,4 +1,5 @@
 """Repeats, CIs, noise flags, adaptive stopping, the measured window, ABAB sync/no-sync pairs."""
+
 import itertools
 import random
 import time
@@ -11,6 +12,7 @@ from distbench.config import PointConfig
 from distbench.launchers.common import measure, measured_run
 from distbench.measure import combine_repeats, exposed_comm_ci
 from distbench.record import base_record
+from distbench.strategies import STRATEGIES
 
 
 def _rec(times, status="ok", window=None):
@@ -35,8 +37,10 @@ def test_single_run_gets_a_within_run_ci_only_with_enough_steps():
     rng = random.Random(0)
     steps = [0.1 * (1 + 0.05 * rng.gauss(0, 1)) for _ in range(300)]
     r = combine_repeats([_rec(steps)])
-    assert r["ci_scope"] == ("within-run noise (batch means over 10 batches) of the per-step slowest-rank times "
-                             "(coverage simulated for one series)")
+    assert r["ci_scope"] == (
+        "within-run noise (batch means over 10 batches) of the per-step slowest-rank times "
+        "(coverage simulated for one series)"
+    )
     assert r["throughput_ci_low"] < r["throughput"] < r["throughput_ci_high"]
     short = combine_repeats([_rec([0.1, 0.1, 0.1, 0.3, 0.1])], noisy_cv=0.1)
     assert short["throughput_ci_low"] is None and "a within-run CI needs at least" in short["ci_note"]
@@ -60,8 +64,7 @@ def test_a_failed_repeat_fails_the_point_with_its_reason():
 
 
 def _cfg(**kw):
-    base = dict(strategy="torch", model="resnet18", world_size=1, device="cpu", per_device_batch=1, steps=5,
-                warmup=2)
+    base = dict(strategy="torch", model="resnet18", world_size=1, device="cpu", per_device_batch=1, steps=5, warmup=2)
     base.update(kw)
     return PointConfig(**base)
 
@@ -82,19 +85,21 @@ def test_measure_barriers_before_the_window_and_looks_only_at_geometric_step_cou
         return [obj]
 
     sleeps = itertools.cycle([0.0005, 0.0015])  # CV 50%: the 10% target is met only with enough steps
-    times, _, stopping = measure(lambda: time.sleep(next(sleeps)), lambda o: None,
-                                 _cfg(steps=20, target_ci=0.1, max_time_s=60), gather)
+    times, _, stopping = measure(
+        lambda: time.sleep(next(sleeps)), lambda o: None, _cfg(steps=20, target_ci=0.1, max_time_s=60), gather
+    )
     assert looks[0] is None  # the barrier comes first
     # A look may stop only with all 20 batches (600 steps): a CI over fewer degrees of freedom is
     # checked at 20 steps but cannot stop the run.
-    assert looks[1:] == [20, 600][:len(looks) - 1] and stopping["rule"] == "target_ci_met"
+    assert looks[1:] == [20, 600][: len(looks) - 1] and stopping["rule"] == "target_ci_met"
     assert len(times) == 600 and stopping["ci_half_width"] <= 0.1
     assert len(stopping["segments_s"]) == 2
 
 
 def test_measure_gives_up_at_max_time_near_the_limit():
-    times, _, stopping = measure(lambda: time.sleep(0.002), lambda o: None,
-                                 _cfg(steps=5, target_ci=0.0001, max_time_s=0.1))
+    times, _, stopping = measure(
+        lambda: time.sleep(0.002), lambda o: None, _cfg(steps=5, target_ci=0.0001, max_time_s=0.1)
+    )
     assert stopping["rule"] == "max_time"
     assert 5 < len(times) < 600 and sum(stopping["segments_s"]) < 0.2
 
@@ -129,8 +134,9 @@ def test_exposed_comm_ci_paired_over_pairs_or_from_two_within_run_cis():
     assert ci is None and scope.startswith("no CI")
     rng = random.Random(1)
     steps = lambda m: [m * (1 + 0.05 * rng.gauss(0, 1)) for _ in range(300)]  # noqa: E731
-    ci, scope = exposed_comm_ci([{"time_per_step_s": 0.3, "step_times_s": steps(0.3)}],
-                                [{"time_per_step_s": 0.25, "step_times_s": steps(0.25)}])
+    ci, scope = exposed_comm_ci(
+        [{"time_per_step_s": 0.3, "step_times_s": steps(0.3)}], [{"time_per_step_s": 0.25, "step_times_s": steps(0.25)}]
+    )
     assert ci[0] < 0.05 < ci[1] and scope.startswith("within-run noise of one sync and one no-sync run")
 
 
@@ -147,7 +153,7 @@ def test_measure_point_alternates_sync_and_independent_runs(monkeypatch, tmp_pat
         return r
 
     class Point:
-        strategy = "ddp"
+        strategy = STRATEGIES["ddp"]
         config = _cfg(strategy="ddp", world_size=2, steps=10, target_ci=0.02, max_time_s=5, measure_comm=True)
 
     monkeypatch.setattr(measure_mod, "run_point", fake_run_point)

@@ -1,5 +1,6 @@
 """MFU (issue 10 item 11): the GPU peak table looked up by the names NVML reports, no MFU for an
 unknown GPU, and on CPU workers a measured GEMM peak with an MFU between 0 and 1 on a real run."""
+
 from __future__ import annotations
 
 import pytest
@@ -9,33 +10,48 @@ from distbench.config import PointConfig
 from tests.conftest import require, run_json
 
 
-@pytest.mark.parametrize("name,key", [
-    ("NVIDIA H100 80GB HBM3", "H100 SXM"),
-    ("NVIDIA H100 PCIe", "H100 PCIe"),
-    ("NVIDIA H100 NVL", "H100 NVL"),
-    ("NVIDIA H200", "H200 SXM"),
-    ("NVIDIA H200 NVL", "H200 NVL"),
-    ("NVIDIA A100-SXM4-40GB", "A100 SXM"),
-    ("NVIDIA A100-SXM4-80GB", "A100 SXM"),
-    ("A100-SXM4-40GB", "A100 SXM"),
-    ("NVIDIA A100-PCIE-40GB", "A100 PCIe"),
-    ("NVIDIA A100 80GB PCIe", "A100 PCIe"),
-    ("Tesla V100-SXM2-16GB", "V100 SXM2"),
-    ("Tesla V100-SXM2-32GB", "V100 SXM2"),
-    ("Tesla V100-PCIE-32GB", "V100 PCIe"),
-    ("Tesla V100S-PCIE-32GB", "V100S PCIe"),
-    ("NVIDIA L40S", "L40S"),
-    ("NVIDIA A10", "A10"),
-    ("NVIDIA L4", "L4"),
-    ("Tesla T4", "T4"),
-    ("NVIDIA GeForce RTX 4090", "RTX 4090"),
-])
+@pytest.mark.parametrize(
+    "name,key",
+    [
+        ("NVIDIA H100 80GB HBM3", "H100 SXM"),
+        ("NVIDIA H100 PCIe", "H100 PCIe"),
+        ("NVIDIA H100 NVL", "H100 NVL"),
+        ("NVIDIA H200", "H200 SXM"),
+        ("NVIDIA H200 NVL", "H200 NVL"),
+        ("NVIDIA A100-SXM4-40GB", "A100 SXM"),
+        ("NVIDIA A100-SXM4-80GB", "A100 SXM"),
+        ("A100-SXM4-40GB", "A100 SXM"),
+        ("NVIDIA A100-PCIE-40GB", "A100 PCIe"),
+        ("NVIDIA A100 80GB PCIe", "A100 PCIe"),
+        ("Tesla V100-SXM2-16GB", "V100 SXM2"),
+        ("Tesla V100-SXM2-32GB", "V100 SXM2"),
+        ("Tesla V100-PCIE-32GB", "V100 PCIe"),
+        ("Tesla V100S-PCIE-32GB", "V100S PCIe"),
+        ("NVIDIA L40S", "L40S"),
+        ("NVIDIA A10", "A10"),
+        ("NVIDIA L4", "L4"),
+        ("Tesla T4", "T4"),
+        ("NVIDIA GeForce RTX 4090", "RTX 4090"),
+    ],
+)
 def test_nvml_names_find_their_model_and_form_factor(name, key):
     assert peaks.identify_gpu(name) == key
 
 
-@pytest.mark.parametrize("name", ["NVIDIA GH200 480GB", "NVIDIA A10G", "NVIDIA L40", "NVIDIA H100",
-                                  "Tesla V100-SXM3-32GB", "NVIDIA GeForce RTX 4090 D", "NVIDIA B200", "", None])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "NVIDIA GH200 480GB",
+        "NVIDIA A10G",
+        "NVIDIA L40",
+        "NVIDIA H100",
+        "Tesla V100-SXM3-32GB",
+        "NVIDIA GeForce RTX 4090 D",
+        "NVIDIA B200",
+        "",
+        None,
+    ],
+)
 def test_unknown_or_ambiguous_gpus_are_not_guessed(name):
     assert peaks.identify_gpu(name) is None
     peak, why = peaks.gpu_peak(name, "bf16")
@@ -55,17 +71,36 @@ def test_peaks_by_math_type_with_their_source():
     assert peaks.gpu_peak("Tesla V100-SXM2-16GB", "tf32")[0] == pytest.approx(15.7e12)
     peak, why = peaks.gpu_peak("Tesla V100-SXM2-16GB", "bf16")
     assert peak is None and "no published dense bf16 peak" in why
-    assert [peaks.math_type(p, t) for p, t in (("fp32", True), ("fp32", False), ("amp", True), ("bf16", False))] \
-        == ["tf32", "fp32", "fp16", "bf16"]
+    assert [peaks.math_type(p, t) for p, t in (("fp32", True), ("fp32", False), ("amp", True), ("bf16", False))] == [
+        "tf32",
+        "fp32",
+        "fp16",
+        "bf16",
+    ]
     for entry in peaks.GPU_PEAKS.values():  # every number cites where it comes from
         assert entry.source.startswith("https://") and set(entry.tflops) <= {"fp32", "tf32", "fp16", "bf16"}
 
 
 def _gpu_record(name, throughput=1000.0, precision="fp32", tf32=True):
-    cfg = PointConfig(strategy="ddp", model="resnet18", world_size=2, device="cuda", per_device_batch=32,
-                      image_size=32, precision=precision, tf32=bool(tf32)).to_dict()
-    return {"status": "ok", "device": "cuda", "world_size": 2, "throughput": throughput, "config": cfg,
-            "math_mode": {"tf32": tf32}, "runtime": {"gpu_name": name}}
+    cfg = PointConfig(
+        strategy="ddp",
+        model="resnet18",
+        world_size=2,
+        device="cuda",
+        per_device_batch=32,
+        image_size=32,
+        precision=precision,
+        tf32=bool(tf32),
+    ).to_dict()
+    return {
+        "status": "ok",
+        "device": "cuda",
+        "world_size": 2,
+        "throughput": throughput,
+        "config": cfg,
+        "math_mode": {"tf32": tf32},
+        "runtime": {"gpu_name": name},
+    }
 
 
 @require("torch")
@@ -106,7 +141,7 @@ def test_float32_mfu_needs_the_recorded_tf32_setting():
 def test_cpu_gemm_grows_with_the_threads_so_each_keeps_a_512_square_share():
     assert [peaks.gemm_size(t) for t in (1, 2, 4, 5, 16, 17, 64)] == [1024, 1024, 1024, 2048, 2048, 3072, 4096]
     for t in (1, 3, 8, 24, 64, 100):
-        assert peaks.gemm_size(t) ** 2 / t >= 512 ** 2
+        assert peaks.gemm_size(t) ** 2 / t >= 512**2
 
 
 @require("torch")
@@ -123,9 +158,29 @@ def test_cpu_gemm_peak_is_measured_on_the_given_threads():
 
 @require("torch")
 def test_cpu_mfu_between_0_and_1_on_a_real_run(tmp_path):
-    tiny = ["--model", "resnet18", "--image-size", "32", "--batch-size", "2", "--steps", "3", "--warmup", "1",
-            "--target-ci", "0", "--no-comm", "--telemetry-interval", "0", "--timeout", "300", "--device", "cpu",
-            "--results", str(tmp_path / "r.db")]
+    tiny = [
+        "--model",
+        "resnet18",
+        "--image-size",
+        "32",
+        "--batch-size",
+        "2",
+        "--steps",
+        "3",
+        "--warmup",
+        "1",
+        "--target-ci",
+        "0",
+        "--no-comm",
+        "--telemetry-interval",
+        "0",
+        "--timeout",
+        "300",
+        "--device",
+        "cpu",
+        "--results",
+        str(tmp_path / "r.db"),
+    ]
     _, points = run_json(["run", "--strategy", "ddp", "--gpus", "2", *tiny])
     (p,) = points
     gemm = p["cpu_gemm_peak"]

@@ -4,6 +4,7 @@ Each model is built once per framework per module (the module-scoped `name` fixt
 run every test of one model before building the next, so at most one model per framework is
 alive). Keras models are built at tiny inputs: parameter counts do not depend on the input size.
 """
+
 import gc
 import json
 import os
@@ -172,7 +173,7 @@ def test_same_weights_give_the_same_outputs_and_losses(name, torch_model, keras_
     with torch.no_grad():  # random values everywhere (norm scales and biases included) that keep the signal
         for pname, p in named:
             if p.ndim > 1:
-                p.normal_(0.0, 2 ** 0.5 * (p[0].numel() if "embedding" not in pname else 2) ** -0.5)
+                p.normal_(0.0, 2**0.5 * (p[0].numel() if "embedding" not in pname else 2) ** -0.5)
             elif pname.endswith("weight"):
                 p.normal_(1.0, 0.1)
             else:
@@ -266,14 +267,17 @@ def test_synthetic_targets_are_the_same_kind_in_both_frameworks():
     assert tuple(xk.shape) == (3, 10) and tuple(yk.shape) == (3,) and int(np.max(yk)) < 2
 
 
-@pytest.mark.parametrize("name,kwargs,message", [
-    ("resnet50", {"image_size": 16}, "--image-size 16 is too small for resnet50: the minimum is 32"),
-    ("vgg16", {"image_size": 31}, "--image-size 31 is too small for vgg16: the minimum is 32"),
-    ("unet", {"image_size": 8}, "--image-size 8 is too small for unet: the minimum is 16"),
-    ("unet", {"image_size": 100}, "--image-size 100 is not valid for unet: it must be a multiple of 16"),
-    ("bert_base", {"seq_len": 600}, "--seq-len 600 is too large for bert_base: the maximum is 512"),
-    ("lstm", {"seq_len": 0}, "--seq-len 0 is too small for lstm: the minimum is 1"),
-])
+@pytest.mark.parametrize(
+    "name,kwargs,message",
+    [
+        ("resnet50", {"image_size": 16}, "--image-size 16 is too small for resnet50: the minimum is 32"),
+        ("vgg16", {"image_size": 31}, "--image-size 31 is too small for vgg16: the minimum is 32"),
+        ("unet", {"image_size": 8}, "--image-size 8 is too small for unet: the minimum is 16"),
+        ("unet", {"image_size": 100}, "--image-size 100 is not valid for unet: it must be a multiple of 16"),
+        ("bert_base", {"seq_len": 600}, "--seq-len 600 is too large for bert_base: the maximum is 512"),
+        ("lstm", {"seq_len": 0}, "--seq-len 0 is too small for lstm: the minimum is 1"),
+    ],
+)
 def test_check_input_rejects_with_the_rule(name, kwargs, message):
     with pytest.raises(ValueError) as err:
         check_input(get_spec(name), **kwargs)
@@ -317,8 +321,9 @@ def test_forward_flops_per_sample():
     layer = 2 * s * (4 * h * h + 2 * h * f) + 2 * 2 * s * s * h
     assert torch_models.forward_flops_per_sample("bert_base") == 12 * layer + 2 * (h * h + 2 * h)
     # FLOPs scale with the input: unet is fully convolutional.
-    assert torch_models.forward_flops_per_sample("unet", image_size=320) == \
-        4 * torch_models.forward_flops_per_sample("unet")
+    assert torch_models.forward_flops_per_sample("unet", image_size=320) == 4 * torch_models.forward_flops_per_sample(
+        "unet"
+    )
 
 
 def test_models_command_json_and_table():

@@ -1,6 +1,7 @@
 """Multi-node launches: builder tests of argv/env (distbench.engines), and real two-"node" runs over
 loopback on this machine (torchrun c10d rendezvous, horovodrun with two hosts, TF multi-worker), each
 producing one result record with world size 2 and 2 nodes."""
+
 import json
 import os
 import signal
@@ -13,8 +14,16 @@ import pytest
 from distbench.config import PointConfig
 from distbench.errors import BadInput
 from distbench.launchers import tf_multiworker
-from distbench.engines import (HOROVODRUN, TF_MULTIWORKER, TORCHRUN, Shell, horovod_hosts, shell_join, srun_prefix,
-                               tf_config)
+from distbench.engines import (
+    HOROVODRUN,
+    TF_MULTIWORKER,
+    TORCHRUN,
+    Shell,
+    horovod_hosts,
+    shell_join,
+    srun_prefix,
+    tf_config,
+)
 from distbench.multinode import expand_hostlist, expand_tasks_per_node, slurm_tf_workers
 from distbench.strategies import STRATEGIES
 from tests.conftest import require
@@ -36,45 +45,118 @@ def tf_multiworker_command(cfg, config, out, **kw):
 
 
 def _cfg(strategy="ddp", n=2, nodes=2, device="cpu"):
-    return PointConfig(strategy=strategy, model="resnet50", world_size=n, nodes=nodes, device=device,
-                       per_device_batch=2, image_size=32, steps=2, warmup=1, threads_per_worker=1)
+    return PointConfig(
+        strategy=strategy,
+        model="resnet50",
+        world_size=n,
+        nodes=nodes,
+        device=device,
+        per_device_batch=2,
+        image_size=32,
+        steps=2,
+        warmup=1,
+        threads_per_worker=1,
+    )
 
 
 # -- builders --------------------------------------------------------------------------------------
 def test_torchrun_runs_one_agent_per_node_at_one_c10d_rendezvous():
-    argv, env = torchrun_command(STRATEGIES["ddp"], _cfg(n=8, nodes=2), "c.json", "r.json",
-                                 rdzv_endpoint="head:29500", rdzv_id="job7", base_env={})
-    assert argv == [os.path.join(VENV_BIN, "torchrun"), "--nnodes=2", "--nproc_per_node=4", "--rdzv_backend=c10d",
-                    "--rdzv_endpoint", "head:29500", "--rdzv_id", "job7", "--max_restarts=0",
-                    *GUARD, sys.executable, "-m", "distbench.launchers.torch_ddp", "--config", "c.json", "--out", "r.json"]
+    argv, env = torchrun_command(
+        STRATEGIES["ddp"],
+        _cfg(n=8, nodes=2),
+        "c.json",
+        "r.json",
+        rdzv_endpoint="head:29500",
+        rdzv_id="job7",
+        base_env={},
+    )
+    assert argv == [
+        os.path.join(VENV_BIN, "torchrun"),
+        "--nnodes=2",
+        "--nproc_per_node=4",
+        "--rdzv_backend=c10d",
+        "--rdzv_endpoint",
+        "head:29500",
+        "--rdzv_id",
+        "job7",
+        "--max_restarts=0",
+        *GUARD,
+        sys.executable,
+        "-m",
+        "distbench.launchers.torch_ddp",
+        "--config",
+        "c.json",
+        "--out",
+        "r.json",
+    ]
     assert env["OMP_NUM_THREADS"] == "1"
     assert env["CUDA_VISIBLE_DEVICES"] == ""
 
 
 def test_cuda_points_leave_the_gpus_visible():
-    _, env = torchrun_command(STRATEGIES["ddp"], _cfg(device="cuda"), "c", "r", rdzv_endpoint="h:1", rdzv_id="x",
-                              base_env={"CUDA_VISIBLE_DEVICES": "0,1"})
+    _, env = torchrun_command(
+        STRATEGIES["ddp"],
+        _cfg(device="cuda"),
+        "c",
+        "r",
+        rdzv_endpoint="h:1",
+        rdzv_id="x",
+        base_env={"CUDA_VISIBLE_DEVICES": "0,1"},
+    )
     assert env["CUDA_VISIBLE_DEVICES"] == "0,1"
 
 
 def test_horovodrun_lists_every_node_with_its_slots():
     hosts = horovod_hosts(["node1", "node2"], 4)
     assert hosts == "node1:4,node2:4"
-    argv, _ = horovodrun_command(STRATEGIES["horovod-torch"], _cfg("horovod-torch", 8), "c.json", "r.json",
-                                 hosts=hosts, python="/venv/bin/python", base_env={})
-    assert argv == ["/venv/bin/horovodrun", "-np", "8", "-H", "node1:4,node2:4", "--gloo", "--start-timeout", "120",
-                    "/venv/bin/python", *GUARD, "/venv/bin/python", "-m", "distbench.launchers.horovod_torch", "--config", "c.json",
-                    "--out", "r.json"]
-    argv, _ = horovodrun_command(STRATEGIES["horovod-tf"], _cfg("horovod-tf"), "c", "r", hosts="a:1,b:1",
-                                 network_interface="lo", base_env={})
+    argv, _ = horovodrun_command(
+        STRATEGIES["horovod-torch"],
+        _cfg("horovod-torch", 8),
+        "c.json",
+        "r.json",
+        hosts=hosts,
+        python="/venv/bin/python",
+        base_env={},
+    )
+    assert argv == [
+        "/venv/bin/horovodrun",
+        "-np",
+        "8",
+        "-H",
+        "node1:4,node2:4",
+        "--gloo",
+        "--start-timeout",
+        "120",
+        "/venv/bin/python",
+        *GUARD,
+        "/venv/bin/python",
+        "-m",
+        "distbench.launchers.horovod_torch",
+        "--config",
+        "c.json",
+        "--out",
+        "r.json",
+    ]
+    argv, _ = horovodrun_command(
+        STRATEGIES["horovod-tf"], _cfg("horovod-tf"), "c", "r", hosts="a:1,b:1", network_interface="lo", base_env={}
+    )
     assert argv[4:9] == ["a:1,b:1", "--gloo", "--network-interface", "lo", "--start-timeout"]
 
 
 def test_tf_workers_get_their_own_tf_config():
     workers = ["localhost:2222", "127.0.0.1:2223"]
     argv, env = tf_multiworker_command(_cfg("mirrored"), "c.json", "r.json", workers=workers, index=1, base_env={})
-    assert argv == [sys.executable, *GUARD, sys.executable, "-m", "distbench.launchers.tf_multiworker",
-                    "--config", "c.json", "--out", "r.json"]
+    assert argv == [
+        sys.executable,
+        *GUARD,
+        sys.executable,
+        "-m",
+        "distbench.launchers.tf_multiworker",
+        "--config",
+        "c.json",
+        "--out",
+        "r.json",
+    ]
     assert json.loads(env["TF_CONFIG"]) == {"cluster": {"worker": workers}, "task": {"type": "worker", "index": 1}}
     with pytest.raises(ValueError, match="3 TF workers for 2 node"):
         tf_multiworker_command(_cfg("mirrored"), "c", "r", workers=["a:1", "b:1", "c:1"], index=0)
@@ -85,11 +167,25 @@ def test_tf_workers_get_their_own_tf_config():
 def test_tf_runs_one_worker_per_gpu_node_and_one_per_cpu_device():
     assert TF_MULTIWORKER.tasks_per_node(_cfg("mirrored", 8, 2, device="cuda")) == 1
     assert TF_MULTIWORKER.tasks_per_node(_cfg("mirrored", 8, 2, device="cpu")) == 4
-    argv, env = TF_MULTIWORKER.srun(STRATEGIES["mirrored"], _cfg("mirrored", 8, 2, device="cuda"), "c", "r",
-                                    python="/p/python", base_env={})
-    assert argv == ["srun", "--nodes=2", "--ntasks=2", "--ntasks-per-node=1", "--kill-on-bad-exit=1",
-                    "/p/python", *GUARD, "/p/python", "-m", "distbench.launchers.tf_multiworker", "--config", "c",
-                    "--out", "r"]
+    argv, env = TF_MULTIWORKER.srun(
+        STRATEGIES["mirrored"], _cfg("mirrored", 8, 2, device="cuda"), "c", "r", python="/p/python", base_env={}
+    )
+    assert argv == [
+        "srun",
+        "--nodes=2",
+        "--ntasks=2",
+        "--ntasks-per-node=1",
+        "--kill-on-bad-exit=1",
+        "/p/python",
+        *GUARD,
+        "/p/python",
+        "-m",
+        "distbench.launchers.tf_multiworker",
+        "--config",
+        "c",
+        "--out",
+        "r",
+    ]
     assert "TF_CONFIG" not in env  # the workers derive it from the Slurm step
 
 
@@ -104,8 +200,11 @@ def test_launchers_per_strategy_and_node_count():
     assert launcher("mirrored", 2) == "tf-multiworker"
     spanning = [s.name for s in STRATEGIES.values() if s.cluster_launcher]
     assert {"ddp", "horovod-torch", "horovod-tf", "mirrored"} <= set(spanning) and "dp" not in spanning
-    with pytest.raises(BadInput, match="^strategy 'dp' runs in one process and cannot span 2 nodes; multi-node "
-                                       f"strategies: {', '.join(spanning)}$"):
+    with pytest.raises(
+        BadInput,
+        match="^strategy 'dp' runs in one process and cannot span 2 nodes; multi-node "
+        f"strategies: {', '.join(spanning)}$",
+    ):
         launcher("dp", 2)
     with pytest.raises(BadInput, match="^3 devices cannot be split evenly over 2 nodes$"):
         torchrun_command(STRATEGIES["ddp"], _cfg(n=3, nodes=2), "c", "r", rdzv_endpoint="h:1", rdzv_id="x")
@@ -114,8 +213,15 @@ def test_launchers_per_strategy_and_node_count():
 def test_shell_values_are_left_to_the_job_and_everything_else_is_quoted():
     argv = ["srun", Shell('"$head_node:$PORT"'), "a b", "it's", "$HOME", "--x=1"]
     assert shell_join(argv) == """srun "$head_node:$PORT" 'a b' 'it'"'"'s' '$HOME' --x=1"""
-    assert srun_prefix(2, 4, Shell('"$C"')) == ["srun", "--nodes=2", "--ntasks=8", "--ntasks-per-node=4",
-                                               "--kill-on-bad-exit=1", "--cpus-per-task", '"$C"']
+    assert srun_prefix(2, 4, Shell('"$C"')) == [
+        "srun",
+        "--nodes=2",
+        "--ntasks=8",
+        "--ntasks-per-node=4",
+        "--kill-on-bad-exit=1",
+        "--cpus-per-task",
+        '"$C"',
+    ]
 
 
 def test_slurm_host_lists_and_tasks_per_node():
@@ -127,8 +233,13 @@ def test_slurm_host_lists_and_tasks_per_node():
 
 
 def _slurm_env(node, local, rank, nodelist="n[9-10]", tasks="2(x2)"):
-    return {"SLURM_STEP_NODELIST": nodelist, "SLURM_STEP_TASKS_PER_NODE": tasks, "SLURM_NODEID": str(node),
-            "SLURM_LOCALID": str(local), "SLURM_PROCID": str(rank)}
+    return {
+        "SLURM_STEP_NODELIST": nodelist,
+        "SLURM_STEP_TASKS_PER_NODE": tasks,
+        "SLURM_NODEID": str(node),
+        "SLURM_LOCALID": str(local),
+        "SLURM_PROCID": str(rank),
+    }
 
 
 def test_tf_cluster_from_a_slurm_step_keeps_slurms_node_order():
@@ -144,8 +255,11 @@ def test_tf_worker_resolves_its_cluster_and_rank():
     env = _slurm_env(1, 0, 1, nodelist="a,b", tasks="1(x2)")
     env["DISTBENCH_TF_PORT"] = "9000"
     spec = tf_multiworker.resolve_cluster(env)
-    assert json.loads(env["TF_CONFIG"]) == spec == {"cluster": {"worker": ["a:9000", "b:9000"]},
-                                                   "task": {"type": "worker", "index": 1}}
+    assert (
+        json.loads(env["TF_CONFIG"])
+        == spec
+        == {"cluster": {"worker": ["a:9000", "b:9000"]}, "task": {"type": "worker", "index": 1}}
+    )
     assert tf_multiworker.task_rank(spec) == 1
     assert tf_multiworker.cluster_hosts(spec) == ["a", "b"]
     chief = {"cluster": {"chief": ["c:1"], "worker": ["w:1"]}, "task": {"type": "worker", "index": 0}}
@@ -168,8 +282,16 @@ def _run_nodes(commands, tmp_path, timeout=420):
     for i, (argv, env) in enumerate(commands):
         log = tmp_path / f"node{i}.log"
         logs.append(log)
-        procs.append(subprocess.Popen(argv, env=env, stdout=open(log, "wb"), stderr=subprocess.STDOUT,
-                                      stdin=subprocess.DEVNULL, start_new_session=True))
+        procs.append(
+            subprocess.Popen(
+                argv,
+                env=env,
+                stdout=open(log, "wb"),
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+        )
     codes = []
     try:
         for p in procs:
@@ -187,8 +309,9 @@ def run_two_tf_workers(cfg: PointConfig, tmp_path) -> dict:
     config, out = tmp_path / "config.json", tmp_path / "record.json"
     config.write_text(cfg.to_json())
     workers = [f"localhost:{_free_port()}", f"127.0.0.1:{_free_port()}"]
-    codes, logs = _run_nodes([tf_multiworker_command(cfg, str(config), str(out), workers=workers, index=i)
-                              for i in range(2)], tmp_path)
+    codes, logs = _run_nodes(
+        [tf_multiworker_command(cfg, str(config), str(out), workers=workers, index=i) for i in range(2)], tmp_path
+    )
     assert codes == [0, 0], logs
     record = json.loads(out.read_text())
     assert record["status"] == "ok" and record["tf_strategy"] == "MultiWorkerMirroredStrategy", record.get("reason")
@@ -215,8 +338,10 @@ def test_ddp_over_two_torchrun_agents(tmp_path):
     config, out = tmp_path / "config.json", tmp_path / "record.json"
     config.write_text(cfg.to_json())
     endpoint = f"127.0.0.1:{_free_port()}"
-    commands = [torchrun_command(STRATEGIES["ddp"], cfg, str(config), str(out), rdzv_endpoint=endpoint,
-                                 rdzv_id="loopback") for _ in range(2)]
+    commands = [
+        torchrun_command(STRATEGIES["ddp"], cfg, str(config), str(out), rdzv_endpoint=endpoint, rdzv_id="loopback")
+        for _ in range(2)
+    ]
     codes, logs = _run_nodes(commands, tmp_path)
     _check_record(out, "ddp", "torch", codes, logs)
 
@@ -228,8 +353,14 @@ def test_horovod_over_two_hosts(tmp_path):
     config, out = tmp_path / "config.json", tmp_path / "record.json"
     config.write_text(cfg.to_json())
     # Two host entries for this machine: Horovod sees two hosts (cross_size 2), one slot each.
-    argv, env = horovodrun_command(STRATEGIES["horovod-torch"], cfg, str(config), str(out),
-                                   hosts=horovod_hosts(["localhost", "127.0.0.1"], 1), network_interface="lo")
+    argv, env = horovodrun_command(
+        STRATEGIES["horovod-torch"],
+        cfg,
+        str(config),
+        str(out),
+        hosts=horovod_hosts(["localhost", "127.0.0.1"], 1),
+        network_interface="lo",
+    )
     codes, logs = _run_nodes([(argv, env)], tmp_path)
     _check_record(out, "horovod-torch", "torch", codes, logs)
 

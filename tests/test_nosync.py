@@ -2,6 +2,7 @@
 CPU workers. At N=2 with different data per rank its replicas drift apart (nothing is exchanged);
 at N=1, where the collective has nothing to exchange, it computes the same numbers as the real step and
 runs as fast."""
+
 import statistics
 from concurrent.futures import ThreadPoolExecutor
 
@@ -15,14 +16,28 @@ from tests.test_multinode import run_two_tf_workers
 
 pytestmark = pytest.mark.slow
 
-STRATEGY_MODULES = {"ddp": ("torch",), "horovod-torch": ("torch", "horovod.torch"), "mirrored": ("tensorflow",),
-                    "horovod-tf": ("tensorflow", "horovod.tensorflow")}
+STRATEGY_MODULES = {
+    "ddp": ("torch",),
+    "horovod-torch": ("torch", "horovod.torch"),
+    "mirrored": ("tensorflow",),
+    "horovod-tf": ("tensorflow", "horovod.tensorflow"),
+}
 PARAMS = [pytest.param(s, marks=require(*mods)) for s, mods in STRATEGY_MODULES.items()]
 
 
 def _cfg(strategy, n, **kw):
-    base = dict(strategy=strategy, model="resnet18", world_size=n, device="cpu", per_device_batch=2, image_size=32,
-                num_classes=10, steps=3, warmup=1, threads_per_worker=1)
+    base = dict(
+        strategy=strategy,
+        model="resnet18",
+        world_size=n,
+        device="cpu",
+        per_device_batch=2,
+        image_size=32,
+        num_classes=10,
+        steps=3,
+        warmup=1,
+        threads_per_worker=1,
+    )
     return PointConfig(**{**base, **kw})
 
 
@@ -61,8 +76,10 @@ def test_at_one_device_the_variant_computes_what_the_real_step_computes(strategy
     # numbers: the same per-step losses and weight updates. Deterministic, so unlike the timing
     # comparison below it does not depend on the machine's load.
     with ThreadPoolExecutor(2) as pool:
-        real, variant = pool.map(lambda sync: _run(strategy, _cfg(strategy, 1, sync=sync, verify=True),
-                                                   tmp_path, f"sync{sync}"), (True, False))
+        real, variant = pool.map(
+            lambda sync: _run(strategy, _cfg(strategy, 1, sync=sync, verify=True), tmp_path, f"sync{sync}"),
+            (True, False),
+        )
     assert (real["sync"], variant["sync"]) == (True, False)
     assert variant["verify_losses"] == pytest.approx(real["verify_losses"], rel=1e-6)
     flat = lambda r: [v for tensor in r["update_checksums"] for v in tensor]  # noqa: E731
@@ -85,8 +102,10 @@ def test_at_one_device_the_variant_runs_like_the_real_step(strategy, tmp_path):
     # the one-replica all-reduce. (Horovod's variant is the real step at N=1: horovod_init returns
     # the global process set, test below.)
     with ThreadPoolExecutor(2) as pool:
-        real, variant = pool.map(lambda sync: _run(strategy, _cfg(strategy, 1, sync=sync, steps=60, warmup=3),
-                                                   tmp_path, f"sync{sync}"), (True, False))
+        real, variant = pool.map(
+            lambda sync: _run(strategy, _cfg(strategy, 1, sync=sync, steps=60, warmup=3), tmp_path, f"sync{sync}"),
+            (True, False),
+        )
     ratio = statistics.median(variant["step_times_s"]) / statistics.median(real["step_times_s"])
     assert TOLERANCE[0] <= ratio <= TOLERANCE[1], f"{strategy}: no-sync / sync median step time = {ratio:.2f}"
 

@@ -10,14 +10,17 @@ def test_parse_gpus_ok(text, expected):
     assert parse_gpus(text) == expected
 
 
-@pytest.mark.parametrize("text,message", [
-    ("", "--gpus is empty"),
-    ("0", "--gpus value '0' must be a positive device count"),
-    ("-1", "--gpus value '-1' must be a positive device count"),
-    ("two", "--gpus value 'two' is not a whole number"),
-    ("1,2,2", "--gpus value '2' is duplicated"),
-    ("1,,2", "has an empty entry"),
-])
+@pytest.mark.parametrize(
+    "text,message",
+    [
+        ("", "--gpus is empty"),
+        ("0", "--gpus value '0' must be a positive device count"),
+        ("-1", "--gpus value '-1' must be a positive device count"),
+        ("two", "--gpus value 'two' is not a whole number"),
+        ("1,2,2", "--gpus value '2' is duplicated"),
+        ("1,,2", "has an empty entry"),
+    ],
+)
 def test_parse_gpus_rejects(text, message):
     with pytest.raises(BadInput) as info:
         parse_gpus(text)
@@ -82,8 +85,9 @@ def test_plan_adds_missing_baseline_and_says_so():
 
 
 def test_plan_strong_scaling_divides_the_global_batch():
-    plan = make_plan(_opts(scaling="strong", batch_size=8, gpus=[1, 2, 4],
-                           strategies=parse_strategies(("ddp",))), visible_gpus=0)
+    plan = make_plan(
+        _opts(scaling="strong", batch_size=8, gpus=[1, 2, 4], strategies=parse_strategies(("ddp",))), visible_gpus=0
+    )
     per = {p.config.world_size: p.config.per_device_batch for p in plan.points if p.strategy.name == "ddp"}
     assert per == {1: 8, 2: 4, 4: 2}
     with pytest.raises(BadInput, match="global batch 8 is not divisible by N=3"):
@@ -102,8 +106,7 @@ def test_plan_rejects_bad_values():
 def test_plan_skips_strategy_whose_framework_is_missing(monkeypatch):
     from distbench import plan as plan_mod
 
-    monkeypatch.setattr(plan_mod, "_missing_modules",
-                        lambda s: ["horovod.torch"] if s.name == "horovod-torch" else [])
+    monkeypatch.setattr(plan_mod, "_missing_modules", lambda s: ["horovod.torch"] if s.name == "horovod-torch" else [])
     plan = make_plan(_opts(strategies=parse_strategies(("horovod-torch",))), visible_gpus=0)
     hv = [p for p in plan.points if p.strategy.name == "horovod-torch"]
     assert hv and all(p.skip_reason.startswith("horovod.torch is not installed: run `make install`") for p in hv)
@@ -133,7 +136,8 @@ def test_multi_node_launch_uses_the_allocation(monkeypatch):
     assert argv[:2] == ["srun", "--nodelist=gpu09,gpu10"]
     assert "--nnodes=2" in argv and "--nproc_per_node=2" in argv and "--rdzv_backend=c10d" in argv
     assert argv[argv.index("--rdzv_endpoint") + 1].startswith("gpu09:")
-    hv = PointConfig(strategy="horovod-torch", model="resnet50", world_size=4, nodes=2, device="cuda",
-                     per_device_batch=8)
+    hv = PointConfig(
+        strategy="horovod-torch", model="resnet50", world_size=4, nodes=2, device="cuda", per_device_batch=8
+    )
     argv, _ = build_command(STRATEGIES["horovod-torch"], hv, "c.json", "r.json", base_env={})
     assert argv[argv.index("-H") + 1] == "gpu09:2,gpu10:2"

@@ -1,6 +1,7 @@
 """`distbench predict`: the cost models against closed forms, the fit and its prediction intervals,
 validation on published scaling tables (tests/data, sources in tests/data/README.md), bad input, the
 store and the report, and (slow) a real CPU-worker run from `scale` + `comm` to `predict` to the report."""
+
 from __future__ import annotations
 
 import json
@@ -20,9 +21,11 @@ from tests.test_report import add_sweep, point
 
 DATA = ROOT / "tests" / "data"
 # file, link profiles, NICs per node, GPUs per node (docs/prediction.md and tests/data/README.md)
-PUBLISHED = [("dle_bert_tf_dgx2_single_node.csv", ["nvlink2"], 1, 16),
-             ("dle_bert_tf_dgx2h_multi_node.csv", ["nvlink2", "ib-edr"], 8, 16),
-             ("dle_bert_tf_dgxa100_multi_node.csv", ["nvlink3", "ib-hdr"], 8, 8)]
+PUBLISHED = [
+    ("dle_bert_tf_dgx2_single_node.csv", ["nvlink2"], 1, 16),
+    ("dle_bert_tf_dgx2h_multi_node.csv", ["nvlink2", "ib-edr"], 8, 16),
+    ("dle_bert_tf_dgxa100_multi_node.csv", ["nvlink3", "ib-hdr"], 8, 8),
+]
 
 
 def link(bw_gbps: float, lat_us: float) -> pr.Link:
@@ -48,14 +51,23 @@ def test_tree_buckets_and_hierarchical_forms():
     intra, inter = link(100, 1), link(25, 5)
     expected = pr.ring_allreduce_time(size, 8, intra) + pr.ring_allreduce_time(size, 4, inter)
     assert pr.allreduce_time(size, 32, 8, intra, inter) == pytest.approx(expected)
-    assert pr.buckets_for("ddp", 100 * 2 ** 20) == 4 and pr.buckets_for("mirrored", 100 * 2 ** 20) == 1
+    assert pr.buckets_for("ddp", 100 * 2**20) == 4 and pr.buckets_for("mirrored", 100 * 2**20) == 1
 
 
 def series(points, *, overlap=None, scaling="weak", per_node=8, grad=100e6) -> pr.Series:
-    return pr.Series(workload="w", strategy="ddp", framework="torch", scaling=scaling,
-                     points=[pr.Observed(n, 1, b, thr, 0.01) for n, b, thr in points], grad_bytes=grad,
-                     overlap=overlap, overlap_note="test", baseline_throughput=points[0][2],
-                     baseline_name="N=1", per_node=per_node)
+    return pr.Series(
+        workload="w",
+        strategy="ddp",
+        framework="torch",
+        scaling=scaling,
+        points=[pr.Observed(n, 1, b, thr, 0.01) for n, b, thr in points],
+        grad_bytes=grad,
+        overlap=overlap,
+        overlap_note="test",
+        baseline_throughput=points[0][2],
+        baseline_name="N=1",
+        per_node=per_node,
+    )
 
 
 def test_zero_latency_infinite_bandwidth_gives_perfect_scaling():
@@ -114,10 +126,18 @@ def test_prediction_interval_coverage_by_simulation():
 
 def test_links_fitted_from_comm_records():
     l = link(5, 30)
-    records = [{"strategy": "comm-gloo", "status": "ok", "world_size": n, "nodes": 1, "busbw_gbps": [0],
-                "sizes_bytes": [2 ** k for k in range(10, 27, 2)],
-                "time_median_s": [pr.ring_allreduce_time(2 ** k, n, l) for k in range(10, 27, 2)]}
-               for n in (2, 4)]
+    records = [
+        {
+            "strategy": "comm-gloo",
+            "status": "ok",
+            "world_size": n,
+            "nodes": 1,
+            "busbw_gbps": [0],
+            "sizes_bytes": [2**k for k in range(10, 27, 2)],
+            "time_median_s": [pr.ring_allreduce_time(2**k, n, l) for k in range(10, 27, 2)],
+        }
+        for n in (2, 4)
+    ]
     fitted = pr.links_from_comm(records, "s1")["intra"]
     assert fitted.bandwidth == pytest.approx(5e9, rel=1e-6) and fitted.latency == pytest.approx(30e-6, rel=1e-6)
     assert fitted.measured
@@ -131,8 +151,10 @@ def published_checks() -> list[dict]:
         for s in pr.series_from_records(pr.read_csv(DATA / name), from_csv=True, per_node=per_node):
             ns = sorted({p.n for p in s.points})
             for keep in range(2, len(ns)):
-                out += [dict(c, table=name, workload=s.workload)
-                        for c in pr.holdout(s, links.get("intra"), links.get("inter"), keep=keep)]
+                out += [
+                    dict(c, table=name, workload=s.workload)
+                    for c in pr.holdout(s, links.get("intra"), links.get("inter"), keep=keep)
+                ]
     return out
 
 
@@ -170,18 +192,44 @@ def test_bad_input(tmp_path, capsys):
     assert "no inter-node figure" in err
     assert "unknown link profile 'nvlink9'" in one_line_error(capsys, ["predict", "--csv", good, "--link", "nvlink9"])
     missing = write_csv(tmp_path / "m.csv", ["ddp,1,100"], header="strategy,world_size,throughput")
-    assert "lacks column(s) per_device_batch" in one_line_error(capsys, ["predict", "--csv", missing, "--link", "pcie4"])
+    assert "lacks column(s) per_device_batch" in one_line_error(
+        capsys, ["predict", "--csv", missing, "--link", "pcie4"]
+    )
     assert "no intra-node link figure" in one_line_error(capsys, ["predict", "--csv", good])
-    assert "--link-bw: 'fast'" in one_line_error(capsys, ["predict", "--csv", good, "--link-bw", "intra=fast",
-                                                          "--link-latency", "intra=1"])
-    assert "--epoch-time needs --epoch-samples" in one_line_error(capsys, ["predict", "--csv", good, "--epoch-time", "5"])
+    assert "--link-bw: 'fast'" in one_line_error(
+        capsys, ["predict", "--csv", good, "--link-bw", "intra=fast", "--link-latency", "intra=1"]
+    )
+    assert "--epoch-time needs --epoch-samples" in one_line_error(
+        capsys, ["predict", "--csv", good, "--epoch-time", "5"]
+    )
 
 
 def test_csv_prediction_json(tmp_path, capsys):
     good = write_csv(tmp_path / "ok.csv", ["ddp,1,32,100,1e8", "ddp,2,32,190,1e8", "ddp,4,32,370,1e8"])
-    assert main(["predict", "--csv", good, "--link", "pcie4", "--gpus", "8", "--gpus-per-node", "8",
-                 "--epoch-samples", "100000", "--gpu-hour-price", "2.5", "--target-throughput", "600",
-                 "--format", "json"]) == 0
+    assert (
+        main(
+            [
+                "predict",
+                "--csv",
+                good,
+                "--link",
+                "pcie4",
+                "--gpus",
+                "8",
+                "--gpus-per-node",
+                "8",
+                "--epoch-samples",
+                "100000",
+                "--gpu-hour-price",
+                "2.5",
+                "--target-throughput",
+                "600",
+                "--format",
+                "json",
+            ]
+        )
+        == 0
+    )
     doc = json.loads(capsys.readouterr().out)
     row = doc["series"][0]["predicted"][0]
     assert row["n"] == 8 and row["throughput_low"] < row["throughput"] < row["throughput_high"]
@@ -194,11 +242,34 @@ def test_csv_prediction_json(tmp_path, capsys):
 def test_stored_prediction_reaches_the_report_and_never_the_points(tmp_path, capsys):
     path = tmp_path / "r.db"
     with Store(path) as store:
-        sid = add_sweep(store, [point("torch", 1, 0.1), point("ddp", 1, 0.105, grad_bytes=1e8),
-                                point("ddp", 2, 0.11, grad_bytes=1e8, overlap_raw=-0.2, overlap=0.0),
-                                point("ddp", 4, 0.12, grad_bytes=1e8, overlap_raw=-0.1, overlap=0.0)])
-    assert main(["predict", sid, "--results", str(path), "--link", "pcie3", "--link", "25gbe",
-                 "--gpus", "8,16", "--gpus-per-node", "8"]) == 0
+        sid = add_sweep(
+            store,
+            [
+                point("torch", 1, 0.1),
+                point("ddp", 1, 0.105, grad_bytes=1e8),
+                point("ddp", 2, 0.11, grad_bytes=1e8, overlap_raw=-0.2, overlap=0.0),
+                point("ddp", 4, 0.12, grad_bytes=1e8, overlap_raw=-0.1, overlap=0.0),
+            ],
+        )
+    assert (
+        main(
+            [
+                "predict",
+                sid,
+                "--results",
+                str(path),
+                "--link",
+                "pcie3",
+                "--link",
+                "25gbe",
+                "--gpus",
+                "8,16",
+                "--gpus-per-node",
+                "8",
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert "PREDICTED" in out and "negative" in out and "assumed" in out
     conn = sqlite3.connect(path)
@@ -219,17 +290,50 @@ def test_stored_prediction_reaches_the_report_and_never_the_points(tmp_path, cap
 @require("torch")
 def test_scale_comm_predict_report_end_to_end(tmp_path):
     db = str(tmp_path / "r.db")
-    tiny = ["--model", "resnet18", "--image-size", "32", "--batch-size", "2", "--steps", "3", "--warmup", "1",
-            "--target-ci", "0", "--telemetry-interval", "0", "--timeout", "300", "--device", "cpu"]
+    tiny = [
+        "--model",
+        "resnet18",
+        "--image-size",
+        "32",
+        "--batch-size",
+        "2",
+        "--steps",
+        "3",
+        "--warmup",
+        "1",
+        "--target-ci",
+        "0",
+        "--telemetry-interval",
+        "0",
+        "--timeout",
+        "300",
+        "--device",
+        "cpu",
+    ]
     proc = run_cli(["scale", "--gpus", "1,2", "--strategy", "ddp", *tiny, "--results", db])
     assert proc.returncode == 0, proc.stderr[-2000:]
     proc = run_cli(["comm", "--gpus", "2", "--sizes", "1K:1M", "--iters", "3", "--results", db, "--device", "cpu"])
     assert proc.returncode == 0, proc.stderr[-2000:]
     sweeps = json.loads(run_cli(["results", "list", "--results", db, "--format", "json"]).stdout)
-    scale_id, comm_id = (next(s["id"] for s in sweeps if s["command"].startswith(f"distbench {c} "))
-                         for c in ("scale", "comm"))
-    proc = run_cli(["predict", scale_id, "--results", db, "--comm", comm_id, "--gpus", "4,8", "--gpus-per-node", "8",
-                    "--format", "json"])
+    scale_id, comm_id = (
+        next(s["id"] for s in sweeps if s["command"].startswith(f"distbench {c} ")) for c in ("scale", "comm")
+    )
+    proc = run_cli(
+        [
+            "predict",
+            scale_id,
+            "--results",
+            db,
+            "--comm",
+            comm_id,
+            "--gpus",
+            "4,8",
+            "--gpus-per-node",
+            "8",
+            "--format",
+            "json",
+        ]
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     doc = json.loads(proc.stdout)
     entry = doc["series"][0]

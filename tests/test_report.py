@@ -5,6 +5,7 @@ Stores are built here with Store.start_sweep/add_point and records from distbenc
 whose step times are known, so every expected number can be worked out by hand:
 torch baseline, per-device batch 4, 0.1 s/step -> 40 samples/s.
 """
+
 from __future__ import annotations
 
 import html
@@ -27,15 +28,37 @@ from distbench.sweep import derive
 
 
 # -- fixture data builders (shared by test_compare.py and test_results_cli.py) ---------------------------
-def point(strategy: str, n: int, step_s: float | None = None, *, framework: str = "torch", batch: int = 4,
-          steps: int = 200, jitter: float = 0.01, status: str = "ok", reason: str | None = None,
-          model: str = "resnet50", scaling: str = "weak", device: str = "cpu", times=None, nodes: int = 1,
-          config: dict | None = None, **fields) -> dict:
+def point(
+    strategy: str,
+    n: int,
+    step_s: float | None = None,
+    *,
+    framework: str = "torch",
+    batch: int = 4,
+    steps: int = 200,
+    jitter: float = 0.01,
+    status: str = "ok",
+    reason: str | None = None,
+    model: str = "resnet50",
+    scaling: str = "weak",
+    device: str = "cpu",
+    times=None,
+    nodes: int = 1,
+    config: dict | None = None,
+    **fields,
+) -> dict:
     """A record with `steps` step times step_s * (1 + jitter * z), z a fixed pseudo-random series
     symmetric about 0 so the mean and median are exactly step_s (not periodic: batch means must see real spread; 200 steps give the
     within-run CI its batches). `config`: more PointConfig fields (precision, image_size, ...)."""
-    cfg = {"model": model, "world_size": n, "per_device_batch": batch, "device": device, "scaling": scaling,
-           "nodes": nodes, **(config or {})}
+    cfg = {
+        "model": model,
+        "world_size": n,
+        "per_device_batch": batch,
+        "device": device,
+        "scaling": scaling,
+        "nodes": nodes,
+        **(config or {}),
+    }
     r = base_record(cfg, strategy=strategy, framework=framework, status=status, reason=reason)
     if status == "ok":
         if times is None:
@@ -52,9 +75,14 @@ def point(strategy: str, n: int, step_s: float | None = None, *, framework: str 
 
 def add_sweep(store: Store, records: list[dict], *, command: str = "distbench scale --gpus 1,2,4") -> str:
     """Commit records as one sweep, deriving speedup/efficiency the way a real sweep does."""
-    sid = store.start_sweep(command=command, version="0", git_sha=None,
-                            env={"hostname": "testhost", "cpu_count": 2}, options={"model": "resnet50"},
-                            notes=["fixture sweep"])
+    sid = store.start_sweep(
+        command=command,
+        version="0",
+        git_sha=None,
+        env={"hostname": "testhost", "cpu_count": 2},
+        options={"model": "resnet50"},
+        notes=["fixture sweep"],
+    )
     baselines: dict[str, dict] = {}
     for r in records:
         if r["strategy"] in ("torch", "tf"):
@@ -69,11 +97,11 @@ def add_sweep(store: Store, records: list[dict], *, command: str = "distbench sc
 def scaling_records(**extra_ddp) -> list[dict]:
     """Efficiencies: ddp 0.95, 0.90, 0.85, 0.60 at N=1,2,4,8; horovod-torch 0.90, 0.70, 0.50."""
     return [
-        point("torch", 1, 0.1),                                   # 40 samples/s
-        point("ddp", 1, 0.1 / 0.95),                              # 38 -> 0.95
-        point("ddp", 2, 0.1 / 0.90),                              # 72 -> speedup 1.8, eff 0.90
-        point("ddp", 4, 0.1 / 0.85),                              # 136 -> 3.4, 0.85
-        point("ddp", 8, 0.1 / 0.60, **extra_ddp),                 # 192 -> 4.8, 0.60
+        point("torch", 1, 0.1),  # 40 samples/s
+        point("ddp", 1, 0.1 / 0.95),  # 38 -> 0.95
+        point("ddp", 2, 0.1 / 0.90),  # 72 -> speedup 1.8, eff 0.90
+        point("ddp", 4, 0.1 / 0.85),  # 136 -> 3.4, 0.85
+        point("ddp", 8, 0.1 / 0.60, **extra_ddp),  # 192 -> 4.8, 0.60
         point("horovod-torch", 1, 0.1 / 0.90),
         point("horovod-torch", 2, 0.1 / 0.70),
         point("horovod-torch", 4, 0.1 / 0.50),
@@ -116,12 +144,14 @@ def test_best_strategy_ranking_and_statistical_tie(tmp_path):
         sweep = load_sweep(store, add_sweep(store, recs))
     best = an.best_strategy(sweep.scaling_points, sweep)
     assert [s for s, _, _ in best["ranking"]] == ["ddp", "horovod-torch"]
-    assert best["tied"] == [] and best["undecided"] == []   # 1% jitter: 0.9 vs 0.6 is far beyond the noise
+    assert best["tied"] == [] and best["undecided"] == []  # 1% jitter: 0.9 vs 0.6 is far beyond the noise
 
     # Overlapping recorded CIs: the ranking is not settled, and the summary says so.
-    recs = [point("torch", 1, 0.1),
-            point("ddp", 2, 0.1 / 0.82, throughput_ci_low=60.0, throughput_ci_high=72.0),
-            point("horovod-torch", 2, 0.1 / 0.80, throughput_ci_low=58.0, throughput_ci_high=70.0)]
+    recs = [
+        point("torch", 1, 0.1),
+        point("ddp", 2, 0.1 / 0.82, throughput_ci_low=60.0, throughput_ci_high=72.0),
+        point("horovod-torch", 2, 0.1 / 0.80, throughput_ci_low=58.0, throughput_ci_high=70.0),
+    ]
     with Store(tmp_path / "r2.db") as store:
         sweep = load_sweep(store, add_sweep(store, recs))
     best = an.best_strategy(sweep.scaling_points, sweep)
@@ -141,8 +171,7 @@ def test_where_efficiency_drops_below_80(scaling_sweep):
 
 def test_efficiency_never_below_80_and_below_already_at_one():
     ok = [point("ddp", 1, 0.1, efficiency=0.95), point("ddp", 2, 0.1, efficiency=0.9)]
-    assert an.efficiency_drop(ok) == {"below_at": None, "efficiency": None, "largest_n": 2,
-                                      "largest_efficiency": 0.9}
+    assert an.efficiency_drop(ok) == {"below_at": None, "efficiency": None, "largest_n": 2, "largest_efficiency": 0.9}
     bad = [point("ddp", 1, 0.1, efficiency=0.7), point("ddp", 2, 0.1, efficiency=0.9)]
     assert an.efficiency_drop(bad)["below_at"] == 1
 
@@ -166,12 +195,13 @@ def test_wrapper_cost_within_noise_and_without_ci(tmp_path):
     with Store(tmp_path / "r2.db") as store:
         sweep = load_sweep(store, add_sweep(store, recs))
     assert an.summarize(sweep).wrapper == [
-        "ddp at N=1 is 16.7% slower than the plain 'torch' loop (no CI: too few steps (3 < 150))."]
+        "ddp at N=1 is 16.7% slower than the plain 'torch' loop (no CI: too few steps (3 < 150))."
+    ]
 
 
 def test_what_limited_scaling_only_claims_what_was_measured(tmp_path):
     recs = scaling_records(comm_overhead=0.35, exposed_comm_s=0.058, allreduce_s=0.09, overlap=0.36)
-    recs[7].update(data_wait_fraction=0.25, comm_overhead=0.05)   # horovod-torch N=4
+    recs[7].update(data_wait_fraction=0.25, comm_overhead=0.05)  # horovod-torch N=4
     with Store(tmp_path / "r.db") as store:
         sweep = load_sweep(store, add_sweep(store, recs))
     limits = an.summarize(sweep).limits
@@ -181,18 +211,21 @@ def test_what_limited_scaling_only_claims_what_was_measured(tmp_path):
     with Store(tmp_path / "r2.db") as store:
         sweep = load_sweep(store, add_sweep(store, scaling_records()))
     limits = an.summarize(sweep).limits
-    assert limits[0].startswith("ddp: not determined from these measurements (the records carry no "
-                                "communication or input-pipeline measurements).")
+    assert limits[0].startswith(
+        "ddp: not determined from these measurements (the records carry no "
+        "communication or input-pipeline measurements)."
+    )
 
 
 def test_speedup_ci_includes_the_baseline_when_it_has_one():
     base = point("torch", 1, 0.1, throughput=40.0, throughput_ci_low=38.0, throughput_ci_high=42.0)
-    r = point("ddp", 2, 0.05, throughput=80.0, speedup=2.0, efficiency=1.0, throughput_ci_low=76.0,
-              throughput_ci_high=84.0)
+    r = point(
+        "ddp", 2, 0.05, throughput=80.0, speedup=2.0, efficiency=1.0, throughput_ci_low=76.0, throughput_ci_high=84.0
+    )
     own = an.scaled_ci(r, "speedup")
     assert own == pytest.approx((1.9, 2.1))
     both = an.scaled_ci(r, "speedup", base)
-    assert both[0] < own[0] and both[1] > own[1]                      # wider: two sources of noise
+    assert both[0] < own[0] and both[1] > own[1]  # wider: two sources of noise
     assert an.scaled_ci(r, "efficiency", base) == pytest.approx((both[0] / 2, both[1] / 2))
     assert an.baseline_for(r, [base, r]) is base
 
@@ -213,8 +246,9 @@ def test_cpu_workers_splitting_the_cores_is_stated_from_the_configs():
     two["config"]["threads_per_worker"] = 1
     assert an.shared_cores_note(two, base) == (
         "On CPU workers the N=2 workers ran 1 thread(s) each (2 in total) where the baseline ran 2: they split "
-        "the same cores, so little or no speedup is expected here.")
-    two["config"]["threads_per_worker"] = 2                 # more cores in total: nothing to say
+        "the same cores, so little or no speedup is expected here."
+    )
+    two["config"]["threads_per_worker"] = 2  # more cores in total: nothing to say
     assert an.shared_cores_note(two, base) is None
     assert an.shared_cores_note(point("ddp", 2, 0.2, device="cuda"), base) is None
 
@@ -228,8 +262,12 @@ def test_noise_is_named_when_flagged():
 
 def test_capacity_table_uses_measured_points_only(scaling_sweep):
     _, _, sweep = scaling_sweep
-    rows = {r.strategy: r for r in an.capacity(sweep.scaling_points, target_throughput=130, epoch_samples=1_281_167,
-                                                  epoch_time_s=3 * 3600)}
+    rows = {
+        r.strategy: r
+        for r in an.capacity(
+            sweep.scaling_points, target_throughput=130, epoch_samples=1_281_167, epoch_time_s=3 * 3600
+        )
+    }
     # ddp: 72 at N=2, 136 at N=4 -> 4; horovod-torch: 80 at N=4 is its largest -> not reached.
     assert rows["ddp"].target_throughput == "4 CPU workers"
     assert rows["horovod-torch"].target_throughput == "not reached at the largest measured N = 4 (80.00 samples/s)"
@@ -243,10 +281,10 @@ def test_capacity_table_uses_measured_points_only(scaling_sweep):
 
 
 def test_capacity_warns_when_the_ci_straddles_the_target():
-    rows = an.capacity([point("torch", 1, 0.1, throughput=40.0, throughput_ci_low=35.0, throughput_ci_high=45.0)],
-                       target_throughput=38)
-    assert rows[0].target_throughput == ("1 CPU worker (its 95% CI lower bound, 35.00 samples/s, is below the "
-                                         "target)")
+    rows = an.capacity(
+        [point("torch", 1, 0.1, throughput=40.0, throughput_ci_low=35.0, throughput_ci_high=45.0)], target_throughput=38
+    )
+    assert rows[0].target_throughput == ("1 CPU worker (its 95% CI lower bound, 35.00 samples/s, is below the target)")
 
 
 def test_comm_breakdown_splits_the_step():
@@ -259,48 +297,103 @@ def test_comm_breakdown_splits_the_step():
 
 
 def test_telemetry_values_flatten_per_device_collections():
-    r = {"telemetry": {"gpu_util_mean": 71.5, "gpu_mem_peak_bytes": [1.0e9, 3.0e9], "throttled": True,
-                       "cpu_util_mean": {"pid1": 40.0, "pid2": 45.0}, "rss_peak_bytes": {"pid1": 5.0},
-                       "samples": 400, "window": [1.7e9, 1.8e9], "note": "text is ignored"}}
-    assert an.telemetry_values(r) == {"gpu_util_mean": 71.5, "gpu_mem_peak_bytes": 3.0e9, "throttled": 1.0,
-                                      "cpu_util_mean": 45.0, "rss_peak_bytes": 5.0}
+    r = {
+        "telemetry": {
+            "gpu_util_mean": 71.5,
+            "gpu_mem_peak_bytes": [1.0e9, 3.0e9],
+            "throttled": True,
+            "cpu_util_mean": {"pid1": 40.0, "pid2": 45.0},
+            "rss_peak_bytes": {"pid1": 5.0},
+            "samples": 400,
+            "window": [1.7e9, 1.8e9],
+            "note": "text is ignored",
+        }
+    }
+    assert an.telemetry_values(r) == {
+        "gpu_util_mean": 71.5,
+        "gpu_mem_peak_bytes": 3.0e9,
+        "throttled": 1.0,
+        "cpu_util_mean": 45.0,
+        "rss_peak_bytes": 5.0,
+    }
     assert an.telemetry_values({}) == {} and an.telemetry_values({"telemetry": "bad"}) == {}
 
 
 # -- the report files -------------------------------------------------------------------------------------
 def _full_records() -> list[dict]:
-    recs = scaling_records(comm_overhead=0.35, exposed_comm_s=0.058, allreduce_s=0.09, overlap=0.36,
-                           grad_bytes=102_230_000, throughput_ci_low=185.0, throughput_ci_high=199.0,
-                           telemetry={"gpu_util_mean": 71.5, "gpu_mem_peak_bytes": [2.1e9, 2.3e9],
-                                      "power_w_mean": 230.0, "energy_per_sample_j": 1.2,
-                                      "rss_peak_bytes": [1.5e9] * 8, "throttled": False})
-    recs.append(point("ddp", 16, status="failed", reason="worker 3 exited with code 1",
-                      stderr_tail="RuntimeError: boom"))
-    recs.append(point("comm-gloo", 2, status="ok", times=[], sizes_bytes=[1024, 1 << 20, 1 << 24],
-                      busbw_gbps=[0.01, 0.8, 1.3], algbw_gbps=[0.01, 0.8, 1.3], time_median_s=[1e-4, 1e-3, 1e-2]))
+    recs = scaling_records(
+        comm_overhead=0.35,
+        exposed_comm_s=0.058,
+        allreduce_s=0.09,
+        overlap=0.36,
+        grad_bytes=102_230_000,
+        throughput_ci_low=185.0,
+        throughput_ci_high=199.0,
+        telemetry={
+            "gpu_util_mean": 71.5,
+            "gpu_mem_peak_bytes": [2.1e9, 2.3e9],
+            "power_w_mean": 230.0,
+            "energy_per_sample_j": 1.2,
+            "rss_peak_bytes": [1.5e9] * 8,
+            "throttled": False,
+        },
+    )
+    recs.append(
+        point("ddp", 16, status="failed", reason="worker 3 exited with code 1", stderr_tail="RuntimeError: boom")
+    )
+    recs.append(
+        point(
+            "comm-gloo",
+            2,
+            status="ok",
+            times=[],
+            sizes_bytes=[1024, 1 << 20, 1 << 24],
+            busbw_gbps=[0.01, 0.8, 1.3],
+            algbw_gbps=[0.01, 0.8, 1.3],
+            time_median_s=[1e-4, 1e-3, 1e-2],
+        )
+    )
     return recs
 
 
 def test_report_contents(tmp_path):
     with Store(tmp_path / "r.db") as store:
         sweep = load_sweep(store, add_sweep(store, _full_records()))
-    files = write_report(sweep, tmp_path / "out" / "report.html", target_throughput=130, epoch_samples=1_000_000,
-                         epoch_time=3600)
+    files = write_report(
+        sweep, tmp_path / "out" / "report.html", target_throughput=130, epoch_samples=1_000_000, epoch_time=3600
+    )
     page = files.html.read_text()
     assert files.markdown == tmp_path / "out" / "report.md" and files.csv.name == "report-points.csv"
     names = sorted(p.name for p in files.images)
-    assert names == ["report-busbw.png", "report-comm.png", "report-efficiency.png", "report-speedup.png",
-                     "report-steps.png", "report-telemetry.png", "report-throughput.png"]
+    assert names == [
+        "report-busbw.png",
+        "report-comm.png",
+        "report-efficiency.png",
+        "report-speedup.png",
+        "report-steps.png",
+        "report-telemetry.png",
+        "report-throughput.png",
+    ]
     assert all(p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for p in files.images)
     assert page.count('<img class="plot"') == 7 and "data:image/svg+xml;base64," in page
     # self-contained: no external URL anywhere, a CSP forbids network loads
     assert not re.search(r"""(src|href)=["']?(https?:)?//""", page)
     csp = re.search(r'<meta http-equiv="Content-Security-Policy" content="([^"]*)">', page)
     assert html.unescape(csp.group(1)) == CSP and "default-src 'none'" in CSP
-    for text in ("ddp scales best: 60% efficiency at N=8", "ddp: communication (exposed communication is 35%",
-                 "Measured points only", "devices for 130 samples/s", "4 CPU workers",
-                 "worker 3 exited with code 1", "RuntimeError: boom", "CPU workers.", "185.00-199.00",
-                 "DataParallel needs CUDA devices", "2.14 GiB", "1 KiB - 16 MiB"):
+    for text in (
+        "ddp scales best: 60% efficiency at N=8",
+        "ddp: communication (exposed communication is 35%",
+        "Measured points only",
+        "devices for 130 samples/s",
+        "4 CPU workers",
+        "worker 3 exited with code 1",
+        "RuntimeError: boom",
+        "CPU workers.",
+        "185.00-199.00",
+        "DataParallel needs CUDA devices",
+        "2.14 GiB",
+        "1 KiB - 16 MiB",
+    ):
         assert text in page, text
     md = files.markdown.read_text()
     assert "![Speedup vs N" in md and "(report-speedup.png)" in md and "| ddp | 8 |" in md
@@ -316,30 +409,45 @@ def test_report_without_optional_fields_says_what_is_missing(scaling_sweep, tmp_
     assert "This sweep has no communication measurements" in page
     assert "This sweep has no telemetry" in page
     assert "Pass --target-throughput" in page
-    assert sorted(p.name for p in files.images) == ["plain-efficiency.png", "plain-speedup.png",
-                                                    "plain-steps.png", "plain-throughput.png"]
+    assert sorted(p.name for p in files.images) == [
+        "plain-efficiency.png",
+        "plain-speedup.png",
+        "plain-steps.png",
+        "plain-throughput.png",
+    ]
 
 
 def test_every_store_string_is_escaped(tmp_path):
     evil = "<script>alert(1)</script>"
-    recs = [point("torch", 1, 0.1), point(evil, 2, 0.05),
-            point("ddp", 4, status="failed", reason=f"boom {evil} | pipe", stderr_tail=evil),
-            point("ddp", 2, 0.06, model=f"m{evil}")]
+    recs = [
+        point("torch", 1, 0.1),
+        point(evil, 2, 0.05),
+        point("ddp", 4, status="failed", reason=f"boom {evil} | pipe", stderr_tail=evil),
+        point("ddp", 2, 0.06, model=f"m{evil}"),
+    ]
     with Store(tmp_path / "r.db") as store:
         sid = add_sweep(store, recs, command=f"distbench scale {evil}")
         sweep = load_sweep(store, sid)
     files = write_report(sweep, tmp_path / "x.html")
     page = files.html.read_text()
-    assert page.count("<script") == 1          # only the report's own marker script
+    assert page.count("<script") == 1  # only the report's own marker script
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
     md = files.markdown.read_text()
     assert "<script" not in md and "boom &lt;script&gt;alert(1)&lt;/script&gt; \\| pipe" in md
 
 
 # -- headless Chromium ------------------------------------------------------------------------------------
-CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                  "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                  "--disable-dev-shm-usage"]
+CHROMIUM_FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-dev-shm-usage",
+]
 
 
 @pytest.fixture(scope="session")
@@ -365,8 +473,13 @@ def chromium():
 
 def _chromium(exe: str, tmp_path: Path, name: str, *args: str) -> subprocess.CompletedProcess:
     profile = tmp_path / f"profile-{name}"
-    return subprocess.run([exe, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", "--enable-logging=stderr",
-                           "--v=0", *args], capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+    return subprocess.run(
+        [exe, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", "--enable-logging=stderr", "--v=0", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+    )
 
 
 def _png_size(data: bytes) -> tuple[int, int]:
@@ -388,13 +501,17 @@ def test_report_loads_in_headless_chromium(chromium, tmp_path):
     assert 'data-plots-expected="7"' in root and 'data-plots-loaded="7"' in root
     assert "data-js-errors" not in root
     assert '<section id="wrappers"><h2>Wrapper and sharded strategies</h2>' in dom.stdout
-    console = [line for line in dom.stderr.splitlines()
-               if "CONSOLE" in line or "Uncaught" in line or "Content Security Policy" in line]
+    console = [
+        line
+        for line in dom.stderr.splitlines()
+        if "CONSOLE" in line or "Uncaught" in line or "Content Security Policy" in line
+    ]
     assert console == []
 
     shot = tmp_path / "report.png"
-    proc = _chromium(chromium, tmp_path, "shot", "--window-size=1280,2000", f"--screenshot={shot}",
-                     "--hide-scrollbars", url)
+    proc = _chromium(
+        chromium, tmp_path, "shot", "--window-size=1280,2000", f"--screenshot={shot}", "--hide-scrollbars", url
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     data = shot.read_bytes()
     assert _png_size(data) == (1280, 2000)
@@ -404,9 +521,11 @@ def test_report_loads_in_headless_chromium(chromium, tmp_path):
 def test_the_browser_check_catches_errors_and_network_loads(chromium, tmp_path):
     """Negative control: the same checks fail on a page with a script error and an external image."""
     bad = tmp_path / "bad.html"
-    bad.write_text(f'<!DOCTYPE html><html><head><meta http-equiv="Content-Security-Policy" content="{CSP}">'
-                   '</head><body><img class="plot" src="https://example.invalid/x.png">'
-                   f"<script>{MARKER_JS}undefinedFunction();</script></body></html>")
+    bad.write_text(
+        f'<!DOCTYPE html><html><head><meta http-equiv="Content-Security-Policy" content="{CSP}">'
+        '</head><body><img class="plot" src="https://example.invalid/x.png">'
+        f"<script>{MARKER_JS}undefinedFunction();</script></body></html>"
+    )
     dom = _chromium(chromium, tmp_path, "bad", "--virtual-time-budget=5000", "--dump-dom", bad.as_uri())
     root = re.search(r"<html[^>]*>", dom.stdout).group(0)
     assert 'data-js-errors="1"' in root and 'data-report-ready="no"' in root
@@ -419,8 +538,18 @@ def test_point_key_is_the_whole_workload_from_the_config():
     from distbench import sweep
     from distbench.config import PointConfig, point_key
 
-    cfg = PointConfig(strategy="ddp", model="resnet50", world_size=4, device="cpu", per_device_batch=8,
-                      image_size=64, precision="bf16", nodes=2, steps=50, threads_per_worker=1).to_dict()
+    cfg = PointConfig(
+        strategy="ddp",
+        model="resnet50",
+        world_size=4,
+        device="cpu",
+        per_device_batch=8,
+        image_size=64,
+        precision="bf16",
+        nodes=2,
+        steps=50,
+        threads_per_worker=1,
+    ).to_dict()
     key = point_key("ddp", cfg)
     assert key[:3] == ("ddp", 4, 2) and key.batch == 8 and sweep.point_key is point_key  # one function
     workload = dict(key.workload)
@@ -437,13 +566,21 @@ def test_point_key_is_the_whole_workload_from_the_config():
 
 
 def test_two_node_counts_at_the_same_n_are_two_curves_not_one(tmp_path):
-    recs = [point("torch", 1, 0.1), point("ddp", 2, 0.1 / 0.9), point("ddp", 4, 0.1 / 0.85),
-            point("ddp", 2, 0.1 / 0.5, nodes=2), point("ddp", 4, 0.1 / 0.4, nodes=2)]
+    recs = [
+        point("torch", 1, 0.1),
+        point("ddp", 2, 0.1 / 0.9),
+        point("ddp", 4, 0.1 / 0.85),
+        point("ddp", 2, 0.1 / 0.5, nodes=2),
+        point("ddp", 4, 0.1 / 0.4, nodes=2),
+    ]
     with Store(tmp_path / "r.db") as store:
         sweep = load_sweep(store, add_sweep(store, recs))
     series = an.by_strategy(sweep.scaling_points)
     assert {k: [r["world_size"] for r in v] for k, v in series.items()} == {
-        "torch": [1], "ddp": [2, 4], "ddp (2 nodes)": [2, 4]}
+        "torch": [1],
+        "ddp": [2, 4],
+        "ddp (2 nodes)": [2, 4],
+    }
     assert series["ddp (2 nodes)"][1]["efficiency"] == pytest.approx(0.4)  # the later point did not win
     assert series["ddp"][1]["efficiency"] == pytest.approx(0.85)
     drops = an.summarize(sweep).drops
@@ -455,16 +592,21 @@ def test_two_node_counts_at_the_same_n_are_two_curves_not_one(tmp_path):
 
 
 def test_workloads_that_differ_in_precision_are_grouped_apart_and_labelled(tmp_path):
-    recs = [point("torch", 1, 0.1), point("ddp", 2, 0.1 / 0.9),
-            point("torch", 1, 0.05, config={"precision": "bf16"}),
-            point("ddp", 2, 0.05 / 0.6, config={"precision": "bf16"})]
+    recs = [
+        point("torch", 1, 0.1),
+        point("ddp", 2, 0.1 / 0.9),
+        point("torch", 1, 0.05, config={"precision": "bf16"}),
+        point("ddp", 2, 0.05 / 0.6, config={"precision": "bf16"}),
+    ]
     with Store(tmp_path / "r.db") as store:
         sweep = load_sweep(store, add_sweep(store, recs))
     groups = an.group_by_workload(sweep.scaling_points)
     assert len(groups) == 2
     labels = sorted(an.workload_label(k, groups) for k in groups)
-    assert labels == ["resnet50 (weak scaling, batch 4, precision bf16)",
-                      "resnet50 (weak scaling, batch 4, precision fp32)"]
+    assert labels == [
+        "resnet50 (weak scaling, batch 4, precision bf16)",
+        "resnet50 (weak scaling, batch 4, precision fp32)",
+    ]
     # each ddp point is divided by the baseline of its own workload
     assert an.baseline_for(recs[3], sweep.scaling_points)["config"]["precision"] == "bf16"
     limits = " ".join(an.summarize(sweep).drops)
@@ -478,8 +620,12 @@ def _gpu_samples(gpus: int, joules_per_gpu: float, window=(10.0, 20.0)) -> list[
     for g in range(gpus):
         for t in (window[0], window[1]):
             frac = (t - window[0]) / (window[1] - window[0])
-            out += [(t, f"gpu{g}", "util_percent", 90.0), (t, f"gpu{g}", "mem_used_bytes", 1e9),
-                    (t, f"gpu{g}", "power_w", 300.0), (t, f"gpu{g}", "energy_j", 5000.0 + frac * joules_per_gpu)]
+            out += [
+                (t, f"gpu{g}", "util_percent", 90.0),
+                (t, f"gpu{g}", "mem_used_bytes", 1e9),
+                (t, f"gpu{g}", "power_w", 300.0),
+                (t, f"gpu{g}", "energy_j", 5000.0 + frac * joules_per_gpu),
+            ]
     return out
 
 
@@ -524,8 +670,17 @@ def test_html_and_markdown_render_every_block_of_the_same_model(tmp_path):
     report = build_report(sweep, make_plots(sweep), target_throughput=130)
     page = html.unescape(render_html(report))
     text = render_markdown(report, images={p.name: f"{p.name}.png" for p in report.plots}, csv_name="p.csv")
-    assert [s.id for s in report.sections] == ["summary", "points", "scaling", "communication", "steps", "telemetry",
-                                               "capacity", "problems", "environment"]
+    assert [s.id for s in report.sections] == [
+        "summary",
+        "points",
+        "scaling",
+        "communication",
+        "steps",
+        "telemetry",
+        "capacity",
+        "problems",
+        "environment",
+    ]
     for section in report.sections:
         assert f'<section id="{section.id}"><h2>{section.title}</h2>' in page and f"\n## {section.title}\n" in text
         assert f'<a href="#{section.id}">{section.nav}</a>' in page
@@ -567,7 +722,7 @@ def test_a_new_plot_is_one_entry_in_PLOTS(tmp_path, monkeypatch):
         sweep = load_sweep(store, add_sweep(store, scaling_records()))
     files = write_report(sweep, tmp_path / "x.html")
     page = files.html.read_text()
-    steps = page[page.index('<section id="steps">'):page.index('<section id="telemetry">')]
+    steps = page[page.index('<section id="steps">') : page.index('<section id="telemetry">')]
     assert '<img class="plot" id="plot-extra" alt="An extra plot"' in steps
     assert "<figcaption>Drawn by the test.</figcaption>" in steps
     assert "![An extra plot](x-extra.png)\n\n*Drawn by the test.*" in files.markdown.read_text()

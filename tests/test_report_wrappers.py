@@ -7,6 +7,7 @@ torch 40 samples/s; ddp 38 (N=1), 72 (N=2); accelerate 36 (N=1, 0.900x torch), 7
 lightning 39.6 (N=1, 0.990x torch) with 20% jitter, so its CI includes 1.0; fsdp 34 (N=1), 68 (N=2)
 with 1.1 GB against ddp's 2.0 GB peak memory at N=2 (0.55x).
 """
+
 from __future__ import annotations
 
 import html
@@ -67,9 +68,16 @@ def ci_of(cell: str) -> tuple[float, float, float]:
 
 def test_table_gives_ratios_with_cis_and_memory_next_to_ddp(sweep):
     table = next(b for b in section_of(sweep).blocks if isinstance(b, Table))
-    assert table.headers == ["strategy", "N", "throughput (samples/s)", "vs torch at N=1 (95% CI)",
-                             "vs ddp at the same N (95% CI)", "peak memory per device", "ddp's peak memory",
-                             "memory vs ddp"]
+    assert table.headers == [
+        "strategy",
+        "N",
+        "throughput (samples/s)",
+        "vs torch at N=1 (95% CI)",
+        "vs ddp at the same N (95% CI)",
+        "peak memory per device",
+        "ddp's peak memory",
+        "memory vs ddp",
+    ]
     rows = {(r[0], r[1]): r for r in table.rows}
     assert list(rows) == [("accelerate", "1"), ("accelerate", "2"), ("lightning", "1"), ("fsdp", "1"), ("fsdp", "2")]
     acc1, acc2, light, fsdp1, fsdp2 = rows.values()
@@ -96,18 +104,21 @@ def test_words_answer_the_question_from_the_cis(sweep):
     assert answer.text == (
         "At 1 device, measurably slower than plain torch (95% CI below 1.0): accelerate (10.0% slower), "
         "fsdp (15.0% slower); within noise of plain torch (95% CI includes 1.0): lightning (0.990x, 95% CI "
-        f"{light_ci}); not measured: composer (see below).")
+        f"{light_ci}); not measured: composer (see below)."
+    )
     words = blocks[blocks.index(answer) + 2]
     assert isinstance(words, Bullets)
     fsdp = next(line for line in words.items if line.startswith("fsdp at N=2:"))
     assert fsdp.startswith("fsdp at N=2: 0.944x ddp's throughput (95% CI ") and fsdp.endswith(
-        "): slower; peak memory 0.55x ddp's.")
+        "): slower; peak memory 0.55x ddp's."
+    )
     light = next(line for line in words.items if line.startswith("lightning at N=1:"))
     assert f"0.990x plain torch's throughput (95% CI {light_ci}): within noise; 1.042x ddp's" in light
     timing = [line for b in blocks if isinstance(b, Bullets) for line in b.items if "timing" in line]
-    assert timing == [f"lightning: timing, as its records say: {TIMING}.",
-                      "The other strategies' records carry no timing note: distbench's own step function, timed "
-                      "like ddp's."]
+    assert timing == [
+        f"lightning: timing, as its records say: {TIMING}.",
+        "The other strategies' records carry no timing note: distbench's own step function, timed like ddp's.",
+    ]
     note = next(b for b in blocks if isinstance(b, Text) and b.style == "muted")
     assert "The CIs cover: within-run noise (batch means over the point's stored step times)." in note.text
     skipped = blocks[-1]
@@ -116,14 +127,17 @@ def test_words_answer_the_question_from_the_cis(sweep):
 
 def test_ci_scope_comes_from_the_records(tmp_path):
     scope = "run-to-run (t over 3 repeats)"
-    recs = [point("torch", 1, 0.1, throughput_ci_low=39.0, throughput_ci_high=41.0, ci_scope=scope),
-            point("accelerate", 1, 0.1 / 0.99, throughput_ci_low=38.0, throughput_ci_high=41.2, ci_scope=scope)]
+    recs = [
+        point("torch", 1, 0.1, throughput_ci_low=39.0, throughput_ci_high=41.0, ci_scope=scope),
+        point("accelerate", 1, 0.1 / 0.99, throughput_ci_low=38.0, throughput_ci_high=41.2, ci_scope=scope),
+    ]
     with Store(tmp_path / "r.db") as store:
         sweep = load_sweep(store, add_sweep(store, recs))
     blocks = section_of(sweep).blocks
     # by hand: se = ln(41/39)/3.92 and ln(41.2/38)/3.92 combined, 0.99 * exp(+-1.96 * 0.02425) = 0.944, 1.038
-    assert blocks[0].text == ("At 1 device, within noise of plain torch (95% CI includes 1.0): accelerate (0.990x, "
-                              "95% CI 0.944-1.038).")
+    assert blocks[0].text == (
+        "At 1 device, within noise of plain torch (95% CI includes 1.0): accelerate (0.990x, 95% CI 0.944-1.038)."
+    )
     assert blocks[1].rows[0][4] == "no 'ddp' point at N=1"
     assert f"The CIs cover: {scope}." in blocks[-1].text
     assert not any("timing" in line for b in blocks if isinstance(b, Bullets) for line in b.items)

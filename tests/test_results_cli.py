@@ -1,5 +1,6 @@
 """`distbench results list|show|export` and `distbench report` through the real entry point: exit codes,
 exact one-line errors, files untouched, outputs written."""
+
 from __future__ import annotations
 
 import json
@@ -35,8 +36,8 @@ def test_list_shows_recent_sweeps_with_point_counts(capsys, store):
     path, old, new = store
     code, out, err = _run(capsys, ["results", "list", "--results", str(path)])
     assert code == 0, err
-    assert out.index(new) < out.index(old)                      # newest first
-    assert "8/9" in out and "1/1" in out                        # ok/total (dp was skipped)
+    assert out.index(new) < out.index(old)  # newest first
+    assert "8/9" in out and "1/1" in out  # ok/total (dp was skipped)
     code, out, _ = _run(capsys, ["results", "list", "--results", str(path), "--format", "json", "--limit", "1"])
     [row] = json.loads(out)
     assert row["id"] == new and row["points_ok"] == 8 and row["points_total"] == 9
@@ -50,7 +51,7 @@ def test_show_prints_the_points_table(capsys, store):
     assert f"sweep {new}: complete" in out and "horovod-torch" in out
     assert "skipped: DataParallel needs CUDA devices" in out
     assert "1-device wrapper cost: ddp at N=1 is 5.0% slower" in out
-    assert out.count("(samples/s)") == 1                        # no CI recorded: no CI column
+    assert out.count("(samples/s)") == 1  # no CI recorded: no CI column
     code, out, _ = _run(capsys, ["results", "show", old, "--results", str(path), "--format", "json"])
     doc = json.loads(out)
     assert doc["sweep"]["id"] == old and doc["points"][0]["strategy"] == "torch"
@@ -67,8 +68,9 @@ def test_show_has_a_ci_column_when_recorded(capsys, tmp_path):
 def test_export_csv_and_json(capsys, store, tmp_path):
     path, _, new = store
     csv, js = tmp_path / "p.csv", tmp_path / "p.json"
-    code, _, err = _run(capsys, ["results", "export", new, "--results", str(path), "--csv", str(csv),
-                                 "--json", str(js)])
+    code, _, err = _run(
+        capsys, ["results", "export", new, "--results", str(path), "--csv", str(csv), "--json", str(js)]
+    )
     assert code == 0, err
     assert err == f"wrote {csv}\nwrote {js}\n"
     frame = pd.read_csv(csv)
@@ -148,8 +150,10 @@ def test_a_newer_schema_is_refused_untouched(capsys, tmp_path):
     before = path.read_bytes()
     code, _, err = _run(capsys, ["results", "list", "--results", str(path)])
     assert code == 2
-    assert err == (f"Error: {path} has store schema {SCHEMA_VERSION + 1}, newer than this distbench understands "
-                   f"({SCHEMA_VERSION}): upgrade distbench (file left untouched)\n")
+    assert err == (
+        f"Error: {path} has store schema {SCHEMA_VERSION + 1}, newer than this distbench understands "
+        f"({SCHEMA_VERSION}): upgrade distbench (file left untouched)\n"
+    )
     assert path.read_bytes() == before
 
 
@@ -171,19 +175,39 @@ def test_an_empty_store_has_no_latest(capsys, tmp_path):
 def test_report_cli_writes_html_md_csv_and_plots(capsys, store, tmp_path):
     path, _, _ = store
     out_html = tmp_path / "rep" / "r.html"
-    code, _, err = _run(capsys, ["report", "--results", str(path), "--out", str(out_html), "--target-throughput",
-                                 "100", "--epoch-samples", "1000000", "--epoch-time", "7200"])
+    code, _, err = _run(
+        capsys,
+        [
+            "report",
+            "--results",
+            str(path),
+            "--out",
+            str(out_html),
+            "--target-throughput",
+            "100",
+            "--epoch-samples",
+            "1000000",
+            "--epoch-time",
+            "7200",
+        ],
+    )
     assert code == 0, err
-    assert err == (f"wrote {out_html}, {out_html.with_suffix('.md')}, {tmp_path / 'rep' / 'r-points.csv'} "
-                   "and 4 plot(s)\n")
+    assert err == (
+        f"wrote {out_html}, {out_html.with_suffix('.md')}, {tmp_path / 'rep' / 'r-points.csv'} and 4 plot(s)\n"
+    )
     assert "devices for an epoch within 2.0 h" in out_html.read_text()
 
 
-@pytest.mark.parametrize("args,message", [
-    (["--out", "report.txt"], "--out report.txt: give an .html file name (the Markdown, CSV and plots are written "
-                              "next to it)"),
-    (["--epoch-time", "60"], "--epoch-time needs --epoch-samples (how many samples one epoch has)"),
-])
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (
+            ["--out", "report.txt"],
+            "--out report.txt: give an .html file name (the Markdown, CSV and plots are written next to it)",
+        ),
+        (["--epoch-time", "60"], "--epoch-time needs --epoch-samples (how many samples one epoch has)"),
+    ],
+)
 def test_report_bad_options(capsys, store, args, message):
     code, out, err = _run(capsys, ["report", "--results", str(store[0]), *args])
     assert code == 2 and out == ""
@@ -196,8 +220,7 @@ def test_usage_errors_are_one_line(capsys, store):
 
 
 def test_every_new_command_has_help_with_an_example():
-    commands = [results_cmd.results, *results_cmd.results.commands.values(), results_cmd.report,
-                results_cmd.compare]
+    commands = [results_cmd.results, *results_cmd.results.commands.values(), results_cmd.report, results_cmd.compare]
     for cmd in commands:
         assert cmd.help and "Example:" in cmd.help, cmd.name
         for param in cmd.params:

@@ -1,4 +1,5 @@
 """Ctrl-C keeps finished points and marks the sweep interrupted; --resume re-runs only what is missing."""
+
 import json
 import signal
 import sqlite3
@@ -11,8 +12,15 @@ import pytest
 from tests.conftest import DISTBENCH, TINY, require, run_cli
 
 pytestmark = pytest.mark.slow
-FAST = [a for a in TINY if a not in ("--timeout", "300")] + ["--target-ci", "0", "--no-comm", "--device", "cpu",
-                                                          "--telemetry-interval", "0"]
+FAST = [a for a in TINY if a not in ("--timeout", "300")] + [
+    "--target-ci",
+    "0",
+    "--no-comm",
+    "--device",
+    "cpu",
+    "--telemetry-interval",
+    "0",
+]
 
 
 def _rows(db):
@@ -26,8 +34,12 @@ def _rows(db):
 @require("torch")
 def test_ctrl_c_keeps_finished_points_and_resume_finishes_the_sweep(tmp_path):
     db = tmp_path / "r.db"
-    proc = subprocess.Popen([*DISTBENCH, "scale", "--gpus", "1,2", "--strategy", "ddp", "--results", str(db),
-                             "--timeout", "300", *FAST], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [*DISTBENCH, "scale", "--gpus", "1,2", "--strategy", "ddp", "--results", str(db), "--timeout", "300", *FAST],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     deadline = time.time() + 600
     while time.time() < deadline and not (db.exists() and len(_rows(db)) >= 1):
         time.sleep(0.5)
@@ -51,9 +63,13 @@ def test_ctrl_c_keeps_finished_points_and_resume_finishes_the_sweep(tmp_path):
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     assert "kept from sweep" in resumed.stderr
     points = json.loads(resumed.stdout)
-    assert [(p["strategy"], p["world_size"], p["status"]) for p in points
-            if not p["config"].get("baseline_threads")] == [  # per-core baselines: tests/test_efficiency.py
-        ("torch", 1, "ok"), ("ddp", 1, "ok"), ("ddp", 2, "ok")]
+    assert [
+        (p["strategy"], p["world_size"], p["status"]) for p in points if not p["config"].get("baseline_threads")
+    ] == [  # per-core baselines: tests/test_efficiency.py
+        ("torch", 1, "ok"),
+        ("ddp", 1, "ok"),
+        ("ddp", 2, "ok"),
+    ]
     assert sorted(_rows(db)) == sorted((p["strategy"], p["world_size"], p["status"]) for p in points)  # no duplicates
     conn = sqlite3.connect(db)
     assert conn.execute("SELECT status FROM sweeps").fetchone()[0] == "complete"

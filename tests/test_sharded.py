@@ -1,6 +1,7 @@
 """The sharded strategies (issue 13): fsdp (FSDP2) and deepspeed-zero1/2/3 run for real on CPU workers at
 N=1 and N=2 (gloo), are the same training as one device (verify, with the shards gathered for the
 checksums), and a sweep records why their communication overhead is not measured."""
+
 import os
 
 import pytest
@@ -15,8 +16,17 @@ from tests.conftest import ROOT, require
 
 SHARDED = {"fsdp": ("torch",), **{f"deepspeed-zero{k}": ("torch", "deepspeed") for k in (1, 2, 3)}}
 PARAMS = [pytest.param(s, marks=require(*mods)) for s, mods in SHARDED.items()]
-VERIFY = dict(model="resnet18", world_size=2, device="cpu", global_batch=4, steps=2, image_size=32, num_classes=10,
-              threads=2, timeout_s=300)
+VERIFY = dict(
+    model="resnet18",
+    world_size=2,
+    device="cpu",
+    global_batch=4,
+    steps=2,
+    image_size=32,
+    num_classes=10,
+    threads=2,
+    timeout_s=300,
+)
 
 
 def test_registry_group_launcher_and_why_no_comm():
@@ -29,8 +39,10 @@ def test_registry_group_launcher_and_why_no_comm():
 
 
 def test_a_sweep_plans_no_comm_for_sharded_points():
-    plan = make_plan(SweepOptions(model="resnet18", gpus=[1, 2], strategies=parse_strategies(["sharded", "ddp"]),
-                                  device="cpu"), visible_gpus=0)
+    plan = make_plan(
+        SweepOptions(model="resnet18", gpus=[1, 2], strategies=parse_strategies(["sharded", "ddp"]), device="cpu"),
+        visible_gpus=0,
+    )
     at2 = {p.strategy.name: p for p in plan.points if p.config.world_size == 2}
     assert at2["ddp"].config.measure_comm
     assert all(not at2[s].config.measure_comm and at2[s].skip_reason is None for s in SHARDED)
@@ -40,14 +52,25 @@ def test_a_sweep_plans_no_comm_for_sharded_points():
 @pytest.mark.parametrize("n", [1, 2])
 @pytest.mark.parametrize("strategy", PARAMS)
 def test_each_sharded_strategy_runs_and_records_peak_memory(strategy, n, tmp_path):
-    cfg = PointConfig(strategy=strategy, model="resnet18", world_size=n, device="cpu", per_device_batch=2,
-                      image_size=32, num_classes=10, steps=3, warmup=1, threads_per_worker=1, target_ci=0)
+    cfg = PointConfig(
+        strategy=strategy,
+        model="resnet18",
+        world_size=n,
+        device="cpu",
+        per_device_batch=2,
+        image_size=32,
+        num_classes=10,
+        steps=3,
+        warmup=1,
+        threads_per_worker=1,
+        target_ci=0,
+    )
     record = run_point(STRATEGIES[strategy], cfg, tmp_path / "point", 300)
     assert record["status"] == "ok", (record.get("reason"), record.get("stderr_tail"))
     assert len(record["step_times_s"]) == 3 and min(record["step_times_s"]) > 0 and record["measured_window_s"] > 0
     assert record["launch"]["launcher"] == "torchrun"
     assert record["params"] == 11_181_642  # resnet18, 10 classes: counted before sharding, not one shard
-    assert record["peak_memory_bytes"] > 100 * 2 ** 20  # a worker's peak RSS: torch alone is more
+    assert record["peak_memory_bytes"] > 100 * 2**20  # a worker's peak RSS: torch alone is more
     per_rank = record["peak_memory_per_rank_bytes"]
     assert (per_rank is None) if n == 1 else (len(per_rank) == 2 and max(per_rank) == record["peak_memory_bytes"])
     if strategy == "fsdp":
@@ -56,8 +79,10 @@ def test_each_sharded_strategy_runs_and_records_peak_memory(strategy, n, tmp_pat
         ds = record["deepspeed"]
         assert ds["zero_stage"] == int(strategy[-1]) and ds["backend"] == "gloo" and ds["accelerator"] == "cpu"
         assert ds["config"]["gradient_clipping"] == 0.0  # DeepSpeed's default would clip at 1.0
-    print(f"\n[sharded] {strategy} N={n}: peak RSS {record['peak_memory_bytes'] / 2 ** 20:.0f} MiB, "
-          f"step median {sorted(record['step_times_s'])[1] * 1e3:.0f} ms")
+    print(
+        f"\n[sharded] {strategy} N={n}: peak RSS {record['peak_memory_bytes'] / 2**20:.0f} MiB, "
+        f"step median {sorted(record['step_times_s'])[1] * 1e3:.0f} ms"
+    )
 
 
 @pytest.mark.slow
@@ -76,8 +101,10 @@ def tests_importable(monkeypatch):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("module", [pytest.param("fsdp_sum", marks=require("torch")),
-                                    pytest.param("zero_sum", marks=require("torch", "deepspeed"))])
+@pytest.mark.parametrize(
+    "module",
+    [pytest.param("fsdp_sum", marks=require("torch")), pytest.param("zero_sum", marks=require("torch", "deepspeed"))],
+)
 def test_summed_gradients_fail_verify(module, tests_importable):
     broken = Strategy(name=module, framework="torch", module=f"tests.fault_workers.{module}", launcher=TORCHRUN)
     [r] = verify(strategies=[broken], **VERIFY)

@@ -1,6 +1,7 @@
 """Slurm sweeps: validation and quoting of the generated scripts (pure), the points -> jobs mapping,
 the job-side record helpers (the generated script run without Slurm), `distbench collect`, and a
 real end-to-end sweep on a one-machine Slurm started by scripts/slurm-local.sh."""
+
 import json
 import os
 import re
@@ -44,24 +45,36 @@ def _sweep_args(tmp_path, *extra):
 
 
 # -- validation: one line, exit 2, nothing written ---------------------------------------------------
-@pytest.mark.parametrize("args,message", [
-    (["--partition", "gpu;rm -rf ~"], f"--partition 'gpu;rm -rf ~' is not a valid name: {NAME_RULE}"),
-    (["--account", "$(id)"], f"--account '$(id)' is not a valid name: {NAME_RULE}"),
-    (["--partition", "-gpu"], f"--partition '-gpu' is not a valid name: {NAME_RULE}"),
-    (["--model", "resnet50 --evil"], f"--model 'resnet50 --evil' is not a valid name: {NAME_RULE}"),
-    (["--strategy", "ddp,`reboot`"], f"--strategy '`reboot`' is not a valid name: {NAME_RULE}"),
-    (["--strategy", "nope"], "unknown --strategy 'nope'; valid strategies: " + ", ".join(STRATEGIES)
-     + "; groups: all, core, wrappers, sharded"),
-    (["--model", "alexnet"], f"unknown model 'alexnet'; valid models: {', '.join(model_names())}"),
-    (["--time", "1 hour"], "--time '1 hour' is not a Slurm time limit: use MINUTES, HH:MM:SS or D-HH:MM:SS"),
-    (["--constraint", "a100'; x"], "--constraint \"a100'; x\" is not a valid feature expression: use feature "
-                                   "names with &, |, [ ], *, ( ) and digits only"),
-    (["--nodes", "0"], "--nodes value '0' must be a positive node count"),
-    (["--nodes", "1,,2"], "--nodes '1,,2' has an empty entry: give a comma list such as 1,2,4"),
-    (["--gpus", "3", "--nodes", "2", "--strategy", "ddp"],
-     "no points to run: every N must be divisible by a node count, with at most --gpus-per-node devices per node"),
-    (["--python", "python3"], "--python 'python3' must be an absolute path (the jobs run elsewhere)"),
-])
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["--partition", "gpu;rm -rf ~"], f"--partition 'gpu;rm -rf ~' is not a valid name: {NAME_RULE}"),
+        (["--account", "$(id)"], f"--account '$(id)' is not a valid name: {NAME_RULE}"),
+        (["--partition", "-gpu"], f"--partition '-gpu' is not a valid name: {NAME_RULE}"),
+        (["--model", "resnet50 --evil"], f"--model 'resnet50 --evil' is not a valid name: {NAME_RULE}"),
+        (["--strategy", "ddp,`reboot`"], f"--strategy '`reboot`' is not a valid name: {NAME_RULE}"),
+        (
+            ["--strategy", "nope"],
+            "unknown --strategy 'nope'; valid strategies: "
+            + ", ".join(STRATEGIES)
+            + "; groups: all, core, wrappers, sharded",
+        ),
+        (["--model", "alexnet"], f"unknown model 'alexnet'; valid models: {', '.join(model_names())}"),
+        (["--time", "1 hour"], "--time '1 hour' is not a Slurm time limit: use MINUTES, HH:MM:SS or D-HH:MM:SS"),
+        (
+            ["--constraint", "a100'; x"],
+            '--constraint "a100\'; x" is not a valid feature expression: use feature '
+            "names with &, |, [ ], *, ( ) and digits only",
+        ),
+        (["--nodes", "0"], "--nodes value '0' must be a positive node count"),
+        (["--nodes", "1,,2"], "--nodes '1,,2' has an empty entry: give a comma list such as 1,2,4"),
+        (
+            ["--gpus", "3", "--nodes", "2", "--strategy", "ddp"],
+            "no points to run: every N must be divisible by a node count, with at most --gpus-per-node devices per node",
+        ),
+        (["--python", "python3"], "--python 'python3' must be an absolute path (the jobs run elsewhere)"),
+    ],
+)
 def test_bad_input_exits_2_with_one_line_and_writes_nothing(capsys, tmp_path, args, message):
     code, out, err = _cli(capsys, _sweep_args(tmp_path, *args))
     assert code == 2
@@ -81,8 +94,16 @@ def test_the_new_commands_have_help_with_an_example(capsys):
 
 # -- planning: points -> jobs --------------------------------------------------------------------------
 def _plan(gpus, nodes, strategies=("ddp", "horovod-torch", "mirrored", "dp"), gpus_per_node=None, device="cuda"):
-    opts = SweepOptions(model="resnet50", gpus=gpus, strategies=parse_strategies(list(strategies)), device=device,
-                        image_size=32, batch_size=2, steps=2, warmup=1)
+    opts = SweepOptions(
+        model="resnet50",
+        gpus=gpus,
+        strategies=parse_strategies(list(strategies)),
+        device=device,
+        image_size=32,
+        batch_size=2,
+        steps=2,
+        warmup=1,
+    )
     return plan_sweep(opts, nodes, gpus_per_node)
 
 
@@ -90,8 +111,14 @@ def test_points_are_strategy_gpus_nodes_with_gpus_divisible_across_nodes():
     plan = _plan([1, 2, 4, 8], [1, 2], gpus_per_node=4)
     keys = [p.key for p in plan.points]
     assert keys[:2] == ["torch-g1-n1", "tf-g1-n1"]  # baselines first, once, on one node
-    assert {k for k in keys if k.startswith("ddp")} == {"ddp-g1-n1", "ddp-g2-n1", "ddp-g2-n2", "ddp-g4-n1",
-                                                        "ddp-g4-n2", "ddp-g8-n2"}  # no g8-n1: 4 per node at most
+    assert {k for k in keys if k.startswith("ddp")} == {
+        "ddp-g1-n1",
+        "ddp-g2-n1",
+        "ddp-g2-n2",
+        "ddp-g4-n1",
+        "ddp-g4-n2",
+        "ddp-g8-n2",
+    }  # no g8-n1: 4 per node at most
     assert {k for k in keys if k.startswith("dp")} == {"dp-g1-n1", "dp-g2-n1", "dp-g4-n1"}  # one process
     assert [p.index for p in plan.points] == list(range(len(plan.points)))
     by_key = {p.key: p for p in plan.points}
@@ -107,8 +134,11 @@ def test_cpu_tf_points_run_one_worker_per_device():
     plan = _plan([4], [2], strategies=("mirrored",), device="cpu")
     [p] = [p for p in plan.points if p.strategy.name == "mirrored"]
     assert p.shape == (2, 0, 2)  # no GPUs requested, two TF workers per node
-    assert sbatch_argv([p], _settings(Path("/x")))[3:6] == ["--nodes=2", "--ntasks-per-node=2",
-                                                              "--job-name=distbench-n2"]
+    assert sbatch_argv([p], _settings(Path("/x")))[3:6] == [
+        "--nodes=2",
+        "--ntasks-per-node=2",
+        "--job-name=distbench-n2",
+    ]
 
 
 def _settings(tmp_path, **kw):
@@ -126,8 +156,14 @@ def test_time_limits_in_slurm_formats():
 
 # -- rendering and quoting --------------------------------------------------------------------------
 def _bash(script_text: str, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run(["bash", "-c", script_text], capture_output=True, text=True, timeout=60, cwd=cwd,
-                          env={"PATH": os.environ["PATH"]})
+    return subprocess.run(
+        ["bash", "-c", script_text],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=cwd,
+        env={"PATH": os.environ["PATH"]},
+    )
 
 
 ODD = "records $HOME $(touch pwned) `touch pwned` 'q'"
@@ -135,17 +171,32 @@ ODD = "records $HOME $(touch pwned) `touch pwned` 'q'"
 
 def _generate(tmp_path, capsys, *extra, records=ODD, python=None):
     python = python or sys.executable
-    code, out, err = _cli(capsys, _sweep_args(tmp_path, "--records-dir", str(tmp_path / records), "--python", python,
-                                              *extra))
+    code, out, err = _cli(
+        capsys, _sweep_args(tmp_path, "--records-dir", str(tmp_path / records), "--python", python, *extra)
+    )
     assert code == 0, err
     return tmp_path / "sweep.sbatch", out
 
 
 def test_generated_script_passes_bash_n_and_keeps_odd_paths_literal(tmp_path, capsys):
     odd_python = str(tmp_path / "my env" / "bin" / "python")
-    script, out = _generate(tmp_path, capsys, "--gpus", "1,2,4", "--nodes", "1,2", "--partition", "gpu-a100",
-                            "--account", "proj.x", "--time", "02:30:00", "--constraint", "a100&ib",
-                            python=odd_python)
+    script, out = _generate(
+        tmp_path,
+        capsys,
+        "--gpus",
+        "1,2,4",
+        "--nodes",
+        "1,2",
+        "--partition",
+        "gpu-a100",
+        "--account",
+        "proj.x",
+        "--time",
+        "02:30:00",
+        "--constraint",
+        "a100&ib",
+        python=odd_python,
+    )
     for path in (script, script.with_name("sweep.submit.sh")):
         check = subprocess.run(["bash", "-n", str(path)], capture_output=True, text=True)
         assert check.returncode == 0, check.stderr
@@ -163,7 +214,9 @@ def test_generated_script_passes_bash_n_and_keeps_odd_paths_literal(tmp_path, ca
     assert not (tmp_path / "pwned").exists()
     no_point = _bash(text, tmp_path)  # outside an array job: a clear message, nothing run
     assert no_point.returncode == 2
-    assert no_point.stderr == f"distbench: submit this script as a job array: bash {script.with_name('sweep.submit.sh')}\n"
+    assert (
+        no_point.stderr == f"distbench: submit this script as a job array: bash {script.with_name('sweep.submit.sh')}\n"
+    )
     assert not (tmp_path / "pwned").exists()
 
 
@@ -177,22 +230,40 @@ def test_paths_with_control_characters_are_refused(capsys, tmp_path):
 
 def _case_block(text: str) -> str:
     start = text.index('case "$point" in')
-    return text[start:text.index("\nesac\n", start) + 6]
+    return text[start : text.index("\nesac\n", start) + 6]
 
 
 def test_each_points_command_in_the_script_is_the_builders_command(tmp_path, capsys):
     """Run the script's point table in bash with stand-in values: the launch array of a multi-node
     ddp point is exactly distbench.engines.TORCHRUN.rendezvous's argv, and every config parses back."""
-    script, _ = _generate(tmp_path, capsys, "--gpus", "1,4", "--nodes", "1,2", "--strategy", "ddp,horovod-tf,mirrored",
-                          *TINY[:-2], "--target-ci", "0")
+    script, _ = _generate(
+        tmp_path,
+        capsys,
+        "--gpus",
+        "1,4",
+        "--nodes",
+        "1,2",
+        "--strategy",
+        "ddp,horovod-tf,mirrored",
+        *TINY[:-2],
+        "--target-ci",
+        "0",
+    )
     text = script.read_text()
     plan_points = json.loads((tmp_path / ODD / "sweep.manifest.json").read_text())["points"]
-    stubs = ('PY=/v/bin/python; TORCHRUN=/v/bin/torchrun; HOROVODRUN=/v/bin/horovodrun; config="/w d/c.json"; '
-             'result="/w d/r.json"; head_node=node7; MASTER_PORT=29511; job_tag=42_3; SLURM_CPUS_ON_NODE=16; '
-             'horovod_hosts() { echo "node7:$1,node8:$1"; }\n')
+    stubs = (
+        'PY=/v/bin/python; TORCHRUN=/v/bin/torchrun; HOROVODRUN=/v/bin/horovodrun; config="/w d/c.json"; '
+        'result="/w d/r.json"; head_node=node7; MASTER_PORT=29511; job_tag=42_3; SLURM_CPUS_ON_NODE=16; '
+        'horovod_hosts() { echo "node7:$1,node8:$1"; }\n'
+    )
     for p in plan_points:
-        shown = _bash(stubs + f"point={p['index']}\n" + _case_block(text)
-                      + '\nprintf "%s\\n" "$config_json"; printf "%s\\0" "${launch[@]}"', tmp_path)
+        shown = _bash(
+            stubs
+            + f"point={p['index']}\n"
+            + _case_block(text)
+            + '\nprintf "%s\\n" "$config_json"; printf "%s\\0" "${launch[@]}"',
+            tmp_path,
+        )
         assert shown.returncode == 0, shown.stderr
         config_line, argv = shown.stdout.split("\n", 1)
         cfg = PointConfig.from_json(config_line)
@@ -200,18 +271,46 @@ def test_each_points_command_in_the_script_is_the_builders_command(tmp_path, cap
         argv = argv.split("\0")[:-1]
         assert argv[-4:] == ["--config", "/w d/c.json", "--out", "/w d/r.json"]
         if p["key"] == "ddp-g4-n2":
-            expected, _ = TORCHRUN.rendezvous(STRATEGIES["ddp"], cfg, "/w d/c.json", "/w d/r.json",
-                                              endpoint="node7:29511", rdzv_id="42_3", python="/v/bin/python",
-                                              tool="/v/bin/torchrun")
-            assert argv == ["srun", "--nodes=2", "--ntasks=2", "--ntasks-per-node=1", "--kill-on-bad-exit=1",
-                            "--cpus-per-task", "16", *expected]
+            expected, _ = TORCHRUN.rendezvous(
+                STRATEGIES["ddp"],
+                cfg,
+                "/w d/c.json",
+                "/w d/r.json",
+                endpoint="node7:29511",
+                rdzv_id="42_3",
+                python="/v/bin/python",
+                tool="/v/bin/torchrun",
+            )
+            assert argv == [
+                "srun",
+                "--nodes=2",
+                "--ntasks=2",
+                "--ntasks-per-node=1",
+                "--kill-on-bad-exit=1",
+                "--cpus-per-task",
+                "16",
+                *expected,
+            ]
         if p["key"] == "horovod-tf-g4-n2":
             assert argv[:6] == ["/v/bin/horovodrun", "-np", "4", "-H", "node7:2,node8:2", "--gloo"]
         if p["key"] == "mirrored-g4-n2":
-            assert argv[:8] == ["srun", "--nodes=2", "--ntasks=2", "--ntasks-per-node=1", "--kill-on-bad-exit=1",
-                                "--cpus-per-task", "16", "/v/bin/python"]
-            assert argv[8:13] == ["-m", "distbench.rankguard", "/v/bin/python", "-m",
-                                  "distbench.launchers.tf_multiworker"]
+            assert argv[:8] == [
+                "srun",
+                "--nodes=2",
+                "--ntasks=2",
+                "--ntasks-per-node=1",
+                "--kill-on-bad-exit=1",
+                "--cpus-per-task",
+                "16",
+                "/v/bin/python",
+            ]
+            assert argv[8:13] == [
+                "-m",
+                "distbench.rankguard",
+                "/v/bin/python",
+                "-m",
+                "distbench.launchers.tf_multiworker",
+            ]
         if p["key"] == "ddp-g4-n1":
             assert argv[:4] == ["/v/bin/torchrun", "--standalone", "--nnodes=1", "--nproc_per_node=4"]
 
@@ -239,12 +338,15 @@ def test_submit_runs_sbatch_and_prints_the_job_ids(tmp_path, capsys, monkeypatch
     bin_dir.mkdir()
     calls = tmp_path / "calls"
     fake = bin_dir / "sbatch"
-    fake.write_text(f'#!/bin/bash\necho "$*" >> {shlex.quote(str(calls))}\n'
-                    'n=$(wc -l < ' + shlex.quote(str(calls)) + ')\necho "$((1000 + n));cluster"\n')
+    fake.write_text(
+        f'#!/bin/bash\necho "$*" >> {shlex.quote(str(calls))}\n'
+        "n=$(wc -l < " + shlex.quote(str(calls)) + ')\necho "$((1000 + n));cluster"\n'
+    )
     fake.chmod(0o755)
     monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
-    code, out, err = _cli(capsys, _sweep_args(tmp_path, "--gpus", "2", "--strategy", "ddp", "--device", "cpu",
-                                              "--submit"))
+    code, out, err = _cli(
+        capsys, _sweep_args(tmp_path, "--gpus", "2", "--strategy", "ddp", "--device", "cpu", "--submit")
+    )
     assert code == 0, err
     assert "submitted job 1001: points torch-g1-n1, ddp-g2-n1" in out
     assert calls.read_text().startswith("--parsable --array=0,1 --nodes=1 --ntasks-per-node=1 --job-name=distbench-n1")
@@ -258,15 +360,17 @@ def test_submit_runs_sbatch_and_prints_the_job_ids(tmp_path, capsys, monkeypatch
 # -- the example scripts in slurm/: the same template, and the same point as a sweep's ---------------------
 def test_the_example_scripts_are_what_the_template_renders(tmp_path):
     """slurm/*.sbatch are written by `make slurm-examples`; writing them again changes no byte."""
-    proc = subprocess.run([sys.executable, "-m", "distbench.slurm.examples", str(tmp_path)], capture_output=True,
-                          text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "distbench.slurm.examples", str(tmp_path)], capture_output=True, text=True, timeout=120
+    )
     assert proc.returncode == 0, proc.stderr
     written = sorted(p.name for p in tmp_path.iterdir())
     assert "multinode-ddp.sbatch" in written and "single-node-sweep.sbatch" in written
     assert written == sorted(p.name for p in (ROOT / "slurm").iterdir())
     for name in written:
-        assert (tmp_path / name).read_bytes() == (ROOT / "slurm" / name).read_bytes(), \
+        assert (tmp_path / name).read_bytes() == (ROOT / "slurm" / name).read_bytes(), (
             f"slurm/{name} differs from the template's: run make slurm-examples"
+        )
         check = subprocess.run(["bash", "-n", str(tmp_path / name)], capture_output=True, text=True)
         assert check.returncode == 0, check.stderr
 
@@ -274,20 +378,41 @@ def test_the_example_scripts_are_what_the_template_renders(tmp_path):
 def test_an_examples_point_is_the_sweep_scripts_point(tmp_path, capsys):
     """`slurm-job point` (what an example runs inside its job) prints the very lines of the sweep's case."""
     workload = [*TINY, "--target-ci", "0"]  # the same workload options as `distbench slurm`
-    script, _ = _generate(tmp_path, capsys, "--gpus", "4", "--nodes", "2", "--strategy", "ddp", "--device", "cpu",
-                          *workload)
-    code, out, err = _cli(capsys, ["slurm-job", "point", "--strategy", "ddp", "--nodes", "2", "--gpus-per-node", "2",
-                                   "--device", "cpu", *workload])
+    script, _ = _generate(
+        tmp_path, capsys, "--gpus", "4", "--nodes", "2", "--strategy", "ddp", "--device", "cpu", *workload
+    )
+    code, out, err = _cli(
+        capsys,
+        [
+            "slurm-job",
+            "point",
+            "--strategy",
+            "ddp",
+            "--nodes",
+            "2",
+            "--gpus-per-node",
+            "2",
+            "--device",
+            "cpu",
+            *workload,
+        ],
+    )
     assert code == 0, err
     assert out.startswith("key=ddp-g4-n2; nodes=2; per_node=2; launcher=torchrun\n")
     assert "".join(" " * 8 + line for line in out.splitlines(keepends=True)) in _case_block(script.read_text())
 
 
-@pytest.mark.parametrize("args,message", [
-    (["--strategy", "$(id)"], f"--strategy '$(id)' is not a valid name: {NAME_RULE}"),
-    (["--strategy", "ddp", "--gpus-per-node", "0"], "Invalid value for '--gpus-per-node': 0 is not in the range x>=1."),
-    (["--strategy", "ddp,mirrored"], "--strategy: an example job runs one strategy, got ddp, mirrored"),
-])
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["--strategy", "$(id)"], f"--strategy '$(id)' is not a valid name: {NAME_RULE}"),
+        (
+            ["--strategy", "ddp", "--gpus-per-node", "0"],
+            "Invalid value for '--gpus-per-node': 0 is not in the range x>=1.",
+        ),
+        (["--strategy", "ddp,mirrored"], "--strategy: an example job runs one strategy, got ddp, mirrored"),
+    ],
+)
 def test_the_job_side_command_is_hidden_and_refuses_bad_knobs(capsys, args, message):
     _, out, _ = _cli(capsys, ["--help"])
     assert "slurm-job" not in out
@@ -300,10 +425,18 @@ def test_an_example_script_runs_its_point_and_records_a_failed_launch(tmp_path):
     records = tmp_path / "records"
     launcher = _fake_launcher(tmp_path, 'echo "RuntimeError: NCCL error: unhandled system error" >&2; exit 1')
     env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
-    env.update(DISTBENCH_PYTHON=sys.executable, DISTBENCH_RECORDS_DIR=str(records), TORCHRUN=launcher, GPUS="2",
-               DEVICE="cpu", BATCH="3", CONFIG_ARGS="--image-size 32 --steps 2 --warmup 1 --target-ci 0")
-    proc = subprocess.run(["bash", str(ROOT / "slurm" / "multinode-ddp.sbatch")], env=env, capture_output=True,
-                          text=True, timeout=120)
+    env.update(
+        DISTBENCH_PYTHON=sys.executable,
+        DISTBENCH_RECORDS_DIR=str(records),
+        TORCHRUN=launcher,
+        GPUS="2",
+        DEVICE="cpu",
+        BATCH="3",
+        CONFIG_ARGS="--image-size 32 --steps 2 --warmup 1 --target-ci 0",
+    )
+    proc = subprocess.run(
+        ["bash", str(ROOT / "slurm" / "multinode-ddp.sbatch")], env=env, capture_output=True, text=True, timeout=120
+    )
     assert proc.returncode == 1, proc.stderr
     record = _only_record(records)
     assert (record["strategy"], record["world_size"], record["nodes"], record["status"]) == ("ddp", 2, 1, "failed")
@@ -318,14 +451,20 @@ def test_an_example_script_runs_its_point_and_records_a_failed_launch(tmp_path):
 # -- the job side, run without Slurm ------------------------------------------------------------------
 @pytest.fixture()
 def cpu_sweep(tmp_path, capsys):
-    script, _ = _generate(tmp_path, capsys, "--gpus", "2", "--strategy", "ddp", "--device", "cpu", *TINY[:-2],
-                          records="records")
+    script, _ = _generate(
+        tmp_path, capsys, "--gpus", "2", "--strategy", "ddp", "--device", "cpu", *TINY[:-2], records="records"
+    )
     return script, tmp_path / "records"
 
 
 def _run_point(script, point, env, timeout=120):
-    return subprocess.run(["bash", str(script)], env={**os.environ, "DISTBENCH_POINT": str(point), **env},
-                          capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        ["bash", str(script)],
+        env={**os.environ, "DISTBENCH_POINT": str(point), **env},
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def _only_record(records: Path) -> dict:
@@ -342,7 +481,9 @@ def _fake_launcher(tmp_path, body: str) -> str:
 
 def test_a_failing_launch_leaves_a_failed_record_with_its_log_tail(cpu_sweep, tmp_path):
     script, records = cpu_sweep
-    launcher = _fake_launcher(tmp_path, 'echo "loading"; echo "RuntimeError: NCCL error: unhandled system error" >&2; exit 1')
+    launcher = _fake_launcher(
+        tmp_path, 'echo "loading"; echo "RuntimeError: NCCL error: unhandled system error" >&2; exit 1'
+    )
     proc = _run_point(script, 1, {"TORCHRUN": launcher})
     assert proc.returncode == 1, proc.stderr
     record = _only_record(records)
@@ -365,9 +506,13 @@ def test_a_point_past_its_timeout_is_recorded_timeout(cpu_sweep, tmp_path):
 def test_the_time_limit_signal_is_trapped_and_recorded(cpu_sweep, tmp_path):
     script, records = cpu_sweep
     started = tmp_path / "started"
-    proc = subprocess.Popen(["bash", str(script)], env={**os.environ, "DISTBENCH_POINT": "1",
-                                                        "TORCHRUN": _fake_launcher(tmp_path, f"touch {started}; sleep 60")},
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        ["bash", str(script)],
+        env={**os.environ, "DISTBENCH_POINT": "1", "TORCHRUN": _fake_launcher(tmp_path, f"touch {started}; sleep 60")},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     deadline = time.time() + 60
     while not started.exists() and time.time() < deadline:
         time.sleep(0.1)
@@ -390,7 +535,9 @@ def test_a_point_submitted_with_the_wrong_node_count_says_so(cpu_sweep):
 
 def test_a_finished_point_is_published_with_its_launch_and_slurm_facts(cpu_sweep, tmp_path):
     script, records = cpu_sweep
-    writer = _fake_launcher(tmp_path, f"""
+    writer = _fake_launcher(
+        tmp_path,
+        f"""
 out="${{@: -1}}"; cfg="${{@: -3:1}}"
 {shlex.quote(sys.executable)} - "$cfg" "$out" <<'EOF'
 import json, sys
@@ -400,9 +547,11 @@ rec = base_record(cfg, strategy="ddp", framework="torch", status="ok")
 rec["step_times_s"] = [0.5, 0.5]
 rec["threads"] = cfg["threads_per_worker"]
 write_record(sys.argv[2], rec)
-EOF""")
-    proc = _run_point(script, 1, {"TORCHRUN": writer, "SLURM_JOB_ID": "77", "SLURM_JOB_NODELIST": "",
-                                  "SLURM_JOB_PARTITION": "debug"})
+EOF""",
+    )
+    proc = _run_point(
+        script, 1, {"TORCHRUN": writer, "SLURM_JOB_ID": "77", "SLURM_JOB_NODELIST": "", "SLURM_JOB_PARTITION": "debug"}
+    )
     assert proc.returncode == 0, proc.stderr
     record = _only_record(records)
     assert record["status"] == "ok"
@@ -420,12 +569,21 @@ def test_a_rank_failing_after_rank0_wrote_its_record_fails_the_point(tmp_path):
     ok["step_times_s"] = [1.0]
     write_record(result, ok)
     (tmp_path / "log").write_text("[rank1]: RuntimeError: Connection reset by peer\n")
-    record = finish_point(config_json=cfg.to_json(), result=str(result), log=str(tmp_path / "log"),
-                             record_path=str(tmp_path / "out.json"), returncode=1, wall_s=3, launcher="torchrun",
-                             argv=["torchrun"], environ={})
+    record = finish_point(
+        config_json=cfg.to_json(),
+        result=str(result),
+        log=str(tmp_path / "log"),
+        record_path=str(tmp_path / "out.json"),
+        returncode=1,
+        wall_s=3,
+        launcher="torchrun",
+        argv=["torchrun"],
+        environ={},
+    )
     assert record["status"] == "failed"
-    assert record["reason"] == ("a rank failed after rank 0 finished: exit status 1: "
-                                "RuntimeError: Connection reset by peer")
+    assert record["reason"] == (
+        "a rank failed after rank 0 finished: exit status 1: RuntimeError: Connection reset by peer"
+    )
     assert "Connection reset" in record["stderr_tail"]
     assert read_record(tmp_path / "out.json")["record_id"] == ok["record_id"]
 
@@ -433,8 +591,13 @@ def test_a_rank_failing_after_rank0_wrote_its_record_fails_the_point(tmp_path):
 # -- collect ------------------------------------------------------------------------------------------
 def _record(strategy, framework, n, status="ok", step=0.5, **extra):
     cfg = PointConfig(strategy=strategy, model="resnet50", world_size=n, device="cpu", per_device_batch=2, nodes=1)
-    rec = base_record(cfg.to_dict(), strategy=strategy, framework=framework, status=status,
-                      reason=None if status == "ok" else "exit status 1: RuntimeError: boom")
+    rec = base_record(
+        cfg.to_dict(),
+        strategy=strategy,
+        framework=framework,
+        status=status,
+        reason=None if status == "ok" else "exit status 1: RuntimeError: boom",
+    )
     rec["step_times_s"] = [step, step, step] if status == "ok" else []
     rec.update(extra)
     return rec
@@ -450,16 +613,26 @@ def test_collect_merges_once_and_lists_failed_and_missing_points(tmp_path, capsy
     del no_id["record_id"]
     (folder / "by-hand.json").write_text(json.dumps(no_id))
     (folder / "notes.json").write_text('{"hello": 1}')
-    (folder / "sweep.manifest.json").write_text(json.dumps({"kind": MANIFEST_KIND, "points": [
-        {"key": "ddp-g8-n2", "strategy": "ddp", "world_size": 8, "nodes": 2},
-        {"key": "ddp-g2-n1", "strategy": "ddp", "world_size": 2, "nodes": 1}]}))
+    (folder / "sweep.manifest.json").write_text(
+        json.dumps(
+            {
+                "kind": MANIFEST_KIND,
+                "points": [
+                    {"key": "ddp-g8-n2", "strategy": "ddp", "world_size": 8, "nodes": 2},
+                    {"key": "ddp-g2-n1", "strategy": "ddp", "world_size": 2, "nodes": 1},
+                ],
+            }
+        )
+    )
 
     code, out, err = _cli(capsys, ["collect", str(folder), "--results", str(db)])
     assert code == 0, err
     sweep_id = re.search(r"-> sweep (\S+) in", out).group(1)
     assert out.startswith(f"{folder}: 4 record(s) added, 0 already present, 1 file(s) ignored -> sweep {sweep_id}")
     assert "  ignored notes.json: not a distbench result record (schema 1)" in out
-    assert "1 failed point(s):\n  ddp N=4 nodes=1: failed: exit status 1: RuntimeError: boom (ddp-g4-n1-1_2.json)\n" in out
+    assert (
+        "1 failed point(s):\n  ddp N=4 nodes=1: failed: exit status 1: RuntimeError: boom (ddp-g4-n1-1_2.json)\n" in out
+    )
     assert "    | t29\n" in out and "    | t14\n" not in out  # the log's last lines
     assert "1 point(s) without a record yet" in out and "  ddp-g8-n2\n" in out
 
@@ -527,40 +700,99 @@ def _wait_for_jobs(job_ids, timeout_s=600):
 def test_a_sweep_runs_as_slurm_jobs_and_is_collected(local_slurm, tmp_path):
     script = tmp_path / "sweep.sbatch"
     records, db = tmp_path / "sweep-records", tmp_path / "results.db"
-    gen = subprocess.run([*DISTBENCH, "slurm", "--device", "cpu", "--gpus", "2", "--strategy", "ddp", *TINY[:-2],
-                          "--target-ci", "0", "--timeout", "300", "--time", "00:15:00", "--partition", local_slurm,
-                          "--out", str(script), "--submit"], capture_output=True, text=True, timeout=120)
+    gen = subprocess.run(
+        [
+            *DISTBENCH,
+            "slurm",
+            "--device",
+            "cpu",
+            "--gpus",
+            "2",
+            "--strategy",
+            "ddp",
+            *TINY[:-2],
+            "--target-ci",
+            "0",
+            "--timeout",
+            "300",
+            "--time",
+            "00:15:00",
+            "--partition",
+            local_slurm,
+            "--out",
+            str(script),
+            "--submit",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert gen.returncode == 0, gen.stderr
     job_ids = re.findall(r"^submitted job (\d+): points torch-g1-n1, ddp-g2-n1$", gen.stdout, re.M)
     assert len(job_ids) == 1, gen.stdout
     # The baseline once more, with a point timeout too short to finish: the job must leave a
     # 'timeout' record with its log tail, and collect must report it.
-    again = subprocess.run(["sbatch", "--parsable", "--array=0", "--nodes=1", "--ntasks-per-node=1",
-                            "--export=ALL,DISTBENCH_POINT_TIMEOUT=2", f"--output={records}/logs/slurm-%A_%a.out",
-                            str(script)], capture_output=True, text=True, timeout=60)
+    again = subprocess.run(
+        [
+            "sbatch",
+            "--parsable",
+            "--array=0",
+            "--nodes=1",
+            "--ntasks-per-node=1",
+            "--export=ALL,DISTBENCH_POINT_TIMEOUT=2",
+            f"--output={records}/logs/slurm-%A_%a.out",
+            str(script),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert again.returncode == 0, again.stderr
     job_ids.append(again.stdout.strip().split(";")[0])
     # An example script from slurm/ on the one local node, on CPU workers (so without its --gres line).
     example, example_records = tmp_path / "ddp.sbatch", tmp_path / "example-records"
-    example.write_text("".join(ln for ln in (ROOT / "slurm" / "multinode-ddp.sbatch").read_text().splitlines(True)
-                               if "--gres" not in ln))
-    knobs = {"DISTBENCH_PYTHON": sys.executable, "DISTBENCH_RECORDS_DIR": str(example_records), "DEVICE": "cpu",
-             "GPUS": "2", "BATCH": "2", "CONFIG_ARGS": "--image-size 32 --steps 3 --warmup 1 --target-ci 0"}
-    ex = subprocess.run(["sbatch", "--parsable", "--nodes=1", f"--partition={local_slurm}",
-                         f"--output={tmp_path}/example-%j.out", str(example)], env={**os.environ, **knobs},
-                        capture_output=True, text=True, timeout=60)
+    example.write_text(
+        "".join(
+            ln for ln in (ROOT / "slurm" / "multinode-ddp.sbatch").read_text().splitlines(True) if "--gres" not in ln
+        )
+    )
+    knobs = {
+        "DISTBENCH_PYTHON": sys.executable,
+        "DISTBENCH_RECORDS_DIR": str(example_records),
+        "DEVICE": "cpu",
+        "GPUS": "2",
+        "BATCH": "2",
+        "CONFIG_ARGS": "--image-size 32 --steps 3 --warmup 1 --target-ci 0",
+    }
+    ex = subprocess.run(
+        [
+            "sbatch",
+            "--parsable",
+            "--nodes=1",
+            f"--partition={local_slurm}",
+            f"--output={tmp_path}/example-%j.out",
+            str(example),
+        ],
+        env={**os.environ, **knobs},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert ex.returncode == 0, ex.stderr
     job_ids.append(ex.stdout.strip().split(";")[0])
     _wait_for_jobs(job_ids)
     example_log = "\n".join(p.read_text()[-2000:] for p in tmp_path.glob("example-*.out"))
     record = _only_record(example_records)
-    assert (record["strategy"], record["world_size"], record["nodes"], record["status"]) == ("ddp", 2, 1, "ok"), \
-        (record.get("reason"), example_log)
+    assert (record["strategy"], record["world_size"], record["nodes"], record["status"]) == ("ddp", 2, 1, "ok"), (
+        record.get("reason"),
+        example_log,
+    )
     assert record["launch"]["argv"][1:4] == ["--standalone", "--nnodes=1", "--nproc_per_node=2"]
     assert record["slurm"]["job_id"] == job_ids[-1] and record["per_device_batch"] == 2
 
-    collect = subprocess.run([*DISTBENCH, "collect", str(records), "--results", str(db)], capture_output=True,
-                             text=True, timeout=120)
+    collect = subprocess.run(
+        [*DISTBENCH, "collect", str(records), "--results", str(db)], capture_output=True, text=True, timeout=120
+    )
     logs = "\n".join(p.read_text()[-2000:] for p in (records / "logs").glob("*"))
     assert collect.returncode == 0, collect.stderr
     assert f"{records}: 3 record(s) added, 0 already present" in collect.stdout, (collect.stdout, logs)
@@ -576,6 +808,7 @@ def test_a_sweep_runs_as_slurm_jobs_and_is_collected(local_slurm, tmp_path):
     assert ddp["throughput"] > 0 and ddp["speedup"] > 0
     assert ddp["per_rank_step_times_s"] and len(ddp["per_rank_step_times_s"]) == 2
 
-    again = subprocess.run([*DISTBENCH, "collect", str(records), "--results", str(db)], capture_output=True,
-                           text=True, timeout=120)
+    again = subprocess.run(
+        [*DISTBENCH, "collect", str(records), "--results", str(db)], capture_output=True, text=True, timeout=120
+    )
     assert f"{records}: 0 record(s) added, 3 already present" in again.stdout

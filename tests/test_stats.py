@@ -100,7 +100,8 @@ def test_within_run_ci_fields_say_what_they_cover():
     assert f["ci_method"] == "batch means: t over 6 batches of 33 steps"
     short = stats.within_run_ci([0.1] * 20, 80.0)
     assert short["throughput_ci_low"] is None and short["ci_note"].startswith(
-        f"20 measured steps: a within-run CI needs at least {stats.MIN_CI_STEPS}")
+        f"20 measured steps: a within-run CI needs at least {stats.MIN_CI_STEPS}"
+    )
 
 
 def test_repeats_mean_and_difference_cis():

@@ -18,8 +18,9 @@ def _record(strategy="ddp", n=2, status="ok", times=(0.1, 0.2)):
 
 
 def _sweep(store):
-    return store.start_sweep(command="distbench test", version="0", git_sha=None, env={"hostname": "h"},
-                             options={}, notes=[])
+    return store.start_sweep(
+        command="distbench test", version="0", git_sha=None, env={"hostname": "h"}, options={}, notes=[]
+    )
 
 
 def test_points_and_steps_round_trip(tmp_path):

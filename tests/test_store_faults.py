@@ -4,6 +4,7 @@ may create one new store at the same moment; and a real full disk (a small tmpfs
 
 Faults marked "simulated" are raised by a wrapper around the real SQLite connection, as SQLite raises them;
 the tmpfs test fills a real file system."""
+
 from __future__ import annotations
 
 import multiprocessing as mp
@@ -23,8 +24,25 @@ from distbench.record import read_record
 from distbench.store import Store, StoreWriteError
 from tests.test_report import point
 
-TINY = ["--model", "resnet18", "--image-size", "32", "--batch-size", "2", "--steps", "2", "--warmup", "1",
-        "--target-ci", "0", "--no-comm", "--telemetry-interval", "0", "--timeout", "300"]
+TINY = [
+    "--model",
+    "resnet18",
+    "--image-size",
+    "32",
+    "--batch-size",
+    "2",
+    "--steps",
+    "2",
+    "--warmup",
+    "1",
+    "--target-ci",
+    "0",
+    "--no-comm",
+    "--telemetry-interval",
+    "0",
+    "--timeout",
+    "300",
+]
 
 
 class FaultyConnection:
@@ -111,8 +129,10 @@ def test_a_commit_that_keeps_failing_is_saved_as_json_and_collected_back(tmp_pat
     [saved] = db.parent.glob("unsaved-*.json")
     assert saved.name == f"unsaved-{sid}-ddp-n2-{record['record_id'][:8]}.json"
     err = capsys.readouterr().err
-    assert err == (f"error: cannot commit point ddp N=2 in results store {db}: {error} (3 tries); the point's record "
-                   f"is saved in {saved} (bring it back with: distbench collect {db.parent})\n")
+    assert err == (
+        f"error: cannot commit point ddp N=2 in results store {db}: {error} (3 tries); the point's record "
+        f"is saved in {saved} (bring it back with: distbench collect {db.parent})\n"
+    )
     assert read_record(saved)["step_times_s"] == record["step_times_s"]
     assert [p.name for p in db.parent.iterdir() if p.name.startswith(".rec-")] == []
 
@@ -141,8 +161,10 @@ def test_a_sweep_row_that_cannot_be_finished_says_so_in_one_line(tmp_path, capsy
         conn = _faulty(store, "UPDATE sweeps", 99, "database or disk is full")
         store.finish_sweep(sid, "complete")  # never raises
         assert store.sweep(sid)["status"] == "running"
-        assert capsys.readouterr().err == (f"error: cannot mark sweep {sid} 'complete' in results store {db}: "
-                                           "database or disk is full (3 tries); it stays 'running' there\n")
+        assert capsys.readouterr().err == (
+            f"error: cannot mark sweep {sid} 'complete' in results store {db}: "
+            "database or disk is full (3 tries); it stays 'running' there\n"
+        )
         conn.failures = 0
         store.finish_sweep(sid, "interrupted", note="interrupted by SIGTERM")
         assert store.sweep(sid)["status"] == "interrupted"
@@ -152,8 +174,11 @@ def test_a_sweep_row_that_cannot_be_finished_says_so_in_one_line(tmp_path, capsy
 def test_a_sweep_that_cannot_start_is_one_error(tmp_path, fast_retries):
     with Store(tmp_path / "r.db") as store:
         _faulty(store, "INSERT INTO sweeps", 99, "database or disk is full")
-        with pytest.raises(StoreWriteError, match=r"^cannot start a sweep in results store .*r\.db: database or "
-                                                  r"disk is full \(3 tries\)$"):
+        with pytest.raises(
+            StoreWriteError,
+            match=r"^cannot start a sweep in results store .*r\.db: database or "
+            r"disk is full \(3 tries\)$",
+        ):
             _sweep(store)
 
 
@@ -170,8 +195,20 @@ def test_a_skipped_point_of_a_real_sweep_survives_a_failing_store(tmp_path, caps
             self.conn = self.conn.conn
 
     monkeypatch.setattr(Store, "add_point", failing_add_point)
-    code = main(["run", "--strategy", "dp", "--gpus", "2", *TINY, "--results", str(db),
-                 "--records-dir", str(tmp_path / "records")])
+    code = main(
+        [
+            "run",
+            "--strategy",
+            "dp",
+            "--gpus",
+            "2",
+            *TINY,
+            "--results",
+            str(db),
+            "--records-dir",
+            str(tmp_path / "records"),
+        ]
+    )
     err = capsys.readouterr().err
     assert code == 0, err
     assert "Traceback" not in err
@@ -197,9 +234,14 @@ def test_a_corrupt_store_is_refused_untouched(tmp_path, capsys, page):
     page = os.path.getsize(db) // 4096 // 2 if page == "middle" else page
     _corrupt_page(db, page)
     before = db.read_bytes()
-    commands = [["results", "list"], ["results", "show"], ["report", "--out", str(tmp_path / "out" / "r.html")],
-                ["results", "export", "--csv", str(tmp_path / "out.csv")],
-                ["scale", "--gpus", "1", "--strategy", "torch", *TINY], ["run", "--strategy", "torch", *TINY]]
+    commands = [
+        ["results", "list"],
+        ["results", "show"],
+        ["report", "--out", str(tmp_path / "out" / "r.html")],
+        ["results", "export", "--csv", str(tmp_path / "out.csv")],
+        ["scale", "--gpus", "1", "--strategy", "torch", *TINY],
+        ["run", "--strategy", "torch", *TINY],
+    ]
     for args in commands:
         code, err = main([*args, "--results", str(db)]), capsys.readouterr().err
         assert code == 2, (args, err)
@@ -213,8 +255,11 @@ def test_a_file_that_is_not_sqlite_is_refused_untouched(tmp_path, capsys):
     db = tmp_path / "r.db"
     db.write_bytes(b"\x00garbage, not a database" * 400)
     before = db.read_bytes()
-    for args in (["results", "list"], ["report", "--out", str(tmp_path / "r.html")],
-                 ["scale", "--gpus", "1", "--strategy", "torch", *TINY]):
+    for args in (
+        ["results", "list"],
+        ["report", "--out", str(tmp_path / "r.html")],
+        ["scale", "--gpus", "1", "--strategy", "torch", *TINY],
+    ):
         assert main([*args, "--results", str(db)]) == 2
         assert capsys.readouterr().err == f"Error: {db} is not a distbench results store (left untouched)\n"
     assert db.read_bytes() == before
@@ -274,8 +319,7 @@ def small_disk(tmp_path):
         pytest.skip("mounting a small tmpfs to fill needs root; run the suite as root to test a real full disk")
     mnt = tmp_path / "disk"
     mnt.mkdir()
-    proc = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(mnt)], capture_output=True,
-                          text=True)
+    proc = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(mnt)], capture_output=True, text=True)
     if proc.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs here: {proc.stderr.strip()}")
     try:
@@ -312,7 +356,8 @@ def test_a_real_full_disk_loses_no_point(small_disk, tmp_path, capsys, monkeypat
         f"error: cannot commit point dp N=2 in results store {db}: database or disk is full (3 tries); the point's "
         f"record is saved in {saved} (bring it back with: distbench collect {spill})",
         f"error: cannot mark sweep {record['sweep_id']} 'complete' in results store {db}: database or disk is full "
-        "(3 tries); it stays 'running' there"]
+        "(3 tries); it stays 'running' there",
+    ]
     assert [p for p in db.parent.iterdir() if p.suffix == ".json" or p.name.startswith(".rec-")] == []
 
     monkeypatch.setattr(sweep_mod, "derive", derive)  # collect derives too: no more filling

@@ -1,5 +1,6 @@
 """SweepOptions is the one options object from flag to plan: click options named after its fields, checked
 once (BadInput naming the flag), stored whole with the sweep and replayed whole by --resume."""
+
 import dataclasses
 import json
 
@@ -19,9 +20,21 @@ FIELDS = {f.name: f for f in dataclasses.fields(SweepOptions)}
 COMMAND_ONLY = {"gpus", "nodes", "add_baselines"}  # each command declares these itself (own defaults and help)
 
 # Non-default values for the fields whose type gives none by itself (bool: flipped, int: +1, float: doubled).
-EXAMPLES = {"gpus": (2, 4), "nodes": (1, 2), "model": "resnet18", "strategies": ("ddp", "mirrored"),
-            "batch_size": (4, 8), "scaling": "strong", "image_size": 32, "precision": "bf16", "data": "disk",
-            "steps": 2, "warmup": 1, "device": "cpu", "max_time": 5.0}
+EXAMPLES = {
+    "gpus": (2, 4),
+    "nodes": (1, 2),
+    "model": "resnet18",
+    "strategies": ("ddp", "mirrored"),
+    "batch_size": (4, 8),
+    "scaling": "strong",
+    "image_size": 32,
+    "precision": "bf16",
+    "data": "disk",
+    "steps": 2,
+    "warmup": 1,
+    "device": "cpu",
+    "max_time": 5.0,
+}
 LEFT_AT_DEFAULT = {"seq_len"}  # a token-model option: the image model above refuses it
 
 
@@ -48,15 +61,18 @@ def test_click_options_are_named_after_fields_and_default_to_theirs():
     assert FIELDS["noisy_cv"].default == NOISY_CV
 
 
-@pytest.mark.parametrize("kw,message", [
-    (dict(precision="fp8"), "--precision must be one of fp32, amp, bf16, got 'fp8'"),
-    (dict(warmup=-1), "--warmup must be >= 0, got -1"),
-    (dict(scaling="linear"), "--scaling must be one of weak, strong, got 'linear'"),
-    (dict(gpus="1,x"), "--gpus value 'x' is not a whole number"),
-    (dict(nodes="0"), "--nodes value '0' must be a positive node count"),
-    (dict(batch_size=(8, 8)), "--batch-size 8,8 has a duplicated value"),
-    (dict(strategies=("ddp",), xla=True), "--xla does not apply to the selected strategies (ddp): XLA is"),
-])
+@pytest.mark.parametrize(
+    "kw,message",
+    [
+        (dict(precision="fp8"), "--precision must be one of fp32, amp, bf16, got 'fp8'"),
+        (dict(warmup=-1), "--warmup must be >= 0, got -1"),
+        (dict(scaling="linear"), "--scaling must be one of weak, strong, got 'linear'"),
+        (dict(gpus="1,x"), "--gpus value 'x' is not a whole number"),
+        (dict(nodes="0"), "--nodes value '0' must be a positive node count"),
+        (dict(batch_size=(8, 8)), "--batch-size 8,8 has a duplicated value"),
+        (dict(strategies=("ddp",), xla=True), "--xla does not apply to the selected strategies (ddp): XLA is"),
+    ],
+)
 def test_bad_options_name_their_flag(kw, message):
     with pytest.raises(BadInput) as info:
         SweepOptions(**{"gpus": (1,), **kw})
@@ -73,8 +89,13 @@ def test_resume_replays_every_option(tmp_path, monkeypatch):
     monkeypatch.setattr(sweep, "run_points", lambda *a, **kw: [])  # plan and store, run nothing
     seen = []
     real_run_plan = scale_cmd.run_plan
-    monkeypatch.setattr(scale_cmd, "run_plan", lambda plan, store, *, options, **kw: (
-        seen.append(options), real_run_plan(plan, store, options=options, **kw))[1])
+    monkeypatch.setattr(
+        scale_cmd,
+        "run_plan",
+        lambda plan, store, *, options, **kw: (seen.append(options), real_run_plan(plan, store, options=options, **kw))[
+            1
+        ],
+    )
 
     values = {name: _changed(f) for name, f in FIELDS.items() if name not in LEFT_AT_DEFAULT}
     opts = SweepOptions(**values)
@@ -93,14 +114,35 @@ def test_resume_replays_every_option(tmp_path, monkeypatch):
 
 
 def test_sweeps_stored_before_sweep_options_still_resume(tmp_path):
-    replay = {"gpus_text": "1,2", "nodes_text": "1", "add_baselines": True, "model": "resnet18",
-              "strategy": ["ddp"], "batch_size": 4, "compile_": True, "precision": "bf16", "timeout": 60.0}
+    replay = {
+        "gpus_text": "1,2",
+        "nodes_text": "1",
+        "add_baselines": True,
+        "model": "resnet18",
+        "strategy": ["ddp"],
+        "batch_size": 4,
+        "compile_": True,
+        "precision": "bf16",
+        "timeout": 60.0,
+    }
     with Store(tmp_path / "r.db") as store:
-        sweep_id = store.start_sweep(command="distbench scale", version="0", git_sha=None, env={},
-                                     options={"model": "resnet18", "replay": replay}, notes=[])
+        sweep_id = store.start_sweep(
+            command="distbench scale",
+            version="0",
+            git_sha=None,
+            env={},
+            options={"model": "resnet18", "replay": replay},
+            notes=[],
+        )
         assert stored_options(store, sweep_id) == SweepOptions(
-            gpus=(1, 2), model="resnet18", strategies=("ddp",), batch_size=(4,), compile=True, precision="bf16",
-            timeout=60.0)
+            gpus=(1, 2),
+            model="resnet18",
+            strategies=("ddp",),
+            batch_size=(4,),
+            compile=True,
+            precision="bf16",
+            timeout=60.0,
+        )
         other = store.start_sweep(command="distbench comm", version="0", git_sha=None, env={}, options={}, notes=[])
         with pytest.raises(BadInput, match=f"sweep {other} was not made by `distbench scale`"):
             stored_options(store, other)

@@ -10,9 +10,16 @@ from distbench.telemetry import summarize
 def test_summary_uses_the_measured_window_and_scales_energy():
     s = []
     for t in (0.0, 1.0, 2.0, 3.0, 4.0):
-        s += [(t, "gpu0", "util_percent", 90.0), (t, "gpu0", "power_w", 200.0), (t, "gpu0", "energy_j", 200.0 * t),
-              (t, "gpu0", "mem_used_bytes", 8e9), (t, "gpu1", "mem_used_bytes", 4e9), (t, "gpu0", "throttled", 0.0),
-              (t, "pid1", "cpu_percent", 50.0), (t, "pid1", "rss_bytes", 1e9)]
+        s += [
+            (t, "gpu0", "util_percent", 90.0),
+            (t, "gpu0", "power_w", 200.0),
+            (t, "gpu0", "energy_j", 200.0 * t),
+            (t, "gpu0", "mem_used_bytes", 8e9),
+            (t, "gpu1", "mem_used_bytes", 4e9),
+            (t, "gpu0", "throttled", 0.0),
+            (t, "pid1", "cpu_percent", 50.0),
+            (t, "pid1", "rss_bytes", 1e9),
+        ]
     out = summarize(s, window=(0.5, 3.5), samples_processed=300)
     # counter moved 400 J between t=1 and t=3; the window is 3 s long -> 600 J
     assert out["energy_j"] == pytest.approx(600.0)
@@ -36,8 +43,16 @@ def test_independent_replicas_take_the_slowest_ranks_series():
 
 
 def test_derive_keeps_the_median_over_repeats():
-    rec = {"status": "ok", "framework": "torch", "strategy": "ddp", "world_size": 2, "global_batch": 4,
-           "step_times_s": [0.1, 0.2], "measured_steps": 2, "throughput": 33.0}
+    rec = {
+        "status": "ok",
+        "framework": "torch",
+        "strategy": "ddp",
+        "world_size": 2,
+        "global_batch": 4,
+        "step_times_s": [0.1, 0.2],
+        "measured_steps": 2,
+        "throughput": 33.0,
+    }
     base = {"status": "ok", "strategy": "torch", "throughput": 22.0}
     out = derive(rec, {"torch": base})
     assert out["throughput"] == 33.0 and out["speedup"] == pytest.approx(1.5)
@@ -50,8 +65,16 @@ def test_cpu_telemetry_samples_the_worker_not_its_rank_guard():
 
     from distbench.telemetry import Sampler
 
-    proc = subprocess.Popen([sys.executable, "-m", "distbench.rankguard", sys.executable, "-c",
-                             "import time\nfor _ in range(10**7): pass\ntime.sleep(1)"])
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "distbench.rankguard",
+            sys.executable,
+            "-c",
+            "import time\nfor _ in range(10**7): pass\ntime.sleep(1)",
+        ]
+    )
     sampler = Sampler(proc.pid, interval_s=0.2, gpus=False).start()
     time.sleep(1.5)
     samples = sampler.stop()

@@ -1,5 +1,6 @@
 """Every numeric option of scale/run/infer/comm/verify/slurm: a value outside its range is one line
 naming the flag and the allowed range, exit 2, before anything runs or is stored."""
+
 import pytest
 
 from distbench import plan
@@ -39,8 +40,10 @@ CASES = [
     # run
     (["run", "--strategy", "torch", "--steps", "0"], _range("--steps", "0", "1<=x<=1000000")),
     (["run", "--strategy", "torch", "--timeout", "nan"], _range("--timeout", "nan", WEEK)),
-    (["run", "--strategy", "torch", "--batch-size", "2,4"],
-     "run measures one point: --batch-size takes one value (use `distbench scale` for several)"),
+    (
+        ["run", "--strategy", "torch", "--batch-size", "2,4"],
+        "run measures one point: --batch-size takes one value (use `distbench scale` for several)",
+    ),
     # infer
     (["infer", "--batch-sizes", "999999999999"], "--batch-sizes value '999999999999' is not in the range 1..1048576"),
     (["infer", "--image-size", "0"], _range("--image-size", "0", "1<=x<=8192")),
@@ -68,8 +71,10 @@ CASES = [
     (["slurm", "--steps", "0"], _range("--steps", "0", "1<=x<=1000000")),
     (["slurm", "--timeout", "nan"], _range("--timeout", "nan", WEEK)),
     (["slurm", "--batch-size", "999999999999"], "--batch-size value '999999999999' is not in the range 1..1048576"),
-    (["slurm", "--batch-size", "2,4"],
-     "distbench slurm takes one --batch-size per sweep (write one script per batch size)"),
+    (
+        ["slurm", "--batch-size", "2,4"],
+        "distbench slurm takes one --batch-size per sweep (write one script per batch size)",
+    ),
 ]
 
 
@@ -88,6 +93,7 @@ def test_more_cpu_workers_than_the_machine_can_host_is_refused(capsys, monkeypat
     monkeypatch.setattr(plan.envinfo, "visible_gpu_count", lambda: 0)
     monkeypatch.setattr(plan, "cpu_cores", lambda: 2)
     assert main([*args, "--gpus", "32"]) == 2
-    assert capsys.readouterr().err == ("Error: --gpus 32: CPU workers are limited to 16 on this machine "
-                                       "(8 per core, 2 core(s))\n")
+    assert capsys.readouterr().err == (
+        "Error: --gpus 32: CPU workers are limited to 16 on this machine (8 per core, 2 core(s))\n"
+    )
     assert not list(tmp_path.rglob("*.db"))

@@ -1,4 +1,5 @@
 """`distbench verify`: every real strategy passes on CPU workers; deliberately broken ones fail."""
+
 import os
 
 import pytest
@@ -10,14 +11,38 @@ from tests.conftest import ROOT, require, run_cli
 
 pytestmark = pytest.mark.slow
 
-ARGS = dict(model="resnet18", world_size=2, device="cpu", global_batch=4, steps=2, image_size=32, num_classes=10,
-            threads=2, timeout_s=300)
+ARGS = dict(
+    model="resnet18",
+    world_size=2,
+    device="cpu",
+    global_batch=4,
+    steps=2,
+    image_size=32,
+    num_classes=10,
+    threads=2,
+    timeout_s=300,
+)
 
 
 @require("torch", "tensorflow", "horovod.torch", "horovod.tensorflow")
 def test_every_strategy_passes_on_cpu_workers():
-    proc = run_cli(["verify", "--model", "resnet18", "--gpus", "2", "--batch-size", "4", "--steps", "2",
-                    "--format", "json", "--device", "cpu"])
+    proc = run_cli(
+        [
+            "verify",
+            "--model",
+            "resnet18",
+            "--gpus",
+            "2",
+            "--batch-size",
+            "4",
+            "--steps",
+            "2",
+            "--format",
+            "json",
+            "--device",
+            "cpu",
+        ]
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
     import json
 
@@ -62,10 +87,21 @@ def test_a_missing_initial_broadcast_fails(tests_importable):
 
 
 def test_compare_math():
-    base = {"strategy": "torch", "world_size": 1, "status": "ok", "verify_losses": [2.0, 1.9],
-            "update_checksums": [[1.0, 0.1], [0.5, 0.0], [0.0, 0.0]]}
-    good = dict(base, strategy="ddp", world_size=2, verify_losses=[2.0, 1.9000001], replica_max_rel_diff=0.0,
-                update_checksums=[[1.00000001, 0.1], [0.5, 0.0], [0.0, 1.0]])
+    base = {
+        "strategy": "torch",
+        "world_size": 1,
+        "status": "ok",
+        "verify_losses": [2.0, 1.9],
+        "update_checksums": [[1.0, 0.1], [0.5, 0.0], [0.0, 0.0]],
+    }
+    good = dict(
+        base,
+        strategy="ddp",
+        world_size=2,
+        verify_losses=[2.0, 1.9000001],
+        replica_max_rel_diff=0.0,
+        update_checksums=[[1.00000001, 0.1], [0.5, 0.0], [0.0, 1.0]],
+    )
     assert compare(good, base, 1e-4)["passed"] is True
     doubled = dict(good, update_checksums=[[2.0, 0.2], [1.0, 0.0], [0.0, 0.0]])
     verdict = compare(doubled, base, 1e-4)

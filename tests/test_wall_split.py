@@ -1,5 +1,6 @@
 """Where a point's wall time goes (analysis.wall_split): synthetic records whose phases are known,
 the sweep summary line and the report table, and one real ddp point that stamps every phase."""
+
 from __future__ import annotations
 
 import io
@@ -37,16 +38,36 @@ def test_one_run_with_its_no_sync_variant():
     r = run(1000.0, 20.0, 1008.0, (1010.0, 1018.0), allreduce=(1018.5, 1019.0))
     r["independent"] = [{"launch": {"started": 1021.0, "wall_s": 12.0}}]
     split = an.wall_split(r)
-    assert split == pytest.approx({"startup": 8.0, "warmup": 2.0, "measuring": 8.0, "allreduce": 0.5,
-                                   "teardown": 1.5, "no_sync": 12.0, "total": 32.0, "unattributed": 0.0})
+    assert split == pytest.approx(
+        {
+            "startup": 8.0,
+            "warmup": 2.0,
+            "measuring": 8.0,
+            "allreduce": 0.5,
+            "teardown": 1.5,
+            "no_sync": 12.0,
+            "total": 32.0,
+            "unattributed": 0.0,
+        }
+    )
 
 
 def test_repeats_are_summed_and_a_point_without_comm_has_no_allreduce_or_variant():
     r = run(0.0, 10.0, 3.0, (4.0, 9.0))
     r["repeats"] = [run(0.0, 10.0, 3.0, (4.0, 9.0)), run(100.0, 12.0, 104.0, (105.0, 111.0))]
     split = an.wall_split(r)
-    assert split == pytest.approx({"startup": 7.0, "warmup": 2.0, "measuring": 11.0, "allreduce": 0.0,
-                                   "teardown": 2.0, "no_sync": 0.0, "total": 22.0, "unattributed": 0.0})
+    assert split == pytest.approx(
+        {
+            "startup": 7.0,
+            "warmup": 2.0,
+            "measuring": 11.0,
+            "allreduce": 0.0,
+            "teardown": 2.0,
+            "no_sync": 0.0,
+            "total": 22.0,
+            "unattributed": 0.0,
+        }
+    )
 
 
 def test_what_the_record_cannot_place_is_unattributed_and_clock_skew_never_goes_negative():
@@ -66,11 +87,23 @@ def test_sweep_total_and_summary_line():
     a["independent"] = [{"launch": {"wall_s": 12.0}}]
     b = run(0.0, 8.0, 2.0, (3.0, 7.0))  # 2 startup, 1 warmup, 4 measuring, 1 teardown
     total = an.wall_split_total([a, b])
-    assert total == pytest.approx({"startup": 10.0, "warmup": 3.0, "measuring": 12.0, "allreduce": 0.5,
-                                   "teardown": 2.5, "no_sync": 12.0, "total": 40.0, "unattributed": 0.0})
-    assert an.wall_split_line([a, b]) == ("wall time of the points: 40 s; launch to first step 25%, warmup 8%, "
-                                         "measuring 30% (12 s), no-sync variant 30%, all-reduce benchmark 1%, "
-                                         "teardown 6%")
+    assert total == pytest.approx(
+        {
+            "startup": 10.0,
+            "warmup": 3.0,
+            "measuring": 12.0,
+            "allreduce": 0.5,
+            "teardown": 2.5,
+            "no_sync": 12.0,
+            "total": 40.0,
+            "unattributed": 0.0,
+        }
+    )
+    assert an.wall_split_line([a, b]) == (
+        "wall time of the points: 40 s; launch to first step 25%, warmup 8%, "
+        "measuring 30% (12 s), no-sync variant 30%, all-reduce benchmark 1%, "
+        "teardown 6%"
+    )
     out = io.StringIO()
     print_summary(Console(file=out, width=400), [a, b], [], "s1", "r.db")
     assert "wall time of the points: 40 s; launch to first step 25%" in out.getvalue()
@@ -92,8 +125,18 @@ def test_report_table_has_a_row_per_point_and_one_for_all(tmp_path):
 def test_a_real_ddp_point_stamps_every_phase(tmp_path):
     """Worker stamps of the sync run (warmup start, window, all-reduce) and the no-sync variant's launch,
     against the clock around the whole point."""
-    cfg = PointConfig(strategy="ddp", model="resnet18", world_size=2, device="cpu", per_device_batch=2,
-                      image_size=32, num_classes=10, steps=3, warmup=1, measure_comm=True)
+    cfg = PointConfig(
+        strategy="ddp",
+        model="resnet18",
+        world_size=2,
+        device="cpu",
+        per_device_batch=2,
+        image_size=32,
+        num_classes=10,
+        steps=3,
+        warmup=1,
+        measure_comm=True,
+    )
     before = time.time()
     r = measure_point(PlannedPoint(STRATEGIES["ddp"], cfg), tmp_path, timeout_s=300)
     after = time.time()

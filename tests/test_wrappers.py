@@ -1,6 +1,7 @@
 """The wrapper strategies (issue 13): accelerate, fabric, lightning, ignite run for real on CPU workers at
 N=1 and N=2, each is the same training as one device (verify), their no-sync variants exchange nothing,
 and composer is skipped with its version conflict named."""
+
 import os
 import signal
 import subprocess
@@ -18,15 +19,30 @@ from distbench.verify import DEFAULT_RTOL, verify
 from distbench.launchers.wrapper_loop import TIMING, LoopEnded, SteppedLoop
 from tests.conftest import require
 
-WRAPPERS = {"accelerate": ("torch", "accelerate"), "fabric": ("torch", "lightning"),
-            "lightning": ("torch", "lightning"), "ignite": ("torch", "ignite")}
+WRAPPERS = {
+    "accelerate": ("torch", "accelerate"),
+    "fabric": ("torch", "lightning"),
+    "lightning": ("torch", "lightning"),
+    "ignite": ("torch", "ignite"),
+}
 PARAMS = [pytest.param(s, marks=require(*mods)) for s, mods in WRAPPERS.items()]
 OWN_LOOP = {"lightning", "ignite"}  # the wrapper owns the loop: timed by its own callback
 
 
 def _cfg(strategy, n, **kw):
-    base = dict(strategy=strategy, model="resnet18", world_size=n, device="cpu", per_device_batch=2, image_size=32,
-                num_classes=10, steps=3, warmup=1, threads_per_worker=1, target_ci=0)
+    base = dict(
+        strategy=strategy,
+        model="resnet18",
+        world_size=n,
+        device="cpu",
+        per_device_batch=2,
+        image_size=32,
+        num_classes=10,
+        steps=3,
+        warmup=1,
+        threads_per_worker=1,
+        target_ci=0,
+    )
     return PointConfig(**{**base, **kw})
 
 
@@ -43,7 +59,7 @@ def test_each_wrapper_runs_and_is_measured(strategy, n, tmp_path):
     record = _run(_cfg(strategy, n), tmp_path, "point")
     assert len(record["step_times_s"]) == 3 and min(record["step_times_s"]) > 0
     assert record["stopping"]["rule"] == "fixed_steps" and record["measured_window_s"] > 0
-    assert record["peak_memory_bytes"] > 100 * 2 ** 20  # a worker's peak RSS: torch alone is more
+    assert record["peak_memory_bytes"] > 100 * 2**20  # a worker's peak RSS: torch alone is more
     assert record["launch"]["launcher"] == STRATEGIES[strategy].launcher.name
     assert record["wrapper"]
     assert record.get("timing") == (TIMING if strategy in OWN_LOOP else None)
@@ -56,9 +72,19 @@ def test_each_wrapper_runs_and_is_measured(strategy, n, tmp_path):
 @pytest.mark.slow
 @require("torch", "accelerate", "lightning", "ignite")
 def test_verify_passes_for_every_wrapper(tmp_path):
-    results = verify(model="resnet18", world_size=2, strategies=[STRATEGIES[s] for s in [*WRAPPERS, "composer"]],
-                     device="cpu", global_batch=4, steps=2, image_size=32, num_classes=10, threads=2, timeout_s=300,
-                     workdir=str(tmp_path))
+    results = verify(
+        model="resnet18",
+        world_size=2,
+        strategies=[STRATEGIES[s] for s in [*WRAPPERS, "composer"]],
+        device="cpu",
+        global_batch=4,
+        steps=2,
+        image_size=32,
+        num_classes=10,
+        threads=2,
+        timeout_s=300,
+        workdir=str(tmp_path),
+    )
     assert [r["strategy"] for r in results] == [*WRAPPERS, "composer"]
     composer = results.pop()
     assert composer["passed"] is None and composer["reason"].startswith("skipped: version conflict: mosaicml 0.32.1")
@@ -83,9 +109,11 @@ def test_composer_is_skipped_with_the_version_conflict(tmp_path):
 
     record = run_point(STRATEGIES["composer"], _cfg("composer", 1), tmp_path / "composer", 60)
     assert record["status"] == "skipped"
-    assert record["reason"] == (f"version conflict: mosaicml 0.32.1 (the newest Composer) requires torch<2.7.1, the "
-                                f"installed torch is {torch.__version__} (distbench pins torch 2.13.0 and never "
-                                "downgrades it for a wrapper)")
+    assert record["reason"] == (
+        f"version conflict: mosaicml 0.32.1 (the newest Composer) requires torch<2.7.1, the "
+        f"installed torch is {torch.__version__} (distbench pins torch 2.13.0 and never "
+        "downgrades it for a wrapper)"
+    )
 
 
 @pytest.mark.slow
@@ -95,9 +123,19 @@ def test_ignite_spawned_ranks_die_with_the_worker(tmp_path):
     # rank guard does when distbench is gone) must take them along.
     cfg = _cfg("ignite", 2, steps=100000)
     (tmp_path / "config.json").write_text(cfg.to_json())
-    worker = subprocess.Popen([sys.executable, "-m", "distbench.launchers.ignite_ddp", "--config",
-                               str(tmp_path / "config.json"), "--out", str(tmp_path / "result.json")],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    worker = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "distbench.launchers.ignite_ddp",
+            "--config",
+            str(tmp_path / "config.json"),
+            "--out",
+            str(tmp_path / "result.json"),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         parent = psutil.Process(worker.pid)
         deadline = time.time() + 120
@@ -117,8 +155,17 @@ def test_ignite_spawned_ranks_die_with_the_worker(tmp_path):
 def test_accelerate_launch_commands():
     argv, env = ACCELERATE.local(STRATEGIES["accelerate"], _cfg("accelerate", 1), "c.json", "r.json", tool="accelerate")
     assert argv[:2] == ["accelerate", "launch"] and "--cpu" in argv and "--multi_gpu" not in argv
-    assert argv[argv.index("--cpu") + 1:] == ["-m", "distbench.rankguard", sys.executable, "-m",
-                                               "distbench.launchers.accelerate_ddp", "--config", "c.json", "--out", "r.json"]
+    assert argv[argv.index("--cpu") + 1 :] == [
+        "-m",
+        "distbench.rankguard",
+        sys.executable,
+        "-m",
+        "distbench.launchers.accelerate_ddp",
+        "--config",
+        "c.json",
+        "--out",
+        "r.json",
+    ]
     assert "--mixed_precision=no" in argv and env["OMP_NUM_THREADS"] == "1"
     argv, _ = ACCELERATE.local(STRATEGIES["accelerate"], _cfg("accelerate", 2, precision="bf16"), "c", "r")
     assert "--num_processes=2" in argv and "--multi_gpu" in argv and "--mixed_precision=bf16" in argv
@@ -138,6 +185,7 @@ def test_stepped_loop_hands_steps_over_and_reports_the_loop_s_failures():
                     raise ValueError("broken step")
                 if loop.boundary(i):
                     return
+
         return loop, run
 
     loop, run = loop_of(10)

@@ -11,6 +11,7 @@ clock read; throughput = steps x global batch / the slowest rank's window. Rank 
     torchrun --standalone --nproc_per_node=2 benchmarks/handwritten/train.py --dist ddp --threads 1
     horovodrun -np 2 -H localhost:2 --gloo python benchmarks/handwritten/train.py --dist horovod --threads 1
 """
+
 import argparse
 import json
 import os

@@ -1,4 +1,5 @@
 """`distbench comm`: the all-reduce microbenchmark."""
+
 from __future__ import annotations
 
 import sys
@@ -23,27 +24,64 @@ from distbench.sweep import command_line, recorded_sweep
 
 @click.command()
 @click.option("--gpus", "gpus_text", default="2", show_default=True, help="Comma list of rank counts, e.g. 2,4.")
-@click.option("--backend", default="gloo", show_default=True,
-              help=f"Communication library: {', '.join(BACKENDS)}.")
-@click.option("--sizes", default=None,
-              help="Message sizes: LOW:HIGH (grows by --factor) or a comma list, K/M/G = powers of 1024. "
-                   "Default 1K:1G on GPUs, 1K:64M on CPU workers.")
-@click.option("--factor", type=click.Choice(["2", "4"]), default="2", show_default=True,
-              help="Growth factor between sizes of a LOW:HIGH range.")
-@click.option("--iters", type=click.IntRange(3, 100_000), default=20, show_default=True,
-              help="Timed iterations per size (fewer for big messages, see --max-time-per-size; at least 3).")
-@click.option("--warmup", type=opt.WARMUP, default=3, show_default=True,
-              help="Untimed iterations per size.")
-@click.option("--max-time-per-size", type=opt.FiniteFloatRange(0, 3600, min_open=True), default=2.0, show_default=True,
-              help="Cap on timed seconds per size: big messages get fewer iterations (at least 3).")
-@click.option("--device", type=click.Choice(["auto", "cuda", "cpu"]), default="auto", show_default=True,
-              help="auto uses CUDA GPUs when enough are visible, otherwise CPU workers.")
-@click.option("--timeout", type=opt.SECONDS, default=900.0, show_default=True,
-              help="Seconds before a rank count's run is killed and recorded as 'timeout'.")
-@click.option("--results", type=click.Path(dir_okay=False), default=str(DEFAULT_PATH), show_default=True,
-              help="SQLite results store.")
-@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True,
-              help="json prints one JSON document (a list of points) to stdout.")
+@click.option("--backend", default="gloo", show_default=True, help=f"Communication library: {', '.join(BACKENDS)}.")
+@click.option(
+    "--sizes",
+    default=None,
+    help="Message sizes: LOW:HIGH (grows by --factor) or a comma list, K/M/G = powers of 1024. "
+    "Default 1K:1G on GPUs, 1K:64M on CPU workers.",
+)
+@click.option(
+    "--factor",
+    type=click.Choice(["2", "4"]),
+    default="2",
+    show_default=True,
+    help="Growth factor between sizes of a LOW:HIGH range.",
+)
+@click.option(
+    "--iters",
+    type=click.IntRange(3, 100_000),
+    default=20,
+    show_default=True,
+    help="Timed iterations per size (fewer for big messages, see --max-time-per-size; at least 3).",
+)
+@click.option("--warmup", type=opt.WARMUP, default=3, show_default=True, help="Untimed iterations per size.")
+@click.option(
+    "--max-time-per-size",
+    type=opt.FiniteFloatRange(0, 3600, min_open=True),
+    default=2.0,
+    show_default=True,
+    help="Cap on timed seconds per size: big messages get fewer iterations (at least 3).",
+)
+@click.option(
+    "--device",
+    type=click.Choice(["auto", "cuda", "cpu"]),
+    default="auto",
+    show_default=True,
+    help="auto uses CUDA GPUs when enough are visible, otherwise CPU workers.",
+)
+@click.option(
+    "--timeout",
+    type=opt.SECONDS,
+    default=900.0,
+    show_default=True,
+    help="Seconds before a rank count's run is killed and recorded as 'timeout'.",
+)
+@click.option(
+    "--results",
+    type=click.Path(dir_okay=False),
+    default=str(DEFAULT_PATH),
+    show_default=True,
+    help="SQLite results store.",
+)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["table", "json"]),
+    default="table",
+    show_default=True,
+    help="json prints one JSON document (a list of points) to stdout.",
+)
 def comm(gpus_text, backend, sizes, factor, iters, warmup, max_time_per_size, device, timeout, results, fmt):
     """All-reduce bandwidth over message sizes, for one communication backend.
 
@@ -70,16 +108,33 @@ def comm(gpus_text, backend, sizes, factor, iters, warmup, max_time_per_size, de
         with recorded_sweep(store, command=command_line(), options=options, notes=[choice.note]) as sweep_id:
             root = Path(tempfile.mkdtemp(prefix=f"distbench-comm-{sweep_id}-"))
             for n in gpus:
-                cfg = PointConfig(strategy=strategy.name, model="none", world_size=n, device=choice.device,
-                                  per_device_batch=1, steps=1, warmup=0,
-                                  threads_per_worker=max(1, cpu_cores() // n),
-                                  extra={"backend": backend, "sizes": size_list, "iters": iters, "warmup": warmup,
-                                         "max_time_per_size": max_time_per_size})
+                cfg = PointConfig(
+                    strategy=strategy.name,
+                    model="none",
+                    world_size=n,
+                    device=choice.device,
+                    per_device_batch=1,
+                    steps=1,
+                    warmup=0,
+                    threads_per_worker=max(1, cpu_cores() // n),
+                    extra={
+                        "backend": backend,
+                        "sizes": size_list,
+                        "iters": iters,
+                        "warmup": warmup,
+                        "max_time_per_size": max_time_per_size,
+                    },
+                )
                 err.print(f"{strategy.name} N={n}: {len(size_list)} sizes ...")
                 skip = f"{', '.join(missing)} is not installed: {INSTALL_HINT}" if missing else choice.unfit(n)
                 if skip:
-                    record = base_record(cfg.to_dict(), strategy=strategy.name, framework=strategy.framework,
-                                         status="skipped", reason=skip)
+                    record = base_record(
+                        cfg.to_dict(),
+                        strategy=strategy.name,
+                        framework=strategy.framework,
+                        status="skipped",
+                        reason=skip,
+                    )
                 else:
                     record = run_point(strategy, cfg, root / f"n{n}", timeout)
                 record["sweep_id"] = sweep_id
@@ -88,23 +143,43 @@ def comm(gpus_text, backend, sizes, factor, iters, warmup, max_time_per_size, de
     finally:
         store.close()
     if fmt == "json":
-        sys.stdout.write(json_document(records, extra_fields=("backend", "sizes_bytes", "time_median_s",
-                                                              "time_p95_s", "algbw_gbps", "busbw_gbps",
-                                                              "correct", "iterations")) + "\n")
+        sys.stdout.write(
+            json_document(
+                records,
+                extra_fields=(
+                    "backend",
+                    "sizes_bytes",
+                    "time_median_s",
+                    "time_p95_s",
+                    "algbw_gbps",
+                    "busbw_gbps",
+                    "correct",
+                    "iterations",
+                ),
+            )
+            + "\n"
+        )
         return
     out = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
     for r in records:
         if r["status"] != "ok" and not r.get("sizes_bytes"):
             out.print(f"{r['strategy']} N={r['world_size']}: {r['status']}: {r.get('reason')}", markup=False)
             continue
-        table = Table(title=f"{r['strategy']} all-reduce, N={r['world_size']} ({r.get('backend')}, {r['device']})",
-                      title_justify="left")
+        table = Table(
+            title=f"{r['strategy']} all-reduce, N={r['world_size']} ({r.get('backend')}, {r['device']})",
+            title_justify="left",
+        )
         for col in ("size", "time median (us)", "time p95 (us)", "algbw (GB/s)", "busbw (GB/s)", "correct"):
             table.add_column(col, justify="right")
         for i, size in enumerate(r["sizes_bytes"]):
-            table.add_row(_human(size), f"{r['time_median_s'][i] * 1e6:.1f}", f"{r['time_p95_s'][i] * 1e6:.1f}",
-                          f"{r['algbw_gbps'][i]:.3f}", f"{r['busbw_gbps'][i]:.3f}",
-                          "yes" if r["correct"][i] else "[red]NO[/]")
+            table.add_row(
+                _human(size),
+                f"{r['time_median_s'][i] * 1e6:.1f}",
+                f"{r['time_p95_s'][i] * 1e6:.1f}",
+                f"{r['algbw_gbps'][i]:.3f}",
+                f"{r['busbw_gbps'][i]:.3f}",
+                "yes" if r["correct"][i] else "[red]NO[/]",
+            )
         out.print(table)
     out.print("algbw = S / t; busbw = algbw * 2(n-1)/n (nccl-tests definitions); GB/s = 1e9 B/s", style="dim")
     out.print(f"results stored in {results} (sweep {sweep_id})")
@@ -113,7 +188,7 @@ def comm(gpus_text, backend, sizes, factor, iters, warmup, max_time_per_size, de
 
 
 def _human(size: int) -> str:
-    for unit, scale in (("G", 1024 ** 3), ("M", 1024 ** 2), ("K", 1024)):
+    for unit, scale in (("G", 1024**3), ("M", 1024**2), ("K", 1024)):
         if size >= scale and size % scale == 0:
             return f"{size // scale}{unit}"
     return f"{size}B"

@@ -1,4 +1,5 @@
 """`distbench models`: list the model zoo."""
+
 from __future__ import annotations
 
 import json
@@ -7,10 +8,14 @@ import click
 
 from distbench.models.specs import MODEL_SPECS, input_shape
 
-FLOPS_NOTE = ("GFLOPs: forward pass of one sample at the default input, counted by torch's FlopCounterMode "
-              "(a multiply-add = 2 FLOPs; matmuls, convolutions and attention only)")
-PARAMS_NOTE = ("params: exact trainable-parameter count at the default head size; tests/test_models.py "
-               "verifies the torch and the Keras model both have exactly this many")
+FLOPS_NOTE = (
+    "GFLOPs: forward pass of one sample at the default input, counted by torch's FlopCounterMode "
+    "(a multiply-add = 2 FLOPs; matmuls, convolutions and attention only)"
+)
+PARAMS_NOTE = (
+    "params: exact trainable-parameter count at the default head size; tests/test_models.py "
+    "verifies the torch and the Keras model both have exactly this many"
+)
 
 
 def _forward_flops() -> dict[str, int | None]:
@@ -27,26 +32,34 @@ def _rows() -> list[dict]:
     rows = []
     for spec in MODEL_SPECS.values():
         f = flops[spec.name]
-        rows.append({
-            "name": spec.name,
-            "kind": spec.kind,
-            "loss": spec.loss,
-            "params": spec.reference_params,
-            "params_verified_in": ["torch", "keras"],
-            "params_reference": spec.reference,
-            "num_classes": spec.num_classes,
-            "input": input_shape(spec),
-            "image_size": spec.default_image_size,
-            "seq_len": spec.default_seq_len,
-            "forward_gflops_per_sample": None if f is None else round(f / 1e9, 3),
-            "description": spec.description,
-        })
+        rows.append(
+            {
+                "name": spec.name,
+                "kind": spec.kind,
+                "loss": spec.loss,
+                "params": spec.reference_params,
+                "params_verified_in": ["torch", "keras"],
+                "params_reference": spec.reference,
+                "num_classes": spec.num_classes,
+                "input": input_shape(spec),
+                "image_size": spec.default_image_size,
+                "seq_len": spec.default_seq_len,
+                "forward_gflops_per_sample": None if f is None else round(f / 1e9, 3),
+                "description": spec.description,
+            }
+        )
     return rows
 
 
 @click.command()
-@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True,
-              help="table: aligned text; json: one object per model (FLOPs null when torch is missing).")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["table", "json"]),
+    default="table",
+    show_default=True,
+    help="table: aligned text; json: one object per model (FLOPs null when torch is missing).",
+)
 def models(fmt: str):
     """List the models every strategy can train: parameter count, input, forward GFLOPs, description.
 
@@ -60,8 +73,10 @@ def models(fmt: str):
     click.echo(header)
     for r in rows:
         gf = r["forward_gflops_per_sample"]
-        click.echo(f"{r['name']:<16} {r['params']:>13,d}  {r['input']:<15} "
-                   f"{'-' if gf is None else format(gf, '.2f'):>7}  {r['description']}")
+        click.echo(
+            f"{r['name']:<16} {r['params']:>13,d}  {r['input']:<15} "
+            f"{'-' if gf is None else format(gf, '.2f'):>7}  {r['description']}"
+        )
     click.echo("")
     click.echo(PARAMS_NOTE)
     click.echo(FLOPS_NOTE)

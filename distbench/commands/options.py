@@ -1,6 +1,7 @@
 """Click types for the numeric options of every command: each has an allowed range, and a value
 outside it is a one-line error naming the flag and the range (exit 2). And the click side of
 SweepOptions: WORKLOAD declares one option per field, and `workload_options` puts them on a command."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -58,69 +59,139 @@ def _spec(*decls: str, slurm: bool = False, **attrs) -> tuple[tuple[str, ...], b
 
 WORKLOAD = {
     "model": _spec("--model", slurm=True, help=f"Model to train: {', '.join(model_names())}."),
-    "strategies": _spec("--strategy", slurm=True, multiple=True, metavar="NAME[,NAME]", show_default=False,
-                        help=f"Strategies to run (repeatable or comma list): {', '.join(strategy_names())}, or a group: "
-                             "core, wrappers, sharded, all. Default: core (the wrapper and sharded strategies "
-                             "run when named)."),
-    "batch_size": _spec("--batch-size", slurm=True, callback=batch_list, metavar="B[,B]",
-                        help="Per-device batch (weak scaling) or global batch (strong); a comma list sweeps them "
-                             "(an 'oom' batch skips the larger ones). Default: 32 on GPUs, 8 on CPU workers."),
-    "scaling": _spec("--scaling", slurm=True, type=click.Choice(SCALINGS),
-                     help="weak: per-device batch fixed; strong: global batch fixed and divided among N."),
-    "image_size": _spec("--image-size", slurm=True, type=IMAGE_SIZE,
-                        help="Input side in pixels. Default: the model's (224) on GPUs, 64 on CPU workers."),
-    "seq_len": _spec("--seq-len", type=SEQ_LEN,
-                     help="Token models (bert_base, lstm): sequence length. Default: the model's (64 at most on CPU)."),
-    "num_classes": _spec("--num-classes", slurm=True, type=NUM_CLASSES,
-                         help="Classifier width of classification models."),
-    "precision": _spec("--precision", type=click.Choice(PRECISIONS),
-                       help="fp32; amp = float16 autocast + loss scaling (GPUs); bf16 = bfloat16 autocast / Keras "
-                            "mixed_bfloat16 (CPU and GPU)."),
+    "strategies": _spec(
+        "--strategy",
+        slurm=True,
+        multiple=True,
+        metavar="NAME[,NAME]",
+        show_default=False,
+        help=f"Strategies to run (repeatable or comma list): {', '.join(strategy_names())}, or a group: "
+        "core, wrappers, sharded, all. Default: core (the wrapper and sharded strategies "
+        "run when named).",
+    ),
+    "batch_size": _spec(
+        "--batch-size",
+        slurm=True,
+        callback=batch_list,
+        metavar="B[,B]",
+        help="Per-device batch (weak scaling) or global batch (strong); a comma list sweeps them "
+        "(an 'oom' batch skips the larger ones). Default: 32 on GPUs, 8 on CPU workers.",
+    ),
+    "scaling": _spec(
+        "--scaling",
+        slurm=True,
+        type=click.Choice(SCALINGS),
+        help="weak: per-device batch fixed; strong: global batch fixed and divided among N.",
+    ),
+    "image_size": _spec(
+        "--image-size",
+        slurm=True,
+        type=IMAGE_SIZE,
+        help="Input side in pixels. Default: the model's (224) on GPUs, 64 on CPU workers.",
+    ),
+    "seq_len": _spec(
+        "--seq-len",
+        type=SEQ_LEN,
+        help="Token models (bert_base, lstm): sequence length. Default: the model's (64 at most on CPU).",
+    ),
+    "num_classes": _spec(
+        "--num-classes", slurm=True, type=NUM_CLASSES, help="Classifier width of classification models."
+    ),
+    "precision": _spec(
+        "--precision",
+        type=click.Choice(PRECISIONS),
+        help="fp32; amp = float16 autocast + loss scaling (GPUs); bf16 = bfloat16 autocast / Keras "
+        "mixed_bfloat16 (CPU and GPU).",
+    ),
     "compile": _spec("--compile", is_flag=True, help="torch.compile the model (torch strategies)."),
     "xla": _spec("--xla", is_flag=True, help="tf.function(jit_compile=True) (tf, mirrored)."),
-    "channels_last": _spec("--channels-last", is_flag=True,
-                           help="torch.channels_last memory format (torch, image models)."),
-    "tf32": _spec("--tf32/--no-tf32",
-                  help="GPUs: TF32 tensor-core math for float32 matmuls and convolutions, the same in both "
-                       "frameworks (on is TF's default and torch's for convolutions); cuDNN autotuning is on "
-                       "in both. Recorded per point; verify always runs without TF32."),
-    "data": _spec("--data", type=click.Choice(DATA_SOURCES),
-                  help="synthetic: tensors made once on the device; disk: a cached synthetic dataset read every "
-                       "step by DataLoader / tf.data, reporting the share of step time spent waiting for data."),
-    "dataset_size": _spec("--dataset-size", type=click.IntRange(1, 10_000_000),
-                          help="Samples in the --data disk dataset (written once to ~/.cache/distbench/data)."),
-    "loader_workers": _spec("--loader-workers", type=click.IntRange(0, 256),
-                            help="--data disk: DataLoader workers / tf.data parallel map calls per process."),
-    "prefetch": _spec("--prefetch", type=click.IntRange(0, 1024),
-                      help="--data disk: DataLoader prefetch_factor / tf.data prefetch depth."),
-    "pin_memory": _spec("--pin-memory/--no-pin-memory",
-                        help="--data disk: DataLoader pinned host memory (GPUs only)."),
-    "steps": _spec("--steps", slurm=True, type=STEPS,
-                   help="Measured steps per point (after warmup). Default: 50 on GPUs, 10 on CPU."),
-    "warmup": _spec("--warmup", slurm=True, type=WARMUP,
-                    help="Unmeasured warmup steps (tracing, compilation). Default: 5 on GPUs, 3 on CPU."),
-    "device": _spec("--device", type=click.Choice(DEVICES),
-                    help="auto uses the visible CUDA GPUs (points needing more are skipped), CPU workers when "
-                         "none is visible."),
-    "timeout": _spec("--timeout", slurm=True, type=SECONDS,
-                     help="Seconds before a point is killed and recorded as 'timeout'."),
+    "channels_last": _spec(
+        "--channels-last", is_flag=True, help="torch.channels_last memory format (torch, image models)."
+    ),
+    "tf32": _spec(
+        "--tf32/--no-tf32",
+        help="GPUs: TF32 tensor-core math for float32 matmuls and convolutions, the same in both "
+        "frameworks (on is TF's default and torch's for convolutions); cuDNN autotuning is on "
+        "in both. Recorded per point; verify always runs without TF32.",
+    ),
+    "data": _spec(
+        "--data",
+        type=click.Choice(DATA_SOURCES),
+        help="synthetic: tensors made once on the device; disk: a cached synthetic dataset read every "
+        "step by DataLoader / tf.data, reporting the share of step time spent waiting for data.",
+    ),
+    "dataset_size": _spec(
+        "--dataset-size",
+        type=click.IntRange(1, 10_000_000),
+        help="Samples in the --data disk dataset (written once to ~/.cache/distbench/data).",
+    ),
+    "loader_workers": _spec(
+        "--loader-workers",
+        type=click.IntRange(0, 256),
+        help="--data disk: DataLoader workers / tf.data parallel map calls per process.",
+    ),
+    "prefetch": _spec(
+        "--prefetch",
+        type=click.IntRange(0, 1024),
+        help="--data disk: DataLoader prefetch_factor / tf.data prefetch depth.",
+    ),
+    "pin_memory": _spec("--pin-memory/--no-pin-memory", help="--data disk: DataLoader pinned host memory (GPUs only)."),
+    "steps": _spec(
+        "--steps",
+        slurm=True,
+        type=STEPS,
+        help="Measured steps per point (after warmup). Default: 50 on GPUs, 10 on CPU.",
+    ),
+    "warmup": _spec(
+        "--warmup",
+        slurm=True,
+        type=WARMUP,
+        help="Unmeasured warmup steps (tracing, compilation). Default: 5 on GPUs, 3 on CPU.",
+    ),
+    "device": _spec(
+        "--device",
+        type=click.Choice(DEVICES),
+        help="auto uses the visible CUDA GPUs (points needing more are skipped), CPU workers when none is visible.",
+    ),
+    "timeout": _spec(
+        "--timeout", slurm=True, type=SECONDS, help="Seconds before a point is killed and recorded as 'timeout'."
+    ),
     "seed": _spec("--seed", slurm=True, type=SEED),
-    "repeats": _spec("--repeats", type=click.IntRange(1, 1000),
-                     help="Run each point this many times (fresh processes); report the median and a 95% CI."),
-    "target_ci": _spec("--target-ci", slurm=True, default="2%", callback=percent,
-                       help="Adaptive stopping: keep measuring a point past --steps until the 95% CI half-width "
-                            "of throughput is within this (e.g. 2%), or --max-time runs out. 0 turns it off."),
-    "max_time": _spec("--max-time", slurm=True, type=FiniteFloatRange(0, 86400),
-                      help="Seconds of measured steps after which adaptive stopping gives up (per point and "
-                           "repeat). Default: 30 on GPUs, 15 on CPU workers."),
-    "comm": _spec("--comm/--no-comm",
-                  help="At N > 1 also run the independent (no-sync) variant and a standalone all-reduce, "
-                       "to report exposed communication and overlap."),
-    "noisy_cv": _spec("--noisy-cv", type=FiniteFloatRange(0, 10, min_open=True),
-                      help="Flag a point 'noisy' when its step-time coefficient of variation exceeds this."),
-    "telemetry_interval": _spec("--telemetry-interval", type=FiniteFloatRange(0, 3600),
-                                help="Seconds between telemetry samples (NVML per GPU, psutil per CPU worker); "
-                                     "0 turns it off."),
+    "repeats": _spec(
+        "--repeats",
+        type=click.IntRange(1, 1000),
+        help="Run each point this many times (fresh processes); report the median and a 95% CI.",
+    ),
+    "target_ci": _spec(
+        "--target-ci",
+        slurm=True,
+        default="2%",
+        callback=percent,
+        help="Adaptive stopping: keep measuring a point past --steps until the 95% CI half-width "
+        "of throughput is within this (e.g. 2%), or --max-time runs out. 0 turns it off.",
+    ),
+    "max_time": _spec(
+        "--max-time",
+        slurm=True,
+        type=FiniteFloatRange(0, 86400),
+        help="Seconds of measured steps after which adaptive stopping gives up (per point and "
+        "repeat). Default: 30 on GPUs, 15 on CPU workers.",
+    ),
+    "comm": _spec(
+        "--comm/--no-comm",
+        help="At N > 1 also run the independent (no-sync) variant and a standalone all-reduce, "
+        "to report exposed communication and overlap.",
+    ),
+    "noisy_cv": _spec(
+        "--noisy-cv",
+        type=FiniteFloatRange(0, 10, min_open=True),
+        help="Flag a point 'noisy' when its step-time coefficient of variation exceeds this.",
+    ),
+    "telemetry_interval": _spec(
+        "--telemetry-interval",
+        type=FiniteFloatRange(0, 3600),
+        help="Seconds between telemetry samples (NVML per GPU, psutil per CPU worker); 0 turns it off.",
+    ),
 }
 """The click option of each SweepOptions field a user sets (field name -> flags, whether `distbench slurm`
 takes it too, click attributes). The option is named after the field and defaults to the field's default."""
@@ -136,4 +207,5 @@ def workload_options(*, slurm: bool = False):
             decls, _, attrs = WORKLOAD[f.name]
             fn = click.option(*decls, f.name, **{"default": f.default, "show_default": True, **attrs})(fn)
         return fn
+
     return decorate

@@ -1,4 +1,5 @@
 """`distbench predict`: the capacity-planning prediction (the model lives in distbench/predict.py)."""
+
 from __future__ import annotations
 
 import json
@@ -19,44 +20,121 @@ from distbench.sweep import command_line
 
 @click.command()
 @click.argument("sweep", default="latest")
-@click.option("--results", type=click.Path(dir_okay=False), default=str(DEFAULT_PATH), show_default=True,
-              help="SQLite results store holding SWEEP (and --comm sweeps); the prediction is saved there.")
-@click.option("--csv", "csv_path", type=click.Path(dir_okay=False), default=None,
-              help="Predict from a points CSV instead of a stored sweep (columns: strategy, world_size, "
-                   "per_device_batch, throughput; optional model, nodes, scaling, global_batch, grad_bytes, "
-                   "overlap, throughput_ci_low/high).")
-@click.option("--gpus", "gpus_text", default=None, help="Device counts to predict, e.g. 8,16,64 (default: 2x to 16x "
-                                                        "the largest measured N).")
-@click.option("--gpus-per-node", type=click.IntRange(1, 1024), default=None,
-              help="Devices per node; larger N span several nodes (default: the most measured on one node).")
+@click.option(
+    "--results",
+    type=click.Path(dir_okay=False),
+    default=str(DEFAULT_PATH),
+    show_default=True,
+    help="SQLite results store holding SWEEP (and --comm sweeps); the prediction is saved there.",
+)
+@click.option(
+    "--csv",
+    "csv_path",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Predict from a points CSV instead of a stored sweep (columns: strategy, world_size, "
+    "per_device_batch, throughput; optional model, nodes, scaling, global_batch, grad_bytes, "
+    "overlap, throughput_ci_low/high).",
+)
+@click.option(
+    "--gpus",
+    "gpus_text",
+    default=None,
+    help="Device counts to predict, e.g. 8,16,64 (default: 2x to 16x the largest measured N).",
+)
+@click.option(
+    "--gpus-per-node",
+    type=click.IntRange(1, 1024),
+    default=None,
+    help="Devices per node; larger N span several nodes (default: the most measured on one node).",
+)
 @click.option("--strategy", "strategy_text", default=None, help="Comma list of strategies to predict (default: all).")
-@click.option("--comm", "comm_sweeps", multiple=True, metavar="SWEEP",
-              help="A stored `distbench comm` sweep to fit link bandwidth and latency from (repeatable).")
-@click.option("--link", "links", multiple=True, metavar="[TIER=]PROFILE",
-              help="A named link profile, e.g. nvlink4, pcie4, ib-ndr, 100gbe (tier intra or inter; bare names "
-                   "go to their own tier). Repeatable.")
+@click.option(
+    "--comm",
+    "comm_sweeps",
+    multiple=True,
+    metavar="SWEEP",
+    help="A stored `distbench comm` sweep to fit link bandwidth and latency from (repeatable).",
+)
+@click.option(
+    "--link",
+    "links",
+    multiple=True,
+    metavar="[TIER=]PROFILE",
+    help="A named link profile, e.g. nvlink4, pcie4, ib-ndr, 100gbe (tier intra or inter; bare names "
+    "go to their own tier). Repeatable.",
+)
 @click.option("--link-bw", "link_bws", multiple=True, metavar="TIER=GBPS", help="Link bandwidth in GB/s per tier.")
 @click.option("--link-latency", "link_lats", multiple=True, metavar="TIER=US", help="Link latency in us per tier.")
-@click.option("--nics-per-node", type=click.IntRange(1, 64), default=1, show_default=True,
-              help="Network ports per node for an inter-node --link profile.")
-@click.option("--algorithm", type=click.Choice(pr.ALGORITHMS), default="auto", show_default=True,
-              help="All-reduce cost model: auto = ring on one node, hierarchical across nodes.")
-@click.option("--bucket-mb", type=opt.FiniteFloatRange(0, 1e6, min_open=True), default=None,
-              help="Bucket / fusion size in MiB (default: DDP 25, Horovod 64, others one message).")
-@click.option("--grad-bytes", type=opt.FiniteFloatRange(0, 1e15, min_open=True), default=None,
-              help="Gradient bytes per step when the points do not record them.")
+@click.option(
+    "--nics-per-node",
+    type=click.IntRange(1, 64),
+    default=1,
+    show_default=True,
+    help="Network ports per node for an inter-node --link profile.",
+)
+@click.option(
+    "--algorithm",
+    type=click.Choice(pr.ALGORITHMS),
+    default="auto",
+    show_default=True,
+    help="All-reduce cost model: auto = ring on one node, hierarchical across nodes.",
+)
+@click.option(
+    "--bucket-mb",
+    type=opt.FiniteFloatRange(0, 1e6, min_open=True),
+    default=None,
+    help="Bucket / fusion size in MiB (default: DDP 25, Horovod 64, others one message).",
+)
+@click.option(
+    "--grad-bytes",
+    type=opt.FiniteFloatRange(0, 1e15, min_open=True),
+    default=None,
+    help="Gradient bytes per step when the points do not record them.",
+)
 @click.option("--epoch-samples", type=click.IntRange(min=1), default=None, help="Samples in one epoch.")
-@click.option("--epoch-time", type=opt.FiniteFloatRange(0, 1e9, min_open=True), default=None,
-              help="Target seconds per epoch (with --epoch-samples): devices needed.")
-@click.option("--target-throughput", type=opt.FiniteFloatRange(0, 1e12, min_open=True), default=None,
-              help="Samples/s you need: devices needed.")
-@click.option("--gpu-hour-price", type=opt.FiniteFloatRange(0, 1e6), default=None,
-              help="Price of one device-hour: cost per epoch (with --epoch-samples).")
+@click.option(
+    "--epoch-time",
+    type=opt.FiniteFloatRange(0, 1e9, min_open=True),
+    default=None,
+    help="Target seconds per epoch (with --epoch-samples): devices needed.",
+)
+@click.option(
+    "--target-throughput",
+    type=opt.FiniteFloatRange(0, 1e12, min_open=True),
+    default=None,
+    help="Samples/s you need: devices needed.",
+)
+@click.option(
+    "--gpu-hour-price",
+    type=opt.FiniteFloatRange(0, 1e6),
+    default=None,
+    help="Price of one device-hour: cost per epoch (with --epoch-samples).",
+)
 @click.option("--no-store", is_flag=True, help="Do not save the prediction in the store.")
 @format_option
-def predict(sweep, results, csv_path, gpus_text, gpus_per_node, strategy_text, comm_sweeps, links, link_bws,
-            link_lats, nics_per_node, algorithm, bucket_mb, grad_bytes, epoch_samples, epoch_time,
-            target_throughput, gpu_hour_price, no_store, fmt):
+def predict(
+    sweep,
+    results,
+    csv_path,
+    gpus_text,
+    gpus_per_node,
+    strategy_text,
+    comm_sweeps,
+    links,
+    link_bws,
+    link_lats,
+    nics_per_node,
+    algorithm,
+    bucket_mb,
+    grad_bytes,
+    epoch_samples,
+    epoch_time,
+    target_throughput,
+    gpu_hour_price,
+    no_store,
+    fmt,
+):
     """Predict throughput, speedup, efficiency, epoch time and cost at device and node counts that were not
     measured, with 95% prediction intervals, from a sweep's measured points and an interconnect model.
 
@@ -90,10 +168,18 @@ def predict(sweep, results, csv_path, gpus_text, gpus_per_node, strategy_text, c
             raise BadInput(f"--strategy: no successful points for {', '.join(sorted(unknown))}")
     for s in series:
         s.grad_bytes = grad_bytes or s.grad_bytes
-    doc = pr.predict(series, link_map, lambda s: pr.link_from_allreduce(records, s.strategy), gpus=gpus,
-                     algorithm=algorithm, bucket_bytes=bucket_mb * 2 ** 20 if bucket_mb else None,
-                     epoch_samples=epoch_samples, target_throughput=target_throughput, epoch_time=epoch_time,
-                     gpu_hour_price=gpu_hour_price)
+    doc = pr.predict(
+        series,
+        link_map,
+        lambda s: pr.link_from_allreduce(records, s.strategy),
+        gpus=gpus,
+        algorithm=algorithm,
+        bucket_bytes=bucket_mb * 2**20 if bucket_mb else None,
+        epoch_samples=epoch_samples,
+        target_throughput=target_throughput,
+        epoch_time=epoch_time,
+        gpu_hour_price=gpu_hour_price,
+    )
     doc["source"] = {"sweep": sweep_id, "store": store_path, "csv": csv_path, "comm_sweeps": list(comm_sweeps)}
     if sweep_id and not no_store:
         from distbench.store import Store
@@ -122,5 +208,6 @@ def predict(sweep, results, csv_path, gpus_text, gpus_per_node, strategy_text, c
     for line in pr.summary_lines(doc):
         out.print(line, markup=False)
     if "prediction_id" in doc:
-        out.print(f"prediction saved in {results} (sweep {sweep_id}); `distbench report {sweep_id}` shows it",
-                  markup=False)
+        out.print(
+            f"prediction saved in {results} (sweep {sweep_id}); `distbench report {sweep_id}` shows it", markup=False
+        )

@@ -2,6 +2,7 @@
 
 The commands only parse options and call distbench.analysis / report / compare.
 """
+
 from __future__ import annotations
 
 import json
@@ -17,13 +18,24 @@ from distbench.store import DEFAULT_PATH
 
 
 def results_option(fn):
-    return click.option("--results", type=click.Path(dir_okay=False), default=str(DEFAULT_PATH), show_default=True,
-                        help="SQLite results store to read.")(fn)
+    return click.option(
+        "--results",
+        type=click.Path(dir_okay=False),
+        default=str(DEFAULT_PATH),
+        show_default=True,
+        help="SQLite results store to read.",
+    )(fn)
 
 
 def format_option(fn):
-    return click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True,
-                        help="table for people, json for scripts (one JSON document on stdout).")(fn)
+    return click.option(
+        "--format",
+        "fmt",
+        type=click.Choice(["table", "json"]),
+        default="table",
+        show_default=True,
+        help="table for people, json for scripts (one JSON document on stdout).",
+    )(fn)
 
 
 def _console() -> Console:
@@ -88,8 +100,12 @@ def show(sweep, results, fmt):
 @results_option
 @click.option("--csv", "csv_path", metavar="PATH", help="Write one row per point as CSV ('-' for stdout).")
 @click.option("--parquet", "parquet_path", metavar="PATH", help="Write one row per point as Parquet (needs pyarrow).")
-@click.option("--json", "json_path", metavar="PATH",
-              help="Write the sweep and every full record with its step times as JSON ('-' for stdout).")
+@click.option(
+    "--json",
+    "json_path",
+    metavar="PATH",
+    help="Write the sweep and every full record with its step times as JSON ('-' for stdout).",
+)
 def export(sweep, results, csv_path, parquet_path, json_path):
     """Export a sweep (an id or 'latest') for pandas, spreadsheets or other tools.
 
@@ -106,16 +122,32 @@ def export(sweep, results, csv_path, parquet_path, json_path):
 @click.command()
 @click.argument("sweep", default="latest")
 @results_option
-@click.option("--out", type=click.Path(dir_okay=False), default="report.html", show_default=True,
-              help="The HTML file to write; the Markdown (same name, .md), the points CSV and the plot PNGs "
-                   "go next to it.")
-@click.option("--target-throughput", type=click.FloatRange(min=0, min_open=True), default=None,
-              help="Capacity planning: the samples/s you need; the report gives the smallest measured N "
-                   "reaching it per strategy.")
-@click.option("--epoch-samples", type=click.IntRange(min=1), default=None,
-              help="Capacity planning: samples in one epoch; the report gives the time per epoch at each N.")
-@click.option("--epoch-time", type=click.FloatRange(min=0, min_open=True), default=None,
-              help="Capacity planning: target seconds per epoch (with --epoch-samples).")
+@click.option(
+    "--out",
+    type=click.Path(dir_okay=False),
+    default="report.html",
+    show_default=True,
+    help="The HTML file to write; the Markdown (same name, .md), the points CSV and the plot PNGs go next to it.",
+)
+@click.option(
+    "--target-throughput",
+    type=click.FloatRange(min=0, min_open=True),
+    default=None,
+    help="Capacity planning: the samples/s you need; the report gives the smallest measured N "
+    "reaching it per strategy.",
+)
+@click.option(
+    "--epoch-samples",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Capacity planning: samples in one epoch; the report gives the time per epoch at each N.",
+)
+@click.option(
+    "--epoch-time",
+    type=click.FloatRange(min=0, min_open=True),
+    default=None,
+    help="Capacity planning: target seconds per epoch (with --epoch-samples).",
+)
 def report(sweep, results, out, target_throughput, epoch_samples, epoch_time):
     """Write a self-contained HTML report of a sweep (an id or 'latest', the default), plus a Markdown
     twin with PNG plots for a PR or wiki, and a CSV of the points.
@@ -124,8 +156,9 @@ def report(sweep, results, out, target_throughput, epoch_samples, epoch_time):
     """
     with analysis.open_store(results) as store:
         data = analysis.load_sweep(store, sweep)
-    files = report_mod.write_report(data, out, target_throughput=target_throughput, epoch_samples=epoch_samples,
-                                    epoch_time=epoch_time)
+    files = report_mod.write_report(
+        data, out, target_throughput=target_throughput, epoch_samples=epoch_samples, epoch_time=epoch_time
+    )
     _err(f"wrote {files.html}, {files.markdown}, {files.csv} and {len(files.images)} plot(s)")
 
 
@@ -133,10 +166,18 @@ def report(sweep, results, out, target_throughput, epoch_samples, epoch_time):
 @click.argument("sweep_a")
 @click.argument("sweep_b")
 @results_option
-@click.option("--results-b", type=click.Path(dir_okay=False), default=None,
-              help="Store holding SWEEP_B when it is another file (e.g. from another machine). Default: --results.")
-@click.option("--threshold", default="5%", show_default=True,
-              help="Smallest throughput change to flag, as a percentage (5%) or a fraction (0.05).")
+@click.option(
+    "--results-b",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Store holding SWEEP_B when it is another file (e.g. from another machine). Default: --results.",
+)
+@click.option(
+    "--threshold",
+    default="5%",
+    show_default=True,
+    help="Smallest throughput change to flag, as a percentage (5%) or a fraction (0.05).",
+)
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the bootstrap resampling.")
 @format_option
 def compare(sweep_a, sweep_b, results, results_b, threshold, seed, fmt):

@@ -1,4 +1,5 @@
 """`distbench scale` (a sweep over strategies and device counts) and `distbench run` (one point)."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -31,15 +32,32 @@ def _ok_detail(record: dict) -> str:
 
 def output_options(fn):
     """Where `scale` and `run` put their results (not part of what is measured, so not stored for --resume)."""
-    for option in reversed([
-        click.option("--results", type=click.Path(dir_okay=False), default=str(DEFAULT_PATH), show_default=True,
-                     help="SQLite results store; every point is committed as soon as it finishes."),
-        click.option("--records-dir", type=click.Path(file_okay=False), default=None,
-                     help="Also write each finished point's result record as JSON into this folder "
-                          "(e.g. shared storage on a cluster; `distbench collect` merges them)."),
-        click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True,
-                     help="json prints one JSON document (a list of points) to stdout."),
-    ]):
+    for option in reversed(
+        [
+            click.option(
+                "--results",
+                type=click.Path(dir_okay=False),
+                default=str(DEFAULT_PATH),
+                show_default=True,
+                help="SQLite results store; every point is committed as soon as it finishes.",
+            ),
+            click.option(
+                "--records-dir",
+                type=click.Path(file_okay=False),
+                default=None,
+                help="Also write each finished point's result record as JSON into this folder "
+                "(e.g. shared storage on a cluster; `distbench collect` merges them).",
+            ),
+            click.option(
+                "--format",
+                "fmt",
+                type=click.Choice(["table", "json"]),
+                default="table",
+                show_default=True,
+                help="json prints one JSON document (a list of points) to stdout.",
+            ),
+        ]
+    ):
         fn = option(fn)
     return fn
 
@@ -55,44 +73,70 @@ def _execute(opts: SweepOptions, *, results: str, records_dir, fmt: str, resume:
         from distbench import datasets
 
         cfg = plan.points[0].config
-        datasets.ensure_dataset(opts.model, image_size=cfg.image_size, seq_len=cfg.seq_len,
-                                num_classes=cfg.num_classes, samples=opts.dataset_size, seed=opts.seed)
+        datasets.ensure_dataset(
+            opts.model,
+            image_size=cfg.image_size,
+            seq_len=cfg.seq_len,
+            num_classes=cfg.num_classes,
+            samples=opts.dataset_size,
+            seed=opts.seed,
+        )
 
     def progress(phase, i, total, point, record):
         name = f"{point.strategy.name} N={point.config.world_size}" + (
-            f" batch {point.config.swept_batch}" if opts.batch_size and len(opts.batch_size) > 1 else "")
+            f" batch {point.config.swept_batch}" if opts.batch_size and len(opts.batch_size) > 1 else ""
+        )
         if phase == "kept":
             err.print(f"[{i}/{total}] {name}: kept from sweep {resume} ({record['status']})", markup=False)
         elif phase == "start":
             err.print(f"[{i}/{total}] {name} ...", end=" " if err.is_terminal else "\n", markup=False)
         else:
             status = record["status"]
-            detail = (_ok_detail(record) if status == "ok"
-                      else (record.get("reason") or "") + (f" (logs: {record['workdir']})" if record.get("workdir") else ""))
+            detail = (
+                _ok_detail(record)
+                if status == "ok"
+                else (record.get("reason") or "") + (f" (logs: {record['workdir']})" if record.get("workdir") else "")
+            )
             prefix = "" if err.is_terminal else f"[{i}/{total}] {name}: "
             err.print(f"{prefix}{status} {detail}".rstrip(), markup=False)
 
     try:
-        sweep_id, records = run_plan(plan, store, options=opts, command=command_line(), progress=progress,
-                                     records_dir=records_dir, resume=resume)
+        sweep_id, records = run_plan(
+            plan, store, options=opts, command=command_line(), progress=progress, records_dir=records_dir, resume=resume
+        )
     finally:
         store.close()
     if fmt == "json":
-        sys.stdout.write(json_document(records, extra_fields=("peak_memory_bytes", "peak_memory_source",
-                                                              "after_oom")) + "\n")
+        sys.stdout.write(
+            json_document(records, extra_fields=("peak_memory_bytes", "peak_memory_source", "after_oom")) + "\n"
+        )
     else:
         print_summary(out, records, [], sweep_id, results)
 
 
 @click.command()
-@click.option("--gpus", "gpus_text", default="1,2,4", show_default=True,
-              help="Comma list of device counts to measure, e.g. 1,2,4.")
-@click.option("--nodes", "nodes_text", default="1", show_default=True,
-              help="Comma list of node counts. Values > 1 run multi-node points (N devices over K nodes, K dividing N) "
-                   "inside the current Slurm allocation; to submit jobs instead use `distbench slurm`.")
-@click.option("--resume", default=None, metavar="SWEEP",
-              help="Finish an interrupted or partly failed sweep: re-run only its missing or failed points, "
-                   "with the options it was started with ('latest' for the newest sweep); --timeout may be raised.")
+@click.option(
+    "--gpus",
+    "gpus_text",
+    default="1,2,4",
+    show_default=True,
+    help="Comma list of device counts to measure, e.g. 1,2,4.",
+)
+@click.option(
+    "--nodes",
+    "nodes_text",
+    default="1",
+    show_default=True,
+    help="Comma list of node counts. Values > 1 run multi-node points (N devices over K nodes, K dividing N) "
+    "inside the current Slurm allocation; to submit jobs instead use `distbench slurm`.",
+)
+@click.option(
+    "--resume",
+    default=None,
+    metavar="SWEEP",
+    help="Finish an interrupted or partly failed sweep: re-run only its missing or failed points, "
+    "with the options it was started with ('latest' for the newest sweep); --timeout may be raised.",
+)
 @workload_options()
 @output_options
 def scale(gpus_text, nodes_text, resume, results, records_dir, fmt, **workload):

@@ -1,4 +1,5 @@
 """`distbench slurm` (write/submit a sweep as Slurm jobs) and `distbench collect` (merge their records)."""
+
 from __future__ import annotations
 
 import shlex
@@ -19,34 +20,98 @@ from distbench.sweep import command_line
 
 
 @click.command()
-@click.option("--gpus", "gpus_text", default="1,2,4,8", show_default=True,
-              help="Comma list of total device counts (over all nodes of a point).")
-@click.option("--nodes", "nodes_text", default="1", show_default=True,
-              help="Comma list of node counts; a point runs N devices over K nodes when K divides N.")
-@click.option("--gpus-per-node", type=click.IntRange(1, 1024), default=None,
-              help="Devices per node of your nodes; points needing more per node are left out.")
+@click.option(
+    "--gpus",
+    "gpus_text",
+    default="1,2,4,8",
+    show_default=True,
+    help="Comma list of total device counts (over all nodes of a point).",
+)
+@click.option(
+    "--nodes",
+    "nodes_text",
+    default="1",
+    show_default=True,
+    help="Comma list of node counts; a point runs N devices over K nodes when K divides N.",
+)
+@click.option(
+    "--gpus-per-node",
+    type=click.IntRange(1, 1024),
+    default=None,
+    help="Devices per node of your nodes; points needing more per node are left out.",
+)
 @workload_options(slurm=True)  # the workload knobs of `distbench scale` that mean the same in a Slurm job
-@click.option("--device", type=click.Choice(["cuda", "cpu"]), default="cuda", show_default=True,
-              help="cuda: the jobs ask for GPUs (--gres=gpu:G); cpu: each 'GPU' is a CPU worker process.")
+@click.option(
+    "--device",
+    type=click.Choice(["cuda", "cpu"]),
+    default="cuda",
+    show_default=True,
+    help="cuda: the jobs ask for GPUs (--gres=gpu:G); cpu: each 'GPU' is a CPU worker process.",
+)
 @click.option("--partition", default=None, help="Slurm partition (#SBATCH --partition).")
 @click.option("--account", default=None, help="Slurm account to charge (#SBATCH --account).")
 @click.option("--constraint", default=None, help="Node features (#SBATCH --constraint), e.g. a100.")
-@click.option("--time", "time_limit", default="01:00:00", show_default=True,
-              help="Time limit of each job (#SBATCH --time); a job stopped by it leaves a 'timeout' record.")
-@click.option("--exclusive/--shared", default=True, show_default=True,
-              help="Whole nodes per job, so no other job disturbs the measurement.")
-@click.option("--port", type=click.IntRange(1, 65535), default=29500, show_default=True,
-              help="TCP port of the torchrun c10d rendezvous on the first node (TF workers: port base).")
-@click.option("--python", "python", default=sys.executable, show_default="this Python",
-              help="Python of the environment with distbench on the compute nodes (shared storage).")
-@click.option("--records-dir", type=click.Path(file_okay=False), default=None,
-              help="Results folder on shared storage: one record per job, logs/ and work/. "
-                   "Default: OUT's name + '-records' next to it.")
-@click.option("--out", "out", type=click.Path(dir_okay=False), default="distbench-sweep.sbatch", show_default=True,
-              help="The sbatch script to write (plus OUT's name + '.submit.sh').")
+@click.option(
+    "--time",
+    "time_limit",
+    default="01:00:00",
+    show_default=True,
+    help="Time limit of each job (#SBATCH --time); a job stopped by it leaves a 'timeout' record.",
+)
+@click.option(
+    "--exclusive/--shared",
+    default=True,
+    show_default=True,
+    help="Whole nodes per job, so no other job disturbs the measurement.",
+)
+@click.option(
+    "--port",
+    type=click.IntRange(1, 65535),
+    default=29500,
+    show_default=True,
+    help="TCP port of the torchrun c10d rendezvous on the first node (TF workers: port base).",
+)
+@click.option(
+    "--python",
+    "python",
+    default=sys.executable,
+    show_default="this Python",
+    help="Python of the environment with distbench on the compute nodes (shared storage).",
+)
+@click.option(
+    "--records-dir",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="Results folder on shared storage: one record per job, logs/ and work/. "
+    "Default: OUT's name + '-records' next to it.",
+)
+@click.option(
+    "--out",
+    "out",
+    type=click.Path(dir_okay=False),
+    default="distbench-sweep.sbatch",
+    show_default=True,
+    help="The sbatch script to write (plus OUT's name + '.submit.sh').",
+)
 @click.option("--submit", is_flag=True, help="Submit the job arrays with sbatch now and print their job ids.")
-def slurm(gpus_text, nodes_text, gpus_per_node, device, partition, account, constraint, time_limit, exclusive,
-          port, python, records_dir, out, submit, strategies=(), **workload):
+def slurm(
+    gpus_text,
+    nodes_text,
+    gpus_per_node,
+    device,
+    partition,
+    account,
+    constraint,
+    time_limit,
+    exclusive,
+    port,
+    python,
+    records_dir,
+    out,
+    submit,
+    strategies=(),
+    **workload,
+):
     """Write a sweep as Slurm jobs: one sbatch script, one job per point, submitted as job arrays.
 
     A point is (strategy, total GPUs N, nodes K) with K dividing N, plus each framework's
@@ -75,20 +140,33 @@ def slurm(gpus_text, nodes_text, gpus_per_node, device, partition, account, cons
     script = Path(out).expanduser().resolve()
     records = Path(records_dir).expanduser().resolve() if records_dir else script.with_name(script.stem + "-records")
     settings = SlurmSettings(
-        script=script, records_dir=records, python=python, partition=partition, account=account,
-        constraint=constraint, time=time_limit, exclusive=exclusive, port=port,
-        point_timeout_s=opts.timeout, command=command_line())
+        script=script,
+        records_dir=records,
+        python=python,
+        partition=partition,
+        account=account,
+        constraint=constraint,
+        time=time_limit,
+        exclusive=exclusive,
+        port=port,
+        point_timeout_s=opts.timeout,
+        command=command_line(),
+    )
     limit_s = time_seconds(time_limit)
     if settings.point_timeout_s > limit_s - SIGNAL_LEAD_S:
-        plan.notes.append(f"--timeout {settings.point_timeout_s:g}s is longer than --time {time_limit} allows: "
-                          "a point still running at the time limit is recorded as 'timeout'")
+        plan.notes.append(
+            f"--timeout {settings.point_timeout_s:g}s is longer than --time {time_limit} allows: "
+            "a point still running at the time limit is recorded as 'timeout'"
+        )
     files = write_sweep(plan, settings)
     err = lambda text: click.echo(text, err=True)  # noqa: E731
     for note in plan.notes:
         err(f"note: {note}")
     shapes = plan.shapes()
-    click.echo(f"wrote {files[0]}: {len(plan.points)} points of {opts.model} as {len(shapes)} job "
-               f"array{'s' if len(shapes) != 1 else ''} (one per resource shape)")
+    click.echo(
+        f"wrote {files[0]}: {len(plan.points)} points of {opts.model} as {len(shapes)} job "
+        f"array{'s' if len(shapes) != 1 else ''} (one per resource shape)"
+    )
     click.echo(f"  {'point':<6} {'key':<24} {'launcher':<15} {'nodes':>5} {'per node':>8}")
     for p in plan.points:
         click.echo(f"  {p.index:<6} {p.key:<24} {p.launcher.name:<15} {p.nodes:>5} {p.per_node:>8}")
@@ -105,8 +183,13 @@ def slurm(gpus_text, nodes_text, gpus_per_node, device, partition, account, cons
 
 @click.command()
 @click.argument("directory", type=click.Path(file_okay=False))
-@click.option("--results", type=click.Path(dir_okay=False), default=str(DEFAULT_PATH), show_default=True,
-              help="SQLite results store to merge into.")
+@click.option(
+    "--results",
+    type=click.Path(dir_okay=False),
+    default=str(DEFAULT_PATH),
+    show_default=True,
+    help="SQLite results store to merge into.",
+)
 def collect(directory, results):
     """Merge the result records (*.json) in DIRECTORY into the results store, as one new sweep.
 
@@ -120,20 +203,26 @@ def collect(directory, results):
         raise BadInput(f"{directory} is not a folder (give the records folder of a sweep)")
     with Store(results) as store:
         report = collect_records(directory, store)
-    click.echo(f"{directory}: {len(report.added)} record(s) added, {len(report.present)} already present"
-               + (f", {len(report.ignored)} file(s) ignored" if report.ignored else "")
-               + (f" -> sweep {report.sweep_id} in {results}" if report.sweep_id else ""))
+    click.echo(
+        f"{directory}: {len(report.added)} record(s) added, {len(report.present)} already present"
+        + (f", {len(report.ignored)} file(s) ignored" if report.ignored else "")
+        + (f" -> sweep {report.sweep_id} in {results}" if report.sweep_id else "")
+    )
     for name, why in report.ignored:
         click.echo(f"  ignored {name}: {why}")
     if report.failed:
         click.echo(f"{len(report.failed)} failed point(s):")
         for name, r in report.failed:
-            click.echo(f"  {r.get('strategy')} N={r.get('world_size')} nodes={r.get('nodes')}: {r.get('status')}: "
-                       f"{r.get('reason') or ''} ({name})")
+            click.echo(
+                f"  {r.get('strategy')} N={r.get('world_size')} nodes={r.get('nodes')}: {r.get('status')}: "
+                f"{r.get('reason') or ''} ({name})"
+            )
             for line in tail_lines(r.get("stderr_tail")):
                 click.echo(f"    | {line}")
     if report.missing:
-        click.echo(f"{len(report.missing)} point(s) without a record yet (queued, running, or the job died "
-                   "before writing one; see squeue/sacct and the logs/ folder):")
+        click.echo(
+            f"{len(report.missing)} point(s) without a record yet (queued, running, or the job died "
+            "before writing one; see squeue/sacct and the logs/ folder):"
+        )
         for p in report.missing:
             click.echo(f"  {p.get('key')}")

@@ -1,4 +1,5 @@
 """`distbench verify`: strategy equivalence check against the single-device run."""
+
 from __future__ import annotations
 
 import json
@@ -19,21 +20,60 @@ from distbench.errors import BadInput
 @click.command()
 @click.option("--model", default="resnet18", show_default=True, help="Model to train.")
 @click.option("--gpus", "gpus_text", default="2", show_default=True, help="Device count for the distributed runs.")
-@click.option("--strategy", "strategy", multiple=True, metavar="NAME[,NAME]",
-              help=f"Strategies to check (default: all): {', '.join(strategy_names())}.")
-@click.option("--batch-size", type=opt.BATCH, default=8, show_default=True,
-              help="GLOBAL batch, the same for the single-device run and split evenly across devices.")
+@click.option(
+    "--strategy",
+    "strategy",
+    multiple=True,
+    metavar="NAME[,NAME]",
+    help=f"Strategies to check (default: all): {', '.join(strategy_names())}.",
+)
+@click.option(
+    "--batch-size",
+    type=opt.BATCH,
+    default=8,
+    show_default=True,
+    help="GLOBAL batch, the same for the single-device run and split evenly across devices.",
+)
 @click.option("--steps", type=click.IntRange(1, 1000), default=3, show_default=True, help="SGD steps compared.")
-@click.option("--image-size", type=opt.IMAGE_SIZE, default=None, help="Input side (default: 32 on CPU workers, the model's on GPUs).")
+@click.option(
+    "--image-size",
+    type=opt.IMAGE_SIZE,
+    default=None,
+    help="Input side (default: 32 on CPU workers, the model's on GPUs).",
+)
 @click.option("--num-classes", type=opt.NUM_CLASSES, default=10, show_default=True, help="Classifier width.")
-@click.option("--rtol", type=opt.FiniteFloatRange(0, 1, min_open=True), default=DEFAULT_RTOL, show_default=True,
-              help="Relative tolerance for losses, weight updates and replica agreement (fp32; see docs).")
-@click.option("--lr", type=opt.FiniteFloatRange(0, 10, min_open=True), default=0.01, show_default=True, help="SGD learning rate (momentum 0.9).")
-@click.option("--device", type=click.Choice(["auto", "cuda", "cpu"]), default="auto", show_default=True,
-              help="auto uses CUDA GPUs when enough are visible, otherwise CPU workers.")
-@click.option("--timeout", type=opt.SECONDS, default=900.0, show_default=True, help="Seconds per run before it is killed.")
-@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True,
-              help="json prints the verdicts as one JSON document.")
+@click.option(
+    "--rtol",
+    type=opt.FiniteFloatRange(0, 1, min_open=True),
+    default=DEFAULT_RTOL,
+    show_default=True,
+    help="Relative tolerance for losses, weight updates and replica agreement (fp32; see docs).",
+)
+@click.option(
+    "--lr",
+    type=opt.FiniteFloatRange(0, 10, min_open=True),
+    default=0.01,
+    show_default=True,
+    help="SGD learning rate (momentum 0.9).",
+)
+@click.option(
+    "--device",
+    type=click.Choice(["auto", "cuda", "cpu"]),
+    default="auto",
+    show_default=True,
+    help="auto uses CUDA GPUs when enough are visible, otherwise CPU workers.",
+)
+@click.option(
+    "--timeout", type=opt.SECONDS, default=900.0, show_default=True, help="Seconds per run before it is killed."
+)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["table", "json"]),
+    default="table",
+    show_default=True,
+    help="json prints the verdicts as one JSON document.",
+)
 def verify(model, gpus_text, strategy, batch_size, steps, image_size, num_classes, rtol, lr, device, timeout, fmt):
     """Check that each strategy trains exactly like one device with the same global batch.
 
@@ -68,16 +108,29 @@ def verify(model, gpus_text, strategy, batch_size, steps, image_size, num_classe
             raise BadInput(str(exc)) from None
     err = Console(stderr=True, highlight=False, soft_wrap=True)
     err.print(f"[dim]note:[/] {choice.note}")
-    results = run_verify(model=model, world_size=n, strategies=parse_strategies(strategy), device=choice.device,
-                         global_batch=batch_size, steps=steps, image_size=size, num_classes=num_classes, rtol=rtol,
-                         lr=lr, timeout_s=timeout, threads=cpu_cores(),
-                         progress=lambda what: err.print(f"running {what} ..."))
+    results = run_verify(
+        model=model,
+        world_size=n,
+        strategies=parse_strategies(strategy),
+        device=choice.device,
+        global_batch=batch_size,
+        steps=steps,
+        image_size=size,
+        num_classes=num_classes,
+        rtol=rtol,
+        lr=lr,
+        timeout_s=timeout,
+        threads=cpu_cores(),
+        progress=lambda what: err.print(f"running {what} ..."),
+    )
     if fmt == "json":
         sys.stdout.write(json.dumps(results, indent=2) + "\n")
     else:
         out = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
-        table = Table(title=f"verify {model}: N={n}, global batch {batch_size}, {steps} steps, rtol {rtol:g}",
-                      title_justify="left")
+        table = Table(
+            title=f"verify {model}: N={n}, global batch {batch_size}, {steps} steps, rtol {rtol:g}",
+            title_justify="left",
+        )
         for col in ("strategy", "N", "loss max rel diff", "update max rel diff", "replicas max rel diff", "verdict"):
             table.add_column(col)
         for r in results:
@@ -85,8 +138,14 @@ def verify(model, gpus_text, strategy, batch_size, steps, image_size, num_classe
             if r.get("reason"):
                 verdict += f": {r['reason']}"
             fmt_num = lambda k: f"{r[k]:.2e}" if r.get(k) is not None else "-"  # noqa: E731
-            table.add_row(r["strategy"], str(r["world_size"]), fmt_num("loss_max_rel_diff"),
-                          fmt_num("update_max_rel_diff"), fmt_num("replica_max_rel_diff"), verdict)
+            table.add_row(
+                r["strategy"],
+                str(r["world_size"]),
+                fmt_num("loss_max_rel_diff"),
+                fmt_num("update_max_rel_diff"),
+                fmt_num("replica_max_rel_diff"),
+                verdict,
+            )
         out.print(table)
     if any(r["passed"] is False for r in results):
         raise click.exceptions.Exit(1)

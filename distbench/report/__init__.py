@@ -15,10 +15,10 @@ plots written beside it as PNG, and a CSV of the points. Both documents render o
     with open_store("distbench-results/distbench.db") as store:
         files = write_report(load_sweep(store, "latest"), "report.html", target_throughput=1000)
 """
-from distbench.output import fmt_bytes as _bytes  # noqa: F401 (distbench.commands.infer)
+
 from distbench.report.exports import check_writable, export, have_pyarrow, safe_csv, spreadsheet_safe  # noqa: F401
 from distbench.report.model import Plot, build_report, wall_table as _wall_table  # noqa: F401
 from distbench.report.plots import PLOTS, _mpl, _n_axis, _render, make_plots  # noqa: F401 (_*: distbench.predict)
-from distbench.report.render import (CSP, MARKER_JS, ReportFiles, md, render_html, render_markdown,  # noqa: F401
-                                     write_report)
+from distbench.report.render import CSP, MARKER_JS, ReportFiles, md, render_html  # noqa: F401
+from distbench.report.render import render_markdown, write_report  # noqa: F401
 from distbench.report.terminal import points_table, sweep_header, sweeps_table, wrapper_lines  # noqa: F401

@@ -1,5 +1,6 @@
 """`distbench results export`: a sweep as CSV, Parquet or JSON, and the guards every written file shares
 (a writable path; no spreadsheet formula in a CSV or Markdown cell)."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -61,8 +62,9 @@ def have_pyarrow() -> bool:
     return importlib.util.find_spec("pyarrow") is not None
 
 
-def export(sweep: Sweep, *, csv: str | None = None, parquet: str | None = None,
-           json_path: str | None = None) -> list[str]:
+def export(
+    sweep: Sweep, *, csv: str | None = None, parquet: str | None = None, json_path: str | None = None
+) -> list[str]:
     """Write the sweep as CSV / Parquet (one row per point, pandas) and/or JSON (the full records and
     their step times). '-' writes CSV or JSON to stdout. Returns the paths written."""
     if not (csv or parquet or json_path):

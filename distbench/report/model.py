@@ -1,6 +1,7 @@
 """The report as data: `build_report` turns a stored sweep into sections of plain blocks (text, lists,
 tables, figures) that the HTML template and the Markdown renderer both walk. Every number is formatted
 here (with distbench.output's formatters); every string is plain text, escaped only by the renderers."""
+
 from __future__ import annotations
 
 import json
@@ -31,7 +32,7 @@ class Text:
     kind: ClassVar[str] = "text"
     text: str
     style: str = ""  # "" (a paragraph), "muted" (definitions and asides) or "callout"
-    lead: str = ""   # bold words before the text
+    lead: str = ""  # bold words before the text
 
 
 @dataclass
@@ -71,6 +72,7 @@ class Grid:
 @dataclass
 class Details:
     """Verbatim text folded away (a failed point's stderr tail); the HTML page only."""
+
     kind: ClassVar[str] = "details"
     summary: str
     text: str
@@ -98,38 +100,54 @@ class Report:
 
 
 # -- what the sections say ----------------------------------------------------------------------------------
-CPU_NOTE = ("This sweep ran on CPU workers (device = cpu), not GPUs: each 'GPU' was a CPU worker process and "
-            "the workers shared the machine's CPU cores. Absolute numbers are CPU numbers, and the scaling "
-            "seen here says little about scaling on GPUs.")
-CAPACITY_NOTE = ("Measured points only: each entry is the smallest measured N that reaches the target; "
-                 "when none does, it says 'not reached at the largest measured N'. Nothing is extrapolated "
-                 "beyond the measured device counts.")
-CAPACITY_HINT = ("Pass --target-throughput SAMPLES_PER_S and/or --epoch-samples N [--epoch-time S] to see how many "
-                 "devices each strategy needs; measured throughput per N:")
-DEFINITIONS = ("throughput = global samples per second over the measured steps; speedup = throughput / the same "
-               "framework's single-device baseline ('torch' or 'tf'); efficiency = speedup / N; "
-               "on CPU workers efficiency (whole machine) is against the baseline on all the cores and efficiency "
-               "(per core) against the same baseline on the threads each worker had; MFU = the model's training "
-               "FLOPs per second per device / the device's peak (NVIDIA's dense datasheet figure for the math type, "
-               "or a float32 GEMM measured on the worker's threads; '-' when the GPU is not in the table); "
-               "1-device wrapper cost = 1 - throughput(strategy, N=1) / baseline. Error bars and CIs are the "
-               "records' 95% throughput CIs; speedup and efficiency bars combine the point's and the "
-               "baseline's CIs when both are recorded. Noisy = flagged by the measurement, or step-time CV above "
-               f"{an.CV_NOISY:.0%}.")
-COMM_CAPTION = ("Each bar is the median step: compute with no communication running, communication hidden "
-                "behind compute (overlapped), and exposed communication that the step waits for.")
-NO_COMM = ("This sweep has no communication measurements (no exposed_comm_s, comm_overhead, allreduce_s or "
-           "overlap in its records), so how much of the step is spent communicating is not shown.")
+CPU_NOTE = (
+    "This sweep ran on CPU workers (device = cpu), not GPUs: each 'GPU' was a CPU worker process and "
+    "the workers shared the machine's CPU cores. Absolute numbers are CPU numbers, and the scaling "
+    "seen here says little about scaling on GPUs."
+)
+CAPACITY_NOTE = (
+    "Measured points only: each entry is the smallest measured N that reaches the target; "
+    "when none does, it says 'not reached at the largest measured N'. Nothing is extrapolated "
+    "beyond the measured device counts."
+)
+CAPACITY_HINT = (
+    "Pass --target-throughput SAMPLES_PER_S and/or --epoch-samples N [--epoch-time S] to see how many "
+    "devices each strategy needs; measured throughput per N:"
+)
+DEFINITIONS = (
+    "throughput = global samples per second over the measured steps; speedup = throughput / the same "
+    "framework's single-device baseline ('torch' or 'tf'); efficiency = speedup / N; "
+    "on CPU workers efficiency (whole machine) is against the baseline on all the cores and efficiency "
+    "(per core) against the same baseline on the threads each worker had; MFU = the model's training "
+    "FLOPs per second per device / the device's peak (NVIDIA's dense datasheet figure for the math type, "
+    "or a float32 GEMM measured on the worker's threads; '-' when the GPU is not in the table); "
+    "1-device wrapper cost = 1 - throughput(strategy, N=1) / baseline. Error bars and CIs are the "
+    "records' 95% throughput CIs; speedup and efficiency bars combine the point's and the "
+    "baseline's CIs when both are recorded. Noisy = flagged by the measurement, or step-time CV above "
+    f"{an.CV_NOISY:.0%}."
+)
+COMM_CAPTION = (
+    "Each bar is the median step: compute with no communication running, communication hidden "
+    "behind compute (overlapped), and exposed communication that the step waits for."
+)
+NO_COMM = (
+    "This sweep has no communication measurements (no exposed_comm_s, comm_overhead, allreduce_s or "
+    "overlap in its records), so how much of the step is spent communicating is not shown."
+)
 NO_TELEMETRY = "This sweep has no telemetry (utilization, memory, power) in its records."
-WALL_NOTE = ("Seconds of each point's wall time by phase, summed over its repeats: launch to first step (process "
-             "start, imports, model and data, process-group setup), warmup, measuring, the no-sync variant (its "
-             "whole run), the standalone all-reduce benchmark, and teardown (gathering results, writing the record, "
-             "processes exiting). Unattributed: seconds the records cannot place (records written before the "
-             "phases were stamped).")
-BATCH_NOTE = ("Each strategy and N ran every batch size, smallest first; a batch that ran out of memory is 'oom' "
-              "and the larger batches of that strategy and N were not tried. Peak memory: the most any device of "
-              "the point had allocated (GPUs) or the largest worker process's peak RSS (CPU workers). Power and "
-              "energy come from NVML, on GPUs only.")
+WALL_NOTE = (
+    "Seconds of each point's wall time by phase, summed over its repeats: launch to first step (process "
+    "start, imports, model and data, process-group setup), warmup, measuring, the no-sync variant (its "
+    "whole run), the standalone all-reduce benchmark, and teardown (gathering results, writing the record, "
+    "processes exiting). Unattributed: seconds the records cannot place (records written before the "
+    "phases were stamped)."
+)
+BATCH_NOTE = (
+    "Each strategy and N ran every batch size, smallest first; a batch that ran out of memory is 'oom' "
+    "and the larger batches of that strategy and N were not tried. Peak memory: the most any device of "
+    "the point had allocated (GPUs) or the largest worker process's peak RSS (CPU workers). Power and "
+    "energy come from NVML, on GPUs only."
+)
 
 
 # -- tables: (headers, rows) --------------------------------------------------------------------------------
@@ -167,31 +185,61 @@ def points_rows(sweep: Sweep) -> tuple[list[str], list[list[str]], list[str]]:
         if an.is_comm(r):
             continue
         ok = r.get("status") == "ok"
-        row = [an.series_name(r), str(r.get("world_size")), str(r.get("model")), str(r.get("device")),
-               str(r.get("status")), fmt_num(r.get("throughput"), ".2f")]
+        row = [
+            an.series_name(r),
+            str(r.get("world_size")),
+            str(r.get("model")),
+            str(r.get("device")),
+            str(r.get("status")),
+            fmt_num(r.get("throughput"), ".2f"),
+        ]
         row += [ci_text(r)] if with_ci else []
         row += [fmt_num(r.get("speedup"), ".2f"), fmt_num(r.get("efficiency"), ".0%")]
         row += [fmt_num(r.get("efficiency_per_core"), ".0%")] if cpu else []
-        row += [fmt_num(r.get("mfu"), ".1%"), math_text(r.get("math_mode")), _ms(r.get("step_time_median_s")),
-                _ms(r.get("step_time_p5_s")), _ms(r.get("step_time_p95_s")), fmt_num(r.get("step_time_cv"), ".0%"),
-                "yes" if ok and an.is_noisy(r) else ""]
+        row += [
+            fmt_num(r.get("mfu"), ".1%"),
+            math_text(r.get("math_mode")),
+            _ms(r.get("step_time_median_s")),
+            _ms(r.get("step_time_p5_s")),
+            _ms(r.get("step_time_p95_s")),
+            fmt_num(r.get("step_time_cv"), ".0%"),
+            "yes" if ok and an.is_noisy(r) else "",
+        ]
         rows.append(row)
         classes.append("" if ok else "bad")
     return headers, rows, classes
 
 
 def comm_rows(sweep: Sweep) -> tuple[list[str], list[list[str]]]:
-    headers = ["strategy", "N", "step median (ms)", "exposed comm (ms)", "comm overhead", "all-reduce (ms)",
-               "overlap", "gradient bytes", "data wait"]
+    headers = [
+        "strategy",
+        "N",
+        "step median (ms)",
+        "exposed comm (ms)",
+        "comm overhead",
+        "all-reduce (ms)",
+        "overlap",
+        "gradient bytes",
+        "data wait",
+    ]
     rows = []
     for r in sweep.scaling_points:
         if not an.has_comm_fields(r):
             continue
         b = an.comm_breakdown(r) or {}
-        rows.append([an.series_name(r), str(r.get("world_size")), _ms(r.get("step_time_median_s")),
-                     _ms(b.get("exposed_s", r.get("exposed_comm_s"))), fmt_num(r.get("comm_overhead"), ".0%"),
-                     _ms(r.get("allreduce_s")), fmt_num(r.get("overlap"), ".0%"), fmt_bytes(r.get("grad_bytes")),
-                     fmt_num(r.get("data_wait_fraction"), ".0%")])
+        rows.append(
+            [
+                an.series_name(r),
+                str(r.get("world_size")),
+                _ms(r.get("step_time_median_s")),
+                _ms(b.get("exposed_s", r.get("exposed_comm_s"))),
+                fmt_num(r.get("comm_overhead"), ".0%"),
+                _ms(r.get("allreduce_s")),
+                fmt_num(r.get("overlap"), ".0%"),
+                fmt_bytes(r.get("grad_bytes")),
+                fmt_num(r.get("data_wait_fraction"), ".0%"),
+            ]
+        )
     return headers, rows
 
 
@@ -209,9 +257,15 @@ def busbw_rows(sweep: Sweep) -> tuple[list[str], list[list[str]]]:
         pairs = busbw_pairs(r)
         if pairs:
             size, peak = max(pairs, key=lambda p: p[1])
-            rows.append([str(r.get("strategy")), str(r.get("world_size")),
-                         f"{fmt_bytes(pairs[0][0])} - {fmt_bytes(pairs[-1][0])}", fmt_num(peak, ".3g"),
-                         fmt_bytes(size)])
+            rows.append(
+                [
+                    str(r.get("strategy")),
+                    str(r.get("world_size")),
+                    f"{fmt_bytes(pairs[0][0])} - {fmt_bytes(pairs[-1][0])}",
+                    fmt_num(peak, ".3g"),
+                    fmt_bytes(size),
+                ]
+            )
     return ["benchmark", "N", "message sizes", "peak busbw (GB/s)", "at size"], rows
 
 
@@ -255,12 +309,15 @@ def wall_table(sweep: Sweep) -> tuple[list[str], list[list[str]]]:
     """One row per launched point and one for all of them; empty when no record has launch times."""
     points = [r for r in sweep.points if not an.is_comm(r) and an.wall_split(r)]
     rows = []
-    for name, split in [*((an.point_name(r), an.wall_split(r)) for r in points),
-                        *((("all points", an.wall_split_total(points)),) if points else ())]:
+    for name, split in [
+        *((an.point_name(r), an.wall_split(r)) for r in points),
+        *((("all points", an.wall_split_total(points)),) if points else ()),
+    ]:
         total = split["total"]
         share = split["measuring"] / total if total and split["measuring"] is not None else None
-        rows.append([name, *(fmt_num(split[k], ".1f") for k, _ in an.WALL_PARTS), fmt_num(total, ".1f"),
-                     fmt_num(share, ".0%")])
+        rows.append(
+            [name, *(fmt_num(split[k], ".1f") for k, _ in an.WALL_PARTS), fmt_num(total, ".1f"), fmt_num(share, ".0%")]
+        )
     return ["point", *(f"{label} (s)" for _, label in an.WALL_PARTS), "total (s)", "measuring share"], rows
 
 
@@ -277,22 +334,27 @@ def batch_points(sweep: Sweep) -> list[dict]:
 def batch_values(r: dict) -> dict[str, float | None]:
     tel = an.telemetry_values(r)
     power = (r.get("telemetry") or {}).get("power_w_mean")
-    return {"throughput": num(r.get("throughput")), "step_time_median_s": num(r.get("step_time_median_s")),
-            "peak_memory_bytes": num(r.get("peak_memory_bytes")) or tel.get("gpu_mem_peak_bytes")
-            or tel.get("rss_peak_bytes"),
-            "power_w": num(r.get("power_w_mean")) or (sum(power.values()) if isinstance(power, dict) and power
-                                                       else None),
-            "energy_per_sample_j": num(r.get("energy_per_sample_j")) or tel.get("energy_per_sample_j")}
+    return {
+        "throughput": num(r.get("throughput")),
+        "step_time_median_s": num(r.get("step_time_median_s")),
+        "peak_memory_bytes": num(r.get("peak_memory_bytes"))
+        or tel.get("gpu_mem_peak_bytes")
+        or tel.get("rss_peak_bytes"),
+        "power_w": num(r.get("power_w_mean")) or (sum(power.values()) if isinstance(power, dict) and power else None),
+        "energy_per_sample_j": num(r.get("energy_per_sample_j")) or tel.get("energy_per_sample_j"),
+    }
 
 
 def batch_series(sweep: Sweep) -> dict[str, list[dict]]:
     """'strategy N=n [over k nodes]' -> its points sorted by batch size."""
     groups: dict[tuple[str, int, int], list[dict]] = {}
     for r in batch_points(sweep):
-        groups.setdefault((str(r.get("strategy")), int(r.get("world_size") or 0), int(r.get("nodes") or 1)),
-                          []).append(r)
-    return {f"{s} N={n}" + (f" over {k} nodes" if k > 1 else ""): sorted(v, key=batch_of)
-            for (s, n, k), v in groups.items()}
+        groups.setdefault((str(r.get("strategy")), int(r.get("world_size") or 0), int(r.get("nodes") or 1)), []).append(
+            r
+        )
+    return {
+        f"{s} N={n}" + (f" over {k} nodes" if k > 1 else ""): sorted(v, key=batch_of) for (s, n, k), v in groups.items()
+    }
 
 
 def batch_table(sweep: Sweep) -> tuple[list[str], list[list[str]]]:
@@ -300,11 +362,28 @@ def batch_table(sweep: Sweep) -> tuple[list[str], list[list[str]]]:
     for label, pts in batch_series(sweep).items():
         for r in pts:
             v = batch_values(r)
-            rows.append([label, str(batch_of(r)), str(r.get("status")), fmt_num(v["throughput"], ".2f"),
-                         _ms(v["step_time_median_s"]), fmt_bytes(v["peak_memory_bytes"] or None),
-                         fmt_num(v["power_w"], ".1f"), fmt_num(v["energy_per_sample_j"], ".4g")])
-    return ["point", "batch", "status", "throughput (samples/s)", "step time median (ms)", "peak memory per device",
-            "mean power (W)", "energy per sample (J)"], rows
+            rows.append(
+                [
+                    label,
+                    str(batch_of(r)),
+                    str(r.get("status")),
+                    fmt_num(v["throughput"], ".2f"),
+                    _ms(v["step_time_median_s"]),
+                    fmt_bytes(v["peak_memory_bytes"] or None),
+                    fmt_num(v["power_w"], ".1f"),
+                    fmt_num(v["energy_per_sample_j"], ".4g"),
+                ]
+            )
+    return [
+        "point",
+        "batch",
+        "status",
+        "throughput (samples/s)",
+        "step time median (ms)",
+        "peak memory per device",
+        "mean power (W)",
+        "energy per sample (J)",
+    ], rows
 
 
 def batch_fit_table(sweep: Sweep) -> tuple[list[str], list[list[str]]]:
@@ -318,8 +397,9 @@ def batch_fit_table(sweep: Sweep) -> tuple[list[str], list[list[str]]]:
 
 
 def capacity_table(sweep: Sweep, target_throughput, epoch_samples, epoch_time) -> tuple[list[str], list[list[str]]]:
-    rows = an.capacity(sweep.scaling_points, target_throughput=target_throughput, epoch_samples=epoch_samples,
-                       epoch_time_s=epoch_time)
+    rows = an.capacity(
+        sweep.scaling_points, target_throughput=target_throughput, epoch_samples=epoch_samples, epoch_time_s=epoch_time
+    )
     multi = len({r.workload for r in rows}) > 1
     headers = (["workload"] if multi else []) + ["strategy", "measured throughput (samples/s)"]
     if target_throughput is not None:
@@ -331,7 +411,9 @@ def capacity_table(sweep: Sweep, target_throughput, epoch_samples, epoch_time) -
     out = []
     for row in rows:
         cells = ([row.workload] if multi else []) + [
-            row.strategy, ", ".join(f"N={n}: {fmt_num(t, '.2f')}" for n, t in row.measured)]
+            row.strategy,
+            ", ".join(f"N={n}: {fmt_num(t, '.2f')}" for n, t in row.measured),
+        ]
         if target_throughput is not None:
             cells.append(row.target_throughput or "-")
         if epoch_samples:
@@ -343,8 +425,15 @@ def capacity_table(sweep: Sweep, target_throughput, epoch_samples, epoch_time) -
 
 
 def problem_rows(sweep: Sweep) -> list[list[str]]:
-    return [[an.series_name(r), str(r.get("world_size")), str(r.get("status")),
-             str(r.get("reason") or "no reason recorded")] for r in sweep.problem_points]
+    return [
+        [
+            an.series_name(r),
+            str(r.get("world_size")),
+            str(r.get("status")),
+            str(r.get("reason") or "no reason recorded"),
+        ]
+        for r in sweep.problem_points
+    ]
 
 
 def env_rows(sweep: Sweep) -> list[list[str]]:
@@ -367,6 +456,7 @@ def env_rows(sweep: Sweep) -> list[list[str]]:
 @dataclass
 class Inputs:
     """What the section builders read: the sweep, its summary and plots, and the report's options."""
+
     sweep: Sweep
     summary: an.Summary
     plots: dict[str, Plot]
@@ -401,8 +491,9 @@ def points_section(c: Inputs) -> Section:
 
 def scaling_section(c: Inputs) -> Section:
     figures = c.figures("speedup", "efficiency", "throughput")
-    return Section("scaling", "Scaling", "Scaling",
-                   [Grid(figures) if figures else Text("No successful training points to plot.")])
+    return Section(
+        "scaling", "Scaling", "Scaling", [Grid(figures) if figures else Text("No successful training points to plot.")]
+    )
 
 
 def communication_section(c: Inputs) -> Section:
@@ -414,12 +505,14 @@ def communication_section(c: Inputs) -> Section:
 
 # -- the wrappers section (issue 13): what a wrapper or sharded strategy costs against plain torch and ddp ---
 WRAPPER_GROUPS = ("wrappers", "sharded")
-WRAPPERS_NOTE = ("Each ratio is throughput(strategy) / throughput(reference) for the same workload and batch: "
-                 "against plain 'torch' at 1 device, and against 'ddp' at the same N. Below 1.0 the strategy is "
-                 "slower. '95% CI' combines both points' throughput CIs on the log scale "
-                 "(analysis.throughput_ratio_ci); a strategy is called slower or faster only when that CI "
-                 "excludes 1.0, and within noise only when it includes it. Peak memory is per device, next to "
-                 "ddp's at the same N and batch.")
+WRAPPERS_NOTE = (
+    "Each ratio is throughput(strategy) / throughput(reference) for the same workload and batch: "
+    "against plain 'torch' at 1 device, and against 'ddp' at the same N. Below 1.0 the strategy is "
+    "slower. '95% CI' combines both points' throughput CIs on the log scale "
+    "(analysis.throughput_ratio_ci); a strategy is called slower or faster only when that CI "
+    "excludes 1.0, and within noise only when it includes it. Peak memory is per device, next to "
+    "ddp's at the same N and batch."
+)
 STEPS_SCOPE = "within-run noise (batch means over the point's stored step times)"
 
 
@@ -431,6 +524,7 @@ def is_wrapper(record: dict) -> bool:
 @dataclass
 class Ratio:
     """throughput(point) / throughput(ref) with its 95% CI (None, and `how` says why, when there is none)."""
+
     value: float
     ci: tuple[float, float] | None
     how: str
@@ -464,8 +558,10 @@ def wrapper_rows(sweep: Sweep, points: list[dict], scopes: set[str]) -> tuple[li
     """One workload's wrapper points: table rows, a sentence per strategy, and each strategy's 1-device
     verdict against torch (strategy -> Ratio or None)."""
     order = list(STRATEGIES)
-    wrappers = sorted((r for r in points if is_wrapper(r)),
-                      key=lambda r: (order.index(r["strategy"]), int(r.get("nodes") or 1), int(r["world_size"])))
+    wrappers = sorted(
+        (r for r in points if is_wrapper(r)),
+        key=lambda r: (order.index(r["strategy"]), int(r.get("nodes") or 1), int(r["world_size"])),
+    )
     ddp = {(int(r["world_size"]), int(r.get("nodes") or 1)): r for r in points if r.get("strategy") == "ddp"}
     rows, words, one_device = [], [], {}
     for r in wrappers:
@@ -475,10 +571,18 @@ def wrapper_rows(sweep: Sweep, points: list[dict], scopes: set[str]) -> tuple[li
         vs_torch, vs_ddp = throughput_ratio(sweep, base, r, scopes), throughput_ratio(sweep, ref, r, scopes)
         mem, ref_mem = batch_values(r)["peak_memory_bytes"], batch_values(ref)["peak_memory_bytes"] if ref else None
         mem_ratio = mem / ref_mem if mem and ref_mem else None
-        rows.append([name, str(n), fmt_num(r.get("throughput"), ".2f"),
-                     vs_torch.cell() if vs_torch else "no 'torch' baseline" if n == 1 else "-",
-                     vs_ddp.cell() if vs_ddp else f"no 'ddp' point at N={n}", fmt_bytes(mem or None),
-                     fmt_bytes(ref_mem or None), fmt_num(mem_ratio, ".2f") + ("x" if mem_ratio else "")])
+        rows.append(
+            [
+                name,
+                str(n),
+                fmt_num(r.get("throughput"), ".2f"),
+                vs_torch.cell() if vs_torch else "no 'torch' baseline" if n == 1 else "-",
+                vs_ddp.cell() if vs_ddp else f"no 'ddp' point at N={n}",
+                fmt_bytes(mem or None),
+                fmt_bytes(ref_mem or None),
+                fmt_num(mem_ratio, ".2f") + ("x" if mem_ratio else ""),
+            ]
+        )
         parts = [vs_torch.words("plain torch")] if vs_torch else []
         parts += [vs_ddp.words("ddp")] if vs_ddp else []
         parts += [f"peak memory {mem_ratio:.2f}x ddp's"] if mem_ratio else []
@@ -497,13 +601,17 @@ def wrapper_answer(one_device: dict, skipped: list[dict]) -> str:
         elif ratio.ci is None:
             groups.setdefault("without a CI, so not settled", []).append(f"{name} ({ratio.value:.3f}x)")
         else:
-            label = {"slower": "measurably slower than plain torch (95% CI below 1.0)",
-                     "faster": "measurably faster than plain torch (95% CI above 1.0)",
-                     "within noise": "within noise of plain torch (95% CI includes 1.0)"}[ratio.verdict]
+            label = {
+                "slower": "measurably slower than plain torch (95% CI below 1.0)",
+                "faster": "measurably faster than plain torch (95% CI above 1.0)",
+                "within noise": "within noise of plain torch (95% CI includes 1.0)",
+            }[ratio.verdict]
             cost = 1 - ratio.value
             groups.setdefault(label, []).append(
-                f"{name} ({ratio.value:.3f}x, 95% CI {ratio.ci[0]:.3f}-{ratio.ci[1]:.3f})" if ratio.verdict == "within noise"
-                else f"{name} ({abs(cost):.1%} {'slower' if cost >= 0 else 'faster'})")
+                f"{name} ({ratio.value:.3f}x, 95% CI {ratio.ci[0]:.3f}-{ratio.ci[1]:.3f})"
+                if ratio.verdict == "within noise"
+                else f"{name} ({abs(cost):.1%} {'slower' if cost >= 0 else 'faster'})"
+            )
     lines = [f"{label}: {', '.join(names)}" for label, names in groups.items()]
     unmeasured = sorted({str(r.get("strategy")) for r in skipped if int(r.get("world_size") or 0) == 1})
     lines += [f"not measured: {', '.join(unmeasured)} (see below)"] if unmeasured else []
@@ -520,8 +628,9 @@ def timing_lines(points: list[dict]) -> list[str]:
             notes.setdefault(str(r["timing"]), []).append(str(r.get("strategy")))
     lines = [f"{', '.join(names)}: timing, as its records say: {note}." for note, names in notes.items()]
     if lines:
-        lines.append("The other strategies' records carry no timing note: distbench's own step function, timed "
-                     "like ddp's.")
+        lines.append(
+            "The other strategies' records carry no timing note: distbench's own step function, timed like ddp's."
+        )
     return lines
 
 
@@ -536,47 +645,78 @@ def wrappers_section(c: Inputs) -> Section | None:
     for key, group in groups.items():
         rows, words, one_device = wrapper_rows(c.sweep, group, scopes)
         blocks += [Heading(an.workload_label(key, groups))] if len(groups) > 1 else []
-        blocks += [Text(wrapper_answer(one_device, skipped), lead="Do the wrappers cost speed?"),
-                   Table(["strategy", "N", "throughput (samples/s)", "vs torch at N=1 (95% CI)",
-                          "vs ddp at the same N (95% CI)", "peak memory per device", "ddp's peak memory",
-                          "memory vs ddp"], rows), Bullets(words)]
+        blocks += [
+            Text(wrapper_answer(one_device, skipped), lead="Do the wrappers cost speed?"),
+            Table(
+                [
+                    "strategy",
+                    "N",
+                    "throughput (samples/s)",
+                    "vs torch at N=1 (95% CI)",
+                    "vs ddp at the same N (95% CI)",
+                    "peak memory per device",
+                    "ddp's peak memory",
+                    "memory vs ddp",
+                ],
+                rows,
+            ),
+            Bullets(words),
+        ]
     if not groups:
         blocks.append(Text(wrapper_answer({}, skipped)))
     blocks += [Bullets(timing_lines(points))] if timing_lines(points) else []
     blocks += [Text(WRAPPERS_NOTE + (f" The CIs cover: {'; '.join(sorted(scopes))}." if scopes else ""), "muted")]
     if skipped:
-        blocks += [Heading("Not measured"),
-                   Table(["strategy", "N", "status", "reason"], problem_rows(replace(c.sweep, points=skipped)))]
+        blocks += [
+            Heading("Not measured"),
+            Table(["strategy", "N", "status", "reason"], problem_rows(replace(c.sweep, points=skipped))),
+        ]
     return Section("wrappers", "Wrappers", "Wrapper and sharded strategies", blocks)
 
 
 def steps_section(c: Inputs) -> Section:
-    return Section("steps", "Step times", "Step-time distributions",
-                   c.figures("steps") or [Text("No per-step samples in this sweep.")])
+    return Section(
+        "steps",
+        "Step times",
+        "Step-time distributions",
+        c.figures("steps") or [Text("No per-step samples in this sweep.")],
+    )
 
 
 def telemetry_section(c: Inputs) -> Section:
     if "telemetry" not in c.plots:
         return Section("telemetry", "Telemetry", "Telemetry", [Text(NO_TELEMETRY)])
-    return Section("telemetry", "Telemetry", "Telemetry",
-                   [*c.figures("telemetry"), Table(*telemetry_table(c.sweep)),
-                    *(Text(n, "muted") for n in energy_notes(c.sweep))])
+    return Section(
+        "telemetry",
+        "Telemetry",
+        "Telemetry",
+        [*c.figures("telemetry"), Table(*telemetry_table(c.sweep)), *(Text(n, "muted") for n in energy_notes(c.sweep))],
+    )
 
 
 def wall_section(c: Inputs) -> Section | None:
     headers, rows = wall_table(c.sweep)
     if rows:
-        return Section("wall", "Wall time", "Where the wall time goes",
-                       [Text(WALL_NOTE, "muted"), Table(headers, rows)])
+        return Section(
+            "wall", "Wall time", "Where the wall time goes", [Text(WALL_NOTE, "muted"), Table(headers, rows)]
+        )
     return None
 
 
 def batch_section(c: Inputs) -> Section | None:
     if not batch_points(c.sweep):
         return None
-    return Section("batch", "Batch size", "Batch size",
-                   [Text(BATCH_NOTE, "muted"), *c.figures("batch"), Table(*batch_fit_table(c.sweep)),
-                    Table(*batch_table(c.sweep))])
+    return Section(
+        "batch",
+        "Batch size",
+        "Batch size",
+        [
+            Text(BATCH_NOTE, "muted"),
+            *c.figures("batch"),
+            Table(*batch_fit_table(c.sweep)),
+            Table(*batch_table(c.sweep)),
+        ],
+    )
 
 
 def capacity_section(c: Inputs) -> Section:
@@ -589,29 +729,48 @@ def predicted_section(c: Inputs) -> Section | None:
     doc = c.prediction
     if not doc:
         return None
-    return Section("predicted", "Predicted", "Predicted capacity",
-                   [Text(predict_mod.PREDICTION_NOTE, "callout"), *c.figures("predicted"),
-                    Table(*predict_mod.table_rows(doc)), Heading("Validation: leave-largest-N-out"),
-                    table_or(predict_mod.validation_rows(doc), "Needs at least 3 measured N."),
-                    Bullets([line.strip() for line in predict_mod.summary_lines(doc)])])
+    return Section(
+        "predicted",
+        "Predicted",
+        "Predicted capacity",
+        [
+            Text(predict_mod.PREDICTION_NOTE, "callout"),
+            *c.figures("predicted"),
+            Table(*predict_mod.table_rows(doc)),
+            Heading("Validation: leave-largest-N-out"),
+            table_or(predict_mod.validation_rows(doc), "Needs at least 3 measured N."),
+            Bullets([line.strip() for line in predict_mod.summary_lines(doc)]),
+        ],
+    )
 
 
 def problems_section(c: Inputs) -> Section:
     rows = problem_rows(c.sweep)
     if not rows:
-        return Section("problems", "Skipped/failed", "Skipped and failed points",
-                       [Text("Every point produced a measurement.")])
-    tails = [Details(f"stderr tail: {an.point_name(r)}", str(r["stderr_tail"])[-2000:])
-             for r in c.sweep.problem_points if r.get("stderr_tail")]
-    return Section("problems", "Skipped/failed", "Skipped and failed points",
-                   [Table(["strategy", "N", "status", "reason"], rows), *tails])
+        return Section(
+            "problems", "Skipped/failed", "Skipped and failed points", [Text("Every point produced a measurement.")]
+        )
+    tails = [
+        Details(f"stderr tail: {an.point_name(r)}", str(r["stderr_tail"])[-2000:])
+        for r in c.sweep.problem_points
+        if r.get("stderr_tail")
+    ]
+    return Section(
+        "problems",
+        "Skipped/failed",
+        "Skipped and failed points",
+        [Table(["strategy", "N", "status", "reason"], rows), *tails],
+    )
 
 
 def environment_section(c: Inputs) -> Section:
     notes = c.sweep.info.get("notes") or []
-    return Section("environment", "Environment", "Environment",
-                   [*([Bullets(list(notes))] if notes else []),
-                    Table(["", "value"], env_rows(c.sweep), numeric=False)])
+    return Section(
+        "environment",
+        "Environment",
+        "Environment",
+        [*([Bullets(list(notes))] if notes else []), Table(["", "value"], env_rows(c.sweep), numeric=False)],
+    )
 
 
 SECTIONS: list[Callable[[Inputs], Section | None]] = [  # in page order; None: the section does not apply
@@ -631,21 +790,38 @@ SECTIONS: list[Callable[[Inputs], Section | None]] = [  # in page order; None: t
 ]
 
 
-def build_report(sweep: Sweep, plots: list[Plot], *, target_throughput: float | None = None,
-                 epoch_samples: int | None = None, epoch_time: float | None = None,
-                 prediction: dict | None = None) -> Report:
+def build_report(
+    sweep: Sweep,
+    plots: list[Plot],
+    *,
+    target_throughput: float | None = None,
+    epoch_samples: int | None = None,
+    epoch_time: float | None = None,
+    prediction: dict | None = None,
+) -> Report:
     """The whole report as data: the sweep's header, the CPU-workers callout and the sections that apply."""
-    inputs = Inputs(sweep=sweep, summary=an.summarize(sweep), plots={p.name: p for p in plots},
-                    capacity=capacity_table(sweep, target_throughput, epoch_samples, epoch_time),
-                    capacity_asked=target_throughput is not None or bool(epoch_samples), prediction=prediction)
+    inputs = Inputs(
+        sweep=sweep,
+        summary=an.summarize(sweep),
+        plots={p.name: p for p in plots},
+        capacity=capacity_table(sweep, target_throughput, epoch_samples, epoch_time),
+        capacity_asked=target_throughput is not None or bool(epoch_samples),
+        prediction=prediction,
+    )
     sections = [s for s in (build(inputs) for build in SECTIONS) if s]
     for plot in plots:  # a plot no builder names goes at the end of its own section
         home = next((s for s in sections if s.id == plot.section), None)
         if home and plot.name not in inputs.placed:
             home.blocks.append(Figure(plot, plot.caption))
     i = sweep.info
-    return Report(sweep_id=sweep.id, status=str(i.get("status")), started=str(i.get("started")),
-                  finished=str(i.get("finished") or ""), command=str(i.get("command") or "-"),
-                  store_path=str(sweep.store_path),
-                  callout=Text(CPU_NOTE, "callout", "CPU workers.") if sweep.cpu_workers else None,
-                  sections=sections, plots=plots)
+    return Report(
+        sweep_id=sweep.id,
+        status=str(i.get("status")),
+        started=str(i.get("started")),
+        finished=str(i.get("finished") or ""),
+        command=str(i.get("command") or "-"),
+        store_path=str(sweep.store_path),
+        callout=Text(CPU_NOTE, "callout", "CPU workers.") if sweep.cpu_workers else None,
+        sections=sections,
+        plots=plots,
+    )

@@ -3,6 +3,7 @@ SVG (inlined in the HTML page) and PNG (beside the Markdown). matplotlib is impo
 
 Adding a plot = one `PlotSpec` in `PLOTS`: a function that draws it (or returns None when the sweep has
 nothing to show) and the report section it belongs to."""
+
 from __future__ import annotations
 
 import io
@@ -13,8 +14,7 @@ from typing import Callable, Sequence
 from distbench import analysis as an
 from distbench.analysis import Sweep, num
 from distbench.output import fmt_bytes
-from distbench.report.model import (Plot, batch_of, batch_series, batch_values, busbw_pairs, COMM_CAPTION,
-                                    telemetry_rows)
+from distbench.report.model import Plot, batch_of, batch_series, batch_values, busbw_pairs, COMM_CAPTION, telemetry_rows
 
 
 def _mpl(text) -> str:
@@ -35,8 +35,18 @@ class _Colors:
 
     def __init__(self):
         self._map: dict[str, str] = {}
-        self._cycle = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
-                       "#7f7f7f", "#bcbd22", "#17becf"]
+        self._cycle = [
+            "#1f77b4",
+            "#ff7f0e",
+            "#2ca02c",
+            "#d62728",
+            "#9467bd",
+            "#8c564b",
+            "#e377c2",
+            "#7f7f7f",
+            "#bcbd22",
+            "#17becf",
+        ]
 
     def __call__(self, key: str) -> str:
         if key not in self._map:
@@ -96,8 +106,7 @@ def _errorbars(spts: Sequence[dict], key: str, points: Sequence[dict]):
     lows, highs, any_ci = [], [], False
     for r in spts:
         value = num(r.get(key))
-        ci = (an.throughput_ci(r) if key == "throughput"
-              else an.scaled_ci(r, key, an.baseline_for(r, points)))
+        ci = an.throughput_ci(r) if key == "throughput" else an.scaled_ci(r, key, an.baseline_for(r, points))
         if ci and value is not None:
             any_ci = True
             lows.append(max(0.0, value - ci[0]))
@@ -121,13 +130,22 @@ def line_plot(sweep: Sweep, colors: _Colors, title: str, *, key: str, ylabel: st
         ax.plot([lo, hi], [lo, hi], linestyle="--", color="#888888", label="ideal (linear)")
     if key == "efficiency":
         ax.axhline(1.0, linestyle=":", color="#888888", label="ideal (100%)")
-        ax.axhline(an.EFFICIENCY_TARGET, linestyle="--", color="#d62728", alpha=0.6,
-                   label=f"{an.EFFICIENCY_TARGET:.0%}")
+        ax.axhline(
+            an.EFFICIENCY_TARGET, linestyle="--", color="#d62728", alpha=0.6, label=f"{an.EFFICIENCY_TARGET:.0%}"
+        )
     for label, ckey, spts, base in series:
         xs = [int(r["world_size"]) for r in spts]
         ys = [num(r[key]) for r in spts]
-        ax.errorbar(xs, ys, yerr=_errorbars(spts, key, sweep.scaling_points), marker="s" if base else "o", capsize=4,
-                    color=colors(ckey), label=_mpl(label), linestyle="none" if base else "-")
+        ax.errorbar(
+            xs,
+            ys,
+            yerr=_errorbars(spts, key, sweep.scaling_points),
+            marker="s" if base else "o",
+            capsize=4,
+            color=colors(ckey),
+            label=_mpl(label),
+            linestyle="none" if base else "-",
+        )
     _n_axis(ax, ns)
     if key == "efficiency":
         from matplotlib.ticker import PercentFormatter
@@ -155,12 +173,18 @@ def plot_comm(sweep: Sweep, colors: _Colors, title: str):
     exposed = [b["exposed_s"] * 1e3 for _, b in rows]
     ax.bar(xs, compute, color="#c7c7c7", label="compute (no communication running)")
     ax.bar(xs, hidden, bottom=compute, color="#9ecae1", label="communication overlapped with compute")
-    ax.bar(xs, exposed, bottom=[c + h for c, h in zip(compute, hidden)], color="#d62728",
-           label="exposed communication")
+    ax.bar(xs, exposed, bottom=[c + h for c, h in zip(compute, hidden)], color="#d62728", label="exposed communication")
     for x, (_, b) in zip(xs, rows):
         if b["overlap"] is not None:
-            ax.annotate(f"overlap {b['overlap']:.0%}", (x, b["step_s"] * 1e3), ha="center", va="bottom",
-                        fontsize="x-small", xytext=(0, 2), textcoords="offset points")
+            ax.annotate(
+                f"overlap {b['overlap']:.0%}",
+                (x, b["step_s"] * 1e3),
+                ha="center",
+                va="bottom",
+                fontsize="x-small",
+                xytext=(0, 2),
+                textcoords="offset points",
+            )
     ax.set_xticks(xs)
     ax.set_xticklabels([_mpl(f"{an.series_name(r)}\nN={r.get('world_size')}") for r, _ in rows], fontsize="small")
     ax.set_ylabel("median step time (ms)")
@@ -179,9 +203,13 @@ def plot_busbw(sweep: Sweep, colors: _Colors, title: str):
 
     fig, ax = _figure(7.2, 4.2)
     for r, pairs in recs:
-        ax.plot([p[0] for p in pairs], [p[1] for p in pairs], marker="o",
-                color=colors(str(r.get("strategy"))) if len(recs) <= 10 else None,
-                label=_mpl(f"{r.get('strategy')} N={r.get('world_size')}"))
+        ax.plot(
+            [p[0] for p in pairs],
+            [p[1] for p in pairs],
+            marker="o",
+            color=colors(str(r.get("strategy"))) if len(recs) <= 10 else None,
+            label=_mpl(f"{r.get('strategy')} N={r.get('world_size')}"),
+        )
     ax.set_xscale("log", base=2)
     ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: fmt_bytes(x)))
     ax.tick_params(axis="x", labelsize="x-small", labelrotation=30)
@@ -201,20 +229,26 @@ def plot_steps(sweep: Sweep, colors: _Colors, title: str):
     import numpy as np
 
     fig, ax = _figure(7.2, 1.2 + 0.45 * len(data))
-    box = dict(whis=(5, 95), showmeans=True, showfliers=False, medianprops={"color": "#d62728"},
-               meanprops={"markerfacecolor": "#2ca02c", "markeredgecolor": "none"})
+    box = dict(
+        whis=(5, 95),
+        showmeans=True,
+        showfliers=False,
+        medianprops={"color": "#d62728"},
+        meanprops={"markerfacecolor": "#2ca02c", "markeredgecolor": "none"},
+    )
     try:
         ax.boxplot([d for _, d in data], orientation="horizontal", **box)
     except TypeError:  # matplotlib < 3.10
         ax.boxplot([d for _, d in data], vert=False, **box)
     rng = np.random.default_rng(0)
     for i, (_, d) in enumerate(data, 1):  # every sample, jittered: with few steps the box alone misleads
-        ax.scatter(d, i + rng.uniform(-0.18, 0.18, len(d)), s=14, color="#1f77b4", alpha=0.7, zorder=3,
-                   linewidths=0)
+        ax.scatter(d, i + rng.uniform(-0.18, 0.18, len(d)), s=14, color="#1f77b4", alpha=0.7, zorder=3, linewidths=0)
     ax.set_yticks(range(1, len(data) + 1))
     ax.set_yticklabels([_mpl(an.point_name(r)) for r, _ in data], fontsize="small")
     ax.invert_yaxis()
-    ax.set_xlabel("step time (ms); box = quartiles, whiskers = p5-p95, line = median, triangle = mean, dots = every step")
+    ax.set_xlabel(
+        "step time (ms); box = quartiles, whiskers = p5-p95, line = median, triangle = mean, dots = every step"
+    )
     ax.set_title(title)
     ax.grid(True, axis="x", alpha=0.3)
     return fig
@@ -235,7 +269,7 @@ def plot_telemetry(sweep: Sweep, colors: _Colors, title: str):
     for i, metric in enumerate(metrics):
         ax = axes[i // cols][i % cols]
         values = [t.get(metric) for _, t in rows]
-        scale, unit = (2 ** 30, " (GiB)") if "bytes" in metric else (1, "")
+        scale, unit = (2**30, " (GiB)") if "bytes" in metric else (1, "")
         ax.barh(range(len(rows)), [0 if v is None else v / scale for v in values], color="#1f77b4")
         ax.set_yticks(range(len(rows)))
         ax.set_yticklabels(labels, fontsize="x-small")
@@ -250,15 +284,17 @@ def plot_telemetry(sweep: Sweep, colors: _Colors, title: str):
 BATCH_METRICS = (  # key, label, scale applied for display
     ("throughput", "throughput (samples/s)", 1.0),
     ("step_time_median_s", "step time median (ms)", 1e3),
-    ("peak_memory_bytes", "peak memory per device (GiB)", 2.0 ** -30),
+    ("peak_memory_bytes", "peak memory per device (GiB)", 2.0**-30),
     ("power_w", "mean power, all GPUs of the point (W)", 1.0),
     ("energy_per_sample_j", "energy per sample (J)", 1.0),
 )
 
 
 def plot_batch(sweep: Sweep, colors: _Colors, title: str):
-    values = {label: [(batch_of(r), batch_values(r)) for r in pts if r.get("status") == "ok"]
-              for label, pts in batch_series(sweep).items()}
+    values = {
+        label: [(batch_of(r), batch_values(r)) for r in pts if r.get("status") == "ok"]
+        for label, pts in batch_series(sweep).items()
+    }
     metrics = [m for m in BATCH_METRICS if any(v[m[0]] is not None for pts in values.values() for _, v in pts)]
     if not metrics:
         return None
@@ -295,20 +331,49 @@ class PlotSpec:
 
 
 PLOTS: list[PlotSpec] = [  # drawn in this order, so a strategy's colour is set by the first plot it is in
-    PlotSpec("throughput", "Throughput vs N", partial(line_plot, key="throughput", ylabel="throughput (samples/s)"),
-             "scaling", "Squares: single-device baselines. Error bars: 95% CI when recorded."),
-    PlotSpec("speedup", "Speedup vs N (vs the framework's 1-device baseline)",
-             partial(line_plot, key="speedup", ylabel="speedup"), "scaling",
-             "Dashed line: ideal linear speedup. Error bars: 95% CI when recorded."),
-    PlotSpec("efficiency", "Scaling efficiency vs N", partial(line_plot, key="efficiency", ylabel="efficiency"),
-             "scaling", f"Dashed red line: {an.EFFICIENCY_TARGET:.0%} efficiency."),
-    PlotSpec("comm", "Where the step time goes: exposed vs overlapped communication", plot_comm, "communication",
-             COMM_CAPTION),
-    PlotSpec("busbw", "Collective bus bandwidth vs message size", plot_busbw, "communication",
-             "From the comm records in this sweep."),
+    PlotSpec(
+        "throughput",
+        "Throughput vs N",
+        partial(line_plot, key="throughput", ylabel="throughput (samples/s)"),
+        "scaling",
+        "Squares: single-device baselines. Error bars: 95% CI when recorded.",
+    ),
+    PlotSpec(
+        "speedup",
+        "Speedup vs N (vs the framework's 1-device baseline)",
+        partial(line_plot, key="speedup", ylabel="speedup"),
+        "scaling",
+        "Dashed line: ideal linear speedup. Error bars: 95% CI when recorded.",
+    ),
+    PlotSpec(
+        "efficiency",
+        "Scaling efficiency vs N",
+        partial(line_plot, key="efficiency", ylabel="efficiency"),
+        "scaling",
+        f"Dashed red line: {an.EFFICIENCY_TARGET:.0%} efficiency.",
+    ),
+    PlotSpec(
+        "comm",
+        "Where the step time goes: exposed vs overlapped communication",
+        plot_comm,
+        "communication",
+        COMM_CAPTION,
+    ),
+    PlotSpec(
+        "busbw",
+        "Collective bus bandwidth vs message size",
+        plot_busbw,
+        "communication",
+        "From the comm records in this sweep.",
+    ),
     PlotSpec("steps", "Step-time distribution per point", plot_steps, "steps"),
-    PlotSpec("telemetry", "Telemetry per point", plot_telemetry, "telemetry",
-             "Per-GPU and per-worker values are shown as their maximum."),
+    PlotSpec(
+        "telemetry",
+        "Telemetry per point",
+        plot_telemetry,
+        "telemetry",
+        "Per-GPU and per-worker values are shown as their maximum.",
+    ),
     PlotSpec("batch", "Throughput, step time, memory and power against batch size", plot_batch, "batch"),
 ]
 

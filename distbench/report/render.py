@@ -1,6 +1,7 @@
 """The report's two renderings of one `Report` (distbench.report.model): an HTML page through the jinja2
 template distbench/templates/report.html.j2 (autoescaped), and Markdown through the small renderer below.
 `write_report` writes both, the points CSV and the plots as PNG."""
+
 from __future__ import annotations
 
 import base64
@@ -24,8 +25,13 @@ CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'; script-src 
 
 @cache
 def _templates() -> jinja2.Environment:
-    env = jinja2.Environment(loader=jinja2.PackageLoader("distbench", "templates"), autoescape=True,
-                             undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("distbench", "templates"),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
     env.filters["svg_data_uri"] = lambda plot: "data:image/svg+xml;base64," + base64.b64encode(plot.svg).decode("ascii")
     env.tests["numeric"] = _numeric
     return env
@@ -81,9 +87,12 @@ def _md_block(b, images: dict[str, str]) -> list[str]:
 def render_markdown(report: Report, *, images: dict[str, str], csv_name: str) -> str:
     """`images`: plot name -> the PNG's file name next to the Markdown."""
     r = report
-    out = [f"# distbench report: sweep {md(r.sweep_id)}",
-           f"{md(r.status)}, started {md(r.started)}" + (f", finished {md(r.finished)}" if r.finished else "")
-           + f". Command: <code>{md(r.command)}</code>. Points as CSV: [{md(csv_name)}]({csv_name})."]
+    out = [
+        f"# distbench report: sweep {md(r.sweep_id)}",
+        f"{md(r.status)}, started {md(r.started)}"
+        + (f", finished {md(r.finished)}" if r.finished else "")
+        + f". Command: <code>{md(r.command)}</code>. Points as CSV: [{md(csv_name)}]({csv_name}).",
+    ]
     out += _md_block(r.callout, images) if r.callout else []
     for section in r.sections:
         out.append(f"## {md(section.title)}")
@@ -107,8 +116,14 @@ def _paths(out: str | Path) -> tuple[Path, Path, Path]:
     return out, out.with_suffix(".md"), out.with_name(f"{out.stem}-points.csv")
 
 
-def write_report(sweep: Sweep, out: str | Path, *, target_throughput: float | None = None,
-                 epoch_samples: int | None = None, epoch_time: float | None = None) -> ReportFiles:
+def write_report(
+    sweep: Sweep,
+    out: str | Path,
+    *,
+    target_throughput: float | None = None,
+    epoch_samples: int | None = None,
+    epoch_time: float | None = None,
+) -> ReportFiles:
     """Write <out>.html, <out>.md, <out>-points.csv and <out>-<plot>.png next to each other."""
     html_path, md_path, csv_path = _paths(out)
     if epoch_time is not None and not epoch_samples:
@@ -123,8 +138,14 @@ def write_report(sweep: Sweep, out: str | Path, *, target_throughput: float | No
     prediction = predict_mod.latest_for(sweep.store_path, sweep.id)  # predicted capacity (distbench predict)
     if prediction:
         plots.append(predict_mod.plot(prediction))
-    report = build_report(sweep, plots, target_throughput=target_throughput, epoch_samples=epoch_samples,
-                          epoch_time=epoch_time, prediction=prediction)
+    report = build_report(
+        sweep,
+        plots,
+        target_throughput=target_throughput,
+        epoch_samples=epoch_samples,
+        epoch_time=epoch_time,
+        prediction=prediction,
+    )
     images = {p.name: html_path.with_name(f"{html_path.stem}-{p.name}.png") for p in plots}
     page = render_html(report)
     markdown = render_markdown(report, images={k: v.name for k, v in images.items()}, csv_name=csv_path.name)

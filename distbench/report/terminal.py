@@ -1,4 +1,5 @@
 """`distbench results list|show`: the stored sweeps and one sweep's points as rich tables."""
+
 from __future__ import annotations
 
 from typing import Sequence
@@ -14,12 +15,22 @@ from distbench.report.model import ci_text
 
 def sweeps_table(rows: Sequence[dict], store_path) -> Table:
     table = Table(title=f"sweeps in {rich_escape(str(store_path))} (newest first)", title_justify="left")
-    for col, justify in (("id", "left"), ("started", "left"), ("status", "left"), ("points ok/total", "right"),
-                         ("command", "left")):
+    for col, justify in (
+        ("id", "left"),
+        ("started", "left"),
+        ("status", "left"),
+        ("points ok/total", "right"),
+        ("command", "left"),
+    ):
         table.add_column(col, justify=justify, overflow="fold")
     for r in rows:
-        table.add_row(rich_escape(r["id"]), rich_escape(str(r["started"])), rich_escape(str(r["status"])),
-                      f"{r['points_ok']}/{r['points_total']}", rich_escape(str(r["command"] or "")))
+        table.add_row(
+            rich_escape(r["id"]),
+            rich_escape(str(r["started"])),
+            rich_escape(str(r["status"])),
+            f"{r['points_ok']}/{r['points_total']}",
+            rich_escape(str(r["command"] or "")),
+        )
     return table
 
 
@@ -33,8 +44,13 @@ def points_table(sweep: Sweep) -> Table:
     cpu = any(r.get("device") == "cpu" for r in sweep.points)
     columns += [("speedup", "right"), ("efficiency\n(whole\nmachine)" if cpu else "efficiency", "right")]
     columns += [("efficiency\n(per core)", "right")] if cpu else []
-    columns += [("MFU", "right"), ("step median\n(ms)", "right"),
-                ("step p95\n(ms)", "right"), ("CV", "right"), ("status", "left")]
+    columns += [
+        ("MFU", "right"),
+        ("step median\n(ms)", "right"),
+        ("step p95\n(ms)", "right"),
+        ("CV", "right"),
+        ("status", "left"),
+    ]
     for col, justify in columns:
         table.add_column(col, justify=justify)
     for r in sweep.points:
@@ -51,17 +67,24 @@ def points_table(sweep: Sweep) -> Table:
             row.append(ci_text(r))
         row += [fmt_num(r.get("speedup"), ".2f"), fmt_num(r.get("efficiency"), ".0%")]
         row += [fmt_num(r.get("efficiency_per_core"), ".0%")] if cpu else []
-        row += [fmt_num(r.get("mfu"), ".1%"), fmt_num(r.get("step_time_median_s"), ".1f", 1e3),
-                fmt_num(r.get("step_time_p95_s"), ".1f", 1e3), fmt_num(r.get("step_time_cv"), ".0%"), shown]
+        row += [
+            fmt_num(r.get("mfu"), ".1%"),
+            fmt_num(r.get("step_time_median_s"), ".1f", 1e3),
+            fmt_num(r.get("step_time_p95_s"), ".1f", 1e3),
+            fmt_num(r.get("step_time_cv"), ".0%"),
+            shown,
+        ]
         table.add_row(*row)
     return table
 
 
 def sweep_header(sweep: Sweep) -> list[str]:
     i = sweep.info
-    lines = [f"sweep {i['id']}: {i.get('status')}, started {i.get('started')}"
-             + (f", finished {i.get('finished')}" if i.get("finished") else ""),
-             f"command: {i.get('command') or '-'}"]
+    lines = [
+        f"sweep {i['id']}: {i.get('status')}, started {i.get('started')}"
+        + (f", finished {i.get('finished')}" if i.get("finished") else ""),
+        f"command: {i.get('command') or '-'}",
+    ]
     lines += [f"note: {n}" for n in i.get("notes") or []]
     return lines
 

@@ -1,5 +1,6 @@
 """`distbench collect`: merge a folder of result records (the jobs of a Slurm sweep, or
 `distbench scale --records-dir`) into the results store, once, and say which points failed or are missing."""
+
 from __future__ import annotations
 
 import hashlib
@@ -38,8 +39,14 @@ def stable_record_id(data: bytes) -> str:
 
 def _baseline_for(record: dict, records: list[dict]) -> dict | None:
     base = FRAMEWORK_BASELINE.get(record.get("framework"))
-    same = [r for r in records if r.get("strategy") == base and r.get("status") == "ok"
-            and r.get("model") == record.get("model") and r.get("device") == record.get("device")]
+    same = [
+        r
+        for r in records
+        if r.get("strategy") == base
+        and r.get("status") == "ok"
+        and r.get("model") == record.get("model")
+        and r.get("device") == record.get("device")
+    ]
     return same[-1] if same else None
 
 
@@ -93,10 +100,13 @@ def collect_records(directory: str | os.PathLike, store, *, command: str | None 
         from distbench import envinfo
 
         report.sweep_id = store.start_sweep(
-            command=command or f"distbench collect {shlex.quote(str(directory))}", version=__version__,
-            git_sha=env.get("distbench_git_sha") or envinfo.git_sha(), env=env,
+            command=command or f"distbench collect {shlex.quote(str(directory))}",
+            version=__version__,
+            git_sha=env.get("distbench_git_sha") or envinfo.git_sha(),
+            env=env,
             options={"collect": str(folder.resolve()), "files": [n for n, _ in new]},
-            notes=[f"collected {len(new)} record(s) from {folder.resolve()} on {socket.gethostname()}"])
+            notes=[f"collected {len(new)} record(s) from {folder.resolve()} on {socket.gethostname()}"],
+        )
         status = "interrupted"
         try:
             baselines = set(FRAMEWORK_BASELINE.values())  # first, so the others' speedups can use them

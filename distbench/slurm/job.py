@@ -5,6 +5,7 @@ Python (`"$PY" -m distbench.cli slurm-job ...`), not meant for users.
   prepare  the point's config with this node's CPUs divided among its workers; prints threads per worker
   finish   the point's published record: rank 0's result, or a failed one with the log tail
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -22,9 +23,18 @@ from distbench.slurm.plan import plan_point
 from distbench.slurm.render import render_point
 from distbench.strategies import get_strategy
 
-SLURM_KEYS = ("SLURM_JOB_ID", "SLURM_ARRAY_JOB_ID", "SLURM_ARRAY_TASK_ID", "SLURM_JOB_NODELIST",
-              "SLURM_JOB_NUM_NODES", "SLURM_JOB_PARTITION", "SLURM_JOB_ACCOUNT", "SLURM_CLUSTER_NAME",
-              "SLURM_CPUS_ON_NODE", "SLURM_JOB_GPUS")
+SLURM_KEYS = (
+    "SLURM_JOB_ID",
+    "SLURM_ARRAY_JOB_ID",
+    "SLURM_ARRAY_TASK_ID",
+    "SLURM_JOB_NODELIST",
+    "SLURM_JOB_NUM_NODES",
+    "SLURM_JOB_PARTITION",
+    "SLURM_JOB_ACCOUNT",
+    "SLURM_CLUSTER_NAME",
+    "SLURM_CPUS_ON_NODE",
+    "SLURM_JOB_GPUS",
+)
 
 
 def prepare(config_json: str, local_workers: int, out: str | os.PathLike) -> int:
@@ -40,20 +50,43 @@ def slurm_info(environ: dict | None = None) -> dict:
     return {k[6:].lower(): env[k] for k in SLURM_KEYS if k in env}
 
 
-def finish_point(*, config_json: str, result: str, log: str, record_path: str, returncode: int,
-                 wall_s: float, launcher: str, argv: list[str], timeout_s: float | None = None,
-                 status: str | None = None, reason: str | None = None, environ: dict | None = None) -> dict:
+def finish_point(
+    *,
+    config_json: str,
+    result: str,
+    log: str,
+    record_path: str,
+    returncode: int,
+    wall_s: float,
+    launcher: str,
+    argv: list[str],
+    timeout_s: float | None = None,
+    status: str | None = None,
+    reason: str | None = None,
+    environ: dict | None = None,
+) -> dict:
     """Turn whatever the job's launch left behind into the point's published record (as
     distbench.launch.run_point does for local points), and write it to `record_path`."""
     cfg = PointConfig.from_json(config_json)
     strategy = get_strategy(cfg.strategy)
     tail = log_tail(Path(log))
-    if status is None and not Path(result).exists() and returncode in (124, 137) and timeout_s \
-            and wall_s >= timeout_s - 1:
+    if (
+        status is None
+        and not Path(result).exists()
+        and returncode in (124, 137)
+        and timeout_s
+        and wall_s >= timeout_s - 1
+    ):
         status, reason = "timeout", f"timed out after {timeout_s:g}s (--timeout)"
     record = outcome_record(cfg, strategy, result, returncode, tail, status=status, reason=reason)
-    record["launch"] = {"argv": list(argv), "returncode": returncode, "wall_s": wall_s, "launcher": launcher,
-                        "workdir": str(Path(result).parent), "log": str(log)}
+    record["launch"] = {
+        "argv": list(argv),
+        "returncode": returncode,
+        "wall_s": wall_s,
+        "launcher": launcher,
+        "workdir": str(Path(result).parent),
+        "log": str(log),
+    }
     record["slurm"] = slurm_info(environ)
     if "environment" not in record:
         try:
@@ -104,8 +137,20 @@ def prepare_command(config_json, local_workers, out):
 @click.argument("argv", nargs=-1, type=click.UNPROCESSED)
 def finish(config_json, result, log, record, launcher, rc, wall, timeout, status, reason, argv):
     """Publish the point's record (a failed one if the launch failed); ARGV is the launch command."""
-    out = finish_point(config_json=config_json, result=result, log=log, record_path=record, returncode=rc,
-                       wall_s=wall, launcher=launcher, argv=list(argv), timeout_s=timeout, status=status,
-                       reason=reason)
-    click.echo(f"distbench: {out['strategy']} N={out['world_size']} nodes={out.get('nodes')}: {out['status']}"
-               + (f" ({out['reason']})" if out.get("reason") else ""))
+    out = finish_point(
+        config_json=config_json,
+        result=result,
+        log=log,
+        record_path=record,
+        returncode=rc,
+        wall_s=wall,
+        launcher=launcher,
+        argv=list(argv),
+        timeout_s=timeout,
+        status=status,
+        reason=reason,
+    )
+    click.echo(
+        f"distbench: {out['strategy']} N={out['world_size']} nodes={out.get('nodes')}: {out['status']}"
+        + (f" ({out['reason']})" if out.get("reason") else "")
+    )

@@ -1,5 +1,6 @@
 """Which Slurm jobs a sweep is: its points (strategy, total GPUs, nodes) and their resource shapes,
 planned as `distbench scale` plans the workload; plus the checks on every name that ends up in a script."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -20,8 +21,10 @@ CONSTRAINT_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.&|,:*()\[\]!-]*$")
 def check_name(option: str, value: str) -> str:
     """Names that end up in job scripts: letters, digits, '_', '.', '-' only, first a letter or digit."""
     if not isinstance(value, str) or not NAME_PATTERN.fullmatch(value):
-        raise BadInput(f"{option} {value!r} is not a valid name: use letters, digits, '_', '.' and '-', "
-                       "starting with a letter or digit")
+        raise BadInput(
+            f"{option} {value!r} is not a valid name: use letters, digits, '_', '.' and '-', "
+            "starting with a letter or digit"
+        )
     return value
 
 
@@ -44,8 +47,10 @@ def time_seconds(value: str) -> int:
 
 def check_constraint(value: str) -> str:
     if not CONSTRAINT_PATTERN.fullmatch(value):
-        raise BadInput(f"--constraint {value!r} is not a valid feature expression: use feature names with "
-                       "&, |, [ ], *, ( ) and digits only")
+        raise BadInput(
+            f"--constraint {value!r} is not a valid feature expression: use feature names with "
+            "&, |, [ ], *, ( ) and digits only"
+        )
     return value
 
 
@@ -110,8 +115,12 @@ def plan_sweep(opts: SweepOptions, nodes: list[int], gpus_per_node: int | None =
         raise BadInput(f"--gpus-per-node must be >= 1, got {gpus_per_node}")
     plan = make_plan(opts, visible_gpus=max(opts.gpus) if opts.device == "cuda" else 0)
     notes = [n for n in plan.notes if n != plan.device.note]
-    notes.insert(0, "each job runs on CUDA GPUs of the compute nodes" if opts.device == "cuda" else
-                 "CPU workers: each 'GPU' is a CPU worker process on the compute nodes (no GPUs requested)")
+    notes.insert(
+        0,
+        "each job runs on CUDA GPUs of the compute nodes"
+        if opts.device == "cuda"
+        else "CPU workers: each 'GPU' is a CPU worker process on the compute nodes (no GPUs requested)",
+    )
     points: list[SlurmPoint] = []
     for planned in plan.points:
         s, cfg = planned.strategy, planned.config
@@ -120,7 +129,7 @@ def plan_sweep(opts: SweepOptions, nodes: list[int], gpus_per_node: int | None =
         if planned.skip_reason:
             notes.append(f"no job for {s.name} N={cfg.world_size}: {planned.skip_reason}")
             continue
-        for k in ([1] if s.baseline else nodes):
+        for k in [1] if s.baseline else nodes:
             n = cfg.world_size
             if n % k:
                 continue
@@ -132,11 +141,14 @@ def plan_sweep(opts: SweepOptions, nodes: list[int], gpus_per_node: int | None =
     spanning = {p.strategy.name for p in points if p.nodes > 1}
     single = sorted({p.strategy.name for p in points if not p.strategy.baseline} - spanning)
     if max(nodes) > 1 and single:
-        notes.append(f"{', '.join(single)}: single-node only here (one process, or no N divisible by the "
-                     "node counts within --gpus-per-node)")
+        notes.append(
+            f"{', '.join(single)}: single-node only here (one process, or no N divisible by the "
+            "node counts within --gpus-per-node)"
+        )
     if not any(not p.strategy.baseline for p in points):
-        raise BadInput("no points to run: every N must be divisible by a node count, with at most "
-                       "--gpus-per-node devices per node")
+        raise BadInput(
+            "no points to run: every N must be divisible by a node count, with at most --gpus-per-node devices per node"
+        )
     return SlurmPlan(points=points, notes=notes)
 
 

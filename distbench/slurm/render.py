@@ -3,6 +3,7 @@
 The template is shell, so jinja2 runs with autoescape off and every value that is not distbench's own
 text goes through a quoting filter (see job.sh.j2); names are checked before (distbench.slurm.plan).
 """
+
 from __future__ import annotations
 
 import datetime as _dt
@@ -55,8 +56,11 @@ class SlurmSettings:
             check_constraint(self.constraint)
         check_time(self.time)
         check_name("job name", self.job_name)
-        for option, value in (("--out", str(self.script)), ("--records-dir", str(self.records_dir)),
-                              ("--python", self.python)):
+        for option, value in (
+            ("--out", str(self.script)),
+            ("--records-dir", str(self.records_dir)),
+            ("--python", self.python),
+        ):
             if any(ord(c) < 32 or ord(c) == 127 for c in value):
                 raise BadInput(f"{option} {value!r} contains a control character (a newline?); choose another path")
         if not 1 <= self.port <= 65535:
@@ -80,16 +84,27 @@ def _env(point: SlurmPoint) -> str:
     """The point's environment (distbench.engines.build_env) as `export` words; the threads per worker
     follow the node's CPUs, so the script sets those after `slurm-job prepare`."""
     env = build_env(point.config, base={})
-    return " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(env.items())
-                    if k not in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"))
+    return " ".join(
+        f"{k}={shlex.quote(v)}" for k, v in sorted(env.items()) if k not in ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
+    )
 
 
-JINJA = jinja2.Environment(loader=jinja2.FileSystemLoader(Path(__file__).parent), autoescape=False,
-                           undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True,
-                           keep_trailing_newline=True)
-JINJA.filters.update(q=lambda v: shlex.quote(str(v)), sh=lambda v: shell_join([v]), sbatch=sbatch_value,
-                     comment=_comment, env=_env,
-                     launch=lambda p: shell_join(p.launcher.sbatch_step(p.strategy, p.config)))
+JINJA = jinja2.Environment(
+    loader=jinja2.FileSystemLoader(Path(__file__).parent),
+    autoescape=False,
+    undefined=jinja2.StrictUndefined,
+    trim_blocks=True,
+    lstrip_blocks=True,
+    keep_trailing_newline=True,
+)
+JINJA.filters.update(
+    q=lambda v: shlex.quote(str(v)),
+    sh=lambda v: shell_join([v]),
+    sbatch=sbatch_value,
+    comment=_comment,
+    env=_env,
+    launch=lambda p: shell_join(p.launcher.sbatch_step(p.strategy, p.config)),
+)
 
 
 def render(**context) -> str:
@@ -110,18 +125,27 @@ def render_script(plan: SlurmPlan, settings: SlurmSettings) -> str:
         argv = sbatch_argv(pts, settings)
         for p in pts:
             resources[p.index] = " ".join(a for a in argv if a.startswith(("--nodes", "--ntasks", "--gres")))
-    return render(mode="sweep", s=settings, points=plan.points, resources=resources, shape=None,
-                  python=settings.python, records=str(settings.records_dir),
-                  generated=_dt.datetime.now().astimezone().isoformat(timespec="seconds"))
+    return render(
+        mode="sweep",
+        s=settings,
+        points=plan.points,
+        resources=resources,
+        shape=None,
+        python=settings.python,
+        records=str(settings.records_dir),
+        generated=_dt.datetime.now().astimezone().isoformat(timespec="seconds"),
+    )
 
 
 def render_submit(plan: SlurmPlan, settings: SlurmSettings) -> str:
     q = shlex.quote
-    lines = ["#!/bin/bash",
-             f"# Submit the distbench sweep {q(str(settings.script))}: one job array per resource shape.",
-             "# Prints one job id per array.",
-             "set -euo pipefail",
-             f"mkdir -p {q(str(settings.records_dir / 'logs'))}"]
+    lines = [
+        "#!/bin/bash",
+        f"# Submit the distbench sweep {q(str(settings.script))}: one job array per resource shape.",
+        "# Prints one job id per array.",
+        "set -euo pipefail",
+        f"mkdir -p {q(str(settings.records_dir / 'logs'))}",
+    ]
     for pts in plan.shapes().values():
         lines.append(f"# points {', '.join(p.key for p in pts)}")
         lines.append(shlex.join(sbatch_argv(pts, settings)))
@@ -129,12 +153,24 @@ def render_submit(plan: SlurmPlan, settings: SlurmSettings) -> str:
 
 
 def manifest(plan: SlurmPlan, settings: SlurmSettings) -> dict:
-    return {"kind": MANIFEST_KIND, "version": __version__, "script": str(settings.script),
-            "generated": _dt.datetime.now().astimezone().isoformat(timespec="seconds"),
-            "command": settings.command,
-            "points": [{"index": p.index, "key": p.key, "strategy": p.strategy.name,
-                        "world_size": p.config.world_size, "nodes": p.nodes, "launcher": p.launcher.name}
-                       for p in plan.points]}
+    return {
+        "kind": MANIFEST_KIND,
+        "version": __version__,
+        "script": str(settings.script),
+        "generated": _dt.datetime.now().astimezone().isoformat(timespec="seconds"),
+        "command": settings.command,
+        "points": [
+            {
+                "index": p.index,
+                "key": p.key,
+                "strategy": p.strategy.name,
+                "world_size": p.config.world_size,
+                "nodes": p.nodes,
+                "launcher": p.launcher.name,
+            }
+            for p in plan.points
+        ],
+    }
 
 
 def write_sweep(plan: SlurmPlan, settings: SlurmSettings) -> list[Path]:

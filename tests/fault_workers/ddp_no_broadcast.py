@@ -1,5 +1,6 @@
 """A deliberately broken data-parallel worker: gradients are averaged by hand, but the initial
 weights are never broadcast, so replicas start (and stay) different."""
+
 import sys
 
 import torch.distributed as dist

@@ -1,4 +1,5 @@
 """A deliberately broken DDP worker: every rank trains on rank 0's shard (a sampler bug)."""
+
 import sys
 
 from distbench.launchers import common, torch_ddp

@@ -1,4 +1,5 @@
 """A deliberately broken DDP worker: gradients are summed across ranks instead of averaged."""
+
 import sys
 
 import torch.distributed as dist

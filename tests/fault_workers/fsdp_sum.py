@@ -1,6 +1,7 @@
 """A deliberately broken FSDP2 worker: every gradient shard comes out as the sum over the ranks instead
 of their mean (FSDP's own divide-factor knob needs PREMUL_SUM, which gloo lacks, so the reduced
 gradients are multiplied back by N after backward)."""
+
 import sys
 
 from distbench.launchers import common, torch_fsdp

@@ -1,6 +1,7 @@
 """A horovod-torch worker whose rank 1 alone runs out of memory mid-measurement, for real: it caps its
 own address space and then asks torch's CPU allocator for more than fits. Rank 0 is left waiting in
 the next all-reduce: the point must end as `oom` on rank 1 within seconds, not at the timeout."""
+
 import resource
 import sys
 
@@ -28,6 +29,7 @@ def body(cfg, out_path):
                 resource.setrlimit(resource.RLIMIT_AS, (vm_bytes + (256 << 20), hard))
                 torch.empty(8 << 30, dtype=torch.uint8)  # 8 GiB: the allocator cannot get it
             return step()
+
         return wrapped
 
     tc.make_step = exhausting_make_step

@@ -1,5 +1,6 @@
 """A deliberately broken DeepSpeed ZeRO-2 worker: gradients are summed over the ranks instead of
 averaged (DeepSpeed's own "gradient_allreduce_op": "sum")."""
+
 import sys
 
 from distbench.launchers import common, deepspeed_zero
