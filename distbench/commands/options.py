@@ -99,17 +99,19 @@ WORKLOAD = {
     ),
     "precision": _spec(
         "--precision",
+        slurm=True,
         type=click.Choice(PRECISIONS),
         help="fp32; amp = float16 autocast + loss scaling (GPUs); bf16 = bfloat16 autocast / Keras "
         "mixed_bfloat16 (CPU and GPU).",
     ),
-    "compile": _spec("--compile", is_flag=True, help="torch.compile the model (torch strategies)."),
-    "xla": _spec("--xla", is_flag=True, help="tf.function(jit_compile=True) (tf, mirrored)."),
+    "compile": _spec("--compile", slurm=True, is_flag=True, help="torch.compile the model (torch strategies)."),
+    "xla": _spec("--xla", slurm=True, is_flag=True, help="tf.function(jit_compile=True) (tf, mirrored)."),
     "channels_last": _spec(
-        "--channels-last", is_flag=True, help="torch.channels_last memory format (torch, image models)."
+        "--channels-last", slurm=True, is_flag=True, help="torch.channels_last memory format (torch, image models)."
     ),
     "tf32": _spec(
         "--tf32/--no-tf32",
+        slurm=True,
         help="GPUs: TF32 tensor-core math for float32 matmuls and convolutions, the same in both "
         "frameworks (on is TF's default and torch's for convolutions); cuDNN autotuning is on "
         "in both. Recorded per point; verify always runs without TF32.",
