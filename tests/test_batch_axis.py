@@ -193,7 +193,13 @@ def test_report_batch_section(tmp_path):
     assert "| torch N=1 | 64 | - |" in md  # largest batch that fit, nothing ran out of memory
     assert "| ddp N=2 | 32 | 64 |" in md  # fit up to 32, out of memory at 64
     assert "| torch N=1 | 64 | ok | 213.33 | 300.0 | 4 GiB | 164.0 | 0.007812 |" in md
-    assert "| ddp N=2 | 32 | ok | 363.64 | 176.0 | 4 GiB | 302.0 | 0.01875 |"  # 2 GPUs: power summed in md
+    assert "| ddp N=2 | 32 | ok | 363.64 | 176.0 | 4 GiB | 302.0 | 0.01875 |" in md  # 2 GPUs: power summed
+    assert "ran every batch size, smallest first" in md and "distbench fit" not in md
+    # A `distbench fit` sweep says how its batches were chosen (doubling, then bisection).
+    with Store(tmp_path / "fit.db") as store:
+        fit = load_sweep(store, add_sweep(store, _batch_records(), options={"kind": "fit"}))
+    md = write_report(fit, tmp_path / "fit.html").markdown.read_text()
+    assert "A `distbench fit` search" in md and "smallest first" not in md
     # One batch size only: no section.
     with Store(tmp_path / "one.db") as store:
         one = load_sweep(store, add_sweep(store, [r for r in _batch_records() if r["per_device_batch"] == 16]))

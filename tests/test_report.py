@@ -73,14 +73,16 @@ def point(
     return r
 
 
-def add_sweep(store: Store, records: list[dict], *, command: str = "distbench scale --gpus 1,2,4") -> str:
+def add_sweep(
+    store: Store, records: list[dict], *, command: str = "distbench scale --gpus 1,2,4", options: dict | None = None
+) -> str:
     """Commit records as one sweep, deriving speedup/efficiency the way a real sweep does."""
     sid = store.start_sweep(
         command=command,
         version="0",
         git_sha=None,
         env={"hostname": "testhost", "cpu_count": 2},
-        options={"model": "resnet50"},
+        options=options or {"model": "resnet50"},
         notes=["fixture sweep"],
     )
     baselines: dict[str, dict] = {}

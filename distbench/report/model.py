@@ -142,9 +142,17 @@ WALL_NOTE = (
     "processes exiting). Unattributed: seconds the records cannot place (records written before the "
     "phases were stamped)."
 )
+FIT_NOTE = (
+    "A `distbench fit` search: each strategy and N doubled its per-device batch until one ran out of memory, "
+    "then bisected between the largest that ran and the smallest that did not; the trials are in the order "
+    "they ran, each a short real point. "
+)
 BATCH_NOTE = (
     "Each strategy and N ran every batch size, smallest first; a batch that ran out of memory is 'oom' "
-    "and the larger batches of that strategy and N were not tried. Peak memory: the most any device of "
+    "and the larger batches of that strategy and N were not tried. "
+)
+MEMORY_NOTE = (
+    "Peak memory: the most any device of "
     "the point had allocated (GPUs) or the largest worker process's peak RSS (CPU workers). Power and "
     "energy come from NVML, on GPUs only."
 )
@@ -711,7 +719,10 @@ def batch_section(c: Inputs) -> Section | None:
         "Batch size",
         "Batch size",
         [
-            Text(BATCH_NOTE, "muted"),
+            Text(
+                (FIT_NOTE if (c.sweep.info.get("options") or {}).get("kind") == "fit" else BATCH_NOTE) + MEMORY_NOTE,
+                "muted",
+            ),
             *c.figures("batch"),
             Table(*batch_fit_table(c.sweep)),
             Table(*batch_table(c.sweep)),
