@@ -286,10 +286,15 @@ def run_worker(
         _report_error(rank, text)
         # Exit now: a rank whose peers wait in a collective must not hang in interpreter shutdown
         # (Horovod's and gloo's atexit hooks would wait for them), or the launcher never learns.
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(3 if oom else 1)
+        exit_now(3 if oom else 1)
     return 0
+
+
+def exit_now(status: int) -> None:
+    """End this rank at once with `status`, output flushed, skipping atexit hooks and C++ destructors."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(status)
 
 
 def _report_error(rank: str, text: str) -> None:
