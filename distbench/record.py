@@ -80,6 +80,7 @@ class Record(TypedDict, total=False):
     peak_memory_bytes: int | None  # per device: peak allocated (CUDA) or peak RSS (CPU workers)
     peak_memory_per_rank_bytes: list[int | None]
     peak_memory_source: str
+    peak_memory_scope: str  # torch strategies: the peak is reset after the model is wrapped (sharded)
     # FLOPs and MFU (distbench.peaks)
     model_flops_per_sample: float | None
     achieved_flops_per_device: float | None

@@ -66,9 +66,9 @@ DDP_BUCKET = 25 * 2**20  # DistributedDataParallel's bucket_cap_mb default
 HOROVOD_FUSION = 64 * 2**20  # HOROVOD_FUSION_THRESHOLD's default
 
 SHARDED_NO_COMM = (
-    "it shards training state, so its collectives (gradient reduce-scatter, parameter "
-    "all-gathers) are part of the step itself: without them each rank would update only its shard "
-    "from its own gradients, a different computation, so no no-sync variant isolates communication"
+    "it shards training state: the parameter all-gathers (ZeRO-3, FSDP) and the shard updates are part of "
+    "the step and cannot be removed without removing computation; a variant that drops only the gradient "
+    "reduce-scatter is not implemented"
 )
 
 STRATEGIES: dict[str, Strategy] = {

@@ -93,6 +93,11 @@ def body(cfg, out_path):
     from distbench.engines import free_port
 
     backend = "nccl" if cfg.device == "cuda" else "gloo"
+    if cfg.device == "cuda":
+        # The point's GPUs only: at N=1 idist.auto_model wraps in DataParallel over every visible GPU.
+        visible = [v for v in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if v.strip()]
+        ids = visible or [str(i) for i in range(cfg.world_size)]
+        os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(ids[: cfg.world_size])
     with idist.Parallel(backend=backend, nproc_per_node=cfg.world_size, master_port=free_port()) as parallel:
         parallel.run(training, cfg, out_path, os.getpid())
 

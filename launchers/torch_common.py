@@ -7,6 +7,7 @@ once, so every torch strategy runs the identical workload.
 
 from __future__ import annotations
 
+import gc
 import os
 import time
 from typing import Any
@@ -443,6 +444,10 @@ def run(cfg: PointConfig, out_path: str, strategy: str, dist: Distribution) -> N
         batches = make_batches(cfg, device, dist.rank, dist.world, cfg.per_device_batch)
         # The no-sync variant: the same wrapper and step, only the gradient collective removed.
         wrapped, optimizer = (dist.wrap if cfg.sync else dist.wrap_independent)(cfg, model, optimizer, device)
+        # Peak memory from here on: training, not the unsharded model a sharding wrapper has just split.
+        gc.collect()
+        common.reset_peak_memory(cfg.device)
+        extra["peak_memory_scope"] = "from after the model was built and wrapped (sharded) through the last step"
         probe: dict = {}
         step = dist.drive(cfg, make_step(cfg, wrapped, optimizer, batches, device, probe, dist), batches)
         sync = make_sync(device)

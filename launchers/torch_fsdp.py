@@ -1,7 +1,7 @@
 """Strategy `fsdp`: FSDP2 (`torch.distributed.fsdp.fully_shard`), one process per device, torchrun.
 
-Every direct child of the model that holds parameters becomes one FSDP unit, then the root; units
-reshard after forward (FSDP2's default, ZeRO-3-like: parameters are all-gathered again in backward),
+Each block of the model's repeated stacks becomes one FSDP unit (`shard_units`: ResNet bottlenecks,
+transformer layers), then the root; units reshard after forward (FSDP2's default, ZeRO-3-like: parameters are all-gathered again in backward),
 recorded as `fsdp.reshard_after_forward`. fully_shard does not synchronize initial weights, so rank
 0's parameters and buffers are broadcast first, as DDP does. Gradients are reduce-scattered (mean)
 and SGD steps each rank's shard. Backend: NCCL on CUDA, gloo on CPU workers.
@@ -34,9 +34,9 @@ def make_distribution():
             for t in [*model.parameters(), *model.buffers()]:
                 dist.broadcast(t.data, src=0)
             mesh = init_device_mesh(device.type, (self.world,))
-            self.units = [name for name, child in model.named_children() if any(True for _ in child.parameters())]
-            for name in self.units:
-                fully_shard(getattr(model, name), mesh=mesh, reshard_after_forward=RESHARD_AFTER_FORWARD)
+            self.units = shard_units(model)
+            for name in self.units:  # bottom-up: FSDP2 shards children before their parents
+                fully_shard(model.get_submodule(name), mesh=mesh, reshard_after_forward=RESHARD_AFTER_FORWARD)
             fully_shard(model, mesh=mesh, reshard_after_forward=RESHARD_AFTER_FORWARD)
             # The optimizer over the sharded (DTensor) parameters fully_shard put in place.
             return model, type(optimizer)(model.parameters(), **optimizer.defaults)
@@ -52,11 +52,39 @@ def make_distribution():
                 "fsdp": {
                     "api": "FSDP2 fully_shard",
                     "reshard_after_forward": RESHARD_AFTER_FORWARD,
-                    "units": [*self.units, "(root)"],
+                    "units": self.units,
+                    "root": "every parameter outside the units (FSDP2 keeps the root unsharded after forward)",
                 }
             }
 
     return FSDPDistribution()
+
+
+def shard_units(model) -> list[str]:
+    """The FSDP units, as FSDP users wrap them: each block of the model's repeated stacks (the elements of an
+    nn.Sequential / nn.ModuleList that hold parameters and are not stacks themselves: ResNet bottlenecks,
+    transformer layers, VGG layers), the outermost such level only, in post-order; the model's direct
+    children when it has no stacks. Parameters outside every unit belong to the root."""
+    import torch.nn as nn
+
+    stacks = (nn.Sequential, nn.ModuleList)
+    units: list[str] = []
+
+    def visit(prefix, module, inside):
+        for name, child in module.named_children():
+            full = f"{prefix}.{name}" if prefix else name
+            unit = (
+                not inside
+                and isinstance(module, stacks)
+                and not isinstance(child, stacks)
+                and any(True for _ in child.parameters())
+            )
+            visit(full, child, inside or unit)
+            if unit:
+                units.append(full)
+
+    visit("", model, False)
+    return units or [name for name, child in model.named_children() if any(True for _ in child.parameters())]
 
 
 def body(cfg, out_path):

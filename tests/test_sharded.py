@@ -74,7 +74,16 @@ def test_each_sharded_strategy_runs_and_records_peak_memory(strategy, n, tmp_pat
     per_rank = record["peak_memory_per_rank_bytes"]
     assert (per_rank is None) if n == 1 else (len(per_rank) == 2 and max(per_rank) == record["peak_memory_bytes"])
     if strategy == "fsdp":
-        assert record["fsdp"]["reshard_after_forward"] is True and record["fsdp"]["units"][-1] == "(root)"
+        assert record["fsdp"]["reshard_after_forward"] is True and record["fsdp"]["units"] == [
+            "layer1.0",
+            "layer1.1",
+            "layer2.0",
+            "layer2.1",
+            "layer3.0",
+            "layer3.1",
+            "layer4.0",
+            "layer4.1",
+        ]  # resnet18's basic blocks
     else:
         ds = record["deepspeed"]
         assert ds["zero_stage"] == int(strategy[-1]) and ds["backend"] == "gloo" and ds["accelerator"] == "cpu"
