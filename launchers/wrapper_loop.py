@@ -20,7 +20,9 @@ import threading
 TIMING = (
     "wrapper callback at step boundaries: the wrapper's own loop runs in a thread and pauses at its "
     "end-of-step hook; step time = boundary to boundary, device synchronized, common.measure's warmup, "
-    "barrier and stopping rule"
+    "barrier and stopping rule. The hand-off between the threads is inside each step and not subtracted "
+    "(a round trip took about 30 us on a loaded 2-core CPU machine: under 0.1% of a CPU-worker step, up to a "
+    "few % of a 1-10 ms GPU step)"
 )
 
 LIGHTNING_PRECISION = {"fp32": "32-true", "bf16": "bf16-mixed", "amp": "16-mixed"}
