@@ -37,10 +37,7 @@ DATA_WAIT_LARGE = 0.10
 """data_wait_fraction at or above which the input pipeline is named as the limit."""
 SUPERLINEAR = 1.10
 """Efficiency above this is called out as implausible for the same per-device work (weak scaling)."""
-CI_LEVEL = stats.CI_LEVEL
-_Z = 1.959963984540054  # two-sided 95% normal quantile
-
-SWEEP_COLUMNS = ("id", "started", "finished", "status", "command")
+Z95 = 1.959963984540054  # two-sided 95% normal quantile
 
 
 # -- opening the store and finding a sweep ----------------------------------------------------------
@@ -288,13 +285,16 @@ def steps_throughput_ci(step_times_s: Sequence[float], throughput: float) -> tup
     return lo, hi
 
 
+def log_se(ci: tuple[float, float]) -> float:
+    """Standard error on the log scale of a value with this 95% CI."""
+    return (math.log(ci[1]) - math.log(ci[0])) / (2 * Z95)
+
+
 def ratio_ci_from_cis(a: float, ci_a: tuple[float, float], b: float, ci_b: tuple[float, float]) -> tuple[float, float]:
     """CI of b/a from each side's 95% CI, combined on the log scale (delta method, independent sides)."""
-    se_a = (math.log(ci_a[1]) - math.log(ci_a[0])) / (2 * _Z)
-    se_b = (math.log(ci_b[1]) - math.log(ci_b[0])) / (2 * _Z)
-    se = math.hypot(se_a, se_b)
+    se = math.hypot(log_se(ci_a), log_se(ci_b))
     r = math.log(b / a)
-    return math.exp(r - _Z * se), math.exp(r + _Z * se)
+    return math.exp(r - Z95 * se), math.exp(r + Z95 * se)
 
 
 def throughput_ratio_ci(

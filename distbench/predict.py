@@ -39,13 +39,11 @@ from distbench.errors import BadInput
 from distbench.linkprofiles import get_profile
 from distbench.strategies import STRATEGIES
 
-Z95 = 1.959963984540054
 MODEL_ERROR_PER_DOUBLING = 0.03
 """Standard deviation of the log-throughput model error added per doubling of N beyond the largest
-fitted N. Set from the published tables in tests/data (docs/prediction.md): the median held-out error
-there is 1.7% per doubling of N, so 3% is a little wider than typical; the sweep's own
-leave-largest-out error per doubling replaces it when larger (a sweep that extrapolates badly gets
-wider intervals)."""
+fitted N. The median held-out error on the published tables in tests/data (docs/prediction.md) is
+1.7% per doubling, so 3% is a little wider than typical; predict() uses the sweep's own
+leave-largest-out error per doubling when that is larger."""
 DEFAULT_MEASUREMENT_SE = 0.02
 """Relative standard error assumed for a measured throughput with no CI and no residual spread."""
 BOOTSTRAP = 300
@@ -63,23 +61,11 @@ def reduces_to_one(name: str) -> bool:
     return bool(s and s.reduce_to_one)
 
 
-"""Bucket (DDP's default bucket_cap_mb 25) or fusion buffer (HOROVOD_FUSION_THRESHOLD default 64 MiB)
-sizes; strategies not listed all-reduce the gradients as one message (MirroredStrategy packs them)."""
 ALGORITHMS = ("auto", "ring", "tree", "hierarchical")
 CSV_REQUIRED = ("strategy", "world_size", "per_device_batch", "throughput")
-CSV_OPTIONAL = (
-    "model",
-    "nodes",
-    "scaling",
-    "global_batch",
-    "framework",
-    "status",
-    "grad_bytes",
-    "overlap",
-    "overlap_raw",
-    "throughput_ci_low",
-    "throughput_ci_high",
-    "device",
+CSV_OPTIONAL = tuple(
+    "model nodes scaling global_batch framework status grad_bytes overlap overlap_raw throughput_ci_low "
+    "throughput_ci_high device".split()
 )
 
 
@@ -194,7 +180,7 @@ def _int(value, default=None):
 
 def _se(record: dict) -> float | None:
     ci = an.throughput_ci(record)
-    return None if ci is None or ci[1] <= ci[0] else (math.log(ci[1]) - math.log(ci[0])) / (2 * Z95)
+    return None if ci is None or ci[1] <= ci[0] else an.log_se(ci)
 
 
 def _hidden_share(records: Sequence[dict]) -> tuple[float | None, str]:
@@ -290,12 +276,8 @@ def _csv_groups(rows: Sequence[dict]) -> dict[str, list[dict]]:
     groups: dict[str, list[dict]] = {}
     for r in rows:
         scaling = r.get("scaling") or "weak"
-        batch = r.get("global_batch") if scaling == "strong" else r.get("per_device_batch")
-        label = (
-            f"{r.get('model') or 'workload'} ({scaling} scaling, batch {an.num(batch) or '-':g})"
-            if an.num(batch)
-            else f"{r.get('model') or 'workload'} ({scaling} scaling)"
-        )
+        batch = an.num(r.get("global_batch") if scaling == "strong" else r.get("per_device_batch"))
+        label = f"{r.get('model') or 'workload'} ({scaling} scaling" + (f", batch {batch:g})" if batch else ")")
         groups.setdefault(label, []).append(r)
     return groups
 
@@ -404,7 +386,7 @@ def buckets_for(strategy: str, grad_bytes: float | None, bucket_bytes: float | N
 _TIER = re.compile(r"^\s*(intra|inter)\s*=\s*(.+)$", re.I)
 
 
-def _tiered(values: Sequence[str], flag: str, default_tier: Callable[[str], str]) -> dict[str, str]:
+def _tiered(values: Sequence[str], default_tier: Callable[[str], str] = lambda v: "intra") -> dict[str, str]:
     out = {}
     for v in values:
         m = _TIER.match(v)
@@ -418,7 +400,7 @@ def explicit_links(
 ) -> dict[str, Link]:
     """--link [TIER=]NAME, --link-bw TIER=GBPS, --link-latency TIER=US (a bare value is intra)."""
     out: dict[str, Link] = {}
-    for tier, name in _tiered(profiles, "--link", lambda v: get_profile(v).tier).items():
+    for tier, name in _tiered(profiles, lambda v: get_profile(v).tier).items():
         p = get_profile(name)
         k = nics_per_node if tier == "inter" else 1
         out[tier] = Link(
@@ -427,20 +409,15 @@ def explicit_links(
             f"profile {p.name}: {p.description}" + (f", x{k} NICs" if k > 1 else ""),
             False,
         )
-    bw = {
-        t: _positive(v, "--link-bw", "GB/s", allow_inf=True)
-        for t, v in _tiered(bws, "--link-bw", lambda v: "intra").items()
-    }
-    lat = {
-        t: _positive(v, "--link-latency", "us", zero=True)
-        for t, v in _tiered(lats, "--link-latency", lambda v: "intra").items()
-    }
+    bw = {t: _positive(v, "--link-bw", "GB/s", allow_inf=True) for t, v in _tiered(bws).items()}
+    lat = {t: _positive(v, "--link-latency", "us", zero=True) for t, v in _tiered(lats).items()}
     for tier in set(bw) | set(lat):
         base = out.get(tier)
-        if tier in bw and base is None and tier not in lat:
-            raise BadInput(f"--link-bw {tier}=... needs --link-latency {tier}=US too (or a --link profile)")
-        if tier in lat and base is None and tier not in bw:
-            raise BadInput(f"--link-latency {tier}=... needs --link-bw {tier}=GBPS too (or a --link profile)")
+        if base is None and (tier in bw) != (tier in lat):
+            has, needs, unit = (
+                ("--link-bw", "--link-latency", "US") if tier in bw else ("--link-latency", "--link-bw", "GBPS")
+            )
+            raise BadInput(f"{has} {tier}=... needs {needs} {tier}={unit} too (or a --link profile)")
         out[tier] = Link(
             bw[tier] * 1e9 if tier in bw else base.bandwidth,
             lat[tier] * 1e-6 if tier in lat else base.latency,
@@ -520,7 +497,7 @@ class Model:
         logs = np.log([self.throughput(n, f) for f in self.boot]) if self.boot else np.array([math.log(thr)])
         doublings = max(0.0, math.log2(n / max(self.fit.fitted_ns)))
         sd = math.sqrt(float(np.var(logs)) + (self.model_error * doublings) ** 2)
-        return thr, thr * math.exp(-Z95 * sd), thr * math.exp(Z95 * sd)
+        return thr, thr * math.exp(-an.Z95 * sd), thr * math.exp(an.Z95 * sd)
 
 
 def comm_model(
@@ -685,32 +662,23 @@ def predict(
         rows = []
         for n in ns:
             thr, lo, hi = model.interval(n)
+            bounds = (("", thr), ("_low", lo), ("_high", hi))
+            speedup = {k: v / s.baseline_throughput for k, v in bounds}
             row = {
                 "n": n,
                 "nodes": math.ceil(n / s.per_node),
-                "throughput": thr,
-                "throughput_low": lo,
-                "throughput_high": hi,
-                "speedup": thr / s.baseline_throughput,
-                "speedup_low": lo / s.baseline_throughput,
-                "speedup_high": hi / s.baseline_throughput,
+                **{f"throughput{k}": v for k, v in bounds},
+                **{f"speedup{k}": v for k, v in speedup.items()},
                 "per_device_batch": per_device_batch(s, n),
                 "exposed_comm_s": model.fit.kappa * model.fit.comm(n),
                 "step_time_s": model.fit.step_time(n, per_device_batch(s, n)),
+                **{f"efficiency{k}": v / n for k, v in speedup.items()},
             }
-            row.update(
-                efficiency=row["speedup"] / n,
-                efficiency_low=row["speedup_low"] / n,
-                efficiency_high=row["speedup_high"] / n,
-            )
-            if epoch_samples:
-                row.update(epoch_s=epoch_samples / thr, epoch_s_low=epoch_samples / hi, epoch_s_high=epoch_samples / lo)
+            if epoch_samples:  # the epoch's low bound comes from the throughput's high bound
+                epoch = {"": epoch_samples / thr, "_low": epoch_samples / hi, "_high": epoch_samples / lo}
+                row.update({f"epoch_s{k}": v for k, v in epoch.items()})
                 if gpu_hour_price is not None:
-                    row.update(
-                        epoch_cost=row["epoch_s"] / 3600 * n * gpu_hour_price,
-                        epoch_cost_low=row["epoch_s_low"] / 3600 * n * gpu_hour_price,
-                        epoch_cost_high=row["epoch_s_high"] / 3600 * n * gpu_hour_price,
-                    )
+                    row.update({f"epoch_cost{k}": v / 3600 * n * gpu_hour_price for k, v in epoch.items()})
             rows.append(row)
         entry = {
             "workload": s.workload,
@@ -742,9 +710,8 @@ def predict(
                 "assumed": _assumptions(s, model, algorithm, bucket_bytes),
             },
         }
-        for key, goal in (("gpus_for_throughput", target_throughput),):
-            if goal is not None:
-                entry[key] = _needed(model, s, lambda thr: thr >= goal)
+        if target_throughput is not None:
+            entry["gpus_for_throughput"] = _needed(model, s, lambda thr: thr >= target_throughput)
         if epoch_samples and epoch_time is not None:
             entry["gpus_for_epoch_time"] = _needed(model, s, lambda thr: epoch_samples / thr <= epoch_time)
         out_series.append(entry)
@@ -761,7 +728,7 @@ def predict(
 
 
 def _assumptions(s: Series, model: Model, algorithm: str, bucket_bytes) -> list[str]:
-    out = [
+    return [
         f"compute per sample is the same at every N ({s.scaling} scaling: per-device batch "
         + ("fixed" if s.scaling != "strong" else "= global batch / N")
         + ")",
@@ -777,7 +744,6 @@ def _assumptions(s: Series, model: Model, algorithm: str, bucket_bytes) -> list[
         f"devices per node: {s.per_node}",
         f"the fitted communication scale kappa = {model.fit.kappa:.3g} holds at every N and on every tier",
     ]
-    return out
 
 
 def _needed(model: Model, s: Series, ok: Callable[[float], bool], limit: int = 65536) -> dict:
