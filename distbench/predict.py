@@ -28,7 +28,8 @@ import datetime as _dt
 import json
 import math
 import re
-from dataclasses import dataclass, field
+from contextlib import closing
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Iterable, Sequence
 
@@ -102,11 +103,7 @@ def hierarchical_allreduce_time(size: float, n: int, per_node: int, intra: Link 
     """Ring reduce-scatter and all-gather inside each node, and a ring all-reduce between the m nodes:
     each GPU's shard S/g goes out through the node's network, g shards at once, S bytes per node."""
     g = min(n, per_node)
-    m = math.ceil(n / g)
-    t = ring_allreduce_time(size, g, intra) if g > 1 else 0.0
-    if m > 1:
-        t += ring_allreduce_time(size, m, inter)
-    return t
+    return ring_allreduce_time(size, g, intra) + ring_allreduce_time(size, math.ceil(n / g), inter)
 
 
 def reduce_to_one_time(size: float, n: int, link: Link) -> float:
@@ -533,17 +530,11 @@ def build_model(
     comm, buckets = comm_model(series, intra, inter, algorithm, bucket_bytes)
     fit = fit_points(points, comm)
     rng = np.random.default_rng(seed)
+    spread = fit.resid_se or DEFAULT_MEASUREMENT_SE
     boot = []
     for _ in range(bootstrap):
         redrawn = [
-            Observed(
-                p.n,
-                p.nodes,
-                p.per_device_batch,
-                p.throughput
-                * math.exp(rng.normal(0, p.se if p.se is not None else (fit.resid_se or DEFAULT_MEASUREMENT_SE))),
-                p.se,
-            )
+            replace(p, throughput=p.throughput * math.exp(rng.normal(0, p.se if p.se is not None else spread)))
             for p in points
         ]
         try:
@@ -749,11 +740,8 @@ def _assumptions(s: Series, model: Model, algorithm: str, bucket_bytes) -> list[
 def _needed(model: Model, s: Series, ok: Callable[[float], bool], limit: int = 65536) -> dict:
     """Smallest N among powers of two and power-of-two node counts whose predicted throughput meets the
     goal, and the smallest whose 95% lower bound does."""
-    ns = sorted({2**k for k in range(17)} | {s.per_node * 2**k for k in range(17)})
     best = conservative = None
-    for n in ns:
-        if n > limit:
-            break
+    for n in sorted({n for k in range(17) for n in (2**k, s.per_node * 2**k) if n <= limit}):
         thr, lo, _ = model.interval(n)
         if best is None and ok(thr):
             best = n
@@ -786,14 +774,11 @@ def latest_for(store_path: str, sweep_id: str) -> dict | None:
     if not store_path or not Path(store_path).exists():
         return None
     try:
-        conn = sqlite3.connect(f"file:{store_path}?mode=ro", uri=True)
-        try:
+        with closing(sqlite3.connect(f"file:{store_path}?mode=ro", uri=True)) as conn:
             row = conn.execute(
                 "SELECT id, command, prediction_json FROM predictions WHERE sweep_id = ? ORDER BY id DESC LIMIT 1",
                 (sweep_id,),
             ).fetchone()
-        finally:
-            conn.close()
     except sqlite3.Error:
         return None
     if row is None:
@@ -915,26 +900,13 @@ def plot(doc: dict):
     ns = []
     for i, s in enumerate(doc["series"]):
         color = colors[i % len(colors)]
-        mx = [m["n"] for m in s["measured"]]
+        mx, px = ([p["n"] for p in s[k]] for k in ("measured", "predicted"))
         ax.plot(
             mx, [m["throughput"] for m in s["measured"]], "o-", color=color, label=_mpl(f"{s['strategy']} measured")
         )
-        px = [p["n"] for p in s["predicted"]]
-        ax.plot(
-            px,
-            [p["throughput"] for p in s["predicted"]],
-            "o--",
-            mfc="none",
-            color=color,
-            label=_mpl(f"{s['strategy']} predicted"),
-        )
-        ax.fill_between(
-            px,
-            [p["throughput_low"] for p in s["predicted"]],
-            [p["throughput_high"] for p in s["predicted"]],
-            color=color,
-            alpha=0.15,
-        )
+        pred = {k: [p[k] for p in s["predicted"]] for k in ("throughput", "throughput_low", "throughput_high")}
+        ax.plot(px, pred["throughput"], "o--", mfc="none", color=color, label=_mpl(f"{s['strategy']} predicted"))
+        ax.fill_between(px, pred["throughput_low"], pred["throughput_high"], color=color, alpha=0.15)
         ns += mx + px
     _n_axis(ax, ns)
     ax.set_ylim(bottom=0)

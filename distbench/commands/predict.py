@@ -31,7 +31,6 @@ from distbench.sweep import command_line
     "--csv",
     "csv_path",
     type=click.Path(dir_okay=False),
-    default=None,
     help="Predict from a points CSV instead of a stored sweep (columns: strategy, world_size, "
     "per_device_batch, throughput; optional model, nodes, scaling, global_batch, grad_bytes, "
     "overlap, throughput_ci_low/high).",
@@ -39,16 +38,14 @@ from distbench.sweep import command_line
 @click.option(
     "--gpus",
     "gpus_text",
-    default=None,
     help="Device counts to predict, e.g. 8,16,64 (default: 2x to 16x the largest measured N).",
 )
 @click.option(
     "--gpus-per-node",
     type=click.IntRange(1, 1024),
-    default=None,
     help="Devices per node; larger N span several nodes (default: the most measured on one node).",
 )
-@click.option("--strategy", "strategy_text", default=None, help="Comma list of strategies to predict (default: all).")
+@click.option("--strategy", "strategy_text", help="Comma list of strategies to predict (default: all).")
 @click.option(
     "--comm",
     "comm_sweeps",
@@ -83,32 +80,27 @@ from distbench.sweep import command_line
 @click.option(
     "--bucket-mb",
     type=opt.FiniteFloatRange(0, 1e6, min_open=True),
-    default=None,
     help="Bucket / fusion size in MiB (default: DDP 25, Horovod 64, others one message).",
 )
 @click.option(
     "--grad-bytes",
     type=opt.FiniteFloatRange(0, 1e15, min_open=True),
-    default=None,
     help="Gradient bytes per step when the points do not record them.",
 )
-@click.option("--epoch-samples", type=click.IntRange(min=1), default=None, help="Samples in one epoch.")
+@click.option("--epoch-samples", type=click.IntRange(min=1), help="Samples in one epoch.")
 @click.option(
     "--epoch-time",
     type=opt.FiniteFloatRange(0, 1e9, min_open=True),
-    default=None,
     help="Target seconds per epoch (with --epoch-samples): devices needed.",
 )
 @click.option(
     "--target-throughput",
     type=opt.FiniteFloatRange(0, 1e12, min_open=True),
-    default=None,
     help="Samples/s you need: devices needed.",
 )
 @click.option(
     "--gpu-hour-price",
     type=opt.FiniteFloatRange(0, 1e6),
-    default=None,
     help="Price of one device-hour: cost per epoch (with --epoch-samples).",
 )
 @click.option("--no-store", is_flag=True, help="Do not save the prediction in the store.")
@@ -190,21 +182,17 @@ def predict(
         click.echo(json.dumps(doc, indent=2, default=str))
         return
     out = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
-    table = Table(title="PREDICTED (not measured)", title_justify="left")
-    headers, rows = pr.table_rows(doc)
-    for h in headers:
-        table.add_column(h, justify="left" if h in ("workload", "strategy") else "right")
-    for row in rows:
-        table.add_row(*row)
-    out.print(table)
-    vh, vrows = pr.validation_rows(doc)
-    if vrows:
-        vt = Table(title="leave-largest-N-out on the measured points", title_justify="left")
-        for h in vh:
-            vt.add_column(h)
-        for row in vrows:
-            vt.add_row(*row)
-        out.print(vt)
+    for title, (headers, rows), right in (
+        ("PREDICTED (not measured)", pr.table_rows(doc), lambda h: h not in ("workload", "strategy")),
+        ("leave-largest-N-out on the measured points", pr.validation_rows(doc), lambda h: False),
+    ):
+        if rows:
+            table = Table(title=title, title_justify="left")
+            for h in headers:
+                table.add_column(h, justify="right" if right(h) else "left")
+            for row in rows:
+                table.add_row(*row)
+            out.print(table)
     for line in pr.summary_lines(doc):
         out.print(line, markup=False)
     if "prediction_id" in doc:
