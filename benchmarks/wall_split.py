@@ -67,11 +67,14 @@ def main() -> int:
     parts = {label: split[k] for k, label in an.WALL_PARTS if k != "measuring"}
     parts["distbench between points"] = outside
     biggest = max(parts, key=parts.get)
-    # the no-sync variant is a whole run of its own: split it the same way (its record summaries carry
-    # their launch and stopping stamps)
-    variants = [an.wall_split(v) for r in points for v in (r.get("independent") or [])]
+    # A no-sync variant that is a whole run of its own: split it the same way (its record summaries carry
+    # their launch and stopping stamps). One measured in its synchronized run's processes: its window.
+    independent = [v for r in points for v in (r.get("independent") or [])]
+    in_process = [v for v in independent if (v.get("stopping") or {}).get("segment_start")]
+    variants = [an.wall_split(v) for v in independent if v not in in_process]
     variant = {k: sum((v or {}).get(k) or 0.0 for v in variants) for k, _ in an.WALL_PARTS}
-    with_variant = (split["measuring"] + variant["measuring"]) / wall
+    in_process_window = sum(an._span(v["stopping"].get("window")) or 0.0 for v in in_process)
+    with_variant = (split["measuring"] + variant["measuring"] + in_process_window) / wall
     env = envinfo.capture_environment()
     lines = [
         HEADING,
@@ -100,7 +103,9 @@ def main() -> int:
         )
     lines += [
         "",
-        "The no-sync variant's own runs, split the same way (seconds): "
+        f"No-sync variants measured in their synchronized runs' processes: {len(in_process)} runs, "
+        f"{in_process_window:.1f} s of measured windows. "
+        f"Those run as process trees of their own ({len(variants)}), split the same way (seconds): "
         + ", ".join(f"{label} {variant[k]:.1f}" for k, label in an.WALL_PARTS if k != "no_sync")
         + ".",
         "",

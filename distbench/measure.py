@@ -1,8 +1,10 @@
 """Measuring one planned point: repeats, the independent (no-sync) variant, CIs and noise flags.
 
-Each repeat and each independent variant run is a separate fresh process tree (distbench.launch).
-With communication measured, the synchronized (A) and independent (B) runs alternate, A B A B, R
-pairs; each B runs as many steps as its A, with no adaptive stopping of its own. Throughput: one run's
+Each repeat is a separate fresh process tree (distbench.launch). With communication measured, the
+synchronized (A) and independent (B) runs alternate, A B, B A, ..., R pairs; each B runs as many steps
+as its A, with no adaptive stopping of its own. Where the strategy allows (Strategy.nosync_in_process)
+a pair runs in one process tree, B re-wrapping the same replicas before or after A (PointConfig.
+nosync_order); otherwise B is a process tree of its own. Throughput: one run's
 over its measured window, or over R repeats the geometric mean, with a 95% CI that says what it
 covers (`ci_scope`): within-run noise (batch means over the steps of one run) or run to run (t over
 R repeats). Every measured step time is kept for the step-time distribution.
@@ -39,6 +41,19 @@ def _summary(record: dict) -> dict:
         "launch",
     )  # launch: the wall-time split (analysis.wall_split)
     return {k: record.get(k) for k in keep}
+
+
+def _in_process_variant(record: dict) -> dict:
+    """The no-sync run measured in `record`'s processes (PointConfig.nosync_order), as a run of its own;
+    its span goes into the run's `stopping` so the wall-time split can count it."""
+    seg = record.pop("nosync_segment", None)
+    if record["status"] != "ok" or seg is None:
+        if record["status"] == "ok":
+            return {"status": "failed", "reason": "the synchronized run wrote no no-sync segment"}
+        return {"status": record["status"], "reason": record.get("reason")}
+    variant = add_step_metrics({"status": "ok", "global_batch": record["global_batch"], **seg})
+    record["stopping"]["nosync_span"] = [seg["stopping"]["segment_start"], seg["stopping"]["window"][1]]
+    return variant
 
 
 def combine_repeats(runs: list[dict], noisy_cv: float = NOISY_CV) -> dict:
@@ -135,6 +150,12 @@ def measure_point(
             continue
         fixed = runs[0]["measured_steps"] if runs else None
         sync_cfg = dataclasses.replace(cfg, target_ci=0.0, steps=fixed) if fixed else cfg
+        if point.strategy.nosync_in_process:  # A B, or B A, in one process tree
+            runs.append(run(dataclasses.replace(sync_cfg, nosync_order="BA" if r % 2 else "AB"), f"r{r + 1}"))
+            indeps.append(_in_process_variant(runs[-1]))
+            if runs[-1]["status"] != "ok":
+                break
+            continue
         if r % 2 == 0:  # A B
             runs.append(run(sync_cfg, f"r{r + 1}"))
             if runs[-1]["status"] != "ok":
@@ -146,7 +167,10 @@ def measure_point(
             runs.append(run(sync_cfg, f"r{r + 1}"))
     record = combine_repeats(runs, noisy_cv)
     if indeps and record["status"] == "ok":
-        record["independent"] = [_summary(b) for b in indeps]
+        record["independent"] = [
+            {**_summary(b), **{k: v for k, v in b.items() if k == "step_times_s" or k.startswith("nosync_")}}
+            for b in indeps
+        ]
         record["pair_order"] = ["AB" if i % 2 == 0 else "BA" for i in range(len(indeps))]
         bad = next((b for b in indeps if b["status"] != "ok"), None)
         if bad is None:

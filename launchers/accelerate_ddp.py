@@ -11,7 +11,7 @@ import sys
 
 from distbench.launchers import common
 
-STRATEGY, FRAMEWORK = "accelerate", "torch"
+FRAMEWORK = "torch"
 
 
 def make_distribution():
@@ -77,8 +77,8 @@ def make_distribution():
 def body(cfg, out_path):
     from distbench.launchers import torch_common as tc
 
-    tc.run(cfg, out_path, STRATEGY, make_distribution())
+    tc.run(cfg, out_path, make_distribution())
 
 
 if __name__ == "__main__":
-    sys.exit(common.run_worker(STRATEGY, FRAMEWORK, body))
+    sys.exit(common.run_worker(FRAMEWORK, body))

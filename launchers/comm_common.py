@@ -62,15 +62,16 @@ def horovod_backend(hvd, device: str) -> str:
 
 
 def horovod_init(hvd, cfg):
-    """hvd.init(); returns the process set a training step all-reduces over. The no-sync variant
-    (cfg.sync False, N > 1) registers one process set per rank and reduces over this rank's own:
-    the same Horovod path (hooks, queue, fusion buffer, background thread), no other rank involved."""
-    if cfg.sync or cfg.world_size == 1:
+    """hvd.init(); returns {sync: process set} for the runs of this process: True, every rank; False (the
+    no-sync variant at N > 1: alone, or measured in the same process with cfg.nosync_order), this rank's
+    own set, registered for every rank at init: the same Horovod path (hooks, queue, fusion buffer,
+    background thread), no other rank involved."""
+    if cfg.world_size == 1 or (cfg.sync and not cfg.nosync_order):
         hvd.init()
-        return hvd.global_process_set
+        return {True: hvd.global_process_set, False: hvd.global_process_set}
     own = [hvd.ProcessSet([r]) for r in range(cfg.world_size)]
     hvd.init(process_sets=own)
-    return own[hvd.rank()]
+    return {True: hvd.global_process_set, False: own[hvd.rank()]}
 
 
 def emit_comm(cfg, out_path, strategy, framework, result: dict, backend: str) -> None:

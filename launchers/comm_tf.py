@@ -58,4 +58,4 @@ def body(cfg, out_path):
 
 
 if __name__ == "__main__":
-    sys.exit(common.run_worker("comm-tf", FRAMEWORK, body))
+    sys.exit(common.run_worker(FRAMEWORK, body))

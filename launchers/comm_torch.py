@@ -57,4 +57,4 @@ def body(cfg, out_path):
 
 
 if __name__ == "__main__":
-    sys.exit(common.run_worker("comm-torch", FRAMEWORK, body))
+    sys.exit(common.run_worker(FRAMEWORK, body))

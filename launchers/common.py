@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import os
@@ -202,6 +203,29 @@ def measured_run(
     return combine_ranks(per_rank, cfg.sync), float(loss), fields
 
 
+def segment_configs(cfg: PointConfig) -> list[PointConfig]:
+    """The measured runs of this process, in order: the point itself and, with cfg.nosync_order, its
+    no-sync variant after it ('AB') or before it ('BA'): the same replicas, only the collective removed
+    (Strategy.nosync_in_process). The variant runs as many steps as the synchronized run."""
+    run = dataclasses.replace(cfg, nosync_order=None)
+    if not cfg.nosync_order:
+        return [run]
+    variant = dataclasses.replace(run, sync=False, measure_comm=False, target_ci=0.0)
+    return [run, variant] if cfg.nosync_order == "AB" else [variant, run]
+
+
+def fixed_steps(cfg: PointConfig, measured: list[float]) -> PointConfig:
+    """A run after the synchronized one in the same process: exactly as many steps as it measured."""
+    return dataclasses.replace(cfg, steps=len(measured), target_ci=0.0) if measured else cfg
+
+
+def segment_record(times: list[float], loss: float, fields: dict, started: float) -> dict:
+    """The no-sync variant measured in the synchronized run's process (PointConfig.nosync_order): what
+    the parent needs to treat it as the variant's run. `started`: wall clock before it was (re)wrapped."""
+    fields["stopping"]["segment_start"] = started
+    return {"step_times_s": times, "final_loss": float(loss), **fields}
+
+
 def time_collective(
     op: Callable[[], Any], barrier: Callable[[], None], iters: int = 10, warmup: int = 2
 ) -> list[float]:
@@ -221,13 +245,15 @@ def emit(
     cfg: PointConfig,
     out_path: str,
     *,
-    strategy: str,
     framework: str,
     status: str,
+    strategy: str | None = None,
     step_times: list[float] | None = None,
     reason: str | None = None,
     **extra: Any,
 ) -> None:
+    """Write the point's record; its strategy is the registry name the parent put in the config."""
+    strategy = strategy or cfg.strategy
     record = base_record(cfg.to_dict(), strategy=strategy, framework=framework, status=status, reason=reason)
     record["step_times_s"] = list(step_times or [])
     record.update(extra)
@@ -250,9 +276,7 @@ def rank_slice(cfg: PointConfig, rank: int) -> slice:
     return slice(rank * cfg.per_device_batch, (rank + 1) * cfg.per_device_batch)
 
 
-def run_worker(
-    strategy: str, framework: str, body: Callable[[PointConfig, str], None], argv: list[str] | None = None
-) -> int:
+def run_worker(framework: str, body: Callable[[PointConfig, str], None], argv: list[str] | None = None) -> int:
     """Entry point of every worker module.
 
     A missing framework becomes a 'skipped' record with an install hint; running out of memory
@@ -270,7 +294,6 @@ def run_worker(
             emit(
                 cfg,
                 out_path,
-                strategy=strategy,
                 framework=framework,
                 status="skipped",
                 reason=f"{exc.name or exc} is not installed: {INSTALL_HINT}",
@@ -281,7 +304,7 @@ def run_worker(
         text = f"{type(exc).__name__}: {exc}".strip()
         oom = any(m in text for m in OOM_MARKERS)
         if oom and is_rank0:
-            emit(cfg, out_path, strategy=strategy, framework=framework, status="oom", reason=text[:500])
+            emit(cfg, out_path, framework=framework, status="oom", reason=text[:500])
         traceback.print_exc()
         _report_error(rank, text)
         # Exit now: a rank whose peers wait in a collective must not hang in interpreter shutdown

@@ -11,7 +11,7 @@ from importlib import metadata
 
 from distbench.launchers import common
 
-STRATEGY, FRAMEWORK = "composer", "torch"
+FRAMEWORK = "torch"
 RELEASE, TORCH_REQUIREMENT = "0.32.1", "<2.7.1"
 """The newest mosaicml release and the torch range it declares (its Requires-Dist on PyPI)."""
 
@@ -37,8 +37,8 @@ def conflict() -> str:
 
 
 def body(cfg, out_path):
-    common.emit(cfg, out_path, strategy=STRATEGY, framework=FRAMEWORK, status="skipped", reason=conflict())
+    common.emit(cfg, out_path, framework=FRAMEWORK, status="skipped", reason=conflict())
 
 
 if __name__ == "__main__":
-    sys.exit(common.run_worker(STRATEGY, FRAMEWORK, body))
+    sys.exit(common.run_worker(FRAMEWORK, body))

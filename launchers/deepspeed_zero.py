@@ -97,7 +97,7 @@ def make_distribution(stage: int):
 def body(cfg, out_path):
     from distbench.launchers import torch_common as tc
 
-    tc.run(cfg, out_path, cfg.strategy, make_distribution(STAGES[cfg.strategy]))
+    tc.run(cfg, out_path, make_distribution(STAGES[cfg.strategy]))
     # The work is done, the record written and the process group destroyed. DeepSpeed's native threads have
     # aborted a rank in interpreter teardown ("terminate called without an active exception", about 1 run
     # in 30 here), which fails a finished point: end this rank without running the C++ destructors.
@@ -106,4 +106,4 @@ def body(cfg, out_path):
 
 if __name__ == "__main__":
     # One module for the three stages: the point's config names the strategy, so its stage.
-    sys.exit(common.run_worker(common.parse_args()[0].strategy, FRAMEWORK, body))
+    sys.exit(common.run_worker(FRAMEWORK, body))

@@ -11,7 +11,7 @@ import sys
 
 from distbench.launchers import common
 
-STRATEGY, FRAMEWORK = "horovod-tf", "tf"
+FRAMEWORK = "tf"
 
 
 def make_distribution():
@@ -28,7 +28,7 @@ def make_distribution():
         )
 
         def start(self, cfg):
-            self.process_set = horovod_init(hvd, cfg)
+            self.process_sets = horovod_init(hvd, cfg)
             self.rank, self.world = hvd.rank(), hvd.size()
             self.backend = horovod_backend(hvd, cfg.device)
             if hvd.cross_size() != cfg.nodes:
@@ -46,7 +46,7 @@ def make_distribution():
             """Synchronized over every rank, or (the no-sync variant) over this rank's own process set. The
             average's 1/N is a post-scale pass in Horovod, skipped when the factor is 1 (a one-rank set):
             the variant sums and post-scales by 1/N itself, so it keeps that pass."""
-            tf, process_set = self.tf, self.process_set
+            tf, process_set = self.tf, self.process_sets[cfg.sync]
             op = dict(op=hvd.Average) if cfg.sync else dict(op=hvd.Sum, postscale_factor=1.0 / self.world)
 
             def reduce(grads):
@@ -84,8 +84,8 @@ def make_distribution():
 def body(cfg, out_path):
     from distbench.launchers import tf_common as tfc
 
-    tfc.run(cfg, out_path, STRATEGY, make_distribution())
+    tfc.run(cfg, out_path, make_distribution())
 
 
 if __name__ == "__main__":
-    sys.exit(common.run_worker(STRATEGY, FRAMEWORK, body))
+    sys.exit(common.run_worker(FRAMEWORK, body))

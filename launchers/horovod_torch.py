@@ -9,7 +9,7 @@ import sys
 
 from distbench.launchers import common
 
-STRATEGY, FRAMEWORK = "horovod-torch", "torch"
+FRAMEWORK = "torch"
 
 
 def make_distribution():
@@ -29,7 +29,7 @@ def make_distribution():
         )
 
         def start(self, cfg):
-            self.process_set = horovod_init(hvd, cfg)
+            self.process_sets = horovod_init(hvd, cfg)
             self.rank, self.world, self.local_rank = hvd.rank(), hvd.size(), hvd.local_rank()
             self.backend = horovod_backend(hvd, cfg.device)
             if hvd.cross_size() != cfg.nodes:
@@ -37,7 +37,10 @@ def make_distribution():
 
         def wrap(self, cfg, model, optimizer, device):
             optimizer = hvd.DistributedOptimizer(
-                optimizer, named_parameters=model.named_parameters(), op=hvd.Average, process_set=self.process_set
+                optimizer,
+                named_parameters=model.named_parameters(),
+                op=hvd.Average,
+                process_set=self.process_sets[cfg.sync],
             )
             hvd.broadcast_parameters(model.state_dict(), root_rank=0)
             hvd.broadcast_optimizer_state(optimizer, root_rank=0)
@@ -45,6 +48,13 @@ def make_distribution():
 
         def wrap_independent(self, cfg, model, optimizer, device):
             return self.wrap(cfg, model, optimizer, device)  # over this rank's own process set
+
+        def rewrap(self, cfg, model, optimizer, wrapped_optimizer, device):
+            # The same DistributedOptimizer (a second one would add a second set of gradient hooks), now
+            # reducing over the other process set. Rank 0's weights again: the variant let them drift apart.
+            wrapped_optimizer.process_set = self.process_sets[cfg.sync]
+            hvd.broadcast_parameters(model.state_dict(), root_rank=0)
+            return model, wrapped_optimizer
 
         def gather(self, obj):
             return hvd.allgather_object(obj)
@@ -75,8 +85,8 @@ def make_distribution():
 def body(cfg, out_path):
     from distbench.launchers import torch_common as tc
 
-    tc.run(cfg, out_path, STRATEGY, make_distribution())
+    tc.run(cfg, out_path, make_distribution())
 
 
 if __name__ == "__main__":
-    sys.exit(common.run_worker(STRATEGY, FRAMEWORK, body))
+    sys.exit(common.run_worker(FRAMEWORK, body))

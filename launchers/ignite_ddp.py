@@ -15,7 +15,7 @@ import sys
 
 from distbench.launchers import common
 
-STRATEGY, FRAMEWORK = "ignite", "torch"
+FRAMEWORK = "torch"
 
 
 def make_distribution():
@@ -84,7 +84,7 @@ def training(local_rank, cfg, out_path, parent_pid):
     die_with_parent()
     if os.getppid() != parent_pid:  # the parent died before the signal was armed
         os._exit(1)
-    tc.run(cfg, out_path, STRATEGY, make_distribution())
+    tc.run(cfg, out_path, make_distribution())
 
 
 def body(cfg, out_path):
@@ -103,4 +103,4 @@ def body(cfg, out_path):
 
 
 if __name__ == "__main__":
-    sys.exit(common.run_worker(STRATEGY, FRAMEWORK, body))
+    sys.exit(common.run_worker(FRAMEWORK, body))

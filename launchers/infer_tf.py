@@ -6,7 +6,7 @@ import sys
 
 from distbench.launchers import common
 
-STRATEGY, FRAMEWORK = "infer-tf", "tf"
+FRAMEWORK = "tf"
 
 
 def body(cfg, out_path):
@@ -32,7 +32,6 @@ def body(cfg, out_path):
     common.emit(
         cfg,
         out_path,
-        strategy=STRATEGY,
         framework=FRAMEWORK,
         status="ok",
         per_batch=entries,
@@ -42,4 +41,4 @@ def body(cfg, out_path):
 
 
 if __name__ == "__main__":
-    sys.exit(common.run_worker(STRATEGY, FRAMEWORK, body))
+    sys.exit(common.run_worker(FRAMEWORK, body))

@@ -6,7 +6,7 @@ import sys
 
 from distbench.launchers import common
 
-STRATEGY, FRAMEWORK = "infer-torch", "torch"
+FRAMEWORK = "torch"
 
 
 def body(cfg, out_path):
@@ -52,7 +52,6 @@ def body(cfg, out_path):
     common.emit(
         cfg,
         out_path,
-        strategy=STRATEGY,
         framework=FRAMEWORK,
         status="ok",
         per_batch=entries,
@@ -62,4 +61,4 @@ def body(cfg, out_path):
 
 
 if __name__ == "__main__":
-    sys.exit(common.run_worker(STRATEGY, FRAMEWORK, body))
+    sys.exit(common.run_worker(FRAMEWORK, body))

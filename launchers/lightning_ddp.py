@@ -16,7 +16,7 @@ import sys
 
 from distbench.launchers import common
 
-STRATEGY, FRAMEWORK = "lightning", "torch"
+FRAMEWORK = "torch"
 DEFAULTS_ON = "logger, progress bar, model summary, checkpointing (Trainer defaults, unchanged)"
 
 
@@ -137,8 +137,8 @@ def make_distribution(out_path: str):
 def body(cfg, out_path):
     from distbench.launchers import torch_common as tc
 
-    tc.run(cfg, out_path, STRATEGY, make_distribution(out_path))
+    tc.run(cfg, out_path, make_distribution(out_path))
 
 
 if __name__ == "__main__":
-    sys.exit(common.run_worker(STRATEGY, FRAMEWORK, body))
+    sys.exit(common.run_worker(FRAMEWORK, body))

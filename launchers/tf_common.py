@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import time
 from typing import Any
 
 from distbench import datasets, peaks
@@ -357,19 +358,23 @@ class Distribution:
         pass
 
 
-def replica_local_updates(optimizer) -> None:
+def replica_local_updates(optimizer, on: bool = True) -> None:
     """No-sync variant under a tf.distribute strategy: the optimizer applies each replica's own
     gradients to that replica's copy of the variables, through the same merge_call and per-replica
     extended.update as a synchronized step, instead of summing them across replicas first. Keras 3's
     apply_gradients has no switch for this (no experimental_aggregate_gradients), so the one method
-    that all-reduces is replaced on this optimizer instance (the inner one under loss scaling)."""
+    that all-reduces is replaced on this optimizer instance (the inner one under loss scaling); on=False
+    restores it. It is read when a step is traced: a step traced after the switch keeps its setting."""
     inner = getattr(optimizer, "inner_optimizer", optimizer)
     if not callable(getattr(type(inner), "_all_reduce_sum_gradients", None)):
         # A Keras without it would silently run the synchronized step as the variant.
         raise RuntimeError(
             f"{type(inner).__name__} has no _all_reduce_sum_gradients (Keras changed): cannot make the no-sync variant"
         )
-    inner._all_reduce_sum_gradients = lambda grads_and_vars: list(grads_and_vars)
+    if on:
+        inner._all_reduce_sum_gradients = lambda grads_and_vars: list(grads_and_vars)
+    else:
+        inner.__dict__.pop("_all_reduce_sum_gradients", None)
 
 
 class StrategyDistribution(Distribution):
@@ -429,6 +434,7 @@ class StrategyDistribution(Distribution):
         return lambda: train_step(*source.next())
 
     def make_train_step(self, cfg: PointConfig, model, optimizer):
+        replica_local_updates(optimizer, on=False)  # after a variant run in this process (nosync_order)
         return self._step(cfg, model, optimizer, aggregate=True)
 
     def make_independent_step(self, cfg: PointConfig, model, optimizer):
@@ -486,7 +492,7 @@ def _update_checksums(model, start) -> list[list[float]]:
     return out
 
 
-def run(cfg: PointConfig, out_path: str, strategy: str, dist: Distribution) -> None:
+def run(cfg: PointConfig, out_path: str, dist: Distribution) -> None:
     import numpy as np
 
     tf = dist.start(cfg)
@@ -504,7 +510,6 @@ def run(cfg: PointConfig, out_path: str, strategy: str, dist: Distribution) -> N
             model = build_model(cfg, common.verify_seed(cfg, dist.rank))
             optimizer = make_optimizer(cfg)
             optimizer.build(model.trainable_variables)
-        step = (dist.make_train_step if cfg.sync else dist.make_independent_step)(cfg, model, optimizer)
         extra: dict = {
             "params": param_count(model),
             "grad_bytes": grad_bytes(model),
@@ -520,6 +525,28 @@ def run(cfg: PointConfig, out_path: str, strategy: str, dist: Distribution) -> N
                 "variable_dtype": model.dtype_policy.variable_dtype,
             },
         }
+        times: list[float] = []
+        for seg_cfg in common.segment_configs(cfg):
+            started = time.time()
+            seg_cfg = common.fixed_steps(seg_cfg, times)
+            # A fresh traced step per run: the variant's, or the real one.
+            step = (dist.make_train_step if seg_cfg.sync else dist.make_independent_step)(seg_cfg, model, optimizer)
+            if cfg.verify:
+                break
+            data = getattr(dist, "data", None)
+            seg_times, seg_loss, fields = common.measured_run(
+                step,
+                make_sync(cfg, tf),
+                seg_cfg,
+                dist.gather,
+                data.waits if data else [],
+                lambda: dist.allreduce_seconds(seg_cfg, model),
+            )
+            if seg_cfg.sync == cfg.sync:
+                times, loss = seg_times, seg_loss
+                extra.update(fields)
+            else:
+                extra["nosync_segment"] = common.segment_record(seg_times, seg_loss, fields, started)
         if cfg.verify:
             extra["determinism"] = determinism
             start = [np.asarray(w.numpy(), dtype=np.float64) for w in model.trainable_weights]
@@ -530,25 +557,13 @@ def run(cfg: PointConfig, out_path: str, strategy: str, dist: Distribution) -> N
                 verify_losses=losses, update_checksums=replicas[0], replica_max_rel_diff=common.max_rel_diff(replicas)
             )
             times, loss = [], losses[-1]
-        else:
-            data = getattr(dist, "data", None)
-            times, loss, fields = common.measured_run(
-                step,
-                make_sync(cfg, tf),
-                cfg,
-                dist.gather,
-                data.waits if data else [],
-                lambda: dist.allreduce_seconds(cfg, model),
-            )
-            extra.update(fields)
-            if cfg.device == "cpu" and cfg.sync:  # MFU's peak on CPU workers, after the timed loop
-                extra["cpu_gemm_peak"] = peaks.measure_cpu_gemm(cfg.threads_per_worker, dist.gather)
+        elif cfg.device == "cpu" and cfg.sync:  # MFU's peak on CPU workers, after the timed loop
+            extra["cpu_gemm_peak"] = peaks.measure_cpu_gemm(cfg.threads_per_worker, dist.gather)
         common.check_loss(loss)
         if dist.rank == 0:
             common.emit(
                 cfg,
                 out_path,
-                strategy=strategy,
                 framework="tf",
                 status="ok",
                 step_times=times,

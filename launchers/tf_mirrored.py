@@ -13,7 +13,7 @@ import sys
 
 from distbench.launchers import common
 
-STRATEGY, FRAMEWORK = "mirrored", "tf"
+FRAMEWORK = "tf"
 
 
 def make_distribution():
@@ -35,8 +35,8 @@ def make_distribution():
 def body(cfg, out_path):
     from distbench.launchers import tf_common as tfc
 
-    tfc.run(cfg, out_path, STRATEGY, make_distribution())
+    tfc.run(cfg, out_path, make_distribution())
 
 
 if __name__ == "__main__":
-    sys.exit(common.run_worker(STRATEGY, FRAMEWORK, body))
+    sys.exit(common.run_worker(FRAMEWORK, body))

@@ -26,7 +26,7 @@ import sys
 
 from distbench.launchers import common
 
-STRATEGY, FRAMEWORK = "mirrored", "tf"
+FRAMEWORK = "tf"
 TF_STRATEGY = "MultiWorkerMirroredStrategy"
 
 
@@ -143,7 +143,7 @@ def body(cfg, out_path):
 
     tf_config = resolve_cluster()
     dist = make_distribution(tf_config)
-    tfc.run(cfg, out_path, STRATEGY, dist)
+    tfc.run(cfg, out_path, dist)
     if dist.rank == 0 and os.path.exists(out_path):
         record = read_record(out_path)
         record["tf_strategy"] = TF_STRATEGY
@@ -161,4 +161,4 @@ if __name__ == "__main__":
         os.environ.setdefault("RANK", str(task_rank(resolve_cluster())))
     except (RuntimeError, ValueError, KeyError):
         pass
-    sys.exit(common.run_worker(STRATEGY, FRAMEWORK, body))
+    sys.exit(common.run_worker(FRAMEWORK, body))

@@ -6,14 +6,14 @@ import sys
 
 from distbench.launchers import common
 
-STRATEGY, FRAMEWORK = "tf", "tf"
+FRAMEWORK = "tf"
 
 
 def body(cfg, out_path):
     from distbench.launchers import tf_common as tfc
 
-    tfc.run(cfg, out_path, STRATEGY, tfc.Distribution())
+    tfc.run(cfg, out_path, tfc.Distribution())
 
 
 if __name__ == "__main__":
-    sys.exit(common.run_worker(STRATEGY, FRAMEWORK, body))
+    sys.exit(common.run_worker(FRAMEWORK, body))

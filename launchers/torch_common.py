@@ -40,6 +40,11 @@ class Distribution:
         """(model, optimizer) for the no-sync variant: the same wrapper with only its collective removed."""
         return model, optimizer
 
+    def rewrap(self, cfg: PointConfig, model, optimizer, wrapped_optimizer, device):
+        """(model, optimizer) for the next segment of an in-process sync/no-sync run (cfg.sync says which;
+        cfg.nosync_order): by default the model wrapped afresh, after run() dropped the previous wrapper."""
+        return (self.wrap if cfg.sync else self.wrap_independent)(cfg, model, optimizer, device)
+
     def nosync_fields(self) -> dict:
         """Evidence recorded from a no-sync run (e.g. how often the no-op hook ran)."""
         return {}
@@ -422,7 +427,7 @@ def _update_checksums(model, start: list, params: list | None = None) -> list[li
     return out
 
 
-def run(cfg: PointConfig, out_path: str, strategy: str, dist: Distribution) -> None:
+def run(cfg: PointConfig, out_path: str, dist: Distribution) -> None:
     """Build, (wrap), measure or verify, and let rank 0 write the record."""
 
     determinism = verify_determinism() if cfg.verify else None
@@ -442,24 +447,46 @@ def run(cfg: PointConfig, out_path: str, strategy: str, dist: Distribution) -> N
             "grad_bytes": grad_bytes(model),
         }  # before any sharding
         batches = make_batches(cfg, device, dist.rank, dist.world, cfg.per_device_batch)
-        # The no-sync variant: the same wrapper and step, only the gradient collective removed.
-        wrapped, optimizer = (dist.wrap if cfg.sync else dist.wrap_independent)(cfg, model, optimizer, device)
-        # Peak memory from here on: training, not the unsharded model a sharding wrapper has just split.
-        gc.collect()
-        common.reset_peak_memory(cfg.device)
-        extra["peak_memory_scope"] = "from after the model was built and wrapped (sharded) through the last step"
-        probe: dict = {}
-        step = dist.drive(cfg, make_step(cfg, wrapped, optimizer, batches, device, probe, dist), batches)
         sync = make_sync(device)
-        extra.update(
-            backend=dist.backend,
-            runtime=runtime_info(device),
-            sync=cfg.sync,
-            probe=probe,
-            nosync_variant=dist.nosync_variant,
-            math_mode=math_mode,
-        )
+        extra.update(backend=dist.backend, runtime=runtime_info(device), sync=cfg.sync)
+        extra.update(nosync_variant=dist.nosync_variant, math_mode=math_mode)
+        times: list[float] = []
+        wrapped = None
+        for seg_cfg in common.segment_configs(cfg):
+            started = time.time()
+            if wrapped is None:  # the no-sync variant: the same wrapper, only its gradient collective removed
+                wrapped, wrapped_opt = (dist.wrap if seg_cfg.sync else dist.wrap_independent)(
+                    seg_cfg, model, optimizer, device
+                )
+            else:  # the next run of this process (cfg.nosync_order), the previous wrapper dropped first
+                step = wrapped = None
+                gc.collect()
+                seg_cfg = common.fixed_steps(seg_cfg, times)
+                wrapped, wrapped_opt = dist.rewrap(seg_cfg, model, optimizer, wrapped_opt, device)
+            # Peak memory from here on: training, not the unsharded model a sharding wrapper has just split.
+            gc.collect()
+            common.reset_peak_memory(cfg.device)
+            extra["peak_memory_scope"] = "from after the model was built and wrapped (sharded) through the last step"
+            probe: dict = {}
+            step = dist.drive(seg_cfg, make_step(seg_cfg, wrapped, wrapped_opt, batches, device, probe, dist), batches)
+            if cfg.verify:
+                break
+            seg_times, seg_loss, fields = common.measured_run(
+                step,
+                sync,
+                seg_cfg,
+                dist.gather,
+                batches.waits,
+                lambda: dist.allreduce_seconds(seg_cfg, model, wrapped),
+            )
+            if seg_cfg.sync == cfg.sync:
+                times, loss = seg_times, seg_loss
+                extra.update(fields, probe=probe)
+            else:
+                extra["nosync_segment"] = common.segment_record(seg_times, seg_loss, fields, started)
+                extra["nosync_segment"].update(dist.nosync_fields())
         if cfg.verify:
+            extra["probe"] = probe
             start = dist.full_parameters(model)
             losses = []
             for _ in range(cfg.steps):
@@ -473,13 +500,8 @@ def run(cfg: PointConfig, out_path: str, strategy: str, dist: Distribution) -> N
                 replica_max_rel_diff=common.max_rel_diff(replicas),
             )
             times, loss = [], losses[-1]
-        else:
-            times, loss, fields = common.measured_run(
-                step, sync, cfg, dist.gather, batches.waits, lambda: dist.allreduce_seconds(cfg, model, wrapped)
-            )
-            extra.update(fields)
-            if cfg.device == "cpu" and cfg.sync:  # MFU's peak on CPU workers, after the timed loop
-                extra["cpu_gemm_peak"] = peaks.measure_cpu_gemm(cfg.threads_per_worker, dist.gather)
+        elif cfg.device == "cpu" and cfg.sync:  # MFU's peak on CPU workers, after the timed loop
+            extra["cpu_gemm_peak"] = peaks.measure_cpu_gemm(cfg.threads_per_worker, dist.gather)
         if not cfg.sync:
             extra.update(dist.nosync_fields())
         extra.update(dist.record_fields())
@@ -488,7 +510,6 @@ def run(cfg: PointConfig, out_path: str, strategy: str, dist: Distribution) -> N
             common.emit(
                 cfg,
                 out_path,
-                strategy=strategy,
                 framework="torch",
                 status="ok",
                 step_times=times,

@@ -12,7 +12,7 @@ import sys
 
 from distbench.launchers import common
 
-STRATEGY, FRAMEWORK = "ddp", "torch"
+FRAMEWORK = "torch"
 
 
 def silence(dist, ddp) -> None:
@@ -109,8 +109,8 @@ def make_distribution():
 def body(cfg, out_path):
     from distbench.launchers import torch_common as tc
 
-    tc.run(cfg, out_path, STRATEGY, make_distribution())
+    tc.run(cfg, out_path, make_distribution())
 
 
 if __name__ == "__main__":
-    sys.exit(common.run_worker(STRATEGY, FRAMEWORK, body))
+    sys.exit(common.run_worker(FRAMEWORK, body))

@@ -14,7 +14,7 @@ import sys
 
 from distbench.launchers import common
 
-STRATEGY, FRAMEWORK = "dp", "torch"
+FRAMEWORK = "torch"
 NOSYNC_VARIANT = (
     "N plain model copies, one per GPU, each stepped in its own thread like DataParallel's "
     "replicas: DataParallel's scatter, replicate, output gather and gradient reduce to GPU 0 removed"
@@ -31,7 +31,6 @@ def body(cfg, out_path):
         common.emit(
             cfg,
             out_path,
-            strategy=STRATEGY,
             framework=FRAMEWORK,
             status="skipped",
             reason="DataParallel needs CUDA devices; it cannot split work across CPU workers",
@@ -109,7 +108,6 @@ def body(cfg, out_path):
         common.emit(
             cfg,
             out_path,
-            strategy=STRATEGY,
             framework=FRAMEWORK,
             status="ok",
             final_loss=losses[-1],
@@ -141,7 +139,6 @@ def body(cfg, out_path):
     common.emit(
         cfg,
         out_path,
-        strategy=STRATEGY,
         framework=FRAMEWORK,
         status="ok",
         step_times=times,
@@ -152,4 +149,4 @@ def body(cfg, out_path):
 
 
 if __name__ == "__main__":
-    sys.exit(common.run_worker(STRATEGY, FRAMEWORK, body))
+    sys.exit(common.run_worker(FRAMEWORK, body))

@@ -13,7 +13,7 @@ import sys
 
 from distbench.launchers import common
 
-STRATEGY, FRAMEWORK = "fsdp", "torch"
+FRAMEWORK = "torch"
 RESHARD_AFTER_FORWARD = True
 
 
@@ -90,8 +90,8 @@ def shard_units(model) -> list[str]:
 def body(cfg, out_path):
     from distbench.launchers import torch_common as tc
 
-    tc.run(cfg, out_path, STRATEGY, make_distribution())
+    tc.run(cfg, out_path, make_distribution())
 
 
 if __name__ == "__main__":
-    sys.exit(common.run_worker(STRATEGY, FRAMEWORK, body))
+    sys.exit(common.run_worker(FRAMEWORK, body))

@@ -6,14 +6,14 @@ import sys
 
 from distbench.launchers import common
 
-STRATEGY, FRAMEWORK = "torch", "torch"
+FRAMEWORK = "torch"
 
 
 def body(cfg, out_path):
     from distbench.launchers import torch_common as tc
 
-    tc.run(cfg, out_path, STRATEGY, tc.Distribution())
+    tc.run(cfg, out_path, tc.Distribution())
 
 
 if __name__ == "__main__":
-    sys.exit(common.run_worker(STRATEGY, FRAMEWORK, body))
+    sys.exit(common.run_worker(FRAMEWORK, body))

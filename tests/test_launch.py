@@ -134,3 +134,19 @@ def test_ranks_hung_in_teardown_after_the_record_is_written_are_stopped_and_the_
     assert record["step_times_s"] == [0.1, 0.1, 0.1]
     assert "hung in teardown" in record["launch_note"]
     assert time.monotonic() - started < launch.FAILURE_GRACE_S + 30
+
+
+def test_a_workers_record_is_named_by_the_registry_not_by_the_worker(tmp_path):
+    """A worker module does not name its strategy: the record carries the name the parent's config gives it."""
+    import pathlib
+    import re
+
+    from distbench.launchers import common
+    from distbench.record import read_record
+
+    for path in pathlib.Path(common.__file__).parent.glob("*.py"):
+        assert not re.search(r"^STRATEGY\b", path.read_text(), re.M), path.name
+    cfg = _cfg("any-registered-name", n=1)
+    out = tmp_path / "record.json"
+    common.emit(cfg, str(out), framework="torch", status="skipped", reason="test")
+    assert read_record(str(out))["strategy"] == "any-registered-name"

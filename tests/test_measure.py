@@ -152,10 +152,11 @@ def test_measure_point_alternates_sync_and_independent_runs(monkeypatch, tmp_pat
         r["allreduce_s"] = 0.1 if cfg.sync else None
         return r
 
-    class Point:
-        strategy = STRATEGIES["ddp"]
-        config = _cfg(strategy="ddp", world_size=2, steps=10, target_ci=0.02, max_time_s=5, measure_comm=True)
+    class Point:  # a strategy whose variant is a process tree of its own
+        strategy = STRATEGIES["fabric"]
+        config = _cfg(strategy="fabric", world_size=2, steps=10, target_ci=0.02, max_time_s=5, measure_comm=True)
 
+    assert not Point.strategy.nosync_in_process
     monkeypatch.setattr(measure_mod, "run_point", fake_run_point)
     rec = measure_mod.measure_point(Point(), tmp_path, timeout_s=10, repeats=2)
     # A B, then B A: a steady trend of the machine cancels over the pairs
@@ -170,3 +171,49 @@ def test_measure_point_alternates_sync_and_independent_runs(monkeypatch, tmp_pat
     assert rec["overlap_raw"] == pytest.approx(0.6) and rec["overlap"] == pytest.approx(0.6)
     assert len(rec["independent"]) == 2 and rec["ci_scope"] == "run-to-run (t over 2 repeats)"
     assert stats.MIN_CI_STEPS > 12
+
+
+def test_measure_point_runs_an_in_process_variant_in_the_same_process_tree(monkeypatch, tmp_path):
+    """ddp: each repeat is one process tree measuring A and B (A B, then B A); the variant's record comes
+    from the run's nosync_segment, and its time counts as the no-sync phase of the wall-time split."""
+    from distbench.analysis import wall_split
+
+    calls = []
+
+    def fake_run_point(strategy, cfg, workdir, timeout_s, telemetry_interval_s=0.0):
+        calls.append((workdir.name, cfg.nosync_order, cfg.steps, cfg.target_ci))
+        t0 = 1000.0 * len(calls)  # wall clock of this launch
+        a, b = 0.30, 0.26
+        r = base_record(cfg.to_dict(), strategy="ddp", framework="torch", status="ok")
+        r.update(step_times_s=[a] * 12, measured_window_s=a * 12, allreduce_s=0.1)
+        # A B: A's warmup at +5, window +6..+10, the variant from +11 to +20; B A: the variant first
+        first, window = (t0 + 5, [t0 + 6, t0 + 10]) if cfg.nosync_order == "AB" else (t0 + 15, [t0 + 16, t0 + 20])
+        seg_start, seg_end = (t0 + 11, t0 + 19) if cfg.nosync_order == "AB" else (t0 + 2, t0 + 12)
+        r["stopping"] = {"warmup_start": first, "window": window, "allreduce_window": [window[1], window[1] + 1]}
+        r["launch"] = {"started": t0, "wall_s": 25.0}
+        r["nosync_segment"] = {
+            "step_times_s": [b] * 12,
+            "measured_window_s": b * 12,
+            "stopping": {"window": [seg_start + 1, seg_end], "segment_start": seg_start},
+            "nosync_hook_calls": 36,
+        }
+        return r
+
+    class Point:
+        strategy = STRATEGIES["ddp"]
+        config = _cfg(strategy="ddp", world_size=2, steps=10, target_ci=0.02, max_time_s=5, measure_comm=True)
+
+    assert Point.strategy.nosync_in_process
+    monkeypatch.setattr(measure_mod, "run_point", fake_run_point)
+    rec = measure_mod.measure_point(Point(), tmp_path, timeout_s=10, repeats=2)
+    assert [c[:2] for c in calls] == [("r1", "AB"), ("r2", "BA")]
+    assert calls[1][2:] == (12, 0.0)  # the second pair runs the first A's step count, no stopping of its own
+    assert rec["pair_order"] == ["AB", "BA"] and "nosync_segment" not in rec
+    assert [b["throughput"] for b in rec["independent"]] == pytest.approx([rec["global_batch"] / 0.26] * 2)
+    assert [b["nosync_hook_calls"] for b in rec["independent"]] == [36, 36]
+    assert rec["exposed_comm_s"] == pytest.approx(0.04)
+    split = wall_split(rec)
+    # no-sync: 8 s (A B, out of teardown) + 10 s (B A, out of launch to first step)
+    assert split["no_sync"] == pytest.approx(18.0) and split["total"] == pytest.approx(50.0)
+    assert split["startup"] == pytest.approx(5 + 15 - 10) and split["teardown"] == pytest.approx(14 - 8 + 4)
+    assert split["unattributed"] == pytest.approx(0.0)

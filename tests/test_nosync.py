@@ -3,6 +3,7 @@ CPU workers. At N=2 with different data per rank its replicas drift apart (nothi
 at N=1, where the collective has nothing to exchange, it computes the same numbers as the real step and
 runs as fast."""
 
+import dataclasses
 import statistics
 from concurrent.futures import ThreadPoolExecutor
 
@@ -128,6 +129,39 @@ def test_horovod_variant_reduces_over_the_rank_alone_and_is_the_real_step_at_one
     from distbench.launchers.comm_common import horovod_init
 
     hvd = FakeHvd()
-    assert horovod_init(hvd, _cfg("horovod-torch", 1, sync=False)) == "global" and hvd.sets is None
-    assert horovod_init(hvd, _cfg("horovod-torch", 2, sync=True)) == "global" and hvd.sets is None
-    assert horovod_init(hvd, _cfg("horovod-torch", 2, sync=False)) == (1,) and hvd.sets == [(0,), (1,)]
+    assert horovod_init(hvd, _cfg("horovod-torch", 1, sync=False)) == {True: "global", False: "global"}
+    assert hvd.sets is None
+    assert horovod_init(hvd, _cfg("horovod-torch", 2, sync=True))[True] == "global" and hvd.sets is None
+    assert horovod_init(hvd, _cfg("horovod-torch", 2, sync=False))[False] == (1,) and hvd.sets == [(0,), (1,)]
+    # both runs in one process (nosync_order): the rank's own set registered beside the global one
+    sets = horovod_init(hvd, dataclasses.replace(_cfg("horovod-torch", 2), nosync_order="AB"))
+    assert sets == {True: "global", False: (1,)} and hvd.sets == [(0,), (1,)]
+
+
+@pytest.mark.parametrize("strategy", PARAMS)
+def test_the_variant_runs_in_the_synchronized_runs_processes(strategy, tmp_path):
+    """nosync_order 'BA': the variant first, then the real step, in one process tree (the order that
+    must switch the collective back on); both measure the same number of steps."""
+    assert STRATEGIES[strategy].nosync_in_process
+    record = _run(strategy, _cfg(strategy, 2, steps=4, measure_comm=True, nosync_order="BA"), tmp_path, "ba")
+    seg = record["nosync_segment"]
+    assert record["sync"] is True and len(seg["step_times_s"]) == len(record["step_times_s"]) == 4
+    assert seg["stopping"]["window"][1] <= record["stopping"]["warmup_start"]  # B ran before A
+    assert seg["stopping"]["segment_start"] <= seg["stopping"]["window"][0]
+    assert record["allreduce_s"] and "allreduce_s" not in seg  # the all-reduce benchmark belongs to A
+    if strategy == "ddp":
+        assert seg["nosync_hook_calls"] > 0 and "nosync_hook_calls" not in record
+
+
+@require("tensorflow")
+def test_mirrored_variant_switch_restores_the_all_reduce():
+    """The mirrored variant replaces one optimizer method on the instance; switching back restores the class's."""
+    import keras
+
+    from distbench.launchers.tf_common import replica_local_updates
+
+    opt = keras.optimizers.SGD()
+    replica_local_updates(opt)
+    assert opt._all_reduce_sum_gradients([(1, 2)]) == [(1, 2)]
+    replica_local_updates(opt, on=False)
+    assert opt._all_reduce_sum_gradients.__func__ is type(opt)._all_reduce_sum_gradients

@@ -28,8 +28,8 @@ def body(cfg, out_path):
             self.optimizer.step()
 
     base.wrap = lambda cfg, model, optimizer, device: (model, AveragingOptimizer(model, optimizer, base.world))
-    tc.run(cfg, out_path, "ddp-no-broadcast", base)
+    tc.run(cfg, out_path, base)
 
 
 if __name__ == "__main__":
-    sys.exit(common.run_worker("ddp-no-broadcast", "torch", body))
+    sys.exit(common.run_worker("torch", body))

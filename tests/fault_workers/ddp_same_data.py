@@ -10,8 +10,8 @@ def body(cfg, out_path):
 
     make_batch = tc.make_batch
     tc.make_batch = lambda cfg, device, rank, batch: make_batch(cfg, device, 0, batch)
-    tc.run(cfg, out_path, "ddp-same-data", torch_ddp.make_distribution())
+    tc.run(cfg, out_path, torch_ddp.make_distribution())
 
 
 if __name__ == "__main__":
-    sys.exit(common.run_worker("ddp-same-data", "torch", body))
+    sys.exit(common.run_worker("torch", body))

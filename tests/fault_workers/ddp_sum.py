@@ -24,8 +24,8 @@ def body(cfg, out_path):
         return ddp_model, optimizer
 
     base.wrap = broken_wrap
-    tc.run(cfg, out_path, "ddp-sum", base)
+    tc.run(cfg, out_path, base)
 
 
 if __name__ == "__main__":
-    sys.exit(common.run_worker("ddp-sum", "torch", body))
+    sys.exit(common.run_worker("torch", body))

@@ -25,8 +25,8 @@ def body(cfg, out_path):
         return model, optimizer
 
     base.wrap = broken_wrap
-    tc.run(cfg, out_path, "fsdp-sum", base)
+    tc.run(cfg, out_path, base)
 
 
 if __name__ == "__main__":
-    sys.exit(common.run_worker("fsdp-sum", "torch", body))
+    sys.exit(common.run_worker("torch", body))

@@ -21,4 +21,4 @@ def body(cfg, out_path):
 
 
 if __name__ == "__main__":
-    common.run_worker("torch", "torch", body)
+    common.run_worker("torch", body)

@@ -33,8 +33,8 @@ def body(cfg, out_path):
         return wrapped
 
     tc.make_step = exhausting_make_step
-    tc.run(cfg, out_path, "horovod-oom-rank1", horovod_torch.make_distribution())
+    tc.run(cfg, out_path, horovod_torch.make_distribution())
 
 
 if __name__ == "__main__":
-    sys.exit(common.run_worker("horovod-oom-rank1", "torch", body))
+    sys.exit(common.run_worker("torch", body))

@@ -16,8 +16,8 @@ def body(cfg, out_path):
         return dict(config(cfg, stage), gradient_allreduce_op="sum")
 
     deepspeed_zero.ds_config = summing_config
-    tc.run(cfg, out_path, "zero-sum", base)
+    tc.run(cfg, out_path, base)
 
 
 if __name__ == "__main__":
-    sys.exit(common.run_worker("zero-sum", "torch", body))
+    sys.exit(common.run_worker("torch", body))
