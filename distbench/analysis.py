@@ -4,12 +4,6 @@ Everything here works on the stored result records (`points.record_json`) plus t
 (`steps` table); it never re-measures. Optional record fields (CIs, `noisy`, communication and
 input-pipeline measurements, `telemetry`) are used when present; without them the analysis says what
 it cannot tell instead of guessing.
-
-    from distbench.analysis import open_store, load_sweep, summarize
-    with open_store("distbench-results/distbench.db") as store:
-        sweep = load_sweep(store, "latest")
-    for line in summarize(sweep).lines():
-        print(line)
 """
 
 from __future__ import annotations
@@ -40,7 +34,7 @@ SUPERLINEAR = 1.10
 Z95 = 1.959963984540054  # two-sided 95% normal quantile
 
 
-# -- opening the store and finding a sweep ----------------------------------------------------------
+# -- opening the store and finding a sweep
 def open_store(path: str | os.PathLike) -> Store:
     """Open an existing store for reading; a missing file is an error here (reading must not create one)."""
     path = Path(path)
@@ -72,7 +66,7 @@ def resolve_sweep_id(store: Store, sweep: str) -> str:
     return store.sweep(sweep)["id"]
 
 
-# -- the loaded sweep -----------------------------------------------------------------------------------
+# -- the loaded sweep
 @dataclass
 class Sweep:
     """One sweep as stored: its row (env/options/notes parsed) and its points, each with `point_id`."""
@@ -93,7 +87,7 @@ class Sweep:
 
     @property
     def scaling_points(self) -> list[dict]:
-        """Successful training points (comm micro-benchmarks excluded)."""
+        """Successful training points (no comm micro-benchmarks or per-core baselines)."""
         return [r for r in self.points if r.get("status") == "ok" and not is_comm(r) and not is_per_core_baseline(r)]
 
     @property
@@ -111,10 +105,8 @@ class Sweep:
 
 
 def _loads(text: str | None, default):
-    if not text:
-        return default
     try:
-        return json.loads(text)
+        return json.loads(text) if text else default
     except ValueError:
         return default
 
@@ -122,11 +114,9 @@ def _loads(text: str | None, default):
 def load_sweep(store: Store, sweep: str) -> Sweep:
     """Load a sweep (id or 'latest') with every point's record and per-step samples."""
     sweep_id = resolve_sweep_id(store, sweep)
-    row = store.sweep(sweep_id)
-    info = dict(row)
-    info["env"] = _loads(info.pop("env_json", None), {})
-    info["options"] = _loads(info.pop("options_json", None), {})
-    info["notes"] = _loads(info.pop("notes_json", None), [])
+    info = dict(store.sweep(sweep_id))
+    for key, default in (("env", {}), ("options", {}), ("notes", [])):
+        info[key] = _loads(info.pop(f"{key}_json", None), default)
     points = []
     for r in store.conn.execute("SELECT id, record_json FROM points WHERE sweep_id = ? ORDER BY id", (sweep_id,)):
         record = _loads(r["record_json"], {})
@@ -143,7 +133,7 @@ def load_sweep(store: Store, sweep: str) -> Sweep:
     return Sweep(info=info, points=points, steps=steps, store_path=str(store.path))
 
 
-# -- small record helpers -------------------------------------------------------------------------------
+# -- small record helpers
 def num(value) -> float | None:
     """A finite float, or None (for missing, NaN, non-numeric and boolean values)."""
     if value is None or isinstance(value, bool):
@@ -202,14 +192,13 @@ def baseline_for(record: dict, points: Iterable[dict]) -> dict | None:
 
 def is_noisy(record: dict) -> bool:
     """Flagged `noisy` by the measurement, or (when the record has no flag) step-time CV above CV_NOISY."""
-    if "noisy" in record and record["noisy"] is not None:
+    if record.get("noisy") is not None:
         return bool(record["noisy"])
     cv = num(record.get("step_time_cv"))
     return cv is not None and cv > CV_NOISY
 
 
 def record_key(record: dict) -> PointKey:
-    """The record's point key (distbench.config.point_key: strategy, N, nodes, workload, batch size)."""
     return point_key(record.get("strategy"), record.get("config") or record)
 
 
@@ -271,7 +260,7 @@ def device_word(points: Sequence[dict]) -> str:
     return "CPU workers" if any(r.get("device") == "cpu" for r in points) else "GPUs"
 
 
-# -- CIs from step times and ratio CIs --------------------------------------------------------------------
+# -- CIs from step times and ratio CIs
 def steps_throughput_ci(step_times_s: Sequence[float], throughput: float) -> tuple[float, float]:
     """Within-run 95% CI of a record's throughput from its step times (batch means,
     stats.step_time_ci), for records that carry no CI of their own."""
@@ -318,7 +307,7 @@ def throughput_ratio_ci(
     return ratio_ci_from_cis(thr_a, ci_a, thr_b, ci_b), how
 
 
-# -- findings for the summary ---------------------------------------------------------------------------
+# -- findings for the summary
 @dataclass
 class Summary:
     """What the sweep shows, as plain-text sentences grouped by topic (renderers escape them)."""
@@ -607,7 +596,7 @@ def shared_cores_note(record: dict, baseline: dict | None) -> str | None:
     )
 
 
-# -- capacity planning ----------------------------------------------------------------------------------
+# -- capacity planning
 @dataclass
 class CapacityRow:
     workload: str
@@ -634,11 +623,11 @@ def capacity(
         for strategy, spts in by_strategy(pts).items():
             measured = [(int(r["world_size"]), num(r["throughput"])) for r in spts]
             row = CapacityRow(workload=workload_label(key, groups), strategy=strategy, measured=measured)
-            n_max, thr_max = measured[-1]
+            missed = f"not reached at the largest measured N = {measured[-1][0]}"
             if target_throughput is not None:
                 hit = next((r for r in spts if num(r["throughput"]) >= target_throughput), None)
                 if hit is None:
-                    row.target_throughput = f"not reached at the largest measured N = {n_max} ({thr_max:.2f} samples/s)"
+                    row.target_throughput = f"{missed} ({measured[-1][1]:.2f} samples/s)"
                 else:
                     row.target_throughput = _count(int(hit["world_size"]), word)
                     ci = throughput_ci(hit)
@@ -649,14 +638,9 @@ def capacity(
             if epoch_samples:
                 row.epoch_times = [(n, epoch_samples / thr) for n, thr in measured]
                 if epoch_time_s is not None:
-                    hit = next(((n, t) for n, t in row.epoch_times if t <= epoch_time_s), None)
-                    if hit is None:
-                        row.target_epoch = (
-                            f"not reached at the largest measured N = {n_max} "
-                            f"({format_duration(row.epoch_times[-1][1])} per epoch)"
-                        )
-                    else:
-                        row.target_epoch = _count(hit[0], word)
+                    hit = next((n for n, t in row.epoch_times if t <= epoch_time_s), None)
+                    last = format_duration(row.epoch_times[-1][1])
+                    row.target_epoch = f"{missed} ({last} per epoch)" if hit is None else _count(hit, word)
             rows.append(row)
     return rows
 
@@ -666,16 +650,13 @@ def _count(n: int, word: str) -> str:
 
 
 def format_duration(seconds: float) -> str:
-    if seconds < 120:
-        return f"{seconds:.1f} s"
-    if seconds < 3600:
-        return f"{seconds / 60:.1f} min"
-    if seconds < 172800:
-        return f"{seconds / 3600:.1f} h"
+    for below, unit, name in ((120, 1, "s"), (3600, 60, "min"), (172800, 3600, "h")):
+        if seconds < below:
+            return f"{seconds / unit:.1f} {name}"
     return f"{seconds / 86400:.1f} days"
 
 
-# -- where the wall time goes ---------------------------------------------------------------------------
+# -- where the wall time goes
 WALL_PARTS = (
     ("startup", "launch to first step"),
     ("warmup", "warmup"),
@@ -689,7 +670,6 @@ WALL_PARTS = (
 
 
 def _span(pair) -> float | None:
-    """hi - lo of a (lo, hi) pair of wall-clock stamps, at least 0; None when either is missing."""
     if not isinstance(pair, (list, tuple)) or len(pair) < 2 or num(pair[0]) is None or num(pair[1]) is None:
         return None
     return max(0.0, num(pair[1]) - num(pair[0]))
@@ -769,7 +749,7 @@ def wall_split_line(records: Iterable[dict]) -> str | None:
     return f"wall time of the points: {total:.0f} s; " + ", ".join(parts)
 
 
-# -- communication and telemetry fields -----------------------------------------------------------------
+# -- communication and telemetry fields
 COMM_FIELDS = ("comm_overhead", "exposed_comm_s", "allreduce_s", "grad_bytes", "overlap", "data_wait_fraction")
 
 
@@ -836,33 +816,11 @@ def telemetry_values(record: dict) -> dict[str, float]:
     return out
 
 
-# -- tabular export -------------------------------------------------------------------------------------
+# -- tabular export
 FRAME_COLUMNS = (
-    "sweep_id",
-    "point_id",
-    "strategy",
-    "framework",
-    "model",
-    "world_size",
-    "nodes",
-    "device",
-    "scaling",
-    "per_device_batch",
-    "global_batch",
-    "status",
-    "reason",
-    "throughput",
-    "throughput_ci_low",
-    "throughput_ci_high",
-    "speedup",
-    "efficiency",
-    "wrapper_overhead",
-    "step_time_median_s",
-    "step_time_p5_s",
-    "step_time_p95_s",
-    "step_time_cv",
-    "measured_steps",
-    "noisy",
+    *"sweep_id point_id strategy framework model world_size nodes device scaling per_device_batch global_batch "
+    "status reason throughput throughput_ci_low throughput_ci_high speedup efficiency wrapper_overhead "
+    "step_time_median_s step_time_p5_s step_time_p95_s step_time_cv measured_steps noisy".split(),
     *COMM_FIELDS,
 )
 _SKIP_IN_FRAME = {"step_times_s", "per_rank_step_times_s", "config", "launch", "stderr_tail", "telemetry"}
@@ -874,35 +832,22 @@ def points_frame(sweep: Sweep):
     import pandas as pd
 
     rows = []
-    extra: list[str] = []
     for r in sweep.points:
         row = {c: r.get(c) for c in FRAME_COLUMNS}
         for k, v in r.items():
-            if k in row or k in _SKIP_IN_FRAME:
-                continue
-            row[k] = json.dumps(v, sort_keys=True, default=str) if isinstance(v, (list, dict)) else v
-            if k not in extra:
-                extra.append(k)
+            if k not in row and k not in _SKIP_IN_FRAME:
+                row[k] = json.dumps(v, sort_keys=True, default=str) if isinstance(v, (list, dict)) else v
         tel = r.get("telemetry") if isinstance(r.get("telemetry"), dict) else {}
         for k, v in tel.items():
-            col = f"telemetry.{k}"
-            row[col] = json.dumps(v) if isinstance(v, (list, dict)) else v
-            if col not in extra:
-                extra.append(col)
+            row[f"telemetry.{k}"] = json.dumps(v) if isinstance(v, (list, dict)) else v
         row["config"] = json.dumps(r.get("config", {}), sort_keys=True, default=str)
         rows.append(row)
-    columns = [*FRAME_COLUMNS, *extra, "config"]
-    frame = pd.DataFrame(rows, columns=columns)
-    # Columns that are entirely absent in this sweep (e.g. CI before it is recorded) stay, as empty
-    # columns, so exports from different sweeps have the same leading layout.
-    return frame
+    # The fixed columns stay even when the whole sweep lacks them (e.g. CI before it is recorded), so
+    # exports from different sweeps have the same leading layout.
+    columns = dict.fromkeys([*FRAME_COLUMNS, *(k for row in rows for k in row if k != "config")])
+    return pd.DataFrame(rows, columns=[*columns, "config"])
 
 
 def sweep_document(sweep: Sweep) -> dict:
-    """The whole sweep as one JSON-able document: the sweep row and every full record with its steps."""
-    points = []
-    for r in sweep.points:
-        p = dict(r)
-        p["step_times_s"] = sweep.step_times(r)
-        points.append(p)
-    return {"sweep": sweep.info, "points": points}
+    """The sweep row and every full record with its steps, JSON-able."""
+    return {"sweep": sweep.info, "points": [{**r, "step_times_s": sweep.step_times(r)} for r in sweep.points]}

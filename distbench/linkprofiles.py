@@ -35,7 +35,6 @@ class LinkProfile:
     tier: str
     """'intra' (inside a node) or 'inter' (between nodes): the tier a bare `--link NAME` sets."""
     bandwidth_gbps: float
-    """GB/s (1e9 bytes/s), one direction, per GPU (intra) or per network port (inter)."""
     latency_us: float
     description: str
 
@@ -43,22 +42,22 @@ class LinkProfile:
 _GBIT = 1 / 8  # Gb/s -> GB/s
 
 PROFILES: dict[str, LinkProfile] = {
-    p.name: p
+    p[0]: LinkProfile(*p)
     for p in (
-        LinkProfile("nvlink2", "intra", 150.0, 1.0, "NVLink 2 (V100): 300 GB/s bidirectional per GPU"),
-        LinkProfile("nvlink3", "intra", 300.0, 1.0, "NVLink 3 (A100): 600 GB/s bidirectional per GPU"),
-        LinkProfile("nvlink4", "intra", 450.0, 1.0, "NVLink 4 (H100): 900 GB/s bidirectional per GPU"),
-        LinkProfile("nvlink5", "intra", 900.0, 1.0, "NVLink 5 (B200): 1.8 TB/s bidirectional per GPU"),
-        LinkProfile("pcie3", "intra", 15.75, 1.0, "PCIe 3.0 x16: 8 GT/s per lane, 128b/130b"),
-        LinkProfile("pcie4", "intra", 31.5, 1.0, "PCIe 4.0 x16: 16 GT/s per lane, 128b/130b"),
-        LinkProfile("pcie5", "intra", 63.0, 1.0, "PCIe 5.0 x16: 32 GT/s per lane, 128b/130b"),
-        LinkProfile("ib-edr", "inter", 100 * _GBIT, 1.0, "InfiniBand EDR 4x port, 100 Gb/s"),
-        LinkProfile("ib-hdr", "inter", 200 * _GBIT, 1.0, "InfiniBand HDR 4x port, 200 Gb/s"),
-        LinkProfile("ib-ndr", "inter", 400 * _GBIT, 1.0, "InfiniBand NDR 4x port, 400 Gb/s"),
-        LinkProfile("10gbe", "inter", 10 * _GBIT, 25.0, "10 Gigabit Ethernet, TCP"),
-        LinkProfile("25gbe", "inter", 25 * _GBIT, 15.0, "25 Gigabit Ethernet, TCP"),
-        LinkProfile("100gbe", "inter", 100 * _GBIT, 10.0, "100 Gigabit Ethernet, TCP"),
-        LinkProfile("400gbe", "inter", 400 * _GBIT, 10.0, "400 Gigabit Ethernet, TCP"),
+        ("nvlink2", "intra", 150.0, 1.0, "NVLink 2 (V100): 300 GB/s bidirectional per GPU"),
+        ("nvlink3", "intra", 300.0, 1.0, "NVLink 3 (A100): 600 GB/s bidirectional per GPU"),
+        ("nvlink4", "intra", 450.0, 1.0, "NVLink 4 (H100): 900 GB/s bidirectional per GPU"),
+        ("nvlink5", "intra", 900.0, 1.0, "NVLink 5 (B200): 1.8 TB/s bidirectional per GPU"),
+        ("pcie3", "intra", 15.75, 1.0, "PCIe 3.0 x16: 8 GT/s per lane, 128b/130b"),
+        ("pcie4", "intra", 31.5, 1.0, "PCIe 4.0 x16: 16 GT/s per lane, 128b/130b"),
+        ("pcie5", "intra", 63.0, 1.0, "PCIe 5.0 x16: 32 GT/s per lane, 128b/130b"),
+        ("ib-edr", "inter", 100 * _GBIT, 1.0, "InfiniBand EDR 4x port, 100 Gb/s"),
+        ("ib-hdr", "inter", 200 * _GBIT, 1.0, "InfiniBand HDR 4x port, 200 Gb/s"),
+        ("ib-ndr", "inter", 400 * _GBIT, 1.0, "InfiniBand NDR 4x port, 400 Gb/s"),
+        ("10gbe", "inter", 10 * _GBIT, 25.0, "10 Gigabit Ethernet, TCP"),
+        ("25gbe", "inter", 25 * _GBIT, 15.0, "25 Gigabit Ethernet, TCP"),
+        ("100gbe", "inter", 100 * _GBIT, 10.0, "100 Gigabit Ethernet, TCP"),
+        ("400gbe", "inter", 400 * _GBIT, 10.0, "400 Gigabit Ethernet, TCP"),
     )
 }
 

@@ -6,14 +6,11 @@ The model, per strategy and workload (docs/prediction.md has the long version):
     throughput(N)  = N * b(N) / t(N)
 
 b(N) is the per-device batch (weak scaling: fixed; strong: the global batch divided by N) and `a` the
-compute seconds per sample on one device. T_comm is an alpha-beta model of the gradient all-reduce
-(S = the measured gradient bytes, in buckets of the strategy's bucket / fusion size, each paying the
-latency terms): ring 2(n-1)/n * S/B + 2(n-1)*alpha, tree 2*ceil(log2 n)*alpha + 2*S/B, and on several
-nodes hierarchical (ring reduce-scatter + all-gather inside the node, ring all-reduce of the shards
-between nodes over the node's network bandwidth). h is the hidden share, the measured overlap; kappa
-is a free scale on the communication term (how far the nominal link model is from what the strategy
-really exposes). `a` and kappa are fitted by least squares on the relative step-time error of the
-measured points (kappa >= 0).
+compute seconds per sample on one device. T_comm is an alpha-beta model of the all-reduce of the
+measured gradient bytes (ring, tree or hierarchical; in the strategy's buckets, each paying the
+latency terms). h is the hidden share, the measured overlap; kappa is a free scale on the
+communication term (how far the nominal link model is from what the strategy really exposes). `a`
+and kappa >= 0 are fitted by least squares on the relative step-time error of the measured points.
 
 Prediction intervals (95%, on log throughput): a parametric bootstrap over the measured points (each
 throughput redrawn from its own CI, or from the fit's residual spread when there is none) refitted
@@ -70,7 +67,7 @@ CSV_OPTIONAL = tuple(
 )
 
 
-# -- links and the alpha-beta cost models ---------------------------------------------------------------
+# -- links and the alpha-beta cost models
 @dataclass
 class Link:
     bandwidth: float
@@ -138,7 +135,7 @@ def allreduce_time(
     return buckets * fn(chunk, n, link)
 
 
-# -- the inputs ---------------------------------------------------------------------------------------------
+# -- the inputs
 @dataclass
 class Observed:
     n: int
@@ -213,11 +210,11 @@ def series_from_records(
 ) -> list[Series]:
     """Successful training points grouped into (workload, strategy) series, baselines kept aside."""
     ok = [r for r in records if (r.get("status") or "ok") == "ok" and not an.is_comm(r) and an.num(r.get("throughput"))]
-    groups = (
-        _csv_groups(ok)
-        if from_csv
-        else {an.workload_label(k, an.group_by_workload(ok)): v for k, v in an.group_by_workload(ok).items()}
-    )
+    if from_csv:
+        groups = _csv_groups(ok)
+    else:
+        workloads = an.group_by_workload(ok)
+        groups = {an.workload_label(k, workloads): v for k, v in workloads.items()}
     out = []
     for label, pts in groups.items():
         bases = {r.get("framework"): r for r in pts if an.is_baseline(r)}
@@ -231,11 +228,11 @@ def series_from_records(
             obs = sorted(
                 (
                     Observed(
-                        n=_int(r["world_size"]),
-                        nodes=_int(r.get("nodes"), 1),
-                        per_device_batch=an.num(r.get("per_device_batch")),
-                        throughput=an.num(r["throughput"]),
-                        se=_se(r),
+                        _int(r["world_size"]),
+                        _int(r.get("nodes"), 1),
+                        an.num(r.get("per_device_batch")),
+                        an.num(r["throughput"]),
+                        _se(r),
                     )
                     for r in spts
                 ),
@@ -304,7 +301,7 @@ def read_csv(path: str | Path) -> list[dict]:
     return out
 
 
-# -- interconnect figures -------------------------------------------------------------------------------
+# -- interconnect figures
 def _nnls2(rows: np.ndarray, target: np.ndarray) -> np.ndarray:
     """Least squares for two non-negative coefficients (drop one to 0 when it comes out negative)."""
     sol = np.linalg.lstsq(rows, target, rcond=None)[0]
@@ -434,7 +431,7 @@ def _positive(text: str, flag: str, unit: str, zero: bool = False, allow_inf: bo
     return x
 
 
-# -- fitting ------------------------------------------------------------------------------------------------
+# -- fitting
 @dataclass
 class Fit:
     a: float
@@ -544,7 +541,7 @@ def build_model(
     return Model(series, fit, intra, inter, algorithm, buckets, model_error, boot)
 
 
-# -- validation -------------------------------------------------------------------------------------------
+# -- validation
 def holdout(
     series: Series,
     intra,
@@ -590,7 +587,7 @@ def own_error_per_doubling(checks: Sequence[dict]) -> float:
     return max(vals) if vals else 0.0
 
 
-# -- the prediction ---------------------------------------------------------------------------------------
+# -- the prediction
 def target_counts(series: Sequence[Series], gpus: Sequence[int] | None) -> list[int]:
     if gpus:
         return sorted(set(gpus))
@@ -751,7 +748,7 @@ def _needed(model: Model, s: Series, ok: Callable[[float], bool], limit: int = 6
     return {"n": best, "n_at_lower_bound": conservative}
 
 
-# -- the store ----------------------------------------------------------------------------------------------
+# -- the store
 def save(store, sweep_id: str | None, command: str, document: dict) -> int:
     """One row in the `predictions` table (never in points: measured tables stay measured)."""
     from distbench import __version__
@@ -788,7 +785,7 @@ def latest_for(store_path: str, sweep_id: str) -> dict | None:
     return doc
 
 
-# -- presenting -----------------------------------------------------------------------------------------------
+# -- presenting
 def _r(lo: float, hi: float, fmt: str) -> str:
     return f"[{format(lo, fmt)}, {format(hi, fmt)}]"
 
