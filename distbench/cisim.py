@@ -33,7 +33,6 @@ class Model:
 
 
 def step_series(rng: np.random.Generator, runs: int, n: int, model: Model) -> np.ndarray:
-    """runs x n simulated step times."""
     e = rng.standard_t(4, size=(runs, n)) / math.sqrt(2.0)  # t(4) has variance 2
     z = np.empty_like(e)
     z[:, 0] = e[:, 0]
@@ -48,7 +47,17 @@ def _ci(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Batch-means (mean, half width) per row, exactly as stats.step_time_ci computes them."""
     k = stats.batch_count(x.shape[-1])
     mean, se = stats.batch_means(x, k)
-    return mean, stats.t_quantile(1 - (1 - stats.CI_LEVEL) / 2, k - 1) * se
+    return mean, stats.t_crit(k - 1) * se
+
+
+def _t_hw(x: np.ndarray, r: int) -> np.ndarray:
+    """Half width of the t-interval of the mean of each row of r values."""
+    return stats.t_crit(r - 1) * x.std(axis=1, ddof=1) / math.sqrt(r)
+
+
+def _run_means(rng: np.random.Generator, trials: int, r: int, steps: int, model: Model) -> np.ndarray:
+    """trials x r runs' mean step times."""
+    return step_series(rng, trials * r, steps, model).reshape(trials, r, steps).mean(axis=2)
 
 
 def _result(mean: np.ndarray, hw: np.ndarray, model: Model, steps: np.ndarray) -> dict:
@@ -123,11 +132,9 @@ def repeats(
     """t-interval on log throughput over r repeats; each repeat is a run of `steps` steps whose speed
     also varies run to run (a heavy-tailed factor: exp(run_sd * t(4) / sqrt 2)). The truth is the
     median run's throughput, 1 / true mean step time."""
-    x = step_series(rng, trials * r, steps, model).reshape(trials, r, steps)
-    factor = np.exp(run_sd * rng.standard_t(4, size=(trials, r)) / math.sqrt(2.0))
-    logs = -np.log(x.mean(axis=2) * factor)
-    m = logs.mean(axis=1)
-    hw = stats.t_quantile(1 - (1 - stats.CI_LEVEL) / 2, r - 1) * logs.std(axis=1, ddof=1) / math.sqrt(r)
+    x = _run_means(rng, trials, r, steps, model)
+    logs = -np.log(x * np.exp(run_sd * rng.standard_t(4, size=(trials, r)) / math.sqrt(2.0)))
+    m, hw = logs.mean(axis=1), _t_hw(logs, r)
     truth = -math.log(model.true_mean)
     return {
         "coverage": float(np.mean(np.abs(m - truth) <= hw)),
@@ -156,14 +163,13 @@ def paired_exposed(
     distbench.measure does) instead of always A first. The truth is the exposed time at the mean
     speed of the whole measurement."""
     drift = np.exp(drift_sd * rng.standard_normal((trials, r)))
-    pos_a = np.array([2 * i + (1 if alternate and i % 2 else 0) for i in range(r)])
-    pos_b = np.array([2 * i + (0 if alternate and i % 2 else 1) for i in range(r)])
+    swap = np.array([alternate and i % 2 for i in range(r)], dtype=int)
+    pos_a, pos_b = 2 * np.arange(r) + swap, 2 * np.arange(r) + 1 - swap
     speed = 1.0 + trend * np.arange(2 * r)
-    a = (step_series(rng, trials * r, steps, model).reshape(trials, r, steps).mean(axis=2) + exposed) * speed[pos_a]
-    b = step_series(rng, trials * r, steps, model).reshape(trials, r, steps).mean(axis=2) * speed[pos_b]
+    a = (_run_means(rng, trials, r, steps, model) + exposed) * speed[pos_a]
+    b = _run_means(rng, trials, r, steps, model) * speed[pos_b]
     d = (a - b) * drift
-    m = d.mean(axis=1)
-    hw = stats.t_quantile(1 - (1 - stats.CI_LEVEL) / 2, r - 1) * d.std(axis=1, ddof=1) / math.sqrt(r)
+    m, hw = d.mean(axis=1), _t_hw(d, r)
     # E[drift] = exp(sd^2 / 2); the mean speed over all 2r runs
     truth = exposed * math.exp(drift_sd**2 / 2) * float(speed.mean())
     return {

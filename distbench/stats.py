@@ -1,5 +1,4 @@
-"""Metric math: step-time statistics, throughput, speedup, efficiency, confidence intervals. Pure
-functions, unit-tested."""
+"""Metric math: step-time statistics, throughput, speedup, efficiency, confidence intervals."""
 
 from __future__ import annotations
 
@@ -17,19 +16,14 @@ def percentile(samples: Sequence[float], q: float) -> float:
         raise ValueError(f"q must be in [0, 100], got {q}")
     xs = sorted(samples)
     pos = (len(xs) - 1) * q / 100.0
-    lo = math.floor(pos)
-    hi = math.ceil(pos)
+    lo, hi = math.floor(pos), math.ceil(pos)
     return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
 
 
 def step_stats(step_times_s: Sequence[float], global_batch: int, window_s: float | None = None) -> dict:
-    """Summary of measured per-step wall times (seconds) for a step of `global_batch` samples.
-
-    throughput = global samples / measured time: the measured window (from a barrier to the end of
-    the slowest rank's last synchronized step, see window_throughput) when given, else the sum of
-    the step times. time_per_step_s = measured time / steps; the step-time percentiles and CV
-    describe the distribution of the step times.
-    """
+    """Summary of per-step wall times (s). throughput = global samples / measured time: the measured
+    window (window_throughput) when given, else the sum of the step times; time_per_step_s = measured
+    time / steps; the percentiles and CV describe the step times' distribution."""
     if not step_times_s:
         raise ValueError("no measured steps")
     if any(t <= 0 for t in step_times_s):
@@ -50,7 +44,7 @@ def step_stats(step_times_s: Sequence[float], global_batch: int, window_s: float
 
 
 def speedup(throughput: float | None, baseline_throughput: float | None) -> float | None:
-    """Throughput relative to the same framework's single-device baseline."""
+    """Throughput relative to the framework's single-device baseline."""
     if not throughput or not baseline_throughput:
         return None
     return throughput / baseline_throughput
@@ -66,31 +60,23 @@ def efficiency(speedup_value: float | None, world_size: int) -> float | None:
 
 
 def wrapper_overhead(throughput_n1: float | None, baseline_throughput: float | None) -> float | None:
-    """Cost of the distribution wrapper on one device: 1 - throughput(strategy, 1) / baseline.
-
-    Positive means the wrapper is slower than the plain loop.
-    """
+    """Cost of the wrapper on one device: 1 - throughput(strategy, 1) / baseline (> 0: slower)."""
     if not throughput_n1 or not baseline_throughput:
         return None
     return 1.0 - throughput_n1 / baseline_throughput
 
 
 def merge_rank_step_times(per_rank: Sequence[Sequence[float]]) -> list[float]:
-    """Per step, the slowest rank's time: a synchronous step is done when its last rank is done.
-
-    For the step-time distribution only: ranks' step boundaries are not aligned, so the sum of
-    per-step maxima exceeds the elapsed time; throughput comes from the measured window."""
+    """Per step, the slowest rank's time. For the step-time distribution only: ranks' step boundaries
+    are not aligned, so the sum of per-step maxima exceeds the elapsed time."""
     if not per_rank:
         raise ValueError("no ranks")
     n = min(len(r) for r in per_rank)
     return [max(r[i] for r in per_rank) for i in range(n)]
 
 
-# -- confidence intervals ---------------------------------------------------------------------------------
 # Every CI says what it covers (`ci_scope`): the noise within one run (batch means over its steps), or
-# run to run (a t-interval over repeats). Their coverage is checked by simulation (AR(1) step series
-# with heavy-tailed noise and outliers): distbench/cisim.py, tests/test_ci_coverage.py and
-# benchmarks/ci_coverage.py.
+# run to run (a t-interval over repeats). Coverage is checked by simulation: distbench/cisim.py.
 
 CI_LEVEL = 0.95
 MIN_BATCH_STEPS = 30
@@ -107,8 +93,7 @@ over cv 1-15%, phi 0-0.8 and 1% outliers of 10 sd; see distbench/cisim.py)."""
 
 
 def t_cdf(t: float, df: int) -> float:
-    """Student-t CDF for integer df, exact: the finite series of Abramowitz & Stegun 26.7.3/26.7.4 in
-    theta = atan(t / sqrt(df)) (no scipy needed)."""
+    """Student-t CDF for integer df, exact: Abramowitz & Stegun 26.7.3/26.7.4 in theta = atan(t / sqrt(df))."""
     if df < 1:
         raise ValueError(f"df must be >= 1, got {df}")
     theta = math.atan(abs(t) / math.sqrt(df))
@@ -149,7 +134,8 @@ def t_quantile(p: float, df: int) -> float:
 
 
 @functools.lru_cache(maxsize=None)
-def _t_crit(df: int, level: float = CI_LEVEL) -> float:
+def t_crit(df: int, level: float = CI_LEVEL) -> float:
+    """Two-sided critical t value."""
     return t_quantile(1 - (1 - level) / 2, df)
 
 
@@ -171,15 +157,12 @@ def batch_means(x, batches: int):
 
 
 def step_time_ci(step_times_s: Sequence[float], level: float = CI_LEVEL) -> dict | None:
-    """Batch-means t-interval of the mean step time of one run; None below MIN_CI_STEPS steps.
-
-    Returns mean, se, df, half_width, rel_half_width (half width / mean), batches, batch_size.
-    """
+    """Batch-means t-interval of the mean step time of one run; None below MIN_CI_STEPS steps."""
     k = batch_count(len(step_times_s))
     if not k:
         return None
     mean, se = (float(v) for v in batch_means(step_times_s, k))
-    hw = _t_crit(k - 1, level) * se
+    hw = t_crit(k - 1, level) * se
     return {
         "mean": mean,
         "se": se,
@@ -202,8 +185,7 @@ def rate_ci(rate: float, rel_half_width: float) -> tuple[float, float | None]:
 
 
 def within_run_ci(step_times_s: Sequence[float], throughput: float) -> dict:
-    """Record fields of the within-run 95% CI of `throughput` (batch means over the run's steps),
-    or a note saying why there is none."""
+    """Record fields of the within-run 95% CI of `throughput`, or a note saying why there is none."""
     ci = step_time_ci(step_times_s)
     if ci is None:
         return {
@@ -227,37 +209,33 @@ def repeats_ci(values: Sequence[float], level: float = CI_LEVEL) -> tuple[float,
     """(geometric mean, low, high): t-interval on log(values) over R >= 2 independent repeats."""
     if len(values) < 2 or min(values) <= 0:
         raise ValueError("need at least 2 positive values for a CI over repeats")
-    logs = [math.log(v) for v in values]
-    m = statistics.fmean(logs)
-    hw = _t_crit(len(logs) - 1, level) * statistics.stdev(logs) / math.sqrt(len(logs))
-    return math.exp(m), math.exp(m - hw), math.exp(m + hw)
+    return tuple(math.exp(v) for v in mean_ci([math.log(v) for v in values], level))
 
 
 def mean_ci(values: Sequence[float], level: float = CI_LEVEL) -> tuple[float, float, float]:
-    """(mean, low, high): t-interval of the mean of R >= 2 independent values (e.g. paired differences)."""
+    """(mean, low, high): t-interval of the mean of R >= 2 independent values."""
     if len(values) < 2:
         raise ValueError("need at least 2 values for a t-interval")
     m = statistics.fmean(values)
-    hw = _t_crit(len(values) - 1, level) * statistics.stdev(values) / math.sqrt(len(values))
+    hw = t_crit(len(values) - 1, level) * statistics.stdev(values) / math.sqrt(len(values))
     return m, m - hw, m + hw
 
 
 def difference_ci(
     a: float, se_a: float, df_a: int, b: float, se_b: float, df_b: int, level: float = CI_LEVEL
 ) -> tuple[float, float]:
-    """Welch t-interval of a - b from two independent estimates with standard errors and degrees of
-    freedom (Welch-Satterthwaite)."""
+    """Welch-Satterthwaite t-interval of a - b from two independent estimates."""
     var = se_a**2 + se_b**2
     if var == 0:
         return a - b, a - b
     df = var**2 / (se_a**4 / df_a + se_b**4 / df_b)
-    hw = _t_crit(max(1, math.floor(df)), level) * math.sqrt(var)
+    hw = t_crit(max(1, math.floor(df)), level) * math.sqrt(var)
     return a - b - hw, a - b + hw
 
 
 def next_look(n: int) -> int:
     """Adaptive stopping looks at the CI only at MIN_STOP_STEPS * 2**j steps: few, geometrically spaced
-    looks keep the coverage of the CI reported at the stop (see distbench/cisim.py)."""
+    looks keep the coverage of the CI reported at the stop."""
     look = MIN_STOP_STEPS
     while look <= n:
         look *= 2
@@ -280,20 +258,12 @@ def comm_metrics(
     allreduce_s: float | None,
     exposed_ci: tuple[float, float] | None = None,
 ) -> dict:
-    """Exposed communication and overlap from the synchronized and independent time per step.
-
-    exposed_comm_s = step_sync - step_independent, raw (negative when the difference is within the
+    """exposed_comm_s = step_sync - step_independent, raw (negative when the difference is within the
     noise; its CI says so); comm_overhead = exposed / step_sync; overlap_raw = 1 - exposed / standalone
-    all-reduce time; overlap = overlap_raw clipped to [0, 1], for display only.
-    """
-    out = {
-        "exposed_comm_s": None,
-        "comm_overhead": None,
-        "overlap": None,
-        "overlap_raw": None,
-        "exposed_comm_ci_low": None,
-        "exposed_comm_ci_high": None,
-    }
+    all-reduce time; overlap = overlap_raw clipped to [0, 1], for display only."""
+    out = dict.fromkeys(
+        ("exposed_comm_s", "comm_overhead", "overlap", "overlap_raw", "exposed_comm_ci_low", "exposed_comm_ci_high")
+    )
     if not step_sync_s or step_independent_s is None:
         return out
     exposed = step_sync_s - step_independent_s
@@ -307,8 +277,7 @@ def comm_metrics(
 
 
 def bus_bandwidth(size_bytes: float, seconds: float, world_size: int) -> tuple[float, float]:
-    """All-reduce bandwidths as nccl-tests defines them: algbw = S / t and
-    busbw = algbw * 2 (n - 1) / n, in bytes per second."""
+    """All-reduce bandwidths (bytes/s) as nccl-tests defines them: algbw = S / t, busbw = algbw * 2 (n - 1) / n."""
     if seconds <= 0:
         raise ValueError("seconds must be positive")
     if world_size < 1:
