@@ -1,15 +1,15 @@
 """Telemetry sampled beside each point, in the parent process (never inside the timed loop).
 
-With NVIDIA GPUs: NVML (nvidia-ml-py) per GPU: utilization, memory used, power, the total-energy
-counter (where the GPU has one), SM clock, temperature and clock-event (throttle) reasons. The
-point's GPUs are found by PCI bus id, asked of the CUDA driver with the workers' environment, so a
-CUDA_DEVICE_ORDER or CUDA_VISIBLE_DEVICES of the user's still samples the GPUs the workers use. On CPU workers:
-psutil per worker process (the launched process tree): CPU utilization and RSS. Derived figures
-use only the samples inside the worker's measured window (wall-clock timestamps in its record).
+GPUs: NVML per GPU (utilization, memory, power, the total-energy counter where there is one, SM clock,
+temperature, throttle reasons), the point's GPUs found by the PCI bus ids the CUDA driver gives with
+the workers' environment. CPU workers: psutil per worker process (CPU utilization, RSS). Derived
+figures use only the samples inside the measured window (wall-clock timestamps in the record).
 """
 
 from __future__ import annotations
 
+import functools
+import operator
 import statistics
 import subprocess
 import sys
@@ -36,8 +36,7 @@ for i in range(n.value):
 
 
 def cuda_pci_bus_ids(env: dict) -> list[str] | None:
-    """PCI bus ids of the CUDA devices in the order a process with `env` numbers them; None when
-    the CUDA driver cannot be asked."""
+    """PCI bus ids of the CUDA devices in a process with `env`'s order; None if the driver cannot be asked."""
     try:
         out = subprocess.run([sys.executable, "-c", _CUDA_BUS_IDS], env=env, capture_output=True, text=True, timeout=60)
     except (OSError, subprocess.SubprocessError):
@@ -56,18 +55,13 @@ def _bus_key(bus_id) -> tuple[int, ...]:
 def select_gpus(
     nv, count: int | None, cuda_bus_ids: list[str] | None, env: dict, nvml_indices: list[int] | None = None
 ) -> tuple[list[tuple[int, object]], str | None]:
-    """NVML (index, handle) of the GPUs the workers use as CUDA devices 0..count-1 (all visible
-    ones when count is None), and a note when some could not be found.
-
-    By PCI bus id when the CUDA driver gave the workers' device order; without it NVML indices are
-    trusted only under CUDA_DEVICE_ORDER=PCI_BUS_ID (NVML's order), never under the user's
-    FASTEST_FIRST: no telemetry is better than another GPU's."""
+    """NVML (index, handle) of the workers' CUDA devices 0..count-1 (None: all), and a note on any not
+    found. Without the driver's bus ids, NVML indices are trusted only under CUDA_DEVICE_ORDER=PCI_BUS_ID
+    (NVML's order): no telemetry is better than another GPU's."""
     total = nv.nvmlDeviceGetCount()
     if cuda_bus_ids is not None:
-        by_bus = {}
-        for i in range(total):
-            h = nv.nvmlDeviceGetHandleByIndex(i)
-            by_bus[_bus_key(nv.nvmlDeviceGetPciInfo(h).busId)] = (i, h)
+        handles = [(i, nv.nvmlDeviceGetHandleByIndex(i)) for i in range(total)]
+        by_bus = {_bus_key(nv.nvmlDeviceGetPciInfo(h).busId): (i, h) for i, h in handles}
         wanted = cuda_bus_ids if count is None else cuda_bus_ids[:count]
         found = [by_bus[_bus_key(b)] for b in wanted if _bus_key(b) in by_bus]
         missing = [b for b in wanted if _bus_key(b) not in by_bus]
@@ -83,16 +77,12 @@ def select_gpus(
 
 
 def clock_event_reasons(nv):
-    """The clock-event reasons query (nvidia-ml-py >= 12.535) or, on older bindings, its
-    deprecated name; and the mask of the reasons that mean the clocks were pulled down."""
+    """The clock-event reasons query (older bindings: its deprecated name) and the throttle mask."""
     query = getattr(nv, "nvmlDeviceGetCurrentClocksEventReasons", None)
     prefix = "nvmlClocksEventReason"
     if query is None:
         query, prefix = nv.nvmlDeviceGetCurrentClocksThrottleReasons, "nvmlClocksThrottleReason"
-    mask = 0
-    for name in _THROTTLE_REASONS:
-        mask |= getattr(nv, prefix + name, 0)
-    return query, mask
+    return query, functools.reduce(operator.or_, (getattr(nv, prefix + name, 0) for name in _THROTTLE_REASONS))
 
 
 class Sampler:
@@ -216,11 +206,14 @@ def _series(samples, source_prefix: str, metric: str, window) -> dict[str, list[
     return out
 
 
+def _per_source(fn, series: dict) -> dict:
+    """fn (statistics.fmean, max) of each source's values."""
+    return {s: fn(v for _, v in vals) for s, vals in series.items()}
+
+
 def energy_scope(gpus_sampled: int, world_size: int | None, nodes: int = 1) -> tuple[float, str | None]:
-    """(share of the point's samples that the sampled GPUs processed, what the figure covers). The
-    parent samples only the GPUs of its own node (node 0), so on several nodes energy per sample is
-    that node's energy over that node's samples (per-device batch x its devices x steps), not one
-    node's energy over every node's samples."""
+    """(share of the point's samples that the sampled GPUs processed, what the figure covers). Only node
+    0's GPUs are sampled, so on several nodes energy per sample is that node's energy over its samples."""
     if not world_size:  # unknown: unscoped (the report hides it on several nodes)
         return 1.0, None
     if gpus_sampled >= world_size:
@@ -237,28 +230,25 @@ def summarize(
     world_size: int | None = None,
     nodes: int = 1,
 ) -> dict:
-    """Per-point telemetry summary over the measured window (all samples when there is none).
-    samples_processed: the whole point's samples (all devices, all nodes); with world_size, energy per
-    sample counts only the samples of the GPUs that were sampled (energy_scope says which)."""
+    """Telemetry over the measured window (None: all samples). samples_processed: the whole point's
+    (all devices and nodes); with world_size, energy per sample counts only the sampled GPUs' share."""
     out: dict = {"samples": len(samples), "window": list(window) if window else None}
     cpu = _series(samples, "pid", "cpu_percent", window)
     rss = _series(samples, "pid", "rss_bytes", None)
     if cpu:
-        out["cpu_util_mean"] = {s: statistics.fmean(v for _, v in vals) for s, vals in cpu.items()}
+        out["cpu_util_mean"] = _per_source(statistics.fmean, cpu)
     if rss:
-        out["rss_peak_bytes"] = {s: max(v for _, v in vals) for s, vals in rss.items()}
+        out["rss_peak_bytes"] = _per_source(max, rss)
     util = _series(samples, "gpu", "util_percent", window)
     if util:
-        out["gpu_util_mean"] = {s: statistics.fmean(v for _, v in vals) for s, vals in util.items()}
-        mem = _series(samples, "gpu", "mem_used_bytes", None)
-        peaks = {s: max(v for _, v in vals) for s, vals in mem.items()}
-        out["gpu_mem_peak_bytes"] = peaks
+        out["gpu_util_mean"] = _per_source(statistics.fmean, util)
+        peaks = out["gpu_mem_peak_bytes"] = _per_source(max, _series(samples, "gpu", "mem_used_bytes", None))
         busy = [p for p in peaks.values() if p > 0]
         if len(busy) > 1:  # DataParallel's GPU 0 overload shows here
             out["mem_imbalance"] = max(busy) / statistics.fmean(busy)
         power = _series(samples, "gpu", "power_w", window)
         if power:
-            out["power_w_mean"] = {s: statistics.fmean(v for _, v in vals) for s, vals in power.items()}
+            out["power_w_mean"] = _per_source(statistics.fmean, power)
         energy = _series(samples, "gpu", "energy_j", window)
         if energy and all(len(v) >= 2 and v[-1][0] > v[0][0] for v in energy.values()):
             # The counter difference spans first..last sample inside the window: scale it to the
@@ -270,9 +260,7 @@ def summarize(
             out["energy_source"] = "NVML total-energy counter, scaled to the measured window"
             sampled = len(energy)
         elif power and window:
-            out["energy_j"] = sum(statistics.fmean(v for _, v in vals) for vals in power.values()) * (
-                window[1] - window[0]
-            )
+            out["energy_j"] = sum(out["power_w_mean"].values()) * (window[1] - window[0])
             out["energy_source"] = "mean power x measured time"
             sampled = len(power)
         if out.get("energy_j") is not None and samples_processed:
