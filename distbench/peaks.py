@@ -1,15 +1,13 @@
 """Model FLOPs utilization (MFU): the FLOP/s a point achieved per device against the device's peak.
 
-GPUs: a table of NVIDIA's published dense peaks per GPU model, form factor (SXM / PCIe / NVL) and
-math type, found from the device name as NVML and torch report it. A GPU that is not in the table
-(or a math type it has no published peak for) gets no MFU and the record says why: never a
-fallback peak. CPU workers: the peak is measured, a float32 GEMM (torch.matmul) on the same
-threads per worker, run by every worker at once after the timed loop (measure_cpu_gemm).
+GPUs: NVIDIA's published dense peaks per GPU model, form factor and math type, found from the device
+name. A GPU or math type not in the table gets no MFU and the record says why: never a fallback peak.
+CPU workers: the peak is measured, a float32 GEMM on the same threads per worker, run by every worker
+at once after the timed loop (measure_cpu_gemm).
 
-Achieved FLOP/s count the model's FLOPs only (distbench.models.torch_models.forward_flops_per_sample:
-matmuls, convolutions and attention; a multiply-add is 2 FLOPs) times 3 for a training step
-(forward, plus a backward pass of about twice its FLOPs: the usual MFU convention), times samples/s,
-divided by the devices: elementwise work, recomputation and the optimizer are not counted.
+Achieved FLOP/s = the model's FLOPs (matmuls, convolutions and attention; a multiply-add is 2 FLOPs)
+x 3 for a training step (the usual MFU convention: backward ~ 2x forward) x samples/s / devices:
+elementwise work, recomputation and the optimizer are not counted.
 """
 
 from __future__ import annotations
@@ -28,9 +26,8 @@ TRAIN_FLOPS_PER_FORWARD = 3
 class GpuPeak:
     label: str
     tflops: dict
-    """Dense (no structured sparsity) peak TFLOP/s per math type: 'fp32' on CUDA cores, 'tf32',
-    'fp16' and 'bf16' on tensor cores (FP32 accumulate). A math type left out has no published peak
-    here (e.g. no bf16 tensor cores before Ampere): such points get no MFU."""
+    """Dense (no structured sparsity) peak TFLOP/s per math type: 'fp32' on CUDA cores, 'tf32', 'fp16'
+    and 'bf16' on tensor cores (FP32 accumulate). A math type left out has no published peak."""
     source: str
     tf32_units: bool = True
     """False before Ampere: the TF32 setting changes nothing there and float32 runs on CUDA cores."""
@@ -107,15 +104,11 @@ _NAMES: tuple[tuple[str, str], ...] = (
 def identify_gpu(name: str | None) -> str | None:
     """The GPU_PEAKS key of a device name as NVML reports it, or None when it is not in the table."""
     text = " ".join(str(name or "").lower().split())
-    for pattern, key in _NAMES:
-        if re.search(pattern, text):
-            return key
-    return None
+    return next((key for pattern, key in _NAMES if re.search(pattern, text)), None)
 
 
 def math_type(precision: str, tf32: bool | None) -> str:
-    """The peak a point's math is compared with: amp -> fp16 and bf16 -> bf16 tensor cores; fp32 ->
-    tf32 tensor cores when TF32 was on, else fp32 on CUDA cores."""
+    """The peak a point's math is compared with: amp -> fp16, bf16 -> bf16, fp32 -> tf32 if TF32 was on."""
     return {"amp": "fp16", "bf16": "bf16"}.get(precision, "tf32" if tf32 else "fp32")
 
 
@@ -152,13 +145,9 @@ def train_flops_per_sample(config: dict) -> tuple[int | None, str]:
 def mfu_fields(record: dict) -> dict:
     """achieved_flops_per_device (FLOP/s), peak_flops_per_device, mfu (a fraction) and mfu_note (where
     the peak comes from, or why there is no MFU) for a successful point."""
-    out = {
-        "model_flops_per_sample": None,
-        "achieved_flops_per_device": None,
-        "peak_flops_per_device": None,
-        "mfu": None,
-        "mfu_note": None,
-    }
+    out = dict.fromkeys(
+        ("model_flops_per_sample", "achieved_flops_per_device", "peak_flops_per_device", "mfu", "mfu_note")
+    )
     config = record.get("config") or {}
     throughput = record.get("throughput")
     if record.get("status") != "ok" or not throughput:
@@ -174,22 +163,16 @@ def mfu_fields(record: dict) -> dict:
         tf32 = (record.get("math_mode") or {}).get("tf32")
         name = record.get("gpu_name") or (record.get("runtime") or {}).get("gpu_name")
         key = identify_gpu(name)
-        if (
-            config.get("precision", "fp32") == "fp32"
-            and not isinstance(tf32, bool)
-            and key
-            and GPU_PEAKS[key].tf32_units
-        ):
+        precision = config.get("precision", "fp32")
+        if precision == "fp32" and not isinstance(tf32, bool) and key and GPU_PEAKS[key].tf32_units:
             # float32 on a GPU with TF32 units: the peak is 8x apart between the two, so never guess
-            peak, note = (
-                None,
-                (
-                    f"TF32 {'not recorded' if tf32 is None else repr(tf32)} for this point: "
-                    "no peak to compare float32 math with"
-                ),
+            peak = None
+            note = (
+                f"TF32 {'not recorded' if tf32 is None else repr(tf32)} for this point: "
+                "no peak to compare float32 math with"
             )
         else:
-            peak, note = gpu_peak(name, math_type(config.get("precision", "fp32"), tf32 is True))
+            peak, note = gpu_peak(name, math_type(precision, tf32 is True))
     else:
         gemm = record.get("cpu_gemm_peak") or {}
         peak = gemm.get("flops_per_s")
@@ -210,18 +193,16 @@ GEMM_SECONDS = 0.3
 
 
 def gemm_size(threads: int) -> int:
-    """The GEMM's side: GEMM_SIZE up to 4 threads, then grown so each thread keeps at least a
-    512 x 512 share of the output (a 1024 GEMM split over many threads runs below their peak,
-    which would overstate MFU)."""
+    """The GEMM's side: GEMM_SIZE up to 4 threads, then grown so each thread keeps at least a 512 x 512
+    share of the output (a 1024 GEMM split over many threads runs below their peak, overstating MFU)."""
     return GEMM_SIZE * math.ceil(math.sqrt(max(threads, 1) / 4))
 
 
 def measure_cpu_gemm(threads: int, gather, size: int | None = None, seconds: float = GEMM_SECONDS) -> dict:
-    """The float32 GEMM peak of one CPU worker: size x size torch.matmul (default gemm_size(threads))
-    on `threads` threads, repeated for about `seconds` after one warmup, best repeat kept. Every
-    rank of the point runs it at the same time (gather is the strategy's collective, used as a
-    barrier and to collect the results), as they trained; call it after the timed loop. Returns the median of the ranks' peaks, with the
-    size, threads, repeats and seconds; or {'error': ...} when torch is missing."""
+    """The float32 GEMM peak of one CPU worker: size x size torch.matmul on `threads` threads, repeated
+    for about `seconds` after one warmup, best repeat kept. Every rank runs it at once, as they trained
+    (gather: the strategy's collective, a barrier and to collect the results). Returns the median of
+    the ranks' peaks with size, threads, repeats and seconds; or {'error': ...} without torch."""
     try:
         import torch
     except ImportError:  # then no rank has it: none of them reaches the collectives below
