@@ -1,22 +1,13 @@
-"""How a strategy's ranks are started: one Launcher object per engine users launch with.
-
-Each launcher builds its command three ways, as pure functions that only say what would run (the tests
-check them without running anything, and run them over loopback):
-
-  local(...)        one node, as `distbench scale` runs a point;
-  allocation(...)   several nodes inside the current Slurm allocation (`distbench scale --nodes K`);
-  sbatch_step(...)  a step of a generated sbatch script, with `Shell` values the job computes at run time.
-
-A strategy names its launcher for one node and, if it can span nodes, the one for several
-(distbench.strategies); nothing else dispatches on launcher names. Every rank runs under
-distbench.rankguard, which reports how the rank ended and stops the worker when distbench is gone.
+"""How a strategy's ranks are started: one Launcher per engine. Each builds its command, as pure
+functions, for one node (`local`), several nodes in the current Slurm allocation (`allocation`) and a
+step of a generated sbatch script (`sbatch_step`, with `Shell` values the job computes at run time).
+Every rank runs under distbench.rankguard.
 
   process         one process (plain loops, DataParallel, MirroredStrategy)
-  torchrun        torchrun --standalone on one node; on several, one agent per node meeting at a c10d
-                  rendezvous on the first node (srun starts the agents)
-  horovodrun      one horovodrun over every node's slots, Gloo controller (it starts remote ranks over ssh)
-  tf-multiworker  tf.distribute.MultiWorkerMirroredStrategy: one worker per node (per CPU worker on CPU),
-                  the cluster from TF_CONFIG or from the Slurm step (srun)
+  torchrun        --standalone on one node; on several, one agent per node at a c10d rendezvous (srun)
+  horovodrun      one horovodrun over every node's slots, Gloo controller (remote ranks over ssh)
+  tf-multiworker  MultiWorkerMirroredStrategy: one worker per node (per CPU worker on CPU), the cluster
+                  from TF_CONFIG or the Slurm step
 """
 
 from __future__ import annotations
@@ -42,28 +33,24 @@ DEFAULT_START_TIMEOUT_S = 120
 
 
 class Shell(str):
-    """Shell text the job script evaluates at run time, e.g. Shell('"$head_node:$MASTER_PORT"').
-
-    `shell_join` writes it verbatim; every other value is shlex-quoted. Only distbench's own
-    template text is ever a Shell, never user input.
-    """
+    """Shell text the job script evaluates at run time, written verbatim by `shell_join`. Only
+    distbench's own template text is ever a Shell, never user input."""
 
     __slots__ = ()
 
 
 def shell_join(argv: Sequence[str]) -> str:
-    """argv as one shell command line: Shell values verbatim, everything else shlex-quoted."""
     return " ".join(a if isinstance(a, Shell) else shlex.quote(str(a)) for a in argv)
 
 
-# What an sbatch step computes at run time (distbench.slurm's template defines these variables).
+# Defined by distbench.slurm's template at run time.
 JOB_PYTHON = Shell('"$PY"')
 JOB_CONFIG = Shell('"$config"')
 JOB_RESULT = Shell('"$result"')
 
 
 def build_env(cfg: PointConfig, base: dict | None = None) -> dict:
-    """The workers' environment: thread counts, quiet TF, and only the devices the point may use."""
+    """The workers' environment: thread counts, quiet TF, only the devices the point may use."""
     env = dict(os.environ if base is None else base)
     threads = str(cfg.threads_per_worker)
     env.update(
@@ -76,17 +63,14 @@ def build_env(cfg: PointConfig, base: dict | None = None) -> dict:
         }
     )
     if cfg.device == "cpu":
-        # CPU workers: hide any GPU so no framework picks one up behind our back.
         env["CUDA_VISIBLE_DEVICES"] = ""
-    else:
-        # CUDA numbers GPUs fastest-first by default, NVML by PCI bus: make them agree, so the
-        # telemetry of "GPU i" is the GPU the workers use as device i.
+    else:  # CUDA numbers GPUs fastest-first by default, NVML by PCI bus: the telemetry's GPU i is device i
         env.setdefault("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
     return env
 
 
 def worker_module(module: str) -> str:
-    """distbench.launchers.<module>, or a full dotted path (e.g. a test's deliberately broken worker)."""
+    """distbench.launchers.<module>, or a full dotted path (a test's worker)."""
     return module if "." in module else f"distbench.launchers.{module}"
 
 
@@ -109,9 +93,8 @@ def devices_per_node(cfg: PointConfig) -> int:
 def srun_prefix(
     nodes: int, tasks_per_node: int, cpus_per_task: str | None = None, hosts: Sequence[str] = ()
 ) -> list[str]:
-    """`srun` starting `tasks_per_node` tasks on each of `nodes` nodes (the first `nodes` of `hosts`
-    when given); a task's failure ends the step. --ntasks is given too: alone, --ntasks-per-node
-    yields to the job's own task count."""
+    """`srun` of `tasks_per_node` tasks on each of `nodes` nodes; --ntasks too, since alone
+    --ntasks-per-node yields to the job's own task count."""
     argv = [
         "srun",
         f"--nodes={nodes}",
@@ -134,7 +117,7 @@ def free_port() -> int:
 
 @dataclass(frozen=True)
 class Launcher:
-    """One way of starting a point's ranks. `name` is what records store as launch.launcher."""
+    """One way of starting a point's ranks; `name` is the records' launch.launcher."""
 
     name: str
     spans_nodes: bool = False
@@ -142,7 +125,6 @@ class Launcher:
     """The worker module this launcher runs instead of the strategy's own (tf-multiworker)."""
 
     def worker(self, strategy: Strategy, config: str, out: str, python: str = sys.executable) -> list[str]:
-        """One rank's command: the strategy's worker under the rank guard."""
         return [
             python,
             "-m",
@@ -157,7 +139,7 @@ class Launcher:
         ]
 
     def tasks_per_node(self, cfg: PointConfig) -> int:
-        """Slurm tasks per node (torchrun agents, TF workers); 1 where one process starts the rest."""
+        """Slurm tasks per node; 1 where one process starts the rest."""
         return 1
 
     def local(
@@ -186,7 +168,6 @@ class Launcher:
         raise BadInput(f"{self.name} cannot span nodes")
 
     def sbatch_step(self, strategy: Strategy, cfg: PointConfig) -> list[str]:
-        """The step's command in a job script (Shell values: the job's python, tool, paths, hosts)."""
         if cfg.nodes != 1:
             raise BadInput(f"{self.name} cannot span nodes")
         argv, _ = self.local(
@@ -205,7 +186,7 @@ class Torchrun(Launcher):
         return tool or tool_path("torchrun", python)
 
     def local(self, strategy, cfg, config, out, *, python=sys.executable, tool=None, base_env=None):
-        # torchrun runs the rank command with its own interpreter: the rank is `-m rankguard PY -m worker`.
+        # torchrun runs the rank with its own interpreter: `-m rankguard PY -m worker`
         argv = [
             self.tool(python, tool),
             "--standalone",
@@ -228,8 +209,7 @@ class Torchrun(Launcher):
         tool: str | None = None,
         base_env: dict | None = None,
     ) -> tuple[list[str], dict]:
-        """What each node runs: one torchrun agent per node, all meeting at one c10d rendezvous (the TCP
-        store at `endpoint`, HOST:PORT of the first node); ranks are assigned there."""
+        """One torchrun agent per node, all meeting at the c10d rendezvous at `endpoint` (HOST:PORT)."""
         argv = [
             self.tool(python, tool),
             f"--nnodes={cfg.nodes}",
@@ -296,8 +276,7 @@ class Horovodrun(Launcher):
         start_timeout_s: int = DEFAULT_START_TIMEOUT_S,
         base_env: dict | None = None,
     ) -> tuple[list[str], dict]:
-        """One horovodrun over every node's slots (`hosts` as from `horovod_hosts`), Gloo controller;
-        `launcher_args` go to horovodrun before the worker command."""
+        """One horovodrun over every node's slots (`hosts`: horovod_hosts), Gloo controller."""
         argv = [tool or tool_path("horovodrun", python), "-np", str(cfg.world_size), "-H", hosts, "--gloo"]
         if network_interface:
             argv += ["--network-interface", network_interface]
@@ -354,8 +333,7 @@ def tf_config(workers: Sequence[str], index: int) -> str:
 
 class TFMultiWorker(Launcher):
     def tasks_per_node(self, cfg):
-        """MultiWorkerMirroredStrategy replicates over a worker's GPUs but uses one CPU device per
-        worker, so CPU points run one worker per CPU "device" and GPU points one worker per node."""
+        """MultiWorkerMirroredStrategy uses one CPU device per worker: one worker per CPU worker, else per node."""
         return devices_per_node(cfg) if cfg.device == "cpu" else 1
 
     def cluster_worker(
@@ -370,7 +348,6 @@ class TFMultiWorker(Launcher):
         python: str = sys.executable,
         base_env: dict | None = None,
     ) -> tuple[list[str], dict]:
-        """What worker `index` runs (one process per worker): the TF worker with its TF_CONFIG."""
         if len(workers) != cfg.nodes * self.tasks_per_node(cfg):
             raise ValueError(
                 f"{len(workers)} TF workers for {cfg.nodes} node(s) x {self.tasks_per_node(cfg)} worker(s) per node"
@@ -391,8 +368,7 @@ class TFMultiWorker(Launcher):
         python: str = sys.executable,
         base_env: dict | None = None,
     ) -> tuple[list[str], dict]:
-        """Inside a Slurm allocation: srun starts the TF workers, which build their cluster with
-        tf.distribute.cluster_resolver.SlurmClusterResolver (ports from DISTBENCH_TF_PORT, default 8888)."""
+        """srun starts the TF workers; they find their cluster with SlurmClusterResolver (port DISTBENCH_TF_PORT)."""
         argv = [
             *srun_prefix(cfg.nodes, self.tasks_per_node(cfg), cpus_per_task, hosts),
             *self.worker(strategy, config, out, python),
@@ -419,11 +395,9 @@ ACCELERATE_PRECISION = {"fp32": "no", "bf16": "bf16", "amp": "fp16"}
 
 class AccelerateLaunch(Launcher):
     """`accelerate launch`, one node: at N=1 it runs the rank itself (`--cpu` on CPU workers); at N > 1
-    `--multi_gpu` hands the ranks to torch's elastic launcher (also on CPU workers: the Accelerator then
-    picks gloo). Precision and threads per process are its flags, as its users pass them."""
+    `--multi_gpu` hands the ranks to torch's elastic launcher (on CPU workers too: gloo)."""
 
     def command(self, cfg: PointConfig, *, tool: str, port: str) -> list[str]:
-        """`accelerate launch` and its flags, up to the rank's command."""
         argv = [
             tool,
             "launch",
