@@ -18,15 +18,12 @@ class PointConfig:
     """Everything a worker needs to run one (strategy, N) point. Serialized to JSON for the worker."""
 
     strategy: str
-    """Strategy name from distbench.strategies."""
     model: str
-    """Model name from distbench.models."""
     world_size: int
-    """Number of devices (GPUs, or CPU workers when there is no GPU)."""
+    """Number of devices (GPUs, or CPU workers)."""
     device: str
-    """Resolved device kind: 'cuda' or 'cpu' (never 'auto' here)."""
+    """'cuda' or 'cpu' (never 'auto' here)."""
     per_device_batch: int
-    """Samples per device per step."""
     scaling: str = "weak"
     """'weak': per-device batch fixed; 'strong': global batch fixed and divided among devices."""
     image_size: int | None = 224
@@ -37,11 +34,10 @@ class PointConfig:
     precision: str = "fp32"
     """'fp32', 'amp' (fp16 autocast + loss scaling, GPUs) or 'bf16' (bfloat16 autocast / Keras policy)."""
     compile: bool = False
-    """torch.compile the model (torch strategies)."""
+    """torch.compile (torch strategies)."""
     xla: bool = False
     """tf.function(jit_compile=True) (TF strategies)."""
     channels_last: bool = False
-    """torch.channels_last memory format (torch strategies, image models)."""
     data: str = "synthetic"
     """'synthetic': tensors made once on the device; 'disk': a cached dataset read by a real input
     pipeline (DataLoader / tf.data) every step."""
@@ -54,22 +50,21 @@ class PointConfig:
     steps: int = 20
     """Measured steps (after warmup)."""
     warmup: int = 3
-    """Unmeasured steps first: graph tracing, compilation, allocator warmup."""
     seed: int = 0
     lr: float = 0.01
     momentum: float = 0.9
     threads_per_worker: int = 1
-    """CPU threads each worker may use (intra-op); the machine's cores divided among workers."""
+    """CPU threads (intra-op) of each worker: the machine's cores divided among them."""
     nodes: int = 1
     sync: bool = True
-    """False runs the 'independent' variant: the same N replicas doing the same per-device step at
-    the same time with no gradient synchronization (the reference for exposed communication)."""
+    """False: the 'independent' variant, the same N replicas and steps with no gradient synchronization
+    (the reference for exposed communication)."""
     measure_comm: bool = False
-    """After training, time a standalone all-reduce of the gradient volume with the same backend."""
+    """After training, time a standalone all-reduce of the gradient volume on the same backend."""
     verify: bool = False
-    """Equivalence mode (distbench verify): deterministic shards of one global batch, BatchNorm in
-    inference mode, rank-specific initial weights that only a correct broadcast makes equal, and
-    per-step losses and weight-update checksums in the record."""
+    """distbench verify: deterministic shards of one global batch, BatchNorm in inference mode,
+    rank-specific initial weights only a correct broadcast makes equal; per-step losses and update
+    checksums in the record."""
     target_ci: float = 0.0
     """Keep measuring until the 95% CI half-width of throughput is within this fraction (0 = off)."""
     max_time_s: float = 0.0
@@ -77,38 +72,33 @@ class PointConfig:
     max_steps: int = 10000
     tf32: bool = True
     """GPUs: TF32 tensor-core math for float32 matmuls and convolutions, set the same way in both
-    frameworks (TF's default; torch's default for convolutions only), with cuDNN autotuning on in
-    both. Verify mode always runs without TF32 (and with deterministic kernels)."""
+    frameworks, cuDNN autotuning on. Verify mode always runs without TF32 (deterministic kernels)."""
     baseline_threads: int | None = None
-    """Set only on an extra CPU baseline measured with this many threads (the per-worker thread count
-    of some N-worker points): the reference of their per-core efficiency. None on every other point."""
+    """Only on an extra CPU baseline run at some N-worker points' per-worker thread count: the reference
+    of their per-core efficiency."""
     extra: dict = field(default_factory=dict)
 
     def __post_init__(self):
-        if self.world_size < 1:
-            raise ValueError(f"world_size must be >= 1, got {self.world_size}")
-        if self.per_device_batch < 1:
-            raise ValueError(f"per-device batch must be >= 1, got {self.per_device_batch}")
-        if self.steps < 1:
-            raise ValueError(f"steps must be >= 1, got {self.steps}")
-        if self.warmup < 0:
-            raise ValueError(f"warmup must be >= 0, got {self.warmup}")
-        if self.scaling not in SCALINGS:
-            raise ValueError(f"scaling must be one of {SCALINGS}, got {self.scaling!r}")
+        for name, label, low in (
+            ("world_size", "world_size", 1),
+            ("per_device_batch", "per-device batch", 1),
+            ("steps", "steps", 1),
+            ("warmup", "warmup", 0),
+        ):
+            if getattr(self, name) < low:
+                raise ValueError(f"{label} must be >= {low}, got {getattr(self, name)}")
+        for name, choices in (("scaling", SCALINGS), ("precision", PRECISIONS), ("data", DATA_SOURCES)):
+            if getattr(self, name) not in choices:
+                raise ValueError(f"{name} must be one of {choices}, got {getattr(self, name)!r}")
         if self.device not in ("cuda", "cpu"):
             raise ValueError(f"device must be 'cuda' or 'cpu', got {self.device!r}")
-        if self.precision not in PRECISIONS:
-            raise ValueError(f"precision must be one of {PRECISIONS}, got {self.precision!r}")
-        if self.data not in DATA_SOURCES:
-            raise ValueError(f"data must be one of {DATA_SOURCES}, got {self.data!r}")
         if self.data == "disk" and not self.data_dir:
             raise ValueError("data 'disk' needs data_dir")
         if not 0 <= self.target_ci < 1:
             raise ValueError(f"target_ci must be a fraction in [0, 1), got {self.target_ci}")
-        if self.max_time_s < 0:
-            raise ValueError(f"max_time_s must be >= 0, got {self.max_time_s}")
-        if self.threads_per_worker < 1:
-            raise ValueError(f"threads_per_worker must be >= 1, got {self.threads_per_worker}")
+        for name, low in (("max_time_s", 0), ("threads_per_worker", 1)):
+            if getattr(self, name) < low:
+                raise ValueError(f"{name} must be >= {low}, got {getattr(self, name)}")
 
     @property
     def global_batch(self) -> int:
@@ -120,15 +110,14 @@ class PointConfig:
         return swept_batch(self.to_dict())
 
     def to_json(self) -> str:
-        return json.dumps(dataclasses.asdict(self), sort_keys=True)
+        return json.dumps(self.to_dict(), sort_keys=True)
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
 
     @classmethod
     def from_dict(cls, data: dict) -> "PointConfig":
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(data) - known)
+        unknown = sorted(set(data) - set(_FIELD_NAMES))
         if unknown:
             raise ValueError(f"unknown config keys: {', '.join(unknown)}")
         return cls(**data)
@@ -139,14 +128,12 @@ class PointConfig:
 
 
 def is_per_core_baseline(record: dict) -> bool:
-    """An extra CPU baseline run at a per-worker thread count (PointConfig.baseline_threads): a
-    reference for per-core efficiency, not a point of the scaling curves."""
+    """An extra CPU baseline (PointConfig.baseline_threads), not a point of the scaling curves."""
     return (record.get("config") or record).get("baseline_threads") is not None
 
 
 def swept_batch(config: dict) -> int | None:
-    """--batch-size of a point from its config (or record): the per-device batch under weak scaling,
-    the global batch under strong scaling. Points of one sweep are compared at the same value."""
+    """--batch-size of a point from its config (or record): per-device (weak scaling) or global (strong)."""
     per_device = config.get("per_device_batch")
     if per_device is None:
         return None
@@ -154,24 +141,8 @@ def swept_batch(config: dict) -> int | None:
 
 
 NOT_WORKLOAD = frozenset(
-    {
-        "strategy",
-        "world_size",
-        "nodes",
-        "per_device_batch",
-        "steps",
-        "warmup",
-        "seed",
-        "target_ci",
-        "max_time_s",
-        "max_steps",
-        "threads_per_worker",
-        "sync",
-        "measure_comm",
-        "verify",
-        "data_dir",
-        "extra",
-    }
+    "strategy world_size nodes per_device_batch steps warmup seed target_ci max_time_s max_steps "
+    "threads_per_worker sync measure_comm verify data_dir extra".split()
 )
 """Config fields that are not part of the workload: the point's own axes (strategy, N, nodes, batch: their
 own key fields), how long and how it is measured, and where the machine put things (the thread split
@@ -191,10 +162,9 @@ class PointKey(NamedTuple):
 
 
 def point_key(strategy: str | None, config: dict) -> PointKey:
-    """What identifies a point, from its config (or a record): strategy, N, nodes, the whole workload
-    (model, device, scaling, precision, image size, sequence length, classes, data source, compile, XLA,
-    channels-last, ...; a field an older record lacks counts at PointConfig's default) and the
-    --batch-size value. The one key of resume, the report, the analysis and `distbench compare`."""
+    """What identifies a point, from its config (or a record): strategy, N, nodes, the whole workload (a
+    field an older record lacks counts at PointConfig's default) and the --batch-size value. The one key
+    of resume, the report, the analysis and `distbench compare`."""
     value = {**_DEFAULTS, **{k: v for k, v in config.items() if k in _FIELD_NAMES}}
     names = [
         n for n in _FIELD_NAMES if n not in NOT_WORKLOAD and (n not in LOADER_FIELDS or value.get("data") == "disk")

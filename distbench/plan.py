@@ -23,7 +23,7 @@ CPU_MAX_SEQ_LEN = 64
 
 
 MAX_DEVICES = 65536
-"""Upper bound of any --gpus / --nodes value (the device's own limit is checked by resolve_device)."""
+"""Upper bound of any --gpus / --nodes value (resolve_device checks the device's own)."""
 MAX_BATCH = 1 << 20
 CPU_WORKERS_PER_CORE = 8
 """CPU workers: at most this many worker processes per core and node (beyond it nothing is measured
@@ -31,7 +31,7 @@ but the scheduler)."""
 
 
 def parse_counts(text: str, flag: str, noun: str, maximum: int) -> list[int]:
-    """'1,2,4' -> [1, 2, 4]. Rejects empty, zero, negative, too large, non-numeric and duplicated values."""
+    """'1,2,4' -> [1, 2, 4], each value checked."""
     if text is None or not text.strip():
         raise BadInput(f"{flag} is empty: give a comma list of {noun}s, e.g. {flag} 1,2,4")
     values: list[int] = []
@@ -58,21 +58,18 @@ def parse_gpus(text: str, flag: str = "--gpus", noun: str = "device") -> list[in
 
 
 def cpu_cores() -> int:
-    if hasattr(os, "sched_getaffinity"):
-        return max(1, len(os.sched_getaffinity(0)))
-    return max(1, os.cpu_count() or 1)
+    return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
 
 
 @dataclass(frozen=True)
 class DeviceChoice:
     device: str
-    """'cuda' or 'cpu'."""
     visible_gpus: int
     note: str
-    """Plain words for the user about what a 'GPU' means in this run."""
+    """What a 'GPU' means in this run, for the user."""
 
     def unfit(self, n: int, nodes: int = 1) -> str | None:
-        """Why a point of N devices over `nodes` nodes cannot run on these GPUs (None: it fits)."""
+        """Why N devices over `nodes` nodes cannot run on these GPUs (None: they fit)."""
         per_node = n // nodes
         if self.device != "cuda" or per_node <= self.visible_gpus:
             return None
@@ -85,9 +82,8 @@ def per_node_counts(gpus: list[int], nodes=(1,)) -> dict[int, int]:
 
 
 def resolve_device(requested: str, gpus: list[int], visible: int | None = None, nodes=(1,)) -> DeviceChoice:
-    """CUDA GPUs whenever one is visible (`auto`), else CPU workers. Device counts are compared per
-    node: with `auto`, points needing more GPUs per node than visible are left to the plan to skip;
-    with `cuda` they are refused; CPU workers are capped at CPU_WORKERS_PER_CORE per core."""
+    """CUDA GPUs whenever one is visible (`auto`), else CPU workers. Per node, points needing more GPUs
+    than visible are skipped under `auto`, refused under `cuda`."""
     visible = envinfo.visible_gpu_count() if visible is None else visible
     need = per_node_counts(gpus, nodes) or {max(gpus): max(gpus)}
     worst = max(need, key=need.get)
@@ -135,24 +131,21 @@ FRAMEWORK_ONLY = {  # option -> the framework it applies to, and why it does not
 
 @dataclass(frozen=True, kw_only=True)
 class SweepOptions:
-    """What `distbench scale` / `run` (and, in part, `slurm`) is asked to measure: one object from flag to
-    plan. Click fills it (distbench.commands.options declares one option per field, named after it),
-    `__post_init__` checks it once (BadInput naming the flag), and the sweep stores `to_dict()` whole so
-    `--resume` replays it with `from_dict`. Checks that need the resolved device (the CPU/GPU defaults)
-    are left to make_plan; PointConfig keeps its own invariants."""
+    """What `distbench scale` / `run` / `slurm` is asked to measure, from flag (one click option per
+    field, distbench.commands.options) to plan; checked once here (BadInput naming the flag), stored
+    whole by the sweep so `--resume` replays it. Checks needing the resolved device are make_plan's."""
 
     gpus: tuple[int, ...]
-    """Device counts to measure; a comma list such as '1,2,4' is parsed."""
+    """Device counts; a comma list such as '1,2,4' is parsed (so are nodes)."""
     nodes: tuple[int, ...] = (1,)
-    """Node counts ('1,2' is parsed); > 1 runs multi-node points inside the current Slurm allocation."""
+    """> 1 runs multi-node points inside the current Slurm allocation."""
     model: str = "resnet50"
     strategies: tuple[str, ...] = field(default=(), metadata={"flag": "--strategy"})
-    """Strategy names (comma lists and Strategy objects are accepted), in registry order; empty = all."""
+    """Strategy names in registry order (comma lists and Strategy objects accepted); empty = the core group."""
     add_baselines: bool = True
-    """Add each framework's single-device baseline so speedup can be computed (`scale`; not `run`)."""
+    """Add each framework's single-device baseline for speedup (`scale`; not `run`)."""
     batch_size: tuple[int, ...] | None = None
-    """Per-device batch (weak scaling) or global batch (strong scaling), or several to sweep (an int is
-    one); None = device default."""
+    """Per-device (weak scaling) or global (strong) batch sizes to sweep; None = device default."""
     scaling: str = "weak"
     image_size: int | None = None
     seq_len: int | None = None
@@ -162,7 +155,6 @@ class SweepOptions:
     xla: bool = False
     channels_last: bool = False
     tf32: bool = True
-    """GPUs: TF32 math for float32 matmuls and convolutions in both frameworks (PointConfig.tf32)."""
     data: str = "synthetic"
     dataset_size: int = 512
     loader_workers: int = 2
@@ -174,15 +166,15 @@ class SweepOptions:
     timeout: float = 900.0
     seed: int = 0
     repeats: int = 1
-    """Fresh-process runs of each point; the record holds their median and a run-to-run CI."""
+    """Fresh-process runs of each point: the record holds their median and a run-to-run CI."""
     target_ci: float = 0.02
-    """Adaptive stopping: measure until the throughput CI half-width is within this fraction."""
+    """Adaptive stopping: measure until the throughput CI half-width is within this fraction..."""
     max_time: float | None = None
-    """...or until this many seconds of measured steps (per point and repeat); None = device default."""
+    """...or for this many seconds of measured steps (per point and repeat); None = device default."""
     comm: bool = True
     """Measure communication overhead (independent variant + standalone all-reduce) at N > 1."""
     noisy_cv: float = 0.10
-    """Flag a point 'noisy' above this step-time coefficient of variation (measure.NOISY_CV)."""
+    """Flag a point 'noisy' above this step-time coefficient of variation."""
     telemetry_interval: float = 0.5
     """Seconds between telemetry samples; 0 = off."""
 
@@ -256,17 +248,16 @@ class SweepOptions:
                 )
 
     def to_dict(self) -> dict:
-        """Every field, JSON-ready: what a sweep stores so `--resume` replays it."""
         return dataclasses.asdict(self)
 
     @classmethod
     def from_dict(cls, data: dict) -> "SweepOptions":
-        """The options a sweep stored (keys that are not fields, such as notes added beside them, are left out)."""
+        """The options a sweep stored (keys that are not fields, e.g. notes beside them, left out)."""
         return cls(**{f.name: data[f.name] for f in dataclasses.fields(cls) if f.name in data})
 
 
 def flag(name: str) -> str:
-    """The command-line flag of a SweepOptions field: '--' + its name in kebab case, unless its metadata says."""
+    """The command-line flag of a SweepOptions field: its metadata's, else its name in kebab case."""
     return _OPTION_FIELDS[name].metadata.get("flag") or "--" + name.replace("_", "-")
 
 
@@ -290,19 +281,19 @@ class Plan:
     notes: list[str] = field(default_factory=list)
 
 
+def _installed(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        return False
+
+
 def _missing_modules(strategy: Strategy) -> list[str]:
-    missing = []
-    for mod in strategy.requires:
-        try:
-            if importlib.util.find_spec(mod) is None:
-                missing.append(mod)
-        except (ImportError, ValueError):
-            missing.append(mod)
-    return missing
+    return [m for m in strategy.requires if not _installed(m)]
 
 
 def make_plan(opts: SweepOptions, visible_gpus: int | None = None) -> Plan:
-    """The points of a sweep: the options (already checked by SweepOptions) with the device's defaults filled in."""
+    """The points of a sweep: the checked options with the device's defaults filled in."""
     spec = get_spec(opts.model)
     choice = resolve_device(opts.device, list(opts.gpus), visible_gpus, opts.nodes)
     defaults = GPU_DEFAULTS if choice.device == "cuda" else CPU_DEFAULTS
@@ -429,8 +420,8 @@ def make_plan(opts: SweepOptions, visible_gpus: int | None = None) -> Plan:
                 skip = f"{', '.join(missing)} is not installed: {INSTALL_HINT}"
             elif opts.precision == "amp" and choice.device != "cuda":
                 skip = "--precision amp (float16 with loss scaling) needs a CUDA GPU; use --precision bf16 on CPU"
-            elif choice.unfit(n, k):
-                skip = choice.unfit(n, k)
+            elif unfit := choice.unfit(n, k):
+                skip = unfit
             elif s.needs_cuda_for_multi and choice.device == "cpu":
                 skip = (
                     "DataParallel needs CUDA devices; it cannot split work across CPU workers (use ddp for CPU workers)"
@@ -447,10 +438,9 @@ def make_plan(opts: SweepOptions, visible_gpus: int | None = None) -> Plan:
 
 
 def _with_per_core_baselines(points: list[PlannedPoint], notes: list[str]) -> list[PlannedPoint]:
-    """CPU workers: N workers get the cores divided among them, so against a baseline that had every
-    core, perfect data parallelism reads 1/N of the cores' worth. After each framework's baseline,
-    the same baseline again at every other threads-per-worker count its N-worker points use (per
-    batch size): their per-core efficiency compares with the baseline on the same threads."""
+    """CPU workers divide the cores, so against a baseline on every core perfect data parallelism reads
+    1/N. After each baseline, the same baseline at every other threads-per-worker count its N-worker
+    points use (per batch size): their per-core efficiency compares with it."""
     out: list[PlannedPoint] = []
     for p in points:
         out.append(p)

@@ -1,11 +1,8 @@
-"""The one result-record schema (`Record`, below: every key, what it means) and the helpers that write it.
+"""The one result-record schema (`Record`: every key, what it means) and the helpers that write it.
 
-Every worker, whatever its strategy, ends with one record (rank 0 only, `write_record`); the parent adds
-launch facts (argv, exit status, stderr tail, rank reports), repeats and the no-sync variant
-(distbench.measure), then speedup and efficiency (distbench.sweep); everything downstream (store, tables,
-JSON, reports) reads only these records. The store keeps each record whole (points.record_json), with a
-few columns copied out for queries (distbench/store.py). A key not declared in `Record` is a bug: the
-end-to-end tests check every stored record against it.
+Every worker ends with one record (rank 0); the parent adds launch facts, repeats and the no-sync variant
+(distbench.measure), then speedup and efficiency (distbench.sweep); everything downstream reads only these
+records. A key not declared in `Record` is a bug: the end-to-end tests check every stored record.
 """
 
 from __future__ import annotations
@@ -151,7 +148,6 @@ class Record(TypedDict, total=False):
 
 
 def undeclared_keys(record: dict) -> set[str]:
-    """Keys of `record` that `Record` does not declare (the tests keep this empty)."""
     return set(record) - set(Record.__annotations__)
 
 
@@ -178,7 +174,7 @@ def base_record(config: dict, *, strategy: str, framework: str, status: str, rea
 
 
 def write_record(path: str | os.PathLike, record: dict) -> None:
-    """Atomically write a record as JSON (a reader never sees half a file)."""
+    """Write a record as JSON atomically (a reader never sees half a file)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".rec-", suffix=".json")
@@ -200,8 +196,7 @@ def read_record(path: str | os.PathLike) -> dict:
 
 
 def add_step_metrics(record: dict) -> dict:
-    """Fill throughput (over the measured window when the record has one) and step-time statistics
-    from the record's measured step times."""
+    """Fill throughput and step-time statistics from the record's measured step times."""
     times = record.get("step_times_s") or []
     if record.get("status") == "ok" and times:
         record.update(stats.step_stats(times, record["global_batch"], record.get("measured_window_s")))

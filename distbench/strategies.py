@@ -1,8 +1,4 @@
-"""The strategy registry: what runs, in which framework, launched how.
-
-Strategy names are part of the CLI. Each entry names the worker module in distbench.launchers that
-runs inside the worker process(es) and the launcher that starts it.
-"""
+"""The strategy registry (names are part of the CLI): what runs, in which framework, launched how."""
 
 from __future__ import annotations
 
@@ -20,31 +16,26 @@ class Strategy:
     module: str
     """Worker module, run as `python -m distbench.launchers.<module>`."""
     launcher: Launcher
-    """How its ranks start on one node (distbench.engines: PROCESS, TORCHRUN, HOROVODRUN)."""
+    """How its ranks start on one node."""
     multi_node: Launcher | None = None
-    """How they start on several nodes; default: `launcher` where it can span nodes, else none."""
+    """...and on several; default: `launcher` where it can span nodes, else none."""
     baseline: bool = False
     """A plain single-device loop: runs at N=1 only and defines speedup 1.0 for its framework."""
     needs_cuda_for_multi: bool = False
     """Cannot use CPU workers (DataParallel scatters over CUDA devices only)."""
     requires: tuple[str, ...] = ()
-    """Python modules the worker imports; missing ones make the point 'skipped'."""
+    """Modules the worker imports; a missing one makes the point 'skipped'."""
     description: str = ""
     no_comm_reason: str | None = None
-    """Why its no-sync variant and communication overhead cannot be measured (None: they can);
-    recorded as the point's comm_note."""
+    """Why its no-sync variant and communication overhead cannot be measured (the record's comm_note)."""
     bucket_bytes: int | None = None
-    """The gradient bucket / fusion size its collectives use by default (distbench predict models the
-    all-reduce in buckets of this size; None: one message)."""
+    """Its default gradient bucket / fusion size, for distbench predict (None: one message)."""
     reduce_to_one: bool = False
-    """Gradients reduced onto one device and weights broadcast back (DataParallel), not all-reduced; one
-    process, so one node."""
+    """Gradients reduced onto one device and weights broadcast back (DataParallel), not all-reduced."""
     group: str = "core"
-    """'core' strategies run when --strategy is not given; 'wrappers' and 'sharded' run when named, by
-    strategy or by group (--strategy wrappers, --strategy all)."""
+    """'core' runs when --strategy is not given; 'wrappers' and 'sharded' when named (or their group, or all)."""
 
     def launcher_for(self, nodes: int) -> Launcher:
-        """The launcher of a point on `nodes` nodes, or a one-line error naming those that can span nodes."""
         if nodes < 1:
             raise BadInput(f"the node count must be >= 1, got {nodes}")
         if nodes == 1:
@@ -239,8 +230,7 @@ def get_strategy(name: str) -> Strategy:
 
 
 def parse_strategies(values: tuple[str, ...] | list[str]) -> list[Strategy]:
-    """Repeatable option and/or comma lists of names or groups -> strategies in registry order, no
-    duplicates; none given: the core group."""
+    """Comma lists of names or groups -> strategies in registry order; none given: the core group."""
     names: set[str] = set()
     for value in values:
         for part in value.split(","):
