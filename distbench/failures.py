@@ -1,15 +1,9 @@
 """What broke a point: the root cause from how each rank ended, named in one line.
 
-Every rank runs under distbench.rankguard, which leaves `exit-<rank>.json` (exit status or signal, and
-when) in the point's rank folder; a worker that raises also leaves `error-<rank>.json` (its exception
-line, written by launchers.common.run_worker before it exits). From those:
-
-* the root cause is the first rank to fail with an error of its own; errors that only say a peer went
-  away ("Connection reset by peer", "Horovod has been shut down") and ranks the launcher terminated
-  afterwards are consequences, never the cause;
-* `oom` only when memory ran out: an allocator's own message (CPU, CUDA, TF, C++, Python), or a
-  SIGKILL while the kernel's OOM-kill counter of this cgroup went up. A SIGKILL without that evidence is
-  "killed (SIGKILL)".
+From each rank's `exit-<rank>.json` (distbench.rankguard) and, if it raised, `error-<rank>.json` (its
+exception line): the root cause is the first rank to fail with an error of its own (a peer going away
+and the launcher's teardown are consequences); `oom` only on an allocator's own message or a SIGKILL
+while this cgroup's OOM-kill counter went up.
 """
 
 from __future__ import annotations
@@ -31,7 +25,7 @@ OOM_MARKERS = (
     "can't allocate memory",
     "Cannot allocate memory",
 )
-"""Texts that only running out of memory prints (CPU allocator, CUDA, TF, C++ and Python)."""
+"""Texts that only running out of memory prints."""
 
 SECONDARY_MARKERS = (
     "Connection reset by peer",
@@ -53,10 +47,7 @@ SECONDARY_MARKERS = (
 TEARDOWN_SIGNALS = ("SIGTERM", "SIGINT", "SIGHUP", "SIGUSR1")
 """How launchers stop the surviving ranks once one has failed."""
 
-CGROUP_EVENTS = (
-    Path("/sys/fs/cgroup/memory.events"),  # cgroup v2
-    Path("/sys/fs/cgroup/memory/memory.oom_control"),
-)  # cgroup v1
+CGROUP_EVENTS = (Path("/sys/fs/cgroup/memory.events"), Path("/sys/fs/cgroup/memory/memory.oom_control"))  # v2, v1
 
 
 def is_oom_text(text: str | None) -> bool:
@@ -89,8 +80,7 @@ def _read(path: Path) -> dict | None:
 
 
 def rank_reports(rank_dir: str | Path | None) -> list[dict]:
-    """One dict per rank that ended: rank, returncode, signal, ended, and `error` (its own
-    exception line) where it left one. Sorted by when each rank ended."""
+    """Each ended rank's report (rank, returncode, signal, ended, and its own `error`), in order of ending."""
     if not rank_dir or not Path(rank_dir).is_dir():
         return []
     folder = Path(rank_dir)
@@ -147,11 +137,8 @@ def classify(
     stderr_tail: str = "",
     returncode: int | None = None,
 ) -> tuple[str, str | None]:
-    """(status, note) of a failed point: 'oom' only on evidence that memory ran out.
-
-    With a rank report, only that rank's own error counts; without one (the launcher died before its
-    ranks, or no rank folder: Slurm), the stderr tail's allocator messages do.
-    """
+    """(status, note) of a failed point: 'oom' only on evidence. With a rank report only that rank's own
+    error counts; without one (the launcher died first, or Slurm), the stderr tail's messages do."""
     text = report.get("error") if report else stderr_tail
     if is_oom_text(text):
         return "oom", None

@@ -1,22 +1,16 @@
 """The guard every worker rank runs under: `python -m distbench.rankguard PYTHON -m WORKER ...`.
 
-A launcher (torchrun, horovodrun, or distbench itself) starts the guard as the rank; the guard starts
-the real worker as its only child and then
-
-* forwards SIGTERM, SIGINT, SIGHUP and SIGUSR1 to it, so a launcher's teardown still reaches the worker;
-* kills it when the guard dies (a parent-death signal set in the child) and when the distbench
-  process that started the sweep is gone (DISTBENCH_PARENT_PID / DISTBENCH_PARENT_START, polled):
-  a SIGKILL of `distbench scale` leaves no worker computing behind it;
-* writes how the rank ended (exit status or signal, and when) to DISTBENCH_RANK_DIR/exit-<rank>.json,
-  so the parent can name the rank and the signal that broke a point instead of quoting whatever
-  error a surviving rank printed afterwards.
-
-The guard imports nothing heavy: it starts in a few tens of milliseconds and does not count in the
-measured window (the workers time themselves).
+The guard starts the real worker as its only child, forwards the launcher's teardown signals to it,
+kills it when the guard dies or the distbench process that started the sweep is gone
+(DISTBENCH_PARENT_PID / DISTBENCH_PARENT_START, polled), and writes how the rank ended to
+DISTBENCH_RANK_DIR/exit-<rank>.json, so the parent names the rank and signal that broke a point rather
+than whatever a surviving rank printed afterwards. It imports nothing heavy (tens of milliseconds) and
+is outside the measured window.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -33,11 +27,7 @@ PR_SET_PDEATHSIG = 1
 
 def rank_of(env: dict) -> int:
     """This process's global rank from whichever launcher started it (0 when none says)."""
-    for name in RANK_VARS:
-        value = env.get(name, "")
-        if value.isdigit():
-            return int(value)
-    return 0
+    return next((int(env[n]) for n in RANK_VARS if env.get(n, "").isdigit()), 0)
 
 
 def _stat(pid: int) -> list[str] | None:
@@ -52,8 +42,7 @@ def _stat(pid: int) -> list[str] | None:
 
 
 def start_ticks(pid: int) -> str | None:
-    """The process's start time in clock ticks since boot (field 22): with the pid it names one
-    process for good, even after the pid is reused."""
+    """Start time in clock ticks since boot (field 22): with the pid it names one process for good."""
     fields = _stat(pid)
     return fields[19] if fields else None
 
@@ -132,10 +121,8 @@ def main(argv: list[str]) -> int:
     child = subprocess.Popen(argv, preexec_fn=die_with_parent)
 
     def forward(signum, _frame):
-        try:
+        with contextlib.suppress(ProcessLookupError):
             child.send_signal(signum)
-        except ProcessLookupError:
-            pass
 
     for sig in FORWARDED:
         signal.signal(sig, forward)
@@ -156,12 +143,7 @@ def main(argv: list[str]) -> int:
 
         threading.Thread(target=watch, name="distbench-parent-watch", daemon=True).start()
 
-    while True:
-        try:
-            returncode = child.wait()
-            break
-        except InterruptedError:  # pragma: no cover - PEP 475 retries; kept for clarity
-            continue
+    returncode = child.wait()
     if rank_dir:
         try:
             write_exit(rank_dir, rank, child.pid, returncode, started)
