@@ -697,6 +697,13 @@ def _run_split(run: dict) -> dict[str, float | None]:
         out["teardown"] = max(0.0, end - m1 - out["allreduce"])
     else:
         out["teardown"] = None
+    # The no-sync variant measured in this run's processes (PointConfig.nosync_order): before the
+    # synchronized run's warmup (B A), inside startup; after its window (A B), inside teardown.
+    span = st.get("nosync_span")
+    out["no_sync"] = _span(span) or 0.0
+    phase = "startup" if span and first is not None and num(span[1]) <= first else "teardown"
+    if out["no_sync"] and out[phase] is not None:
+        out[phase] = max(0.0, out[phase] - out["no_sync"])
     return out
 
 
@@ -717,8 +724,13 @@ def wall_split(record: dict) -> dict[str, float | None] | None:
     for key in ("startup", "warmup", "measuring", "allreduce", "teardown"):
         values = [s[key] for s in splits]
         out[key] = None if None in values else sum(values)
-    walls = [num((v.get("launch") or {}).get("wall_s")) for v in variants]
-    out["no_sync"] = None if any(w is None for w in walls) else sum(walls)
+    # variants that ran as process trees of their own (an in-process one is inside its run's wall time)
+    walls = [
+        num((v.get("launch") or {}).get("wall_s"))
+        for v in variants
+        if not (v.get("stopping") or {}).get("segment_start")
+    ]
+    out["no_sync"] = None if any(w is None for w in walls) else sum(walls) + sum(s["no_sync"] for s in splits)
     out["total"] = sum(s["total"] for s in splits) + sum(w for w in walls if w is not None)
     out["unattributed"] = max(0.0, out["total"] - sum(v for k, v in out.items() if k != "total" and v))
     return out

@@ -61,6 +61,9 @@ class PointConfig:
     (the reference for exposed communication)."""
     measure_comm: bool = False
     """After training, time a standalone all-reduce of the gradient volume on the same backend."""
+    nosync_order: str | None = None
+    """'AB' / 'BA': this process also measures the no-sync variant, after ('AB') or before ('BA') the
+    synchronized run, with the same replicas re-wrapped (Strategy.nosync_in_process); None: one run."""
     verify: bool = False
     """distbench verify: deterministic shards of one global batch, BatchNorm in inference mode,
     rank-specific initial weights only a correct broadcast makes equal; per-step losses and update
@@ -94,6 +97,10 @@ class PointConfig:
             raise ValueError(f"device must be 'cuda' or 'cpu', got {self.device!r}")
         if self.data == "disk" and not self.data_dir:
             raise ValueError("data 'disk' needs data_dir")
+        if self.nosync_order not in (None, "AB", "BA") or (self.nosync_order and not self.sync):
+            raise ValueError(
+                f"nosync_order must be None, 'AB' or 'BA' on a synchronized point, got {self.nosync_order!r}"
+            )
         if not 0 <= self.target_ci < 1:
             raise ValueError(f"target_ci must be a fraction in [0, 1), got {self.target_ci}")
         for name, low in (("max_time_s", 0), ("threads_per_worker", 1)):
@@ -142,7 +149,7 @@ def swept_batch(config: dict) -> int | None:
 
 NOT_WORKLOAD = frozenset(
     "strategy world_size nodes per_device_batch steps warmup seed target_ci max_time_s max_steps "
-    "threads_per_worker sync measure_comm verify data_dir extra".split()
+    "threads_per_worker sync measure_comm nosync_order verify data_dir extra".split()
 )
 """Config fields that are not part of the workload: the point's own axes (strategy, N, nodes, batch: their
 own key fields), how long and how it is measured, and where the machine put things (the thread split

@@ -45,7 +45,8 @@ class Record(TypedDict, total=False):
     per_rank_step_times_s: list[list[float]]
     measured_window_s: float  # barrier to the last rank's last step: throughput's denominator
     measured_steps: int
-    stopping: dict  # which rule ended the run (fixed steps, target CI, max time) and the window
+    stopping: dict  # which rule ended the run (fixed steps, target CI, max time), the window; nosync_span:
+    # wall-clock span of the no-sync run measured in the same processes (PointConfig.nosync_order)
     throughput: float | None
     throughput_ci_low: float | None
     throughput_ci_high: float | None
@@ -90,7 +91,7 @@ class Record(TypedDict, total=False):
     nosync_variant: str | None  # what the variant removes, per strategy
     nosync_hook_calls: int
     nosync_buffer_sync: Any
-    independent: list[dict]  # the no-sync runs' summaries, paired with the sync runs
+    independent: list[dict]  # the no-sync runs' summaries and step times, paired with the sync runs
     pair_order: list[str]  # 'AB' / 'BA' per pair
     comm_overhead: float | None
     exposed_comm_s: float | None  # raw (may be negative: noise); clipped only for display

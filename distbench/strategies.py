@@ -32,6 +32,8 @@ class Strategy:
     """Its default gradient bucket / fusion size, for distbench predict (None: one message)."""
     reduce_to_one: bool = False
     """Gradients reduced onto one device and weights broadcast back (DataParallel), not all-reduced."""
+    nosync_in_process: bool = False
+    """Its no-sync variant runs in the synchronized run's processes (PointConfig.nosync_order), else in its own."""
     group: str = "core"
     """'core' runs when --strategy is not given; 'wrappers' and 'sharded' when named (or their group, or all)."""
 
@@ -86,6 +88,7 @@ STRATEGIES: dict[str, Strategy] = {
         ),
         Strategy(
             name="ddp",
+            nosync_in_process=True,
             framework="torch",
             module="torch_ddp",
             launcher=TORCHRUN,
@@ -104,6 +107,7 @@ STRATEGIES: dict[str, Strategy] = {
         ),
         Strategy(
             name="mirrored",
+            nosync_in_process=True,
             framework="tf",
             module="tf_mirrored",
             launcher=PROCESS,
@@ -113,6 +117,7 @@ STRATEGIES: dict[str, Strategy] = {
         ),
         Strategy(
             name="horovod-torch",
+            nosync_in_process=True,
             framework="torch",
             module="horovod_torch",
             launcher=HOROVODRUN,
@@ -122,6 +127,7 @@ STRATEGIES: dict[str, Strategy] = {
         ),
         Strategy(
             name="horovod-tf",
+            nosync_in_process=True,
             framework="tf",
             module="horovod_tf",
             launcher=HOROVODRUN,

@@ -310,6 +310,10 @@ def run_worker(framework: str, body: Callable[[PointConfig, str], None], argv: l
         # Exit now: a rank whose peers wait in a collective must not hang in interpreter shutdown
         # (Horovod's and gloo's atexit hooks would wait for them), or the launcher never learns.
         exit_now(3 if oom else 1)
+    if "tensorflow" in sys.modules:
+        # The record is written and the collectives are shut down: skip TensorFlow's interpreter teardown
+        # (1.2-1.6 s per process measured here), part of every TF point's wall time.
+        exit_now(0)
     return 0
 
 

@@ -177,7 +177,7 @@ WORKLOAD = {
         slurm=True,
         type=FiniteFloatRange(0, 86400),
         help="Seconds of measured steps after which adaptive stopping gives up (per point and "
-        "repeat). Default: 30 on GPUs, 15 on CPU workers.",
+        "repeat). Default: 30 on GPUs, 60 on CPU workers.",
     ),
     "comm": _spec(
         "--comm/--no-comm",
