@@ -1,13 +1,9 @@
-"""On-disk synthetic datasets for `--data disk`: written once to a cache folder, then read every
-step through a real input pipeline (torch DataLoader / tf.data), so users see when the input
-pipeline, not communication, limits scaling.
+"""On-disk synthetic datasets for `--data disk`: written once to a cache folder, then read every step
+through a real input pipeline (DataLoader / tf.data), so users see when the input pipeline limits scaling.
 
-Layout of a dataset folder:
-    meta.json                 shapes, dtypes, sample count
-    x/000000.bin ...          one raw sample input per file (uint8 images, int32 tokens)
-    y.bin                     all targets, raw (int32 class / token ids, or float16 maps)
-Images are stored as uint8 like decoded JPEGs; the pipeline converts them to float32 and
-normalizes them per sample (real work, done by the loader workers / tf.data map).
+A dataset folder: meta.json (shapes, dtypes, sample count); x/000000.bin ... (one raw input per file:
+uint8 HWC images like decoded JPEGs, which the pipeline converts and normalizes, or int32 tokens); y.bin
+(all targets: int32 class / token ids, or float16 maps).
 """
 
 from __future__ import annotations
@@ -54,25 +50,18 @@ def ensure_dataset(
     rng = np.random.default_rng(seed)
     if spec.kind == "tokens":
         seq = seq_len or spec.default_seq_len
-        x_shape, x_dtype = (seq,), "int32"
-        vocab = spec.vocab_size
-        xs = rng.integers(0, vocab, size=(samples, seq), dtype=np.int32)
+        xs = rng.integers(0, spec.vocab_size, size=(samples, seq), dtype=np.int32)
         if spec.loss == "lm_cross_entropy":
-            y = rng.integers(0, vocab, size=(samples, seq), dtype=np.int32)
-            y_shape, y_dtype = (seq,), "int32"
+            y = rng.integers(0, spec.vocab_size, size=(samples, seq), dtype=np.int32)
         else:
             y = rng.integers(0, num_classes, size=(samples,), dtype=np.int32)
-            y_shape, y_dtype = (), "int32"
     else:
-        x_shape, x_dtype = (image_size, image_size, spec.channels), "uint8"  # HWC, like a decoded image
-        xs = rng.integers(0, 256, size=(samples, *x_shape), dtype=np.uint8)
+        xs = rng.integers(0, 256, size=(samples, image_size, image_size, spec.channels), dtype=np.uint8)
         if spec.kind == "keypoints":
             side = image_size // spec.output_stride
             y = rng.random((samples, side, side, spec.num_classes), dtype=np.float32).astype(np.float16)
-            y_shape, y_dtype = (side, side, spec.num_classes), "float16"
         else:
             y = rng.integers(0, num_classes, size=(samples,), dtype=np.int32)
-            y_shape, y_dtype = (), "int32"
     for i, x in enumerate(xs):
         x.tofile(tmp / "x" / f"{i:06d}.bin")
     y.tofile(tmp / "y.bin")
@@ -81,17 +70,15 @@ def ensure_dataset(
         "model": model,
         "kind": spec.kind,
         "samples": samples,
-        "x_shape": list(x_shape),
-        "x_dtype": x_dtype,
-        "y_shape": list(y_shape),
-        "y_dtype": y_dtype,
+        "x_shape": list(xs.shape[1:]),
+        "x_dtype": str(xs.dtype),
+        "y_shape": list(y.shape[1:]),
+        "y_dtype": str(y.dtype),
     }
     (tmp / "meta.json").write_text(json.dumps(meta, indent=1))
     try:
         os.rename(tmp, folder)
     except OSError:  # another process wrote it first
-        import shutil
-
         shutil.rmtree(tmp, ignore_errors=True)
     return folder
 
@@ -112,8 +99,7 @@ def load_targets(folder: str | Path) -> np.ndarray:
 
 def page_cache_status(folder: str | Path) -> dict:
     """Whether reading the dataset is likely served from the page cache rather than the disk: its size
-    against the memory available now, and, where util-linux's `fincore` exists, how much of it is
-    resident in the page cache right now (measured)."""
+    against the memory available now, and how much of it is resident now where `fincore` exists."""
     import psutil
 
     files = [*sample_paths(folder), str(Path(folder) / "y.bin")]
@@ -139,8 +125,8 @@ def page_cache_status(folder: str | Path) -> dict:
 
 
 def _resident_bytes(files: list[str], sizes: list[int], chunk: int = 1000) -> int | None:
-    """Bytes of `files` in the page cache, by util-linux's fincore (whole pages, so each file's count
-    is capped at its size); None where it is unavailable."""
+    """Bytes of `files` in the page cache by util-linux's fincore (whole pages: capped at each file's
+    size); None where it is unavailable."""
     if not shutil.which("fincore"):
         return None
     total = 0

@@ -1,8 +1,5 @@
-"""Environment capture: one helper, used by the sweep and by every worker.
-
-Reads package versions from installed metadata (no heavy imports), the CPU from /proc/cpuinfo, memory
-from psutil and GPUs from NVML (nvidia-ml-py) when a driver is present.
-"""
+"""Environment capture for the sweep and every worker: package versions from installed metadata (no
+heavy imports), the CPU from /proc/cpuinfo, memory from psutil, GPUs from NVML."""
 
 from __future__ import annotations
 
@@ -66,27 +63,24 @@ def gpu_info() -> dict:
         pynvml.nvmlInit()
     except Exception as exc:  # NVMLError_LibraryNotFound, DriverNotLoaded, ...
         return {"available": False, "reason": f"NVML unavailable: {exc}"}
+    text = lambda v: v.decode() if isinstance(v, bytes) else v  # noqa: E731 (older bindings: bytes)
     try:
         count = pynvml.nvmlDeviceGetCount()
-        gpus = []
-        for i in range(count):
-            h = pynvml.nvmlDeviceGetHandleByIndex(i)
-            name = pynvml.nvmlDeviceGetName(h)
-            mem = pynvml.nvmlDeviceGetMemoryInfo(h)
-            gpus.append(
-                {
-                    "index": i,
-                    "name": name.decode() if isinstance(name, bytes) else name,
-                    "memory_total_bytes": int(mem.total),
-                }
-            )
-        driver = pynvml.nvmlSystemGetDriverVersion()
+        handles = [pynvml.nvmlDeviceGetHandleByIndex(i) for i in range(count)]
+        gpus = [
+            {
+                "index": i,
+                "name": text(pynvml.nvmlDeviceGetName(h)),
+                "memory_total_bytes": int(pynvml.nvmlDeviceGetMemoryInfo(h).total),
+            }
+            for i, h in enumerate(handles)
+        ]
         cuda = pynvml.nvmlSystemGetCudaDriverVersion()
         return {
             "available": True,
             "count": count,
             "gpus": gpus,
-            "driver": driver.decode() if isinstance(driver, bytes) else driver,
+            "driver": text(pynvml.nvmlSystemGetDriverVersion()),
             "cuda_driver": f"{cuda // 1000}.{(cuda % 1000) // 10}",
         }
     finally:
@@ -107,8 +101,7 @@ def visible_gpu_count() -> int:
 
 
 def cuda_stack() -> dict:
-    """CUDA, cuDNN and NCCL versions as the installed torch sees them, and `nvidia-smi topo -m`
-    (how the GPUs are connected: NVLink, PCIe switch, NUMA) when nvidia-smi exists."""
+    """CUDA, cuDNN and NCCL versions as torch sees them, and `nvidia-smi topo -m` (how the GPUs connect)."""
     out: dict = {}
     if package_version("torch"):
         try:

@@ -1,9 +1,5 @@
-"""Slurm cluster facts for multi-node points: host lists, the allocation, the TF workers of a step.
-
-The commands themselves are built by the launchers in distbench.engines (torchrun agents at a c10d
-rendezvous, horovodrun over the nodes, MultiWorkerMirroredStrategy workers started by srun); this
-module only says where they run. The tests run those commands over loopback, two "nodes" on 127.0.0.1.
-"""
+"""Slurm cluster facts for multi-node points: host lists, the allocation, the TF workers of a step
+(distbench.engines builds the commands; this module only says where they run)."""
 
 from __future__ import annotations
 
@@ -17,8 +13,7 @@ from distbench.errors import BadInput
 
 def expand_hostlist(hostlist: str) -> list[str]:
     """Slurm's compressed host list, in order: 'r[1-2]-n[01-02],login1' -> ['r1-n01', 'r1-n02', 'r2-n01',
-    'r2-n02', 'login1']. Slurm's own `scontrol show hostnames` expands it where Slurm is installed,
-    python-hostlist (the same syntax, kept by NSC) elsewhere."""
+    'r2-n02', 'login1'], by `scontrol show hostnames` where Slurm is installed, python-hostlist elsewhere."""
     if shutil.which("scontrol"):
         done = subprocess.run(["scontrol", "show", "hostnames", hostlist], capture_output=True, text=True)
         if done.returncode == 0:
@@ -43,9 +38,8 @@ def expand_tasks_per_node(text: str) -> list[int]:
 
 
 def slurm_tf_workers(environ: dict, port_base: int = 8888) -> tuple[list[str], int]:
-    """The TF cluster of the Slurm step this process is a task of: ('host:port' of every task in
-    rank order, this task's index). Task r runs on node SLURM_NODEID as local task SLURM_LOCALID,
-    and listens on port_base + its local id."""
+    """The TF cluster of this process's Slurm step: ('host:port' of every task in rank order, this task's
+    index); a task listens on port_base + its SLURM_LOCALID."""
     hosts = expand_hostlist(environ["SLURM_STEP_NODELIST"])
     tasks = expand_tasks_per_node(environ["SLURM_STEP_TASKS_PER_NODE"])
     if len(tasks) != len(hosts):

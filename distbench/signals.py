@@ -1,11 +1,9 @@
 """Termination signals: SIGINT, SIGTERM and SIGHUP all stop a distbench command the same way.
 
-The first one raises `Interrupted` (a KeyboardInterrupt, so every `finally` and every handler that
-already copes with Ctrl-C runs): the running point's worker tree is terminated (launch.run_point),
-the point is recorded 'interrupted', the sweep is marked 'interrupted' with the signal named, and
-the CLI prints one line saying how to resume and exits 128 + the signal number. Further signals
-while that cleanup runs are noted and ignored, so a second Ctrl-C or a `scancel` repeat cannot cut
-the cleanup short (SIGKILL still can: then the rank guards stop the workers).
+The first one raises `Interrupted` (a KeyboardInterrupt, so every handler that copes with Ctrl-C
+runs): the point and the sweep are recorded 'interrupted' and the CLI says how to resume and exits
+128 + the signal number. Further signals during that cleanup are ignored, so a second Ctrl-C or a
+`scancel` repeat cannot cut it short (SIGKILL can: then the rank guards stop the workers).
 """
 
 from __future__ import annotations
@@ -31,13 +29,13 @@ class Interrupted(KeyboardInterrupt):
 
 
 def signal_of(exc: BaseException | None) -> int:
-    """The signal behind an interruption (click wraps Ctrl-C in Abort: look at the cause)."""
-    while exc is not None and not isinstance(exc, Interrupted):
-        exc = exc.__cause__ or exc.__context__
+    """The signal behind an interruption (SIGINT when no Interrupted is behind it)."""
+    exc = interruption(exc)
     return exc.signum if exc is not None else signal.SIGINT
 
 
 def interruption(exc: BaseException | None) -> Interrupted | None:
+    """The Interrupted behind `exc` (click wraps Ctrl-C in Abort: look at the causes)."""
     while exc is not None and not isinstance(exc, Interrupted):
         exc = exc.__cause__ or exc.__context__
     return exc
@@ -69,8 +67,8 @@ def handled():
 
 @contextmanager
 def deferred():
-    """Hold termination signals back while a point is committed: a signal that arrives meanwhile is
-    delivered (and raises) right after, so a point is stored whole or not at all, never half."""
+    """Hold termination signals back while a point is committed (they raise right after): a point is
+    stored whole or not at all."""
     old = signal.pthread_sigmask(signal.SIG_BLOCK, HANDLED)
     try:
         yield
