@@ -1,5 +1,5 @@
-"""`distbench collect`: merge a folder of result records (the jobs of a Slurm sweep, or
-`distbench scale --records-dir`) into the results store, once, and say which points failed or are missing."""
+"""`distbench collect`: merge a folder of result records into the results store, once, and say which
+points failed or are missing."""
 
 from __future__ import annotations
 
@@ -27,9 +27,9 @@ class CollectReport:
     present: list[dict] = field(default_factory=list)
     ignored: list[tuple[str, str]] = field(default_factory=list)
     failed: list[tuple[str, dict]] = field(default_factory=list)
-    """(file name, record) of every record in the folder whose status is not ok or skipped."""
+    """(file name, record) of every record whose status is not ok or skipped."""
     missing: list[dict] = field(default_factory=list)
-    """Manifest points with no record in the folder yet."""
+    """Manifest points with no record yet."""
 
 
 def stable_record_id(data: bytes) -> str:
@@ -42,20 +42,15 @@ def _baseline_for(record: dict, records: list[dict]) -> dict | None:
     same = [
         r
         for r in records
-        if r.get("strategy") == base
-        and r.get("status") == "ok"
-        and r.get("model") == record.get("model")
-        and r.get("device") == record.get("device")
+        if (r.get("strategy"), r.get("status"), r.get("model"), r.get("device"))
+        == (base, "ok", record.get("model"), record.get("device"))
     ]
     return same[-1] if same else None
 
 
 def collect_records(directory: str | os.PathLike, store, *, command: str | None = None) -> CollectReport:
-    """Merge every record JSON file directly in `directory` into `store` (a distbench.store.Store).
-
-    A record already in the store (same record_id; records without one get a stable id from their
-    file's content hash) is not added again. The new records go into one new sweep.
-    """
+    """Merge every record JSON file directly in `directory` into `store`, in one new sweep; a record
+    already there (same record_id, else the stable id of its content) is not added again."""
     from distbench.measure import combine_repeats
     from distbench.sweep import derive
 

@@ -1,7 +1,6 @@
-"""The example scripts in slurm/, rendered from the template `distbench slurm` uses (job.sh.j2), so they
-cannot drift from it (tests/test_slurm.py checks the files are what this writes).
+"""The example scripts in slurm/, rendered from job.sh.j2 so they cannot drift from it.
 
-    python -m distbench.slurm.examples [FOLDER]      (make slurm-examples; FOLDER defaults to ./slurm)
+python -m distbench.slurm.examples [FOLDER]      (make slurm-examples; FOLDER defaults to ./slurm)
 """
 
 from __future__ import annotations
@@ -104,7 +103,6 @@ EXAMPLES = {
 
 
 def render_examples() -> dict[str, str]:
-    """File name -> text of every example script."""
     out = {}
     for name, example in EXAMPLES.items():
         context = dict(example)

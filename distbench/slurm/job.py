@@ -1,10 +1,4 @@
-"""Inside a Slurm job: the hidden `distbench slurm-job` command the generated scripts call with the job's
-Python (`"$PY" -m distbench.cli slurm-job ...`), not meant for users.
-
-  point    the point the knobs of an example script ask for, as the script's shell variables
-  prepare  the point's config with this node's CPUs divided among its workers; prints threads per worker
-  finish   the point's published record: rank 0's result, or a failed one with the log tail
-"""
+"""Inside a Slurm job: the hidden `distbench slurm-job` command the generated scripts call."""
 
 from __future__ import annotations
 
@@ -23,18 +17,11 @@ from distbench.slurm.plan import plan_point
 from distbench.slurm.render import render_point
 from distbench.strategies import get_strategy
 
-SLURM_KEYS = (
-    "SLURM_JOB_ID",
-    "SLURM_ARRAY_JOB_ID",
-    "SLURM_ARRAY_TASK_ID",
-    "SLURM_JOB_NODELIST",
-    "SLURM_JOB_NUM_NODES",
-    "SLURM_JOB_PARTITION",
-    "SLURM_JOB_ACCOUNT",
-    "SLURM_CLUSTER_NAME",
-    "SLURM_CPUS_ON_NODE",
-    "SLURM_JOB_GPUS",
-)
+SLURM_KEYS = [
+    "SLURM_" + k
+    for k in "JOB_ID ARRAY_JOB_ID ARRAY_TASK_ID JOB_NODELIST JOB_NUM_NODES JOB_PARTITION JOB_ACCOUNT "
+    "CLUSTER_NAME CPUS_ON_NODE JOB_GPUS".split()
+]
 
 
 def prepare(config_json: str, local_workers: int, out: str | os.PathLike) -> int:
@@ -65,18 +52,12 @@ def finish_point(
     reason: str | None = None,
     environ: dict | None = None,
 ) -> dict:
-    """Turn whatever the job's launch left behind into the point's published record (as
-    distbench.launch.run_point does for local points), and write it to `record_path`."""
+    """Turn whatever the job's launch left behind into the point's record (as launch.run_point does) at `record_path`."""
     cfg = PointConfig.from_json(config_json)
     strategy = get_strategy(cfg.strategy)
     tail = log_tail(Path(log))
-    if (
-        status is None
-        and not Path(result).exists()
-        and returncode in (124, 137)
-        and timeout_s
-        and wall_s >= timeout_s - 1
-    ):
+    timed_out = returncode in (124, 137) and timeout_s and wall_s >= timeout_s - 1
+    if status is None and timed_out and not Path(result).exists():
         status, reason = "timeout", f"timed out after {timeout_s:g}s (--timeout)"
     record = outcome_record(cfg, strategy, result, returncode, tail, status=status, reason=reason)
     record["launch"] = {

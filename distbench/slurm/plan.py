@@ -1,5 +1,5 @@
-"""Which Slurm jobs a sweep is: its points (strategy, total GPUs, nodes) and their resource shapes,
-planned as `distbench scale` plans the workload; plus the checks on every name that ends up in a script."""
+"""Which Slurm jobs a sweep is (points and their resource shapes), and the checks on every name that
+ends up in a script."""
 
 from __future__ import annotations
 
@@ -19,7 +19,6 @@ CONSTRAINT_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.&|,:*()\[\]!-]*$")
 
 
 def check_name(option: str, value: str) -> str:
-    """Names that end up in job scripts: letters, digits, '_', '.', '-' only, first a letter or digit."""
     if not isinstance(value, str) or not NAME_PATTERN.fullmatch(value):
         raise BadInput(
             f"{option} {value!r} is not a valid name: use letters, digits, '_', '.' and '-', "
@@ -74,19 +73,13 @@ class SlurmPoint:
 
     @property
     def per_node(self) -> int:
-        """Devices (GPUs, or CPU workers) on each node."""
         return devices_per_node(self.config)
-
-    @property
-    def tasks_per_node(self) -> int:
-        """Slurm tasks per node: torchrun agents / TF workers; 1 for everything else."""
-        return self.launcher.tasks_per_node(self.config)
 
     @property
     def shape(self) -> tuple[int, int, int]:
         """What the job asks Slurm for: (nodes, GPUs per node, tasks per node)."""
         gpus = self.per_node if self.config.device == "cuda" else 0
-        return (self.nodes, gpus, self.tasks_per_node)
+        return (self.nodes, gpus, self.launcher.tasks_per_node(self.config))
 
 
 @dataclass
@@ -95,19 +88,15 @@ class SlurmPlan:
     notes: list[str] = field(default_factory=list)
 
     def shapes(self) -> dict[tuple[int, int, int], list[SlurmPoint]]:
-        groups: dict[tuple[int, int, int], list[SlurmPoint]] = {}
+        groups: dict = {}
         for p in self.points:
             groups.setdefault(p.shape, []).append(p)
         return groups
 
 
 def plan_sweep(opts: SweepOptions, nodes: list[int], gpus_per_node: int | None = None) -> SlurmPlan:
-    """The points of a Slurm sweep: every (strategy, N, nodes) with N divisible by nodes and at most
-    `gpus_per_node` devices per node, plus the frameworks' single-device baselines (N=1, 1 node).
-
-    The workload (batch, image size, steps, baselines) is planned exactly as `distbench scale` plans
-    it; the device is what the compute nodes have, not what this (login) node sees.
-    """
+    """Every (strategy, N, nodes) with N divisible by nodes and at most `gpus_per_node` devices per node,
+    plus the baselines; the workload planned as `distbench scale` plans it, for the compute nodes' device."""
     check_name("--model", opts.model)
     if opts.device not in ("cuda", "cpu"):
         raise BadInput(f"--device must be cuda or cpu for Slurm jobs, got {opts.device!r}")
@@ -129,15 +118,11 @@ def plan_sweep(opts: SweepOptions, nodes: list[int], gpus_per_node: int | None =
         if planned.skip_reason:
             notes.append(f"no job for {s.name} N={cfg.world_size}: {planned.skip_reason}")
             continue
+        n = cfg.world_size
         for k in [1] if s.baseline else nodes:
-            n = cfg.world_size
-            if n % k:
-                continue
-            if gpus_per_node is not None and n // k > gpus_per_node:
-                continue
-            if k > 1 and s.cluster_launcher is None:
-                continue
-            points.append(SlurmPoint(len(points), s, dataclasses.replace(cfg, nodes=k)))
+            fits = gpus_per_node is None or n // k <= gpus_per_node
+            if n % k == 0 and fits and (k == 1 or s.cluster_launcher is not None):
+                points.append(SlurmPoint(len(points), s, dataclasses.replace(cfg, nodes=k)))
     spanning = {p.strategy.name for p in points if p.nodes > 1}
     single = sorted({p.strategy.name for p in points if not p.strategy.baseline} - spanning)
     if max(nodes) > 1 and single:
@@ -153,7 +138,7 @@ def plan_sweep(opts: SweepOptions, nodes: list[int], gpus_per_node: int | None =
 
 
 def plan_point(*, strategies: tuple[str, ...], gpus: int, nodes: int, **workload) -> SlurmPoint:
-    """The one point an example script asks for, planned as `distbench slurm` plans it (inside its job)."""
+    """The one point an example script asks for, planned as `distbench slurm` plans it."""
     names = [check_name("--strategy", n.strip()) for value in strategies for n in value.split(",") if n.strip()]
     if len(names) != 1:
         raise BadInput(f"--strategy: an example job runs one strategy, got {', '.join(names) or 'none'}")

@@ -1,8 +1,5 @@
-"""A sweep's files: the sbatch script (from the one template job.sh.j2), its submit script and its manifest.
-
-The template is shell, so jinja2 runs with autoescape off and every value that is not distbench's own
-text goes through a quoting filter (see job.sh.j2); names are checked before (distbench.slurm.plan).
-"""
+"""A sweep's files: the sbatch script (from the template job.sh.j2: shell, so every value that is not
+distbench's own text goes through a quoting filter), its submit script and its manifest."""
 
 from __future__ import annotations
 
@@ -32,21 +29,19 @@ class SlurmSettings:
     """Cluster-side knobs of a generated sweep (the workload is in each point's PointConfig)."""
 
     script: Path
-    """Absolute path of the sbatch script."""
     records_dir: Path
-    """Absolute path of the results folder on shared storage (records, logs/, work/)."""
+    """The results folder on shared storage (records, logs/, work/)."""
     python: str = sys.executable
     partition: str | None = None
     account: str | None = None
     constraint: str | None = None
     time: str = "01:00:00"
     exclusive: bool = True
-    """A benchmark must not share its nodes with other jobs."""
     port: int = 29500
     point_timeout_s: float = 900.0
     job_name: str = "distbench"
     command: str = ""
-    """The distbench command line that generated the script (for its header)."""
+    """The distbench command line that generated the script."""
 
     def __post_init__(self):
         for option, value in (("--partition", self.partition), ("--account", self.account)):
@@ -81,8 +76,7 @@ def _comment(text: str) -> str:
 
 
 def _env(point: SlurmPoint) -> str:
-    """The point's environment (distbench.engines.build_env) as `export` words; the threads per worker
-    follow the node's CPUs, so the script sets those after `slurm-job prepare`."""
+    """The point's environment as `export` words, less the thread counts (set after `slurm-job prepare`)."""
     env = build_env(point.config, base={})
     return " ".join(
         f"{k}={shlex.quote(v)}" for k, v in sorted(env.items()) if k not in ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
@@ -108,18 +102,16 @@ JINJA.filters.update(
 
 
 def render(**context) -> str:
-    """The template with `context` (its mode and values; see job.sh.j2)."""
     return JINJA.get_template(TEMPLATE).render(signal_lead_s=SIGNAL_LEAD_S, **context)
 
 
 def render_point(point: SlurmPoint) -> str:
-    """The point's shell variables, exactly as a sweep script's `case` holds them (`slurm-job point`)."""
+    """The point's shell variables, as a sweep script's `case` holds them."""
     template = JINJA.get_template(TEMPLATE)
     return "".join(template.blocks["point"](template.new_context({"p": point})))
 
 
 def render_script(plan: SlurmPlan, settings: SlurmSettings) -> str:
-    """The sbatch script of the whole sweep (one point per array task)."""
     resources = {}
     for pts in plan.shapes().values():
         argv = sbatch_argv(pts, settings)
@@ -133,7 +125,7 @@ def render_script(plan: SlurmPlan, settings: SlurmSettings) -> str:
         shape=None,
         python=settings.python,
         records=str(settings.records_dir),
-        generated=_dt.datetime.now().astimezone().isoformat(timespec="seconds"),
+        generated=_now(),
     )
 
 
@@ -147,9 +139,12 @@ def render_submit(plan: SlurmPlan, settings: SlurmSettings) -> str:
         f"mkdir -p {q(str(settings.records_dir / 'logs'))}",
     ]
     for pts in plan.shapes().values():
-        lines.append(f"# points {', '.join(p.key for p in pts)}")
-        lines.append(shlex.join(sbatch_argv(pts, settings)))
+        lines += [f"# points {', '.join(p.key for p in pts)}", shlex.join(sbatch_argv(pts, settings))]
     return "\n".join(lines) + "\n"
+
+
+def _now() -> str:
+    return _dt.datetime.now().astimezone().isoformat(timespec="seconds")
 
 
 def manifest(plan: SlurmPlan, settings: SlurmSettings) -> dict:
@@ -157,7 +152,7 @@ def manifest(plan: SlurmPlan, settings: SlurmSettings) -> dict:
         "kind": MANIFEST_KIND,
         "version": __version__,
         "script": str(settings.script),
-        "generated": _dt.datetime.now().astimezone().isoformat(timespec="seconds"),
+        "generated": _now(),
         "command": settings.command,
         "points": [
             {
@@ -174,7 +169,6 @@ def manifest(plan: SlurmPlan, settings: SlurmSettings) -> dict:
 
 
 def write_sweep(plan: SlurmPlan, settings: SlurmSettings) -> list[Path]:
-    """Write the sbatch script, its submit script and the manifest; create the records folders."""
     try:
         for sub in ("logs", "work"):
             (settings.records_dir / sub).mkdir(parents=True, exist_ok=True)

@@ -16,15 +16,13 @@ if TYPE_CHECKING:
 
 
 def sbatch_value(value: str) -> str:
-    """A value for an `#SBATCH` line. sbatch parses those lines itself (double quotes and
-    backslashes, '#' starts a comment), not the shell; validated values never need quoting."""
+    """A value for an `#SBATCH` line, which sbatch parses itself (double quotes, backslashes, '#')."""
     if re.fullmatch(r"[A-Za-z0-9_.&|,:*()\[\]!%@=+/-]+", value):
         return value
     return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
 def sbatch_argv(points: list[SlurmPoint], settings: SlurmSettings) -> list[str]:
-    """The sbatch command submitting `points` (one resource shape) as one job array."""
     nodes, gpus, tasks = points[0].shape
     assert all(p.shape == (nodes, gpus, tasks) for p in points)
     argv = [
