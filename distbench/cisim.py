@@ -1,10 +1,8 @@
 """Simulated step-time series, and the coverage and bias of distbench's confidence intervals on them.
 
-The model of one run's step times: 1 + cv * AR(1) noise (lag-1 correlation phi, Student-t(4)
-innovations scaled to unit marginal variance: heavy tails both ways) plus outliers: with
-probability outlier_p a step is slower by cv * outlier_scale * Exp(1) (a GC pause, a preempted
-core). The true mean step time is 1 + outlier_p * cv * outlier_scale, the true throughput its inverse
-(global batch 1). Used by tests/test_ci_coverage.py (asserts) and benchmarks/ci_coverage.py (table).
+One run's step times: 1 + cv * AR(1) noise (lag-1 correlation phi, Student-t(4) innovations at unit
+variance) plus outliers: with probability outlier_p a step is slower by cv * outlier_scale * Exp(1).
+The true mean step time is 1 + outlier_p * cv * outlier_scale, the true throughput its inverse.
 """
 
 from __future__ import annotations
@@ -79,10 +77,8 @@ def fixed_steps(rng: np.random.Generator, model: Model, n: int, runs: int = 2000
 def adaptive(
     rng: np.random.Generator, model: Model, target: float, *, first: int = 20, max_steps: int = 4800, runs: int = 2000
 ) -> dict:
-    """The adaptive stopping rule of launchers/common.measure: measure `first` steps, then look at the
-    CI only at stats.next_look() step counts; stop at the first look whose relative half width is
-    within `target`, else at max_steps (standing in for --max-time). The CI and throughput reported
-    are those of all steps at the stop."""
+    """launchers/common.measure's rule: look at the CI only at stats.next_look() step counts; stop at the
+    first look within `target`, else at max_steps (--max-time); report the CI of all steps at the stop."""
     looks = []
     n = first
     while n < max_steps:
@@ -111,8 +107,7 @@ def naive_adaptive(
     max_steps: int = 4800,
     runs: int = 2000,
 ) -> dict:
-    """The rule distbench used before (for comparison): a normal CI over steps treated as independent,
-    checked every `every` steps, stop the first time it is within target."""
+    """For comparison: a normal CI over steps taken as independent, checked every `every` steps."""
     x = step_series(rng, runs, max_steps, model)
     n = np.arange(1, max_steps + 1)
     csum, csq = np.cumsum(x, axis=1), np.cumsum(x * x, axis=1)
@@ -156,12 +151,10 @@ def paired_exposed(
     steps: int = 50,
     trials: int = 2000,
 ) -> dict:
-    """Paired t-interval of exposed communication (time per step, sync - no-sync) over r pairs of runs.
-    The machine's speed drifts from pair to pair (a factor shared by the pair's two runs, sd drift_sd)
-    and also trends steadily, `trend` per run (warming caches, throttling); each run has its own noise;
-    sync steps are `exposed` longer on average. `alternate`: pairs run A B, B A, A B ... (what
-    distbench.measure does) instead of always A first. The truth is the exposed time at the mean
-    speed of the whole measurement."""
+    """Paired t-interval of exposed communication (sync - no-sync time per step) over r pairs of runs.
+    The speed drifts from pair to pair (sd drift_sd) and trends by `trend` per run; sync steps are
+    `exposed` longer on average. `alternate`: pairs run A B, B A, ... (as distbench.measure does). The
+    truth is the exposed time at the mean speed of the whole measurement."""
     drift = np.exp(drift_sd * rng.standard_normal((trials, r)))
     swap = np.array([alternate and i % 2 for i in range(r)], dtype=int)
     pos_a, pos_b = 2 * np.arange(r) + swap, 2 * np.arange(r) + 1 - swap
@@ -181,9 +174,8 @@ def paired_exposed(
 
 
 def throughput_ratio(rng: np.random.Generator, model: Model, n: int, *, ratio: float = 0.9, trials: int = 2000) -> dict:
-    """CI of a throughput ratio B/A between two independent runs (compare, the report's wrappers section):
-    each side's within-run batch-means CI, inverted to a throughput CI (stats.rate_ci), then combined on
-    the log scale (analysis.ratio_ci_from_cis). B's steps are 1/ratio as long; the truth is `ratio`."""
+    """CI of a throughput ratio B/A of two independent runs: each side's within-run CI as a throughput CI
+    (stats.rate_ci), combined on the log scale (analysis.ratio_ci_from_cis). The truth is `ratio`."""
     from distbench.analysis import ratio_ci_from_cis
 
     sides = []

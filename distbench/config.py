@@ -27,20 +27,18 @@ class PointConfig:
     scaling: str = "weak"
     """'weak': per-device batch fixed; 'strong': global batch fixed and divided among devices."""
     image_size: int | None = 224
-    """Image models: input side (None for token models)."""
     seq_len: int | None = None
-    """Token models: sequence length (None = the model's default)."""
+    """Token models (None = the model's default)."""
     num_classes: int = 1000
     precision: str = "fp32"
     """'fp32', 'amp' (fp16 autocast + loss scaling, GPUs) or 'bf16' (bfloat16 autocast / Keras policy)."""
     compile: bool = False
-    """torch.compile (torch strategies)."""
     xla: bool = False
-    """tf.function(jit_compile=True) (TF strategies)."""
+    """tf.function(jit_compile=True)."""
     channels_last: bool = False
     data: str = "synthetic"
-    """'synthetic': tensors made once on the device; 'disk': a cached dataset read by a real input
-    pipeline (DataLoader / tf.data) every step."""
+    """'synthetic': tensors made once on the device; 'disk': a cached dataset read every step by a real
+    input pipeline."""
     data_dir: str | None = None
     loader_workers: int = 2
     """DataLoader workers / tf.data parallel map calls per process."""
@@ -71,7 +69,7 @@ class PointConfig:
     target_ci: float = 0.0
     """Keep measuring until the 95% CI half-width of throughput is within this fraction (0 = off)."""
     max_time_s: float = 0.0
-    """Upper bound on measuring time when target_ci is on."""
+    """Seconds: upper bound on measuring when target_ci is on."""
     max_steps: int = 10000
     tf32: bool = True
     """GPUs: TF32 tensor-core math for float32 matmuls and convolutions, set the same way in both
@@ -87,6 +85,8 @@ class PointConfig:
             ("per_device_batch", "per-device batch", 1),
             ("steps", "steps", 1),
             ("warmup", "warmup", 0),
+            ("max_time_s", "max_time_s", 0),
+            ("threads_per_worker", "threads_per_worker", 1),
         ):
             if getattr(self, name) < low:
                 raise ValueError(f"{label} must be >= {low}, got {getattr(self, name)}")
@@ -103,9 +103,6 @@ class PointConfig:
             )
         if not 0 <= self.target_ci < 1:
             raise ValueError(f"target_ci must be a fraction in [0, 1), got {self.target_ci}")
-        for name, low in (("max_time_s", 0), ("threads_per_worker", 1)):
-            if getattr(self, name) < low:
-                raise ValueError(f"{name} must be >= {low}, got {getattr(self, name)}")
 
     @property
     def global_batch(self) -> int:
@@ -113,7 +110,6 @@ class PointConfig:
 
     @property
     def swept_batch(self) -> int:
-        """The --batch-size value this point was planned with (per device or global by scaling)."""
         return swept_batch(self.to_dict())
 
     def to_json(self) -> str:
@@ -151,9 +147,8 @@ NOT_WORKLOAD = frozenset(
     "strategy world_size nodes per_device_batch steps warmup seed target_ci max_time_s max_steps "
     "threads_per_worker sync measure_comm nosync_order verify data_dir extra".split()
 )
-"""Config fields that are not part of the workload: the point's own axes (strategy, N, nodes, batch: their
-own key fields), how long and how it is measured, and where the machine put things (the thread split
-follows the cores, the data folder is a temporary path)."""
+"""Config fields not part of the workload: the point's own axes (their own key fields), how long and how
+it is measured, and where the machine put things (threads follow the cores; the data folder)."""
 LOADER_FIELDS = ("loader_workers", "prefetch", "pin_memory")
 """Input-pipeline settings: part of the workload only when the data comes from disk."""
 
@@ -163,15 +158,14 @@ class PointKey(NamedTuple):
     world_size: int | None
     nodes: int
     workload: tuple
-    """((field, value), ...) for every other config field that defines the work (see NOT_WORKLOAD)."""
+    """((field, value), ...) of every field that defines the work."""
     batch: int | None
     """The --batch-size value (swept_batch); last, so key[:-1] is the point without its batch size."""
 
 
 def point_key(strategy: str | None, config: dict) -> PointKey:
-    """What identifies a point, from its config (or a record): strategy, N, nodes, the whole workload (a
-    field an older record lacks counts at PointConfig's default) and the --batch-size value. The one key
-    of resume, the report, the analysis and `distbench compare`."""
+    """What identifies a point, from its config (or a record; a field an older one lacks counts at its
+    default): the one key of resume, the report, the analysis and `distbench compare`."""
     value = {**_DEFAULTS, **{k: v for k, v in config.items() if k in _FIELD_NAMES}}
     names = [
         n for n in _FIELD_NAMES if n not in NOT_WORKLOAD and (n not in LOADER_FIELDS or value.get("data") == "disk")

@@ -122,7 +122,7 @@ class Launcher:
     name: str
     spans_nodes: bool = False
     module: str | None = None
-    """The worker module this launcher runs instead of the strategy's own (tf-multiworker)."""
+    """Run instead of the strategy's own worker module."""
 
     def worker(self, strategy: Strategy, config: str, out: str, python: str = sys.executable) -> list[str]:
         return [
@@ -325,7 +325,7 @@ class Horovodrun(Launcher):
 
 
 def tf_config(workers: Sequence[str], index: int) -> str:
-    """TF_CONFIG of worker `index` in a cluster of `workers` ('host:port' each); worker 0 is the chief."""
+    """TF_CONFIG of worker `index` in a cluster of `workers` ('host:port' each)."""
     if not 0 <= index < len(workers):
         raise ValueError(f"worker index {index} is outside the cluster of {len(workers)} workers")
     return json.dumps({"cluster": {"worker": list(workers)}, "task": {"type": "worker", "index": index}})

@@ -29,8 +29,7 @@ MAX_DEVICES = 65536
 """Upper bound of any --gpus / --nodes value (resolve_device checks the device's own)."""
 MAX_BATCH = 1 << 20
 CPU_WORKERS_PER_CORE = 8
-"""CPU workers: at most this many worker processes per core and node (beyond it nothing is measured
-but the scheduler)."""
+"""CPU workers per core and node at most (beyond it only the scheduler is measured)."""
 
 
 def parse_counts(text: str, flag: str, noun: str, maximum: int) -> list[int]:
@@ -80,7 +79,7 @@ class DeviceChoice:
 
 
 def per_node_counts(gpus: list[int], nodes=(1,)) -> dict[int, int]:
-    """N -> the fewest devices per node any of its shapes needs (N over K nodes, K dividing N)."""
+    """N -> the fewest devices per node any of its shapes (N over K nodes, K dividing N) needs."""
     return {n: min(n // k for k in nodes if n % k == 0) for n in gpus if any(n % k == 0 for k in nodes)}
 
 
@@ -266,7 +265,7 @@ def flag(name: str) -> str:
 
 _OPTION_FIELDS = {f.name: f for f in dataclasses.fields(SweepOptions)}
 _TAKEN_AS_IS = sorted(set(_OPTION_FIELDS) & {f.name for f in dataclasses.fields(PointConfig)})
-"""Options a point's config takes by the same name (make_plan overrides the ones it resolves)."""
+"""Options a point's config takes by the same name."""
 
 
 @dataclass(frozen=True)

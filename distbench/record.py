@@ -27,31 +27,31 @@ class Record(TypedDict, total=False):
     schema: int
     record_id: str
     strategy: str
-    framework: str  # 'torch' or 'tf': whose single-device baseline defines speedup 1.0
+    framework: str  # 'torch' or 'tf': whose baseline defines speedup 1.0
     model: str
-    world_size: int  # N: devices (GPUs or CPU workers) over all nodes
+    world_size: int  # N: devices (GPUs or CPU workers), all nodes
     nodes: int
     device: str  # 'cuda' or 'cpu' (CPU workers)
     scaling: str  # 'weak' (per-device batch fixed) or 'strong' (global batch fixed)
     per_device_batch: int
     global_batch: int
     status: str  # one of STATUSES
-    reason: str | None  # why a point is not 'ok' (one line), or a skip reason
-    config: dict  # the whole PointConfig (distbench.config), enough to rerun the point
+    reason: str | None  # why a point is not 'ok' (one line)
+    config: dict  # the whole PointConfig, enough to rerun the point
     auto_added: bool  # a baseline distbench added for speedup
-    after_oom: bool  # skipped because a smaller batch of the same strategy and N ran out of memory
+    after_oom: bool  # skipped: a smaller batch of the same strategy and N ran out of memory
     # measurement (launchers/common.py)
-    step_times_s: list[float]  # every measured step (slowest rank per step at N > 1); warmup excluded
+    step_times_s: list[float]  # every measured step (slowest rank per step), no warmup
     per_rank_step_times_s: list[list[float]]
     measured_window_s: float  # barrier to the last rank's last step: throughput's denominator
     measured_steps: int
-    stopping: dict  # which rule ended the run (fixed steps, target CI, max time), the window; nosync_span:
-    # wall-clock span of the no-sync run measured in the same processes (PointConfig.nosync_order)
+    stopping: dict  # which rule ended the run (steps, target CI, max time), the window; nosync_span: the
+    # wall-clock span of the no-sync run in the same processes (PointConfig.nosync_order)
     throughput: float | None
     throughput_ci_low: float | None
     throughput_ci_high: float | None
-    ci_method: str  # batch means within a run, or the t-interval on log throughput over repeats
-    ci_scope: str  # what the CI covers: noise within one run, or run to run
+    ci_method: str  # batch means within a run, or a t-interval on log throughput over repeats
+    ci_scope: str  # noise within one run, or run to run
     ci_note: str
     step_time_median_s: float | None
     step_time_mean_s: float | None
@@ -67,27 +67,27 @@ class Record(TypedDict, total=False):
     cluster: dict  # multi-worker TF: the cluster the workers formed
     params: int
     grad_bytes: int
-    runtime: dict  # framework versions and device facts seen inside the worker
+    runtime: dict  # framework versions and device facts inside the worker
     gpu_name: str | None
     math_mode: dict  # TF32, cuDNN autotune, memory layout
     probe: dict  # evidence from inside the step (e.g. which autocast dtype ran)
-    data_cache: dict | None  # --data disk: whether the cache was in the page cache before reading
+    data_cache: dict | None  # --data disk: whether it was in the page cache before reading
     data_wait_fraction: float | None  # None: not measured (never 0 by default)
     data_wait_median_s: float | None
     data_wait_note: str
     peak_memory_bytes: int | None  # per device: peak allocated (CUDA) or peak RSS (CPU workers)
     peak_memory_per_rank_bytes: list[int | None]
     peak_memory_source: str
-    peak_memory_scope: str  # torch strategies: the peak is reset after the model is wrapped (sharded)
+    peak_memory_scope: str  # torch: the peak is reset after the model is wrapped (sharded)
     # FLOPs and MFU (distbench.peaks)
     model_flops_per_sample: float | None
     achieved_flops_per_device: float | None
     peak_flops_per_device: float | None
-    cpu_gemm_peak: dict  # CPU workers: GEMM FLOP/s measured on the worker's own threads
+    cpu_gemm_peak: dict  # CPU workers: GEMM FLOP/s on the worker's own threads
     mfu: float | None  # None for an unknown GPU: never a fallback peak
     mfu_note: str
     # communication (distbench.measure): the synchronized run against its no-sync variant
-    sync: bool  # False: this record is the no-sync variant itself
+    sync: bool  # False: the no-sync variant itself
     nosync_variant: str | None  # what the variant removes, per strategy
     nosync_hook_calls: int
     nosync_buffer_sync: Any
@@ -98,16 +98,16 @@ class Record(TypedDict, total=False):
     exposed_comm_ci_low: float | None
     exposed_comm_ci_high: float | None
     exposed_comm_ci_scope: str
-    allreduce_s: float | None  # standalone all-reduce of the gradient bytes, the strategy's own way
+    allreduce_s: float | None  # standalone all-reduce of the gradient bytes, the strategy's way
     allreduce_samples_s: list[float]
     overlap: float | None
     overlap_raw: float | None
-    comm_note: str  # why communication was not measured, or is not applicable
+    comm_note: str  # why communication was not measured
     # derived over the sweep (distbench.sweep)
     speedup: float | None
     speedup_note: str
     efficiency: float | None  # against the baseline on the whole machine
-    efficiency_per_core: float | None  # CPU workers: against a baseline at the workers' thread count
+    efficiency_per_core: float | None  # CPU workers: against a baseline on the workers' threads
     efficiency_per_core_note: str
     per_core_baseline: dict
     wrapper_overhead: float | None
@@ -117,20 +117,20 @@ class Record(TypedDict, total=False):
     determinism: dict | None
     replica_max_rel_diff: float | None
     # telemetry (distbench.telemetry)
-    telemetry: dict  # power, energy per sample (and its scope), utilisation, memory over the window
+    telemetry: dict  # power, energy per sample (and scope), utilisation, memory over the window
     telemetry_samples: list
     energy_per_sample_j: float | None
     power_w_mean: float | None
     # launch and faults (distbench.launch, distbench.failures)
     launch: dict  # argv, launcher, exit status, start, wall seconds, work folder
-    launch_note: str  # ranks hung in teardown after the record was written, stopped by distbench
+    launch_note: str  # ranks hung in teardown after the record was written (stopped)
     ranks: list[dict]  # how each rank ended (rank guard reports)
     stderr_tail: str
     workdir: str  # kept for a point that did not succeed
     environment: dict
     sweep_id: str
     point_id: int
-    collected_from: str  # distbench collect: the JSON file the record came from
+    collected_from: str  # distbench collect: the record's JSON file
     slurm: dict  # job id, array task, nodes of a Slurm point
     # `distbench comm` records
     kind: str

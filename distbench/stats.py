@@ -9,7 +9,7 @@ from typing import Sequence
 
 
 def percentile(samples: Sequence[float], q: float) -> float:
-    """Linear-interpolated percentile (numpy's default method), q in [0, 100]."""
+    """Linear-interpolated percentile (numpy's default), q in [0, 100]."""
     if not samples:
         raise ValueError("percentile of no samples")
     if not 0 <= q <= 100:
@@ -146,8 +146,8 @@ def batch_count(n: int) -> int:
 
 
 def batch_means(x, batches: int):
-    """Mean and standard error of the mean over the last axis of `x` by non-overlapping batch means
-    (the first n mod `batches` samples, the earliest, are left out). Vectorised over leading axes."""
+    """Mean and its standard error over the last axis of `x` by non-overlapping batch means (the first
+    n mod `batches` samples left out)."""
     import numpy as np
 
     x = np.asarray(x, dtype=float)
@@ -175,7 +175,7 @@ def step_time_ci(step_times_s: Sequence[float], level: float = CI_LEVEL) -> dict
 
 
 def target_met(ci: dict | None, target: float) -> bool:
-    """Whether adaptive stopping may stop on this CI: within target, over all MAX_BATCHES batches."""
+    """Whether adaptive stopping may stop on this CI (over all MAX_BATCHES batches)."""
     return ci is not None and ci["batches"] >= MAX_BATCHES and ci["rel_half_width"] <= target
 
 

@@ -97,8 +97,8 @@ class Sampler:
         gpu_indices: list[int] | None = None,
         cuda_env: dict | None = None,
     ):
-        """gpu_indices: the point's GPUs as the workers' CUDA_VISIBLE_DEVICES names them (None: all);
-        cuda_env: the workers' environment, to find those GPUs by PCI bus id."""
+        """gpu_indices: the point's GPUs as CUDA_VISIBLE_DEVICES names them (None: all); cuda_env: the
+        workers' environment, to find them by PCI bus id."""
         self.root_pid = root_pid
         self.gpu_indices = gpu_indices
         self.cuda_env = cuda_env
@@ -154,8 +154,7 @@ class Sampler:
         return [self._procs[p.pid] for p in tree]
 
     def _is_worker(self, p: psutil.Process) -> bool:
-        """A rank's own Python process: not a launcher (torchrun, horovodrun) and not the rank guard
-        that waits beside it (distbench.rankguard, idle by design). Decided once per process."""
+        """A rank's own Python process: not a launcher, not the (idle) rank guard. Decided once per process."""
         if p.pid not in self._is_worker_cache:
             self._is_worker_cache[p.pid] = "python" in p.name().lower() and "distbench.rankguard" not in p.cmdline()
         return self._is_worker_cache[p.pid]
