@@ -142,17 +142,8 @@ class Launcher:
         """Slurm tasks per node; 1 where one process starts the rest."""
         return 1
 
-    def local(
-        self,
-        strategy: Strategy,
-        cfg: PointConfig,
-        config: str,
-        out: str,
-        *,
-        python: str = sys.executable,
-        tool: str | None = None,
-        base_env: dict | None = None,
-    ) -> tuple[list[str], dict]:
+    def local(self, strategy, cfg, config, out, *, python=sys.executable, tool=None, base_env=None):
+        """(argv, env) on one node: every launcher has it."""
         raise NotImplementedError
 
     def allocation(
@@ -167,9 +158,12 @@ class Launcher:
     ) -> tuple[list[str], dict]:
         raise BadInput(f"{self.name} cannot span nodes")
 
-    def sbatch_step(self, strategy: Strategy, cfg: PointConfig) -> list[str]:
+    def one_node(self, cfg: PointConfig) -> None:
         if cfg.nodes != 1:
             raise BadInput(f"{self.name} cannot span nodes")
+
+    def sbatch_step(self, strategy: Strategy, cfg: PointConfig) -> list[str]:
+        self.one_node(cfg)
         argv, _ = self.local(
             strategy, cfg, JOB_CONFIG, JOB_RESULT, python=JOB_PYTHON, tool=Shell(f'"${self.name.upper()}"'), base_env={}
         )
@@ -418,8 +412,7 @@ class AccelerateLaunch(Launcher):
         return [*argv, *self.worker(strategy, config, out, python)[1:]], build_env(cfg, base_env)
 
     def sbatch_step(self, strategy, cfg):
-        if cfg.nodes != 1:
-            raise BadInput(f"{self.name} cannot span nodes")
+        self.one_node(cfg)
         argv = self.command(cfg, tool=Shell('"$(dirname "$PY")/accelerate"'), port=Shell('"$MASTER_PORT"'))
         return [*argv, *self.worker(strategy, JOB_CONFIG, JOB_RESULT, JOB_PYTHON)[1:]]
 

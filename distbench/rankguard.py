@@ -82,7 +82,7 @@ def die_with_parent() -> None:
 
 
 def signal_name(returncode: int) -> str | None:
-    """'SIGKILL' for a returncode of -9 (Popen's way of saying 'killed by signal 9')."""
+    """'SIGKILL' for a returncode of -9 (Popen's 'killed by signal 9')."""
     if returncode >= 0:
         return None
     try:

@@ -8,6 +8,7 @@ figures use only the samples inside the measured window (wall-clock timestamps i
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import operator
 import statistics
@@ -137,10 +138,8 @@ class Sampler:
         self._stop.set()
         self._thread.join(timeout=5)
         if self._nvml is not None:
-            try:
+            with contextlib.suppress(Exception):
                 self._nvml.nvmlShutdown()
-            except Exception:
-                pass
         return self.samples
 
     def _workers(self) -> list[psutil.Process]:
