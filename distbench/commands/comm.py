@@ -2,12 +2,7 @@
 
 from __future__ import annotations
 
-import sys
-import tempfile
-from pathlib import Path
-
 import click
-from rich.console import Console
 from rich.table import Table
 
 from distbench.commbench import BACKENDS, get_backend, parse_sizes
@@ -16,72 +11,39 @@ from distbench.config import PointConfig
 from distbench.errors import BadInput
 from distbench.launch import run_point
 from distbench.output import json_document
-from distbench.plan import INSTALL_HINT, _missing_modules, cpu_cores, parse_gpus, resolve_device
+from distbench.plan import cpu_cores, parse_gpus, resolve_device
 from distbench.record import base_record
-from distbench.store import DEFAULT_PATH, Store
-from distbench.sweep import command_line, recorded_sweep
 
 
 @click.command()
-@click.option("--gpus", "gpus_text", default="2", show_default=True, help="Comma list of rank counts, e.g. 2,4.")
-@click.option("--backend", default="gloo", show_default=True, help=f"Communication library: {', '.join(BACKENDS)}.")
+@opt.option("--gpus", "gpus_text", default="2", help="Comma list of rank counts, e.g. 2,4.")
+@opt.option("--backend", default="gloo", help=f"Communication library: {', '.join(BACKENDS)}.")
 @click.option(
     "--sizes",
     default=None,
     help="Message sizes: LOW:HIGH (grows by --factor) or a comma list, K/M/G = powers of 1024. "
     "Default 1K:1G on GPUs, 1K:64M on CPU workers.",
 )
-@click.option(
-    "--factor",
-    type=click.Choice(["2", "4"]),
-    default="2",
-    show_default=True,
-    help="Growth factor between sizes of a LOW:HIGH range.",
+@opt.option(
+    "--factor", type=click.Choice(["2", "4"]), default="2", help="Growth factor between sizes of a LOW:HIGH range."
 )
-@click.option(
+@opt.option(
     "--iters",
     type=click.IntRange(3, 100_000),
     default=20,
-    show_default=True,
     help="Timed iterations per size (fewer for big messages, see --max-time-per-size; at least 3).",
 )
-@click.option("--warmup", type=opt.WARMUP, default=3, show_default=True, help="Untimed iterations per size.")
-@click.option(
+@opt.option("--warmup", type=opt.WARMUP, default=3, help="Untimed iterations per size.")
+@opt.option(
     "--max-time-per-size",
     type=opt.FiniteFloatRange(0, 3600, min_open=True),
     default=2.0,
-    show_default=True,
     help="Cap on timed seconds per size: big messages get fewer iterations (at least 3).",
 )
-@click.option(
-    "--device",
-    type=click.Choice(["auto", "cuda", "cpu"]),
-    default="auto",
-    show_default=True,
-    help="auto uses CUDA GPUs when enough are visible, otherwise CPU workers.",
-)
-@click.option(
-    "--timeout",
-    type=opt.SECONDS,
-    default=900.0,
-    show_default=True,
-    help="Seconds before a rank count's run is killed and recorded as 'timeout'.",
-)
-@click.option(
-    "--results",
-    type=click.Path(dir_okay=False),
-    default=str(DEFAULT_PATH),
-    show_default=True,
-    help="SQLite results store.",
-)
-@click.option(
-    "--format",
-    "fmt",
-    type=click.Choice(["table", "json"]),
-    default="table",
-    show_default=True,
-    help="json prints one JSON document (a list of points) to stdout.",
-)
+@opt.device_option("auto uses CUDA GPUs when enough are visible, otherwise CPU workers.")
+@opt.timeout_option("Seconds before a rank count's run is killed and recorded as 'timeout'.")
+@opt.results_option()
+@opt.format_option("json prints one JSON document (a list of points) to stdout.")
 def comm(gpus_text, backend, sizes, factor, iters, warmup, max_time_per_size, device, timeout, results, fmt):
     """All-reduce bandwidth over message sizes, for one communication backend.
 
@@ -98,69 +60,53 @@ def comm(gpus_text, backend, sizes, factor, iters, warmup, max_time_per_size, de
     if backend == "nccl" and choice.device != "cuda":
         raise BadInput("--backend nccl needs CUDA GPUs; none are in use (try --backend gloo)")
     size_list = parse_sizes(sizes or ("1K:1G" if choice.device == "cuda" else "1K:64M"), int(factor))
-    missing = _missing_modules(strategy)
-    err = Console(stderr=True, highlight=False, soft_wrap=True)
-    err.print(f"[dim]note:[/] {choice.note}")
-    store = Store(results)
-    records = []
+    missing = opt.not_installed(strategy)
+    err = opt.err_console()
+    opt.print_notes(err, [choice.note])
     options = {"kind": "comm", "backend": backend, "gpus": gpus, "sizes": size_list}
-    try:
-        with recorded_sweep(store, command=command_line(), options=options, notes=[choice.note]) as sweep_id:
-            root = Path(tempfile.mkdtemp(prefix=f"distbench-comm-{sweep_id}-"))
-            for n in gpus:
-                cfg = PointConfig(
-                    strategy=strategy.name,
-                    model="none",
-                    world_size=n,
-                    device=choice.device,
-                    per_device_batch=1,
-                    steps=1,
-                    warmup=0,
-                    threads_per_worker=max(1, cpu_cores() // n),
-                    extra={
-                        "backend": backend,
-                        "sizes": size_list,
-                        "iters": iters,
-                        "warmup": warmup,
-                        "max_time_per_size": max_time_per_size,
-                    },
-                )
-                err.print(f"{strategy.name} N={n}: {len(size_list)} sizes ...")
-                skip = f"{', '.join(missing)} is not installed: {INSTALL_HINT}" if missing else choice.unfit(n)
-                if skip:
-                    record = base_record(
-                        cfg.to_dict(),
-                        strategy=strategy.name,
-                        framework=strategy.framework,
-                        status="skipped",
-                        reason=skip,
-                    )
-                else:
-                    record = run_point(strategy, cfg, root / f"n{n}", timeout)
-                record["sweep_id"] = sweep_id
-                record["point_id"] = store.add_point(sweep_id, record)
-                records.append(record)
-    finally:
-        store.close()
-    if fmt == "json":
-        sys.stdout.write(
-            json_document(
-                records,
-                extra_fields=(
-                    "backend",
-                    "sizes_bytes",
-                    "time_median_s",
-                    "time_p95_s",
-                    "algbw_gbps",
-                    "busbw_gbps",
-                    "correct",
-                    "iterations",
-                ),
+    with opt.new_sweep(results, "comm", options, [choice.note]) as sweep:
+        for n in gpus:
+            cfg = PointConfig(
+                strategy=strategy.name,
+                model="none",
+                world_size=n,
+                device=choice.device,
+                per_device_batch=1,
+                steps=1,
+                warmup=0,
+                threads_per_worker=max(1, cpu_cores() // n),
+                extra={
+                    "backend": backend,
+                    "sizes": size_list,
+                    "iters": iters,
+                    "warmup": warmup,
+                    "max_time_per_size": max_time_per_size,
+                },
             )
-            + "\n"
+            err.print(f"{strategy.name} N={n}: {len(size_list)} sizes ...")
+            skip = missing or choice.unfit(n)
+            if skip:
+                record = base_record(
+                    cfg.to_dict(), strategy=strategy.name, framework=strategy.framework, status="skipped", reason=skip
+                )
+            else:
+                record = run_point(strategy, cfg, sweep.workdir / f"n{n}", timeout)
+            sweep.keep(record)
+    records = sweep.records
+    if fmt == "json":
+        fields = (
+            "backend",
+            "sizes_bytes",
+            "time_median_s",
+            "time_p95_s",
+            "algbw_gbps",
+            "busbw_gbps",
+            "correct",
+            "iterations",
         )
+        click.echo(json_document(records, extra_fields=fields))
         return
-    out = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
+    out = opt.out_console()
     for r in records:
         if r["status"] != "ok" and not r.get("sizes_bytes"):
             out.print(f"{r['strategy']} N={r['world_size']}: {r['status']}: {r.get('reason')}", markup=False)
@@ -182,7 +128,7 @@ def comm(gpus_text, backend, sizes, factor, iters, warmup, max_time_per_size, de
             )
         out.print(table)
     out.print("algbw = S / t; busbw = algbw * 2(n-1)/n (nccl-tests definitions); GB/s = 1e9 B/s", style="dim")
-    out.print(f"results stored in {results} (sweep {sweep_id})")
+    out.print(f"results stored in {results} (sweep {sweep.id})")
     if any(r["status"] not in ("ok", "skipped") for r in records):
         raise click.exceptions.Exit(1)
 

@@ -2,12 +2,7 @@
 
 from __future__ import annotations
 
-import sys
-import tempfile
-from pathlib import Path
-
 import click
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
@@ -17,57 +12,22 @@ from distbench.errors import BadInput
 from distbench.infer import INFER, run_framework
 from distbench.models.specs import check_input, get_spec, model_names
 from distbench.output import fmt_bytes, json_document
-from distbench.plan import INSTALL_HINT, MAX_BATCH, _missing_modules, cpu_cores, parse_counts, resolve_device
-from distbench.store import DEFAULT_PATH, Store
-from distbench.sweep import command_line, recorded_sweep
+from distbench.plan import MAX_BATCH, cpu_cores, parse_counts, resolve_device
 
 
 @click.command()
-@click.option("--model", default="resnet50", show_default=True, help=f"Model: {', '.join(model_names())}.")
-@click.option("--batch-sizes", default="1,8,32,128", show_default=True, help="Comma list of batch sizes.")
-@click.option("--framework", "frameworks", default="torch,tf", show_default=True, help="torch, tf or both.")
-@click.option(
-    "--image-size", type=opt.IMAGE_SIZE, default=None, help="Image models: input side (default: the model's)."
-)
-@click.option("--seq-len", type=opt.SEQ_LEN, default=None, help="Token models: sequence length (default: the model's).")
-@click.option(
-    "--precision",
-    type=click.Choice(["fp32", "amp", "bf16"]),
-    default="fp32",
-    show_default=True,
-    help="fp32, amp (float16 autocast, GPUs) or bf16.",
-)
-@click.option(
-    "--steps",
-    type=click.IntRange(2, 1_000_000),
-    default=20,
-    show_default=True,
-    help="Timed forward passes per batch size.",
-)
-@click.option("--warmup", type=opt.WARMUP, default=3, show_default=True, help="Untimed passes first.")
-@click.option(
-    "--device",
-    type=click.Choice(["auto", "cuda", "cpu"]),
-    default="auto",
-    show_default=True,
-    help="auto uses a CUDA GPU when one is visible, otherwise the CPU.",
-)
-@click.option("--timeout", type=opt.SECONDS, default=900.0, show_default=True, help="Seconds per framework.")
-@click.option(
-    "--results",
-    type=click.Path(dir_okay=False),
-    default=str(DEFAULT_PATH),
-    show_default=True,
-    help="SQLite results store.",
-)
-@click.option(
-    "--format",
-    "fmt",
-    type=click.Choice(["table", "json"]),
-    default="table",
-    show_default=True,
-    help="json prints one JSON document (a list of points).",
-)
+@opt.option("--model", default="resnet50", help=f"Model: {', '.join(model_names())}.")
+@opt.option("--batch-sizes", default="1,8,32,128", help="Comma list of batch sizes.")
+@opt.option("--framework", "frameworks", default="torch,tf", help="torch, tf or both.")
+@click.option("--image-size", type=opt.IMAGE_SIZE, help="Image models: input side (default: the model's).")
+@click.option("--seq-len", type=opt.SEQ_LEN, help="Token models: sequence length (default: the model's).")
+@opt.precision_option
+@opt.option("--steps", type=click.IntRange(2, 1_000_000), default=20, help="Timed forward passes per batch size.")
+@opt.option("--warmup", type=opt.WARMUP, default=3, help="Untimed passes first.")
+@opt.device_option("auto uses a CUDA GPU when one is visible, otherwise the CPU.")
+@opt.timeout_option("Seconds per framework.")
+@opt.results_option()
+@opt.format_option("json prints one JSON document (a list of points).")
 def infer(model, batch_sizes, frameworks, image_size, seq_len, precision, steps, warmup, device, timeout, results, fmt):
     """Inference latency (median, p95) and throughput per batch size, for PyTorch and TensorFlow.
 
@@ -75,76 +35,48 @@ def infer(model, batch_sizes, frameworks, image_size, seq_len, precision, steps,
 
     Example: distbench infer --model resnet50 --batch-sizes 1,8,32,128
     """
-    try:
-        spec = get_spec(model)
-    except ValueError as exc:
-        raise BadInput(str(exc)) from None
+    spec = opt.checked(get_spec, model)
     sizes = parse_counts(batch_sizes, "--batch-sizes", "batch size", MAX_BATCH)
     fws = [f.strip() for f in frameworks.split(",") if f.strip()]
     bad = [f for f in fws if f not in INFER]
     if bad or not fws:
         raise BadInput(f"unknown framework {', '.join(bad) or repr(frameworks)}; valid frameworks: torch, tf")
     choice = resolve_device(device, [1])
-    if spec.kind == "tokens":
-        image_size = None
-    else:
-        image_size = image_size or spec.default_image_size
-    try:
-        check_input(spec, image_size=image_size, seq_len=seq_len)
-    except ValueError as exc:
-        raise BadInput(str(exc)) from None
-    err = Console(stderr=True, highlight=False, soft_wrap=True)
+    image_size = None if spec.kind == "tokens" else image_size or spec.default_image_size
+    opt.checked(check_input, spec, image_size=image_size, seq_len=seq_len)
+    err = opt.err_console()
     if choice.device == "cpu":
         err.print(f"[dim]note:[/] running on the CPU ({cpu_cores()} cores): no CUDA GPU is in use")
-    store = Store(results)
-    records = []
     options = {"kind": "inference", "model": model, "batch_sizes": sizes, "frameworks": fws, "precision": precision}
-    try:
-        with recorded_sweep(store, command=command_line(), options=options, notes=[]) as sweep_id:
-            root = Path(tempfile.mkdtemp(prefix=f"distbench-infer-{sweep_id}-"))
-            for fw in fws:
-                cfg = PointConfig(
-                    strategy=INFER[fw].name,
-                    model=model,
-                    world_size=1,
-                    device=choice.device,
-                    per_device_batch=sizes[0],
-                    image_size=image_size,
-                    seq_len=seq_len,
-                    steps=steps,
-                    warmup=warmup,
-                    precision=precision,
-                    threads_per_worker=cpu_cores(),
-                    num_classes=spec.num_classes,
-                    extra={"batch_sizes": sizes},
-                )
-                missing = _missing_modules(INFER[fw])
-                skip = f"{', '.join(missing)} is not installed: {INSTALL_HINT}" if missing else None
-                if precision == "amp" and choice.device != "cuda":
-                    skip = "--precision amp needs a CUDA GPU; use bf16 on CPU"
-                err.print(f"{INFER[fw].name}: batch sizes {', '.join(map(str, sizes))} ...")
-                for r in run_framework(fw, cfg, root / fw, timeout, skip):
-                    r["sweep_id"] = sweep_id
-                    r["point_id"] = store.add_point(sweep_id, r)
-                    records.append(r)
-    finally:
-        store.close()
-    if fmt == "json":
-        sys.stdout.write(
-            json_document(
-                records,
-                extra_fields=(
-                    "latency_median_s",
-                    "latency_p95_s",
-                    "peak_memory_bytes",
-                    "power_w_mean",
-                    "energy_per_sample_j",
-                ),
+    with opt.new_sweep(results, "infer", options, []) as sweep:
+        for fw in fws:
+            cfg = PointConfig(
+                strategy=INFER[fw].name,
+                model=model,
+                world_size=1,
+                device=choice.device,
+                per_device_batch=sizes[0],
+                image_size=image_size,
+                seq_len=seq_len,
+                steps=steps,
+                warmup=warmup,
+                precision=precision,
+                threads_per_worker=cpu_cores(),
+                num_classes=spec.num_classes,
+                extra={"batch_sizes": sizes},
             )
-            + "\n"
-        )
+            skip = opt.not_installed(INFER[fw])
+            if precision == "amp" and choice.device != "cuda":
+                skip = "--precision amp needs a CUDA GPU; use bf16 on CPU"
+            err.print(f"{INFER[fw].name}: batch sizes {', '.join(map(str, sizes))} ...")
+            for r in run_framework(fw, cfg, sweep.workdir / fw, timeout, skip):
+                sweep.keep(r)
+    records = sweep.records
+    if fmt == "json":
+        fields = ("latency_median_s", "latency_p95_s", "peak_memory_bytes", "power_w_mean", "energy_per_sample_j")
+        click.echo(json_document(records, extra_fields=fields))
         return
-    out = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
+    out = opt.out_console()
     table = Table(title=f"inference {model} ({choice.device}, {precision})", title_justify="left")
     memory = "peak memory (allocated per GPU)" if choice.device == "cuda" else "peak memory (process RSS)"
     for col in (
@@ -173,4 +105,4 @@ def infer(model, batch_sizes, frameworks, image_size, seq_len, precision, steps,
             escape(r["status"] + (f": {r['reason']}" if r.get("reason") else "")),
         )
     out.print(table)
-    out.print(f"results stored in {results} (sweep {sweep_id})")
+    out.print(f"results stored in {results} (sweep {sweep.id})")

@@ -6,6 +6,7 @@ import json
 
 import click
 
+from distbench.commands.options import format_option
 from distbench.models.specs import MODEL_SPECS, input_shape
 
 FLOPS_NOTE = (
@@ -52,14 +53,7 @@ def _rows() -> list[dict]:
 
 
 @click.command()
-@click.option(
-    "--format",
-    "fmt",
-    type=click.Choice(["table", "json"]),
-    default="table",
-    show_default=True,
-    help="table: aligned text; json: one object per model (FLOPs null when torch is missing).",
-)
+@format_option("table: aligned text; json: one object per model (FLOPs null when torch is missing).")
 def models(fmt: str):
     """List the models every strategy can train: parameter count, input, forward GFLOPs, description.
 

@@ -1,18 +1,28 @@
-"""Click types for the numeric options of every command: each has an allowed range, and a value
-outside it is a one-line error naming the flag and the range (exit 2). And the click side of
-SweepOptions: WORKLOAD declares one option per field, and `workload_options` puts them on a command."""
+"""What the commands share. Click types for the numeric options: each has an allowed range, and a value
+outside it is a one-line error naming the flag and the range (exit 2). The options several commands declare
+alike, their consoles, and `new_sweep`. And the click side of SweepOptions: WORKLOAD declares one option per
+field, and `workload_options` puts them on a command."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
+import sys
+import tempfile
+from pathlib import Path
 
 import click
+from rich.console import Console
+from rich.markup import escape
 
 from distbench.config import DATA_SOURCES, DEVICES, PRECISIONS, SCALINGS
+from distbench.errors import BadInput
 from distbench.models.specs import model_names
-from distbench.plan import MAX_BATCH, SweepOptions, parse_counts
+from distbench.plan import INSTALL_HINT, MAX_BATCH, SweepOptions, _missing_modules, parse_counts
+from distbench.store import DEFAULT_PATH, Store
 from distbench.strategies import strategy_names
+from distbench.sweep import command_line, recorded_sweep
 
 
 class FiniteFloatRange(click.FloatRange):
@@ -51,6 +61,82 @@ def percent(ctx, param, value):
     if not 0 <= number < 100:
         raise click.BadParameter(f"{text!r} must be between 0% and 100%")
     return number / 100.0
+
+
+def option(*decls: str, **attrs):
+    """click.option that shows its default in --help."""
+    return click.option(*decls, **{"show_default": True, **attrs})
+
+
+def device_option(help: str):
+    return option("--device", type=click.Choice(DEVICES), default="auto", help=help)
+
+
+def timeout_option(help: str):
+    return option("--timeout", type=SECONDS, default=900.0, help=help)
+
+
+def results_option(help: str = "SQLite results store."):
+    return option("--results", type=click.Path(dir_okay=False), default=str(DEFAULT_PATH), help=help)
+
+
+def format_option(help: str):
+    return option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", help=help)
+
+
+def precision_option(fn):
+    return option(
+        "--precision", type=click.Choice(PRECISIONS), default="fp32", help="fp32, amp (float16 autocast, GPUs) or bf16."
+    )(fn)
+
+
+def err_console() -> Console:
+    return Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+def out_console() -> Console:
+    return Console(highlight=False, width=None if sys.stdout.isatty() else 160)
+
+
+def print_notes(err: Console, notes) -> None:
+    for note in notes:
+        err.print(f"[dim]note:[/] {escape(note)}")
+
+
+@dataclasses.dataclass
+class NewSweep:
+    store: Store
+    id: str
+    workdir: Path
+    """A fresh scratch folder for the points' work."""
+    records: list[dict] = dataclasses.field(default_factory=list)
+
+    def keep(self, record: dict) -> None:
+        """Commit `record` as a point of this sweep and collect it in `records`."""
+        record["sweep_id"] = self.id
+        record["point_id"] = self.store.add_point(self.id, record)
+        self.records.append(record)
+
+
+@contextlib.contextmanager
+def new_sweep(results: str, kind: str, options: dict, notes: list[str]):
+    """A new sweep in the --results store for the duration of a `with` block (see recorded_sweep)."""
+    with Store(results) as store, recorded_sweep(store, command=command_line(), options=options, notes=notes) as sid:
+        yield NewSweep(store, sid, Path(tempfile.mkdtemp(prefix=f"distbench-{kind}-{sid}-")))
+
+
+def checked(fn, *args, **kwargs):
+    """fn(...) with a ValueError from it (the library's message, naming the flag) raised as BadInput."""
+    try:
+        return fn(*args, **kwargs)
+    except ValueError as exc:
+        raise BadInput(str(exc)) from None
+
+
+def not_installed(strategy) -> str | None:
+    """Why `strategy` cannot run here: the modules it needs that are missing (None: none is)."""
+    missing = _missing_modules(strategy)
+    return f"{', '.join(missing)} is not installed: {INSTALL_HINT}" if missing else None
 
 
 def _spec(*decls: str, slurm: bool = False, **attrs) -> tuple[tuple[str, ...], bool, dict]:

@@ -3,17 +3,14 @@
 from __future__ import annotations
 
 import dataclasses
-import sys
 
 import click
-from rich.console import Console
-from rich.markup import escape
 
-from distbench.commands.options import workload_options
+from distbench.commands import options as opt
 from distbench.errors import BadInput
 from distbench.output import json_document, print_summary
 from distbench.plan import SweepOptions, make_plan
-from distbench.store import DEFAULT_PATH, Store
+from distbench.store import Store
 from distbench.sweep import command_line, run_plan, stored_options
 
 
@@ -32,43 +29,23 @@ def _ok_detail(record: dict) -> str:
 
 def output_options(fn):
     """Where `scale` and `run` put their results (not part of what is measured, so not stored for --resume)."""
-    for option in reversed(
-        [
-            click.option(
-                "--results",
-                type=click.Path(dir_okay=False),
-                default=str(DEFAULT_PATH),
-                show_default=True,
-                help="SQLite results store; every point is committed as soon as it finishes.",
-            ),
-            click.option(
-                "--records-dir",
-                type=click.Path(file_okay=False),
-                default=None,
-                help="Also write each finished point's result record as JSON into this folder "
-                "(e.g. shared storage on a cluster; `distbench collect` merges them).",
-            ),
-            click.option(
-                "--format",
-                "fmt",
-                type=click.Choice(["table", "json"]),
-                default="table",
-                show_default=True,
-                help="json prints one JSON document (a list of points) to stdout.",
-            ),
-        ]
-    ):
-        fn = option(fn)
-    return fn
+    fn = opt.format_option("json prints one JSON document (a list of points) to stdout.")(fn)
+    fn = click.option(
+        "--records-dir",
+        type=click.Path(file_okay=False),
+        default=None,
+        help="Also write each finished point's result record as JSON into this folder "
+        "(e.g. shared storage on a cluster; `distbench collect` merges them).",
+    )(fn)
+    return opt.results_option("SQLite results store; every point is committed as soon as it finishes.")(fn)
 
 
 def _execute(opts: SweepOptions, *, results: str, records_dir, fmt: str, resume: str | None = None) -> None:
     plan = make_plan(opts)
-    err = Console(stderr=True, highlight=False, soft_wrap=True)
-    out = Console(highlight=False, width=None if sys.stdout.isatty() else 160) if fmt == "table" else err
-    store = Store(results)
-    for note in plan.notes:
-        err.print(f"[dim]note:[/] {escape(note)}")
+    err = opt.err_console()
+    out = opt.out_console() if fmt == "table" else err
+    store = Store(results)  # before any note: a file that is not a results store is refused first
+    opt.print_notes(err, plan.notes)
     if opts.data == "disk":
         from distbench import datasets
 
@@ -100,33 +77,22 @@ def _execute(opts: SweepOptions, *, results: str, records_dir, fmt: str, resume:
             prefix = "" if err.is_terminal else f"[{i}/{total}] {name}: "
             err.print(f"{prefix}{status} {detail}".rstrip(), markup=False)
 
-    try:
+    with store:
         sweep_id, records = run_plan(
             plan, store, options=opts, command=command_line(), progress=progress, records_dir=records_dir, resume=resume
         )
-    finally:
-        store.close()
     if fmt == "json":
-        sys.stdout.write(
-            json_document(records, extra_fields=("peak_memory_bytes", "peak_memory_source", "after_oom")) + "\n"
-        )
+        click.echo(json_document(records, extra_fields=("peak_memory_bytes", "peak_memory_source", "after_oom")))
     else:
         print_summary(out, records, [], sweep_id, results)
 
 
 @click.command()
-@click.option(
-    "--gpus",
-    "gpus_text",
-    default="1,2,4",
-    show_default=True,
-    help="Comma list of device counts to measure, e.g. 1,2,4.",
-)
-@click.option(
+@opt.option("--gpus", "gpus_text", default="1,2,4", help="Comma list of device counts to measure, e.g. 1,2,4.")
+@opt.option(
     "--nodes",
     "nodes_text",
     default="1",
-    show_default=True,
     help="Comma list of node counts. Values > 1 run multi-node points (N devices over K nodes, K dividing N) "
     "inside the current Slurm allocation; to submit jobs instead use `distbench slurm`.",
 )
@@ -137,7 +103,7 @@ def _execute(opts: SweepOptions, *, results: str, records_dir, fmt: str, resume:
     help="Finish an interrupted or partly failed sweep: re-run only its missing or failed points, "
     "with the options it was started with ('latest' for the newest sweep); --timeout may be raised.",
 )
-@workload_options()
+@opt.workload_options()
 @output_options
 def scale(gpus_text, nodes_text, resume, results, records_dir, fmt, **workload):
     """Sweep strategies over device counts and report throughput, speedup and efficiency.
@@ -163,8 +129,8 @@ def scale(gpus_text, nodes_text, resume, results, records_dir, fmt, **workload):
 
 
 @click.command()
-@click.option("--gpus", "gpus_text", default="1", show_default=True, help="Device count for this point.")
-@workload_options()
+@opt.option("--gpus", "gpus_text", default="1", help="Device count for this point.")
+@opt.workload_options()
 @output_options
 def run(gpus_text, results, records_dir, fmt, **workload):
     """Run one point (one strategy at one device count) with the same options and output as scale.

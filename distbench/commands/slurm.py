@@ -8,30 +8,25 @@ from pathlib import Path
 
 import click
 
-from distbench.commands.options import workload_options
+from distbench.commands import options as opt
 from distbench.errors import BadInput
 from distbench.plan import SweepOptions, parse_gpus
 from distbench.slurm.collect import collect_records, tail_lines
 from distbench.slurm.plan import check_name, plan_sweep, time_seconds
 from distbench.slurm.render import SIGNAL_LEAD_S, SlurmSettings, write_sweep
 from distbench.slurm.submit import sbatch_argv, submit_sweep
-from distbench.store import DEFAULT_PATH, Store
+from distbench.store import Store
 from distbench.sweep import command_line
 
 
 @click.command()
-@click.option(
-    "--gpus",
-    "gpus_text",
-    default="1,2,4,8",
-    show_default=True,
-    help="Comma list of total device counts (over all nodes of a point).",
+@opt.option(
+    "--gpus", "gpus_text", default="1,2,4,8", help="Comma list of total device counts (over all nodes of a point)."
 )
-@click.option(
+@opt.option(
     "--nodes",
     "nodes_text",
     default="1",
-    show_default=True,
     help="Comma list of node counts; a point runs N devices over K nodes when K divides N.",
 )
 @click.option(
@@ -40,35 +35,31 @@ from distbench.sweep import command_line
     default=None,
     help="Devices per node of your nodes; points needing more per node are left out.",
 )
-@workload_options(slurm=True)  # the workload knobs of `distbench scale` that mean the same in a Slurm job
-@click.option(
+@opt.workload_options(slurm=True)  # the workload knobs of `distbench scale` that mean the same in a Slurm job
+@opt.option(
     "--device",
     type=click.Choice(["cuda", "cpu"]),
     default="cuda",
-    show_default=True,
     help="cuda: the jobs ask for GPUs (--gres=gpu:G); cpu: each 'GPU' is a CPU worker process.",
 )
 @click.option("--partition", default=None, help="Slurm partition (#SBATCH --partition).")
 @click.option("--account", default=None, help="Slurm account to charge (#SBATCH --account).")
 @click.option("--constraint", default=None, help="Node features (#SBATCH --constraint), e.g. a100.")
-@click.option(
+@opt.option(
     "--time",
     "time_limit",
     default="01:00:00",
-    show_default=True,
     help="Time limit of each job (#SBATCH --time); a job stopped by it leaves a 'timeout' record.",
 )
-@click.option(
+@opt.option(
     "--exclusive/--shared",
     default=True,
-    show_default=True,
     help="Whole nodes per job, so no other job disturbs the measurement.",
 )
-@click.option(
+@opt.option(
     "--port",
     type=click.IntRange(1, 65535),
     default=29500,
-    show_default=True,
     help="TCP port of the torchrun c10d rendezvous on the first node (TF workers: port base).",
 )
 @click.option(
@@ -85,12 +76,10 @@ from distbench.sweep import command_line
     help="Results folder on shared storage: one record per job, logs/ and work/. "
     "Default: OUT's name + '-records' next to it.",
 )
-@click.option(
+@opt.option(
     "--out",
-    "out",
     type=click.Path(dir_okay=False),
     default="distbench-sweep.sbatch",
-    show_default=True,
     help="The sbatch script to write (plus OUT's name + '.submit.sh').",
 )
 @click.option("--submit", is_flag=True, help="Submit the job arrays with sbatch now and print their job ids.")
@@ -125,10 +114,9 @@ def slurm(
 
     Example: distbench slurm --gpus 8,16 --nodes 1,2 --gpus-per-node 8 --partition gpu --out sweep.sbatch
     """
-    for value in strategies:
-        for part in value.split(","):
-            if part.strip():
-                check_name("--strategy", part.strip())
+    for part in ",".join(strategies).split(","):
+        if part.strip():
+            check_name("--strategy", part.strip())
     check_name("--model", workload["model"])  # shell-safe before SweepOptions names an unknown one
     if not Path(python).is_absolute():
         raise BadInput(f"--python {python!r} must be an absolute path (the jobs run elsewhere)")
@@ -159,9 +147,8 @@ def slurm(
             "a point still running at the time limit is recorded as 'timeout'"
         )
     files = write_sweep(plan, settings)
-    err = lambda text: click.echo(text, err=True)  # noqa: E731
     for note in plan.notes:
-        err(f"note: {note}")
+        click.echo(f"note: {note}", err=True)
     shapes = plan.shapes()
     click.echo(
         f"wrote {files[0]}: {len(plan.points)} points of {opts.model} as {len(shapes)} job "
@@ -183,13 +170,7 @@ def slurm(
 
 @click.command()
 @click.argument("directory", type=click.Path(file_okay=False))
-@click.option(
-    "--results",
-    type=click.Path(dir_okay=False),
-    default=str(DEFAULT_PATH),
-    show_default=True,
-    help="SQLite results store to merge into.",
-)
+@opt.results_option("SQLite results store to merge into.")
 def collect(directory, results):
     """Merge the result records (*.json) in DIRECTORY into the results store, as one new sweep.
 

@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import json
-import sys
 
 import click
-from rich.console import Console
 from rich.table import Table
 
 from distbench.commands import options as opt
@@ -18,8 +16,8 @@ from distbench.errors import BadInput
 
 
 @click.command()
-@click.option("--model", default="resnet18", show_default=True, help="Model to train.")
-@click.option("--gpus", "gpus_text", default="2", show_default=True, help="Device count for the distributed runs.")
+@opt.option("--model", default="resnet18", help="Model to train.")
+@opt.option("--gpus", "gpus_text", default="2", help="Device count for the distributed runs.")
 @click.option(
     "--strategy",
     "strategy",
@@ -27,53 +25,27 @@ from distbench.errors import BadInput
     metavar="NAME[,NAME]",
     help=f"Strategies to check (default: all): {', '.join(strategy_names())}.",
 )
-@click.option(
+@opt.option(
     "--batch-size",
     type=opt.BATCH,
     default=8,
-    show_default=True,
     help="GLOBAL batch, the same for the single-device run and split evenly across devices.",
 )
-@click.option("--steps", type=click.IntRange(1, 1000), default=3, show_default=True, help="SGD steps compared.")
-@click.option(
-    "--image-size",
-    type=opt.IMAGE_SIZE,
-    default=None,
-    help="Input side (default: 32 on CPU workers, the model's on GPUs).",
-)
-@click.option("--num-classes", type=opt.NUM_CLASSES, default=10, show_default=True, help="Classifier width.")
-@click.option(
+@opt.option("--steps", type=click.IntRange(1, 1000), default=3, help="SGD steps compared.")
+@click.option("--image-size", type=opt.IMAGE_SIZE, help="Input side (default: 32 on CPU workers, the model's on GPUs).")
+@opt.option("--num-classes", type=opt.NUM_CLASSES, default=10, help="Classifier width.")
+@opt.option(
     "--rtol",
     type=opt.FiniteFloatRange(0, 1, min_open=True),
     default=DEFAULT_RTOL,
-    show_default=True,
     help="Relative tolerance for losses, weight updates and replica agreement (fp32; see docs).",
 )
-@click.option(
-    "--lr",
-    type=opt.FiniteFloatRange(0, 10, min_open=True),
-    default=0.01,
-    show_default=True,
-    help="SGD learning rate (momentum 0.9).",
+@opt.option(
+    "--lr", type=opt.FiniteFloatRange(0, 10, min_open=True), default=0.01, help="SGD learning rate (momentum 0.9)."
 )
-@click.option(
-    "--device",
-    type=click.Choice(["auto", "cuda", "cpu"]),
-    default="auto",
-    show_default=True,
-    help="auto uses CUDA GPUs when enough are visible, otherwise CPU workers.",
-)
-@click.option(
-    "--timeout", type=opt.SECONDS, default=900.0, show_default=True, help="Seconds per run before it is killed."
-)
-@click.option(
-    "--format",
-    "fmt",
-    type=click.Choice(["table", "json"]),
-    default="table",
-    show_default=True,
-    help="json prints the verdicts as one JSON document.",
-)
+@opt.device_option("auto uses CUDA GPUs when enough are visible, otherwise CPU workers.")
+@opt.timeout_option("Seconds per run before it is killed.")
+@opt.format_option("json prints the verdicts as one JSON document.")
 def verify(model, gpus_text, strategy, batch_size, steps, image_size, num_classes, rtol, lr, device, timeout, fmt):
     """Check that each strategy trains exactly like one device with the same global batch.
 
@@ -87,10 +59,7 @@ def verify(model, gpus_text, strategy, batch_size, steps, image_size, num_classe
     if len(gpus) != 1:
         raise BadInput(f"verify takes one device count, got {gpus_text!r}")
     n = gpus[0]
-    try:
-        spec = get_spec(model)
-    except ValueError as exc:
-        raise BadInput(str(exc)) from None
+    spec = opt.checked(get_spec, model)
     if batch_size % n:  # before any output: the check is the library's, the message the same
         raise BadInput(f"--batch-size {batch_size} (global) is not divisible by --gpus {n}")
     choice = resolve_device(device, gpus)
@@ -102,12 +71,9 @@ def verify(model, gpus_text, strategy, batch_size, steps, image_size, num_classe
         size = None
     else:
         size = image_size or (spec.default_image_size if choice.device == "cuda" else max(32, spec.min_image_size))
-        try:
-            check_input(spec, image_size=size)
-        except ValueError as exc:
-            raise BadInput(str(exc)) from None
-    err = Console(stderr=True, highlight=False, soft_wrap=True)
-    err.print(f"[dim]note:[/] {choice.note}")
+        opt.checked(check_input, spec, image_size=size)
+    err = opt.err_console()
+    opt.print_notes(err, [choice.note])
     results = run_verify(
         model=model,
         world_size=n,
@@ -124,9 +90,9 @@ def verify(model, gpus_text, strategy, batch_size, steps, image_size, num_classe
         progress=lambda what: err.print(f"running {what} ..."),
     )
     if fmt == "json":
-        sys.stdout.write(json.dumps(results, indent=2) + "\n")
+        click.echo(json.dumps(results, indent=2))
     else:
-        out = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
+        out = opt.out_console()
         table = Table(
             title=f"verify {model}: N={n}, global batch {batch_size}, {steps} steps, rtol {rtol:g}",
             title_justify="left",
@@ -137,15 +103,9 @@ def verify(model, gpus_text, strategy, batch_size, steps, image_size, num_classe
             verdict = {True: "[green]pass[/]", False: "[red]FAIL[/]", None: "[yellow]skipped[/]"}[r["passed"]]
             if r.get("reason"):
                 verdict += f": {r['reason']}"
-            fmt_num = lambda k: f"{r[k]:.2e}" if r.get(k) is not None else "-"  # noqa: E731
-            table.add_row(
-                r["strategy"],
-                str(r["world_size"]),
-                fmt_num("loss_max_rel_diff"),
-                fmt_num("update_max_rel_diff"),
-                fmt_num("replica_max_rel_diff"),
-                verdict,
-            )
+            keys = ("loss_max_rel_diff", "update_max_rel_diff", "replica_max_rel_diff")
+            diffs = (f"{r[k]:.2e}" if r.get(k) is not None else "-" for k in keys)
+            table.add_row(r["strategy"], str(r["world_size"]), *diffs, verdict)
         out.print(table)
     if any(r["passed"] is False for r in results):
         raise click.exceptions.Exit(1)
