@@ -1,10 +1,7 @@
-"""The largest batch that fits: the search behind `distbench fit`, over any `trial(batch) -> record`.
-
-Starting at `start`, the batch doubles while trials end 'ok' (up to `max_batch`), or halves while they
-end 'oom' until one fits; then it bisects between the largest batch that ran and the smallest that ran
-out of memory until they are within `tolerance` of each other (0: adjacent integers, the exact limit).
-A trial that ends any other way ('failed', 'timeout', 'skipped' ...) stops the search there: its reason
-is the answer, never a guess about memory.
+"""The search behind `distbench fit`, over any `trial(batch) -> record`: from `start` the batch doubles while
+trials end 'ok' (up to `max_batch`), or halves while they end 'oom'; then it bisects between the largest ok
+and the smallest oom until they are within `tolerance` (0: the exact limit). Any other end ('failed',
+'timeout', ...) stops the search: its reason is the answer, never a guess about memory.
 """
 
 from __future__ import annotations
@@ -15,7 +12,7 @@ from typing import Callable
 
 @dataclass
 class Fit:
-    """What a search found. Batches are the values passed to `trial`; records are what it returned."""
+    """Batches are the values passed to `trial`; records are what it returned."""
 
     tolerance: float
     max_batch: int
@@ -34,14 +31,12 @@ class Fit:
         return self.largest is not None and self.largest[0] >= self.max_batch
 
     def resolved(self) -> bool:
-        """Largest ok and first oom are close enough: first_oom - largest <= max(1, tolerance * largest)."""
         if self.largest is None or self.first_oom is None:
             return False
         return self.first_oom[0] - self.largest[0] <= max(1.0, self.tolerance * self.largest[0])
 
 
 def find_largest_batch(trial: Callable[[int], dict], *, start: int, max_batch: int, tolerance: float = 0.05) -> Fit:
-    """Search for the largest batch `trial` runs without running out of memory (see the module doc)."""
     if not 1 <= start <= max_batch:
         raise ValueError(f"start {start} must be in 1..max_batch ({max_batch})")
     fit = Fit(tolerance=tolerance, max_batch=max_batch)

@@ -1,8 +1,5 @@
-"""The `distbench` command: a thin click group. Commands live in distbench/commands/*.py.
-
-Every error reaches the user as one line on stderr with a non-zero exit: 2 for bad input
-(including click's own usage errors), 1 for other failures. No traceback.
-"""
+"""The `distbench` command (commands in distbench/commands/). Every error reaches the user as one line on
+stderr with a non-zero exit: 2 for bad input (including click's own usage errors), 1 for other failures."""
 
 from __future__ import annotations
 
@@ -12,15 +9,7 @@ import sys
 import click
 
 from distbench import __version__, signals
-from distbench.commands import comm as comm_cmd
-from distbench.commands import fit as fit_cmd
-from distbench.commands import infer as infer_cmd
-from distbench.commands import models as models_cmd
-from distbench.commands import predict as predict_cmd
-from distbench.commands import results as results_cmd
-from distbench.commands import scale as scale_cmd
-from distbench.commands import slurm as slurm_cmd
-from distbench.commands import verify as verify_cmd
+from distbench.commands import comm, fit, infer, models, predict, results, scale, slurm, verify
 from distbench.errors import DistbenchError
 from distbench.slurm.job import slurm_job
 
@@ -35,20 +24,23 @@ def cli():
     """
 
 
-cli.add_command(scale_cmd.scale)
-cli.add_command(scale_cmd.run)
-cli.add_command(models_cmd.models)
-cli.add_command(results_cmd.results)
-cli.add_command(results_cmd.report)
-cli.add_command(results_cmd.compare)
-cli.add_command(comm_cmd.comm)
-cli.add_command(infer_cmd.infer)
-cli.add_command(slurm_cmd.slurm)
-cli.add_command(slurm_cmd.collect)
-cli.add_command(slurm_job)  # hidden: the steps inside a generated Slurm job
-cli.add_command(verify_cmd.verify)
-cli.add_command(predict_cmd.predict)
-cli.add_command(fit_cmd.fit)
+for command in (
+    scale.scale,
+    scale.run,
+    models.models,
+    results.results,
+    results.report,
+    results.compare,
+    comm.comm,
+    infer.infer,
+    slurm.slurm,
+    slurm.collect,
+    slurm_job,  # hidden: the steps inside a generated Slurm job
+    verify.verify,
+    predict.predict,
+    fit.fit,
+):
+    cli.add_command(command)
 
 
 def interrupted_message(exc: BaseException) -> str:
@@ -78,10 +70,7 @@ def main(argv: list[str] | None = None) -> int:
     except (click.exceptions.Abort, KeyboardInterrupt) as exc:  # click turns Ctrl-C into Abort
         click.echo(interrupted_message(exc), err=True)
         return 128 + signals.signal_of(exc)
-    except click.UsageError as exc:
-        click.echo(f"Error: {exc.format_message()}", err=True)
-        return 2
-    except click.ClickException as exc:
+    except click.ClickException as exc:  # a UsageError's exit code is 2
         click.echo(f"Error: {exc.format_message()}", err=True)
         return exc.exit_code
     except DistbenchError as exc:

@@ -1,10 +1,5 @@
-"""`distbench comm`: all-reduce bandwidth over a message-size sweep, per backend.
-
-Definitions (as in nccl-tests): for a message of S bytes all-reduced in t seconds by n ranks,
-algbw = S / t and busbw = algbw * 2 (n - 1) / n (the bandwidth each link sustains in a ring
-all-reduce, comparable across n). Times are per iteration after warmup, each iteration starting
-after a barrier, and taken as the slowest rank's.
-"""
+"""`distbench comm`'s backends and message sizes, and its bandwidths (algbw, busbw: the nccl-tests
+definitions, stated in the command's help)."""
 
 from __future__ import annotations
 
@@ -14,61 +9,36 @@ from distbench.engines import HOROVODRUN, PROCESS, TORCHRUN
 from distbench.errors import BadInput
 from distbench.strategies import Strategy
 
+
+def _backend(name: str, description: str, **kw) -> Strategy:
+    """torch.distributed under torchrun unless `kw` says otherwise."""
+    kw = {"framework": "torch", "module": "comm_torch", "launcher": TORCHRUN, "requires": ("torch",), **kw}
+    return Strategy(name=f"comm-{name}", description=description, **kw)
+
+
 BACKENDS: dict[str, Strategy] = {
-    "gloo": Strategy(
-        name="comm-gloo",
-        framework="torch",
-        module="comm_torch",
-        launcher=TORCHRUN,
-        requires=("torch",),
-        description="torch.distributed all_reduce, gloo",
-    ),
-    "nccl": Strategy(
-        name="comm-nccl",
-        framework="torch",
-        module="comm_torch",
-        launcher=TORCHRUN,
-        requires=("torch",),
-        description="torch.distributed all_reduce, NCCL (CUDA only)",
-    ),
-    "mpi": Strategy(
-        name="comm-mpi",
-        framework="torch",
-        module="comm_torch",
-        launcher=TORCHRUN,
-        requires=("torch",),
-        description="torch.distributed all_reduce, MPI (torch built with MPI)",
-    ),
-    "horovod": Strategy(
-        name="comm-horovod",
-        framework="torch",
+    "gloo": _backend("gloo", "torch.distributed all_reduce, gloo"),
+    "nccl": _backend("nccl", "torch.distributed all_reduce, NCCL (CUDA only)"),
+    "mpi": _backend("mpi", "torch.distributed all_reduce, MPI (torch built with MPI)"),
+    "horovod": _backend(
+        "horovod",
+        "horovod.torch allreduce",
         module="comm_horovod",
         launcher=HOROVODRUN,
         requires=("torch", "horovod.torch"),
-        description="horovod.torch allreduce",
     ),
-    "tf": Strategy(
-        name="comm-tf",
+    "tf": _backend(
+        "tf",
+        "tf.distribute MirroredStrategy all_reduce",
         framework="tf",
         module="comm_tf",
         launcher=PROCESS,
         requires=("tensorflow",),
-        description="tf.distribute MirroredStrategy all_reduce",
     ),
 }
 
-_UNITS = {
-    "": 1,
-    "B": 1,
-    "K": 1024,
-    "KB": 1024,
-    "KIB": 1024,
-    "M": 1024**2,
-    "MB": 1024**2,
-    "MIB": 1024**2,
-    "G": 1024**3,
-    "GB": 1024**3,
-    "GIB": 1024**3,
+_UNITS = {"": 1, "B": 1} | {
+    unit + suffix: 1024**power for power, unit in enumerate("KMG", 1) for suffix in ("", "B", "IB")
 }
 
 
@@ -91,11 +61,9 @@ def parse_sizes(text: str, factor: int = 2) -> list[int]:
         lo, hi = parse_size(lo_text), parse_size(hi_text)
         if lo > hi:
             raise BadInput(f"--sizes {text!r}: the first size is larger than the last")
-        sizes = []
-        s = lo
-        while s <= hi:
-            sizes.append(s)
-            s *= factor
+        sizes = [lo]
+        while sizes[-1] * factor <= hi:
+            sizes.append(sizes[-1] * factor)
     else:
         sizes = sorted({parse_size(part) for part in text.split(",") if part.strip()})
         if not sizes:

@@ -1,42 +1,30 @@
-"""`distbench infer`: inference latency and throughput per batch size, per framework.
-
-One worker process per framework runs every batch size (model built once); each batch size
-becomes its own stored point (strategy 'infer-torch' / 'infer-tf', per_device_batch = the batch),
-so results are stored and printed like training results. Latency = one forward pass, device
-synchronized; throughput = batch / latency (from the total over the timed passes). Each batch size
-also gets its peak memory (allocated per GPU, or the process's peak RSS on CPU) and, where NVML
-reports it, the mean GPU power and energy per sample over its timed passes (None: unknown).
+"""`distbench infer`: one worker process per framework runs every batch size (model built once); each batch
+size becomes its own point ('infer-torch' / 'infer-tf', per_device_batch = the batch), stored and printed
+like training results. Latency = one forward pass, device synchronized; throughput = batch / latency (from
+the total over the timed passes). Each batch size also gets its peak memory (allocated per GPU, or peak
+RSS on CPU) and, where NVML reports it, mean GPU power and energy per sample over its timed passes.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from pathlib import Path
 
 from distbench.config import PointConfig
 from distbench.engines import PROCESS
-from distbench.launch import run_point
 from distbench.record import add_step_metrics, base_record
 from distbench.strategies import Strategy
 from distbench.telemetry import summarize
 
 INFER = {
-    "torch": Strategy(
-        name="infer-torch",
-        framework="torch",
-        module="infer_torch",
+    fw: Strategy(
+        name=f"infer-{fw}",
+        framework=fw,
+        module=f"infer_{fw}",
         launcher=PROCESS,
-        requires=("torch",),
-        description="PyTorch inference",
-    ),
-    "tf": Strategy(
-        name="infer-tf",
-        framework="tf",
-        module="infer_tf",
-        launcher=PROCESS,
-        requires=("tensorflow",),
-        description="TensorFlow inference",
-    ),
+        requires=(module,),
+        description=f"{label} inference",
+    )
+    for fw, module, label in (("torch", "torch", "PyTorch"), ("tf", "tensorflow", "TensorFlow"))
 }
 
 
@@ -45,24 +33,18 @@ def expand(record: dict, cfg: PointConfig) -> list[dict]:
     out = []
     for bs in cfg.extra["batch_sizes"]:
         c = dataclasses.replace(cfg, per_device_batch=bs).to_dict()
-        if record["status"] != "ok":
-            r = base_record(
-                c,
-                strategy=record["strategy"],
-                framework=record["framework"],
-                status=record["status"],
-                reason=record.get("reason"),
-            )
+        ok = record["status"] == "ok"
+        entry = next(e for e in record["per_batch"] if e["batch"] == bs) if ok else record
+        r = base_record(
+            c,
+            strategy=record["strategy"],
+            framework=record["framework"],
+            status=entry["status"],
+            reason=entry.get("reason"),
+        )
+        if not ok:
             r["stderr_tail"] = record.get("stderr_tail")
         else:
-            entry = next(e for e in record["per_batch"] if e["batch"] == bs)
-            r = base_record(
-                c,
-                strategy=record["strategy"],
-                framework=record["framework"],
-                status=entry["status"],
-                reason=entry.get("reason"),
-            )
             r["step_times_s"] = entry.get("times", [])
             r["runtime"] = record.get("runtime")
             r["params"] = record.get("params")
@@ -75,9 +57,9 @@ def expand(record: dict, cfg: PointConfig) -> list[dict]:
         add_step_metrics(r)
         r["latency_median_s"] = r.get("step_time_median_s")
         r["latency_p95_s"] = r.get("step_time_p95_s")
-        power = (r.get("telemetry") or {}).get("power_w_mean")
-        r["power_w_mean"] = sum(power.values()) if power else None
-        r["energy_per_sample_j"] = (r.get("telemetry") or {}).get("energy_per_sample_j")
+        telemetry = r.get("telemetry") or {}
+        r["power_w_mean"] = sum(telemetry["power_w_mean"].values()) if telemetry.get("power_w_mean") else None
+        r["energy_per_sample_j"] = telemetry.get("energy_per_sample_j")
         for key in ("speedup", "efficiency", "wrapper_overhead", "peak_memory_bytes"):
             r.setdefault(key, None)
         out.append(r)
@@ -86,17 +68,3 @@ def expand(record: dict, cfg: PointConfig) -> list[dict]:
 
 TELEMETRY_INTERVAL_S = 0.1
 """Short: the timed passes of one batch size may last well under a second."""
-
-
-def run_framework(
-    framework: str, cfg: PointConfig, workdir: Path, timeout_s: float, skip_reason: str | None = None
-) -> list[dict]:
-    strategy = INFER[framework]
-    cfg = dataclasses.replace(cfg, strategy=strategy.name)
-    if skip_reason:
-        record = base_record(
-            cfg.to_dict(), strategy=strategy.name, framework=framework, status="skipped", reason=skip_reason
-        )
-    else:
-        record = run_point(strategy, cfg, workdir, timeout_s, TELEMETRY_INTERVAL_S)
-    return expand(record, cfg)

@@ -1,15 +1,11 @@
 """`distbench verify`: is each strategy the same training as one device with the same global batch?
 
-For each strategy at N devices and its framework's single-device baseline, all start from the same
-initial weights (non-zero ranks deliberately start elsewhere, so only a correct initial broadcast
-makes them equal), see the same global batch (each rank its own shard), run BatchNorm/dropout in
-inference mode (so a shard's forward pass does not depend on the others), and take k SGD steps.
-Per step the global mean loss must match the baseline's; after k steps every tensor's weight
-update (its L2 norm and its sum) must match, and all replicas must hold the same weights.
-
-This catches a wrong gradient average (sum instead of mean: updates N times too large), a missing
-initial broadcast (replicas differ, losses drift) and a sampler that feeds every worker the same
-data (losses differ from the full-batch ones).
+All runs start from the same weights (non-zero ranks deliberately start elsewhere, so only a correct initial
+broadcast makes them equal), see the same global batch (each rank its shard), run BatchNorm/dropout in
+inference mode (a shard's forward pass must not depend on the others) and take k SGD steps. The global mean
+loss must match the baseline's at every step; after k steps each tensor's weight update (L2 norm and sum)
+must match and all replicas must hold the same weights. This catches a sum instead of a mean (updates N
+times too large), a missing initial broadcast and a sampler that feeds every worker the same data.
 """
 
 from __future__ import annotations
@@ -38,7 +34,6 @@ def _rel(a: float, b: float, floor: float) -> float:
 
 
 def compare(candidate: dict, baseline: dict, rtol: float) -> dict:
-    """Compare a strategy's verify record with its baseline's; return the verdict and the numbers."""
     out = {
         "strategy": candidate["strategy"],
         "world_size": candidate["world_size"],
@@ -129,25 +124,14 @@ def verify(
         if s.baseline:
             continue
         if s.needs_cuda_for_multi and device != "cuda":
+            skip = "DataParallel needs CUDA devices; it cannot split work across CPU workers"
+        elif base["status"] != "ok":
+            skip = f"the {base_name} baseline {base['status']}: {base.get('reason')}"
+        else:
+            skip = None
+        if skip:
             results.append(
-                {
-                    "strategy": s.name,
-                    "world_size": world_size,
-                    "status": "skipped",
-                    "passed": None,
-                    "reason": "DataParallel needs CUDA devices; it cannot split work across CPU workers",
-                }
-            )
-            continue
-        if base["status"] != "ok":
-            results.append(
-                {
-                    "strategy": s.name,
-                    "world_size": world_size,
-                    "status": "skipped",
-                    "passed": None,
-                    "reason": f"the {base_name} baseline {base['status']}: {base.get('reason')}",
-                }
+                {"strategy": s.name, "world_size": world_size, "status": "skipped", "passed": None, "reason": skip}
             )
             continue
         cfg = dataclasses.replace(

@@ -9,10 +9,11 @@ from distbench.commbench import BACKENDS, get_backend, parse_sizes
 from distbench.commands import options as opt
 from distbench.config import PointConfig
 from distbench.errors import BadInput
-from distbench.launch import run_point
 from distbench.output import json_document
 from distbench.plan import cpu_cores, parse_gpus, resolve_device
-from distbench.record import base_record
+
+SERIES = ("sizes_bytes", "time_median_s", "time_p95_s", "algbw_gbps", "busbw_gbps", "correct")
+"""A comm record's per-size lists."""
 
 
 @click.command()
@@ -20,7 +21,6 @@ from distbench.record import base_record
 @opt.option("--backend", default="gloo", help=f"Communication library: {', '.join(BACKENDS)}.")
 @click.option(
     "--sizes",
-    default=None,
     help="Message sizes: LOW:HIGH (grows by --factor) or a comma list, K/M/G = powers of 1024. "
     "Default 1K:1G on GPUs, 1K:64M on CPU workers.",
 )
@@ -40,8 +40,8 @@ from distbench.record import base_record
     default=2.0,
     help="Cap on timed seconds per size: big messages get fewer iterations (at least 3).",
 )
-@opt.device_option("auto uses CUDA GPUs when enough are visible, otherwise CPU workers.")
-@opt.timeout_option("Seconds before a rank count's run is killed and recorded as 'timeout'.")
+@opt.workload_option("device", help="auto uses CUDA GPUs when enough are visible, otherwise CPU workers.")
+@opt.workload_option("timeout", help="Seconds before a rank count's run is killed and recorded as 'timeout'.")
 @opt.results_option()
 @opt.format_option("json prints one JSON document (a list of points) to stdout.")
 def comm(gpus_text, backend, sizes, factor, iters, warmup, max_time_per_size, device, timeout, results, fmt):
@@ -84,27 +84,10 @@ def comm(gpus_text, backend, sizes, factor, iters, warmup, max_time_per_size, de
                 },
             )
             err.print(f"{strategy.name} N={n}: {len(size_list)} sizes ...")
-            skip = missing or choice.unfit(n)
-            if skip:
-                record = base_record(
-                    cfg.to_dict(), strategy=strategy.name, framework=strategy.framework, status="skipped", reason=skip
-                )
-            else:
-                record = run_point(strategy, cfg, sweep.workdir / f"n{n}", timeout)
-            sweep.keep(record)
+            sweep.keep(opt.run_or_skip(strategy, cfg, sweep.workdir / f"n{n}", timeout, missing or choice.unfit(n)))
     records = sweep.records
     if fmt == "json":
-        fields = (
-            "backend",
-            "sizes_bytes",
-            "time_median_s",
-            "time_p95_s",
-            "algbw_gbps",
-            "busbw_gbps",
-            "correct",
-            "iterations",
-        )
-        click.echo(json_document(records, extra_fields=fields))
+        click.echo(json_document(records, extra_fields=("backend", *SERIES, "iterations")))
         return
     out = opt.out_console()
     for r in records:
@@ -117,14 +100,14 @@ def comm(gpus_text, backend, sizes, factor, iters, warmup, max_time_per_size, de
         )
         for col in ("size", "time median (us)", "time p95 (us)", "algbw (GB/s)", "busbw (GB/s)", "correct"):
             table.add_column(col, justify="right")
-        for i, size in enumerate(r["sizes_bytes"]):
+        for size, median, p95, algbw, busbw, correct in zip(*(r[k] for k in SERIES)):
             table.add_row(
                 _human(size),
-                f"{r['time_median_s'][i] * 1e6:.1f}",
-                f"{r['time_p95_s'][i] * 1e6:.1f}",
-                f"{r['algbw_gbps'][i]:.3f}",
-                f"{r['busbw_gbps'][i]:.3f}",
-                "yes" if r["correct"][i] else "[red]NO[/]",
+                f"{median * 1e6:.1f}",
+                f"{p95 * 1e6:.1f}",
+                f"{algbw:.3f}",
+                f"{busbw:.3f}",
+                "yes" if correct else "[red]NO[/]",
             )
         out.print(table)
     out.print("algbw = S / t; busbw = algbw * 2(n-1)/n (nccl-tests definitions); GB/s = 1e9 B/s", style="dim")

@@ -1,5 +1,4 @@
-"""`distbench fit`: the largest per-device batch each strategy runs at N devices without running out of
-memory (distbench.batchfit searches; every trial is a real point, stored as one sweep)."""
+"""`distbench fit` (the search is distbench.batchfit's)."""
 
 from __future__ import annotations
 
@@ -14,7 +13,6 @@ from rich.table import Table
 from distbench.batchfit import Fit, find_largest_batch
 from distbench.commands import options as opt
 from distbench.errors import BadInput
-from distbench.models.specs import model_names
 from distbench.output import fmt_bytes
 from distbench.plan import MAX_BATCH, Plan, SweepOptions, make_plan
 from distbench.strategies import strategy_names
@@ -39,9 +37,7 @@ def _resolution(tolerance: float) -> str:
 
 
 def _ratio(fit: Fit, ref: Fit) -> float | None:
-    if fit.largest is None or ref.largest is None:
-        return None
-    return fit.largest[0] / ref.largest[0]
+    return fit.largest[0] / ref.largest[0] if fit.largest and ref.largest else None
 
 
 def _outcome(fit: Fit) -> str:
@@ -68,15 +64,11 @@ def _outcome(fit: Fit) -> str:
     "Ratios are against the first.",
 )
 @opt.option("--gpus", default="2", help="Device count (one value).")
-@opt.option("--model", default="resnet50", help=f"Model: {', '.join(model_names())}.")
-@click.option(
-    "--image-size",
-    type=opt.IMAGE_SIZE,
-    help="Image models: input side (default: the model's on GPUs, 64 on CPU workers).",
-)
-@click.option("--seq-len", type=opt.SEQ_LEN, help="Token models: sequence length.")
-@opt.precision_option
-@opt.device_option("auto uses the visible CUDA GPUs, CPU workers when none is visible.")
+@opt.workload_option("model")
+@opt.workload_option("image_size")
+@opt.workload_option("seq_len")
+@opt.workload_option("precision")
+@opt.workload_option("device")
 @opt.option(
     "--start",
     type=opt.BATCH,
@@ -91,7 +83,7 @@ def _outcome(fit: Fit) -> str:
     help="Bisect until the first batch that does not fit is within this of the largest that does "
     "(0 = to the exact integer).",
 )
-@opt.timeout_option("Seconds per trial.")
+@opt.workload_option("timeout", help="Seconds per trial.")
 @opt.results_option("SQLite results store; every trial is committed as a point of one sweep.")
 @opt.format_option("json prints one JSON document (each strategy's search and its trials).")
 def fit(start, max_batch, tolerance, results, fmt, **workload):
@@ -243,12 +235,11 @@ def _print_table(fits: list[tuple[str, Fit]], sweep_id: str, results: str, toler
     ):
         table.add_column(col, justify="right" if col in ("N", "largest batch") else "left")
     for name, f in fits:
-        largest = f.largest[0] if f.largest else None
         ratio = _ratio(f, ref)
         table.add_row(
             name,
             str(f.trials[0][1].get("world_size")),
-            "none" if largest is None else f"{'>= ' if f.reached_max_batch else ''}{largest}",
+            f"{'>= ' if f.reached_max_batch else ''}{f.largest[0]}" if f.largest else "none",
             escape(_outcome(f)),
             fmt_bytes(f.largest[1].get("peak_memory_bytes")) if f.largest else "-",
             "-" if ratio is None else f"{ratio:.2f}x",

@@ -9,7 +9,7 @@ from rich.table import Table
 from distbench.commands import options as opt
 from distbench.config import PointConfig
 from distbench.errors import BadInput
-from distbench.infer import INFER, run_framework
+from distbench.infer import INFER, TELEMETRY_INTERVAL_S, expand
 from distbench.models.specs import check_input, get_spec, model_names
 from distbench.output import fmt_bytes, json_document
 from distbench.plan import MAX_BATCH, cpu_cores, parse_counts, resolve_device
@@ -19,13 +19,13 @@ from distbench.plan import MAX_BATCH, cpu_cores, parse_counts, resolve_device
 @opt.option("--model", default="resnet50", help=f"Model: {', '.join(model_names())}.")
 @opt.option("--batch-sizes", default="1,8,32,128", help="Comma list of batch sizes.")
 @opt.option("--framework", "frameworks", default="torch,tf", help="torch, tf or both.")
-@click.option("--image-size", type=opt.IMAGE_SIZE, help="Image models: input side (default: the model's).")
-@click.option("--seq-len", type=opt.SEQ_LEN, help="Token models: sequence length (default: the model's).")
-@opt.precision_option
+@opt.workload_option("image_size", help="Image models: input side (default: the model's).")
+@opt.workload_option("seq_len", help="Token models: sequence length (default: the model's).")
+@opt.workload_option("precision", help="fp32, amp (float16 autocast, GPUs) or bf16.")
 @opt.option("--steps", type=click.IntRange(2, 1_000_000), default=20, help="Timed forward passes per batch size.")
 @opt.option("--warmup", type=opt.WARMUP, default=3, help="Untimed passes first.")
-@opt.device_option("auto uses a CUDA GPU when one is visible, otherwise the CPU.")
-@opt.timeout_option("Seconds per framework.")
+@opt.workload_option("device", help="auto uses a CUDA GPU when one is visible, otherwise the CPU.")
+@opt.workload_option("timeout", help="Seconds per framework.")
 @opt.results_option()
 @opt.format_option("json prints one JSON document (a list of points).")
 def infer(model, batch_sizes, frameworks, image_size, seq_len, precision, steps, warmup, device, timeout, results, fmt):
@@ -69,7 +69,8 @@ def infer(model, batch_sizes, frameworks, image_size, seq_len, precision, steps,
             if precision == "amp" and choice.device != "cuda":
                 skip = "--precision amp needs a CUDA GPU; use bf16 on CPU"
             err.print(f"{INFER[fw].name}: batch sizes {', '.join(map(str, sizes))} ...")
-            for r in run_framework(fw, cfg, sweep.workdir / fw, timeout, skip):
+            record = opt.run_or_skip(INFER[fw], cfg, sweep.workdir / fw, timeout, skip, TELEMETRY_INTERVAL_S)
+            for r in expand(record, cfg):
                 sweep.keep(r)
     records = sweep.records
     if fmt == "json":

@@ -9,47 +9,14 @@ import click
 from distbench.commands.options import format_option
 from distbench.models.specs import MODEL_SPECS, input_shape
 
-FLOPS_NOTE = (
-    "GFLOPs: forward pass of one sample at the default input, counted by torch's FlopCounterMode "
-    "(a multiply-add = 2 FLOPs; matmuls, convolutions and attention only)"
-)
-PARAMS_NOTE = (
-    "params: exact trainable-parameter count at the default head size; tests/test_models.py "
-    "verifies the torch and the Keras model both have exactly this many"
-)
 
-
-def _forward_flops() -> dict[str, int | None]:
-    """FLOPs per sample per model, or None everywhere when torch is not installed."""
+def _forward_gflops(name: str) -> float | None:
+    """GFLOPs per sample (None when torch is not installed)."""
     try:
         from distbench.models.torch_models import forward_flops_per_sample
     except ImportError:
-        return {name: None for name in MODEL_SPECS}
-    return {name: forward_flops_per_sample(name) for name in MODEL_SPECS}
-
-
-def _rows() -> list[dict]:
-    flops = _forward_flops()
-    rows = []
-    for spec in MODEL_SPECS.values():
-        f = flops[spec.name]
-        rows.append(
-            {
-                "name": spec.name,
-                "kind": spec.kind,
-                "loss": spec.loss,
-                "params": spec.reference_params,
-                "params_verified_in": ["torch", "keras"],
-                "params_reference": spec.reference,
-                "num_classes": spec.num_classes,
-                "input": input_shape(spec),
-                "image_size": spec.default_image_size,
-                "seq_len": spec.default_seq_len,
-                "forward_gflops_per_sample": None if f is None else round(f / 1e9, 3),
-                "description": spec.description,
-            }
-        )
-    return rows
+        return None
+    return round(forward_flops_per_sample(name) / 1e9, 3)
 
 
 @click.command()
@@ -59,18 +26,36 @@ def models(fmt: str):
 
     Example: distbench models --format json
     """
-    rows = _rows()
+    rows = [
+        {
+            "name": spec.name,
+            "kind": spec.kind,
+            "loss": spec.loss,
+            "params": spec.reference_params,
+            "params_verified_in": ["torch", "keras"],
+            "params_reference": spec.reference,
+            "num_classes": spec.num_classes,
+            "input": input_shape(spec),
+            "image_size": spec.default_image_size,
+            "seq_len": spec.default_seq_len,
+            "forward_gflops_per_sample": _forward_gflops(spec.name),
+            "description": spec.description,
+        }
+        for spec in MODEL_SPECS.values()
+    ]
     if fmt == "json":
         click.echo(json.dumps(rows, indent=2))
         return
-    header = f"{'model':<16} {'params':>13}  {'input':<15} {'GFLOPs':>7}  description"
-    click.echo(header)
+    click.echo(f"{'model':<16} {'params':>13}  {'input':<15} {'GFLOPs':>7}  description")
     for r in rows:
         gf = r["forward_gflops_per_sample"]
         click.echo(
             f"{r['name']:<16} {r['params']:>13,d}  {r['input']:<15} "
             f"{'-' if gf is None else format(gf, '.2f'):>7}  {r['description']}"
         )
-    click.echo("")
-    click.echo(PARAMS_NOTE)
-    click.echo(FLOPS_NOTE)
+    click.echo(
+        "\nparams: exact trainable-parameter count at the default head size; tests/test_models.py verifies the "
+        "torch and the Keras model both have exactly this many\nGFLOPs: forward pass of one sample at the default "
+        "input, counted by torch's FlopCounterMode (a multiply-add = 2 FLOPs; matmuls, convolutions and "
+        "attention only)"
+    )

@@ -1,7 +1,6 @@
-"""What the commands share. Click types for the numeric options: each has an allowed range, and a value
-outside it is a one-line error naming the flag and the range (exit 2). The options several commands declare
-alike, their consoles, and `new_sweep`. And the click side of SweepOptions: WORKLOAD declares one option per
-field, and `workload_options` puts them on a command."""
+"""What the commands share: click types with an allowed range (a value outside it is a one-line error naming
+the flag and the range, exit 2), options declared alike, consoles, `new_sweep`; and WORKLOAD, the click side
+of SweepOptions."""
 
 from __future__ import annotations
 
@@ -18,8 +17,10 @@ from rich.markup import escape
 
 from distbench.config import DATA_SOURCES, DEVICES, PRECISIONS, SCALINGS
 from distbench.errors import BadInput
+from distbench.launch import run_point
 from distbench.models.specs import model_names
-from distbench.plan import INSTALL_HINT, MAX_BATCH, SweepOptions, _missing_modules, parse_counts
+from distbench.record import base_record
+from distbench.plan import INSTALL_HINT, MAX_BATCH, SweepOptions, _missing_modules, flag, parse_counts
 from distbench.store import DEFAULT_PATH, Store
 from distbench.strategies import strategy_names
 from distbench.sweep import command_line, recorded_sweep
@@ -37,13 +38,8 @@ class FiniteFloatRange(click.FloatRange):
 
 SECONDS = FiniteFloatRange(0, 7 * 86400, min_open=True)
 """--timeout and the like: more than 0 s, at most a week."""
-STEPS = click.IntRange(1, 1_000_000)
 WARMUP = click.IntRange(1, 100_000)  # at least 1: tracing and compilation must not land in a measured step
-IMAGE_SIZE = click.IntRange(1, 8192)
-SEQ_LEN = click.IntRange(1, 65536)
-NUM_CLASSES = click.IntRange(2, 1_000_000)
 BATCH = click.IntRange(1, MAX_BATCH)
-SEED = click.IntRange(0, 2**32 - 1)
 
 
 def batch_list(ctx, param, value):
@@ -68,26 +64,12 @@ def option(*decls: str, **attrs):
     return click.option(*decls, **{"show_default": True, **attrs})
 
 
-def device_option(help: str):
-    return option("--device", type=click.Choice(DEVICES), default="auto", help=help)
-
-
-def timeout_option(help: str):
-    return option("--timeout", type=SECONDS, default=900.0, help=help)
-
-
 def results_option(help: str = "SQLite results store."):
     return option("--results", type=click.Path(dir_okay=False), default=str(DEFAULT_PATH), help=help)
 
 
 def format_option(help: str):
     return option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", help=help)
-
-
-def precision_option(fn):
-    return option(
-        "--precision", type=click.Choice(PRECISIONS), default="fp32", help="fp32, amp (float16 autocast, GPUs) or bf16."
-    )(fn)
 
 
 def err_console() -> Console:
@@ -125,6 +107,15 @@ def new_sweep(results: str, kind: str, options: dict, notes: list[str]):
         yield NewSweep(store, sid, Path(tempfile.mkdtemp(prefix=f"distbench-{kind}-{sid}-")))
 
 
+def run_or_skip(strategy, cfg, workdir: Path, timeout_s: float, skip: str | None, telemetry_interval_s=0.0) -> dict:
+    """run_point, or a 'skipped' record with the reason `skip` when that is set."""
+    if skip:
+        return base_record(
+            cfg.to_dict(), strategy=strategy.name, framework=strategy.framework, status="skipped", reason=skip
+        )
+    return run_point(strategy, cfg, workdir, timeout_s, telemetry_interval_s)
+
+
 def checked(fn, *args, **kwargs):
     """fn(...) with a ValueError from it (the library's message, naming the flag) raised as BadInput."""
     try:
@@ -144,9 +135,8 @@ def _spec(*decls: str, slurm: bool = False, **attrs) -> tuple[tuple[str, ...], b
 
 
 WORKLOAD = {
-    "model": _spec("--model", slurm=True, help=f"Model to train: {', '.join(model_names())}."),
+    "model": _spec(slurm=True, help=f"Model to train: {', '.join(model_names())}."),
     "strategies": _spec(
-        "--strategy",
         slurm=True,
         multiple=True,
         metavar="NAME[,NAME]",
@@ -156,7 +146,6 @@ WORKLOAD = {
         "run when named).",
     ),
     "batch_size": _spec(
-        "--batch-size",
         slurm=True,
         callback=batch_list,
         metavar="B[,B]",
@@ -164,37 +153,31 @@ WORKLOAD = {
         "(an 'oom' batch skips the larger ones). Default: 32 on GPUs, 8 on CPU workers.",
     ),
     "scaling": _spec(
-        "--scaling",
         slurm=True,
         type=click.Choice(SCALINGS),
         help="weak: per-device batch fixed; strong: global batch fixed and divided among N.",
     ),
     "image_size": _spec(
-        "--image-size",
         slurm=True,
-        type=IMAGE_SIZE,
+        type=click.IntRange(1, 8192),
         help="Input side in pixels. Default: the model's (224) on GPUs, 64 on CPU workers.",
     ),
     "seq_len": _spec(
-        "--seq-len",
-        type=SEQ_LEN,
+        type=click.IntRange(1, 65536),
         help="Token models (bert_base, lstm): sequence length. Default: the model's (64 at most on CPU).",
     ),
     "num_classes": _spec(
-        "--num-classes", slurm=True, type=NUM_CLASSES, help="Classifier width of classification models."
+        slurm=True, type=click.IntRange(2, 1_000_000), help="Classifier width of classification models."
     ),
     "precision": _spec(
-        "--precision",
         slurm=True,
         type=click.Choice(PRECISIONS),
         help="fp32; amp = float16 autocast + loss scaling (GPUs); bf16 = bfloat16 autocast / Keras "
         "mixed_bfloat16 (CPU and GPU).",
     ),
-    "compile": _spec("--compile", slurm=True, is_flag=True, help="torch.compile the model (torch strategies)."),
-    "xla": _spec("--xla", slurm=True, is_flag=True, help="tf.function(jit_compile=True) (tf, mirrored)."),
-    "channels_last": _spec(
-        "--channels-last", slurm=True, is_flag=True, help="torch.channels_last memory format (torch, image models)."
-    ),
+    "compile": _spec(slurm=True, is_flag=True, help="torch.compile the model (torch strategies)."),
+    "xla": _spec(slurm=True, is_flag=True, help="tf.function(jit_compile=True) (tf, mirrored)."),
+    "channels_last": _spec(slurm=True, is_flag=True, help="torch.channels_last memory format (torch, image models)."),
     "tf32": _spec(
         "--tf32/--no-tf32",
         slurm=True,
@@ -203,55 +186,44 @@ WORKLOAD = {
         "in both. Recorded per point; verify always runs without TF32.",
     ),
     "data": _spec(
-        "--data",
         type=click.Choice(DATA_SOURCES),
         help="synthetic: tensors made once on the device; disk: a cached synthetic dataset read every "
         "step by DataLoader / tf.data, reporting the share of step time spent waiting for data.",
     ),
     "dataset_size": _spec(
-        "--dataset-size",
         type=click.IntRange(1, 10_000_000),
         help="Samples in the --data disk dataset (written once to ~/.cache/distbench/data).",
     ),
     "loader_workers": _spec(
-        "--loader-workers",
         type=click.IntRange(0, 256),
         help="--data disk: DataLoader workers / tf.data parallel map calls per process.",
     ),
     "prefetch": _spec(
-        "--prefetch",
         type=click.IntRange(0, 1024),
         help="--data disk: DataLoader prefetch_factor / tf.data prefetch depth.",
     ),
     "pin_memory": _spec("--pin-memory/--no-pin-memory", help="--data disk: DataLoader pinned host memory (GPUs only)."),
     "steps": _spec(
-        "--steps",
         slurm=True,
-        type=STEPS,
+        type=click.IntRange(1, 1_000_000),
         help="Measured steps per point (after warmup). Default: 50 on GPUs, 10 on CPU.",
     ),
     "warmup": _spec(
-        "--warmup",
         slurm=True,
         type=WARMUP,
         help="Unmeasured warmup steps (tracing, compilation). Default: 5 on GPUs, 3 on CPU.",
     ),
     "device": _spec(
-        "--device",
         type=click.Choice(DEVICES),
         help="auto uses the visible CUDA GPUs (points needing more are skipped), CPU workers when none is visible.",
     ),
-    "timeout": _spec(
-        "--timeout", slurm=True, type=SECONDS, help="Seconds before a point is killed and recorded as 'timeout'."
-    ),
-    "seed": _spec("--seed", slurm=True, type=SEED),
+    "timeout": _spec(slurm=True, type=SECONDS, help="Seconds before a point is killed and recorded as 'timeout'."),
+    "seed": _spec(slurm=True, type=click.IntRange(0, 2**32 - 1)),
     "repeats": _spec(
-        "--repeats",
         type=click.IntRange(1, 1000),
         help="Run each point this many times (fresh processes); report the median and a 95% CI.",
     ),
     "target_ci": _spec(
-        "--target-ci",
         slurm=True,
         default="2%",
         callback=percent,
@@ -259,7 +231,6 @@ WORKLOAD = {
         "of throughput is within this (e.g. 2%), or --max-time runs out. 0 turns it off.",
     ),
     "max_time": _spec(
-        "--max-time",
         slurm=True,
         type=FiniteFloatRange(0, 86400),
         help="Seconds of measured steps after which adaptive stopping gives up (per point and "
@@ -271,29 +242,35 @@ WORKLOAD = {
         "to report exposed communication and overlap.",
     ),
     "noisy_cv": _spec(
-        "--noisy-cv",
         type=FiniteFloatRange(0, 10, min_open=True),
         help="Flag a point 'noisy' when its step-time coefficient of variation exceeds this.",
     ),
     "telemetry_interval": _spec(
-        "--telemetry-interval",
         type=FiniteFloatRange(0, 3600),
         help="Seconds between telemetry samples (NVML per GPU, psutil per CPU worker); 0 turns it off.",
     ),
 }
-"""The click option of each SweepOptions field a user sets (field name -> flags, whether `distbench slurm`
-takes it too, click attributes). The option is named after the field and defaults to the field's default."""
+"""The click option of each SweepOptions field a user sets (field name -> flags, default plan.flag(field);
+whether `distbench slurm` takes it too; click attributes). It defaults to the field's default."""
+
+
+def workload_option(name: str, **attrs):
+    """The WORKLOAD option of field `name` (`attrs` override its click attributes)."""
+    decls, _, spec = WORKLOAD[name]
+    return option(*(decls or [flag(name)]), name, **{"default": _DEFAULTS[name], **spec, **attrs})
+
+
+_DEFAULTS = {f.name: f.default for f in dataclasses.fields(SweepOptions)}
 
 
 def workload_options(*, slurm: bool = False):
     """Decorator: the WORKLOAD options (only those marked for Slurm jobs when `slurm`), in field order, so
     `scale`, `run` and `slurm` accept them with the same names, defaults and help."""
-    chosen = [f for f in dataclasses.fields(SweepOptions) if f.name in WORKLOAD and (WORKLOAD[f.name][1] or not slurm)]
+    chosen = [name for name in _DEFAULTS if name in WORKLOAD and (WORKLOAD[name][1] or not slurm)]
 
     def decorate(fn):
-        for f in reversed(chosen):  # click lists options in the order their decorators are written
-            decls, _, attrs = WORKLOAD[f.name]
-            fn = click.option(*decls, f.name, **{"default": f.default, "show_default": True, **attrs})(fn)
+        for name in reversed(chosen):  # click lists options in the order their decorators are written
+            fn = workload_option(name)(fn)
         return fn
 
     return decorate

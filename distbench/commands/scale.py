@@ -17,8 +17,9 @@ from distbench.sweep import command_line, run_plan, stored_options
 def _ok_detail(record: dict) -> str:
     """'12.3 samples/s, 95% CI 12.1..12.5 (within-run ...), stopped at --max-time' for a progress line."""
     text = f"{record['throughput']:.2f} samples/s"
-    if record.get("throughput_ci_low") is not None and record.get("throughput_ci_high") is not None:
-        text += f", 95% CI {record['throughput_ci_low']:.2f}..{record['throughput_ci_high']:.2f}"
+    low, high = record.get("throughput_ci_low"), record.get("throughput_ci_high")
+    if low is not None and high is not None:
+        text += f", 95% CI {low:.2f}..{high:.2f}"
     else:
         text += f", no CI ({record.get('measured_steps')} steps; --repeats 2 gives a run-to-run CI)"
     rule = (record.get("stopping") or {}).get("rule")
@@ -33,7 +34,6 @@ def output_options(fn):
     fn = click.option(
         "--records-dir",
         type=click.Path(file_okay=False),
-        default=None,
         help="Also write each finished point's result record as JSON into this folder "
         "(e.g. shared storage on a cluster; `distbench collect` merges them).",
     )(fn)
@@ -43,7 +43,6 @@ def output_options(fn):
 def _execute(opts: SweepOptions, *, results: str, records_dir, fmt: str, resume: str | None = None) -> None:
     plan = make_plan(opts)
     err = opt.err_console()
-    out = opt.out_console() if fmt == "table" else err
     store = Store(results)  # before any note: a file that is not a results store is refused first
     opt.print_notes(err, plan.notes)
     if opts.data == "disk":
@@ -84,7 +83,7 @@ def _execute(opts: SweepOptions, *, results: str, records_dir, fmt: str, resume:
     if fmt == "json":
         click.echo(json_document(records, extra_fields=("peak_memory_bytes", "peak_memory_source", "after_oom")))
     else:
-        print_summary(out, records, [], sweep_id, results)
+        print_summary(opt.out_console(), records, [], sweep_id, results)
 
 
 @click.command()
@@ -98,7 +97,6 @@ def _execute(opts: SweepOptions, *, results: str, records_dir, fmt: str, resume:
 )
 @click.option(
     "--resume",
-    default=None,
     metavar="SWEEP",
     help="Finish an interrupted or partly failed sweep: re-run only its missing or failed points, "
     "with the options it was started with ('latest' for the newest sweep); --timeout may be raised.",

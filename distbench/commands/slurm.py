@@ -32,7 +32,6 @@ from distbench.sweep import command_line
 @click.option(
     "--gpus-per-node",
     type=click.IntRange(1, 1024),
-    default=None,
     help="Devices per node of your nodes; points needing more per node are left out.",
 )
 @opt.workload_options(slurm=True)  # the workload knobs of `distbench scale` that mean the same in a Slurm job
@@ -42,9 +41,9 @@ from distbench.sweep import command_line
     default="cuda",
     help="cuda: the jobs ask for GPUs (--gres=gpu:G); cpu: each 'GPU' is a CPU worker process.",
 )
-@click.option("--partition", default=None, help="Slurm partition (#SBATCH --partition).")
-@click.option("--account", default=None, help="Slurm account to charge (#SBATCH --account).")
-@click.option("--constraint", default=None, help="Node features (#SBATCH --constraint), e.g. a100.")
+@click.option("--partition", help="Slurm partition (#SBATCH --partition).")
+@click.option("--account", help="Slurm account to charge (#SBATCH --account).")
+@click.option("--constraint", help="Node features (#SBATCH --constraint), e.g. a100.")
 @opt.option(
     "--time",
     "time_limit",
@@ -64,7 +63,6 @@ from distbench.sweep import command_line
 )
 @click.option(
     "--python",
-    "python",
     default=sys.executable,
     show_default="this Python",
     help="Python of the environment with distbench on the compute nodes (shared storage).",
@@ -72,7 +70,6 @@ from distbench.sweep import command_line
 @click.option(
     "--records-dir",
     type=click.Path(file_okay=False),
-    default=None,
     help="Results folder on shared storage: one record per job, logs/ and work/. "
     "Default: OUT's name + '-records' next to it.",
 )

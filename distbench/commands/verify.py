@@ -32,8 +32,8 @@ from distbench.errors import BadInput
     help="GLOBAL batch, the same for the single-device run and split evenly across devices.",
 )
 @opt.option("--steps", type=click.IntRange(1, 1000), default=3, help="SGD steps compared.")
-@click.option("--image-size", type=opt.IMAGE_SIZE, help="Input side (default: 32 on CPU workers, the model's on GPUs).")
-@opt.option("--num-classes", type=opt.NUM_CLASSES, default=10, help="Classifier width.")
+@opt.workload_option("image_size", help="Input side (default: 32 on CPU workers, the model's on GPUs).")
+@opt.workload_option("num_classes", default=10, help="Classifier width.")
 @opt.option(
     "--rtol",
     type=opt.FiniteFloatRange(0, 1, min_open=True),
@@ -43,8 +43,8 @@ from distbench.errors import BadInput
 @opt.option(
     "--lr", type=opt.FiniteFloatRange(0, 10, min_open=True), default=0.01, help="SGD learning rate (momentum 0.9)."
 )
-@opt.device_option("auto uses CUDA GPUs when enough are visible, otherwise CPU workers.")
-@opt.timeout_option("Seconds per run before it is killed.")
+@opt.workload_option("device", help="auto uses CUDA GPUs when enough are visible, otherwise CPU workers.")
+@opt.workload_option("timeout", help="Seconds per run before it is killed.")
 @opt.format_option("json prints the verdicts as one JSON document.")
 def verify(model, gpus_text, strategy, batch_size, steps, image_size, num_classes, rtol, lr, device, timeout, fmt):
     """Check that each strategy trains exactly like one device with the same global batch.
