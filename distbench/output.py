@@ -139,8 +139,9 @@ def results_table(records: list[dict], title: str | None = None) -> Table:
         if status == "ok" and r.get("noisy"):
             shown += f" [yellow](noisy: CV {r['step_time_cv']:.0%})[/]"
         ci = "-"
-        if r.get("throughput_ci_low") is not None:
-            ci = f"{r['throughput_ci_low']:.2f}..{r['throughput_ci_high']:.2f}"
+        if r.get("throughput_ci_low") is not None:  # high None: unbounded (step-time CI half-width >= 100%)
+            high = r.get("throughput_ci_high")
+            ci = f"{r['throughput_ci_low']:.2f}..{'unbounded' if high is None else f'{high:.2f}'}"
         label = escape(series_name(r))
         if several_batches:
             label += f" batch {swept_batch(r.get('config') or r)}"

@@ -45,3 +45,21 @@ def test_wrapper_lines_and_json_fields():
         "overlap",
     ):
         assert key in doc[0]
+
+
+def test_an_unbounded_ci_is_shown_not_crashed_on():
+    """A step-time CI half-width of 100% or more leaves the throughput CI without an upper end (None)."""
+    from rich.console import Console
+
+    from distbench.commands.scale import _ok_detail
+    from distbench.output import results_table
+    from distbench.stats import rate_ci
+
+    low, high = rate_ci(10.0, 1.2)
+    assert high is None
+    r = {"strategy": "ddp", "world_size": 2, "status": "ok", "throughput": 10.0, "measured_steps": 160}
+    r.update(throughput_ci_low=low, throughput_ci_high=high, stopping={"rule": "max_time"})
+    assert _ok_detail(r).startswith("10.00 samples/s, 95% CI 4.55..unbounded, stopped at --max-time")
+    console = Console(width=250, record=True)
+    console.print(results_table([r], title="t"))
+    assert "4.55..unbounded" in console.export_text()

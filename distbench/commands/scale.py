@@ -18,8 +18,8 @@ def _ok_detail(record: dict) -> str:
     """'12.3 samples/s, 95% CI 12.1..12.5 (within-run ...), stopped at --max-time' for a progress line."""
     text = f"{record['throughput']:.2f} samples/s"
     low, high = record.get("throughput_ci_low"), record.get("throughput_ci_high")
-    if low is not None and high is not None:
-        text += f", 95% CI {low:.2f}..{high:.2f}"
+    if low is not None:  # high None: unbounded (the step-time CI's half-width is 100% or more)
+        text += f", 95% CI {low:.2f}..{'unbounded' if high is None else f'{high:.2f}'}"
     else:
         text += f", no CI ({record.get('measured_steps')} steps; --repeats 2 gives a run-to-run CI)"
     rule = (record.get("stopping") or {}).get("rule")
