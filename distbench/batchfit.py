@@ -30,11 +30,6 @@ class Fit:
         """`max_batch` itself ran ok: the real limit is that or more."""
         return self.largest is not None and self.largest[0] >= self.max_batch
 
-    def resolved(self) -> bool:
-        if self.largest is None or self.first_oom is None:
-            return False
-        return self.first_oom[0] - self.largest[0] <= max(1.0, self.tolerance * self.largest[0])
-
 
 def find_largest_batch(trial: Callable[[int], dict], *, start: int, max_batch: int, tolerance: float = 0.05) -> Fit:
     if not 1 <= start <= max_batch:
@@ -61,6 +56,9 @@ def find_largest_batch(trial: Callable[[int], dict], *, start: int, max_batch: i
     while status == "oom" and fit.largest is None and batch > 1:
         batch //= 2
         status = run(batch)
-    while fit.stopped is None and fit.largest and fit.first_oom and not fit.resolved():
-        run((fit.largest[0] + fit.first_oom[0]) // 2)
+    while fit.stopped is None and fit.largest and fit.first_oom:
+        low, high = fit.largest[0], fit.first_oom[0]
+        if high - low <= max(1.0, tolerance * low):
+            break
+        run((low + high) // 2)
     return fit

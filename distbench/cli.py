@@ -46,8 +46,7 @@ for command in (
 def interrupted_message(exc: BaseException) -> str:
     """One line: which signal, what is kept, and how to finish the sweep."""
     cause = signals.interruption(exc)
-    name = cause.name if cause else "SIGINT"
-    sweep = cause.sweep if cause else None
+    name, sweep = getattr(cause, "name", "SIGINT"), getattr(cause, "sweep", None)
     if not sweep:
         return f"Interrupted by {name}: no sweep was running; nothing was lost."
     sweep_id, store, command = sweep

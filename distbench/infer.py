@@ -45,10 +45,12 @@ def expand(record: dict, cfg: PointConfig) -> list[dict]:
         if not ok:
             r["stderr_tail"] = record.get("stderr_tail")
         else:
-            r["step_times_s"] = entry.get("times", [])
-            r["runtime"] = record.get("runtime")
-            r["params"] = record.get("params")
-            r["peak_memory_bytes"] = entry.get("peak_memory_bytes")
+            r.update(
+                step_times_s=entry.get("times", []),
+                runtime=record.get("runtime"),
+                params=record.get("params"),
+                peak_memory_bytes=entry.get("peak_memory_bytes"),
+            )
             if entry.get("window") and record.get("telemetry_samples") is not None:
                 r["telemetry"] = summarize(
                     record["telemetry_samples"], tuple(entry["window"]), len(r["step_times_s"]) * bs

@@ -20,17 +20,15 @@ from distbench.launch import run_point
 from distbench.strategies import FRAMEWORK_BASELINE, STRATEGIES, Strategy
 
 DEFAULT_RTOL = 1e-4
-"""Relative tolerance, the issue's starting point, kept after measuring. fp32 sums taken in a
-different order (N shard means vs one full-batch mean, all-reduce order) differ by ~1e-7 relative;
-measured on CPU workers (ResNet-18, global batch 8, 3 steps, N=2): ddp and horovod-torch 5.2e-8
-(loss) and 5.7e-8 (updates); the TF strategies' figures are in docs/verify.md. That leaves three
-orders of magnitude of margin, while the bugs this catches are far larger: a sum instead of a mean
-makes updates N times too large (100% off at N=2); duplicated data or a missing broadcast moves the
-losses by 1e-2 or more."""
+"""fp32 sums taken in a different order (N shard means vs one full-batch mean, all-reduce order) differ by
+~1e-7 relative; measured on CPU workers (ResNet-18, global batch 8, 3 steps, N=2): ddp and horovod-torch
+5.2e-8 (loss) and 5.7e-8 (updates); the TF strategies' figures are in docs/verify.md. Three orders of
+magnitude of margin, while the bugs caught are far larger: a sum instead of a mean is 100% off at N=2;
+duplicated data or a missing broadcast moves the losses by 1e-2 or more."""
 
 
-def _rel(a: float, b: float, floor: float) -> float:
-    return abs(a - b) / max(abs(b), floor)
+def _rel(a: float, b: float) -> float:
+    return abs(a - b) / max(abs(b), 1e-12)
 
 
 def compare(candidate: dict, baseline: dict, rtol: float) -> dict:
@@ -48,17 +46,17 @@ def compare(candidate: dict, baseline: dict, rtol: float) -> dict:
         out["reason"] = f"the worker reported no {', '.join(missing)}"
         return out
     losses, base_losses = candidate["verify_losses"], baseline["verify_losses"]
-    loss_diff = max(_rel(a, b, 1e-12) for a, b in zip(losses, base_losses))
+    loss_diff = max(_rel(a, b) for a, b in zip(losses, base_losses))
     upd, base_upd = candidate["update_checksums"], baseline["update_checksums"]
     largest = max(u[0] for u in base_upd) or 1.0
     # Ignore tensors whose update is negligible next to the largest (e.g. exactly-zero grads).
-    upd_diff = max((_rel(a[0], b[0], 1e-12) for a, b in zip(upd, base_upd) if b[0] > 1e-6 * largest), default=0.0)
+    upd_diff = max((_rel(a[0], b[0]) for a, b in zip(upd, base_upd) if b[0] > 1e-6 * largest), default=0.0)
     replicas = candidate.get("replica_max_rel_diff", 0.0) or 0.0
     problems = []
     if loss_diff > rtol:
         problems.append(f"losses differ from the single-device run by up to {loss_diff:.2e}")
     if upd_diff > rtol:
-        ratio = candidate["update_checksums"][0][0] / max(base_upd[0][0], 1e-30)
+        ratio = upd[0][0] / max(base_upd[0][0], 1e-30)
         problems.append(
             f"weight updates differ by up to {upd_diff:.2e} (first tensor's update is {ratio:.3g}x "
             "the single-device one)"
@@ -91,7 +89,7 @@ def verify(
     lr: float = 0.01,
     timeout_s: float = 900.0,
     threads: int = 1,
-    progress=None,
+    progress=lambda what: None,
     workdir: str | None = None,
 ) -> list[dict]:
     if global_batch % world_size:
@@ -116,9 +114,8 @@ def verify(
     for s in strategies:
         base_name = FRAMEWORK_BASELINE[s.framework]
         if base_name not in baselines:
+            progress(f"{base_name} (single device, global batch {global_batch})")
             cfg = dataclasses.replace(base_cfg, strategy=base_name)
-            if progress:
-                progress(f"{base_name} (single device, global batch {global_batch})")
             baselines[base_name] = run_point(STRATEGIES[base_name], cfg, root / base_name, timeout_s)
         base = baselines[base_name]
         if s.baseline:
@@ -141,8 +138,7 @@ def verify(
             per_device_batch=global_batch // world_size,
             threads_per_worker=max(1, threads // world_size),
         )
-        if progress:
-            progress(f"{s.name} N={world_size}")
+        progress(f"{s.name} N={world_size}")
         record = run_point(s, cfg, root / s.name, timeout_s)
         verdict = compare(record, base, rtol)
         if record["status"] != "ok":  # a point its worker skipped (composer's version conflict) is no failure

@@ -14,7 +14,7 @@ from distbench.batchfit import Fit, find_largest_batch
 from distbench.commands import options as opt
 from distbench.errors import BadInput
 from distbench.output import fmt_bytes
-from distbench.plan import MAX_BATCH, Plan, SweepOptions, make_plan
+from distbench.plan import MAX_BATCH, SweepOptions, make_plan
 from distbench.strategies import strategy_names
 from distbench.sweep import run_points
 
@@ -54,12 +54,9 @@ def _outcome(fit: Fit) -> str:
 
 
 @click.command()
-@click.option(
-    "--strategy",
+@opt.workload_option(
     "strategies",
     required=True,
-    multiple=True,
-    metavar="NAME[,NAME]",
     help=f"Strategies to compare (repeatable or comma list): {', '.join(strategy_names())}. "
     "Ratios are against the first.",
 )
@@ -147,7 +144,7 @@ def fit(start, max_batch, tolerance, results, fmt, **workload):
                 err.print(f"{name} N={point.config.world_size}: batch {batch} ...", markup=False)
                 workdir = sweep.workdir / f"{name}-b{batch}"
                 [record] = run_points(
-                    Plan([point], plan.device, plan.notes),
+                    plan,
                     sweep.store,
                     sweep.id,
                     {},
@@ -200,10 +197,7 @@ def _document(fits: list[tuple[str, Fit]], sweep_id: str, results: str, toleranc
                 "trials": [
                     {
                         "per_device_batch": b,
-                        "status": r["status"],
-                        "reason": r.get("reason"),
-                        "peak_memory_bytes": r.get("peak_memory_bytes"),
-                        "point_id": r.get("point_id"),
+                        **{k: r.get(k) for k in ("status", "reason", "peak_memory_bytes", "point_id")},
                     }
                     for b, r in f.trials
                 ],

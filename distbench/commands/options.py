@@ -37,7 +37,6 @@ class FiniteFloatRange(click.FloatRange):
 
 
 SECONDS = FiniteFloatRange(0, 7 * 86400, min_open=True)
-"""--timeout and the like: more than 0 s, at most a week."""
 WARMUP = click.IntRange(1, 100_000)  # at least 1: tracing and compilation must not land in a measured step
 BATCH = click.IntRange(1, MAX_BATCH)
 

@@ -46,7 +46,6 @@ from distbench.sweep import command_line
 @click.option("--constraint", help="Node features (#SBATCH --constraint), e.g. a100.")
 @opt.option(
     "--time",
-    "time_limit",
     default="01:00:00",
     help="Time limit of each job (#SBATCH --time); a job stopped by it leaves a 'timeout' record.",
 )
@@ -80,24 +79,7 @@ from distbench.sweep import command_line
     help="The sbatch script to write (plus OUT's name + '.submit.sh').",
 )
 @click.option("--submit", is_flag=True, help="Submit the job arrays with sbatch now and print their job ids.")
-def slurm(
-    gpus_text,
-    nodes_text,
-    gpus_per_node,
-    device,
-    partition,
-    account,
-    constraint,
-    time_limit,
-    exclusive,
-    port,
-    python,
-    records_dir,
-    out,
-    submit,
-    strategies=(),
-    **workload,
-):
+def slurm(gpus_text, nodes_text, gpus_per_node, device, records_dir, out, submit, strategies=(), **kw):
     """Write a sweep as Slurm jobs: one sbatch script, one job per point, submitted as job arrays.
 
     A point is (strategy, total GPUs N, nodes K) with K dividing N, plus each framework's
@@ -114,10 +96,12 @@ def slurm(
     for part in ",".join(strategies).split(","):
         if part.strip():
             check_name("--strategy", part.strip())
-    check_name("--model", workload["model"])  # shell-safe before SweepOptions names an unknown one
-    if not Path(python).is_absolute():
-        raise BadInput(f"--python {python!r} must be an absolute path (the jobs run elsewhere)")
-    opts = SweepOptions(gpus=gpus_text, strategies=strategies, device=device, add_baselines=True, **workload)
+    job_fields = ("python", "partition", "account", "constraint", "time", "exclusive", "port")  # SlurmSettings'
+    job = {k: kw.pop(k) for k in job_fields}
+    check_name("--model", kw["model"])  # shell-safe before SweepOptions names an unknown one
+    if not Path(job["python"]).is_absolute():
+        raise BadInput(f"--python {job['python']!r} must be an absolute path (the jobs run elsewhere)")
+    opts = SweepOptions(gpus=gpus_text, strategies=strategies, device=device, add_baselines=True, **kw)
     nodes = parse_gpus(nodes_text, "--nodes", "node")
     if opts.batch_size and len(opts.batch_size) > 1:
         raise BadInput("distbench slurm takes one --batch-size per sweep (write one script per batch size)")
@@ -125,22 +109,11 @@ def slurm(
     script = Path(out).expanduser().resolve()
     records = Path(records_dir).expanduser().resolve() if records_dir else script.with_name(script.stem + "-records")
     settings = SlurmSettings(
-        script=script,
-        records_dir=records,
-        python=python,
-        partition=partition,
-        account=account,
-        constraint=constraint,
-        time=time_limit,
-        exclusive=exclusive,
-        port=port,
-        point_timeout_s=opts.timeout,
-        command=command_line(),
+        script=script, records_dir=records, point_timeout_s=opts.timeout, command=command_line(), **job
     )
-    limit_s = time_seconds(time_limit)
-    if settings.point_timeout_s > limit_s - SIGNAL_LEAD_S:
+    if opts.timeout > time_seconds(job["time"]) - SIGNAL_LEAD_S:
         plan.notes.append(
-            f"--timeout {settings.point_timeout_s:g}s is longer than --time {time_limit} allows: "
+            f"--timeout {opts.timeout:g}s is longer than --time {job['time']} allows: "
             "a point still running at the time limit is recorded as 'timeout'"
         )
     files = write_sweep(plan, settings)

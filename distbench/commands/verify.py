@@ -18,11 +18,8 @@ from distbench.errors import BadInput
 @click.command()
 @opt.option("--model", default="resnet18", help="Model to train.")
 @opt.option("--gpus", "gpus_text", default="2", help="Device count for the distributed runs.")
-@click.option(
-    "--strategy",
-    "strategy",
-    multiple=True,
-    metavar="NAME[,NAME]",
+@opt.workload_option(
+    "strategies",
     help=f"Strategies to check (default: all): {', '.join(strategy_names())}.",
 )
 @opt.option(
@@ -46,7 +43,7 @@ from distbench.errors import BadInput
 @opt.workload_option("device", help="auto uses CUDA GPUs when enough are visible, otherwise CPU workers.")
 @opt.workload_option("timeout", help="Seconds per run before it is killed.")
 @opt.format_option("json prints the verdicts as one JSON document.")
-def verify(model, gpus_text, strategy, batch_size, steps, image_size, num_classes, rtol, lr, device, timeout, fmt):
+def verify(model, gpus_text, strategies, batch_size, steps, image_size, num_classes, rtol, lr, device, timeout, fmt):
     """Check that each strategy trains exactly like one device with the same global batch.
 
     Every strategy and its framework's single-device baseline start from identical weights and
@@ -77,7 +74,7 @@ def verify(model, gpus_text, strategy, batch_size, steps, image_size, num_classe
     results = run_verify(
         model=model,
         world_size=n,
-        strategies=parse_strategies(strategy),
+        strategies=parse_strategies(strategies),
         device=choice.device,
         global_batch=batch_size,
         steps=steps,
