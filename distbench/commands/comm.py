@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import click
-from rich.table import Table
 
 from distbench.commbench import BACKENDS, get_backend, parse_sizes
 from distbench.commands import options as opt
@@ -94,12 +93,9 @@ def comm(gpus_text, backend, sizes, factor, iters, warmup, max_time_per_size, de
         if r["status"] != "ok" and not r.get("sizes_bytes"):
             out.print(f"{r['strategy']} N={r['world_size']}: {r['status']}: {r.get('reason')}", markup=False)
             continue
-        table = Table(
-            title=f"{r['strategy']} all-reduce, N={r['world_size']} ({r.get('backend')}, {r['device']})",
-            title_justify="left",
-        )
-        for col in ("size", "time median (us)", "time p95 (us)", "algbw (GB/s)", "busbw (GB/s)", "correct"):
-            table.add_column(col, justify="right")
+        cols = ("size", "time median (us)", "time p95 (us)", "algbw (GB/s)", "busbw (GB/s)", "correct")
+        title = f"{r['strategy']} all-reduce, N={r['world_size']} ({r.get('backend')}, {r['device']})"
+        table = opt.table(title, cols, right=cols)
         for size, median, p95, algbw, busbw, correct in zip(*(r[k] for k in SERIES)):
             table.add_row(
                 _human(size),

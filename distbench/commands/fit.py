@@ -8,7 +8,6 @@ from pathlib import Path
 
 import click
 from rich.markup import escape
-from rich.table import Table
 
 from distbench.batchfit import Fit, find_largest_batch
 from distbench.commands import options as opt
@@ -217,8 +216,7 @@ def _print_table(fits: list[tuple[str, Fit]], sweep_id: str, results: str, toler
     out = opt.out_console()
     ref_name, ref = fits[0]
     memory = "peak memory per device" if device == "cuda" else "peak RSS per worker"
-    table = Table(title="largest per-device batch that fits", title_justify="left")
-    for col in (
+    cols = (
         "strategy",
         "N",
         "largest batch",
@@ -226,8 +224,8 @@ def _print_table(fits: list[tuple[str, Fit]], sweep_id: str, results: str, toler
         f"{memory} (at largest)",
         f"vs {ref_name}",
         "trials (in order)",
-    ):
-        table.add_column(col, justify="right" if col in ("N", "largest batch") else "left")
+    )
+    table = opt.table("largest per-device batch that fits", cols, right=("N", "largest batch"))
     for name, f in fits:
         ratio = _ratio(f, ref)
         table.add_row(

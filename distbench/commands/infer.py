@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import click
 from rich.markup import escape
-from rich.table import Table
 
 from distbench.commands import options as opt
 from distbench.config import PointConfig
@@ -78,9 +77,8 @@ def infer(model, batch_sizes, frameworks, image_size, seq_len, precision, steps,
         click.echo(json_document(records, extra_fields=fields))
         return
     out = opt.out_console()
-    table = Table(title=f"inference {model} ({choice.device}, {precision})", title_justify="left")
     memory = "peak memory (allocated per GPU)" if choice.device == "cuda" else "peak memory (process RSS)"
-    for col in (
+    cols = (
         "framework",
         "batch",
         "latency median (ms)",
@@ -90,8 +88,8 @@ def infer(model, batch_sizes, frameworks, image_size, seq_len, precision, steps,
         "power (W)",
         "energy/sample (J)",
         "status",
-    ):
-        table.add_column(col, justify="left" if col in ("framework", "status") else "right")
+    )
+    table = opt.table(f"inference {model} ({choice.device}, {precision})", cols, right=cols[1:-1])
     for r in records:
         ok = r["status"] == "ok"
         table.add_row(

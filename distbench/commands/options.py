@@ -14,6 +14,7 @@ from pathlib import Path
 import click
 from rich.console import Console
 from rich.markup import escape
+from rich.table import Table
 
 from distbench.config import DATA_SOURCES, DEVICES, PRECISIONS, SCALINGS
 from distbench.errors import BadInput
@@ -77,6 +78,14 @@ def err_console() -> Console:
 
 def out_console() -> Console:
     return Console(highlight=False, width=None if sys.stdout.isatty() else 160)
+
+
+def table(title: str, columns, right=()) -> Table:
+    """A table titled on the left, its `right` columns right-justified."""
+    t = Table(title=title, title_justify="left")
+    for col in columns:
+        t.add_column(col, justify="right" if col in right else "left")
+    return t
 
 
 def print_notes(err: Console, notes) -> None:

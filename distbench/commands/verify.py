@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 
 import click
-from rich.table import Table
 
 from distbench.commands import options as opt
 from distbench.models.specs import check_input, get_spec
@@ -90,12 +89,10 @@ def verify(model, gpus_text, strategies, batch_size, steps, image_size, num_clas
         click.echo(json.dumps(results, indent=2))
     else:
         out = opt.out_console()
-        table = Table(
-            title=f"verify {model}: N={n}, global batch {batch_size}, {steps} steps, rtol {rtol:g}",
-            title_justify="left",
+        table = opt.table(
+            f"verify {model}: N={n}, global batch {batch_size}, {steps} steps, rtol {rtol:g}",
+            ("strategy", "N", "loss max rel diff", "update max rel diff", "replicas max rel diff", "verdict"),
         )
-        for col in ("strategy", "N", "loss max rel diff", "update max rel diff", "replicas max rel diff", "verdict"):
-            table.add_column(col)
         for r in results:
             verdict = {True: "[green]pass[/]", False: "[red]FAIL[/]", None: "[yellow]skipped[/]"}[r["passed"]]
             if r.get("reason"):
