@@ -698,10 +698,12 @@ def predict(
                 "assumed": _assumptions(s, model, algorithm, bucket_bytes),
             },
         }
+        # Without an inter-node figure (or for dp, one process) the search stays on one node.
+        limit = s.per_node if inter is None or reduces_to_one(s.strategy) else 65536
         if target_throughput is not None:
-            entry["gpus_for_throughput"] = _needed(model, s, lambda thr: thr >= target_throughput)
+            entry["gpus_for_throughput"] = _needed(model, s, lambda thr: thr >= target_throughput, limit)
         if epoch_samples and epoch_time is not None:
-            entry["gpus_for_epoch_time"] = _needed(model, s, lambda thr: epoch_samples / thr <= epoch_time)
+            entry["gpus_for_epoch_time"] = _needed(model, s, lambda thr: epoch_samples / thr <= epoch_time, limit)
         out_series.append(entry)
     return {
         "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
@@ -745,7 +747,7 @@ def _needed(model: Model, s: Series, ok: Callable[[float], bool], limit: int = 6
         if conservative is None and ok(lo):
             conservative = n
             break
-    return {"n": best, "n_at_lower_bound": conservative}
+    return {"n": best, "n_at_lower_bound": conservative, "searched_up_to": limit}
 
 
 # -- the store
@@ -864,7 +866,7 @@ def summary_lines(doc: dict) -> list[str]:
                 hit = s[key]
                 lines.append(
                     f"  devices for {what}: "
-                    + (f"{hit['n']} predicted" if hit["n"] else "not reached")
+                    + (f"{hit['n']} predicted" if hit["n"] else f"not reached up to N={hit.get('searched_up_to')}")
                     + (
                         f", {hit['n_at_lower_bound']} with the 95% lower bound"
                         if hit["n_at_lower_bound"]

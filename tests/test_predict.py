@@ -342,3 +342,12 @@ def test_scale_comm_predict_report_end_to_end(tmp_path):
     proc = run_cli(["report", scale_id, "--results", db, "--out", str(tmp_path / "rep.html")])
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "Predicted capacity" in (tmp_path / "rep.html").read_text()
+
+
+def test_devices_for_a_target_stay_on_one_node_without_an_inter_node_link(tmp_path, capsys):
+    """A target one node cannot reach, with only an intra-node link: 'not reached up to N=8', no traceback."""
+    good = write_csv(tmp_path / "ok.csv", ["ddp,1,32,100,1e8", "ddp,2,32,190,1e8", "ddp,4,32,370,1e8"])
+    args = ["predict", "--csv", good, "--link", "nvlink2", "--gpus", "8", "--gpus-per-node", "8"]
+    assert main([*args, "--target-throughput", "1e9"]) == 0
+    out = capsys.readouterr().out
+    assert "devices for 1000000000.0 samples/s: not reached up to N=8, not reached at the 95% lower bound" in out
