@@ -1,18 +1,12 @@
 """Comparing two sweeps (another distbench version, another machine): throughput ratio B/A per point.
 
 Points match when their whole point key is equal (distbench.config.point_key: strategy, N, nodes, batch
-size and the workload: model, device, scaling, precision, image size / sequence length, data source,
-compile / XLA / channels-last, ...). Points at the same strategy, N and nodes whose workloads differ are
-not compared: they are listed apart with the fields that differ. Each ratio gets a 95% CI:
-from the records' own throughput CIs when both have one, else batch-means CIs from the per-step samples in
-the `steps` table, combined on the log scale (coverage simulated: cisim.throughput_ratio, 97-98% for a
-nominal 95% on AR(1) step series with phi up to 0.8 and outliers). A change is flagged only when it
-is beyond the noise (the CI of the ratio excludes 1) AND larger than the threshold. A point that was ok
-in A and failed / timed out / ran out of memory in B counts as a regression too.
-
-    from distbench.compare import compare_sweeps
-    result = compare_sweeps(sweep_a, sweep_b, threshold=0.05)
-    exit_code = 1 if result.regressions else 0
+size and every workload field); points at the same strategy, N and nodes whose workloads differ are listed
+apart with the fields that differ. Each ratio gets a 95% CI: from the records' own throughput CIs when both
+have one, else batch-means CIs from the per-step samples, combined on the log scale (coverage simulated:
+cisim.throughput_ratio, 97-98% for a nominal 95% on AR(1) step series with phi up to 0.8 and outliers).
+A change is flagged only when it is beyond the noise (the CI of the ratio excludes 1) AND larger than the
+threshold. A point that was ok in A and failed / timed out / ran out of memory in B counts as a regression.
 """
 
 from __future__ import annotations
@@ -25,7 +19,7 @@ from rich.table import Table
 from distbench.analysis import Sweep, is_comm, num, record_key, series_name, throughput_ratio_ci, workload_label
 from distbench.config import PointKey
 from distbench.errors import BadInput, DistbenchError
-from distbench.output import fmt_num
+from distbench.output import fmt_num, table
 
 BROKEN = ("failed", "timeout", "oom")
 
@@ -63,13 +57,9 @@ def parse_threshold(text: str) -> float:
 
 def key_dict(key: PointKey) -> dict:
     """The key as JSON: strategy, world_size, nodes, batch (the --batch-size value) and every workload field."""
-    return {
-        "strategy": key.strategy,
-        "world_size": key.world_size,
-        "nodes": key.nodes,
-        "batch": key.batch,
-        **dict(key.workload),
-    }
+    fields = key._asdict()
+    workload = fields.pop("workload")
+    return {**fields, **dict(workload)}
 
 
 def key_label(key: PointKey) -> str:
@@ -244,26 +234,18 @@ def compare_sweeps(sweep_a: Sweep, sweep_b: Sweep, *, threshold: float = 0.05, s
 
 
 def comparison_table(result: Comparison) -> Table:
-    table = Table(
-        title=f"B = {result.sweep_b} vs A = {result.sweep_a} (threshold {result.threshold:.1%})", title_justify="left"
+    columns = ["strategy", "N", "workload", "A\n(samples/s)", "B\n(samples/s)", "B/A", "95% CI", "verdict"]
+    t = table(
+        f"B = {result.sweep_b} vs A = {result.sweep_a} (threshold {result.threshold:.1%})",
+        columns,
+        right={"N", *columns[3:-1]},
     )
-    for col, justify in (
-        ("strategy", "left"),
-        ("N", "right"),
-        ("workload", "left"),
-        ("A\n(samples/s)", "right"),
-        ("B\n(samples/s)", "right"),
-        ("B/A", "right"),
-        ("95% CI", "right"),
-        ("verdict", "left"),
-    ):
-        table.add_column(col, justify=justify)
     workloads = [p.key[3:] for p in result.points]
     for p in result.points:
         verdict = f"[{VERDICT_STYLE.get(p.verdict, 'white')}]{p.verdict}[/]"
         if p.note:
             verdict += f" ({escape(p.note)})"
-        table.add_row(
+        t.add_row(
             escape(series_name(p.a)),
             str(p.key.world_size),
             escape(workload_label(p.key[3:], workloads)),
@@ -273,7 +255,7 @@ def comparison_table(result: Comparison) -> Table:
             f"{p.ci[0]:.3f}-{p.ci[1]:.3f}" if p.ci else "-",
             verdict,
         )
-    return table
+    return t
 
 
 def gate(result: Comparison) -> None:
@@ -287,15 +269,17 @@ def gate(result: Comparison) -> None:
 
 
 def summary_lines(result: Comparison) -> list[str]:
-    lines = []
-    for side, keys in (("A", result.only_a), ("B", result.only_b)):
-        for key in keys:
-            lines.append(f"only in {side} (unmatched): {key_label(key)}")
-    for ka, _, diffs in result.differ:
-        lines.append(f"not compared, the workloads differ: {key_label(ka)}: {'; '.join(diffs)}")
-    for workload in dict.fromkeys(p.key.workload for p in result.points):
-        lines.append("compared workload: " + ", ".join(f"{k} {v}" for k, v in workload))
-    lines.extend(f"note: {n}" for n in result.notes)
+    lines = [
+        f"only in {side} (unmatched): {key_label(key)}"
+        for side, keys in (("A", result.only_a), ("B", result.only_b))
+        for key in keys
+    ]
+    lines += [f"not compared, the workloads differ: {key_label(ka)}: {'; '.join(d)}" for ka, _, d in result.differ]
+    lines += [
+        "compared workload: " + ", ".join(f"{k} {v}" for k, v in workload)
+        for workload in dict.fromkeys(p.key.workload for p in result.points)
+    ]
+    lines += [f"note: {n}" for n in result.notes]
     n_reg, n_imp = len(result.regressions), len(result.improvements)
     lines.append(
         f"{n_reg} regression(s), {n_imp} improvement(s) beyond the noise and the {result.threshold:.1%} "

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from functools import partial
 
 from rich.console import Console
 from rich.markup import escape
@@ -12,59 +13,14 @@ from distbench.analysis import num, series_name, wall_split_line
 from distbench.strategies import FRAMEWORK_BASELINE
 from distbench.config import swept_batch
 
-JSON_FIELDS = (
-    "strategy",
-    "framework",
-    "model",
-    "world_size",
-    "nodes",
-    "device",
-    "status",
-    "reason",
-    "throughput",
-    "step_time_median_s",
-    "step_time_p5_s",
-    "step_time_p95_s",
-    "step_time_cv",
-    "measured_steps",
-    "speedup",
-    "efficiency",
-    "wrapper_overhead",
-    "scaling",
-    "per_device_batch",
-    "global_batch",
-    "throughput_ci_low",
-    "throughput_ci_high",
-    "ci_method",
-    "noisy",
-    "comm_overhead",
-    "exposed_comm_s",
-    "allreduce_s",
-    "grad_bytes",
-    "overlap",
-    "stopping",
-    "data_wait_fraction",
-    "ci_scope",
-    "ci_note",
-    "measured_window_s",
-    "time_per_step_s",
-    "exposed_comm_ci_low",
-    "exposed_comm_ci_high",
-    "exposed_comm_ci_scope",
-    "overlap_raw",
-    "peak_memory_bytes",
-    "workdir",
-    "efficiency_per_core",
-    "per_core_baseline",
-    "math_mode",
-    "model_flops_per_sample",
-    "achieved_flops_per_device",
-    "peak_flops_per_device",
-    "mfu",
-    "mfu_note",
-    "cpu_gemm_peak",
-    "sweep_id",
-    "point_id",
+JSON_FIELDS = tuple(
+    """strategy framework model world_size nodes device status reason throughput step_time_median_s step_time_p5_s
+    step_time_p95_s step_time_cv measured_steps speedup efficiency wrapper_overhead scaling per_device_batch
+    global_batch throughput_ci_low throughput_ci_high ci_method noisy comm_overhead exposed_comm_s allreduce_s
+    grad_bytes overlap stopping data_wait_fraction ci_scope ci_note measured_window_s time_per_step_s
+    exposed_comm_ci_low exposed_comm_ci_high exposed_comm_ci_scope overlap_raw peak_memory_bytes workdir
+    efficiency_per_core per_core_baseline math_mode model_flops_per_sample achieved_flops_per_device
+    peak_flops_per_device mfu mfu_note cpu_gemm_peak sweep_id point_id""".split()
 )
 
 STATUS_STYLE = {
@@ -76,12 +32,48 @@ STATUS_STYLE = {
     "interrupted": "yellow",
 }
 
+FORMATS = {  # how the tables (terminal and report) show a record's field; seconds (*_s) are shown in ms
+    "throughput": ".2f",
+    "speedup": ".2f",
+    "efficiency": ".0%",
+    "efficiency_per_core": ".0%",
+    "mfu": ".1%",
+    "step_time_cv": ".0%",
+    "comm_overhead": ".0%",
+    "overlap": ".0%",
+    "data_wait_fraction": ".0%",
+}
+
 
 def fmt_num(value, spec: str, scale: float = 1.0) -> str:
     """The one number formatter of the tables (terminal, report, exports): value * scale in the format
     `spec`, or "-" for a missing, NaN, infinite, boolean or non-numeric value."""
     x = num(value)
     return "-" if x is None else format(x * scale, spec)
+
+
+def fmt_ms(seconds) -> str:
+    return fmt_num(seconds, ".1f", 1e3)
+
+
+def cells(record: dict, *fields: str) -> list[str]:
+    """The record's `fields` as table cells: seconds in ms, byte counts in binary units, else FORMATS."""
+    return [
+        fmt_ms(record.get(f))
+        if f.endswith("_s")
+        else fmt_bytes(record.get(f))
+        if f.endswith("bytes")
+        else fmt_num(record.get(f), FORMATS[f])
+        for f in fields
+    ]
+
+
+def table(title: str | None, columns, right=()) -> Table:
+    """A table titled on the left, its `right` columns right-justified."""
+    t = Table(title=title, title_justify="left")
+    for col in columns:
+        t.add_column(col, justify="right" if col in right else "left")
+    return t
 
 
 def fmt_bytes(value) -> str:
@@ -108,29 +100,12 @@ def json_document(records: list[dict], extra_fields: tuple[str, ...] = ()) -> st
 
 
 def results_table(records: list[dict], title: str | None = None) -> Table:
-    table = Table(title=title, title_justify="left")
     several_batches = len({swept_batch(r.get("config") or r) for r in records}) > 1
     cpu = any(r.get("device") == "cpu" for r in records)
-    efficiency = (
-        (("efficiency\n(whole\nmachine)", "right"), ("efficiency\n(per core)", "right"))
-        if cpu
-        else (("efficiency", "right"),)
-    )
-    for col, justify in (
-        ("strategy", "left"),
-        ("N", "right"),
-        ("throughput\n(samples/s)", "right"),
-        ("95% CI", "right"),
-        ("speedup", "right"),
-        *efficiency,
-        ("MFU", "right"),
-        ("step median\n(ms)", "right"),
-        ("step p95\n(ms)", "right"),
-        ("comm\noverhead", "right"),
-        ("overlap", "right"),
-        ("status", "left"),
-    ):
-        table.add_column(col, justify=justify)
+    efficiency = ["efficiency\n(whole\nmachine)", "efficiency\n(per core)"] if cpu else ["efficiency"]
+    columns = ["strategy", "N", "throughput\n(samples/s)", "95% CI", "speedup", *efficiency, "MFU"]
+    columns += ["step median\n(ms)", "step p95\n(ms)", "comm\noverhead", "overlap", "status"]
+    t = table(title, columns, right=columns[1:-1])
     for r in records:
         status = r.get("status", "?")
         shown = f"[{STATUS_STYLE.get(status, 'white')}]{status}[/]"
@@ -145,22 +120,16 @@ def results_table(records: list[dict], title: str | None = None) -> Table:
         label = escape(series_name(r))
         if several_batches:
             label += f" batch {swept_batch(r.get('config') or r)}"
-        table.add_row(
+        t.add_row(
             label,
             str(r["world_size"]),
-            fmt_num(r.get("throughput"), ".2f"),
+            *cells(r, "throughput"),
             ci,
-            fmt_num(r.get("speedup"), ".2f"),
-            fmt_num(r.get("efficiency"), ".0%"),
-            *((fmt_num(r.get("efficiency_per_core"), ".0%"),) if cpu else ()),
-            fmt_num(r.get("mfu"), ".1%"),
-            fmt_num(r.get("step_time_median_s"), ".1f", 1e3),
-            fmt_num(r.get("step_time_p95_s"), ".1f", 1e3),
-            fmt_num(r.get("comm_overhead"), ".0%"),
-            fmt_num(r.get("overlap"), ".0%"),
+            *cells(r, "speedup", "efficiency", *(["efficiency_per_core"] if cpu else []), "mfu"),
+            *cells(r, "step_time_median_s", "step_time_p95_s", "comm_overhead", "overlap"),
             shown,
         )
-    return table
+    return t
 
 
 def wrapper_lines(records: list[dict]) -> list[str]:
@@ -198,11 +167,12 @@ def stopping_line(records: list[dict]) -> str | None:
 
 
 def print_summary(console: Console, records: list[dict], notes: list[str], sweep_id: str, store_path) -> None:
+    say = partial(console.print, highlight=False, markup=False)
     for note in notes:
         console.print(f"[dim]note:[/] {escape(note)}", highlight=False)
     console.print(results_table(records, title=f"sweep {sweep_id}"))
     for line in wrapper_lines(records):
-        console.print(line, highlight=False, markup=False)
+        say(line)
     waits = [
         f"{r['strategy']}@{r['world_size']} {r['data_wait_fraction']:.0%}"
         for r in records
@@ -211,46 +181,29 @@ def print_summary(console: Console, records: list[dict], notes: list[str], sweep
         and r.get("data_wait_fraction") is not None
     ]
     if waits:
-        console.print(
-            "share of step time waiting for input data (--data disk): " + ", ".join(waits),
-            highlight=False,
-            markup=False,
-        )
-    line = stopping_line(records)
-    if line:
-        console.print(line, highlight=False, markup=False)
-    line = wall_split_line(records)
-    if line:
-        console.print(line, highlight=False, markup=False)
+        say("share of step time waiting for input data (--data disk): " + ", ".join(waits))
+    for line in (stopping_line(records), wall_split_line(records)):
+        if line:
+            say(line)
     noisy = [f"{r['strategy']}@{r['world_size']}" for r in records if r.get("noisy")]
     if noisy:
-        console.print(
-            f"noisy points (step-time CV above the threshold; read their curves with care): {', '.join(noisy)}",
-            highlight=False,
-            markup=False,
-        )
+        say(f"noisy points (step-time CV above the threshold; read their curves with care): {', '.join(noisy)}")
     if any(r.get("device") == "cpu" for r in records):
-        console.print(
+        say(
             "efficiency (whole machine) = speedup / N against the baseline on all the cores; efficiency "
             "(per core) against the baseline on the same threads per worker",
             style="dim",
-            highlight=False,
-            markup=False,
         )
-    console.print(
+    say(
         "MFU = model FLOPs per second per device / the device's peak (NVIDIA's dense datasheet peak for "
         "the math type; on CPU workers a float32 GEMM measured on the same threads); '-' = no known peak "
         "(the record's mfu_note says why)",
         style="dim",
-        highlight=False,
-        markup=False,
     )
-    console.print(
+    say(
         "speedup = throughput / the same framework's single-device baseline; efficiency = speedup / N; "
         "comm overhead = (step - step without gradient sync) / step; overlap = share of the standalone "
         "all-reduce time hidden behind compute",
         style="dim",
-        highlight=False,
-        markup=False,
     )
-    console.print(f"results stored in {store_path} (sweep {sweep_id})", highlight=False, markup=False)
+    say(f"results stored in {store_path} (sweep {sweep_id})")

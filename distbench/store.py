@@ -1,16 +1,7 @@
 """The results store: an embedded SQLite database (pandas reads it for analysis).
 
-Schema (version 1):
-  meta(key, value)                          -- app = 'distbench', schema_version
-  sweeps(id, started, finished, status, command, version, git_sha, env_json, options_json, notes_json)
-  points(id, sweep_id, record_id, strategy, framework, model, world_size, nodes, device, scaling,
-         per_device_batch, global_batch, status, reason, throughput, step_time_median_s,
-         step_time_p5_s, step_time_p95_s, step_time_cv, speedup, efficiency, wrapper_overhead,
-         config_json, record_json, finished)
-  steps(point_id, idx, seconds)             -- every measured step time
-  telemetry(point_id, t, source, metric, value)
-  predictions(id, sweep_id, created, command, version, prediction_json)  -- `distbench predict` output,
-                                            never mixed into points (added to older stores on open)
+Schema (version 1): `_SCHEMA` below; `steps` holds every measured step time, `predictions` the output of
+`distbench predict`, never mixed into points (added to older stores on open).
 
 Each point is committed in its own transaction as soon as it finishes. WAL mode and a busy
 timeout let two sweeps write the same store at once; the schema is created inside one BEGIN IMMEDIATE
@@ -64,31 +55,15 @@ CREATE TABLE IF NOT EXISTS telemetry (
     point_id INTEGER NOT NULL REFERENCES points(id), t REAL NOT NULL, source TEXT NOT NULL,
     metric TEXT NOT NULL, value REAL);
 """
+_TABLES = "SELECT name FROM sqlite_master WHERE type = 'table'"
 _PREDICTIONS = """CREATE TABLE IF NOT EXISTS predictions (
     id INTEGER PRIMARY KEY AUTOINCREMENT, sweep_id TEXT, created TEXT NOT NULL, command TEXT, version TEXT,
     prediction_json TEXT NOT NULL)"""
-"""`distbench predict` output (distbench/predict.py), kept out of the measured tables; added to older stores."""
 
-POINT_COLUMNS = (
-    "strategy",
-    "framework",
-    "model",
-    "world_size",
-    "nodes",
-    "device",
-    "scaling",
-    "per_device_batch",
-    "global_batch",
-    "status",
-    "reason",
-    "throughput",
-    "step_time_median_s",
-    "step_time_p5_s",
-    "step_time_p95_s",
-    "step_time_cv",
-    "speedup",
-    "efficiency",
-    "wrapper_overhead",
+POINT_COLUMNS = tuple(
+    """strategy framework model world_size nodes device scaling per_device_batch global_batch status reason
+    throughput step_time_median_s step_time_p5_s step_time_p95_s step_time_cv speedup efficiency
+    wrapper_overhead""".split()
 )
 
 
@@ -126,11 +101,10 @@ class Store:
             self._create_schema()
             self.conn.execute("PRAGMA journal_mode = WAL")
             self.conn.execute("PRAGMA foreign_keys = ON")
-        except sqlite3.Error as exc:
+        except BaseException as exc:
             self.conn.close()
-            raise BadInput(f"cannot write results store {self.path}: {exc}") from None
-        except BaseException:
-            self.conn.close()
+            if isinstance(exc, sqlite3.Error):
+                raise BadInput(f"cannot write results store {self.path}: {exc}") from None
             raise
         self.conn.isolation_level = ""  # back to implicit transactions, committed by `with self.conn`
 
@@ -139,10 +113,10 @@ class Store:
         second process creating the same store waits (busy timeout) and then finds them."""
         self.conn.execute("BEGIN IMMEDIATE")
         try:
-            tables = {r[0] for r in self.conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+            tables = {r[0] for r in self.conn.execute(_TABLES)}
             if "meta" not in tables:
                 if tables:
-                    raise BadInput(f"{self.path} is not a distbench results store (left untouched)")
+                    raise self._not_a_store()
                 for statement in filter(str.strip, _SCHEMA.split(";")):
                     self.conn.execute(statement)
                 self.conn.execute("INSERT OR IGNORE INTO meta VALUES ('app', 'distbench')")
@@ -157,19 +131,18 @@ class Store:
     def _check_existing(self) -> None:
         """Read-only checks before anything may write: a distbench store of a schema we understand, its
         pages intact. An empty SQLite file (another process is creating the store right now) passes."""
-        untouched = "left untouched"
 
         def corrupt(why) -> BadInput:
             why = "; ".join(line for line in str(why).splitlines() if not line.startswith("***"))  # one line
             return BadInput(
-                f"results store {self.path} is corrupt ({why}); {untouched}: restore it from a backup "
+                f"results store {self.path} is corrupt ({why}); left untouched: restore it from a backup "
                 "or pass --results NEW.db"
             )
 
         try:
             conn = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, timeout=30.0)
             try:
-                tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+                tables = {r[0] for r in conn.execute(_TABLES)}
                 if not tables:
                     return
                 rows = dict(conn.execute("SELECT key, value FROM meta").fetchall()) if "meta" in tables else {}
@@ -178,12 +151,12 @@ class Store:
                 conn.close()
         except sqlite3.DatabaseError as exc:  # not SQLite, corrupt pages, unreadable
             if "not a database" in str(exc):
-                raise BadInput(f"{self.path} is not a distbench results store ({untouched})") from None
+                raise self._not_a_store() from None
             if isinstance(exc, sqlite3.OperationalError):
-                raise BadInput(f"cannot read results store {self.path}: {exc} ({untouched})") from None
+                raise BadInput(f"cannot read results store {self.path}: {exc} (left untouched)") from None
             raise corrupt(exc) from None
         if rows.get("app") != "distbench":
-            raise BadInput(f"{self.path} is not a distbench results store ({untouched})")
+            raise self._not_a_store()
         if check != "ok":
             raise corrupt(check)
         version = int(rows.get("schema_version", "0"))
@@ -192,6 +165,9 @@ class Store:
                 f"{self.path} has store schema {version}, newer than this distbench "
                 f"understands ({SCHEMA_VERSION}): upgrade distbench (file left untouched)"
             )
+
+    def _not_a_store(self) -> BadInput:
+        return BadInput(f"{self.path} is not a distbench results store (left untouched)")
 
     def close(self) -> None:
         self.conn.close()
@@ -289,7 +265,6 @@ class Store:
 
     def add_point(self, sweep_id: str, record: dict) -> int:
         """Commit one finished point (its row, and every step time) atomically. Raises StoreWriteError."""
-        values = [record.get(c) for c in POINT_COLUMNS]
 
         def insert() -> int:
             cur = self.conn.execute(
@@ -298,7 +273,7 @@ class Store:
                 (
                     sweep_id,
                     record.get("record_id"),
-                    *values,
+                    *(record.get(c) for c in POINT_COLUMNS),
                     json.dumps(record.get("config", {}), sort_keys=True),
                     json.dumps(
                         {k: v for k, v in record.items() if k != "telemetry_samples"}, sort_keys=True, default=str
@@ -332,7 +307,8 @@ class Store:
             f"unsaved-{sweep_id}-{record.get('strategy')}-n{record.get('world_size')}-"
             f"{str(record.get('record_id'))[:8]}.json"
         )
-        for path in ([Path(fallback)] if fallback else []) + [
+        for path in [
+            *([Path(fallback)] if fallback else []),
             self.path.parent / name,
             Path(tempfile.gettempdir()) / name,
         ]:

@@ -6,40 +6,22 @@ The commands only parse options and call distbench.analysis / report / compare.
 from __future__ import annotations
 
 import json
-import sys
 
 import click
-from rich.console import Console
 
 from distbench import analysis, report as report_mod
+from distbench.commands import options as opt
 from distbench.compare import compare_sweeps, comparison_table, gate, parse_threshold, summary_lines
 from distbench.errors import BadInput
-from distbench.store import DEFAULT_PATH
 
 
-def results_option(fn):
-    return click.option(
-        "--results",
-        type=click.Path(dir_okay=False),
-        default=str(DEFAULT_PATH),
-        show_default=True,
-        help="SQLite results store to read.",
-    )(fn)
+results_option = opt.results_option("SQLite results store to read.")
+format_option = opt.format_option("table for people, json for scripts (one JSON document on stdout).")
 
 
-def format_option(fn):
-    return click.option(
-        "--format",
-        "fmt",
-        type=click.Choice(["table", "json"]),
-        default="table",
-        show_default=True,
-        help="table for people, json for scripts (one JSON document on stdout).",
-    )(fn)
-
-
-def _console() -> Console:
-    return Console(highlight=False, width=None if sys.stdout.isatty() else 160)
+def _load(results: str, sweep: str) -> analysis.Sweep:
+    with analysis.open_store(results) as store:
+        return analysis.load_sweep(store, sweep)
 
 
 def _err(text: str) -> None:
@@ -56,7 +38,7 @@ def results():
 
 @results.command("list")
 @results_option
-@click.option("--limit", type=click.IntRange(min=1), default=20, show_default=True, help="How many sweeps to list.")
+@opt.option("--limit", type=click.IntRange(min=1), default=20, help="How many sweeps to list.")
 @format_option
 def list_cmd(results, limit, fmt):
     """List recent sweeps: id, start time, status, command and how many points succeeded.
@@ -70,7 +52,7 @@ def list_cmd(results, limit, fmt):
     elif not rows:
         _err(f"{results} has no sweeps yet (run `distbench scale` first)")
     else:
-        _console().print(report_mod.sweeps_table(rows, results))
+        opt.out_console().print(report_mod.sweeps_table(rows, results))
 
 
 @results.command()
@@ -82,12 +64,11 @@ def show(sweep, results, fmt):
 
     Example: distbench results show 20250101-120000-ab12
     """
-    with analysis.open_store(results) as store:
-        data = analysis.load_sweep(store, sweep)
+    data = _load(results, sweep)
     if fmt == "json":
         click.echo(json.dumps(analysis.sweep_document(data), indent=2, sort_keys=True, default=str))
         return
-    out = _console()
+    out = opt.out_console()
     for line in report_mod.sweep_header(data):
         out.print(line, markup=False)
     out.print(report_mod.points_table(data))
@@ -98,9 +79,9 @@ def show(sweep, results, fmt):
 @results.command()
 @click.argument("sweep", default="latest")
 @results_option
-@click.option("--csv", "csv_path", metavar="PATH", help="Write one row per point as CSV ('-' for stdout).")
-@click.option("--parquet", "parquet_path", metavar="PATH", help="Write one row per point as Parquet (needs pyarrow).")
-@click.option(
+@opt.option("--csv", "csv_path", metavar="PATH", help="Write one row per point as CSV ('-' for stdout).")
+@opt.option("--parquet", "parquet_path", metavar="PATH", help="Write one row per point as Parquet (needs pyarrow).")
+@opt.option(
     "--json",
     "json_path",
     metavar="PATH",
@@ -113,8 +94,7 @@ def export(sweep, results, csv_path, parquet_path, json_path):
     """
     if not (csv_path or parquet_path or json_path):
         raise BadInput("nothing to export: give --csv PATH, --parquet PATH or --json PATH")
-    with analysis.open_store(results) as store:
-        data = analysis.load_sweep(store, sweep)
+    data = _load(results, sweep)
     for path in report_mod.export(data, csv=csv_path, parquet=parquet_path, json_path=json_path):
         _err(f"wrote {path}")
 
@@ -122,30 +102,26 @@ def export(sweep, results, csv_path, parquet_path, json_path):
 @click.command()
 @click.argument("sweep", default="latest")
 @results_option
-@click.option(
+@opt.option(
     "--out",
     type=click.Path(dir_okay=False),
     default="report.html",
-    show_default=True,
     help="The HTML file to write; the Markdown (same name, .md), the points CSV and the plot PNGs go next to it.",
 )
-@click.option(
+@opt.option(
     "--target-throughput",
     type=click.FloatRange(min=0, min_open=True),
-    default=None,
     help="Capacity planning: the samples/s you need; the report gives the smallest measured N "
     "reaching it per strategy.",
 )
-@click.option(
+@opt.option(
     "--epoch-samples",
     type=click.IntRange(min=1),
-    default=None,
     help="Capacity planning: samples in one epoch; the report gives the time per epoch at each N.",
 )
-@click.option(
+@opt.option(
     "--epoch-time",
     type=click.FloatRange(min=0, min_open=True),
-    default=None,
     help="Capacity planning: target seconds per epoch (with --epoch-samples).",
 )
 def report(sweep, results, out, target_throughput, epoch_samples, epoch_time):
@@ -154,8 +130,7 @@ def report(sweep, results, out, target_throughput, epoch_samples, epoch_time):
 
     Example: distbench report latest --out report.html --target-throughput 2000
     """
-    with analysis.open_store(results) as store:
-        data = analysis.load_sweep(store, sweep)
+    data = _load(results, sweep)
     files = report_mod.write_report(
         data, out, target_throughput=target_throughput, epoch_samples=epoch_samples, epoch_time=epoch_time
     )
@@ -166,19 +141,17 @@ def report(sweep, results, out, target_throughput, epoch_samples, epoch_time):
 @click.argument("sweep_a")
 @click.argument("sweep_b")
 @results_option
-@click.option(
+@opt.option(
     "--results-b",
     type=click.Path(dir_okay=False),
-    default=None,
     help="Store holding SWEEP_B when it is another file (e.g. from another machine). Default: --results.",
 )
-@click.option(
+@opt.option(
     "--threshold",
     default="5%",
-    show_default=True,
     help="Smallest throughput change to flag, as a percentage (5%) or a fraction (0.05).",
 )
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the bootstrap resampling.")
+@opt.option("--seed", type=int, default=0, help="Seed of the bootstrap resampling.")
 @format_option
 def compare(sweep_a, sweep_b, results, results_b, threshold, seed, fmt):
     """Compare sweep B against sweep A (ids or 'latest'): throughput ratio B/A per matching point with a
@@ -188,18 +161,13 @@ def compare(sweep_a, sweep_b, results, results_b, threshold, seed, fmt):
     Example: distbench compare 20250101-120000-ab12 latest --threshold 5%
     """
     limit = parse_threshold(threshold)
-    with analysis.open_store(results) as store:
-        a = analysis.load_sweep(store, sweep_a)
-        if results_b is None:
-            b = analysis.load_sweep(store, sweep_b)
-    if results_b is not None:
-        with analysis.open_store(results_b) as store_b:
-            b = analysis.load_sweep(store_b, sweep_b)
+    a = _load(results, sweep_a)
+    b = _load(results_b or results, sweep_b)
     result = compare_sweeps(a, b, threshold=limit, seed=seed)
     if fmt == "json":
         click.echo(json.dumps(result.to_json(), indent=2, default=str))
     else:
-        out = _console()
+        out = opt.out_console()
         out.print(comparison_table(result))
         for line in summary_lines(result):
             out.print(line, markup=False)

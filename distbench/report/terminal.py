@@ -9,50 +9,33 @@ from rich.table import Table
 
 from distbench import analysis as an
 from distbench.analysis import Sweep
-from distbench.output import STATUS_STYLE, fmt_num
+from distbench.output import STATUS_STYLE, cells, table
 from distbench.report.model import ci_text
 
 
 def sweeps_table(rows: Sequence[dict], store_path) -> Table:
-    table = Table(title=f"sweeps in {rich_escape(str(store_path))} (newest first)", title_justify="left")
-    for col, justify in (
-        ("id", "left"),
-        ("started", "left"),
-        ("status", "left"),
-        ("points ok/total", "right"),
-        ("command", "left"),
-    ):
-        table.add_column(col, justify=justify, overflow="fold")
+    columns = ["id", "started", "status", "points ok/total", "command"]
+    t = table(f"sweeps in {rich_escape(str(store_path))} (newest first)", columns, right=["points ok/total"])
+    for col in t.columns:
+        col.overflow = "fold"
     for r in rows:
-        table.add_row(
-            rich_escape(r["id"]),
-            rich_escape(str(r["started"])),
-            rich_escape(str(r["status"])),
+        t.add_row(
+            *(rich_escape(str(r[k])) for k in ("id", "started", "status")),
             f"{r['points_ok']}/{r['points_total']}",
             rich_escape(str(r["command"] or "")),
         )
-    return table
+    return t
 
 
 def points_table(sweep: Sweep) -> Table:
     """The sweep's points like `distbench scale` prints them, plus the 95% CI and noise when recorded."""
     with_ci = any(an.throughput_ci(r) for r in sweep.points)
-    table = Table(title=f"sweep {rich_escape(sweep.id)}", title_justify="left")
-    columns = [("strategy", "left"), ("N", "right"), ("throughput\n(samples/s)", "right")]
-    if with_ci:
-        columns.append(("95% CI\n(samples/s)", "right"))
     cpu = any(r.get("device") == "cpu" for r in sweep.points)
-    columns += [("speedup", "right"), ("efficiency\n(whole\nmachine)" if cpu else "efficiency", "right")]
-    columns += [("efficiency\n(per core)", "right")] if cpu else []
-    columns += [
-        ("MFU", "right"),
-        ("step median\n(ms)", "right"),
-        ("step p95\n(ms)", "right"),
-        ("CV", "right"),
-        ("status", "left"),
-    ]
-    for col, justify in columns:
-        table.add_column(col, justify=justify)
+    columns = ["strategy", "N", "throughput\n(samples/s)", *(["95% CI\n(samples/s)"] if with_ci else [])]
+    columns += ["speedup", "efficiency\n(whole\nmachine)" if cpu else "efficiency"]
+    columns += ["efficiency\n(per core)"] if cpu else []
+    columns += ["MFU", "step median\n(ms)", "step p95\n(ms)", "CV", "status"]
+    t = table(f"sweep {rich_escape(sweep.id)}", columns, right=columns[1:-1])
     for r in sweep.points:
         status = str(r.get("status", "?"))
         shown = f"[{STATUS_STYLE.get(status, 'white')}]{rich_escape(status)}[/]"
@@ -62,20 +45,11 @@ def points_table(sweep: Sweep) -> Table:
             shown += " [yellow](noisy)[/]"
         if an.is_comm(r):
             shown += " (comm benchmark)"
-        row = [rich_escape(an.series_name(r)), str(r.get("world_size")), fmt_num(r.get("throughput"), ".2f")]
-        if with_ci:
-            row.append(ci_text(r))
-        row += [fmt_num(r.get("speedup"), ".2f"), fmt_num(r.get("efficiency"), ".0%")]
-        row += [fmt_num(r.get("efficiency_per_core"), ".0%")] if cpu else []
-        row += [
-            fmt_num(r.get("mfu"), ".1%"),
-            fmt_num(r.get("step_time_median_s"), ".1f", 1e3),
-            fmt_num(r.get("step_time_p95_s"), ".1f", 1e3),
-            fmt_num(r.get("step_time_cv"), ".0%"),
-            shown,
-        ]
-        table.add_row(*row)
-    return table
+        row = [rich_escape(an.series_name(r)), str(r.get("world_size")), *cells(r, "throughput")]
+        row += [ci_text(r)] if with_ci else []
+        row += cells(r, "speedup", "efficiency", *(["efficiency_per_core"] if cpu else []), "mfu")
+        t.add_row(*row, *cells(r, "step_time_median_s", "step_time_p95_s", "step_time_cv"), shown)
+    return t
 
 
 def sweep_header(sweep: Sweep) -> list[str]:
