@@ -1,16 +1,11 @@
-"""The results store: an embedded SQLite database (pandas reads it for analysis).
+"""The results store: an embedded SQLite database (pandas reads it for analysis); schema: `_SCHEMA` below, and
+`_PREDICTIONS` (`distbench predict` output, never mixed into points; added to older stores on open).
 
-Schema (version 1): `_SCHEMA` below; `steps` holds every measured step time, `predictions` the output of
-`distbench predict`, never mixed into points (added to older stores on open).
-
-Each point is committed in its own transaction as soon as it finishes. WAL mode and a busy
-timeout let two sweeps write the same store at once; the schema is created inside one BEGIN IMMEDIATE
-transaction, so two sweeps may also create the same new store at once.
-
-Faults: a write that fails (disk full, I/O error) is retried a few times with a short backoff;
-`commit_point` then saves the point's record as JSON (the format `distbench collect` reads) instead of
-losing it. A corrupt file, or one that is not a distbench store, is refused with one line and left
-untouched.
+Each point is committed in its own transaction as soon as it finishes. WAL mode and a busy timeout let two
+sweeps write the same store at once; the schema is created inside one BEGIN IMMEDIATE transaction, so two
+sweeps may also create the same new store at once. A failed write (disk full, I/O error) is retried
+(`Store._write`), then `commit_point` saves the record as JSON instead of losing it. A corrupt file, or one
+that is not a distbench store, is refused with one line and left untouched.
 """
 
 from __future__ import annotations
@@ -178,7 +173,7 @@ class Store:
     def __exit__(self, *exc):
         self.close()
 
-    # -- writing -------------------------------------------------------------------------------
+    # -- writing
     def _write(self, what: str, fn):
         """Run fn() in one transaction. A failed write (disk full, I/O error, still locked after the busy
         timeout) is rolled back and tried again, WRITE_TRIES times in all with a doubling backoff; other
@@ -325,7 +320,7 @@ class Store:
         click.echo(f"error: {error}; saving its record as JSON failed too: the point is lost", err=True)
         return None
 
-    # -- reading -------------------------------------------------------------------------------
+    # -- reading
     def telemetry(self, point_id: int):
         import pandas as pd
 

@@ -1,7 +1,5 @@
-"""`distbench results list|show|export`, `distbench report` and `distbench compare`: reading the store back.
-
-The commands only parse options and call distbench.analysis / report / compare.
-"""
+"""`distbench results list|show|export`, `distbench report` and `distbench compare`: reading the store back
+(the commands parse options and call distbench.analysis / report / compare)."""
 
 from __future__ import annotations
 
@@ -72,7 +70,7 @@ def show(sweep, results, fmt):
     for line in report_mod.sweep_header(data):
         out.print(line, markup=False)
     out.print(report_mod.points_table(data))
-    for line in report_mod.wrapper_lines(data):
+    for line in analysis.summarize(data).wrapper:
         out.print(f"1-device wrapper cost: {line}", markup=False)
 
 

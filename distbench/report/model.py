@@ -1,22 +1,28 @@
-"""The report as data: `build_report` turns a stored sweep into sections of plain blocks (text, lists,
-tables, figures) that the HTML template and the Markdown renderer both walk. Every number is formatted
-here (with distbench.output's formatters); every string is plain text, escaped only by the renderers."""
+"""The report as data: `build_report` turns a sweep into sections of plain blocks that the HTML template and
+the Markdown renderer both walk. Every number is formatted here; every string is plain text, escaped only
+by the renderers."""
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field, replace
-from typing import Callable, ClassVar
+from dataclasses import dataclass, field
+from typing import Callable
 
 from distbench import analysis as an
 from distbench import predict as predict_mod
 from distbench.analysis import Sweep, num
 from distbench.config import swept_batch
-from distbench.output import fmt_bytes, fmt_num
+from distbench.output import cells, fmt_bytes, fmt_ms, fmt_num
 from distbench.strategies import STRATEGIES
 
 
-# -- the blocks ---------------------------------------------------------------------------------------------
+# -- the blocks (the template dispatches on `kind`: the class name in lower case)
+class Block:
+    @property
+    def kind(self) -> str:
+        return type(self).__name__.lower()
+
+
 @dataclass
 class Plot:
     name: str
@@ -28,28 +34,24 @@ class Plot:
 
 
 @dataclass
-class Text:
-    kind: ClassVar[str] = "text"
+class Text(Block):
     text: str
     style: str = ""  # "" (a paragraph), "muted" (definitions and asides) or "callout"
     lead: str = ""  # bold words before the text
 
 
 @dataclass
-class Bullets:
-    kind: ClassVar[str] = "bullets"
+class Bullets(Block):
     items: list[str]
 
 
 @dataclass
-class Heading:
-    kind: ClassVar[str] = "heading"
+class Heading(Block):
     text: str
 
 
 @dataclass
-class Table:
-    kind: ClassVar[str] = "table"
+class Table(Block):
     headers: list[str]
     rows: list[list[str]]
     row_classes: list[str] = field(default_factory=list)  # "bad": a point that produced no measurement
@@ -57,23 +59,23 @@ class Table:
 
 
 @dataclass
-class Figure:
-    kind: ClassVar[str] = "figure"
+class Figure(Block):
     plot: Plot
-    caption: str = ""
+
+    @property
+    def caption(self) -> str:
+        return self.plot.caption
 
 
 @dataclass
-class Grid:
-    kind: ClassVar[str] = "grid"
+class Grid(Block):
     figures: list[Figure]
 
 
 @dataclass
-class Details:
+class Details(Block):
     """Verbatim text folded away (a failed point's stderr tail); the HTML page only."""
 
-    kind: ClassVar[str] = "details"
     summary: str
     text: str
 
@@ -82,8 +84,11 @@ class Details:
 class Section:
     id: str
     nav: str  # the link text in the page's navigation
-    title: str
-    blocks: list = field(default_factory=list)
+    blocks: list
+    title: str = ""  # the heading; the nav text when not given
+
+    def __post_init__(self):
+        self.title = self.title or self.nav
 
 
 @dataclass
@@ -99,7 +104,7 @@ class Report:
     plots: list[Plot]
 
 
-# -- what the sections say ----------------------------------------------------------------------------------
+# -- what the sections say
 CPU_NOTE = (
     "This sweep ran on CPU workers (device = cpu), not GPUs: each 'GPU' was a CPU worker process and "
     "the workers shared the machine's CPU cores. Absolute numbers are CPU numbers, and the scaling "
@@ -158,97 +163,72 @@ MEMORY_NOTE = (
 )
 
 
-# -- tables: (headers, rows) --------------------------------------------------------------------------------
-def _ms(value) -> str:
-    return fmt_num(value, ".1f", 1e3)
+# -- tables
+Rows = tuple[list[str], list[list[str]]]  # (headers, rows)
 
 
-def ci_text(record: dict, spec: str = ".2f") -> str:
+def ci_text(record: dict) -> str:
     ci = an.throughput_ci(record)
-    return f"{fmt_num(ci[0], spec)}-{fmt_num(ci[1], spec)}" if ci else "-"
+    return f"{fmt_num(ci[0], '.2f')}-{fmt_num(ci[1], '.2f')}" if ci else "-"
 
 
 def math_text(mode: dict | None) -> str:
     """'TF32 on, cuDNN autotune on, NCHW' (GPUs) or the layout alone (CPU workers); '-' for older records."""
-    if not mode:
-        return "-"
+    mode = mode or {}
     word = lambda v: v if isinstance(v, str) else ("on" if v else "off")  # noqa: E731
-    parts = [f"TF32 {word(mode['tf32'])}"] if mode.get("tf32") is not None else []
-    parts += [f"cuDNN autotune {word(mode['cudnn_autotune'])}"] if mode.get("cudnn_autotune") is not None else []
+    flags = (("tf32", "TF32"), ("cudnn_autotune", "cuDNN autotune"))
+    parts = [f"{name} {word(mode[k])}" for k, name in flags if mode.get(k) is not None]
     parts += [mode["layout"]] if mode.get("layout") else []
     return ", ".join(parts) or "-"
 
 
+def scaling_columns(sweep: Sweep, br: str = " ") -> tuple[list[str], Callable[[dict], list[str]]]:
+    """Throughput to MFU, as the report and `results show` list points: the headers and a record's cells. The
+    CI column only when a point has a CI, efficiency per core only on CPU workers; `br` breaks the headers."""
+    with_ci, cpu = any(an.throughput_ci(r) for r in sweep.points), sweep.cpu_workers
+    headers = [f"throughput{br}(samples/s)", *([f"95% CI{br}(samples/s)"] if with_ci else []), "speedup"]
+    headers += [f"efficiency{br}(whole{br}machine)", f"efficiency{br}(per core)"] if cpu else ["efficiency"]
+    efficiency = ["efficiency", "efficiency_per_core"] if cpu else ["efficiency"]
+
+    def row(r: dict) -> list[str]:
+        ci = [ci_text(r)] if with_ci else []
+        return [*cells(r, "throughput"), *ci, *cells(r, "speedup", *efficiency, "mfu")]
+
+    return [*headers, "MFU"], row
+
+
 def points_rows(sweep: Sweep) -> tuple[list[str], list[list[str]], list[str]]:
     """The training points: headers, rows and a class per row ("bad" where the point did not run)."""
-    with_ci = any(an.throughput_ci(r) for r in sweep.points)
-    headers = ["strategy", "N", "model", "device", "status", "throughput (samples/s)"]
-    headers += ["95% CI (samples/s)"] if with_ci else []
-    cpu = any(r.get("device") == "cpu" for r in sweep.points)
-    headers += ["speedup", "efficiency (whole machine)" if cpu else "efficiency"]
-    headers += ["efficiency (per core)"] if cpu else []
-    headers += ["MFU", "math mode", "step median (ms)", "step p5 (ms)", "step p95 (ms)", "CV", "noisy"]
+    scaling, scaling_cells = scaling_columns(sweep)
+    headers = ["strategy", "N", "model", "device", "status", *scaling, "math mode"]
+    headers += ["step median (ms)", "step p5 (ms)", "step p95 (ms)", "CV", "noisy"]
     rows, classes = [], []
     for r in sweep.points:
         if an.is_comm(r):
             continue
         ok = r.get("status") == "ok"
-        row = [
-            an.series_name(r),
-            str(r.get("world_size")),
-            str(r.get("model")),
-            str(r.get("device")),
-            str(r.get("status")),
-            fmt_num(r.get("throughput"), ".2f"),
-        ]
-        row += [ci_text(r)] if with_ci else []
-        row += [fmt_num(r.get("speedup"), ".2f"), fmt_num(r.get("efficiency"), ".0%")]
-        row += [fmt_num(r.get("efficiency_per_core"), ".0%")] if cpu else []
-        row += [
-            fmt_num(r.get("mfu"), ".1%"),
-            math_text(r.get("math_mode")),
-            _ms(r.get("step_time_median_s")),
-            _ms(r.get("step_time_p5_s")),
-            _ms(r.get("step_time_p95_s")),
-            fmt_num(r.get("step_time_cv"), ".0%"),
-            "yes" if ok and an.is_noisy(r) else "",
-        ]
-        rows.append(row)
+        row = [an.series_name(r), *(str(r.get(k)) for k in ("world_size", "model", "device", "status"))]
+        row += [*scaling_cells(r), math_text(r.get("math_mode"))]
+        row += cells(r, "step_time_median_s", "step_time_p5_s", "step_time_p95_s", "step_time_cv")
+        rows.append([*row, "yes" if ok and an.is_noisy(r) else ""])
         classes.append("" if ok else "bad")
     return headers, rows, classes
 
 
-def comm_rows(sweep: Sweep) -> tuple[list[str], list[list[str]]]:
-    headers = [
-        "strategy",
-        "N",
-        "step median (ms)",
-        "exposed comm (ms)",
-        "comm overhead",
-        "all-reduce (ms)",
-        "overlap",
-        "gradient bytes",
-        "data wait",
+def comm_rows(sweep: Sweep) -> Rows:
+    headers = ["strategy", "N", "step median (ms)", "exposed comm (ms)", "comm overhead", "all-reduce (ms)"]
+    rows = [
+        [
+            an.series_name(r),
+            str(r.get("world_size")),
+            *cells(r, "step_time_median_s"),
+            fmt_ms((an.comm_breakdown(r) or {}).get("exposed_s", r.get("exposed_comm_s"))),
+            *cells(r, "comm_overhead", "allreduce_s", "overlap", "grad_bytes", "data_wait_fraction"),
+        ]
+        for r in sweep.scaling_points
+        if an.has_comm_fields(r)
     ]
-    rows = []
-    for r in sweep.scaling_points:
-        if not an.has_comm_fields(r):
-            continue
-        b = an.comm_breakdown(r) or {}
-        rows.append(
-            [
-                an.series_name(r),
-                str(r.get("world_size")),
-                _ms(r.get("step_time_median_s")),
-                _ms(b.get("exposed_s", r.get("exposed_comm_s"))),
-                fmt_num(r.get("comm_overhead"), ".0%"),
-                _ms(r.get("allreduce_s")),
-                fmt_num(r.get("overlap"), ".0%"),
-                fmt_bytes(r.get("grad_bytes")),
-                fmt_num(r.get("data_wait_fraction"), ".0%"),
-            ]
-        )
-    return headers, rows
+    return [*headers, "overlap", "gradient bytes", "data wait"], rows
 
 
 def busbw_pairs(record: dict) -> list[tuple[float, float]]:
@@ -259,47 +239,33 @@ def busbw_pairs(record: dict) -> list[tuple[float, float]]:
     return [(num(s), num(b)) for s, b in zip(sizes, bw) if num(s) and num(b) is not None]
 
 
-def busbw_rows(sweep: Sweep) -> tuple[list[str], list[list[str]]]:
+def busbw_rows(sweep: Sweep) -> Rows:
     rows = []
     for r in sweep.comm_points:
-        pairs = busbw_pairs(r)
-        if pairs:
+        if pairs := busbw_pairs(r):
             size, peak = max(pairs, key=lambda p: p[1])
+            sizes = f"{fmt_bytes(pairs[0][0])} - {fmt_bytes(pairs[-1][0])}"
             rows.append(
-                [
-                    str(r.get("strategy")),
-                    str(r.get("world_size")),
-                    f"{fmt_bytes(pairs[0][0])} - {fmt_bytes(pairs[-1][0])}",
-                    fmt_num(peak, ".3g"),
-                    fmt_bytes(size),
-                ]
+                [str(r.get("strategy")), str(r.get("world_size")), sizes, fmt_num(peak, ".3g"), fmt_bytes(size)]
             )
     return ["benchmark", "N", "message sizes", "peak busbw (GB/s)", "at size"], rows
 
 
 def telemetry_rows(sweep: Sweep) -> tuple[list[str], list[tuple[dict, dict]]]:
     """The telemetry metrics any point has, and (record, its values) for the points that have some."""
-    rows = [(r, an.telemetry_values(r)) for r in sweep.scaling_points]
-    rows = [(r, t) for r, t in rows if t]
-    metrics: list[str] = []
-    for _, t in rows:
-        metrics += [m for m in t if m not in metrics]
-    return metrics, rows
+    rows = [(r, t) for r in sweep.scaling_points if (t := an.telemetry_values(r))]
+    return list(dict.fromkeys(m for _, t in rows for m in t)), rows
 
 
-def telemetry_table(sweep: Sweep) -> tuple[list[str], list[list[str]]]:
+def telemetry_table(sweep: Sweep) -> Rows:
     metrics, rows = telemetry_rows(sweep)
-    out = []
-    for r, t in rows:
-        cells = [an.point_name(r)]
-        for m in metrics:
-            v = t.get(m)
-            if v is not None and m == "throttled":
-                cells.append("yes" if v else "no")
-            else:
-                cells.append(fmt_bytes(v) if "bytes" in m else fmt_num(v, ".4g"))
-        out.append(cells)
-    return ["point", *metrics], out
+
+    def cell(m: str, v) -> str:
+        if v is not None and m == "throttled":
+            return "yes" if v else "no"
+        return fmt_bytes(v) if "bytes" in m else fmt_num(v, ".4g")
+
+    return ["point", *metrics], [[an.point_name(r), *(cell(m, t.get(m)) for m in metrics)] for r, t in rows]
 
 
 def energy_notes(sweep: Sweep) -> list[str]:
@@ -313,19 +279,17 @@ def energy_notes(sweep: Sweep) -> list[str]:
     return notes
 
 
-def wall_table(sweep: Sweep) -> tuple[list[str], list[list[str]]]:
+def wall_table(sweep: Sweep) -> Rows:
     """One row per launched point and one for all of them; empty when no record has launch times."""
     points = [r for r in sweep.points if not an.is_comm(r) and an.wall_split(r)]
+    splits = [(an.point_name(r), an.wall_split(r)) for r in points]
+    splits += [("all points", an.wall_split_total(points))] if points else []
     rows = []
-    for name, split in [
-        *((an.point_name(r), an.wall_split(r)) for r in points),
-        *((("all points", an.wall_split_total(points)),) if points else ()),
-    ]:
+    for name, split in splits:
         total = split["total"]
         share = split["measuring"] / total if total and split["measuring"] is not None else None
-        rows.append(
-            [name, *(fmt_num(split[k], ".1f") for k, _ in an.WALL_PARTS), fmt_num(total, ".1f"), fmt_num(share, ".0%")]
-        )
+        parts = (fmt_num(split[k], ".1f") for k, _ in an.WALL_PARTS)
+        rows.append([name, *parts, fmt_num(total, ".1f"), fmt_num(share, ".0%")])
     return ["point", *(f"{label} (s)" for _, label in an.WALL_PARTS), "total (s)", "measuring share"], rows
 
 
@@ -357,15 +321,14 @@ def batch_series(sweep: Sweep) -> dict[str, list[dict]]:
     """'strategy N=n [over k nodes]' -> its points sorted by batch size."""
     groups: dict[tuple[str, int, int], list[dict]] = {}
     for r in batch_points(sweep):
-        groups.setdefault((str(r.get("strategy")), int(r.get("world_size") or 0), int(r.get("nodes") or 1)), []).append(
-            r
-        )
+        key = (str(r.get("strategy")), int(r.get("world_size") or 0), int(r.get("nodes") or 1))
+        groups.setdefault(key, []).append(r)
     return {
         f"{s} N={n}" + (f" over {k} nodes" if k > 1 else ""): sorted(v, key=batch_of) for (s, n, k), v in groups.items()
     }
 
 
-def batch_table(sweep: Sweep) -> tuple[list[str], list[list[str]]]:
+def batch_table(sweep: Sweep) -> Rows:
     rows = []
     for label, pts in batch_series(sweep).items():
         for r in pts:
@@ -376,25 +339,17 @@ def batch_table(sweep: Sweep) -> tuple[list[str], list[list[str]]]:
                     str(batch_of(r)),
                     str(r.get("status")),
                     fmt_num(v["throughput"], ".2f"),
-                    _ms(v["step_time_median_s"]),
+                    fmt_ms(v["step_time_median_s"]),
                     fmt_bytes(v["peak_memory_bytes"] or None),
                     fmt_num(v["power_w"], ".1f"),
                     fmt_num(v["energy_per_sample_j"], ".4g"),
                 ]
             )
-    return [
-        "point",
-        "batch",
-        "status",
-        "throughput (samples/s)",
-        "step time median (ms)",
-        "peak memory per device",
-        "mean power (W)",
-        "energy per sample (J)",
-    ], rows
+    headers = ["point", "batch", "status", "throughput (samples/s)", "step time median (ms)"]
+    return [*headers, "peak memory per device", "mean power (W)", "energy per sample (J)"], rows
 
 
-def batch_fit_table(sweep: Sweep) -> tuple[list[str], list[list[str]]]:
+def batch_fit_table(sweep: Sweep) -> Rows:
     """Per strategy and N: the largest batch that ran, and the batch that ran out of memory."""
     rows = []
     for label, pts in batch_series(sweep).items():
@@ -404,7 +359,7 @@ def batch_fit_table(sweep: Sweep) -> tuple[list[str], list[list[str]]]:
     return ["point", "largest batch that fit", "ran out of memory at"], rows
 
 
-def capacity_table(sweep: Sweep, target_throughput, epoch_samples, epoch_time) -> tuple[list[str], list[list[str]]]:
+def capacity_table(sweep: Sweep, target_throughput, epoch_samples, epoch_time) -> Rows:
     rows = an.capacity(
         sweep.scaling_points, target_throughput=target_throughput, epoch_samples=epoch_samples, epoch_time_s=epoch_time
     )
@@ -432,35 +387,32 @@ def capacity_table(sweep: Sweep, target_throughput, epoch_samples, epoch_time) -
     return headers, out
 
 
-def problem_rows(sweep: Sweep) -> list[list[str]]:
-    return [
+def problem_table(points: list[dict]) -> Table:
+    rows = [
         [
             an.series_name(r),
             str(r.get("world_size")),
             str(r.get("status")),
             str(r.get("reason") or "no reason recorded"),
         ]
-        for r in sweep.problem_points
+        for r in points
     ]
+    return Table(["strategy", "N", "status", "reason"], rows)
 
 
 def env_rows(sweep: Sweep) -> list[list[str]]:
     env = sweep.info.get("env") or {}
     rows = []
-    for key in sorted(env):
-        value = env[key]
+    for key, value in sorted(env.items()):
         if isinstance(value, dict) and key == "packages":
             text = ", ".join(f"{k} {v}" for k, v in sorted(value.items()) if v)
-        elif isinstance(value, (dict, list)):
-            text = json.dumps(value, sort_keys=True, default=str)
         else:
-            text = str(value)
+            text = json.dumps(value, sort_keys=True, default=str) if isinstance(value, (dict, list)) else str(value)
         rows.append([key, text])
-    rows.append(["options", json.dumps(sweep.info.get("options") or {}, sort_keys=True, default=str)])
-    return rows
+    return [*rows, ["options", json.dumps(sweep.info.get("options") or {}, sort_keys=True, default=str)]]
 
 
-# -- the sections -------------------------------------------------------------------------------------------
+# -- the sections
 @dataclass
 class Inputs:
     """What the section builders read: the sweep, its summary and plots, and the report's options."""
@@ -468,7 +420,7 @@ class Inputs:
     sweep: Sweep
     summary: an.Summary
     plots: dict[str, Plot]
-    capacity: tuple[list[str], list[list[str]]]
+    capacity: Rows
     capacity_asked: bool
     prediction: dict | None
     placed: set[str] = field(default_factory=set)
@@ -476,7 +428,7 @@ class Inputs:
     def figures(self, *names: str) -> list[Figure]:
         """The named plots that were drawn (a plot with nothing to show is not drawn)."""
         self.placed.update(names)
-        return [Figure(self.plots[n], self.plots[n].caption) for n in names if n in self.plots]
+        return [Figure(self.plots[n]) for n in names if n in self.plots]
 
 
 def table_or(headers_rows, empty: str) -> Table | Text:
@@ -485,33 +437,29 @@ def table_or(headers_rows, empty: str) -> Table | Text:
 
 
 def summary_section(c: Inputs) -> Section:
-    blocks = []
-    for title, lines in c.summary.sections():
-        blocks += [Heading(title), Bullets(lines)]
-    return Section("summary", "Summary", "Summary", blocks)
+    blocks = [block for title, lines in c.summary.sections() for block in (Heading(title), Bullets(lines))]
+    return Section("summary", "Summary", blocks)
 
 
 def points_section(c: Inputs) -> Section:
     headers, rows, classes = points_rows(c.sweep)
     table = Table(headers, rows, classes) if rows else Text("The sweep has no training points.")
-    return Section("points", "Points", "Points", [table, Text(DEFINITIONS, "muted")])
+    return Section("points", "Points", [table, Text(DEFINITIONS, "muted")])
 
 
 def scaling_section(c: Inputs) -> Section:
     figures = c.figures("speedup", "efficiency", "throughput")
-    return Section(
-        "scaling", "Scaling", "Scaling", [Grid(figures) if figures else Text("No successful training points to plot.")]
-    )
+    return Section("scaling", "Scaling", [Grid(figures) if figures else Text("No successful training points to plot.")])
 
 
 def communication_section(c: Inputs) -> Section:
     blocks = [*c.figures("comm"), Table(*comm_rows(c.sweep))] if "comm" in c.plots else [Text(NO_COMM)]
     if "busbw" in c.plots:
         blocks += [Heading("Collective bandwidth"), *c.figures("busbw"), Table(*busbw_rows(c.sweep))]
-    return Section("communication", "Communication", "Communication", blocks)
+    return Section("communication", "Communication", blocks)
 
 
-# -- the wrappers section (issue 13): what a wrapper or sharded strategy costs against plain torch and ddp ---
+# -- the wrappers section (issue 13): what a wrapper or sharded strategy costs against plain torch and ddp
 WRAPPER_GROUPS = ("wrappers", "sharded")
 WRAPPERS_NOTE = (
     "Each ratio is throughput(strategy) / throughput(reference) for the same workload and batch: "
@@ -543,12 +491,15 @@ class Ratio:
             return f"no CI ({self.how})"
         return "slower" if self.ci[1] < 1 else "faster" if self.ci[0] > 1 else "within noise"
 
+    @property
+    def span(self) -> str:
+        return f"{self.ci[0]:.3f}-{self.ci[1]:.3f}" if self.ci else "no CI"
+
     def cell(self) -> str:
-        ci = f"{self.ci[0]:.3f}-{self.ci[1]:.3f}" if self.ci else "no CI"
-        return f"{self.value:.3f}x ({ci})"
+        return f"{self.value:.3f}x ({self.span})"
 
     def words(self, ref: str) -> str:
-        ci = f" (95% CI {self.ci[0]:.3f}-{self.ci[1]:.3f})" if self.ci else ""
+        ci = f" (95% CI {self.span})" if self.ci else ""
         return f"{self.value:.3f}x {ref}'s throughput{ci}: {self.verdict}"
 
 
@@ -616,7 +567,7 @@ def wrapper_answer(one_device: dict, skipped: list[dict]) -> str:
             }[ratio.verdict]
             cost = 1 - ratio.value
             groups.setdefault(label, []).append(
-                f"{name} ({ratio.value:.3f}x, 95% CI {ratio.ci[0]:.3f}-{ratio.ci[1]:.3f})"
+                f"{name} ({ratio.value:.3f}x, 95% CI {ratio.span})"
                 if ratio.verdict == "within noise"
                 else f"{name} ({abs(cost):.1%} {'slower' if cost >= 0 else 'faster'})"
             )
@@ -672,57 +623,41 @@ def wrappers_section(c: Inputs) -> Section | None:
         ]
     if not groups:
         blocks.append(Text(wrapper_answer({}, skipped)))
-    blocks += [Bullets(timing_lines(points))] if timing_lines(points) else []
+    if timing := timing_lines(points):
+        blocks.append(Bullets(timing))
     blocks += [Text(WRAPPERS_NOTE + (f" The CIs cover: {'; '.join(sorted(scopes))}." if scopes else ""), "muted")]
-    if skipped:
-        blocks += [
-            Heading("Not measured"),
-            Table(["strategy", "N", "status", "reason"], problem_rows(replace(c.sweep, points=skipped))),
-        ]
-    return Section("wrappers", "Wrappers", "Wrapper and sharded strategies", blocks)
+    blocks += [Heading("Not measured"), problem_table(skipped)] if skipped else []
+    return Section("wrappers", "Wrappers", blocks, "Wrapper and sharded strategies")
 
 
 def steps_section(c: Inputs) -> Section:
-    return Section(
-        "steps",
-        "Step times",
-        "Step-time distributions",
-        c.figures("steps") or [Text("No per-step samples in this sweep.")],
-    )
+    blocks = c.figures("steps") or [Text("No per-step samples in this sweep.")]
+    return Section("steps", "Step times", blocks, "Step-time distributions")
 
 
 def telemetry_section(c: Inputs) -> Section:
-    if "telemetry" not in c.plots:
-        return Section("telemetry", "Telemetry", "Telemetry", [Text(NO_TELEMETRY)])
-    return Section(
-        "telemetry",
-        "Telemetry",
-        "Telemetry",
-        [*c.figures("telemetry"), Table(*telemetry_table(c.sweep)), *(Text(n, "muted") for n in energy_notes(c.sweep))],
-    )
+    blocks = [Text(NO_TELEMETRY)]
+    if "telemetry" in c.plots:
+        blocks = [*c.figures("telemetry"), Table(*telemetry_table(c.sweep))]
+        blocks += [Text(note, "muted") for note in energy_notes(c.sweep)]
+    return Section("telemetry", "Telemetry", blocks)
 
 
 def wall_section(c: Inputs) -> Section | None:
     headers, rows = wall_table(c.sweep)
-    if rows:
-        return Section(
-            "wall", "Wall time", "Where the wall time goes", [Text(WALL_NOTE, "muted"), Table(headers, rows)]
-        )
-    return None
+    blocks = [Text(WALL_NOTE, "muted"), Table(headers, rows)]
+    return Section("wall", "Wall time", blocks, "Where the wall time goes") if rows else None
 
 
 def batch_section(c: Inputs) -> Section | None:
     if not batch_points(c.sweep):
         return None
+    fit = (c.sweep.info.get("options") or {}).get("kind") == "fit"
     return Section(
         "batch",
         "Batch size",
-        "Batch size",
         [
-            Text(
-                (FIT_NOTE if (c.sweep.info.get("options") or {}).get("kind") == "fit" else BATCH_NOTE) + MEMORY_NOTE,
-                "muted",
-            ),
+            Text((FIT_NOTE if fit else BATCH_NOTE) + MEMORY_NOTE, "muted"),
             *c.figures("batch"),
             Table(*batch_fit_table(c.sweep)),
             Table(*batch_table(c.sweep)),
@@ -733,55 +668,38 @@ def batch_section(c: Inputs) -> Section | None:
 def capacity_section(c: Inputs) -> Section:
     blocks = [] if c.capacity_asked else [Text(CAPACITY_HINT, "muted")]
     blocks += [Text(CAPACITY_NOTE), table_or(c.capacity, "No successful points to plan with.")]
-    return Section("capacity", "Capacity", "Capacity planning", blocks)
+    return Section("capacity", "Capacity", blocks, "Capacity planning")
 
 
 def predicted_section(c: Inputs) -> Section | None:
-    doc = c.prediction
-    if not doc:
+    if not (doc := c.prediction):
         return None
-    return Section(
-        "predicted",
-        "Predicted",
-        "Predicted capacity",
-        [
-            Text(predict_mod.PREDICTION_NOTE, "callout"),
-            *c.figures("predicted"),
-            Table(*predict_mod.table_rows(doc)),
-            Heading("Validation: leave-largest-N-out"),
-            table_or(predict_mod.validation_rows(doc), "Needs at least 3 measured N."),
-            Bullets([line.strip() for line in predict_mod.summary_lines(doc)]),
-        ],
-    )
+    blocks = [
+        Text(predict_mod.PREDICTION_NOTE, "callout"),
+        *c.figures("predicted"),
+        Table(*predict_mod.table_rows(doc)),
+        Heading("Validation: leave-largest-N-out"),
+        table_or(predict_mod.validation_rows(doc), "Needs at least 3 measured N."),
+        Bullets([line.strip() for line in predict_mod.summary_lines(doc)]),
+    ]
+    return Section("predicted", "Predicted", blocks, "Predicted capacity")
 
 
 def problems_section(c: Inputs) -> Section:
-    rows = problem_rows(c.sweep)
-    if not rows:
-        return Section(
-            "problems", "Skipped/failed", "Skipped and failed points", [Text("Every point produced a measurement.")]
-        )
+    points = c.sweep.problem_points
     tails = [
         Details(f"stderr tail: {an.point_name(r)}", str(r["stderr_tail"])[-2000:])
-        for r in c.sweep.problem_points
+        for r in points
         if r.get("stderr_tail")
     ]
-    return Section(
-        "problems",
-        "Skipped/failed",
-        "Skipped and failed points",
-        [Table(["strategy", "N", "status", "reason"], rows), *tails],
-    )
+    blocks = [problem_table(points), *tails] if points else [Text("Every point produced a measurement.")]
+    return Section("problems", "Skipped/failed", blocks, "Skipped and failed points")
 
 
 def environment_section(c: Inputs) -> Section:
     notes = c.sweep.info.get("notes") or []
-    return Section(
-        "environment",
-        "Environment",
-        "Environment",
-        [*([Bullets(list(notes))] if notes else []), Table(["", "value"], env_rows(c.sweep), numeric=False)],
-    )
+    blocks = [*([Bullets(list(notes))] if notes else []), Table(["", "value"], env_rows(c.sweep), numeric=False)]
+    return Section("environment", "Environment", blocks)
 
 
 SECTIONS: list[Callable[[Inputs], Section | None]] = [  # in page order; None: the section does not apply
@@ -823,7 +741,7 @@ def build_report(
     for plot in plots:  # a plot no builder names goes at the end of its own section
         home = next((s for s in sections if s.id == plot.section), None)
         if home and plot.name not in inputs.placed:
-            home.blocks.append(Figure(plot, plot.caption))
+            home.blocks.append(Figure(plot))
     i = sweep.info
     return Report(
         sweep_id=sweep.id,

@@ -1,8 +1,5 @@
-"""The report's plots, drawn on `matplotlib.figure.Figure` objects (no pyplot, no GUI backend) and kept as
-SVG (inlined in the HTML page) and PNG (beside the Markdown). matplotlib is imported only when drawing.
-
-Adding a plot = one `PlotSpec` in `PLOTS`: a function that draws it (or returns None when the sweep has
-nothing to show) and the report section it belongs to."""
+"""The report's plots, drawn on matplotlib `Figure` objects (no pyplot; matplotlib is imported only when
+drawing) and kept as SVG (for the HTML page) and PNG (for the Markdown). Adding a plot = one entry in `PLOTS`."""
 
 from __future__ import annotations
 
@@ -30,47 +27,32 @@ def _render(fig, name: str, title: str) -> Plot:
     return Plot(name=name, title=title, svg=svg.getvalue(), png=png.getvalue())
 
 
-class _Colors:
-    """One colour per strategy (or series), the same in every plot of a report."""
+def _colors() -> Callable[[str], str]:
+    """One colour per strategy (or series), the same in every plot of a report: matplotlib's tab10 in order."""
+    from matplotlib.colors import TABLEAU_COLORS
 
-    def __init__(self):
-        self._map: dict[str, str] = {}
-        self._cycle = [
-            "#1f77b4",
-            "#ff7f0e",
-            "#2ca02c",
-            "#d62728",
-            "#9467bd",
-            "#8c564b",
-            "#e377c2",
-            "#7f7f7f",
-            "#bcbd22",
-            "#17becf",
-        ]
-
-    def __call__(self, key: str) -> str:
-        if key not in self._map:
-            self._map[key] = self._cycle[len(self._map) % len(self._cycle)]
-        return self._map[key]
+    cycle, given = list(TABLEAU_COLORS.values()), {}
+    return lambda key: given.setdefault(key, cycle[len(given) % len(cycle)])
 
 
-def _figure(width: float, height: float, nrows: int | None = None, ncols: int = 1):
-    """A Figure and its axes: one axis, or an nrows x ncols grid (always 2-D)."""
+def _figure(width: float, height: float):
     from matplotlib.figure import Figure
 
     fig = Figure(figsize=(width, height))
-    return fig, (fig.subplots() if nrows is None else fig.subplots(nrows, ncols, squeeze=False))
+    return fig, fig.subplots()
 
 
-def _grid_shape(count: int) -> tuple[int, int]:
+def _grid(count: int, width: float, height: Callable[[int], float]):
+    """A figure with `count` axes, two per row (one when count is 1), `height(rows)` inches high."""
+    from matplotlib.figure import Figure
+
     cols = 2 if count > 1 else 1
-    return (count + cols - 1) // cols, cols
-
-
-def _hide_unused(axes, used: int) -> None:
-    flat = [ax for row in axes for ax in row]
-    for ax in flat[used:]:
+    rows = (count + cols - 1) // cols
+    fig = Figure(figsize=(width, height(rows)))
+    axes = list(fig.subplots(rows, cols, squeeze=False).flat)
+    for ax in axes[count:]:
         ax.set_visible(False)
+    return fig, axes
 
 
 def _series(points: Sequence[dict], include_baselines: bool) -> list[tuple[str, str, list[dict], bool]]:
@@ -117,7 +99,7 @@ def _errorbars(spts: Sequence[dict], key: str, points: Sequence[dict]):
     return [lows, highs] if any_ci else None
 
 
-def line_plot(sweep: Sweep, colors: _Colors, title: str, *, key: str, ylabel: str):
+def line_plot(sweep: Sweep, colors, title: str, *, key: str, ylabel: str):
     """`key` (throughput, speedup or efficiency) against N, a line per strategy and workload."""
     points = [r for r in sweep.scaling_points if num(r.get(key)) is not None]
     series = _series(points, include_baselines=(key == "throughput"))
@@ -160,7 +142,7 @@ def line_plot(sweep: Sweep, colors: _Colors, title: str, *, key: str, ylabel: st
     return fig
 
 
-def plot_comm(sweep: Sweep, colors: _Colors, title: str):
+def plot_comm(sweep: Sweep, colors, title: str):
     rows = [(r, an.comm_breakdown(r)) for r in sweep.scaling_points]
     rows = [(r, b) for r, b in rows if b]
     if not rows:
@@ -194,7 +176,7 @@ def plot_comm(sweep: Sweep, colors: _Colors, title: str):
     return fig
 
 
-def plot_busbw(sweep: Sweep, colors: _Colors, title: str):
+def plot_busbw(sweep: Sweep, colors, title: str):
     recs = [(r, busbw_pairs(r)) for r in sweep.comm_points]
     recs = [(r, pairs) for r, pairs in recs if pairs]
     if not recs:
@@ -221,7 +203,7 @@ def plot_busbw(sweep: Sweep, colors: _Colors, title: str):
     return fig
 
 
-def plot_steps(sweep: Sweep, colors: _Colors, title: str):
+def plot_steps(sweep: Sweep, colors, title: str):
     data = [(r, [t * 1e3 for t in sweep.step_times(r)]) for r in sweep.scaling_points]
     data = [(r, d) for r, d in data if d]
     if not data:
@@ -254,20 +236,14 @@ def plot_steps(sweep: Sweep, colors: _Colors, title: str):
     return fig
 
 
-TELEMETRY_TABLE_ONLY = {"throttled"}
-"""Yes/no telemetry: shown in the table, not as bars."""
-
-
-def plot_telemetry(sweep: Sweep, colors: _Colors, title: str):
+def plot_telemetry(sweep: Sweep, colors, title: str):
     metrics, rows = telemetry_rows(sweep)
-    metrics = [m for m in metrics if m not in TELEMETRY_TABLE_ONLY]
+    metrics = [m for m in metrics if m != "throttled"]  # yes/no: in the table, not as bars
     if not rows or not metrics:
         return None
-    nrows, cols = _grid_shape(len(metrics))
-    fig, axes = _figure(7.6, max(2.4, nrows * (0.8 + 0.32 * len(rows))), nrows, cols)
+    fig, axes = _grid(len(metrics), 7.6, lambda n: max(2.4, n * (0.8 + 0.32 * len(rows))))
     labels = [_mpl(an.point_name(r)) for r, _ in rows]
-    for i, metric in enumerate(metrics):
-        ax = axes[i // cols][i % cols]
+    for ax, metric in zip(axes, metrics):
         values = [t.get(metric) for _, t in rows]
         scale, unit = (2**30, " (GiB)") if "bytes" in metric else (1, "")
         ax.barh(range(len(rows)), [0 if v is None else v / scale for v in values], color="#1f77b4")
@@ -276,7 +252,6 @@ def plot_telemetry(sweep: Sweep, colors: _Colors, title: str):
         ax.invert_yaxis()
         ax.set_title(_mpl(metric + unit), fontsize="small")
         ax.tick_params(axis="x", labelsize="x-small")
-    _hide_unused(axes, len(metrics))
     fig.tight_layout()
     return fig
 
@@ -290,7 +265,7 @@ BATCH_METRICS = (  # key, label, scale applied for display
 )
 
 
-def plot_batch(sweep: Sweep, colors: _Colors, title: str):
+def plot_batch(sweep: Sweep, colors, title: str):
     values = {
         label: [(batch_of(r), batch_values(r)) for r in pts if r.get("status") == "ok"]
         for label, pts in batch_series(sweep).items()
@@ -298,11 +273,9 @@ def plot_batch(sweep: Sweep, colors: _Colors, title: str):
     metrics = [m for m in BATCH_METRICS if any(v[m[0]] is not None for pts in values.values() for _, v in pts)]
     if not metrics:
         return None
-    nrows, cols = _grid_shape(len(metrics))
-    fig, axes = _figure(9.6, 3.2 * nrows, nrows, cols)
+    fig, axes = _grid(len(metrics), 9.6, lambda n: 3.2 * n)
     batches = sorted({b for pts in values.values() for b, _ in pts})
-    for i, (key, label, scale) in enumerate(metrics):
-        ax = axes[i // cols][i % cols]
+    for ax, (key, label, scale) in zip(axes, metrics):
         for series, pts in values.items():
             xy = [(b, v[key] * scale) for b, v in pts if v[key] is not None]
             if xy:
@@ -315,8 +288,7 @@ def plot_batch(sweep: Sweep, colors: _Colors, title: str):
         ax.set_title(label, fontsize="small")
         ax.set_ylim(bottom=0)
         ax.grid(True, alpha=0.3)
-    _hide_unused(axes, len(metrics))
-    axes[0][0].legend(fontsize="x-small")
+    axes[0].legend(fontsize="x-small")
     fig.tight_layout()
     return fig
 
@@ -384,7 +356,7 @@ def make_plots(sweep: Sweep) -> list[Plot]:
 
     plots = []
     with matplotlib.rc_context({"svg.hashsalt": "distbench", "svg.fonttype": "path"}):
-        colors = _Colors()
+        colors = _colors()
         for spec in PLOTS:
             fig = spec.draw(sweep, colors, spec.title)
             if fig is not None:

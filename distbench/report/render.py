@@ -1,6 +1,5 @@
-"""The report's two renderings of one `Report` (distbench.report.model): an HTML page through the jinja2
-template distbench/templates/report.html.j2 (autoescaped), and Markdown through the small renderer below.
-`write_report` writes both, the points CSV and the plots as PNG."""
+"""The report's two renderings of one `Report` (model.py): HTML through templates/report.html.j2 (autoescaped)
+and Markdown; `write_report` writes both, the points CSV and the plots as PNG."""
 
 from __future__ import annotations
 
@@ -51,7 +50,7 @@ def render_html(report: Report) -> str:
     return _templates().get_template("report.html.j2").render(r=report, csp=CSP)
 
 
-# -- Markdown -----------------------------------------------------------------------------------------------
+# -- Markdown
 def md(text) -> str:
     """Store text for Markdown tables and paragraphs: HTML escaped, pipes and line breaks neutralised."""
     return html.escape(str(text), quote=False).replace("|", "\\|").replace("\r", " ").replace("\n", " ")
@@ -100,7 +99,7 @@ def render_markdown(report: Report, *, images: dict[str, str], csv_name: str) ->
     return "\n\n".join(out) + "\n"
 
 
-# -- the files ----------------------------------------------------------------------------------------------
+# -- the files
 @dataclass
 class ReportFiles:
     html: Path

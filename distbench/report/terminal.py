@@ -10,7 +10,7 @@ from rich.table import Table
 from distbench import analysis as an
 from distbench.analysis import Sweep
 from distbench.output import STATUS_STYLE, cells, table
-from distbench.report.model import ci_text
+from distbench.report.model import scaling_columns
 
 
 def sweeps_table(rows: Sequence[dict], store_path) -> Table:
@@ -29,12 +29,8 @@ def sweeps_table(rows: Sequence[dict], store_path) -> Table:
 
 def points_table(sweep: Sweep) -> Table:
     """The sweep's points like `distbench scale` prints them, plus the 95% CI and noise when recorded."""
-    with_ci = any(an.throughput_ci(r) for r in sweep.points)
-    cpu = any(r.get("device") == "cpu" for r in sweep.points)
-    columns = ["strategy", "N", "throughput\n(samples/s)", *(["95% CI\n(samples/s)"] if with_ci else [])]
-    columns += ["speedup", "efficiency\n(whole\nmachine)" if cpu else "efficiency"]
-    columns += ["efficiency\n(per core)"] if cpu else []
-    columns += ["MFU", "step median\n(ms)", "step p95\n(ms)", "CV", "status"]
+    scaling, scaling_cells = scaling_columns(sweep, "\n")
+    columns = ["strategy", "N", *scaling, "step median\n(ms)", "step p95\n(ms)", "CV", "status"]
     t = table(f"sweep {rich_escape(sweep.id)}", columns, right=columns[1:-1])
     for r in sweep.points:
         status = str(r.get("status", "?"))
@@ -45,10 +41,13 @@ def points_table(sweep: Sweep) -> Table:
             shown += " [yellow](noisy)[/]"
         if an.is_comm(r):
             shown += " (comm benchmark)"
-        row = [rich_escape(an.series_name(r)), str(r.get("world_size")), *cells(r, "throughput")]
-        row += [ci_text(r)] if with_ci else []
-        row += cells(r, "speedup", "efficiency", *(["efficiency_per_core"] if cpu else []), "mfu")
-        t.add_row(*row, *cells(r, "step_time_median_s", "step_time_p95_s", "step_time_cv"), shown)
+        t.add_row(
+            rich_escape(an.series_name(r)),
+            str(r.get("world_size")),
+            *scaling_cells(r),
+            *cells(r, "step_time_median_s", "step_time_p95_s", "step_time_cv"),
+            shown,
+        )
     return t
 
 
@@ -61,7 +60,3 @@ def sweep_header(sweep: Sweep) -> list[str]:
     ]
     lines += [f"note: {n}" for n in i.get("notes") or []]
     return lines
-
-
-def wrapper_lines(sweep: Sweep) -> list[str]:
-    return an.summarize(sweep).wrapper
