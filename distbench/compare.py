@@ -1,12 +1,9 @@
 """Comparing two sweeps (another distbench version, another machine): throughput ratio B/A per point.
 
-Points match when their whole point key is equal (distbench.config.point_key: strategy, N, nodes, batch
-size and every workload field); points at the same strategy, N and nodes whose workloads differ are listed
-apart with the fields that differ. Each ratio gets a 95% CI: from the records' own throughput CIs when both
-have one, else batch-means CIs from the per-step samples, combined on the log scale (coverage simulated:
-cisim.throughput_ratio, 97-98% for a nominal 95% on AR(1) step series with phi up to 0.8 and outliers).
-A change is flagged only when it is beyond the noise (the CI of the ratio excludes 1) AND larger than the
-threshold. A point that was ok in A and failed / timed out / ran out of memory in B counts as a regression.
+Points match when their whole point key (distbench.config.point_key) is equal. Each ratio gets a 95% CI
+(analysis.throughput_ratio_ci; coverage simulated in cisim.throughput_ratio: 97-98% for a nominal 95% on
+AR(1) step series with phi up to 0.8 and outliers). A change is flagged only when it is beyond the noise
+(the CI excludes 1) AND larger than the threshold; a point ok in A and broken in B is a regression too.
 """
 
 from __future__ import annotations
@@ -143,7 +140,6 @@ class Comparison:
         }
 
     def no_match_message(self) -> str:
-        """Why nothing was compared, for the one-line error."""
         why = (
             f": their workloads differ ({'; '.join(self.differ[0][2])})"
             if self.differ
@@ -165,8 +161,10 @@ def _index(sweep: Sweep, side: str, notes: list[str]) -> dict[tuple, dict]:
             if out[key].get("status") == "ok" and r.get("status") != "ok":
                 continue
         out[key] = r
-    for key in sorted(repeated, key=str):
-        notes.append(f"{side} has several points for {key_label(key)}; the last successful one is used")
+    notes += [
+        f"{side} has several points for {key_label(k)}; the last successful one is used"
+        for k in sorted(repeated, key=str)
+    ]
     return out
 
 

@@ -69,7 +69,6 @@ def cells(record: dict, *fields: str) -> list[str]:
 
 
 def table(title: str | None, columns, right=()) -> Table:
-    """A table titled on the left, its `right` columns right-justified."""
     t = Table(title=title, title_justify="left")
     for col in columns:
         t.add_column(col, justify="right" if col in right else "left")
@@ -99,6 +98,15 @@ def json_document(records: list[dict], extra_fields: tuple[str, ...] = ()) -> st
     return json.dumps(points, indent=2, sort_keys=False)
 
 
+def status_cell(r: dict, noisy: str = "") -> str:
+    """The status in its colour, why the point did not run, or `noisy` (markup) after an ok one."""
+    status = str(r.get("status", "?"))
+    shown = f"[{STATUS_STYLE.get(status, 'white')}]{escape(status)}[/]"
+    if status != "ok" and r.get("reason"):
+        shown += f": {escape(str(r['reason']))}"  # reasons quote workers: '[/path]' is not markup
+    return shown + (noisy if status == "ok" else "")
+
+
 def results_table(records: list[dict], title: str | None = None) -> Table:
     several_batches = len({swept_batch(r.get("config") or r) for r in records}) > 1
     cpu = any(r.get("device") == "cpu" for r in records)
@@ -107,12 +115,7 @@ def results_table(records: list[dict], title: str | None = None) -> Table:
     columns += ["step median\n(ms)", "step p95\n(ms)", "comm\noverhead", "overlap", "status"]
     t = table(title, columns, right=columns[1:-1])
     for r in records:
-        status = r.get("status", "?")
-        shown = f"[{STATUS_STYLE.get(status, 'white')}]{status}[/]"
-        if status != "ok" and r.get("reason"):
-            shown += f": {escape(str(r['reason']))}"  # reasons quote workers: '[/path]' is not markup
-        if status == "ok" and r.get("noisy"):
-            shown += f" [yellow](noisy: CV {r['step_time_cv']:.0%})[/]"
+        shown = status_cell(r, f" [yellow](noisy: CV {r['step_time_cv']:.0%})[/]" if r.get("noisy") else "")
         ci = "-"
         if r.get("throughput_ci_low") is not None:  # high None: unbounded (step-time CI half-width >= 100%)
             high = r.get("throughput_ci_high")

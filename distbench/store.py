@@ -1,12 +1,7 @@
-"""The results store: an embedded SQLite database (pandas reads it for analysis); schema: `_SCHEMA` below, and
-`_PREDICTIONS` (`distbench predict` output, never mixed into points; added to older stores on open).
-
-Each point is committed in its own transaction as soon as it finishes. WAL mode and a busy timeout let two
-sweeps write the same store at once; the schema is created inside one BEGIN IMMEDIATE transaction, so two
-sweeps may also create the same new store at once. A failed write (disk full, I/O error) is retried
-(`Store._write`), then `commit_point` saves the record as JSON instead of losing it. A corrupt file, or one
-that is not a distbench store, is refused with one line and left untouched.
-"""
+"""The results store: an embedded SQLite database (pandas reads it for analysis) with the tables of `_SCHEMA`
+and `_PREDICTIONS` (`distbench predict` output, never mixed into points; added to older stores on open).
+Each point is committed in its own transaction as soon as it finishes; WAL mode and a busy timeout let two
+sweeps write (and create) one store at once. Faults: `_write`, `commit_point`, `_check_existing`."""
 
 from __future__ import annotations
 
@@ -75,8 +70,6 @@ class StoreWriteError(DistbenchError):
 
 
 class Store:
-    """A distbench results database. Refuses files that are not distbench stores, untouched."""
-
     def __init__(self, path: str | os.PathLike = DEFAULT_PATH):
         self.path = Path(path)
         if self.path.exists() and self.path.stat().st_size > 0:
@@ -321,26 +314,20 @@ class Store:
         return None
 
     # -- reading
-    def telemetry(self, point_id: int):
+    def _frame(self, query: str, params=None):
         import pandas as pd
 
-        return pd.read_sql_query(
-            "SELECT t, source, metric, value FROM telemetry WHERE point_id = ? ORDER BY t",
-            self.conn,
-            params=(point_id,),
-        )
+        return pd.read_sql_query(query, self.conn, params=params)
+
+    def telemetry(self, point_id: int):
+        return self._frame("SELECT t, source, metric, value FROM telemetry WHERE point_id = ? ORDER BY t", (point_id,))
 
     def sweeps(self, limit: int = 20) -> list[dict]:
-        rows = self.conn.execute(
-            "SELECT id, started, finished, status, command FROM sweeps ORDER BY started DESC, rowid DESC LIMIT ?",
-            (limit,),
-        ).fetchall()
-        return [dict(r) for r in rows]
+        query = "SELECT id, started, finished, status, command FROM sweeps ORDER BY started DESC, rowid DESC LIMIT ?"
+        return [dict(r) for r in self.conn.execute(query, (limit,))]
 
     def points(self, sweep_id: str) -> list[dict]:
-        rows = self.conn.execute(
-            "SELECT id, record_json FROM points WHERE sweep_id = ? ORDER BY id", (sweep_id,)
-        ).fetchall()
+        rows = self.conn.execute("SELECT id, record_json FROM points WHERE sweep_id = ? ORDER BY id", (sweep_id,))
         return [dict(json.loads(r["record_json"]), point_id=r["id"]) for r in rows]
 
     def steps(self, point_id: int) -> list[float]:
@@ -357,7 +344,5 @@ class Store:
         return dict(row)
 
     def points_frame(self, sweep_id: str | None = None):
-        import pandas as pd
-
-        query = "SELECT * FROM points" + (" WHERE sweep_id = ?" if sweep_id else "") + " ORDER BY id"
-        return pd.read_sql_query(query, self.conn, params=(sweep_id,) if sweep_id else None)
+        where = " WHERE sweep_id = ?" if sweep_id else ""
+        return self._frame(f"SELECT * FROM points{where} ORDER BY id", (sweep_id,) if sweep_id else None)

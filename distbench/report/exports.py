@@ -17,11 +17,9 @@ from distbench.errors import BadInput
 def check_writable(path: str | Path) -> None:
     """Refuse, before any work, an output path that cannot be a file (its folder is a file, or it is a folder)."""
     path = Path(path)
-    for parent in path.parents:
-        if parent.exists():
-            if not parent.is_dir():
-                raise BadInput(f"cannot write {path}: {parent} is not a folder")
-            break
+    parent = next((p for p in path.parents if p.exists()), None)
+    if parent and not parent.is_dir():
+        raise BadInput(f"cannot write {path}: {parent} is not a folder")
     if path.is_dir():
         raise BadInput(f"cannot write {path}: it is a folder")
 

@@ -415,8 +415,6 @@ def env_rows(sweep: Sweep) -> list[list[str]]:
 # -- the sections
 @dataclass
 class Inputs:
-    """What the section builders read: the sweep, its summary and plots, and the report's options."""
-
     sweep: Sweep
     summary: an.Summary
     plots: dict[str, Plot]
@@ -460,7 +458,6 @@ def communication_section(c: Inputs) -> Section:
 
 
 # -- the wrappers section (issue 13): what a wrapper or sharded strategy costs against plain torch and ddp
-WRAPPER_GROUPS = ("wrappers", "sharded")
 WRAPPERS_NOTE = (
     "Each ratio is throughput(strategy) / throughput(reference) for the same workload and batch: "
     "against plain 'torch' at 1 device, and against 'ddp' at the same N. Below 1.0 the strategy is "
@@ -474,7 +471,7 @@ STEPS_SCOPE = "within-run noise (batch means over the point's stored step times)
 
 def is_wrapper(record: dict) -> bool:
     strategy = STRATEGIES.get(str(record.get("strategy")))
-    return bool(strategy and strategy.group in WRAPPER_GROUPS)
+    return bool(strategy and strategy.group in ("wrappers", "sharded"))
 
 
 @dataclass
@@ -581,10 +578,10 @@ def wrapper_answer(one_device: dict, skipped: list[dict]) -> str:
 
 def timing_lines(points: list[dict]) -> list[str]:
     """How each strategy's steps were timed, where its records say so (a wrapper that owns its loop)."""
-    notes: dict[str, list[str]] = {}
+    notes: dict[str, dict] = {}  # timing note -> its strategies (a dict: ordered, once each)
     for r in points:
-        if r.get("timing") and str(r.get("strategy")) not in notes.get(str(r["timing"]), []):
-            notes.setdefault(str(r["timing"]), []).append(str(r.get("strategy")))
+        if r.get("timing"):
+            notes.setdefault(str(r["timing"]), {})[str(r.get("strategy"))] = None
     lines = [f"{', '.join(names)}: timing, as its records say: {note}." for note, names in notes.items()]
     if lines:
         lines.append(

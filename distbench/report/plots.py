@@ -4,7 +4,7 @@ drawing) and kept as SVG (for the HTML page) and PNG (for the Markdown). Adding 
 from __future__ import annotations
 
 import io
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from typing import Callable, Sequence
 
@@ -85,18 +85,12 @@ def _n_axis(ax, ns: Sequence[int]) -> None:
 
 
 def _errorbars(spts: Sequence[dict], key: str, points: Sequence[dict]):
-    lows, highs, any_ci = [], [], False
+    bars = []
     for r in spts:
         value = num(r.get(key))
         ci = an.throughput_ci(r) if key == "throughput" else an.scaled_ci(r, key, an.baseline_for(r, points))
-        if ci and value is not None:
-            any_ci = True
-            lows.append(max(0.0, value - ci[0]))
-            highs.append(max(0.0, ci[1] - value))
-        else:
-            lows.append(0.0)
-            highs.append(0.0)
-    return [lows, highs] if any_ci else None
+        bars.append((max(0.0, value - ci[0]), max(0.0, ci[1] - value)) if ci and value is not None else None)
+    return [[bar[i] if bar else 0.0 for bar in bars] for i in (0, 1)] if any(bars) else None
 
 
 def line_plot(sweep: Sweep, colors, title: str, *, key: str, ylabel: str):
@@ -116,11 +110,9 @@ def line_plot(sweep: Sweep, colors, title: str, *, key: str, ylabel: str):
             an.EFFICIENCY_TARGET, linestyle="--", color="#d62728", alpha=0.6, label=f"{an.EFFICIENCY_TARGET:.0%}"
         )
     for label, ckey, spts, base in series:
-        xs = [int(r["world_size"]) for r in spts]
-        ys = [num(r[key]) for r in spts]
         ax.errorbar(
-            xs,
-            ys,
+            [int(r["world_size"]) for r in spts],
+            [num(r[key]) for r in spts],
             yerr=_errorbars(spts, key, sweep.scaling_points),
             marker="s" if base else "o",
             capsize=4,
@@ -143,16 +135,13 @@ def line_plot(sweep: Sweep, colors, title: str, *, key: str, ylabel: str):
 
 
 def plot_comm(sweep: Sweep, colors, title: str):
-    rows = [(r, an.comm_breakdown(r)) for r in sweep.scaling_points]
-    rows = [(r, b) for r, b in rows if b]
+    rows = [(r, b) for r in sweep.scaling_points if (b := an.comm_breakdown(r))]
     if not rows:
         return None
     rows.sort(key=lambda rb: (str(rb[0].get("strategy")), int(rb[0].get("world_size") or 0)))
     fig, ax = _figure(max(5.0, 1.0 + 0.9 * len(rows)), 4.2)
     xs = list(range(len(rows)))
-    compute = [b["compute_only_s"] * 1e3 for _, b in rows]
-    hidden = [b["overlapped_s"] * 1e3 for _, b in rows]
-    exposed = [b["exposed_s"] * 1e3 for _, b in rows]
+    compute, hidden, exposed = ([b[k] * 1e3 for _, b in rows] for k in ("compute_only_s", "overlapped_s", "exposed_s"))
     ax.bar(xs, compute, color="#c7c7c7", label="compute (no communication running)")
     ax.bar(xs, hidden, bottom=compute, color="#9ecae1", label="communication overlapped with compute")
     ax.bar(xs, exposed, bottom=[c + h for c, h in zip(compute, hidden)], color="#d62728", label="exposed communication")
@@ -177,8 +166,7 @@ def plot_comm(sweep: Sweep, colors, title: str):
 
 
 def plot_busbw(sweep: Sweep, colors, title: str):
-    recs = [(r, busbw_pairs(r)) for r in sweep.comm_points]
-    recs = [(r, pairs) for r, pairs in recs if pairs]
+    recs = [(r, pairs) for r in sweep.comm_points if (pairs := busbw_pairs(r))]
     if not recs:
         return None
     from matplotlib.ticker import FuncFormatter
@@ -204,8 +192,7 @@ def plot_busbw(sweep: Sweep, colors, title: str):
 
 
 def plot_steps(sweep: Sweep, colors, title: str):
-    data = [(r, [t * 1e3 for t in sweep.step_times(r)]) for r in sweep.scaling_points]
-    data = [(r, d) for r, d in data if d]
+    data = [(r, [t * 1e3 for t in d]) for r in sweep.scaling_points if (d := sweep.step_times(r))]
     if not data:
         return None
     import numpy as np
@@ -244,9 +231,8 @@ def plot_telemetry(sweep: Sweep, colors, title: str):
     fig, axes = _grid(len(metrics), 7.6, lambda n: max(2.4, n * (0.8 + 0.32 * len(rows))))
     labels = [_mpl(an.point_name(r)) for r, _ in rows]
     for ax, metric in zip(axes, metrics):
-        values = [t.get(metric) for _, t in rows]
         scale, unit = (2**30, " (GiB)") if "bytes" in metric else (1, "")
-        ax.barh(range(len(rows)), [0 if v is None else v / scale for v in values], color="#1f77b4")
+        ax.barh(range(len(rows)), [(t.get(metric) or 0) / scale for _, t in rows], color="#1f77b4")
         ax.set_yticks(range(len(rows)))
         ax.set_yticklabels(labels, fontsize="x-small")
         ax.invert_yaxis()
@@ -351,7 +337,6 @@ PLOTS: list[PlotSpec] = [  # drawn in this order, so a strategy's colour is set 
 
 
 def make_plots(sweep: Sweep) -> list[Plot]:
-    """Every plot of PLOTS that the sweep has data for."""
     import matplotlib
 
     plots = []
@@ -360,7 +345,5 @@ def make_plots(sweep: Sweep) -> list[Plot]:
         for spec in PLOTS:
             fig = spec.draw(sweep, colors, spec.title)
             if fig is not None:
-                plot = _render(fig, spec.name, spec.title)
-                plot.caption, plot.section = spec.caption, spec.section
-                plots.append(plot)
+                plots.append(replace(_render(fig, spec.name, spec.title), caption=spec.caption, section=spec.section))
     return plots

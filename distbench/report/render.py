@@ -16,7 +16,7 @@ from distbench import predict as predict_mod
 from distbench.analysis import Sweep
 from distbench.errors import BadInput
 from distbench.report.exports import check_writable, safe_csv, spreadsheet_safe
-from distbench.report.model import Bullets, Details, Figure, Grid, Heading, Plot, Report, Table, Text, build_report
+from distbench.report.model import Bullets, Details, Figure, Grid, Heading, Report, Table, Text, build_report
 from distbench.report.plots import make_plots
 
 CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'; script-src 'unsafe-inline'"
@@ -42,7 +42,6 @@ def _numeric(text) -> bool:
     return t.isdigit()
 
 
-# Sets data-report-ready="yes" on <html> once every plot image has decoded (browser tests read it).
 MARKER_JS = _templates().loader.get_source(_templates(), "report-ready.js")[0]
 
 
@@ -63,7 +62,6 @@ def md_table(headers, rows) -> str:
 
 
 def _md_block(b, images: dict[str, str]) -> list[str]:
-    """A block as Markdown paragraphs (joined by blank lines)."""
     match b:
         case Text():
             text = (f"**{md(b.lead)}** " if b.lead else "") + md(b.text)
@@ -108,24 +106,14 @@ class ReportFiles:
     images: list[Path]
 
 
-def _paths(out: str | Path) -> tuple[Path, Path, Path]:
-    out = Path(out)
-    if out.suffix.lower() not in (".html", ".htm"):
+def write_report(sweep: Sweep, out: str | Path, **capacity) -> ReportFiles:
+    """Write <out>.html, <out>.md, <out>-points.csv and <out>-<plot>.png next to each other. `capacity`:
+    build_report's target_throughput, epoch_samples and epoch_time."""
+    html_path = Path(out)
+    if html_path.suffix.lower() not in (".html", ".htm"):
         raise BadInput(f"--out {out}: give an .html file name (the Markdown, CSV and plots are written next to it)")
-    return out, out.with_suffix(".md"), out.with_name(f"{out.stem}-points.csv")
-
-
-def write_report(
-    sweep: Sweep,
-    out: str | Path,
-    *,
-    target_throughput: float | None = None,
-    epoch_samples: int | None = None,
-    epoch_time: float | None = None,
-) -> ReportFiles:
-    """Write <out>.html, <out>.md, <out>-points.csv and <out>-<plot>.png next to each other."""
-    html_path, md_path, csv_path = _paths(out)
-    if epoch_time is not None and not epoch_samples:
+    md_path, csv_path = html_path.with_suffix(".md"), html_path.with_name(f"{html_path.stem}-points.csv")
+    if capacity.get("epoch_time") is not None and not capacity.get("epoch_samples"):
         raise BadInput("--epoch-time needs --epoch-samples (how many samples one epoch has)")
     for path in (html_path, md_path, csv_path):
         check_writable(path)
@@ -133,18 +121,11 @@ def write_report(
         html_path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise BadInput(f"cannot write {html_path}: {exc.strerror or exc}") from None
-    plots: list[Plot] = make_plots(sweep)
+    plots = make_plots(sweep)
     prediction = predict_mod.latest_for(sweep.store_path, sweep.id)  # predicted capacity (distbench predict)
     if prediction:
         plots.append(predict_mod.plot(prediction))
-    report = build_report(
-        sweep,
-        plots,
-        target_throughput=target_throughput,
-        epoch_samples=epoch_samples,
-        epoch_time=epoch_time,
-        prediction=prediction,
-    )
+    report = build_report(sweep, plots, prediction=prediction, **capacity)
     images = {p.name: html_path.with_name(f"{html_path.stem}-{p.name}.png") for p in plots}
     page = render_html(report)
     markdown = render_markdown(report, images={k: v.name for k, v in images.items()}, csv_name=csv_path.name)

@@ -9,7 +9,7 @@ from rich.table import Table
 
 from distbench import analysis as an
 from distbench.analysis import Sweep
-from distbench.output import STATUS_STYLE, cells, table
+from distbench.output import cells, status_cell, table
 from distbench.report.model import scaling_columns
 
 
@@ -33,14 +33,8 @@ def points_table(sweep: Sweep) -> Table:
     columns = ["strategy", "N", *scaling, "step median\n(ms)", "step p95\n(ms)", "CV", "status"]
     t = table(f"sweep {rich_escape(sweep.id)}", columns, right=columns[1:-1])
     for r in sweep.points:
-        status = str(r.get("status", "?"))
-        shown = f"[{STATUS_STYLE.get(status, 'white')}]{rich_escape(status)}[/]"
-        if status != "ok" and r.get("reason"):
-            shown += f": {rich_escape(str(r['reason']))}"
-        if status == "ok" and an.is_noisy(r):
-            shown += " [yellow](noisy)[/]"
-        if an.is_comm(r):
-            shown += " (comm benchmark)"
+        shown = status_cell(r, " [yellow](noisy)[/]" if an.is_noisy(r) else "")
+        shown += " (comm benchmark)" if an.is_comm(r) else ""
         t.add_row(
             rich_escape(an.series_name(r)),
             str(r.get("world_size")),
