@@ -71,21 +71,17 @@ def export(
         raise BadInput("--parquet needs pyarrow, which is not installed: pip install pyarrow")
     if sum(p == "-" for p in (csv, json_path)) > 1:
         raise BadInput("only one of --csv and --json can write to stdout ('-')")
-    for path in (csv, parquet, json_path):
-        if path and path != "-":
-            check_writable(path)
-    written = []
+    files = [p for p in (csv, parquet, json_path) if p and p != "-"]
+    for path in files:
+        check_writable(path)
     frame = an.points_frame(sweep) if (csv or parquet) else None
     if csv:
         _write_text(csv, safe_csv(frame))
-        written.append(csv)
     if parquet:
         try:
             frame.to_parquet(parquet, index=False)
         except OSError as exc:
             raise BadInput(f"cannot write {parquet}: {exc.strerror or exc}") from None
-        written.append(parquet)
     if json_path:
         _write_text(json_path, json.dumps(an.sweep_document(sweep), indent=2, sort_keys=True, default=str) + "\n")
-        written.append(json_path)
-    return [p for p in written if p != "-"]
+    return files
