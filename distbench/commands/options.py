@@ -14,12 +14,12 @@ from pathlib import Path
 import click
 from rich.console import Console
 from rich.markup import escape
-from rich.table import Table
 
 from distbench.config import DATA_SOURCES, DEVICES, PRECISIONS, SCALINGS
 from distbench.errors import BadInput
 from distbench.launch import run_point
 from distbench.models.specs import model_names
+from distbench.output import table  # noqa: F401 - the commands' one table builder (opt.table)
 from distbench.record import base_record
 from distbench.plan import INSTALL_HINT, MAX_BATCH, SweepOptions, _missing_modules, flag, parse_counts
 from distbench.store import DEFAULT_PATH, Store
@@ -78,14 +78,6 @@ def err_console() -> Console:
 
 def out_console() -> Console:
     return Console(highlight=False, width=None if sys.stdout.isatty() else 160)
-
-
-def table(title: str, columns, right=()) -> Table:
-    """A table titled on the left, its `right` columns right-justified."""
-    t = Table(title=title, title_justify="left")
-    for col in columns:
-        t.add_column(col, justify="right" if col in right else "left")
-    return t
 
 
 def print_notes(err: Console, notes) -> None:
