@@ -24,8 +24,11 @@ FAST = [a for a in TINY if a not in ("--timeout", "300")] + [
 
 
 def _rows(db):
+    """The points stored so far; none while the sweep is still creating the store's tables."""
     conn = sqlite3.connect(db)
     try:
+        if not conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'points'").fetchone():
+            return []
         return conn.execute("SELECT strategy, world_size, status FROM points ORDER BY id").fetchall()
     finally:
         conn.close()
