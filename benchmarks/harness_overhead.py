@@ -15,7 +15,8 @@ Reported per point: the median throughput of each side over the rounds, the rati
 distribution-free CI of the median per-round ratio (order statistics, sign test). On a shared machine
 each pair waits (at most --max-wait) for other jobs' load to fall below --quiet-below cores, and the
 load other jobs put on the machine during every run is measured and reported beside the results;
-no run is dropped for it.
+no run is dropped for it. A run that fails (either side) is listed with its reason; its round has no
+ratio, and the other rounds and points go on.
 
     .venv/bin/python benchmarks/harness_overhead.py --rounds 6 --out docs/benchmarks.md
 """
@@ -103,12 +104,16 @@ def wait_quiet(threshold: float, max_wait_s: float) -> float:
     return waited
 
 
+class RunFailed(Exception):
+    """One side's run failed: its round is kept as a failure (reason shown), not as a ratio."""
+
+
 def distbench_run(point: PlannedPoint, workdir: Path, telemetry_s: float) -> float:
     record = measure_point(point, workdir, timeout_s=900, telemetry_interval_s=telemetry_s)
     if record["status"] != "ok":
-        raise SystemExit(f"distbench {point.strategy.name} failed: {record['reason']}")
+        raise RunFailed(f"distbench {point.strategy.name} failed: {record['reason']}")
     if record["measured_steps"] != point.config.steps:
-        raise SystemExit(
+        raise RunFailed(
             f"distbench {point.strategy.name} ran {record['measured_steps']} steps, not {point.config.steps}"
         )
     return record["throughput"]
@@ -161,7 +166,8 @@ def handwritten_run(cfg: PointConfig, dist: str) -> float:
     out = subprocess.run(handwritten_argv(cfg, dist), env=build_env(cfg), capture_output=True, text=True, timeout=900)
     lines = [line[line.index("{") :] for line in out.stdout.splitlines() if '{"throughput"' in line]
     if out.returncode or not lines:  # horovodrun prefixes each line with [rank]<stdout>:
-        raise SystemExit(f"hand-written {dist} loop failed ({out.returncode}):\n{out.stderr[-3000:]}")
+        tail = [line for line in out.stderr.splitlines() if line.strip()][-1:] or ["no output"]
+        raise RunFailed(f"hand-written {dist} loop failed (exit {out.returncode}): {tail[0][-300:]}")
     return json.loads(lines[-1])["throughput"]
 
 
@@ -214,6 +220,7 @@ def main() -> int:
     live = [p for p in chosen if p[0] not in skipped]
     # per point, per round: {"distbench": (throughput, wall s, other jobs' cores), "hand": (...)}
     rounds: dict[str, list[dict]] = {s: [] for s, _, _ in live}
+    failed: dict[str, list[str]] = {s: [] for s, _, _ in live}  # per point: "round r: reason", in run order
     waited = 0.0
     started = time.time()
     with tempfile.TemporaryDirectory() as tmp:
@@ -225,7 +232,12 @@ def main() -> int:
                     ("hand", lambda: handwritten_run(point.config, dist)),
                 ]
                 waited += wait_quiet(a.quiet_below, a.max_wait)
-                got = {side: metered(fn) for side, fn in (sides if r % 2 == 0 else sides[::-1])}
+                try:
+                    got = {side: metered(fn) for side, fn in (sides if r % 2 == 0 else sides[::-1])}
+                except RunFailed as exc:  # the pair has no ratio; the other points and rounds go on
+                    failed[strategy].append(f"round {r + 1}: {exc}")
+                    print(f"round {r + 1} {strategy} N={n}: {exc}", flush=True)
+                    continue
                 rounds[strategy].append(got)
                 print(
                     f"round {r + 1} {strategy} N={n} ({'AB' if r % 2 == 0 else 'BA'}): "
@@ -272,8 +284,13 @@ def main() -> int:
         "| CI of the median ratio | target >= 0.98 |",
         "|---|---|---|---|---|---|---|",
     ]
-    results = {s: summarize(col(s, "distbench", 0), col(s, "hand", 0)) for s in rounds}
+    results = {s: summarize(col(s, "distbench", 0), col(s, "hand", 0)) for s in rounds if len(rounds[s]) >= 2}
     for strategy, n, _ in live:
+        if strategy not in results:
+            lines.append(
+                f"| {strategy} N={n} | {len(rounds[strategy])} of {a.rounds} rounds complete: too few | | | | | no |"
+            )
+            continue
         s = results[strategy]
         lo, hi, cov = s["ci"]
         lines.append(
@@ -296,6 +313,8 @@ def main() -> int:
         "|---|---|---|---|---|---|",
     ]
     for strategy, n, _ in live:
+        if strategy not in results:
+            continue
         quiet = [g for g in rounds[strategy] if max(g["distbench"][2], g["hand"][2]) < a.quiet_below]
         q_ratio = (
             f"{statistics.median(g['distbench'][0] for g in quiet) / statistics.median(g['hand'][0] for g in quiet):.3f}"
@@ -305,7 +324,7 @@ def main() -> int:
         med = lambda side, i: statistics.median(col(strategy, side, i))  # noqa: E731
         lines.append(
             f"| {strategy} N={n} | {med('distbench', 2):.2f} / {med('hand', 2):.2f} | {len(quiet)} of "
-            f"{a.rounds} | {q_ratio} | {med('distbench', 1):.1f} / {med('hand', 1):.1f} "
+            f"{len(rounds[strategy])} | {q_ratio} | {med('distbench', 1):.1f} / {med('hand', 1):.1f} "
             f"| {med('distbench', 3):.3f} |"
         )
     lines += [
@@ -314,11 +333,20 @@ def main() -> int:
         + "; ".join(f"{s} " + ", ".join(f"{q:.3f}" for q in results[s]["ratios"]) for s in results)
         + ".",
     ]
+    failures = [f"{s}, {why}" for s, whys in failed.items() for why in whys]
+    if failures:
+        lines += [
+            "",
+            f"Failed runs ({len(failures)}; their rounds have no ratio, the other rounds count): "
+            + "; ".join(failures)
+            + ".",
+        ]
     text = "\n".join(lines) + "\n"
     print(text)
     if a.out:
         write_section(a.out, text)
-    return 0 if all(s["ratio"] >= TARGET for s in results.values()) and not skipped else 1
+    complete = len(results) == len(live) and not skipped
+    return 0 if complete and all(s["ratio"] >= TARGET for s in results.values()) else 1
 
 
 if __name__ == "__main__":
