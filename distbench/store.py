@@ -23,6 +23,7 @@ SCHEMA_VERSION = 1
 DEFAULT_PATH = Path("distbench-results") / "distbench.db"
 WRITE_TRIES = 3
 WRITE_BACKOFF_S = 0.25  # doubled after each failed try
+OPEN_WAIT_S = 60.0  # how long opening waits out other processes creating the same store
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -79,41 +80,52 @@ class Store:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
             except OSError as exc:
                 raise BadInput(f"cannot create the results folder {self.path.parent}: {exc.strerror}") from None
-        try:
-            self.conn = sqlite3.connect(self.path, timeout=30.0, isolation_level=None)
-        except sqlite3.Error as exc:
-            raise BadInput(f"cannot open results store {self.path}: {exc}") from None
-        self.conn.row_factory = sqlite3.Row
-        try:
-            self.conn.execute("PRAGMA busy_timeout = 30000")
-            self._create_schema()
-            self.conn.execute("PRAGMA journal_mode = WAL")
-            self.conn.execute("PRAGMA foreign_keys = ON")
-        except BaseException as exc:
-            self.conn.close()
-            if isinstance(exc, sqlite3.Error):
-                raise BadInput(f"cannot write results store {self.path}: {exc}") from None
-            raise
+        # SQLite can answer a lock taken by a process creating the store at the same moment (the switch to WAL,
+        # WAL recovery) with "database is locked" without waiting on the busy timeout: such opens are retried.
+        deadline = time.monotonic() + OPEN_WAIT_S
+        while True:
+            try:
+                self.conn = self._open()
+                break
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) and "busy" not in str(exc) or time.monotonic() > deadline:
+                    raise BadInput(f"cannot write results store {self.path}: {exc}") from None
+                time.sleep(0.05 + secrets.randbelow(100) / 1000)
+            except sqlite3.Error as exc:
+                raise BadInput(f"cannot open results store {self.path}: {exc}") from None
         self.conn.isolation_level = ""  # back to implicit transactions, committed by `with self.conn`
 
-    def _create_schema(self) -> None:
+    def _open(self) -> sqlite3.Connection:
+        conn = sqlite3.connect(self.path, timeout=30.0, isolation_level=None)
+        conn.row_factory = sqlite3.Row
+        try:
+            conn.execute("PRAGMA busy_timeout = 30000")
+            self._create_schema(conn)
+            conn.execute("PRAGMA journal_mode = WAL")
+            conn.execute("PRAGMA foreign_keys = ON")
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    def _create_schema(self, conn: sqlite3.Connection) -> None:
         """Create the tables unless they exist, holding the write lock from the check to the commit, so a
         second process creating the same store waits (busy timeout) and then finds them."""
-        self.conn.execute("BEGIN IMMEDIATE")
+        conn.execute("BEGIN IMMEDIATE")
         try:
-            tables = {r[0] for r in self.conn.execute(_TABLES)}
+            tables = {r[0] for r in conn.execute(_TABLES)}
             if "meta" not in tables:
                 if tables:
                     raise self._not_a_store()
                 for statement in filter(str.strip, _SCHEMA.split(";")):
-                    self.conn.execute(statement)
-                self.conn.execute("INSERT OR IGNORE INTO meta VALUES ('app', 'distbench')")
-                self.conn.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
-            self.conn.execute(_PREDICTIONS)
-            self.conn.execute("COMMIT")
+                    conn.execute(statement)
+                conn.execute("INSERT OR IGNORE INTO meta VALUES ('app', 'distbench')")
+                conn.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+            conn.execute(_PREDICTIONS)
+            conn.execute("COMMIT")
         except BaseException:
-            if self.conn.in_transaction:
-                self.conn.execute("ROLLBACK")
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
             raise
 
     def _check_existing(self) -> None:
