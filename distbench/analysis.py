@@ -52,7 +52,7 @@ def list_sweeps(store: Store, limit: int = 20) -> list[dict]:
         "COALESCE(SUM(p.status = 'ok'), 0) AS points_ok FROM sweeps s LEFT JOIN points p ON p.sweep_id = s.id "
         "GROUP BY s.id ORDER BY s.started DESC, s.rowid DESC LIMIT ?",
         (limit,),
-    ).fetchall()
+    )
     return [dict(r) for r in rows]
 
 
@@ -166,28 +166,31 @@ def throughput_ci(record: dict) -> tuple[float, float] | None:
 def scaled_ci(record: dict, value_key: str, baseline: dict | None = None) -> tuple[float, float] | None:
     """95% CI of speedup or efficiency. With the baseline's CI too, both are combined on the log scale
     (speedup = throughput / baseline throughput); else only the point's own throughput CI is used."""
-    ci, value, thr = throughput_ci(record), num(record.get(value_key)), num(record.get("throughput"))
-    if ci is None or value is None or not thr:
+    ci, value, estimate = throughput_ci(record), num(record.get(value_key)), num(record.get("throughput"))
+    if ci is None or value is None or not estimate:
         return None
     base_ci = throughput_ci(baseline) if baseline and baseline is not record else None
     base_thr = num(baseline.get("throughput")) if baseline else None
     if base_ci and base_thr:
-        lo, hi = ratio_ci_from_cis(base_thr, base_ci, thr, ci)
-        return value * lo / (thr / base_thr), value * hi / (thr / base_thr)
-    return value * ci[0] / thr, value * ci[1] / thr
+        ci = ratio_ci_from_cis(base_thr, base_ci, estimate, ci)
+        estimate /= base_thr
+    # the value scales with the estimate (throughput, or speedup when the baseline is included)
+    return value * ci[0] / estimate, value * ci[1] / estimate
 
 
 def baseline_for(record: dict, points: Iterable[dict]) -> dict | None:
-    """The successful single-device baseline of the record's framework and workload, if measured."""
-    for r in reversed(list(points)):
-        if (
-            is_baseline(r)
+    """The (last) successful single-device baseline of the record's framework and workload, if measured."""
+    return next(
+        (
+            r
+            for r in reversed(list(points))
+            if is_baseline(r)
             and r.get("status") == "ok"
             and r.get("framework") == record.get("framework")
             and workload_key(r) == workload_key(record)
-        ):
-            return r
-    return None
+        ),
+        None,
+    )
 
 
 def is_noisy(record: dict) -> bool:
@@ -296,9 +299,7 @@ def throughput_ratio_ci(
     if not thr_a or not thr_b:
         return None, "no throughput"
     ci_a, ci_b = throughput_ci(a), throughput_ci(b)
-    if ci_a and ci_b:
-        return ratio_ci_from_cis(thr_a, ci_a, thr_b, ci_b), "records"
-    how = "mixed" if ci_a or ci_b else "batch means"
+    how = "records" if ci_a and ci_b else "mixed" if ci_a or ci_b else "batch means"
     try:
         ci_a = ci_a or steps_throughput_ci(sweep_a.step_times(a), thr_a)
         ci_b = ci_b or steps_throughput_ci(sweep_b.step_times(b), thr_b)
@@ -319,30 +320,25 @@ class Summary:
     notes: list[str] = field(default_factory=list)
 
     def sections(self) -> list[tuple[str, list[str]]]:
-        return [
-            (title, lines)
-            for title, lines in (
-                ("Which strategy scales best", self.best),
-                (f"Where efficiency drops below {EFFICIENCY_TARGET:.0%}", self.drops),
-                ("1-device wrapper cost", self.wrapper),
-                ("What limited scaling", self.limits),
-                ("Notes", self.notes),
-            )
-            if lines
-        ]
-
-    def lines(self) -> list[str]:
-        return [line for _, lines in self.sections() for line in lines]
+        titled = (
+            ("Which strategy scales best", self.best),
+            (f"Where efficiency drops below {EFFICIENCY_TARGET:.0%}", self.drops),
+            ("1-device wrapper cost", self.wrapper),
+            ("What limited scaling", self.limits),
+            ("Notes", self.notes),
+        )
+        return [(title, lines) for title, lines in titled if lines]
 
 
 def best_strategy(points: Sequence[dict], sweep: "Sweep | None" = None) -> dict | None:
     """Highest efficiency at the largest N measured (non-baseline strategies with a known efficiency).
 
-    Returns {'n', 'best', 'efficiency', 'record', 'ranking': [(strategy, efficiency, record)], 'tied':
-    [strategies whose efficiency is not distinguishable from the best's at 95%], 'undecided':
-    [strategies with no CI to tell], 'missing': [strategies measured elsewhere but not at n]} or None.
+    None without such strategies. 'ranking' holds (strategy, efficiency, record) at n, best first; 'tied' the
+    strategies not distinguishable from the best at 95%, 'undecided' those with no CI to tell, 'missing'
+    those measured elsewhere but not at n.
     """
-    candidates = [r for r in points if not is_baseline(r) and not is_comm(r) and num(r.get("efficiency")) is not None]
+    strategy_points = [r for r in points if not is_baseline(r) and not is_comm(r)]
+    candidates = [r for r in strategy_points if num(r.get("efficiency")) is not None]
     if not candidates:
         return None
     n_max = max(int(r["world_size"]) for r in candidates)
@@ -356,7 +352,7 @@ def best_strategy(points: Sequence[dict], sweep: "Sweep | None" = None) -> dict 
             undecided.append(s)
         elif ci[1] >= 1:
             tied.append(s)
-    measured = {series_name(r) for r in points if not is_baseline(r) and not is_comm(r)}
+    measured = {series_name(r) for r in strategy_points}
     return {
         "n": n_max,
         "best": best_s,
@@ -444,7 +440,7 @@ def summarize(sweep: Sweep) -> Summary:
             f"{len(noisy)} point(s) are noisy (flagged, or step-time CV above {CV_NOISY:.0%}): "
             f"{names}. Differences smaller than their spread are not meaningful."
         )
-    for base in (r for r in sweep.scaling_points if is_baseline(r) and is_noisy(r)):
+    for base in filter(is_baseline, noisy):
         cv = num(base.get("step_time_cv"))
         summary.notes.append(
             f"The {base['strategy']!r} baseline is noisy"
@@ -471,114 +467,108 @@ def summarize(sweep: Sweep) -> Summary:
 
 
 def _summarize_group(sweep: Sweep, points: list[dict], prefix: str, summary: Summary) -> None:
+    summary.best.append(prefix + _best_line(sweep, points))
+    baselines = {r["framework"]: r for r in points if is_baseline(r)}
+    for strategy, pts in by_strategy(r for r in points if not is_baseline(r)).items():
+        name = prefix + strategy
+        summary.drops.append(_drop_line(name, efficiency_drop(pts)))
+        one = next((r for r in pts if int(r["world_size"]) == 1), None)
+        if one is not None:
+            summary.wrapper.append(_wrapper_line(name, sweep, one, baselines.get(one.get("framework"))))
+        limit = _limit_line(name, pts, baselines)
+        if limit:
+            summary.limits.append(limit)
+
+
+def _best_line(sweep: Sweep, points: list[dict]) -> str:
     best = best_strategy(points, sweep)
     if best is None:
-        summary.best.append(
-            f"{prefix}No strategy has a known efficiency (no successful single-device baseline "
+        return (
+            "No strategy has a known efficiency (no successful single-device baseline "
             "in this sweep), so scaling is not assessed."
         )
-    elif best["n"] == 1:
-        summary.best.append(f"{prefix}Only N=1 was measured, so scaling is not assessed.")
+    if best["n"] == 1:
+        return "Only N=1 was measured, so scaling is not assessed."
+    line = f"{best['best']} scales best: {best['efficiency']:.0%} efficiency at N={best['n']}, the largest N measured"
+    others = [f"{s} {e:.0%}" for s, e, _ in best["ranking"][1:]]
+    line += (
+        f" (then {', '.join(others)})." if others else ". It is the only strategy with a successful point at that N."
+    )
+    if best["tied"]:
+        line += (
+            f" {', '.join(best['tied'])} {'is' if len(best['tied']) == 1 else 'are'} within the 95% CI "
+            "of it, so the ranking between them is not settled by these measurements."
+        )
+    if best["undecided"]:
+        steps = min(len(sweep.step_times(r)) for _, _, r in best["ranking"])
+        line += (
+            f" Whether it beats {', '.join(best['undecided'])} is not settled: there is no CI "
+            f"(records without CIs and {steps} step(s) per point, fewer than {stats.MIN_CI_STEPS} "
+            "for a within-run CI)."
+        )
+    if is_noisy(best["record"]):
+        line += " That point is noisy."
+    if best["missing"]:
+        line += f" No successful point at N={best['n']} for: {', '.join(best['missing'])}."
+    return line
+
+
+def _drop_line(name: str, drop: dict | None) -> str:
+    target = f"{EFFICIENCY_TARGET:.0%}"
+    if drop is None:
+        return f"{name}: efficiency unknown (no successful baseline)."
+    if drop["below_at"] is None:
+        return (
+            f"{name}: at or above {target} at every measured N "
+            f"(up to N={drop['largest_n']}, {drop['largest_efficiency']:.0%})."
+        )
+    if drop["below_at"] == 1:
+        return (
+            f"{name}: already below {target} at N=1 ({drop['efficiency']:.0%}): the 1-device wrapper cost "
+            f"alone; {drop['largest_efficiency']:.0%} at N={drop['largest_n']}."
+        )
+    return f"{name}: drops below {target} at N={drop['below_at']} ({drop['efficiency']:.0%})."
+
+
+def _wrapper_line(name: str, sweep: Sweep, one: dict, base: dict | None) -> str:
+    base_name = FRAMEWORK_BASELINE.get(one.get("framework"), "baseline")
+    cost = num(one.get("wrapper_overhead"))
+    if cost is None or base is None:
+        return f"{name}: unknown (no successful {base_name!r} baseline in this sweep)."
+    line = f"{name} at N=1 is {abs(cost):.1%} {'slower' if cost >= 0 else 'faster'} than the plain {base_name!r} loop"
+    ci, how = throughput_ratio_ci(sweep, base, sweep, one)
+    if ci is None:
+        return f"{line} (no CI: {how})."
+    lo, hi = 1 - ci[1], 1 - ci[0]
+    noise = ": within the measurement noise." if lo <= 0 <= hi else "."
+    return f"{line} (95% CI of the cost {lo:+.1%} to {hi:+.1%}){noise}"
+
+
+def _limit_line(name: str, points: list[dict], baselines: dict[str, dict]) -> str | None:
+    """What limited the strategy at its largest N below EFFICIENCY_TARGET (None: no efficiency at N > 1)."""
+
+    multi = [r for r in points if int(r["world_size"]) > 1 and num(r.get("efficiency")) is not None]
+    if not multi:
+        return None
+    below = [r for r in multi if num(r["efficiency"]) < EFFICIENCY_TARGET]
+    if not below:
+        return (
+            f"{name}: no limit within the measured range (efficiency at or above "
+            f"{EFFICIENCY_TARGET:.0%} up to N={multi[-1]['world_size']})."
+        )
+    last = below[-1]
+    causes, missing = limiting_factors(last)
+    if causes:
+        line = f"{name}: {'; '.join(causes)}."
     else:
-        line = (
-            f"{prefix}{best['best']} scales best: {best['efficiency']:.0%} efficiency at N={best['n']}, "
-            f"the largest N measured"
+        why = (
+            f"the records carry no {' or '.join(missing)} measurements"
+            if missing
+            else "communication and input-pipeline measurements are below their thresholds"
         )
-        others = [f"{s} {e:.0%}" for s, e, _ in best["ranking"][1:]]
-        if others:
-            line += f" (then {', '.join(others)})"
-        line += "."
-        if best["tied"]:
-            line += (
-                f" {', '.join(best['tied'])} {'is' if len(best['tied']) == 1 else 'are'} within the 95% CI "
-                "of it, so the ranking between them is not settled by these measurements."
-            )
-        if best["undecided"]:
-            steps = min(len(sweep.step_times(r)) for _, _, r in best["ranking"])
-            line += (
-                f" Whether it beats {', '.join(best['undecided'])} is not settled: there is no CI "
-                f"(records without CIs and {steps} step(s) per point, fewer than {stats.MIN_CI_STEPS} "
-                "for a within-run CI)."
-            )
-        if len(best["ranking"]) == 1:
-            line += " It is the only strategy with a successful point at that N."
-        if is_noisy(best["record"]):
-            line += " That point is noisy."
-        if best["missing"]:
-            line += f" No successful point at N={best['n']} for: {', '.join(best['missing'])}."
-        summary.best.append(line)
-
-    strategies = by_strategy(r for r in points if not is_baseline(r))
-    for strategy, pts in strategies.items():
-        drop = efficiency_drop(pts)
-        if drop is None:
-            summary.drops.append(f"{prefix}{strategy}: efficiency unknown (no successful baseline).")
-        elif drop["below_at"] is None:
-            summary.drops.append(
-                f"{prefix}{strategy}: at or above {EFFICIENCY_TARGET:.0%} at every measured N "
-                f"(up to N={drop['largest_n']}, {drop['largest_efficiency']:.0%})."
-            )
-        elif drop["below_at"] == 1:
-            summary.drops.append(
-                f"{prefix}{strategy}: already below {EFFICIENCY_TARGET:.0%} at N=1 "
-                f"({drop['efficiency']:.0%}): the 1-device wrapper cost alone; "
-                f"{drop['largest_efficiency']:.0%} at N={drop['largest_n']}."
-            )
-        else:
-            summary.drops.append(
-                f"{prefix}{strategy}: drops below {EFFICIENCY_TARGET:.0%} at N={drop['below_at']} "
-                f"({drop['efficiency']:.0%})."
-            )
-
-    baselines = {r["framework"]: r for r in points if is_baseline(r)}
-    for strategy, pts in strategies.items():
-        one = next((r for r in pts if int(r["world_size"]) == 1), None)
-        if one is None:
-            continue
-        base_name = FRAMEWORK_BASELINE.get(one.get("framework"), "baseline")
-        base = baselines.get(one.get("framework"))
-        cost = num(one.get("wrapper_overhead"))
-        if cost is None or base is None:
-            summary.wrapper.append(f"{prefix}{strategy}: unknown (no successful {base_name!r} baseline in this sweep).")
-            continue
-        line = (
-            f"{prefix}{strategy} at N=1 is {abs(cost):.1%} {'slower' if cost >= 0 else 'faster'} "
-            f"than the plain {base_name!r} loop"
-        )
-        ci, how = throughput_ratio_ci(sweep, base, sweep, one)
-        if ci is None:
-            line += f" (no CI: {how})."
-        else:
-            lo, hi = 1 - ci[1], 1 - ci[0]
-            line += f" (95% CI of the cost {lo:+.1%} to {hi:+.1%})"
-            line += ": within the measurement noise." if lo <= 0 <= hi else "."
-        summary.wrapper.append(line)
-
-    for strategy, pts in strategies.items():
-        multi_pts = [r for r in pts if int(r["world_size"]) > 1 and num(r.get("efficiency")) is not None]
-        if not multi_pts:
-            continue
-        below = [r for r in multi_pts if num(r["efficiency"]) < EFFICIENCY_TARGET]
-        if not below:
-            summary.limits.append(
-                f"{prefix}{strategy}: no limit within the measured range (efficiency at or above "
-                f"{EFFICIENCY_TARGET:.0%} up to N={multi_pts[-1]['world_size']})."
-            )
-            continue
-        last = below[-1]
-        causes, missing = limiting_factors(last)
-        if causes:
-            summary.limits.append(f"{prefix}{strategy}: {'; '.join(causes)}.")
-        else:
-            why = (
-                f" (the records carry no {' or '.join(missing)} measurements)"
-                if missing
-                else " (communication and input-pipeline measurements are below their thresholds)"
-            )
-            summary.limits.append(f"{prefix}{strategy}: not determined from these measurements{why}.")
-        shared = shared_cores_note(last, baselines.get(last.get("framework")))
-        if shared:
-            summary.limits[-1] += f" {shared}"
+        line = f"{name}: not determined from these measurements ({why})."
+    shared = shared_cores_note(last, baselines.get(last.get("framework")))
+    return f"{line} {shared}" if shared else line
 
 
 def shared_cores_note(record: dict, baseline: dict | None) -> str | None:
@@ -691,12 +681,9 @@ def _run_split(run: dict) -> dict[str, float | None]:
     }
     if out["allreduce"] is None and out["measuring"] is not None and run.get("allreduce_s") is None:
         out["allreduce"] = 0.0  # no all-reduce benchmark in this run
+    out["startup"] = _span((start, first))
     end = start + wall if start is not None and wall is not None else None
-    out["startup"] = _span((start, first)) if start is not None else None
-    if end is not None and m1 is not None and out["allreduce"] is not None:
-        out["teardown"] = max(0.0, end - m1 - out["allreduce"])
-    else:
-        out["teardown"] = None
+    out["teardown"] = None if None in (end, m1, out["allreduce"]) else max(0.0, end - m1 - out["allreduce"])
     # The no-sync variant measured in this run's processes (PointConfig.nosync_order): before the
     # synchronized run's warmup (B A), inside startup; after its window (A B), inside teardown.
     span = st.get("nosync_span")
@@ -720,20 +707,24 @@ def wall_split(record: dict) -> dict[str, float | None] | None:
     splits = [_run_split(r) for r in runs if (r.get("launch") or {}).get("wall_s") is not None]
     if not splits:
         return None
-    out: dict[str, float | None] = {}
-    for key in ("startup", "warmup", "measuring", "allreduce", "teardown"):
-        values = [s[key] for s in splits]
-        out[key] = None if None in values else sum(values)
+    out = {
+        key: _sum_known([s[key] for s in splits]) for key in ("startup", "warmup", "measuring", "allreduce", "teardown")
+    }
     # variants that ran as process trees of their own (an in-process one is inside its run's wall time)
     walls = [
         num((v.get("launch") or {}).get("wall_s"))
         for v in variants
         if not (v.get("stopping") or {}).get("segment_start")
     ]
-    out["no_sync"] = None if any(w is None for w in walls) else sum(walls) + sum(s["no_sync"] for s in splits)
+    out["no_sync"] = _sum_known(walls + [s["no_sync"] for s in splits])
     out["total"] = sum(s["total"] for s in splits) + sum(w for w in walls if w is not None)
     out["unattributed"] = max(0.0, out["total"] - sum(v for k, v in out.items() if k != "total" and v))
     return out
+
+
+def _sum_known(values: list[float | None]) -> float | None:
+    """The sum, or None when any value is unknown."""
+    return None if None in values else sum(values)
 
 
 def wall_split_total(records: Iterable[dict]) -> dict[str, float] | None:
@@ -742,9 +733,8 @@ def wall_split_total(records: Iterable[dict]) -> dict[str, float] | None:
     if not splits:
         return None
     out = {k: sum(s.get(k) or 0.0 for s in splits) for k, _ in WALL_PARTS[:-1]}
-    out["total"] = sum(s["total"] for s in splits)
-    out["unattributed"] = max(0.0, out["total"] - sum(out[k] for k, _ in WALL_PARTS[:-1]))
-    return out
+    total = sum(s["total"] for s in splits)
+    return {**out, "total": total, "unattributed": max(0.0, total - sum(out.values()))}
 
 
 def wall_split_line(records: Iterable[dict]) -> str | None:
@@ -768,10 +758,10 @@ COMM_FIELDS = ("comm_overhead", "exposed_comm_s", "allreduce_s", "grad_bytes", "
 def comm_breakdown(record: dict) -> dict | None:
     """Split the median step into compute alone, compute overlapped with communication, and exposed
     communication (seconds), from whichever of exposed_comm_s / comm_overhead / allreduce_s / overlap exist."""
-    step = num(record.get("step_time_median_s"))
+    step, overhead = num(record.get("step_time_median_s")), num(record.get("comm_overhead"))
     exposed = num(record.get("exposed_comm_s"))
-    if exposed is None and num(record.get("comm_overhead")) is not None and step:
-        exposed = num(record["comm_overhead"]) * step
+    if exposed is None and overhead is not None and step:
+        exposed = overhead * step
     if exposed is None or not step:
         return None
     exposed = max(0.0, exposed)  # for display: the record keeps the raw (possibly negative) value
@@ -790,7 +780,7 @@ def comm_breakdown(record: dict) -> dict | None:
         "overlapped_s": hidden,
         "exposed_s": exposed,
         "overlap": overlap,
-        "comm_overhead": num(record.get("comm_overhead")),
+        "comm_overhead": overhead,
         "allreduce_s": allreduce,
     }
 
@@ -817,14 +807,12 @@ def telemetry_values(record: dict) -> dict[str, float]:
             continue  # (older multi-node records divided one node's energy by every node's samples)
         if isinstance(value, dict):
             value = list(value.values())
-        if isinstance(value, (list, tuple)):
-            vals = [num(v) for v in value if num(v) is not None]
-            if vals:
-                out[key] = max(vals)
         elif isinstance(value, bool):
-            out[key] = float(value)
-        elif num(value) is not None:
-            out[key] = num(value)
+            value = float(value)
+        values = [v for v in map(num, value if isinstance(value, (list, tuple)) else [value]) if v is not None]
+        if values:
+            out[key] = max(values)
+
     return out
 
 

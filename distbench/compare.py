@@ -87,6 +87,7 @@ class PointComparison:
     note: str = ""
 
     def to_json(self) -> dict:
+        ci_low, ci_high = self.ci or (None, None)
         return {
             **key_dict(self.key),
             "per_device_batch": self.a.get("per_device_batch"),
@@ -95,8 +96,8 @@ class PointComparison:
             "throughput_a": num(self.a.get("throughput")),
             "throughput_b": num(self.b.get("throughput")),
             "ratio": self.ratio,
-            "ci_low": self.ci[0] if self.ci else None,
-            "ci_high": self.ci[1] if self.ci else None,
+            "ci_low": ci_low,
+            "ci_high": ci_high,
             "ci_method": self.ci_method or None,
             "verdict": self.verdict,
             "note": self.note or None,
@@ -188,36 +189,34 @@ def compare_sweeps(sweep_a: Sweep, sweep_b: Sweep, *, threshold: float = 0.05, s
     index_b = _index(sweep_b, "B", result.notes)
     if any(is_comm(r) for r in sweep_a.points + sweep_b.points):
         result.notes.append("communication micro-benchmark records (comm-*) are not compared")
-    for i, key in enumerate(k for k in index_a if k in index_b):
+    for key in (k for k in index_a if k in index_b):
         a, b = index_a[key], index_b[key]
         pc = PointComparison(key=key, a=a, b=b)
         sa, sb = a.get("status"), b.get("status")
-        if sa == "ok" and sb == "ok":
-            thr_a, thr_b = num(a.get("throughput")), num(b.get("throughput"))
-            if not thr_a or not thr_b:
-                pc.verdict, pc.note = "no CI", "a throughput is missing"
-            else:
-                pc.ratio = thr_b / thr_a
-                pc.ci, how = throughput_ratio_ci(sweep_a, a, sweep_b, b, seed=seed + i)
-                if pc.ci is None:
-                    pc.note = f"{how}: not flagged"
-                else:
-                    pc.ci_method = how
-                pc.verdict = judge(pc.ratio, pc.ci, threshold)
-                noisy = [side for side, r in (("A", a), ("B", b)) if r.get("noisy")]
-                if noisy:
-                    pc.note = "; ".join(filter(None, [pc.note, f"flagged noisy in {' and '.join(noisy)}"]))
-        elif sa == "ok" and sb in BROKEN:
+        thr_a, thr_b = num(a.get("throughput")), num(b.get("throughput"))
+        if sa == "ok" and sb in BROKEN:
             pc.verdict, pc.note = "failed in B", f"{sb}: {b.get('reason') or 'no reason recorded'}"
         elif sa in BROKEN and sb == "ok":
             pc.verdict, pc.note = "fixed in B", f"was {sa} in A"
-        else:
+        elif sa != "ok" or sb != "ok":
             pc.verdict = "not measured"
             pc.note = "; ".join(
                 f"{side}: {r.get('status')}" + (f" ({r.get('reason')})" if r.get("reason") else "")
                 for side, r in (("A", a), ("B", b))
                 if r.get("status") != "ok"
             )
+        elif not thr_a or not thr_b:
+            pc.verdict, pc.note = "no CI", "a throughput is missing"
+        else:
+            pc.ratio = thr_b / thr_a
+            pc.ci, how = throughput_ratio_ci(sweep_a, a, sweep_b, b, seed=seed)
+            pc.ci_method = how if pc.ci else ""
+            pc.verdict = judge(pc.ratio, pc.ci, threshold)
+            noisy = [side for side, r in (("A", a), ("B", b)) if r.get("noisy")]
+            notes = [] if pc.ci else [f"{how}: not flagged"]
+            if noisy:
+                notes.append(f"flagged noisy in {' and '.join(noisy)}")
+            pc.note = "; ".join(notes)
         result.points.append(pc)
     only_a = [k for k in index_a if k not in index_b]
     only_b = [k for k in index_b if k not in index_a]
