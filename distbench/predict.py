@@ -45,11 +45,16 @@ leave-largest-out error per doubling when that is larger."""
 DEFAULT_MEASUREMENT_SE = 0.02
 """Relative standard error assumed for a measured throughput with no CI and no residual spread."""
 BOOTSTRAP = 300
+ALGORITHMS = ("auto", "ring", "tree", "hierarchical")
+CSV_REQUIRED = ("strategy", "world_size", "per_device_batch", "throughput")
+CSV_OPTIONAL = tuple(
+    "model nodes scaling global_batch framework status grad_bytes overlap overlap_raw throughput_ci_low "
+    "throughput_ci_high device".split()
+)
 
 
 def default_bucket_bytes(name: str) -> int | None:
-    """The strategy's default gradient bucket / fusion size (the registry's bucket_bytes; None for one
-    message, or a strategy this distbench does not know)."""
+    """The registry's bucket / fusion size (None: one message, or a strategy distbench does not know)."""
     s = STRATEGIES.get(name)
     return s.bucket_bytes if s else None
 
@@ -57,14 +62,6 @@ def default_bucket_bytes(name: str) -> int | None:
 def reduces_to_one(name: str) -> bool:
     s = STRATEGIES.get(name)
     return bool(s and s.reduce_to_one)
-
-
-ALGORITHMS = ("auto", "ring", "tree", "hierarchical")
-CSV_REQUIRED = ("strategy", "world_size", "per_device_batch", "throughput")
-CSV_OPTIONAL = tuple(
-    "model nodes scaling global_batch framework status grad_bytes overlap overlap_raw throughput_ci_low "
-    "throughput_ci_high device".split()
-)
 
 
 # -- links and the alpha-beta cost models
@@ -96,18 +93,6 @@ def tree_allreduce_time(size: float, n: int, link: Link) -> float:
     return 2 * math.ceil(math.log2(n)) * link.latency + 2 * size / link.bandwidth
 
 
-def hierarchical_allreduce_time(size: float, n: int, per_node: int, intra: Link | None, inter: Link | None) -> float:
-    """Ring reduce-scatter and all-gather inside each node, and a ring all-reduce between the m nodes:
-    each GPU's shard S/g goes out through the node's network, g shards at once, S bytes per node."""
-    g = min(n, per_node)
-    return ring_allreduce_time(size, g, intra) + ring_allreduce_time(size, math.ceil(n / g), inter)
-
-
-def reduce_to_one_time(size: float, n: int, link: Link) -> float:
-    """DataParallel: gradients reduced onto GPU 0 and weights broadcast back over GPU 0's link."""
-    return 0.0 if n <= 1 else 2 * (n - 1) * (size / link.bandwidth + link.latency)
-
-
 def allreduce_time(
     size: float,
     n: int,
@@ -123,12 +108,16 @@ def allreduce_time(
     if n <= 1:
         return 0.0
     chunk = size / buckets
-    multi = n > per_node
     if reduces_to_one(strategy):
-        return buckets * reduce_to_one_time(chunk, n, intra)
+        # DataParallel: gradients reduced onto GPU 0 and weights broadcast back over GPU 0's link
+        return buckets * (2 * (n - 1) * (chunk / intra.bandwidth + intra.latency))
+    multi = n > per_node
     if multi and algorithm in ("auto", "hierarchical"):
-        return buckets * hierarchical_allreduce_time(chunk, n, per_node, intra, inter)
-    link = inter if multi else intra
+        # a ring reduce-scatter and all-gather inside each node of g = per_node GPUs, and a ring all-reduce
+        # between the nodes: each GPU's shard S/g goes out through the node's network, g at once, S per node
+        nodes = math.ceil(n / per_node)
+        return buckets * (ring_allreduce_time(chunk, per_node, intra) + ring_allreduce_time(chunk, nodes, inter))
+    link = intra
     if multi:  # a flat ring or tree over several nodes runs at the slower link's pace
         link = Link(min(intra.bandwidth, inter.bandwidth), max(intra.latency, inter.latency), "", False)
     fn = tree_allreduce_time if algorithm == "tree" else ring_allreduce_time
@@ -172,24 +161,26 @@ def _int(value, default=None):
     return default if x is None else int(x)
 
 
-def _se(record: dict) -> float | None:
-    ci = an.throughput_ci(record)
-    return None if ci is None or ci[1] <= ci[0] else an.log_se(ci)
+def _observed(r: dict) -> Observed:
+    ci = an.throughput_ci(r)
+    se = None if ci is None or ci[1] <= ci[0] else an.log_se(ci)
+    return Observed(
+        _int(r["world_size"]), _int(r.get("nodes"), 1), an.num(r.get("per_device_batch")), an.num(r["throughput"]), se
+    )
 
 
 def _hidden_share(records: Sequence[dict]) -> tuple[float | None, str]:
     """The median measured overlap over the points at N > 1: the raw value (1 - exposed / standalone
     all-reduce) clipped to [0, 1], saying so when it had to be clipped."""
-    raws = [
-        an.num(r.get("overlap_raw")) if an.num(r.get("overlap_raw")) is not None else an.num(r.get("overlap"))
-        for r in records
-        if _int(r.get("world_size"), 1) > 1
-    ]
-    raws = [x for x in raws if x is not None]
+    raws = []
+    for r in records:
+        raw = an.num(r.get("overlap_raw"))
+        raw = an.num(r.get("overlap")) if raw is None else raw
+        if raw is not None and _int(r.get("world_size"), 1) > 1:
+            raws.append(raw)
     if not raws:
         return None, "not measured (no overlap in the points): assumed 0; the fitted kappa absorbs any hiding"
     med = float(np.median(raws))
-    h = min(1.0, max(0.0, med))
     note = f"measured: median overlap {med:.2f} over {len(raws)} point(s)"
     if med < 0:
         note += (
@@ -198,7 +189,7 @@ def _hidden_share(records: Sequence[dict]) -> tuple[float | None, str]:
         )
     elif med > 1:
         note += " (above 1 within the noise; taken as fully hidden)"
-    return h, note
+    return min(1.0, max(0.0, med)), note
 
 
 def series_from_records(
@@ -218,27 +209,13 @@ def series_from_records(
     out = []
     for label, pts in groups.items():
         bases = {r.get("framework"): r for r in pts if an.is_baseline(r)}
-        by: dict[str, list[dict]] = {}
+        by_strategy: dict[str, list[dict]] = {}
         for r in pts:
-            if not an.is_baseline(r):
-                by.setdefault(str(r["strategy"]), []).append(r)
-        for strategy, spts in by.items():
-            if strategies and strategy not in strategies:
-                continue
-            obs = sorted(
-                (
-                    Observed(
-                        _int(r["world_size"]),
-                        _int(r.get("nodes"), 1),
-                        an.num(r.get("per_device_batch")),
-                        an.num(r["throughput"]),
-                        _se(r),
-                    )
-                    for r in spts
-                ),
-                key=lambda o: (o.n, o.nodes),
-            )
-            grads = [an.num(r.get("grad_bytes")) for r in spts if an.num(r.get("grad_bytes"))]
+            if not an.is_baseline(r) and (not strategies or str(r["strategy"]) in strategies):
+                by_strategy.setdefault(str(r["strategy"]), []).append(r)
+        for strategy, spts in by_strategy.items():
+            obs = sorted(map(_observed, spts), key=lambda o: (o.n, o.nodes))
+            grads = [g for g in (an.num(r.get("grad_bytes")) for r in spts) if g]
             overlap, note = _hidden_share(spts)
             base = bases.get(spts[0].get("framework"))
             one = next((o for o in obs if o.n == 1), None)
@@ -307,17 +284,12 @@ def _nnls2(rows: np.ndarray, target: np.ndarray) -> np.ndarray:
     sol = np.linalg.lstsq(rows, target, rcond=None)[0]
     if (sol >= 0).all():
         return sol
-    best = None
-    for keep in (0, 1):
+    candidates = [np.zeros(2), np.zeros(2)]
+    for keep, candidate in enumerate(candidates):
         col = rows[:, keep]
         denom = float(col @ col)
-        coef = max(0.0, float(col @ target) / denom) if denom > 0 else 0.0
-        s = np.zeros(2)
-        s[keep] = coef
-        err = float(np.sum((rows @ s - target) ** 2))
-        if best is None or err < best[0]:
-            best = (err, s)
-    return best[1]
+        candidate[keep] = max(0.0, float(col @ target) / denom) if denom > 0 else 0.0
+    return min(candidates, key=lambda s: float(np.sum((rows @ s - target) ** 2)))
 
 
 def fit_link(samples: Iterable[tuple[int, float, float, int]], source: str) -> Link | None:
@@ -328,9 +300,7 @@ def fit_link(samples: Iterable[tuple[int, float, float, int]], source: str) -> L
         return None
     rows = np.array([[2 * (n - 1) / n * size / t, 2 * (n - 1) * k / t] for n, size, t, k in samples])
     inv_bw, alpha = _nnls2(rows, np.ones(len(samples)))
-    if inv_bw <= 0:
-        return None
-    return Link(1 / inv_bw, float(alpha), source, True)
+    return Link(1 / inv_bw, float(alpha), source, True) if inv_bw > 0 else None
 
 
 def links_from_comm(records: Sequence[dict], sweep_id: str) -> dict[str, Link]:
@@ -355,20 +325,17 @@ def links_from_comm(records: Sequence[dict], sweep_id: str) -> dict[str, Link]:
 
 def link_from_allreduce(records: Sequence[dict], strategy: str) -> Link | None:
     """The sweep's own standalone all-reduce of the gradients (allreduce_s at N > 1 on one node)."""
-    samples = [
-        (
-            _int(r["world_size"]),
-            an.num(r.get("grad_bytes")),
-            an.num(r.get("allreduce_s")),
-            buckets_for(strategy, an.num(r.get("grad_bytes"))),
-        )
-        for r in records
-        if r.get("status") == "ok"
-        and r.get("strategy") == strategy
-        and _int(r.get("nodes"), 1) == 1
-        and an.num(r.get("allreduce_s"))
-        and an.num(r.get("grad_bytes"))
-    ]
+    samples = []
+    for r in records:
+        size, seconds = an.num(r.get("grad_bytes")), an.num(r.get("allreduce_s"))
+        if (
+            r.get("status") == "ok"
+            and r.get("strategy") == strategy
+            and _int(r.get("nodes"), 1) == 1
+            and size
+            and seconds
+        ):
+            samples.append((_int(r["world_size"]), size, seconds, buckets_for(strategy, size)))
     return fit_link(samples, f"the sweep's standalone all-reduce of the {strategy} gradients")
 
 
@@ -456,8 +423,7 @@ def fit_points(points: Sequence[Observed], comm: Callable[[int], float]) -> Fit:
         kappa = 1.0  # no communication anywhere in the model: kappa cannot matter
     if a <= 0:
         raise BadInput("the measured points imply no compute time (a <= 0): check the throughput column")
-    pred = a * rows[:, 0] * t + kappa * c
-    resid = np.log(t / pred)
+    resid = np.log(t / (a * rows[:, 0] * t + kappa * c))
     dof = len(points) - 2
     resid_se = float(np.sqrt(np.sum(resid**2) / dof)) if dof > 0 else None
     return Fit(float(a), float(kappa), comm, sorted(p.n for p in points), resid_se)
@@ -474,9 +440,6 @@ def per_device_batch(series: Series, n: int) -> float:
 class Model:
     series: Series
     fit: Fit
-    intra: Link | None
-    inter: Link | None
-    algorithm: str
     buckets: int
     model_error: float
     boot: list[Fit] = field(default_factory=list)
@@ -488,9 +451,9 @@ class Model:
     def interval(self, n: int) -> tuple[float, float, float]:
         """(throughput, 95% low, 95% high)."""
         thr = self.throughput(n)
-        logs = np.log([self.throughput(n, f) for f in self.boot]) if self.boot else np.array([math.log(thr)])
+        boot_var = float(np.var(np.log([self.throughput(n, f) for f in self.boot]))) if self.boot else 0.0
         doublings = max(0.0, math.log2(n / max(self.fit.fitted_ns)))
-        sd = math.sqrt(float(np.var(logs)) + (self.model_error * doublings) ** 2)
+        sd = math.sqrt(boot_var + (self.model_error * doublings) ** 2)
         return thr, thr * math.exp(-an.Z95 * sd), thr * math.exp(an.Z95 * sd)
 
 
@@ -537,20 +500,13 @@ def build_model(
         try:
             boot.append(fit_points(redrawn, comm))
         except BadInput:
-            continue
-    return Model(series, fit, intra, inter, algorithm, buckets, model_error, boot)
+            pass  # a redraw that implies no compute time is left out
+    return Model(series, fit, buckets, model_error, boot)
 
 
 # -- validation
 def holdout(
-    series: Series,
-    intra,
-    inter,
-    *,
-    keep: int | None = None,
-    algorithm: str = "auto",
-    bucket_bytes: float | None = None,
-    model_error: float = MODEL_ERROR_PER_DOUBLING,
+    series: Series, intra, inter, *, keep: int | None = None, algorithm: str = "auto", bucket_bytes: float | None = None
 ) -> list[dict]:
     """Fit on the smallest `keep` distinct N (default: all but the largest) and predict every larger
     measured N: [{'n', 'measured', 'predicted', 'low', 'high', 'error'}]."""
@@ -558,19 +514,18 @@ def holdout(
     keep = keep or len(ns) - 1
     if keep < 2 or keep >= len(ns):
         return []
-    train = [p for p in series.points if p.n in ns[:keep]]
-    model = build_model(
-        series, intra, inter, algorithm=algorithm, bucket_bytes=bucket_bytes, points=train, model_error=model_error
-    )
-    out = []
+    fitted_on = ns[:keep]
+    train = [p for p in series.points if p.n in fitted_on]
+    model = build_model(series, intra, inter, algorithm=algorithm, bucket_bytes=bucket_bytes, points=train)
+    checks = []
     for p in series.points:
-        if p.n in ns[keep:]:
+        if p.n > fitted_on[-1]:
             thr, lo, hi = model.interval(p.n)
-            out.append(
+            checks.append(
                 {
                     "n": p.n,
                     "nodes": p.nodes,
-                    "fitted_on": ns[:keep],
+                    "fitted_on": fitted_on,
                     "measured": p.throughput,
                     "predicted": thr,
                     "low": lo,
@@ -579,12 +534,12 @@ def holdout(
                     "covered": lo <= p.throughput <= hi,
                 }
             )
-    return out
+    return checks
 
 
 def own_error_per_doubling(checks: Sequence[dict]) -> float:
     vals = [abs(math.log(1 + c["error"])) / math.log2(c["n"] / max(c["fitted_on"])) for c in checks]
-    return max(vals) if vals else 0.0
+    return max(vals, default=0.0)
 
 
 # -- the prediction
@@ -614,10 +569,11 @@ def predict(
     ns = target_counts(series, gpus)
     out_series = []
     for s in series:
+        measured_ns = ", ".join(str(p.n) for p in s.points)
         if len({p.n for p in s.points}) < 2:
             raise BadInput(
                 f"{s.strategy} ({s.workload}) has fewer than two successful points at different N "
-                f"(N = {', '.join(str(p.n) for p in s.points)}): nothing to fit"
+                f"(N = {measured_ns}): nothing to fit"
             )
         if not s.grad_bytes:
             raise BadInput(f"{s.strategy} ({s.workload}): no gradient size in the points; pass --grad-bytes")
@@ -638,35 +594,29 @@ def predict(
         if reduces_to_one(s.strategy) and needs_inter:
             raise BadInput("dp (DataParallel) runs in one process on one node: ask for N up to --gpus-per-node")
         checks = holdout(s, intra, inter, algorithm=algorithm, bucket_bytes=bucket_bytes)
-        own = own_error_per_doubling(checks)
-        model = build_model(
-            s,
-            intra,
-            inter,
-            algorithm=algorithm,
-            bucket_bytes=bucket_bytes,
-            model_error=max(MODEL_ERROR_PER_DOUBLING, own),
-        )
+        model_error = max(MODEL_ERROR_PER_DOUBLING, own_error_per_doubling(checks))
+        model = build_model(s, intra, inter, algorithm=algorithm, bucket_bytes=bucket_bytes, model_error=model_error)
+        fit = model.fit
         rows = []
         for n in ns:
             thr, lo, hi = model.interval(n)
-            bounds = (("", thr), ("_low", lo), ("_high", hi))
-            speedup = {k: v / s.baseline_throughput for k, v in bounds}
+            b = per_device_batch(s, n)
+            speedup = [x / s.baseline_throughput for x in (thr, lo, hi)]
             row = {
                 "n": n,
                 "nodes": math.ceil(n / s.per_node),
-                **{f"throughput{k}": v for k, v in bounds},
-                **{f"speedup{k}": v for k, v in speedup.items()},
-                "per_device_batch": per_device_batch(s, n),
-                "exposed_comm_s": model.fit.kappa * model.fit.comm(n),
-                "step_time_s": model.fit.step_time(n, per_device_batch(s, n)),
-                **{f"efficiency{k}": v / n for k, v in speedup.items()},
+                **_bounds("throughput", thr, lo, hi),
+                **_bounds("speedup", *speedup),
+                "per_device_batch": b,
+                "exposed_comm_s": fit.kappa * fit.comm(n),
+                "step_time_s": fit.step_time(n, b),
+                **_bounds("efficiency", *(x / n for x in speedup)),
             }
             if epoch_samples:  # the epoch's low bound comes from the throughput's high bound
-                epoch = {"": epoch_samples / thr, "_low": epoch_samples / hi, "_high": epoch_samples / lo}
-                row.update({f"epoch_s{k}": v for k, v in epoch.items()})
+                epoch = [epoch_samples / x for x in (thr, hi, lo)]
+                row.update(_bounds("epoch_s", *epoch))
                 if gpu_hour_price is not None:
-                    row.update({f"epoch_cost{k}": v / 3600 * n * gpu_hour_price for k, v in epoch.items()})
+                    row.update(_bounds("epoch_cost", *(x / 3600 * n * gpu_hour_price for x in epoch)))
             rows.append(row)
         entry = {
             "workload": s.workload,
@@ -680,16 +630,16 @@ def predict(
             "predicted": rows,
             "validation": checks,
             "parameters": {
-                "compute_s_per_sample": model.fit.a,
-                "kappa": model.fit.kappa,
+                "compute_s_per_sample": fit.a,
+                "kappa": fit.kappa,
                 "buckets": model.buckets,
                 "hidden_share": s.overlap,
-                "model_error_per_doubling": model.model_error,
+                "model_error_per_doubling": model_error,
                 "bootstrap_fits": len(model.boot),
             },
             "inputs": {
                 "measured": [
-                    f"throughput at N = {', '.join(str(p.n) for p in s.points)}",
+                    f"throughput at N = {measured_ns}",
                     f"gradient bytes {s.grad_bytes:.4g}",
                     f"hidden share: {s.overlap_note}",
                     f"speedup baseline: {s.baseline_name}",
@@ -717,20 +667,22 @@ def predict(
     }
 
 
+def _bounds(name: str, value: float, low: float, high: float) -> dict[str, float]:
+    return {name: value, f"{name}_low": low, f"{name}_high": high}
+
+
 def _assumptions(s: Series, model: Model, algorithm: str, bucket_bytes) -> list[str]:
+    default_bucket = default_bucket_bytes(s.strategy)
+    if bucket_bytes:
+        bucket_size = f" ({bucket_bytes / 2**20:g} MiB, --bucket-mb)"
+    else:
+        bucket_size = f" ({default_bucket / 2**20:g} MiB default)" if default_bucket else " (one message)"
     return [
         f"compute per sample is the same at every N ({s.scaling} scaling: per-device batch "
         + ("fixed" if s.scaling != "strong" else "= global batch / N")
         + ")",
         f"all-reduce algorithm: {algorithm} (auto = ring on one node, hierarchical across nodes)",
-        f"{model.buckets} bucket(s) of the gradients"
-        + (
-            f" ({bucket_bytes / 2**20:g} MiB, --bucket-mb)"
-            if bucket_bytes
-            else f" ({default_bucket_bytes(s.strategy) / 2**20:g} MiB default)"
-            if default_bucket_bytes(s.strategy)
-            else " (one message)"
-        ),
+        f"{model.buckets} bucket(s) of the gradients{bucket_size}",
         f"devices per node: {s.per_node}",
         f"the fitted communication scale kappa = {model.fit.kappa:.3g} holds at every N and on every tier",
     ]
@@ -782,19 +734,24 @@ def latest_for(store_path: str, sweep_id: str) -> dict | None:
         return None
     if row is None:
         return None
-    doc = json.loads(row[2])
-    doc.update(prediction_id=row[0], command=row[1])
-    return doc
+    return {**json.loads(row[2]), "prediction_id": row[0], "command": row[1]}
 
 
 # -- presenting
-def _r(lo: float, hi: float, fmt: str) -> str:
-    return f"[{format(lo, fmt)}, {format(hi, fmt)}]"
+def _pi(value: float, low: float, high: float, fmt: str | Callable[[float], str]) -> str:
+    """'value [low, high]', formatted with a format spec or a function."""
+    text = fmt if callable(fmt) else lambda x: format(x, fmt)
+    return f"{text(value)} [{text(low)}, {text(high)}]"
+
+
+def _row_pi(row: dict, key: str, fmt: str | Callable[[float], str]) -> str:
+    return _pi(row[key], row[f"{key}_low"], row[f"{key}_high"], fmt)
 
 
 def table_rows(doc: dict) -> tuple[list[str], list[list[str]]]:
     """One row per predicted (strategy, N): PREDICTED values with their 95% prediction intervals."""
     multi = len({s["workload"] for s in doc["series"]}) > 1
+    has_epoch, has_cost = bool(doc.get("epoch_samples")), doc.get("gpu_hour_price") is not None
     headers = (["workload"] if multi else []) + [
         "strategy",
         "N",
@@ -803,9 +760,9 @@ def table_rows(doc: dict) -> tuple[list[str], list[list[str]]]:
         "speedup [95% PI]",
         "efficiency [95% PI]",
     ]
-    if doc.get("epoch_samples"):
+    if has_epoch:
         headers.append(f"time per epoch of {doc['epoch_samples']:,} samples")
-        if doc.get("gpu_hour_price") is not None:
+        if has_cost:
             headers.append(f"cost per epoch at {doc['gpu_hour_price']:g}/GPU-hour")
     rows = []
     for s in doc["series"]:
@@ -814,56 +771,52 @@ def table_rows(doc: dict) -> tuple[list[str], list[list[str]]]:
                 s["strategy"],
                 str(p["n"]),
                 str(p["nodes"]),
-                f"{p['throughput']:.4g} {_r(p['throughput_low'], p['throughput_high'], '.4g')}",
-                f"{p['speedup']:.3g} {_r(p['speedup_low'], p['speedup_high'], '.3g')}",
-                f"{p['efficiency']:.0%} {_r(p['efficiency_low'], p['efficiency_high'], '.0%')}",
+                _row_pi(p, "throughput", ".4g"),
+                _row_pi(p, "speedup", ".3g"),
+                _row_pi(p, "efficiency", ".0%"),
             ]
-            if doc.get("epoch_samples"):
-                cells.append(
-                    f"{an.format_duration(p['epoch_s'])} [{an.format_duration(p['epoch_s_low'])}, "
-                    f"{an.format_duration(p['epoch_s_high'])}]"
-                )
-                if doc.get("gpu_hour_price") is not None:
-                    cells.append(f"{p['epoch_cost']:.2f} {_r(p['epoch_cost_low'], p['epoch_cost_high'], '.2f')}")
+            if has_epoch:
+                cells.append(_row_pi(p, "epoch_s", an.format_duration))
+                if has_cost:
+                    cells.append(_row_pi(p, "epoch_cost", ".2f"))
             rows.append(cells)
     return headers, rows
 
 
 def validation_rows(doc: dict) -> tuple[list[str], list[list[str]]]:
-    rows = []
-    for s in doc["series"]:
-        for c in s["validation"]:
-            rows.append(
-                [
-                    s["strategy"],
-                    f"N={c['n']}",
-                    ", ".join(map(str, c["fitted_on"])),
-                    f"{c['measured']:.4g}",
-                    f"{c['predicted']:.4g} {_r(c['low'], c['high'], '.4g')}",
-                    f"{c['error']:+.1%}",
-                    "yes" if c["covered"] else "no",
-                ]
-            )
-    return ["strategy", "held out", "fitted on N", "measured", "predicted [95% PI]", "error", "inside PI"], rows
+    headers = ["strategy", "held out", "fitted on N", "measured", "predicted [95% PI]", "error", "inside PI"]
+    rows = [
+        [
+            s["strategy"],
+            f"N={c['n']}",
+            ", ".join(map(str, c["fitted_on"])),
+            f"{c['measured']:.4g}",
+            _pi(c["predicted"], c["low"], c["high"], ".4g"),
+            f"{c['error']:+.1%}",
+            "yes" if c["covered"] else "no",
+        ]
+        for s in doc["series"]
+        for c in s["validation"]
+    ]
+    return headers, rows
 
 
 def summary_lines(doc: dict) -> list[str]:
     lines = []
     for s in doc["series"]:
-        par = s["parameters"]
+        par, links = s["parameters"], s["inputs"]["links"]
         lines.append(
             f"{s['strategy']} ({s['workload']}): compute {par['compute_s_per_sample'] * 1e3:.4g} ms/sample, "
-            f"kappa {par['kappa']:.3g}, {par['buckets']} bucket(s); intra link {s['inputs']['links']['intra']}"
-            + (f"; inter link {s['inputs']['links']['inter']}" if s["inputs"]["links"]["inter"] else "")
+            f"kappa {par['kappa']:.3g}, {par['buckets']} bucket(s); intra link {links['intra']}"
+            + (f"; inter link {links['inter']}" if links["inter"] else "")
         )
-        lines.append("  measured: " + "; ".join(s["inputs"]["measured"]))
-        lines.append("  assumed: " + "; ".join(s["inputs"]["assumed"]))
+        lines += [f"  {what}: " + "; ".join(s["inputs"][what]) for what in ("measured", "assumed")]
         for key, what in (
             ("gpus_for_throughput", f"{doc.get('target_throughput')} samples/s"),
             ("gpus_for_epoch_time", f"an epoch within {an.format_duration(doc.get('epoch_time') or 0)}"),
         ):
-            if key in s:
-                hit = s[key]
+            hit = s.get(key)
+            if hit:
                 lines.append(
                     f"  devices for {what}: "
                     + (f"{hit['n']} predicted" if hit["n"] else f"not reached up to N={hit.get('searched_up_to')}")
@@ -895,14 +848,13 @@ def plot(doc: dict):
 
     fig = Figure(figsize=(6.4, 4.0))
     ax = fig.subplots()
-    colors = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b"]
     ns = []
-    for i, s in enumerate(doc["series"]):
-        color = colors[i % len(colors)]
+    for s in doc["series"]:
         mx, px = ([p["n"] for p in s[k]] for k in ("measured", "predicted"))
-        ax.plot(
-            mx, [m["throughput"] for m in s["measured"]], "o-", color=color, label=_mpl(f"{s['strategy']} measured")
+        (measured,) = ax.plot(
+            mx, [m["throughput"] for m in s["measured"]], "o-", label=_mpl(f"{s['strategy']} measured")
         )
+        color = measured.get_color()  # the next colour of the cycle, shared by the strategy's predicted line
         pred = {k: [p[k] for p in s["predicted"]] for k in ("throughput", "throughput_low", "throughput_high")}
         ax.plot(px, pred["throughput"], "o--", mfc="none", color=color, label=_mpl(f"{s['strategy']} predicted"))
         ax.fill_between(px, pred["throughput_low"], pred["throughput_high"], color=color, alpha=0.15)

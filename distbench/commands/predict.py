@@ -3,30 +3,21 @@
 from __future__ import annotations
 
 import json
-import sys
 
 import click
-from rich.console import Console
-from rich.table import Table
 
 from distbench import analysis as an, predict as pr
 from distbench.commands import options as opt
 from distbench.commands.results import format_option
 from distbench.errors import BadInput
+from distbench.output import table
 from distbench.plan import parse_counts
-from distbench.store import DEFAULT_PATH
 from distbench.sweep import command_line
 
 
 @click.command()
 @click.argument("sweep", default="latest")
-@click.option(
-    "--results",
-    type=click.Path(dir_okay=False),
-    default=str(DEFAULT_PATH),
-    show_default=True,
-    help="SQLite results store holding SWEEP (and --comm sweeps); the prediction is saved there.",
-)
+@opt.results_option("SQLite results store holding SWEEP (and --comm sweeps); the prediction is saved there.")
 @click.option(
     "--csv",
     "csv_path",
@@ -63,18 +54,16 @@ from distbench.sweep import command_line
 )
 @click.option("--link-bw", "link_bws", multiple=True, metavar="TIER=GBPS", help="Link bandwidth in GB/s per tier.")
 @click.option("--link-latency", "link_lats", multiple=True, metavar="TIER=US", help="Link latency in us per tier.")
-@click.option(
+@opt.option(
     "--nics-per-node",
     type=click.IntRange(1, 64),
     default=1,
-    show_default=True,
     help="Network ports per node for an inter-node --link profile.",
 )
-@click.option(
+@opt.option(
     "--algorithm",
     type=click.Choice(pr.ALGORITHMS),
     default="auto",
-    show_default=True,
     help="All-reduce cost model: auto = ring on one node, hierarchical across nodes.",
 )
 @click.option(
@@ -132,10 +121,12 @@ def predict(
 
     Example: distbench predict latest --gpus 16,32,64 --gpus-per-node 8 --link nvlink4 --link ib-ndr
     """
-    if epoch_time is not None and not epoch_samples:
-        raise BadInput("--epoch-time needs --epoch-samples (how many samples one epoch has)")
-    if gpu_hour_price is not None and not epoch_samples:
-        raise BadInput("--gpu-hour-price needs --epoch-samples (the cost is per epoch)")
+    for flag, value, why in (
+        ("--epoch-time", epoch_time, "how many samples one epoch has"),
+        ("--gpu-hour-price", gpu_hour_price, "the cost is per epoch"),
+    ):
+        if value is not None and not epoch_samples:
+            raise BadInput(f"{flag} needs --epoch-samples ({why})")
     gpus = parse_counts(gpus_text, "--gpus", "device count", 1 << 20) if gpus_text else None
     strategies = [s.strip() for s in strategy_text.split(",") if s.strip()] if strategy_text else None
     link_map = pr.explicit_links(links, link_bws, link_lats, nics_per_node)
@@ -174,25 +165,22 @@ def predict(
     )
     doc["source"] = {"sweep": sweep_id, "store": store_path, "csv": csv_path, "comm_sweeps": list(comm_sweeps)}
     if sweep_id and not no_store:
-        from distbench.store import Store
-
-        with Store(results) as store:
+        with an.open_store(results) as store:
             doc["prediction_id"] = pr.save(store, sweep_id, command_line(), doc)
     if fmt == "json":
         click.echo(json.dumps(doc, indent=2, default=str))
         return
-    out = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
+    out = opt.out_console()
+    predicted = pr.table_rows(doc)
     for title, (headers, rows), right in (
-        ("PREDICTED (not measured)", pr.table_rows(doc), lambda h: h not in ("workload", "strategy")),
-        ("leave-largest-N-out on the measured points", pr.validation_rows(doc), lambda h: False),
+        ("PREDICTED (not measured)", predicted, [h for h in predicted[0] if h not in ("workload", "strategy")]),
+        ("leave-largest-N-out on the measured points", pr.validation_rows(doc), ()),
     ):
         if rows:
-            table = Table(title=title, title_justify="left")
-            for h in headers:
-                table.add_column(h, justify="right" if right(h) else "left")
+            shown = table(title, headers, right)
             for row in rows:
-                table.add_row(*row)
-            out.print(table)
+                shown.add_row(*row)
+            out.print(shown)
     for line in pr.summary_lines(doc):
         out.print(line, markup=False)
     if "prediction_id" in doc:
