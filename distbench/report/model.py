@@ -62,10 +62,6 @@ class Table(Block):
 class Figure(Block):
     plot: Plot
 
-    @property
-    def caption(self) -> str:
-        return self.plot.caption
-
 
 @dataclass
 class Grid(Block):
@@ -94,14 +90,18 @@ class Section:
 @dataclass
 class Report:
     sweep_id: str
-    status: str
-    started: str
-    finished: str
+    when: str  # see sweep_when
     command: str
     store_path: str
     callout: Text | None
     sections: list[Section]
     plots: list[Plot]
+
+
+def sweep_when(info: dict) -> str:
+    """'<status>, started <time>[, finished <time>]': the report's and `results show`'s header."""
+    finished = f", finished {info['finished']}" if info.get("finished") else ""
+    return f"{info.get('status')}, started {info.get('started')}{finished}"
 
 
 # -- what the sections say
@@ -338,8 +338,7 @@ def batch_table(sweep: Sweep) -> Rows:
                     label,
                     str(batch_of(r)),
                     str(r.get("status")),
-                    fmt_num(v["throughput"], ".2f"),
-                    fmt_ms(v["step_time_median_s"]),
+                    *cells(v, "throughput", "step_time_median_s"),
                     fmt_bytes(v["peak_memory_bytes"] or None),
                     fmt_num(v["power_w"], ".1f"),
                     fmt_num(v["energy_per_sample_j"], ".4g"),
@@ -553,21 +552,20 @@ def wrapper_answer(one_device: dict, skipped: list[dict]) -> str:
     groups: dict[str, list[str]] = {}
     for name, ratio in one_device.items():
         if ratio is None:
-            groups.setdefault("with no 'torch' baseline to compare with", []).append(name)
+            label, entry = "with no 'torch' baseline to compare with", name
         elif ratio.ci is None:
-            groups.setdefault("without a CI, so not settled", []).append(f"{name} ({ratio.value:.3f}x)")
+            label, entry = "without a CI, so not settled", f"{name} ({ratio.value:.3f}x)"
+        elif ratio.verdict == "within noise":
+            label = "within noise of plain torch (95% CI includes 1.0)"
+            entry = f"{name} ({ratio.value:.3f}x, 95% CI {ratio.span})"
         else:
             label = {
                 "slower": "measurably slower than plain torch (95% CI below 1.0)",
                 "faster": "measurably faster than plain torch (95% CI above 1.0)",
-                "within noise": "within noise of plain torch (95% CI includes 1.0)",
             }[ratio.verdict]
             cost = 1 - ratio.value
-            groups.setdefault(label, []).append(
-                f"{name} ({ratio.value:.3f}x, 95% CI {ratio.span})"
-                if ratio.verdict == "within noise"
-                else f"{name} ({abs(cost):.1%} {'slower' if cost >= 0 else 'faster'})"
-            )
+            entry = f"{name} ({abs(cost):.1%} {'slower' if cost >= 0 else 'faster'})"
+        groups.setdefault(label, []).append(entry)
     lines = [f"{label}: {', '.join(names)}" for label, names in groups.items()]
     unmeasured = sorted({str(r.get("strategy")) for r in skipped if int(r.get("world_size") or 0) == 1})
     lines += [f"not measured: {', '.join(unmeasured)} (see below)"] if unmeasured else []
@@ -742,9 +740,7 @@ def build_report(
     i = sweep.info
     return Report(
         sweep_id=sweep.id,
-        status=str(i.get("status")),
-        started=str(i.get("started")),
-        finished=str(i.get("finished") or ""),
+        when=sweep_when(i),
         command=str(i.get("command") or "-"),
         store_path=str(sweep.store_path),
         callout=Text(CPU_NOTE, "callout", "CPU workers.") if sweep.cpu_workers else None,

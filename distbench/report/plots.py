@@ -4,7 +4,7 @@ drawing) and kept as SVG (for the HTML page) and PNG (for the Markdown). Adding 
 from __future__ import annotations
 
 import io
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from functools import partial
 from typing import Callable, Sequence
 
@@ -20,11 +20,11 @@ def _mpl(text) -> str:
     return " " + s if s.startswith("_") else s
 
 
-def _render(fig, name: str, title: str) -> Plot:
+def _render(fig, name: str, title: str, caption: str = "", section: str = "") -> Plot:
     svg, png = io.BytesIO(), io.BytesIO()
     fig.savefig(svg, format="svg", bbox_inches="tight", metadata={"Date": None})
     fig.savefig(png, format="png", dpi=110, bbox_inches="tight")
-    return Plot(name=name, title=title, svg=svg.getvalue(), png=png.getvalue())
+    return Plot(name, title, svg.getvalue(), png.getvalue(), caption, section)
 
 
 def _colors() -> Callable[[str], str]:
@@ -71,14 +71,17 @@ def _series(points: Sequence[dict], include_baselines: bool) -> list[tuple[str, 
     return out
 
 
+def _x_ticks(ax, values: Sequence[int], **label_style) -> None:
+    """The sorted `values` as the x ticks, on a log2 scale when they span more than 8x."""
+    if values and values[-1] / max(1, values[0]) > 8:
+        ax.set_xscale("log", base=2)
+    ax.set_xticks(values, [str(v) for v in values], **label_style)
+
+
 def _n_axis(ax, ns: Sequence[int]) -> None:
     from matplotlib.ticker import NullLocator
 
-    ns = sorted(set(ns))
-    if ns and ns[-1] / max(1, ns[0]) > 8:
-        ax.set_xscale("log", base=2)
-    ax.set_xticks(ns)
-    ax.set_xticklabels([str(n) for n in ns])
+    _x_ticks(ax, sorted(set(ns)))
     ax.xaxis.set_minor_locator(NullLocator())
     ax.set_xlabel("N (devices)")
     ax.grid(True, alpha=0.3)
@@ -156,8 +159,7 @@ def plot_comm(sweep: Sweep, colors, title: str):
                 xytext=(0, 2),
                 textcoords="offset points",
             )
-    ax.set_xticks(xs)
-    ax.set_xticklabels([_mpl(f"{an.series_name(r)}\nN={r.get('world_size')}") for r, _ in rows], fontsize="small")
+    ax.set_xticks(xs, [_mpl(f"{an.series_name(r)}\nN={r.get('world_size')}") for r, _ in rows], fontsize="small")
     ax.set_ylabel("median step time (ms)")
     ax.set_title(title)
     ax.legend(fontsize="x-small", loc="upper left")
@@ -174,8 +176,7 @@ def plot_busbw(sweep: Sweep, colors, title: str):
     fig, ax = _figure(7.2, 4.2)
     for r, pairs in recs:
         ax.plot(
-            [p[0] for p in pairs],
-            [p[1] for p in pairs],
+            *zip(*pairs),  # message size, bus bandwidth
             marker="o",
             color=colors(str(r.get("strategy"))) if len(recs) <= 10 else None,
             label=_mpl(f"{r.get('strategy')} N={r.get('world_size')}"),
@@ -212,8 +213,7 @@ def plot_steps(sweep: Sweep, colors, title: str):
     rng = np.random.default_rng(0)
     for i, (_, d) in enumerate(data, 1):  # every sample, jittered: with few steps the box alone misleads
         ax.scatter(d, i + rng.uniform(-0.18, 0.18, len(d)), s=14, color="#1f77b4", alpha=0.7, zorder=3, linewidths=0)
-    ax.set_yticks(range(1, len(data) + 1))
-    ax.set_yticklabels([_mpl(an.point_name(r)) for r, _ in data], fontsize="small")
+    ax.set_yticks(range(1, len(data) + 1), [_mpl(an.point_name(r)) for r, _ in data], fontsize="small")
     ax.invert_yaxis()
     ax.set_xlabel(
         "step time (ms); box = quartiles, whiskers = p5-p95, line = median, triangle = mean, dots = every step"
@@ -233,8 +233,7 @@ def plot_telemetry(sweep: Sweep, colors, title: str):
     for ax, metric in zip(axes, metrics):
         scale, unit = (2**30, " (GiB)") if "bytes" in metric else (1, "")
         ax.barh(range(len(rows)), [(t.get(metric) or 0) / scale for _, t in rows], color="#1f77b4")
-        ax.set_yticks(range(len(rows)))
-        ax.set_yticklabels(labels, fontsize="x-small")
+        ax.set_yticks(range(len(rows)), labels, fontsize="x-small")
         ax.invert_yaxis()
         ax.set_title(_mpl(metric + unit), fontsize="small")
         ax.tick_params(axis="x", labelsize="x-small")
@@ -265,11 +264,8 @@ def plot_batch(sweep: Sweep, colors, title: str):
         for series, pts in values.items():
             xy = [(b, v[key] * scale) for b, v in pts if v[key] is not None]
             if xy:
-                ax.plot([b for b, _ in xy], [y for _, y in xy], marker="o", color=colors(series), label=_mpl(series))
-        if batches and batches[-1] / batches[0] > 8:
-            ax.set_xscale("log", base=2)
-        ax.set_xticks(batches)
-        ax.set_xticklabels([str(b) for b in batches], fontsize="x-small")
+                ax.plot(*zip(*xy), marker="o", color=colors(series), label=_mpl(series))
+        _x_ticks(ax, batches, fontsize="x-small")
         ax.set_xlabel("batch size", fontsize="small")
         ax.set_title(label, fontsize="small")
         ax.set_ylim(bottom=0)
@@ -345,5 +341,5 @@ def make_plots(sweep: Sweep) -> list[Plot]:
         for spec in PLOTS:
             fig = spec.draw(sweep, colors, spec.title)
             if fig is not None:
-                plots.append(replace(_render(fig, spec.name, spec.title), caption=spec.caption, section=spec.section))
+                plots.append(_render(fig, spec.name, spec.title, spec.caption, spec.section))
     return plots

@@ -1,5 +1,4 @@
-"""The report's two renderings of one `Report` (model.py): HTML through templates/report.html.j2 (autoescaped)
-and Markdown; `write_report` writes both, the points CSV and the plots as PNG."""
+"""The report's two renderings of one `Report` (model.py): HTML (templates/report.html.j2) and Markdown."""
 
 from __future__ import annotations
 
@@ -73,7 +72,8 @@ def _md_block(b, images: dict[str, str]) -> list[str]:
         case Table():
             return [md_table(b.headers, b.rows)]
         case Figure():
-            return [f"![{md(b.plot.title)}]({images[b.plot.name]})"] + ([f"*{md(b.caption)}*"] if b.caption else [])
+            caption = [f"*{md(b.plot.caption)}*"] if b.plot.caption else []
+            return [f"![{md(b.plot.title)}]({images[b.plot.name]})", *caption]
         case Grid():
             return [p for f in b.figures for p in _md_block(f, images)]
         case Details():
@@ -86,9 +86,7 @@ def render_markdown(report: Report, *, images: dict[str, str], csv_name: str) ->
     r = report
     out = [
         f"# distbench report: sweep {md(r.sweep_id)}",
-        f"{md(r.status)}, started {md(r.started)}"
-        + (f", finished {md(r.finished)}" if r.finished else "")
-        + f". Command: <code>{md(r.command)}</code>. Points as CSV: [{md(csv_name)}]({csv_name}).",
+        f"{md(r.when)}. Command: <code>{md(r.command)}</code>. Points as CSV: [{md(csv_name)}]({csv_name}).",
     ]
     out += _md_block(r.callout, images) if r.callout else []
     for section in r.sections:

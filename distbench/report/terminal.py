@@ -10,7 +10,7 @@ from rich.table import Table
 from distbench import analysis as an
 from distbench.analysis import Sweep
 from distbench.output import cells, status_cell, table
-from distbench.report.model import scaling_columns
+from distbench.report.model import scaling_columns, sweep_when
 
 
 def sweeps_table(rows: Sequence[dict], store_path) -> Table:
@@ -47,10 +47,5 @@ def points_table(sweep: Sweep) -> Table:
 
 def sweep_header(sweep: Sweep) -> list[str]:
     i = sweep.info
-    lines = [
-        f"sweep {i['id']}: {i.get('status')}, started {i.get('started')}"
-        + (f", finished {i.get('finished')}" if i.get("finished") else ""),
-        f"command: {i.get('command') or '-'}",
-    ]
-    lines += [f"note: {n}" for n in i.get("notes") or []]
-    return lines
+    notes = [f"note: {n}" for n in i.get("notes") or []]
+    return [f"sweep {i['id']}: {sweep_when(i)}", f"command: {i.get('command') or '-'}", *notes]
