@@ -21,6 +21,8 @@ from distbench.launch import run_point
 from distbench.plan import PlannedPoint
 from distbench.record import add_step_metrics
 
+NOSYNC_KEPT = ("step_times_s", "per_rank_step_times_s", "peak_memory_bytes", "peak_memory_per_rank_bytes")
+"""What a no-sync run keeps beside its summary (and its nosync_* and data_wait_* fields): every sample."""
 NOISY_CV = 0.10
 """Coefficient of variation of step times above which a point is flagged noisy."""
 
@@ -101,11 +103,12 @@ def combine_repeats(runs: list[dict], noisy_cv: float = NOISY_CV) -> dict:
 def exposed_comm_ci(sync_runs: list[dict], indep_runs: list[dict]) -> tuple[tuple[float, float] | None, str]:
     """95% CI of exposed communication per step (time per step, sync - independent) and its scope.
 
-    R >= 2 pairs: a paired t-interval over the pairs' differences. Each pair ran back to back (A B),
-    so a slow drift of the machine moves both of its runs and cancels in the difference, and the
-    pairs are independent runs: this covers run-to-run variation. One pair: a Welch interval from
-    the two runs' within-run (batch-means) standard errors, independent because they are separate
-    runs; it covers only the noise within those two runs."""
+    R >= 2 pairs: a paired t-interval over the pairs' differences. Each pair ran back to back (A B,
+    B A, ...: in one process tree or two), so a slow drift of the machine moves both of its runs and
+    cancels in the difference, and the pairs are independent process trees: this covers run-to-run
+    variation. One pair: a Welch interval from the two runs' within-run (batch-means) standard errors,
+    treating the two windows as independent (two consecutive windows, of one process tree or of two);
+    it covers only the noise within those two windows, not run-to-run variation."""
     diffs = [a["time_per_step_s"] - b["time_per_step_s"] for a, b in zip(sync_runs, indep_runs)]
     if len(diffs) > 1:
         _, lo, hi = stats.mean_ci(diffs)
@@ -141,8 +144,8 @@ def measure_point(
     cfg = point.config
     runs, indeps = [], []
 
-    def run(c, name):
-        return add_step_metrics(run_point(point.strategy, c, workdir / name, timeout_s, telemetry_interval_s))
+    def run(c, name, limit_s=timeout_s):
+        return add_step_metrics(run_point(point.strategy, c, workdir / name, limit_s, telemetry_interval_s))
 
     for r in range(repeats):
         if not (cfg.measure_comm and (not runs or runs[0]["status"] == "ok")):
@@ -150,12 +153,20 @@ def measure_point(
             continue
         fixed = runs[0]["measured_steps"] if runs else None
         sync_cfg = dataclasses.replace(cfg, target_ci=0.0, steps=fixed) if fixed else cfg
-        if point.strategy.nosync_in_process:  # A B, or B A, in one process tree
-            runs.append(run(dataclasses.replace(sync_cfg, nosync_order="BA" if r % 2 else "AB"), f"r{r + 1}"))
-            indeps.append(_in_process_variant(runs[-1]))
-            if runs[-1]["status"] != "ok":
+        if point.strategy.nosync_in_process:  # A B, or B A, in one process tree: twice the work, twice the time
+            order = "BA" if r % 2 else "AB"
+            both = run(dataclasses.replace(sync_cfg, nosync_order=order), f"r{r + 1}", 2 * timeout_s)
+            if both["status"] in ("ok", "interrupted"):
+                runs.append(both)
+                indeps.append(_in_process_variant(both))
+                if both["status"] == "ok":
+                    continue
                 break
-            continue
+            # The variant may be what failed: the synchronized run alone, so its point is not lost with it.
+            runs.append(run(sync_cfg, f"r{r + 1}-alone"))
+            reason = f"{both['status']} with the no-sync variant in its processes ({order}): {both.get('reason')}"
+            indeps.append({"status": "failed", "reason": reason})
+            break
         if r % 2 == 0:  # A B
             runs.append(run(sync_cfg, f"r{r + 1}"))
             if runs[-1]["status"] != "ok":
@@ -168,7 +179,10 @@ def measure_point(
     record = combine_repeats(runs, noisy_cv)
     if indeps and record["status"] == "ok":
         record["independent"] = [
-            {**_summary(b), **{k: v for k, v in b.items() if k == "step_times_s" or k.startswith("nosync_")}}
+            {
+                **_summary(b),
+                **{k: v for k, v in b.items() if k in NOSYNC_KEPT or k.startswith(("nosync_", "data_wait"))},
+            }
             for b in indeps
         ]
         record["pair_order"] = ["AB" if i % 2 == 0 else "BA" for i in range(len(indeps))]
@@ -184,6 +198,9 @@ def measure_point(
                 )
             )
             record["exposed_comm_ci_scope"] = scope
+            if point.strategy.nosync_in_process and len(runs) > 1:  # A after its variant (B A) vs A first
+                first, after = (statistics.geometric_mean(a["throughput"] for a in runs[i::2]) for i in (0, 1))
+                record["sync_after_variant_ratio"] = after / first
         else:
             record["comm_note"] = f"independent variant {bad['status']}: {bad.get('reason')}"
     if point.strategy.no_comm_reason and cfg.world_size > 1:

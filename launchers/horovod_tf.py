@@ -37,7 +37,8 @@ def make_distribution():
             return self.tf
 
         def _step(self, cfg, model, optimizer, reduce_grads):
-            hvd.broadcast_variables([v.value for v in model.variables], root_rank=0)
+            # rank 0's weights and optimizer slots (momentum), also after a no-sync run in this process
+            hvd.broadcast_variables([v.value for v in [*model.variables, *optimizer.variables]], root_rank=0)
             source = self.source(cfg)
             fn = self.tf.function(tfc.local_step(cfg, model, optimizer, reduce_grads=reduce_grads))
             return lambda: fn(*source.next())

@@ -51,9 +51,11 @@ def make_distribution():
 
         def rewrap(self, cfg, model, optimizer, wrapped_optimizer, device):
             # The same DistributedOptimizer (a second one would add a second set of gradient hooks), now
-            # reducing over the other process set. Rank 0's weights again: the variant let them drift apart.
+            # reducing over the other process set. Rank 0's weights and momentum again: the variant let them
+            # drift apart.
             wrapped_optimizer.process_set = self.process_sets[cfg.sync]
             hvd.broadcast_parameters(model.state_dict(), root_rank=0)
+            hvd.broadcast_optimizer_state(wrapped_optimizer, root_rank=0)
             return model, wrapped_optimizer
 
         def gather(self, obj):

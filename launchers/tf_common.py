@@ -366,15 +366,15 @@ def replica_local_updates(optimizer, on: bool = True) -> None:
     that all-reduces is replaced on this optimizer instance (the inner one under loss scaling); on=False
     restores it. It is read when a step is traced: a step traced after the switch keeps its setting."""
     inner = getattr(optimizer, "inner_optimizer", optimizer)
+    if not on:
+        inner.__dict__.pop("_all_reduce_sum_gradients", None)
+        return
     if not callable(getattr(type(inner), "_all_reduce_sum_gradients", None)):
         # A Keras without it would silently run the synchronized step as the variant.
         raise RuntimeError(
             f"{type(inner).__name__} has no _all_reduce_sum_gradients (Keras changed): cannot make the no-sync variant"
         )
-    if on:
-        inner._all_reduce_sum_gradients = lambda grads_and_vars: list(grads_and_vars)
-    else:
-        inner.__dict__.pop("_all_reduce_sum_gradients", None)
+    inner._all_reduce_sum_gradients = lambda grads_and_vars: list(grads_and_vars)
 
 
 class StrategyDistribution(Distribution):
@@ -434,7 +434,13 @@ class StrategyDistribution(Distribution):
         return lambda: train_step(*source.next())
 
     def make_train_step(self, cfg: PointConfig, model, optimizer):
-        replica_local_updates(optimizer, on=False)  # after a variant run in this process (nosync_order)
+        if "_all_reduce_sum_gradients" in getattr(optimizer, "inner_optimizer", optimizer).__dict__:
+            # A no-sync run came first in this process (nosync_order BA): its replicas drifted apart. The
+            # first replica's values on all of this worker's replicas (across workers: not re-synchronized).
+            for v in [*model.variables, *optimizer.variables]:
+                if len(getattr(v.value, "values", ())) > 1:
+                    v.value.assign(v.value.values[0].read_value())
+        replica_local_updates(optimizer, on=False)
         return self._step(cfg, model, optimizer, aggregate=True)
 
     def make_independent_step(self, cfg: PointConfig, model, optimizer):

@@ -66,6 +66,15 @@ def make_distribution():
             silence(self, wrapped)
             return wrapped, optimizer
 
+        def rewrap(self, cfg, model, optimizer, wrapped_optimizer, device):
+            wrapped = super().rewrap(cfg, model, optimizer, wrapped_optimizer, device)
+            if cfg.sync:  # after the variant: DDP's constructor syncs parameters and buffers, not the momentum
+                for state in optimizer.state.values():
+                    for value in state.values():
+                        if torch.is_tensor(value) and value.dim():
+                            dist.broadcast(value, src=0)
+            return wrapped
+
         def nosync_fields(self):
             return {"nosync_hook_calls": self.hook_calls, "nosync_buffer_sync": self.buffer_sync}
 

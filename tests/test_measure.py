@@ -211,9 +211,36 @@ def test_measure_point_runs_an_in_process_variant_in_the_same_process_tree(monke
     assert rec["pair_order"] == ["AB", "BA"] and "nosync_segment" not in rec
     assert [b["throughput"] for b in rec["independent"]] == pytest.approx([rec["global_batch"] / 0.26] * 2)
     assert [b["nosync_hook_calls"] for b in rec["independent"]] == [36, 36]
+    assert rec["sync_after_variant_ratio"] == pytest.approx(1.0)  # A as fast after its variant as before it
     assert rec["exposed_comm_s"] == pytest.approx(0.04)
     split = wall_split(rec)
     # no-sync: 8 s (A B, out of teardown) + 10 s (B A, out of launch to first step)
     assert split["no_sync"] == pytest.approx(18.0) and split["total"] == pytest.approx(50.0)
     assert split["startup"] == pytest.approx(5 + 15 - 10) and split["teardown"] == pytest.approx(14 - 8 + 4)
     assert split["unattributed"] == pytest.approx(0.0)
+
+
+def test_a_failed_in_process_variant_keeps_the_synchronized_run(monkeypatch, tmp_path):
+    """A run measuring A and B in one process tree fails (say B's re-wrap): A is measured alone, so the
+    point keeps its throughput and says why it has no communication figures. The pair gets twice the
+    point's time limit, the run alone the limit itself."""
+    calls = []
+
+    def fake_run_point(strategy, cfg, workdir, timeout_s, telemetry_interval_s=0.0):
+        calls.append((workdir.name, cfg.nosync_order, timeout_s))
+        if cfg.nosync_order:
+            return base_record(cfg.to_dict(), strategy="ddp", framework="torch", status="failed", reason="boom")
+        r = base_record(cfg.to_dict(), strategy="ddp", framework="torch", status="ok")
+        r.update(step_times_s=[0.3] * 12, measured_window_s=0.3 * 12)
+        return r
+
+    class Point:
+        strategy = STRATEGIES["ddp"]
+        config = _cfg(strategy="ddp", world_size=2, steps=10, target_ci=0.02, max_time_s=5, measure_comm=True)
+
+    monkeypatch.setattr(measure_mod, "run_point", fake_run_point)
+    rec = measure_mod.measure_point(Point(), tmp_path, timeout_s=10, repeats=2)
+    assert calls == [("r1", "AB", 20), ("r1-alone", None, 10)]
+    assert rec["status"] == "ok" and rec["throughput"] == pytest.approx(rec["global_batch"] / 0.3)
+    assert rec["comm_note"] == "independent variant failed: failed with the no-sync variant in its processes (AB): boom"
+    assert rec["exposed_comm_s"] is None and "sync_after_variant_ratio" not in rec

@@ -176,5 +176,6 @@ def test_html_and_markdown_both_carry_the_section(sweep, tmp_path):
     for s in ("measurably slower than plain torch (95% CI below 1.0): accelerate", "0.55x", COMPOSER):
         assert s in page and md(s) in text, s
     assert re.search(r"\| fsdp \| 2 \| 68\.00 \| - \| 0\.944x \(", text)
+    assert "<p><strong>Do the wrappers cost speed?</strong> " in page and "**Do the wrappers cost speed?** " in text
     files = write_report(sweep, tmp_path / "w.html")
     assert "## Wrapper and sharded strategies" in files.markdown.read_text()
