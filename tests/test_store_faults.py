@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import os
+import re
 import sqlite3
 import subprocess
 import tempfile
@@ -20,6 +21,7 @@ import pytest
 from distbench import store as store_mod
 from distbench import sweep as sweep_mod
 from distbench.cli import main
+from distbench.errors import BadInput
 from distbench.record import read_record
 from distbench.store import Store, StoreWriteError
 from tests.test_report import point
@@ -276,6 +278,31 @@ def _create_and_write(path: str, barrier, results) -> None:
         results.put("ok")
     except BaseException as exc:  # reported by the parent
         results.put(f"{type(exc).__name__}: {exc}")
+
+
+@pytest.mark.parametrize("refusals,opens", [(3, True), (10**6, False)])
+def test_a_locked_wal_switch_on_open_is_retried_until_the_open_deadline(tmp_path, monkeypatch, refusals, opens):
+    """SQLite answers the switch to WAL with 'database is locked' at once (no busy timeout) while another
+    process creates the same store: opening retries it, up to OPEN_WAIT_S, then one line naming the store."""
+    connect, left, opened = sqlite3.connect, [refusals], []
+
+    def faulty(*args, **kw):
+        conn = FaultyConnection(connect(*args, **kw), "PRAGMA journal_mode", 0, "database is locked")
+        conn.failures, left[0] = min(left[0], 1), max(left[0] - 1, 0)  # the next `refusals` opens refused
+        opened.append(conn)
+        return conn
+
+    monkeypatch.setattr(store_mod.sqlite3, "connect", faulty)
+    monkeypatch.setattr(store_mod, "OPEN_WAIT_S", 0.5)
+    path = tmp_path / "r.db"
+    if opens:
+        with Store(path) as store:
+            assert len(opened) == 4 and store.conn is opened[-1]
+            assert store.sweeps() == []
+        return
+    with pytest.raises(BadInput, match=f"^cannot write results store {re.escape(str(path))}: database is locked$"):
+        Store(path)
+    assert len(opened) > 1
 
 
 def test_processes_creating_one_new_store_at_once_all_succeed(tmp_path):
