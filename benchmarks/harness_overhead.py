@@ -166,8 +166,12 @@ def handwritten_run(cfg: PointConfig, dist: str) -> float:
     out = subprocess.run(handwritten_argv(cfg, dist), env=build_env(cfg), capture_output=True, text=True, timeout=900)
     lines = [line[line.index("{") :] for line in out.stdout.splitlines() if '{"throughput"' in line]
     if out.returncode or not lines:  # horovodrun prefixes each line with [rank]<stdout>:
-        tail = [line for line in out.stderr.splitlines() if line.strip()][-1:] or ["no output"]
-        raise RunFailed(f"hand-written {dist} loop failed (exit {out.returncode}): {tail[0][-300:]}")
+        said = [line.strip() for line in out.stderr.splitlines() if any(c.isalnum() for c in line)]  # no banners
+        causes = (
+            line for key in ("terminate called", "Error:") for line in said if key in line and "ChildFailed" not in line
+        )
+        why = next(causes, said[-1] if said else "")
+        raise RunFailed(f"hand-written {dist} loop failed (exit {out.returncode}): {why[-300:] or 'no output'}")
     return json.loads(lines[-1])["throughput"]
 
 
