@@ -196,16 +196,21 @@ def summarize(ours: list[float], ref: list[float]) -> dict:
     }
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--rounds", type=int, default=6, help="interleaved rounds (>= 5)")
+def point_arguments(ap: argparse.ArgumentParser, steps: int) -> None:
+    """The workload of the points compared (plan() reads them), shared with telemetry_cost.py."""
     ap.add_argument("--model", default="resnet18")
     ap.add_argument("--image-size", type=int, default=32)
     ap.add_argument("--batch-size", type=int, default=8)
-    ap.add_argument("--steps", type=int, default=30)
+    ap.add_argument("--steps", type=int, default=steps)
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     ap.add_argument("--telemetry-interval", type=float, default=0.5, help="distbench's default sampling")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rounds", type=int, default=6, help="interleaved rounds (>= 5)")
+    point_arguments(ap, steps=30)
     ap.add_argument(
         "--quiet-below",
         type=float,

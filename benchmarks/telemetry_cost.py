@@ -15,20 +15,14 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from harness_overhead import POINTS, distbench_run, metered, plan, summarize, wait_quiet  # noqa: E402
+from harness_overhead import POINTS, distbench_run, metered, plan, point_arguments, summarize, wait_quiet  # noqa: E402
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--point", default="horovod-torch", choices=[p[0] for p in POINTS])
     ap.add_argument("--rounds", type=int, default=8)
-    ap.add_argument("--model", default="resnet18")
-    ap.add_argument("--image-size", type=int, default=32)
-    ap.add_argument("--batch-size", type=int, default=8)
-    ap.add_argument("--steps", type=int, default=200)
-    ap.add_argument("--warmup", type=int, default=3)
-    ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
-    ap.add_argument("--telemetry-interval", type=float, default=0.5, help="side A's sampling (B: off)")
+    point_arguments(ap, steps=200)  # --telemetry-interval: side A's sampling (B: off)
     a = ap.parse_args()
     n = next(n for s, n, _ in POINTS if s == a.point)
     point = plan(a.point, n, a)
