@@ -21,7 +21,7 @@ from distbench.launch import run_point
 from distbench.plan import PlannedPoint
 from distbench.record import add_step_metrics
 
-NOSYNC_KEPT = ("step_times_s", "per_rank_step_times_s", "peak_memory_bytes", "peak_memory_per_rank_bytes")
+NOSYNC_KEPT = ("step_times_s", "peak_memory_bytes", "peak_memory_per_rank_bytes")
 """What a no-sync run keeps beside its summary (and its nosync_* and data_wait_* fields): every sample."""
 NOISY_CV = 0.10
 """Coefficient of variation of step times above which a point is flagged noisy."""
@@ -41,7 +41,9 @@ def _summary(record: dict) -> dict:
         "allreduce_s",
         "record_id",
         "launch",
-    )  # launch: the wall-time split (analysis.wall_split)
+        "per_rank_step_times_s",
+        "ran_alone",
+    )  # launch: the wall-time split (analysis.wall_split); per-rank step times: every sample of every repeat
     return {k: record.get(k) for k in keep}
 
 
@@ -156,16 +158,20 @@ def measure_point(
         if point.strategy.nosync_in_process:  # A B, or B A, in one process tree: twice the work, twice the time
             order = "BA" if r % 2 else "AB"
             both = run(dataclasses.replace(sync_cfg, nosync_order=order), f"r{r + 1}", 2 * timeout_s)
-            if both["status"] in ("ok", "interrupted"):
+            if both["status"] in ("ok", "interrupted", "skipped"):
                 runs.append(both)
                 indeps.append(_in_process_variant(both))
                 if both["status"] == "ok":
                     continue
                 break
-            # The variant may be what failed: the synchronized run alone, so its point is not lost with it.
-            runs.append(run(sync_cfg, f"r{r + 1}-alone"))
+            # The variant may be what failed: the synchronized run alone, so its point is not lost with it
+            # (a hung pair so costs up to 3x the timeout). The pair's time counts as a no-sync run's.
             reason = f"{both['status']} with the no-sync variant in its processes ({order}): {both.get('reason')}"
-            indeps.append({"status": "failed", "reason": reason})
+            indeps.append({"status": both["status"], "reason": reason, "launch": both.get("launch")})
+            alone = {**run(sync_cfg, f"r{r + 1}-alone"), "ran_alone": True}
+            if alone["status"] != "ok":  # the pair's failure may be the cause
+                alone["reason"] = f"{alone.get('reason')} (run alone, after the pair: {reason})"
+            runs.append(alone)
             break
         if r % 2 == 0:  # A B
             runs.append(run(sync_cfg, f"r{r + 1}"))

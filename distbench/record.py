@@ -93,7 +93,8 @@ class Record(TypedDict, total=False):
     nosync_buffer_sync: Any
     independent: list[dict]  # the no-sync runs' summaries and step times, paired with the sync runs
     pair_order: list[str]  # 'AB' / 'BA' per pair
-    sync_after_variant_ratio: float  # in one process: A's throughput measured after B / measured first
+    ran_alone: bool  # a repeat: the real step run alone after its pair with the no-sync variant failed
+    sync_after_variant_ratio: float  # A's throughput measured after B / measured first (no CI; drift in it)
     comm_overhead: float | None
     exposed_comm_s: float | None  # raw (may be negative: noise); clipped only for display
     exposed_comm_ci_low: float | None

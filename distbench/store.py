@@ -8,6 +8,7 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import os
+import random
 import secrets
 import sqlite3
 import tempfile
@@ -87,16 +88,18 @@ class Store:
             try:
                 self.conn = self._open()
                 break
-            except sqlite3.OperationalError as exc:
-                if "locked" not in str(exc) and "busy" not in str(exc) or time.monotonic() > deadline:
-                    raise BadInput(f"cannot write results store {self.path}: {exc}") from None
-                time.sleep(0.05 + secrets.randbelow(100) / 1000)
             except sqlite3.Error as exc:
-                raise BadInput(f"cannot open results store {self.path}: {exc}") from None
+                transient = isinstance(exc, sqlite3.OperationalError) and ("locked" in str(exc) or "busy" in str(exc))
+                if not transient or time.monotonic() > deadline:
+                    raise BadInput(f"cannot write results store {self.path}: {exc}") from None
+                time.sleep(random.uniform(0.05, 0.15))  # jittered, so the openers do not retry in step
         self.conn.isolation_level = ""  # back to implicit transactions, committed by `with self.conn`
 
     def _open(self) -> sqlite3.Connection:
-        conn = sqlite3.connect(self.path, timeout=30.0, isolation_level=None)
+        try:
+            conn = sqlite3.connect(self.path, timeout=30.0, isolation_level=None)
+        except sqlite3.Error as exc:
+            raise BadInput(f"cannot open results store {self.path}: {exc}") from None
         conn.row_factory = sqlite3.Row
         try:
             conn.execute("PRAGMA busy_timeout = 30000")

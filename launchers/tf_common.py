@@ -358,23 +358,26 @@ class Distribution:
         pass
 
 
-def replica_local_updates(optimizer, on: bool = True) -> None:
+def replica_local_updates(optimizer, on: bool = True) -> bool:
     """No-sync variant under a tf.distribute strategy: the optimizer applies each replica's own
     gradients to that replica's copy of the variables, through the same merge_call and per-replica
     extended.update as a synchronized step, instead of summing them across replicas first. Keras 3's
     apply_gradients has no switch for this (no experimental_aggregate_gradients), so the one method
     that all-reduces is replaced on this optimizer instance (the inner one under loss scaling); on=False
-    restores it. It is read when a step is traced: a step traced after the switch keeps its setting."""
+    restores it. It is read when a step is traced: a step traced after the switch keeps its setting.
+    Returns whether the variant's update was on before."""
     inner = getattr(optimizer, "inner_optimizer", optimizer)
+    was_on = "_all_reduce_sum_gradients" in inner.__dict__
     if not on:
         inner.__dict__.pop("_all_reduce_sum_gradients", None)
-        return
+        return was_on
     if not callable(getattr(type(inner), "_all_reduce_sum_gradients", None)):
         # A Keras without it would silently run the synchronized step as the variant.
         raise RuntimeError(
             f"{type(inner).__name__} has no _all_reduce_sum_gradients (Keras changed): cannot make the no-sync variant"
         )
     inner._all_reduce_sum_gradients = lambda grads_and_vars: list(grads_and_vars)
+    return was_on
 
 
 class StrategyDistribution(Distribution):
@@ -434,13 +437,12 @@ class StrategyDistribution(Distribution):
         return lambda: train_step(*source.next())
 
     def make_train_step(self, cfg: PointConfig, model, optimizer):
-        if "_all_reduce_sum_gradients" in getattr(optimizer, "inner_optimizer", optimizer).__dict__:
+        if replica_local_updates(optimizer, on=False):
             # A no-sync run came first in this process (nosync_order BA): its replicas drifted apart. The
             # first replica's values on all of this worker's replicas (across workers: not re-synchronized).
             for v in [*model.variables, *optimizer.variables]:
                 if len(getattr(v.value, "values", ())) > 1:
                     v.value.assign(v.value.values[0].read_value())
-        replica_local_updates(optimizer, on=False)
         return self._step(cfg, model, optimizer, aggregate=True)
 
     def make_independent_step(self, cfg: PointConfig, model, optimizer):

@@ -69,10 +69,11 @@ def make_distribution():
         def rewrap(self, cfg, model, optimizer, wrapped_optimizer, device):
             wrapped = super().rewrap(cfg, model, optimizer, wrapped_optimizer, device)
             if cfg.sync:  # after the variant: DDP's constructor syncs parameters and buffers, not the momentum
-                for state in optimizer.state.values():
-                    for value in state.values():
-                        if torch.is_tensor(value) and value.dim():
-                            dist.broadcast(value, src=0)
+                # In parameter order, every rank the same collectives even where a rank has no buffer yet.
+                for group in optimizer.param_groups:
+                    for p in group["params"] if group["momentum"] else ():
+                        state = optimizer.state[p]
+                        dist.broadcast(state.setdefault("momentum_buffer", torch.zeros_like(p)), src=0)
             return wrapped
 
         def nosync_fields(self):

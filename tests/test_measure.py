@@ -244,3 +244,22 @@ def test_a_failed_in_process_variant_keeps_the_synchronized_run(monkeypatch, tmp
     assert rec["status"] == "ok" and rec["throughput"] == pytest.approx(rec["global_batch"] / 0.3)
     assert rec["comm_note"] == "independent variant failed: failed with the no-sync variant in its processes (AB): boom"
     assert rec["exposed_comm_s"] is None and "sync_after_variant_ratio" not in rec
+    assert rec["repeats"][-1]["ran_alone"] is True and rec["independent"][0]["status"] == "failed"
+
+
+def test_when_the_run_alone_fails_too_its_reason_names_the_pairs(monkeypatch, tmp_path):
+    def fake_run_point(strategy, cfg, workdir, timeout_s, telemetry_interval_s=0.0):
+        status, reason = ("timeout", "no step for 20 s") if cfg.nosync_order else ("failed", "rank 1 killed (SIGKILL)")
+        return base_record(cfg.to_dict(), strategy="ddp", framework="torch", status=status, reason=reason)
+
+    class Point:
+        strategy = STRATEGIES["ddp"]
+        config = _cfg(strategy="ddp", world_size=2, steps=10, target_ci=0.02, max_time_s=5, measure_comm=True)
+
+    monkeypatch.setattr(measure_mod, "run_point", fake_run_point)
+    rec = measure_mod.measure_point(Point(), tmp_path, timeout_s=10)
+    assert rec["status"] == "failed"
+    assert rec["reason"] == (
+        "rank 1 killed (SIGKILL) (run alone, after the pair: timeout with the no-sync variant in its processes "
+        "(AB): no step for 20 s)"
+    )

@@ -161,7 +161,7 @@ def test_mirrored_variant_switch_restores_the_all_reduce():
     from distbench.launchers.tf_common import replica_local_updates
 
     opt = keras.optimizers.SGD()
-    replica_local_updates(opt)
+    assert replica_local_updates(opt) is False  # it was off
     assert opt._all_reduce_sum_gradients([(1, 2)]) == [(1, 2)]
-    replica_local_updates(opt, on=False)
+    assert replica_local_updates(opt, on=False) is True  # it was on: a real step after it re-syncs the replicas
     assert opt._all_reduce_sum_gradients.__func__ is type(opt)._all_reduce_sum_gradients
