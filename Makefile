@@ -1,10 +1,10 @@
 # Fresh machine:  make demo   (builds .venv, runs the main job)
-#                 make test   (builds .venv, runs ruff and the test suite)
+#                 make test   (builds .venv, runs ruff and both test tiers; make test-fast: the fast tier only)
 #                 make lock   (rewrites constraints.txt from a working CPU .venv)
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: install demo lint test bench lock clean slurm-examples
+.PHONY: install demo lint test test-fast test-slow bench lock clean slurm-examples
 
 install: $(VENV)/.installed
 
@@ -19,8 +19,16 @@ lint: install
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 
-test: lint
-	$(PY) -m pytest -ra tests
+# Two tiers (markers in setup.cfg): the fast one (unit, builder and CLI tests; under 3 minutes on 2 cores),
+# then the real-process one (tests marked `slow`). `make test`, and so CI, runs both, fast first.
+test-fast: lint
+	$(PY) -m pytest -ra -m "not slow" tests
+
+test-slow: install
+	$(PY) -m pytest -ra -m slow tests
+
+test: test-fast
+	$(PY) -m pytest -ra -m slow tests
 
 bench: install
 	$(PY) benchmarks/harness_overhead.py --out docs/benchmarks.md

@@ -31,6 +31,17 @@ TINY = [
 ]
 
 
+
+def quick(*, batch: int | None = 2, device: str | None = None, timeout: int | None = 300) -> list[str]:
+    """The quickest real point: resnet18 at 32 px, 2 steps after 1 warmup, fixed length (no adaptive
+    stopping), no no-sync variant, no telemetry sampler."""
+    args = ["--model", "resnet18", "--image-size", "32", "--steps", "2", "--warmup", "1", "--target-ci", "0"]
+    args += ["--no-comm", "--telemetry-interval", "0"]
+    args += ["--batch-size", str(batch)] if batch is not None else []
+    args += ["--device", device] if device else []
+    return args + (["--timeout", str(timeout)] if timeout is not None else [])
+
+
 def have(module: str) -> bool:
     try:
         return importlib.util.find_spec(module) is not None
@@ -54,3 +65,11 @@ def run_json(args: list[str], **kw) -> tuple[subprocess.CompletedProcess, list[d
     proc = run_cli([*args, "--format", "json"], **kw)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return proc, json.loads(proc.stdout)
+
+
+@pytest.fixture(scope="session")
+def chromium():
+    """Debian's chromium (installed with apt when missing and we are root), else the test is skipped."""
+    from tests.builders import find_chromium
+
+    return find_chromium()

@@ -15,26 +15,10 @@ from distbench.plan import SweepOptions, make_plan
 from distbench.report import write_report
 from distbench.store import Store
 from distbench.strategies import parse_strategies
-from tests.conftest import DISTBENCH, require, run_cli, run_json
-from tests.test_report import _chromium, add_sweep, chromium, point  # noqa: F401 (chromium: a fixture)
+from tests.conftest import DISTBENCH, quick, require, run_cli, run_json
+from tests.builders import add_sweep, point, run_chromium
 
-TINY = [
-    "--model",
-    "resnet18",
-    "--image-size",
-    "32",
-    "--steps",
-    "2",
-    "--warmup",
-    "1",
-    "--target-ci",
-    "0",
-    "--no-comm",
-    "--telemetry-interval",
-    "0",
-    "--timeout",
-    "300",
-]
+TINY = quick(batch=None)
 
 
 def test_plan_sweeps_batches_per_strategy_and_n_smallest_first():
@@ -207,11 +191,11 @@ def test_report_batch_section(tmp_path):
     assert 'id="batch"' not in html and "plot-batch" not in html
 
 
-def test_batch_section_renders_in_headless_chromium(chromium, tmp_path):  # noqa: F811
+def test_batch_section_renders_in_headless_chromium(chromium, tmp_path):
     with Store(tmp_path / "r.db") as store:
         sweep = load_sweep(store, add_sweep(store, _batch_records()))
     url = write_report(sweep, tmp_path / "report.html").html.resolve().as_uri()
-    dom = _chromium(chromium, tmp_path, "dom", "--virtual-time-budget=5000", "--dump-dom", url)
+    dom = run_chromium(chromium, tmp_path, "dom", "--virtual-time-budget=5000", "--dump-dom", url)
     assert dom.returncode == 0, dom.stderr[-2000:]
     root = re.search(r"<html[^>]*>", dom.stdout).group(0)
     assert 'data-report-ready="yes"' in root and "data-js-errors" not in root

@@ -11,7 +11,7 @@ import pytest
 
 from distbench.cli import main
 from distbench.record import write_record
-from tests.test_report import point
+from tests.builders import point
 
 FORMULA = "=cmd|' /C calc'!A0"
 HOSTILE = [FORMULA, "@SUM(1)", "+1", "-1+2", "\t=1+1", "\r=1+1", '=HYPERLINK("http://x","y")']

@@ -8,28 +8,10 @@ import pytest
 from distbench.errors import BadInput
 from distbench.plan import SweepOptions, make_plan
 from distbench.strategies import parse_strategies
-from tests.conftest import require, run_json
+from tests.conftest import quick, require, run_json
 
 pytestmark = pytest.mark.slow
-SMALL = [
-    "--model",
-    "resnet18",
-    "--image-size",
-    "32",
-    "--batch-size",
-    "2",
-    "--steps",
-    "2",
-    "--warmup",
-    "1",
-    "--target-ci",
-    "0",
-    "--no-comm",
-    "--telemetry-interval",
-    "0",
-    "--device",
-    "cpu",
-]
+SMALL = quick(device="cpu", timeout=None)
 
 
 def _plan(**kw):

@@ -25,90 +25,7 @@ from distbench.record import base_record
 from distbench.report import CSP, MARKER_JS, write_report
 from distbench.store import Store
 from distbench.sweep import derive
-
-
-# -- fixture data builders (shared by test_compare.py and test_results_cli.py) ---------------------------
-def point(
-    strategy: str,
-    n: int,
-    step_s: float | None = None,
-    *,
-    framework: str = "torch",
-    batch: int = 4,
-    steps: int = 200,
-    jitter: float = 0.01,
-    status: str = "ok",
-    reason: str | None = None,
-    model: str = "resnet50",
-    scaling: str = "weak",
-    device: str = "cpu",
-    times=None,
-    nodes: int = 1,
-    config: dict | None = None,
-    **fields,
-) -> dict:
-    """A record with `steps` step times step_s * (1 + jitter * z), z a fixed pseudo-random series
-    symmetric about 0 so the mean and median are exactly step_s (not periodic: batch means must see real spread; 200 steps give the
-    within-run CI its batches). `config`: more PointConfig fields (precision, image_size, ...)."""
-    cfg = {
-        "model": model,
-        "world_size": n,
-        "per_device_batch": batch,
-        "device": device,
-        "scaling": scaling,
-        "nodes": nodes,
-        **(config or {}),
-    }
-    r = base_record(cfg, strategy=strategy, framework=framework, status=status, reason=reason)
-    if status == "ok":
-        if times is None:
-            # a pseudo-random half and its mirror image, shuffled: mean and median exactly step_s
-            rng = random.Random(f"{strategy}/{n}/{nodes}")
-            z = [rng.gauss(0.0, 1.0) for _ in range(steps // 2)]
-            mirror = [-v for v in z]
-            rng.shuffle(mirror)
-            times = [step_s * (1 + jitter * v) for v in z + mirror + [0.0] * (steps % 2)]
-        r["step_times_s"] = list(times)
-    r.update(fields)
-    return r
-
-
-def add_sweep(
-    store: Store, records: list[dict], *, command: str = "distbench scale --gpus 1,2,4", options: dict | None = None
-) -> str:
-    """Commit records as one sweep, deriving speedup/efficiency the way a real sweep does."""
-    sid = store.start_sweep(
-        command=command,
-        version="0",
-        git_sha=None,
-        env={"hostname": "testhost", "cpu_count": 2},
-        options=options or {"model": "resnet50"},
-        notes=["fixture sweep"],
-    )
-    baselines: dict[str, dict] = {}
-    for r in records:
-        if r["strategy"] in ("torch", "tf"):
-            baselines[r["framework"]] = r
-        if not r["strategy"].startswith("comm"):
-            derive(r, baselines)
-        store.add_point(sid, r)
-    store.finish_sweep(sid, "complete")
-    return sid
-
-
-def scaling_records(**extra_ddp) -> list[dict]:
-    """Efficiencies: ddp 0.95, 0.90, 0.85, 0.60 at N=1,2,4,8; horovod-torch 0.90, 0.70, 0.50."""
-    return [
-        point("torch", 1, 0.1),  # 40 samples/s
-        point("ddp", 1, 0.1 / 0.95),  # 38 -> 0.95
-        point("ddp", 2, 0.1 / 0.90),  # 72 -> speedup 1.8, eff 0.90
-        point("ddp", 4, 0.1 / 0.85),  # 136 -> 3.4, 0.85
-        point("ddp", 8, 0.1 / 0.60, **extra_ddp),  # 192 -> 4.8, 0.60
-        point("horovod-torch", 1, 0.1 / 0.90),
-        point("horovod-torch", 2, 0.1 / 0.70),
-        point("horovod-torch", 4, 0.1 / 0.50),
-        point("dp", 2, status="skipped", reason="DataParallel needs CUDA devices"),
-    ]
+from tests.builders import add_sweep, point, run_chromium, scaling_records
 
 
 @pytest.fixture
@@ -439,51 +356,6 @@ def test_every_store_string_is_escaped(tmp_path):
 
 
 # -- headless Chromium ------------------------------------------------------------------------------------
-CHROMIUM_FLAGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--disable-dev-shm-usage",
-]
-
-
-@pytest.fixture(scope="session")
-def chromium():
-    """Debian's chromium; installed with apt when missing and we are root, else the test is skipped."""
-    exe = shutil.which("chromium")
-    if exe:
-        return exe
-    if os.geteuid() != 0:
-        pytest.skip("chromium is not installed and not running as root to apt-get install it")
-    if not shutil.which("apt-get"):
-        pytest.skip("chromium is not installed and there is no apt-get to install it")
-    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
-    for cmd in (["apt-get", "update"], ["apt-get", "install", "-y", "chromium"]):
-        proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=900)
-        if proc.returncode != 0:
-            pytest.skip(f"{' '.join(cmd)} failed: {proc.stderr.strip()[-300:]}")
-    exe = shutil.which("chromium")
-    if not exe:
-        pytest.skip("apt-get install chromium did not provide a chromium executable")
-    return exe
-
-
-def _chromium(exe: str, tmp_path: Path, name: str, *args: str) -> subprocess.CompletedProcess:
-    profile = tmp_path / f"profile-{name}"
-    return subprocess.run(
-        [exe, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", "--enable-logging=stderr", "--v=0", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        stdin=subprocess.DEVNULL,
-    )
-
-
 def _png_size(data: bytes) -> tuple[int, int]:
     assert data[:8] == b"\x89PNG\r\n\x1a\n"
     return struct.unpack(">II", data[16:24])
@@ -496,7 +368,7 @@ def test_report_loads_in_headless_chromium(chromium, tmp_path):
     files = write_report(sweep, tmp_path / "report.html", target_throughput=130)
     url = files.html.resolve().as_uri()
 
-    dom = _chromium(chromium, tmp_path, "dom", "--virtual-time-budget=5000", "--dump-dom", url)
+    dom = run_chromium(chromium, tmp_path, "dom", "--virtual-time-budget=5000", "--dump-dom", url)
     assert dom.returncode == 0, dom.stderr[-2000:]
     root = re.search(r"<html[^>]*>", dom.stdout).group(0)
     assert 'data-report-ready="yes"' in root, root
@@ -511,7 +383,7 @@ def test_report_loads_in_headless_chromium(chromium, tmp_path):
     assert console == []
 
     shot = tmp_path / "report.png"
-    proc = _chromium(
+    proc = run_chromium(
         chromium, tmp_path, "shot", "--window-size=1280,2000", f"--screenshot={shot}", "--hide-scrollbars", url
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
@@ -528,7 +400,7 @@ def test_the_browser_check_catches_errors_and_network_loads(chromium, tmp_path):
         '</head><body><img class="plot" src="https://example.invalid/x.png">'
         f"<script>{MARKER_JS}undefinedFunction();</script></body></html>"
     )
-    dom = _chromium(chromium, tmp_path, "bad", "--virtual-time-budget=5000", "--dump-dom", bad.as_uri())
+    dom = run_chromium(chromium, tmp_path, "bad", "--virtual-time-budget=5000", "--dump-dom", bad.as_uri())
     root = re.search(r"<html[^>]*>", dom.stdout).group(0)
     assert 'data-js-errors="1"' in root and 'data-report-ready="no"' in root
     console = "\n".join(line for line in dom.stderr.splitlines() if "CONSOLE" in line)

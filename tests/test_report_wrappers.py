@@ -22,7 +22,7 @@ from distbench.report import build_report, make_plots, md, render_html, render_m
 from distbench.report.model import Bullets, Table, Text, wrappers_section
 from distbench.store import Store
 from distbench.strategies import STRATEGIES
-from tests.test_report import add_sweep, point, scaling_records
+from tests.builders import add_sweep, point, scaling_records
 
 TIMING = "wrapper callback at step boundaries: the wrapper's own loop pauses at its end-of-step hook"
 COMPOSER = "composer 0.30 requires torch<2.8; the pinned torch is 2.13.0"

@@ -14,7 +14,7 @@ from distbench import report as report_mod
 from distbench.cli import cli, main
 from distbench.commands import results as results_cmd
 from distbench.store import SCHEMA_VERSION, Store
-from tests.test_report import add_sweep, point, scaling_records
+from tests.builders import add_sweep, point, scaling_records
 
 
 def _run(capsys, args):

@@ -24,27 +24,10 @@ from distbench.cli import main
 from distbench.errors import BadInput
 from distbench.record import read_record
 from distbench.store import Store, StoreWriteError
-from tests.test_report import point
+from tests.builders import point
+from tests.conftest import quick
 
-TINY = [
-    "--model",
-    "resnet18",
-    "--image-size",
-    "32",
-    "--batch-size",
-    "2",
-    "--steps",
-    "2",
-    "--warmup",
-    "1",
-    "--target-ci",
-    "0",
-    "--no-comm",
-    "--telemetry-interval",
-    "0",
-    "--timeout",
-    "300",
-]
+TINY = quick()
 
 
 class FaultyConnection:
