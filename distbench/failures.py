@@ -3,7 +3,9 @@
 From each rank's `exit-<rank>.json` (distbench.rankguard) and, if it raised, `error-<rank>.json` (its
 exception line): the root cause is the first rank to fail with an error of its own (a peer going away
 and the launcher's teardown are consequences); `oom` only on an allocator's own message or a SIGKILL
-while this cgroup's OOM-kill counter went up.
+while this cgroup's OOM-kill counter went up. When only consequences are on record and some rank left no
+report (its rank guard itself was killed), the cause is unknown: that rank is named with how its launcher
+saw it end (torchrun's failure summary, horovodrun's exit lines), never a survivor's consequence.
 """
 
 from __future__ import annotations
@@ -104,20 +106,73 @@ def first_failure(rank_dir: str | Path | None) -> dict | None:
     return next((r for r in rank_reports(rank_dir) if failed(r)), None)
 
 
+def _consequence(r: dict, first: dict) -> bool:
+    """Whether a failed rank's end only follows another's: a peer-went-away error, or (after the first
+    failure) the launcher's teardown signal."""
+    if r is first:
+        return is_secondary(r.get("error"))
+    return is_secondary(r.get("error")) or r.get("signal") in TEARDOWN_SIGNALS
+
+
 def root_cause(reports: list[dict]) -> dict | None:
     """The rank whose failure caused the others': the first to fail on its own account."""
     bad = [r for r in reports if failed(r)]
     if not bad:
         return None
-    first = bad[0]
-
-    def consequence(r: dict) -> bool:
-        if r is first:
-            return is_secondary(r.get("error"))
-        return is_secondary(r.get("error")) or r.get("signal") in TEARDOWN_SIGNALS
-
-    primary = [r for r in bad if not consequence(r)]
+    primary = [r for r in bad if not _consequence(r, bad[0])]
     return (primary or bad)[0]
+
+
+def only_consequences(reports: list[dict]) -> bool:
+    """Every failed rank on record failed because another went away: the cause is not on record."""
+    bad = [r for r in reports if failed(r)]
+    return bool(bad) and all(_consequence(r, bad[0]) for r in bad)
+
+
+def silent_ranks(reports: list[dict], world_size: int) -> list[int]:
+    """Ranks 0..world_size-1 that left no exit report (their rank guard itself was killed, or never ran)."""
+    seen = {r.get("rank") for r in reports}
+    return [rank for rank in range(world_size) if rank not in seen]
+
+
+_TORCHRUN_FAILURE = re.compile(r"rank\s*:\s*(\d+)\s*\(local_rank:\s*(\d+)\)\s*\n\s*exitcode\s*:\s*(-?\d+)")
+"""A rank in torchrun's ChildFailedError summary ('rank : 1 (local_rank: 1)' then 'exitcode : -9 (pid: ...)')."""
+_HOROVODRUN_FAILURE = re.compile(r"Process (\d+) exit with status code (-?\d+)\.")
+"""horovodrun's (Gloo) line for each process that ended with a non-zero status; the number is the rank."""
+
+
+def _ended(code: int) -> tuple[str, str | None]:
+    """('killed by SIGKILL', 'SIGKILL') for -9 or a shell's 137 (128 + 9), else ('exit status N', None)."""
+    if code < 0:
+        return f"killed by {signal_name(code)}", signal_name(code)
+    if 128 < code < 128 + 65:
+        return f"exit status {code} (128 + {signal_name(128 - code)})", signal_name(128 - code)
+    return f"exit status {code}", None
+
+
+def launcher_exits(text: str) -> dict[int, tuple[str, str | None]]:
+    """{rank: (how its launcher saw it end, the signal if one)}, from torchrun's failure summary or
+    horovodrun's exit lines."""
+    seen: dict[int, tuple[str, str | None]] = {}
+    for m in _TORCHRUN_FAILURE.finditer(text or ""):
+        how, sig = _ended(int(m.group(3)))
+        seen.setdefault(int(m.group(1)), (f"torchrun saw local rank {m.group(2)} end: {how}", sig))
+    for m in _HOROVODRUN_FAILURE.finditer(text or ""):
+        how, sig = _ended(int(m.group(2)))
+        seen.setdefault(int(m.group(1)), (f"horovodrun saw process {m.group(1)} end: {how}", sig))
+    return seen
+
+
+def unknown_cause(reports: list[dict], silent: list[int], launcher_text: str) -> tuple[str, str | None]:
+    """(reason, a signal the launcher saw a silent rank end by) when only consequences are on record and
+    ranks left no report: the cause is unknown; name those ranks, how their launcher saw them end, and
+    what is on record."""
+    seen = launcher_exits(launcher_text)
+    unknown = ("its launcher's exit summary does not say how it ended", None)
+    parts = [f"rank {rank} left no report ({seen.get(rank, unknown)[0]})" for rank in silent]
+    bad = [r for r in reports if failed(r)]
+    reason = f"cause unknown: {'; '.join(parts)}; on record only a consequence: {describe(bad[0])[:200]}"
+    return reason, next((seen[r][1] for r in silent if r in seen and seen[r][1]), None)
 
 
 def describe(report: dict) -> str:

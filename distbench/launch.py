@@ -131,10 +131,25 @@ def _tail_summary(tail: str) -> str | None:
     return failure_summary(tail) or (last[-1][:300] if last else None)
 
 
-def _failure(returncode: int | None, tail: str, ranks: list[dict], oom_counts: tuple) -> tuple[str, str]:
+def _failure(
+    returncode: int | None,
+    tail: str,
+    ranks: list[dict],
+    oom_counts: tuple,
+    world_size: int = 1,
+    launcher_tail: str = "",
+) -> tuple[str, str]:
     """(status, reason) of a point whose worker wrote no record: the root-cause rank when the ranks
-    left reports, else the launcher's exit status and the worker's exception line from stderr."""
+    left reports, "cause unknown" naming the silent ranks when only consequences are on record,
+    else the launcher's exit status and the worker's exception line from stderr."""
     cause = failures.root_cause(ranks)
+    silent = failures.silent_ranks(ranks, world_size)
+    if cause is not None and silent and failures.only_consequences(ranks):
+        reason, sig = failures.unknown_cause(ranks, silent, f"{tail}\n{launcher_tail}")
+        status, note = failures.classify(
+            {"signal": sig, "error": None}, oom_before=oom_counts[0], oom_after=oom_counts[1]
+        )
+        return status, f"{reason} ({note})" if note else reason
     if cause is not None:
         if not cause.get("error") and not cause.get("signal"):
             # It failed before run_worker could report (e.g. an import error): the worker's own
@@ -169,10 +184,12 @@ def outcome_record(
     reason: str | None = None,
     rank_dir=None,
     oom_counts: tuple = (None, None),
+    launcher_tail: str = "",
 ) -> dict:
     """The point's record from whatever its launch left behind: the worker's own record when rank 0
     wrote one, else a failed/oom/timeout record naming the rank and the signal or exception that
-    broke it; stderr tail kept for anything not ok. Shared by local runs and Slurm jobs."""
+    broke it; stderr tail kept for anything not ok. Shared by local runs and Slurm jobs. launcher_tail:
+    the launcher's stdout (horovodrun prints its exit lines there)."""
     record = None
     ranks = failures.rank_reports(rank_dir)
     if status is None and Path(result_path).exists():
@@ -182,12 +199,12 @@ def outcome_record(
             tail += f"\n[distbench] unreadable result record: {exc}"
     if record is None:
         if status is None:
-            status, reason = _failure(returncode, tail, ranks, oom_counts)
+            status, reason = _failure(returncode, tail, ranks, oom_counts, cfg.world_size, launcher_tail)
         record = base_record(
             cfg.to_dict(), strategy=strategy.name, framework=strategy.framework, status=status, reason=reason
         )
     elif record["status"] == "ok" and returncode != 0:
-        status, why = _failure(returncode, tail, ranks, oom_counts)
+        status, why = _failure(returncode, tail, ranks, oom_counts, cfg.world_size, launcher_tail)
         record["status"] = status
         record["reason"] = f"a rank failed after rank 0 finished: {why}"
     if record["status"] != "ok":
@@ -286,6 +303,7 @@ def run_point(
             samples = sampler.stop() if sampler else None
     wall = time.time() - started
     tail = log_tail(stderr_path)
+    out_tail = log_tail(stdout_path)
     oom_counts = (oom_before, failures.oom_kills())
     if stopped == "timeout":
         record = outcome_record(
@@ -305,7 +323,9 @@ def run_point(
             "in teardown) were stopped by distbench; the measurement was complete"
         )
     else:
-        record = outcome_record(cfg, strategy, out_path, returncode, tail, rank_dir=rank_dir, oom_counts=oom_counts)
+        record = outcome_record(
+            cfg, strategy, out_path, returncode, tail, rank_dir=rank_dir, oom_counts=oom_counts, launcher_tail=out_tail
+        )
     if samples is not None:
         from distbench.telemetry import summarize
 

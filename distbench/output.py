@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 from functools import partial
 
+from rich import box
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
@@ -107,32 +109,168 @@ def status_cell(r: dict, noisy: str = "") -> str:
     return shown + (noisy if status == "ok" else "")
 
 
-def results_table(records: list[dict], title: str | None = None) -> Table:
+TABLE_COLUMNS = {  # --columns name: header (CPU workers' efficiency header says "whole machine")
+    "strategy": "strategy",
+    "N": "N",
+    "backend": "backend",
+    "throughput": "throughput\nsamples/s",
+    "ci": "95% CI",
+    "speedup": "speedup",
+    "efficiency": "efficiency",
+    "efficiency_per_core": "eff.\n(per\ncore)",
+    "mfu": "MFU",
+    "step_median": "step\nmedian\n(ms)",
+    "step_p95": "step\np95\n(ms)",
+    "cv": "CV",
+    "comm": "comm\noverhead",
+    "overlap": "overlap",
+    "memory": "peak\nmemory",
+    "status": "status",
+}
+"""Every column of the terminal table, in display order (`--wide` shows them all)."""
+
+DEFAULT_COLUMNS = (
+    "strategy",
+    "N",
+    "backend",
+    "throughput",
+    "ci",
+    "speedup",
+    "efficiency",
+    "efficiency_per_core",
+    "step_median",
+    "comm",
+    "status",
+)
+"""What fits 100-120 terminal columns; efficiency_per_core shows only where points ran on CPU workers."""
+
+
+def parse_columns(text: str | None, wide: bool = False) -> tuple[str, ...]:
+    """`--columns` 'strategy,N,throughput' -> the names in display order; None -> the default (or every
+    column with --wide). ValueError names the unknown ones and the valid names."""
+    if not text:
+        return tuple(TABLE_COLUMNS) if wide else DEFAULT_COLUMNS
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    unknown = [n for n in names if n not in TABLE_COLUMNS]
+    if unknown or not names:
+        raise ValueError(
+            f"unknown column(s) {', '.join(map(repr, unknown)) or 'none given'}; valid: {', '.join(TABLE_COLUMNS)}"
+        )
+    return tuple(n for n in TABLE_COLUMNS if n in names)
+
+
+def _ci_cell(r: dict) -> str:
+    if r.get("throughput_ci_low") is None:
+        return "-"
+    high = r.get("throughput_ci_high")  # None: unbounded (step-time CI half-width >= 100%)
+    return f"{r['throughput_ci_low']:.2f}..{'unbounded' if high is None else f'{high:.2f}'}"
+
+
+_CELL = {
+    "N": lambda r: str(r["world_size"]),
+    "backend": lambda r: escape(str(r.get("backend") or "-")),
+    "throughput": lambda r: cells(r, "throughput")[0],
+    "ci": _ci_cell,
+    "speedup": lambda r: cells(r, "speedup")[0],
+    "efficiency": lambda r: cells(r, "efficiency")[0],
+    "efficiency_per_core": lambda r: cells(r, "efficiency_per_core")[0],
+    "mfu": lambda r: cells(r, "mfu")[0],
+    "step_median": lambda r: fmt_ms(r.get("step_time_median_s")),
+    "step_p95": lambda r: fmt_ms(r.get("step_time_p95_s")),
+    "cv": lambda r: cells(r, "step_time_cv")[0],
+    "comm": lambda r: cells(r, "comm_overhead")[0],
+    "overlap": lambda r: cells(r, "overlap")[0],
+    "memory": lambda r: fmt_bytes(r.get("peak_memory_bytes")),
+}
+
+
+def reason_notes(records: list[dict]) -> dict[str, int]:
+    """{reason: footnote number} of the points that did not run ok, numbered in order of first use."""
+    numbers: dict[str, int] = {}
+    for r in records:
+        if r.get("status") != "ok" and r.get("reason"):
+            numbers.setdefault(str(r["reason"]), len(numbers) + 1)
+    return numbers
+
+
+def reason_lines(records: list[dict]) -> list[str]:
+    """The reasons under the table: '[1] dp N=2, N=4: DataParallel needs CUDA devices; ...' (plain text)."""
+    numbers = reason_notes(records)
+    points: dict[str, list[str]] = {}
+    for r in records:
+        if r.get("status") != "ok" and r.get("reason"):
+            points.setdefault(str(r["reason"]), []).append(f"{series_name(r)} N={r.get('world_size')}")
+    return [f"[{numbers[reason]}] {', '.join(names)}: {reason}" for reason, names in points.items()]
+
+
+def short_status(r: dict, numbers: dict[str, int] | None = None) -> str:
+    """The status word in its colour, 'noisy' after an ok one, and the number of its reason under the table."""
+    status = str(r.get("status", "?"))
+    shown = f"[{STATUS_STYLE.get(status, 'white')}]{escape(status)}[/]"
+    if status == "ok" and r.get("noisy"):
+        shown += " [yellow]noisy[/]"
+    if numbers and status != "ok" and r.get("reason"):
+        shown += f" \\[{numbers[str(r['reason'])]}]"
+    return shown
+
+
+def results_table(records: list[dict], title: str | None = None, columns: tuple[str, ...] | None = None) -> Table:
+    """The points, one row each, in the chosen columns (default: DEFAULT_COLUMNS); status as a short word
+    with the number of its reason (reason_lines, printed under the table)."""
     several_batches = len({swept_batch(r.get("config") or r) for r in records}) > 1
     cpu = any(r.get("device") == "cpu" for r in records)
-    efficiency = ["efficiency\n(whole\nmachine)", "efficiency\n(per core)"] if cpu else ["efficiency"]
-    columns = ["strategy", "N", "throughput\n(samples/s)", "95% CI", "speedup", *efficiency, "MFU"]
-    columns += ["step median\n(ms)", "step p95\n(ms)", "comm\noverhead", "overlap", "status"]
-    t = table(title, columns, right=columns[1:-1])
+    shown = [c for c in (columns or DEFAULT_COLUMNS) if cpu or c != "efficiency_per_core"]
+    headers = {**TABLE_COLUMNS, "efficiency": "eff.\n(whole\nmachine)" if cpu else "efficiency"}
+    t = Table(
+        title=title, title_justify="left", box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, collapse_padding=True
+    )
+    for c in shown:  # numbers never wrap or truncate; names and status words wrap when space runs out
+        text = c in TEXT_COLUMNS
+        t.add_column(headers[c], justify="left" if text else "right", no_wrap=not text)
+    numbers = reason_notes(records)
     for r in records:
-        shown = status_cell(r, f" [yellow](noisy: CV {r['step_time_cv']:.0%})[/]" if r.get("noisy") else "")
-        ci = "-"
-        if r.get("throughput_ci_low") is not None:  # high None: unbounded (step-time CI half-width >= 100%)
-            high = r.get("throughput_ci_high")
-            ci = f"{r['throughput_ci_low']:.2f}..{'unbounded' if high is None else f'{high:.2f}'}"
         label = escape(series_name(r))
         if several_batches:
             label += f" batch {swept_batch(r.get('config') or r)}"
-        t.add_row(
-            label,
-            str(r["world_size"]),
-            *cells(r, "throughput"),
-            ci,
-            *cells(r, "speedup", "efficiency", *(["efficiency_per_core"] if cpu else []), "mfu"),
-            *cells(r, "step_time_median_s", "step_time_p95_s", "comm_overhead", "overlap"),
-            shown,
-        )
+        row = {"strategy": label, "status": short_status(r, numbers)}
+        t.add_row(*(row[c] if c in row else _CELL[c](r) for c in shown))
     return t
+
+
+TEXT_COLUMNS = ("strategy", "backend", "status")
+DROP_ORDER = ("efficiency_per_core", "comm", "step_median", "ci", "backend", "speedup", "efficiency")
+"""Which columns give way, first to last, when the table does not fit the width (names and status never)."""
+
+
+def fitted_table(
+    console: Console, records: list[dict], title: str | None, columns: tuple[str, ...] | None, width: int
+) -> tuple[Table, list[str]]:
+    """The table in `columns`, less the first columns of DROP_ORDER while its narrowest form (text columns
+    wrapped at words, numbers whole) is wider than `width`; and the names left out."""
+    chosen = list(columns or DEFAULT_COLUMNS)
+    dropped: list[str] = []
+    options = console.options.update_width(10_000)
+    while True:
+        shown = results_table(records, title=title, columns=tuple(chosen))
+        if console.measure(shown, options=options).minimum <= width:
+            return shown, dropped
+        give = next((c for c in DROP_ORDER if c in chosen and (c != "efficiency_per_core" or _any_cpu(records))), None)
+        if give is None:
+            return shown, dropped
+        chosen.remove(give)
+        dropped.append(give)
+
+
+def _any_cpu(records: list[dict]) -> bool:
+    return any(r.get("device") == "cpu" for r in records)
+
+
+def table_width(console: Console) -> int:
+    """The table's width: COLUMNS when set (also when output goes to a file), else the terminal's, else 120."""
+    columns = os.environ.get("COLUMNS", "")
+    if columns.isdigit() and int(columns) > 0:
+        return int(columns)
+    return console.width if console.is_terminal else min(console.width, 120)
 
 
 def wrapper_lines(records: list[dict]) -> list[str]:
@@ -169,11 +307,41 @@ def stopping_line(records: list[dict]) -> str | None:
     return "adaptive stopping: " + "; ".join(parts)
 
 
-def print_summary(console: Console, records: list[dict], notes: list[str], sweep_id: str, store_path) -> None:
-    say = partial(console.print, highlight=False, markup=False)
+def print_summary(
+    console: Console,
+    records: list[dict],
+    notes: list[str],
+    sweep_id: str,
+    store_path,
+    columns: tuple[str, ...] | None = None,
+) -> None:
+    width = table_width(console)
+    say = partial(console.print, highlight=False, markup=False, width=width)
     for note in notes:
-        console.print(f"[dim]note:[/] {escape(note)}", highlight=False)
-    console.print(results_table(records, title=f"sweep {sweep_id}"))
+        console.print(f"[dim]note:[/] {escape(note)}", highlight=False, width=width)
+    title = f"sweep {sweep_id}"
+    if columns == tuple(TABLE_COLUMNS):  # --wide: as wide as it takes
+        shown, dropped = results_table(records, title=title, columns=columns), []
+        width = max(width, console.measure(shown, options=console.options.update_width(10_000)).maximum)
+    else:
+        shown, dropped = fitted_table(console, records, title, columns, width)
+    console.print(shown, width=width)
+    if dropped:
+        say(
+            f"left out to fit {width} characters: {', '.join(dropped)} (--columns to choose, --wide for all)",
+            style="dim",
+        )
+    for line in reason_lines(records):
+        say(line)
+    if (
+        any(r.get("backend") for r in records)
+        and "backend" in (columns or DEFAULT_COLUMNS)
+        and "backend" not in dropped
+    ):
+        say(
+            "backend = what carried the gradients (nccl: GPU to GPU; gloo/mpi: through host memory)",
+            style="dim",
+        )
     for line in wrapper_lines(records):
         say(line)
     waits = [

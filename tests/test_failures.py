@@ -126,7 +126,7 @@ def test_rank_of_reads_every_launchers_variable(rank_vars, expected):
 def test_a_reason_with_rich_markup_characters_prints_as_text(capsys):
     from rich.console import Console
 
-    from distbench.output import results_table
+    from distbench.output import print_summary
 
     record = {
         "strategy": "ddp",
@@ -136,8 +136,13 @@ def test_a_reason_with_rich_markup_characters_prints_as_text(capsys):
     }
     console = Console(width=400, color_system=None)
     with console.capture() as cap:
-        console.print(results_table([record]))
-    assert "[/opt/gloo/pair.cc:534] Connection closed [bold]" in cap.get()
+        print_summary(console, [record], [], "s1", "r.db")
+    # the table says 'failed [1]'; the reason, listed under it, keeps its brackets as text
+    assert "failed [1]" in cap.get()
+    assert (
+        "[1] ddp N=2: rank 0 exited with status 1: RuntimeError: [/opt/gloo/pair.cc:534] Connection closed [bold]"
+        in cap.get()
+    )
 
 
 def test_sigterm_during_a_command_exits_143_with_one_line(tmp_path):
@@ -155,3 +160,83 @@ def test_sigterm_during_a_command_exits_143_with_one_line(tmp_path):
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 143
     assert proc.stderr.strip() == "Interrupted by SIGTERM: no sweep was running; nothing was lost."
+
+
+TORCHRUN_SUMMARY = """[rank0]: RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:534] Read error [127.0.0.1]:4711: Connection reset by peer
+torch.distributed.elastic.multiprocessing.errors.ChildFailedError:
+============================================================
+launchers/torch_ddp.py FAILED
+------------------------------------------------------------
+Failures:
+[1]:
+  time      : 2026-11-25_18:40:01
+  host      : node
+  rank      : 0 (local_rank: 0)
+  exitcode  : 1 (pid: 4242)
+  error_file: <N/A>
+  traceback : To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html
+------------------------------------------------------------
+Root Cause (first observed failure):
+[0]:
+  time      : 2026-11-25_18:40:00
+  host      : node
+  rank      : 1 (local_rank: 1)
+  exitcode  : -9 (pid: 4243) (SIGKILL)
+  error_file: <N/A>
+  traceback : Signal 9 (SIGKILL) received by PID 4243
+============================================================
+"""
+
+
+def test_launcher_exit_summaries_say_how_each_rank_ended():
+    seen = failures.launcher_exits(TORCHRUN_SUMMARY)
+    assert seen[1] == ("torchrun saw local rank 1 end: killed by SIGKILL", "SIGKILL")
+    assert seen[0] == ("torchrun saw local rank 0 end: exit status 1", None)
+    hvd = "[0]<stderr>:RuntimeError: Connection reset by peer\nProcess 1 exit with status code 137.\n"
+    assert failures.launcher_exits(hvd) == {
+        1: ("horovodrun saw process 1 end: exit status 137 (128 + SIGKILL)", "SIGKILL")
+    }
+    assert failures.launcher_exits("") == {}
+
+
+def test_only_consequences_on_record_means_the_cause_is_unknown_and_the_silent_rank_is_named(tmp_path):
+    """Rank 1's rank guard was killed (no exit-1.json); rank 0 only says its peer went away."""
+    from distbench.config import PointConfig
+    from distbench.launch import outcome_record
+    from distbench.strategies import STRATEGIES
+
+    survivor = _report(0, 1, 2.0, error="RuntimeError: [pair.cc:534] Read error: Connection reset by peer")
+    (tmp_path / "exit-0.json").write_text(json.dumps(survivor))
+    (tmp_path / "error-0.json").write_text(json.dumps({"rank": 0, "error": survivor["error"]}))
+    assert failures.only_consequences([survivor]) and failures.silent_ranks([survivor], 2) == [1]
+    cfg = PointConfig(strategy="ddp", model="resnet18", world_size=2, device="cpu", per_device_batch=2)
+    rec = outcome_record(cfg, STRATEGIES["ddp"], tmp_path / "none.json", 1, TORCHRUN_SUMMARY, rank_dir=tmp_path)
+    assert rec["status"] == "failed"
+    assert rec["reason"] == (
+        "cause unknown: rank 1 left no report (torchrun saw local rank 1 end: killed by SIGKILL); on record only "
+        "a consequence: rank 0 exited with status 1: RuntimeError: [pair.cc:534] Read error: Connection reset by peer"
+    )
+    # horovodrun prints its exit lines to stdout; without any summary the reason still says it does not know
+    rec = outcome_record(
+        cfg,
+        STRATEGIES["ddp"],
+        tmp_path / "none.json",
+        1,
+        "",
+        rank_dir=tmp_path,
+        launcher_tail="Process 1 exit with status code 137.",
+    )
+    assert rec["reason"].startswith(
+        "cause unknown: rank 1 left no report (horovodrun saw process 1 end: exit status 137"
+    )
+    rec = outcome_record(cfg, STRATEGIES["ddp"], tmp_path / "none.json", 1, "", rank_dir=tmp_path)
+    assert "rank 1 left no report (its launcher's exit summary does not say how it ended)" in rec["reason"]
+    # a SIGKILL seen by the launcher while this cgroup's OOM-kill count rose: oom, with the note
+    rec = outcome_record(
+        cfg, STRATEGIES["ddp"], tmp_path / "none.json", 1, TORCHRUN_SUMMARY, rank_dir=tmp_path, oom_counts=(2, 3)
+    )
+    assert rec["status"] == "oom" and "possibly the kernel OOM killer" in rec["reason"]
+    # a rank with an error of its own stays the root cause, silent ranks or not
+    (tmp_path / "error-0.json").write_text(json.dumps({"rank": 0, "error": "ValueError: bad shape"}))
+    rec = outcome_record(cfg, STRATEGIES["ddp"], tmp_path / "none.json", 1, TORCHRUN_SUMMARY, rank_dir=tmp_path)
+    assert rec["reason"] == "rank 0 exited with status 1: ValueError: bad shape"

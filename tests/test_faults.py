@@ -358,3 +358,29 @@ def test_an_oom_on_a_non_zero_rank_is_oom_within_seconds_not_a_timeout(tmp_path)
     assert record["reason"].startswith("rank 1 exited with status 3: RuntimeError: ")
     assert "can't allocate memory" in record["reason"]
     assert took < 120
+
+
+@TORCH
+def test_kill_9_of_a_rank_guard_says_the_cause_is_unknown_and_names_the_silent_rank(tmp_path, sweeps):
+    """Rank 1's guard dies (and with it, by the parent-death signal, its worker): rank 1 writes no report,
+    rank 0 only sees its peer go away. The reason must not name that consequence as the cause."""
+    sweep = Sweep(tmp_path, ["run", "--strategy", "ddp", "--gpus", "2", *LONG])
+    sweeps.append(sweep)
+    worker = sweep.ranks(_strategy_module("ddp"), 2, timeout_s=240)[1]
+    with open(f"/proc/{worker}/stat", "rb") as fh:
+        guard = int(fh.read().rsplit(b")", 1)[1].split()[1])
+    with open(f"/proc/{guard}/cmdline", "rb") as fh:
+        assert b"distbench.rankguard" in fh.read().split(b"\0")
+    time.sleep(1.0)
+    os.kill(guard, signal.SIGKILL)
+    rc, out, err = sweep.finish(timeout_s=300)
+    assert rc in (0, 1), err[-3000:]
+    assert "Traceback" not in err
+    [point] = sweep.points()
+    assert point["status"] == "failed", point
+    assert point["reason"].startswith(
+        "cause unknown: rank 1 left no report (torchrun saw local rank 1 end: killed by SIGKILL); "
+        "on record only a consequence: rank 0 "
+    ), point["reason"]
+    print(f"\n[fault] ddp: kill -9 of rank 1's rank guard: recorded as {point['reason']!r}")
+    assert not wait_gone(sweep.tag)[0]

@@ -63,3 +63,118 @@ def test_an_unbounded_ci_is_shown_not_crashed_on():
     console = Console(width=250, record=True)
     console.print(results_table([r], title="t"))
     assert "4.55..unbounded" in console.export_text()
+
+
+def _demo_records() -> list[dict]:
+    """What `make demo` leaves on CPU workers: baselines, per-core references, ok points and long skip reasons."""
+    dp_skip = "DataParallel needs CUDA devices; it cannot split work across CPU workers (use ddp for CPU workers)"
+    out = []
+    for strategy, framework, n, backend in (
+        ("torch", "torch", 1, None),
+        ("tf", "tf", 1, None),
+        ("ddp", "torch", 1, "gloo"),
+        ("ddp", "torch", 2, "gloo"),
+        ("dp", "torch", 1, None),
+        ("dp", "torch", 2, None),
+        ("mirrored", "tf", 2, "ReductionToOneDevice"),
+        ("horovod-torch", "torch", 2, "gloo"),
+    ):
+        r = {"strategy": strategy, "framework": framework, "world_size": n, "device": "cpu", "backend": backend}
+        if strategy == "dp" and n == 2:
+            r.update(status="skipped", reason=dp_skip)
+        else:
+            r.update(
+                status="ok",
+                throughput=123.456,
+                throughput_ci_low=120.01,
+                throughput_ci_high=126.99,
+                speedup=1.93,
+                efficiency=0.965,
+                efficiency_per_core=0.71,
+                mfu=0.123,
+                step_time_median_s=0.0123,
+                step_time_p95_s=0.0188,
+                comm_overhead=0.12,
+                overlap=0.5,
+                noisy=strategy == "mirrored",
+                step_time_cv=0.13,
+            )
+        out.append(r)
+    out.append(
+        {
+            "strategy": "torch",
+            "framework": "torch",
+            "world_size": 1,
+            "device": "cpu",
+            "status": "failed",
+            "config": {"baseline_threads": 1},
+            "reason": "rank 0 exited with status 1: RuntimeError: " + "x" * 300,
+        }
+    )
+    return out
+
+
+def _summary(monkeypatch, columns_env=None, width=160, **kw) -> str:
+    import io
+
+    from rich.console import Console
+
+    from distbench.output import print_summary
+
+    if columns_env is None:
+        monkeypatch.delenv("COLUMNS", raising=False)
+    else:
+        monkeypatch.setenv("COLUMNS", str(columns_env))
+    out = io.StringIO()
+    print_summary(Console(file=out, width=width, color_system=None), _demo_records(), [], "s1", "r.db", **kw)
+    return out.getvalue()
+
+
+def _table(text: str) -> list[str]:
+    """The table's lines: from the title to the first reason line."""
+    lines = text.splitlines()
+    return lines[: next(i for i, ln in enumerate(lines) if ln.startswith("[1] "))]
+
+
+def test_the_table_fits_120_columns_with_short_status_words_and_reasons_under_it(monkeypatch):
+    text = _summary(monkeypatch)  # written to a file: 120 columns unless COLUMNS says otherwise
+    table = _table(text)
+    assert max(len(ln.rstrip()) for ln in text.splitlines()) <= 120
+    rows = [ln.split() for ln in table]
+    assert ["dp", "2", "-"] + ["-"] * 7 + ["skipped", "[1]"] in rows  # one line: no reason wraps the status
+    assert ["mirrored", "2"] == rows[[r[:1] for r in rows].index(["mirrored"])][:2]
+    assert any(ln.rstrip().endswith("ok noisy") for ln in table)
+    assert any(r[:1] == ["ddp"] and "gloo" in r and "120.01..126.99" in r for r in rows)
+    assert "backend" in " ".join(table[:5])
+    assert "[1] dp N=2: DataParallel needs CUDA devices; it cannot split work across CPU workers (use ddp" in text
+    assert "\n[2] torch (1 thread, per-core reference) N=1: rank 0 exited with status 1" in text
+
+
+def test_columns_env_and_choice_of_columns(monkeypatch):
+    from distbench.output import TABLE_COLUMNS, parse_columns
+
+    narrow = _summary(monkeypatch, columns_env=100)
+    assert max(len(ln.rstrip()) for ln in narrow.splitlines()) <= 100
+    assert "skipped [1]" in narrow and "horovod-torch" in narrow  # names whole, numbers whole
+    assert "left out to fit 100 characters: efficiency_per_core, comm, step_median (--columns" in narrow
+    chosen = " ".join(_table(_summary(monkeypatch, columns=("strategy", "N", "throughput", "status")))[:4])
+    assert "throughput" in chosen and "speedup" not in chosen and "backend" not in chosen
+    wide = _summary(monkeypatch, columns=parse_columns(None, wide=True))
+    header = " ".join(_table(wide)[:5])
+    for word in ("overlap", "p95", "CV", "memory", "MFU", "backend"):
+        assert word in header
+    assert "horovod-torch" in wide  # --wide takes the width it needs: no name cut short
+    assert parse_columns("status,N,strategy") == ("strategy", "N", "status")  # shown in display order
+    assert parse_columns(None, wide=True) == tuple(TABLE_COLUMNS)
+
+
+def test_bad_columns_are_one_line_errors_naming_the_flag():
+    import pytest
+
+    from distbench.commands.scale import table_columns
+    from distbench.errors import BadInput
+
+    with pytest.raises(BadInput, match=r"^--columns: unknown column\(s\) 'thruput'; valid: strategy, N, backend"):
+        table_columns("strategy,thruput", False)
+    with pytest.raises(BadInput, match=r"^--columns and --wide: give one of them"):
+        table_columns("strategy", True)

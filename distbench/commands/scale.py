@@ -8,7 +8,7 @@ import click
 
 from distbench.commands import options as opt
 from distbench.errors import BadInput
-from distbench.output import json_document, print_summary
+from distbench.output import DEFAULT_COLUMNS, TABLE_COLUMNS, json_document, parse_columns, print_summary
 from distbench.plan import SweepOptions, make_plan
 from distbench.store import Store
 from distbench.sweep import command_line, run_plan, stored_options
@@ -32,6 +32,16 @@ def output_options(fn):
     """Where `scale` and `run` put their results (not part of what is measured, so not stored for --resume)."""
     fn = opt.format_option("json prints one JSON document (a list of points) to stdout.")(fn)
     fn = click.option(
+        "--wide", is_flag=True, help="The table with every column (see --columns); wider than 120 characters."
+    )(fn)
+    fn = click.option(
+        "--columns",
+        "columns_text",
+        metavar="NAMES",
+        help=f"Comma list of the table's columns, from: {', '.join(TABLE_COLUMNS)}. "
+        f"Default: {','.join(DEFAULT_COLUMNS)} (fits 120 characters; COLUMNS is honoured).",
+    )(fn)
+    fn = click.option(
         "--records-dir",
         type=click.Path(file_okay=False),
         help="Also write each finished point's result record as JSON into this folder "
@@ -40,7 +50,27 @@ def output_options(fn):
     return opt.results_option("SQLite results store; every point is committed as soon as it finishes.")(fn)
 
 
-def _execute(opts: SweepOptions, *, results: str, records_dir, fmt: str, resume: str | None = None) -> None:
+def table_columns(columns_text: str | None, wide: bool) -> tuple[str, ...]:
+    """--columns / --wide -> the table's columns; a bad name is a one-line error naming --columns."""
+    if columns_text and wide:
+        raise BadInput("--columns and --wide: give one of them (--wide shows every column)")
+    try:
+        return parse_columns(columns_text, wide)
+    except ValueError as exc:
+        raise BadInput(f"--columns: {exc}") from None
+
+
+def _execute(
+    opts: SweepOptions,
+    *,
+    results: str,
+    records_dir,
+    fmt: str,
+    resume: str | None = None,
+    columns_text: str | None = None,
+    wide: bool = False,
+) -> None:
+    columns = table_columns(columns_text, wide)
     plan = make_plan(opts)
     err = opt.err_console()
     store = Store(results)  # before any note: a file that is not a results store is refused first
@@ -83,7 +113,7 @@ def _execute(opts: SweepOptions, *, results: str, records_dir, fmt: str, resume:
     if fmt == "json":
         click.echo(json_document(records, extra_fields=("peak_memory_bytes", "peak_memory_source", "after_oom")))
     else:
-        print_summary(opt.out_console(), records, [], sweep_id, results)
+        print_summary(opt.out_console(), records, [], sweep_id, results, columns=columns)
 
 
 @click.command()
@@ -103,7 +133,7 @@ def _execute(opts: SweepOptions, *, results: str, records_dir, fmt: str, resume:
 )
 @opt.workload_options()
 @output_options
-def scale(gpus_text, nodes_text, resume, results, records_dir, fmt, **workload):
+def scale(gpus_text, nodes_text, resume, results, records_dir, fmt, columns_text, wide, **workload):
     """Sweep strategies over device counts and report throughput, speedup and efficiency.
 
     Each (strategy, N) point runs in a fresh process tree launched the way users launch it
@@ -123,14 +153,16 @@ def scale(gpus_text, nodes_text, resume, results, records_dir, fmt, **workload):
             opts = dataclasses.replace(opts, timeout=workload["timeout"])  # e.g. points that timed out, more time
     else:
         opts = SweepOptions(gpus=gpus_text, nodes=nodes_text, add_baselines=True, **workload)
-    _execute(opts, results=results, records_dir=records_dir, fmt=fmt, resume=resume)
+    _execute(
+        opts, results=results, records_dir=records_dir, fmt=fmt, resume=resume, columns_text=columns_text, wide=wide
+    )
 
 
 @click.command()
 @opt.option("--gpus", "gpus_text", default="1", help="Device count for this point.")
 @opt.workload_options()
 @output_options
-def run(gpus_text, results, records_dir, fmt, **workload):
+def run(gpus_text, results, records_dir, fmt, columns_text, wide, **workload):
     """Run one point (one strategy at one device count) with the same options and output as scale.
 
     Example: distbench run --strategy ddp --gpus 2 --model resnet50
@@ -142,4 +174,4 @@ def run(gpus_text, results, records_dir, fmt, **workload):
         raise BadInput("run measures one point: give exactly one --strategy (use `distbench scale` for several)")
     if opts.batch_size and len(opts.batch_size) != 1:
         raise BadInput("run measures one point: --batch-size takes one value (use `distbench scale` for several)")
-    _execute(opts, results=results, records_dir=records_dir, fmt=fmt)
+    _execute(opts, results=results, records_dir=records_dir, fmt=fmt, columns_text=columns_text, wide=wide)
