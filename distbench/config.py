@@ -60,8 +60,9 @@ class PointConfig:
     measure_comm: bool = False
     """After training, time a standalone all-reduce of the gradient volume on the same backend."""
     nosync_order: str | None = None
-    """'AB' / 'BA': this process also measures the no-sync variant, after ('AB') or before ('BA') the
-    synchronized run, with the same replicas re-wrapped (Strategy.nosync_in_process); None: one run."""
+    """The runs this process measures in order (launchers/common.segment_configs), e.g. 'ATBTA': the point
+    itself (A; its first), the tiny-collective variant (T) and the no-sync variant (B), with the same
+    replicas re-wrapped (Strategy.nosync_in_process); None: one run."""
     verify: bool = False
     """distbench verify: deterministic shards of one global batch, BatchNorm in inference mode,
     rank-specific initial weights only a correct broadcast makes equal; per-step losses and update
@@ -97,9 +98,10 @@ class PointConfig:
             raise ValueError(f"device must be 'cuda' or 'cpu', got {self.device!r}")
         if self.data == "disk" and not self.data_dir:
             raise ValueError("data 'disk' needs data_dir")
-        if self.nosync_order not in (None, "AB", "BA") or (self.nosync_order and not self.sync):
+        order = self.nosync_order
+        if order is not None and (not self.sync or "A" not in order or set(order) - set("ATB")):
             raise ValueError(
-                f"nosync_order must be None, 'AB' or 'BA' on a synchronized point, got {self.nosync_order!r}"
+                f"nosync_order must be None or runs A/T/B with an A on a synchronized point, got {order!r}"
             )
         if not 0 <= self.target_ci < 1:
             raise ValueError(f"target_ci must be a fraction in [0, 1), got {self.target_ci}")

@@ -1,10 +1,11 @@
 """Measuring one planned point: repeats, the independent (no-sync) variant, CIs and noise flags.
 
-Each repeat is a separate fresh process tree (distbench.launch). With communication measured, the
-synchronized (A) and independent (B) runs alternate, A B, B A, ..., R pairs; each B runs as many steps
-as its A, with no adaptive stopping of its own. Where the strategy allows (Strategy.nosync_in_process)
-a pair runs in one process tree, B re-wrapping the same replicas before or after A (PointConfig.
-nosync_order); otherwise B is a process tree of its own. Throughput: one run's
+Each repeat is a separate fresh process tree (distbench.launch). With communication measured, where
+the strategy allows (Strategy.nosync_in_process) each repeat runs A T B T A in one process tree (the
+real step, the tiny-collective variant, the no-sync variant, re-wrapping the same replicas: PointConfig.
+nosync_order), which splits the step into communication, straggler wait and compute (distbench.split);
+otherwise the synchronized (A) and independent (B) runs alternate as process trees of their own, A B,
+B A, ..., R pairs. Every run after the first A runs as many steps, with no adaptive stopping of its own. Throughput: one run's
 over its measured window, or over R repeats the geometric mean, with a 95% CI that says what it
 covers (`ci_scope`): within-run noise (batch means over the steps of one run) or run to run (t over
 R repeats). Every measured step time is kept for the step-time distribution.
@@ -16,7 +17,7 @@ import dataclasses
 import statistics
 from pathlib import Path
 
-from distbench import stats
+from distbench import split, stats
 from distbench.launch import run_point
 from distbench.plan import PlannedPoint
 from distbench.record import add_step_metrics
@@ -47,17 +48,33 @@ def _summary(record: dict) -> dict:
     return {k: record.get(k) for k in keep}
 
 
-def _in_process_variant(record: dict) -> dict:
-    """The no-sync run measured in `record`'s processes (PointConfig.nosync_order), as a run of its own;
-    its span goes into the run's `stopping` so the wall-time split can count it."""
-    seg = record.pop("nosync_segment", None)
-    if record["status"] != "ok" or seg is None:
+def _in_process_runs(record: dict) -> dict[str, list[dict]]:
+    """The runs measured in `record`'s processes besides the point itself (PointConfig.nosync_order), by
+    letter ('T', 'B', and the closing 'A'), each as a run of its own; their span goes into the run's
+    `stopping` so the wall-time split can count it. A failed run gives {'B': [its status and reason]}."""
+    segments = record.pop("segments", None)
+    if record["status"] != "ok" or not segments:
         if record["status"] == "ok":
-            return {"status": "failed", "reason": "the synchronized run wrote no no-sync segment"}
-        return {"status": record["status"], "reason": record.get("reason")}
-    variant = add_step_metrics({"status": "ok", "global_batch": record["global_batch"], **seg})
-    record["stopping"]["nosync_span"] = [seg["stopping"]["segment_start"], seg["stopping"]["window"][1]]
-    return variant
+            return {"B": [{"status": "failed", "reason": "the synchronized run wrote no variant segments"}]}
+        return {"B": [{"status": record["status"], "reason": record.get("reason")}]}
+    out: dict[str, list[dict]] = {}
+    for seg in segments:
+        out.setdefault(seg.pop("variant"), []).append(
+            add_step_metrics({"status": "ok", "global_batch": record["global_batch"], **seg})
+        )
+    record["stopping"]["nosync_span"] = [
+        segments[0]["stopping"]["segment_start"],
+        segments[-1]["stopping"]["window"][1],
+    ]
+    return out
+
+
+def _kept(run: dict) -> dict:
+    """A variant run as the record keeps it: its summary and every sample."""
+    return {
+        **_summary(run),
+        **{k: v for k, v in run.items() if k in NOSYNC_KEPT or k.startswith(("nosync_", "data_wait"))},
+    }
 
 
 def combine_repeats(runs: list[dict], noisy_cv: float = NOISY_CV) -> dict:
@@ -129,6 +146,25 @@ def exposed_comm_ci(sync_runs: list[dict], indep_runs: list[dict]) -> tuple[tupl
     )
 
 
+def _three_terms(record: dict, runs: list[dict], in_process: list[dict[str, list[dict]]]) -> None:
+    """Communication, straggler wait and compute (distbench.split) from the repeats' runs, exposed
+    communication (= the first two) with them, and the real step measured after its variants against the
+    point's own (sync_after_variant_ratio)."""
+    reps = [{**extra, "A": [a, *extra.get("A", [])]} for a, extra in zip(runs, in_process)]
+    calls = [t.get("probe", {}).get("tiny_collective_calls") for x in in_process for t in x.get("T", [])]
+    record["comm_split"] = split.three_terms(reps, sum(calls) if calls and None not in calls else None)
+    record["tiny"] = [_kept(t) for x in in_process for t in x.get("T", [])]
+    record["pair_order"] = [split.ORDER] * len(in_process)
+    exposed, ci, scope = split.term(reps, "A", "B")
+    step_a = record["comm_split"]["step_s"]
+    record.update(stats.comm_metrics(step_a, step_a - exposed, record.get("allreduce_s"), ci and tuple(ci)))
+    record["exposed_comm_ci_scope"] = scope
+    closing = [x["A"][0]["throughput"] for x in in_process if x.get("A")]
+    if len(closing) == len(runs):
+        first = statistics.geometric_mean(a["throughput"] for a in runs)
+        record["sync_after_variant_ratio"] = statistics.geometric_mean(closing) / first
+
+
 def measure_point(
     point: PlannedPoint,
     workdir: Path,
@@ -139,12 +175,13 @@ def measure_point(
     telemetry_interval_s: float = 0.0,
 ) -> dict:
     """Run a planned point R times; when it measures communication, each synchronized run (A) is paired
-    with its independent variant (B), in alternating order A B, B A, A B ... so a steady trend of the
-    machine (warming caches, throttling) cancels in the pairs' differences instead of biasing them.
-    The first A sets the step count (adaptive stopping); every other run of the point, A or B, runs
-    exactly that many steps, with the same telemetry sampling, so the pairs are like for like."""
+    with its variants: in its own processes, split.ORDER (A T B T A: balanced within every repeat, so a
+    steady trend of the machine cancels at any repeat count; three terms, distbench.split), or, where the
+    variant is a process tree of its own, B in alternating order A B, B A, A B ... (the trend cancels over
+    pairs). The first A sets the step count (adaptive stopping); every other run of the point runs
+    exactly that many steps, with the same telemetry sampling, so the runs are like for like."""
     cfg = point.config
-    runs, indeps = [], []
+    runs, indeps, in_process = [], [], []
 
     def run(c, name, limit_s=timeout_s):
         return add_step_metrics(run_point(point.strategy, c, workdir / name, limit_s, telemetry_interval_s))
@@ -155,22 +192,24 @@ def measure_point(
             continue
         fixed = runs[0]["measured_steps"] if runs else None
         sync_cfg = dataclasses.replace(cfg, target_ci=0.0, steps=fixed) if fixed else cfg
-        if point.strategy.nosync_in_process:  # A B, or B A, in one process tree: twice the work, twice the time
-            order = "BA" if r % 2 else "AB"
-            both = run(dataclasses.replace(sync_cfg, nosync_order=order), f"r{r + 1}", 2 * timeout_s)
+        if point.strategy.nosync_in_process:  # split.ORDER in one process tree: five runs' work and time
+            order = split.ORDER
+            both = run(dataclasses.replace(sync_cfg, nosync_order=order), f"r{r + 1}", len(order) * timeout_s)
             if both["status"] in ("ok", "interrupted", "skipped"):
                 runs.append(both)
-                indeps.append(_in_process_variant(both))
+                extra = _in_process_runs(both)
+                indeps.append(extra["B"][0])
+                in_process.append(extra)
                 if both["status"] == "ok":
                     continue
                 break
-            # The variant may be what failed: the synchronized run alone, so its point is not lost with it
-            # (a hung pair so costs up to 3x the timeout). The pair's time counts as a no-sync run's.
-            reason = f"{both['status']} with the no-sync variant in its processes ({order}): {both.get('reason')}"
+            # A variant may be what failed: the synchronized run alone, so its point is not lost with it
+            # (a hung run so costs up to 6x the timeout). The failed run's time counts as a no-sync run's.
+            reason = f"{both['status']} with the variants in its processes ({order}): {both.get('reason')}"
             indeps.append({"status": both["status"], "reason": reason, "launch": both.get("launch")})
             alone = {**run(sync_cfg, f"r{r + 1}-alone"), "ran_alone": True}
-            if alone["status"] != "ok":  # the pair's failure may be the cause
-                alone["reason"] = f"{alone.get('reason')} (run alone, after the pair: {reason})"
+            if alone["status"] != "ok":  # the failed run may be the cause
+                alone["reason"] = f"{alone.get('reason')} (run alone, after the variants: {reason})"
             runs.append(alone)
             break
         if r % 2 == 0:  # A B
@@ -184,16 +223,14 @@ def measure_point(
             runs.append(run(sync_cfg, f"r{r + 1}"))
     record = combine_repeats(runs, noisy_cv)
     if indeps and record["status"] == "ok":
-        record["independent"] = [
-            {
-                **_summary(b),
-                **{k: v for k, v in b.items() if k in NOSYNC_KEPT or k.startswith(("nosync_", "data_wait"))},
-            }
-            for b in indeps
-        ]
-        record["pair_order"] = ["AB" if i % 2 == 0 else "BA" for i in range(len(indeps))]
+        record["independent"] = [_kept(b) for b in indeps]
         bad = next((b for b in indeps if b["status"] != "ok"), None)
-        if bad is None:
+        if bad is not None:
+            record["comm_note"] = f"independent variant {bad['status']}: {bad.get('reason')}"
+        elif in_process:
+            _three_terms(record, runs, in_process)
+        else:
+            record["pair_order"] = ["AB" if i % 2 == 0 else "BA" for i in range(len(indeps))]
             ci, scope = exposed_comm_ci(runs, indeps)
             record.update(
                 stats.comm_metrics(
@@ -204,11 +241,15 @@ def measure_point(
                 )
             )
             record["exposed_comm_ci_scope"] = scope
-            if point.strategy.nosync_in_process and len(runs) > 1:  # A after its variant (B A) vs A first
-                first, after = (statistics.geometric_mean(a["throughput"] for a in runs[i::2]) for i in (0, 1))
-                record["sync_after_variant_ratio"] = after / first
-        else:
-            record["comm_note"] = f"independent variant {bad['status']}: {bad.get('reason')}"
+            record["split_note"] = (
+                "no tiny-collective variant for this strategy (its no-sync variant runs as a process tree of its "
+                "own): exposed communication includes the wait for the slowest rank"
+            )
+        if record.get("independent"):
+            per_rank = [b.get("per_rank_step_times_s") for b in record["independent"]]
+            record["stragglers"] = split.stragglers(
+                [p for p in per_rank if p], "the no-sync variant's per-rank step times (each rank's own pace)"
+            )
     if point.strategy.no_comm_reason and cfg.world_size > 1:
         record["comm_note"] = f"communication overhead not applicable: {point.strategy.no_comm_reason}"
     for key in ("comm_overhead", "exposed_comm_s", "allreduce_s", "overlap"):

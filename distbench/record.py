@@ -92,9 +92,13 @@ class Record(TypedDict, total=False):
     nosync_hook_calls: int
     nosync_buffer_sync: Any
     independent: list[dict]  # the no-sync runs' summaries and step times, paired with the sync runs
-    pair_order: list[str]  # 'AB' / 'BA' per pair
+    pair_order: list[str]  # per repeat: 'AB' / 'BA' (separate process trees), or the in-process order 'ATBTA'
+    tiny: list[dict]  # the tiny-collective variant's runs (one float all-reduced per step), like `independent`
+    comm_split: dict  # distbench.split: step = compute + straggler wait + communication, each with its 95% CI
+    split_note: str  # why a point with communication figures has no three-term split
+    stragglers: dict  # distbench.split.stragglers: per rank, share of steps slowest and the wait it caused
     ran_alone: bool  # a repeat: the real step run alone after its pair with the no-sync variant failed
-    sync_after_variant_ratio: float  # A's throughput measured after B / measured first (no CI; drift in it)
+    sync_after_variant_ratio: float  # A's throughput measured after its variants / measured first (no CI)
     comm_overhead: float | None
     exposed_comm_s: float | None  # raw (may be negative: noise); clipped only for display
     exposed_comm_ci_low: float | None
@@ -125,6 +129,7 @@ class Record(TypedDict, total=False):
     power_w_mean: float | None
     # launch and faults (distbench.launch, distbench.failures)
     launch: dict  # argv, launcher, exit status, start, wall seconds, work folder
+    engine: dict  # ray-ddp: Ray version, cluster address, workers (rank, pid, node), head start and fit seconds
     launch_note: str  # ranks hung in teardown after the record was written (stopped)
     ranks: list[dict]  # how each rank ended (rank guard reports)
     stderr_tail: str

@@ -200,18 +200,39 @@ def measured_run(
         stopping["allreduce_window"] = [started, time.time()]
         if ar:
             fields.update(allreduce_samples_s=ar, allreduce_s=stats.percentile(ar, 50))
-    return combine_ranks(per_rank, cfg.sync), float(loss), fields
+    # the tiny variant's steps are aligned by its collective, like the real step's
+    return combine_ranks(per_rank, cfg.sync or is_tiny(cfg)), float(loss), fields
 
 
-def segment_configs(cfg: PointConfig) -> list[PointConfig]:
-    """The measured runs of this process, in order: the point itself and, with cfg.nosync_order, its
-    no-sync variant after it ('AB') or before it ('BA'): the same replicas, only the collective removed
-    (Strategy.nosync_in_process). The variant runs as many steps as the synchronized run."""
+SEGMENT_VARIANTS = {"A": "synchronized", "T": "tiny collective", "B": "no-sync"}
+"""The runs one process can measure (PointConfig.nosync_order): the real step (A), the tiny variant (T:
+the no-sync variant plus one all-reduce of a single float per step over every rank, where the gradient
+reduction was) and the no-sync variant (B)."""
+
+
+def is_tiny(cfg: PointConfig) -> bool:
+    """The tiny-collective variant's segment (segment_configs marks it in the config's `extra`)."""
+    return bool(cfg.extra.get("tiny_collective"))
+
+
+def segment_configs(cfg: PointConfig) -> list[tuple[str, PointConfig]]:
+    """The measured runs of this process, in order, each with its letter (SEGMENT_VARIANTS): the point
+    itself (its first 'A') and, with cfg.nosync_order (e.g. 'ATBTA', a palindrome so a steady drift of
+    the machine weighs every variant alike), the variants and a closing real run: the same replicas,
+    only the collective removed (B) or replaced by one tiny all-reduce (T) (Strategy.nosync_in_process).
+    Every run after the first runs as many steps as the point itself (fixed_steps), none of them adaptive
+    and none with the standalone all-reduce benchmark."""
     run = dataclasses.replace(cfg, nosync_order=None)
     if not cfg.nosync_order:
-        return [run]
+        return [("A", run)]
     variant = dataclasses.replace(run, sync=False, measure_comm=False, target_ci=0.0)
-    return [run, variant] if cfg.nosync_order == "AB" else [variant, run]
+    tiny = dataclasses.replace(variant, extra={**run.extra, "tiny_collective": True})
+    again = dataclasses.replace(run, measure_comm=False, target_ci=0.0)
+    out: list[tuple[str, PointConfig]] = []
+    for letter in cfg.nosync_order:
+        first_a = letter == "A" and all(x != "A" for x, _ in out)
+        out.append((letter, run if first_a else {"A": again, "T": tiny, "B": variant}[letter]))
+    return out
 
 
 def fixed_steps(cfg: PointConfig, measured: list[float]) -> PointConfig:
@@ -219,11 +240,11 @@ def fixed_steps(cfg: PointConfig, measured: list[float]) -> PointConfig:
     return dataclasses.replace(cfg, steps=len(measured), target_ci=0.0) if measured else cfg
 
 
-def segment_record(times: list[float], loss: float, fields: dict, started: float) -> dict:
-    """The no-sync variant measured in the synchronized run's process (PointConfig.nosync_order): what
-    the parent needs to treat it as the variant's run. `started`: wall clock before it was (re)wrapped."""
+def segment_record(letter: str, times: list[float], loss: float, fields: dict, started: float) -> dict:
+    """A run measured in the point's processes besides the point itself (PointConfig.nosync_order): what
+    the parent needs to treat it as a run of its own. `started`: wall clock before it was (re)wrapped."""
     fields["stopping"]["segment_start"] = started
-    return {"step_times_s": times, "final_loss": float(loss), **fields}
+    return {"variant": letter, "step_times_s": times, "final_loss": float(loss), **fields}
 
 
 def time_collective(

@@ -50,14 +50,24 @@ def make_distribution():
             tf, process_set = self.tf, self.process_sets[cfg.sync]
             op = dict(op=hvd.Average) if cfg.sync else dict(op=hvd.Sum, postscale_factor=1.0 / self.world)
 
+            tiny = common.is_tiny(cfg)
+
             def reduce(grads):
                 # Embedding gradients arrive as IndexedSlices; all-reduce them dense, like DDP does.
                 dense = [tf.convert_to_tensor(g) if isinstance(g, tf.IndexedSlices) else g for g in grads]
-                return hvd.grouped_allreduce(dense, process_set=process_set, **op)
+                out = hvd.grouped_allreduce(dense, process_set=process_set, **op)
+                if not tiny:
+                    return out
+                # the tiny variant: one float over every rank (the global set) where the reduction was
+                one = hvd.allreduce(
+                    tf.ones([1]), op=hvd.Sum, name="distbench_tiny", process_set=self.process_sets[True]
+                )
+                return tfc.after(tf, one, out)
 
             return self._step(cfg, model, optimizer, reduce)
 
         make_independent_step = make_train_step
+        make_tiny_step = make_train_step  # over this rank's own set, plus the tiny collective (common.is_tiny)
 
         def gather(self, obj):
             return hvd.allgather_object(obj)

@@ -58,6 +58,12 @@ def make_distribution():
             hvd.broadcast_optimizer_state(wrapped_optimizer, root_rank=0)
             return model, wrapped_optimizer
 
+        def tiny_collective(self):
+            # After backward, before the optimizer's synchronize(): one float over every rank (the global set).
+            if getattr(self, "_tiny", None) is None:
+                self._tiny = torch.zeros(1)
+            hvd.allreduce_(self._tiny, op=hvd.Sum, name="distbench.tiny", process_set=self.process_sets[True])
+
         def gather(self, obj):
             return hvd.allgather_object(obj)
 

@@ -342,6 +342,11 @@ class Distribution:
     def make_independent_step(self, cfg: PointConfig, model, optimizer):
         return self.make_train_step(cfg, model, optimizer)
 
+    def make_tiny_step(self, cfg: PointConfig, model, optimizer):
+        """The tiny variant (common.is_tiny): the no-sync step plus one float all-reduced over every replica
+        where the gradient reduction was. Strategies with an in-process variant implement it."""
+        raise NotImplementedError(f"{type(self).__name__}: no tiny-collective variant")
+
     def gather(self, obj: Any) -> list:
         return [obj]
 
@@ -423,10 +428,12 @@ class StrategyDistribution(Distribution):
             )
         return self.data
 
-    def _step(self, cfg: PointConfig, model, optimizer, aggregate: bool):
+    def _step(self, cfg: PointConfig, model, optimizer, aggregate: bool, reduce_grads=None):
         tf, strategy = self.tf, self.strategy
         source = self.source(cfg)
-        replica_step = local_step(cfg, model, optimizer, global_batch=cfg.global_batch, aggregate=aggregate)
+        replica_step = local_step(
+            cfg, model, optimizer, reduce_grads=reduce_grads, global_batch=cfg.global_batch, aggregate=aggregate
+        )
         per_sample = self.world / self.local_replicas()  # each replica's loss is scaled by the global batch
 
         @tf.function
@@ -449,12 +456,28 @@ class StrategyDistribution(Distribution):
         replica_local_updates(optimizer)
         return self._step(cfg, model, optimizer, aggregate=False)
 
+    def make_tiny_step(self, cfg: PointConfig, model, optimizer):
+        replica_local_updates(optimizer)
+        tf = self.tf
+
+        def tiny(grads):  # in replica context, before the update: one float summed over every replica
+            done = tf.distribute.get_replica_context().all_reduce(tf.distribute.ReduceOp.SUM, tf.ones([1]))
+            return after(tf, done, grads)
+
+        return self._step(cfg, model, optimizer, aggregate=False, reduce_grads=tiny)
+
     def allreduce_seconds(self, cfg: PointConfig, model) -> list[float] | None:
         return strategy_allreduce_seconds(self.tf, self.strategy, model, self.barrier)
 
     def replica_checksums(self, model, start) -> list:
         """This process's replicas (run() gathers them from every process)."""
         return strategy_replica_checksums(self.strategy, model, start, self.local_replicas())
+
+
+def after(tf, op, tensors: list) -> list:
+    """`tensors`, made to wait for `op` (the tiny variant's collective: nothing reads its value)."""
+    with tf.control_dependencies([op]):
+        return [t if t is None else tf.identity(t) for t in tensors]
 
 
 def strategy_allreduce_seconds(tf, strategy, model, barrier) -> list[float]:
@@ -534,11 +557,13 @@ def run(cfg: PointConfig, out_path: str, dist: Distribution) -> None:
             },
         }
         times: list[float] = []
-        for seg_cfg in common.segment_configs(cfg):
+        segments = []
+        for letter, seg_cfg in common.segment_configs(cfg):
             started = time.time()
             seg_cfg = common.fixed_steps(seg_cfg, times)
-            # A fresh traced step per run: the variant's, or the real one.
-            step = (dist.make_train_step if seg_cfg.sync else dist.make_independent_step)(seg_cfg, model, optimizer)
+            # A fresh traced step per run: the real one, the tiny variant's or the no-sync variant's.
+            make = dist.make_train_step if seg_cfg.sync else dist.make_independent_step
+            step = (dist.make_tiny_step if common.is_tiny(seg_cfg) else make)(seg_cfg, model, optimizer)
             if cfg.verify:
                 break
             data = getattr(dist, "data", None)
@@ -550,11 +575,13 @@ def run(cfg: PointConfig, out_path: str, dist: Distribution) -> None:
                 data.waits if data else [],
                 lambda: dist.allreduce_seconds(seg_cfg, model),
             )
-            if seg_cfg.sync == cfg.sync:
+            if letter == "A" and not times:  # the point itself
                 times, loss = seg_times, seg_loss
                 extra.update(fields)
             else:
-                extra["nosync_segment"] = common.segment_record(seg_times, seg_loss, fields, started)
+                segments.append(common.segment_record(letter, seg_times, seg_loss, fields, started))
+        if segments:
+            extra["segments"] = segments
         if cfg.verify:
             extra["determinism"] = determinism
             start = [np.asarray(w.numpy(), dtype=np.float64) for w in model.trainable_weights]

@@ -49,6 +49,12 @@ class Distribution:
         """Evidence recorded from a no-sync run (e.g. how often the no-op hook ran)."""
         return {}
 
+    def tiny_collective(self) -> None:
+        """The tiny variant's one collective per step (common.is_tiny), after backward, where the gradient
+        reduction ends: an all-reduce of one float over every rank. Strategies with an in-process variant
+        (Strategy.nosync_in_process) implement it."""
+        raise NotImplementedError(f"{self.name}: no tiny-collective variant")
+
     wrapper_precision = False
     """The wrapper autocasts and scales the loss itself (Accelerator, Fabric): make_step then does neither."""
 
@@ -367,6 +373,14 @@ def make_step(
         autocast = contextlib.nullcontext
     scaler = torch.amp.GradScaler(device.type) if cfg.precision == "amp" and not dist.wrapper_precision else None
     horovod_opt = hasattr(optimizer, "synchronize") and hasattr(optimizer, "skip_synchronize")
+    tiny = common.is_tiny(cfg)
+
+    def backward(loss):
+        dist.backward(loss)
+        if tiny:  # the tiny variant: one float all-reduced where the gradient reduction was
+            dist.tiny_collective()
+            if probe is not None:
+                probe["tiny_collective_calls"] = probe.get("tiny_collective_calls", 0) + 1
 
     def step():
         x, y = batches.next()
@@ -377,10 +391,10 @@ def make_step(
         if probe is not None and "activation_dtype" not in probe:
             probe["activation_dtype"] = str(out.dtype).replace("torch.", "")
         if scaler is None:
-            dist.backward(loss)
+            backward(loss)
             dist.optimizer_step(optimizer)
         else:
-            dist.backward(scaler.scale(loss))
+            backward(scaler.scale(loss))
             if horovod_opt:
                 optimizer.synchronize()
                 scaler.unscale_(optimizer)
@@ -451,8 +465,8 @@ def run(cfg: PointConfig, out_path: str, dist: Distribution) -> None:
         extra.update(backend=dist.backend, runtime=runtime_info(device), sync=cfg.sync)
         extra.update(nosync_variant=dist.nosync_variant, math_mode=math_mode)
         times: list[float] = []
-        wrapped = None
-        for seg_cfg in common.segment_configs(cfg):
+        wrapped, segments = None, []
+        for letter, seg_cfg in common.segment_configs(cfg):
             started = time.time()
             if wrapped is None:  # the no-sync variant: the same wrapper, only its gradient collective removed
                 wrapped, wrapped_opt = (dist.wrap if seg_cfg.sync else dist.wrap_independent)(
@@ -479,12 +493,14 @@ def run(cfg: PointConfig, out_path: str, dist: Distribution) -> None:
                 batches.waits,
                 lambda: dist.allreduce_seconds(seg_cfg, model, wrapped),
             )
-            if seg_cfg.sync == cfg.sync:
+            if letter == "A" and not times:  # the point itself
                 times, loss = seg_times, seg_loss
                 extra.update(fields, probe=probe)
             else:
-                extra["nosync_segment"] = common.segment_record(seg_times, seg_loss, fields, started)
-                extra["nosync_segment"].update(dist.nosync_fields())
+                segments.append(common.segment_record(letter, seg_times, seg_loss, fields, started))
+                segments[-1].update(dist.nosync_fields() if letter != "A" else {}, probe=probe)
+        if segments:
+            extra["segments"] = segments
         if cfg.verify:
             extra["probe"] = probe
             start = dist.full_parameters(model)

@@ -63,8 +63,16 @@ def make_distribution():
 
         def wrap_independent(self, cfg, model, optimizer, device):
             wrapped, optimizer = self.wrap(cfg, model, optimizer, device)
+            self.hook_calls = 0  # per variant run
             silence(self, wrapped)
             return wrapped, optimizer
+
+        def tiny_collective(self):
+            # After backward (DDP's reducer waits for its buckets there): one float over every rank.
+            if getattr(self, "_tiny", None) is None:
+                device = torch.device("cuda", self.local_rank) if self.backend == "nccl" else torch.device("cpu")
+                self._tiny = torch.zeros(1, device=device)
+            dist.all_reduce(self._tiny)
 
         def rewrap(self, cfg, model, optimizer, wrapped_optimizer, device):
             wrapped = super().rewrap(cfg, model, optimizer, wrapped_optimizer, device)

@@ -384,6 +384,13 @@ class TorchLSTM(layers.LSTM):
         return {"name": self.name, "units": self.cell.units, "return_sequences": self.return_sequences}
 
 
+def _linear(*, num_classes: int, channels: int, image_size: int, **_) -> keras.Model:
+    """Global average pooling, then one dense layer: gradients of a few bytes (spec 'linear')."""
+    inp = keras.Input(shape=(image_size, image_size, channels), name="image")
+    out = layers.Dense(num_classes, name="fc")(layers.GlobalAveragePooling2D()(inp))
+    return keras.Model(inp, out, name="linear")
+
+
 def _lstm(*, seq_len: int, **_) -> keras.Model:
     c = LSTM_LM
     ids = keras.Input(shape=(seq_len,), dtype="int32", name="tokens")
@@ -403,6 +410,7 @@ MODELS.update(
         "unet": _unet,
         "bert_base": _bert_base,
         "lstm": _lstm,
+        "linear": _linear,
     }
 )
 

@@ -244,6 +244,19 @@ MODEL_SPECS: dict[str, ModelSpec] = {
         reference_params=109_483_778,
         reference="HF bert-base-uncased 109,482,240 + 1,538 head (about 110M)",
     ),
+    "linear": ModelSpec(
+        name="linear",
+        description=(
+            "global average pooling + one linear layer (3 -> classes): a model whose gradients are a few "
+            "bytes (32 at --num-classes 2), for checking that communication measures ~0 (issue 20)"
+        ),
+        kind="image",
+        loss="cross_entropy",
+        default_image_size=224,
+        min_image_size=1,
+        reference_params=3 * 1000 + 1000,
+        reference="computed (weights 3 x 1000 + bias 1000)",
+    ),
     "lstm": ModelSpec(
         name="lstm",
         description=(

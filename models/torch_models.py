@@ -509,6 +509,11 @@ def _lstm(**_) -> nn.Module:
     return LSTMLanguageModel(**LSTM_LM)
 
 
+def _linear(*, num_classes: int, channels: int, **_) -> nn.Module:
+    """Global average pooling, then one linear layer: gradients of a few bytes (spec 'linear')."""
+    return nn.Sequential(nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(channels, num_classes))
+
+
 MODELS = {name: _resnet(name) for name in _RESNET_LAYOUTS}
 MODELS.update(
     {
@@ -518,6 +523,7 @@ MODELS.update(
         "unet": _unet,
         "bert_base": _bert_base,
         "lstm": _lstm,
+        "linear": _linear,
     }
 )
 

@@ -173,30 +173,45 @@ def test_measure_point_alternates_sync_and_independent_runs(monkeypatch, tmp_pat
     assert stats.MIN_CI_STEPS > 12
 
 
-def test_measure_point_runs_an_in_process_variant_in_the_same_process_tree(monkeypatch, tmp_path):
-    """ddp: each repeat is one process tree measuring A and B (A B, then B A); the variant's record comes
-    from the run's nosync_segment, and its time counts as the no-sync phase of the wall-time split."""
+def _segments(t0: float, steps: int, times: dict[str, float]) -> list[dict]:
+    """T B T A after the point's own A, each 1 s of wall clock apart, as a worker writes them."""
+    out = []
+    for i, letter in enumerate("TBTA"):
+        tps = times[letter] if letter != "T" else times["T"][i // 2]
+        start = t0 + 11 + 2 * i
+        seg = {
+            "variant": letter,
+            "step_times_s": [tps] * steps,
+            "measured_window_s": tps * steps,
+            "stopping": {"window": [start + 0.5, start + 1.5], "segment_start": start},
+            "per_rank_step_times_s": [[tps] * steps, [tps * (0.9 if j % 4 else 1.1) for j in range(steps)]],
+        }
+        if letter == "B":
+            seg["nosync_hook_calls"] = 36
+        if letter == "T":
+            seg["probe"] = {"tiny_collective_calls": steps}
+        out.append(seg)
+    return out
+
+
+def test_measure_point_runs_the_variants_in_the_same_process_tree(monkeypatch, tmp_path):
+    """ddp: each repeat is one process tree measuring A T B T A (balanced: a steady drift cancels); the
+    variants' runs come from the run's segments; the step splits into communication (A - T), straggler wait
+    (T - B) and compute (B), window means throughout; their time counts as the wall split's no-sync phase."""
     from distbench.analysis import wall_split
 
     calls = []
 
     def fake_run_point(strategy, cfg, workdir, timeout_s, telemetry_interval_s=0.0):
-        calls.append((workdir.name, cfg.nosync_order, cfg.steps, cfg.target_ci))
+        calls.append((workdir.name, cfg.nosync_order, cfg.steps, cfg.target_ci, timeout_s))
         t0 = 1000.0 * len(calls)  # wall clock of this launch
-        a, b = 0.30, 0.26
         r = base_record(cfg.to_dict(), strategy="ddp", framework="torch", status="ok")
-        r.update(step_times_s=[a] * 12, measured_window_s=a * 12, allreduce_s=0.1)
-        # A B: A's warmup at +5, window +6..+10, the variant from +11 to +20; B A: the variant first
-        first, window = (t0 + 5, [t0 + 6, t0 + 10]) if cfg.nosync_order == "AB" else (t0 + 15, [t0 + 16, t0 + 20])
-        seg_start, seg_end = (t0 + 11, t0 + 19) if cfg.nosync_order == "AB" else (t0 + 2, t0 + 12)
-        r["stopping"] = {"warmup_start": first, "window": window, "allreduce_window": [window[1], window[1] + 1]}
+        # the window mean (0.30) differs from the median (0.25): the split must use the window mean
+        r.update(step_times_s=[0.25] * 12, measured_window_s=0.30 * 12, allreduce_s=0.1)
+        r["stopping"] = {"warmup_start": t0 + 5, "window": [t0 + 6, t0 + 10], "allreduce_window": [t0 + 10, t0 + 11]}
         r["launch"] = {"started": t0, "wall_s": 25.0}
-        r["nosync_segment"] = {
-            "step_times_s": [b] * 12,
-            "measured_window_s": b * 12,
-            "stopping": {"window": [seg_start + 1, seg_end], "segment_start": seg_start},
-            "nosync_hook_calls": 36,
-        }
+        # a linear drift: A 0.30 then 0.34; T 0.27, 0.29; B 0.26 (the middle)
+        r["segments"] = _segments(t0, 12, {"T": (0.27, 0.29), "B": 0.26, "A": 0.34})
         return r
 
     class Point:
@@ -206,18 +221,32 @@ def test_measure_point_runs_an_in_process_variant_in_the_same_process_tree(monke
     assert Point.strategy.nosync_in_process
     monkeypatch.setattr(measure_mod, "run_point", fake_run_point)
     rec = measure_mod.measure_point(Point(), tmp_path, timeout_s=10, repeats=2)
-    assert [c[:2] for c in calls] == [("r1", "AB"), ("r2", "BA")]
-    assert calls[1][2:] == (12, 0.0)  # the second pair runs the first A's step count, no stopping of its own
-    assert rec["pair_order"] == ["AB", "BA"] and "nosync_segment" not in rec
+    assert [c[:2] for c in calls] == [("r1", "ATBTA"), ("r2", "ATBTA")]
+    assert calls[0][4] == 50  # five runs' time limit
+    assert calls[1][2:4] == (12, 0.0)  # the second repeat runs the first A's step count, no stopping of its own
+    assert rec["pair_order"] == ["ATBTA"] * 2 and "segments" not in rec
     assert [b["throughput"] for b in rec["independent"]] == pytest.approx([rec["global_batch"] / 0.26] * 2)
     assert [b["nosync_hook_calls"] for b in rec["independent"]] == [36, 36]
-    assert rec["sync_after_variant_ratio"] == pytest.approx(1.0)  # A as fast after its variant as before it
-    assert rec["exposed_comm_s"] == pytest.approx(0.04)
-    split = wall_split(rec)
-    # no-sync: 8 s (A B, out of teardown) + 10 s (B A, out of launch to first step)
-    assert split["no_sync"] == pytest.approx(18.0) and split["total"] == pytest.approx(50.0)
-    assert split["startup"] == pytest.approx(5 + 15 - 10) and split["teardown"] == pytest.approx(14 - 8 + 4)
-    assert split["unattributed"] == pytest.approx(0.0)
+    assert len(rec["tiny"]) == 4
+    split = rec["comm_split"]
+    # A = (0.30 + 0.34) / 2 = 0.32, T = 0.28, B = 0.26: the drift weighs every variant alike
+    assert split["step_s"] == pytest.approx(0.32)
+    assert split["communication_s"] == pytest.approx(0.04)
+    assert split["wait_s"] == pytest.approx(0.02)
+    assert split["compute_s"] == pytest.approx(0.26)
+    assert split["communication_s"] + split["wait_s"] + split["compute_s"] == pytest.approx(split["step_s"])
+    assert split["ci_scope"] == "run-to-run (paired t over 2 repeats)"
+    assert split["communication_ci"] == pytest.approx([0.04, 0.04])  # identical repeats: no spread
+    assert split["tiny_collective_calls"] == 4 * 12
+    assert rec["exposed_comm_s"] == pytest.approx(0.06)  # communication + wait, as before the split
+    assert rec["sync_after_variant_ratio"] == pytest.approx(0.30 / 0.34)
+    # stragglers from the no-sync variant's per-rank times: rank 1 is slower on every 4th step
+    worst = max(rec["stragglers"]["ranks"], key=lambda x: x["slowest_share"])
+    assert worst["rank"] == 0 and worst["slowest_share"] == pytest.approx(0.75)
+    wall = wall_split(rec)
+    # each repeat: the variants from +11 to +18.5, out of teardown
+    assert wall["no_sync"] == pytest.approx(15.0) and wall["total"] == pytest.approx(50.0)
+    assert wall["unattributed"] == pytest.approx(0.0)
 
 
 def test_a_failed_in_process_variant_keeps_the_synchronized_run(monkeypatch, tmp_path):
@@ -240,9 +269,9 @@ def test_a_failed_in_process_variant_keeps_the_synchronized_run(monkeypatch, tmp
 
     monkeypatch.setattr(measure_mod, "run_point", fake_run_point)
     rec = measure_mod.measure_point(Point(), tmp_path, timeout_s=10, repeats=2)
-    assert calls == [("r1", "AB", 20), ("r1-alone", None, 10)]
+    assert calls == [("r1", "ATBTA", 50), ("r1-alone", None, 10)]
     assert rec["status"] == "ok" and rec["throughput"] == pytest.approx(rec["global_batch"] / 0.3)
-    assert rec["comm_note"] == "independent variant failed: failed with the no-sync variant in its processes (AB): boom"
+    assert rec["comm_note"] == "independent variant failed: failed with the variants in its processes (ATBTA): boom"
     assert rec["exposed_comm_s"] is None and "sync_after_variant_ratio" not in rec
     assert rec["repeats"][-1]["ran_alone"] is True and rec["independent"][0]["status"] == "failed"
 
@@ -260,6 +289,6 @@ def test_when_the_run_alone_fails_too_its_reason_names_the_pairs(monkeypatch, tm
     rec = measure_mod.measure_point(Point(), tmp_path, timeout_s=10)
     assert rec["status"] == "failed"
     assert rec["reason"] == (
-        "rank 1 killed (SIGKILL) (run alone, after the pair: timeout with the no-sync variant in its processes "
-        "(AB): no step for 20 s)"
+        "rank 1 killed (SIGKILL) (run alone, after the variants: timeout with the variants in its processes "
+        "(ATBTA): no step for 20 s)"
     )

@@ -1,0 +1,128 @@
+"""The three-term split of a step (distbench.split): communication = A - T, straggler wait = T - B,
+compute = B, window means throughout, with CIs; who the stragglers are; the in-process run order."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from distbench import split
+from distbench.config import PointConfig
+from distbench.launchers.common import is_tiny, segment_configs
+
+
+def _run(times: list[float], window: float | None = None) -> dict:
+    return {"step_times_s": times, "time_per_step_s": (window or sum(times)) / len(times)}
+
+
+def _ranks(rng: random.Random, steps: int, ranks: int, cv: float, mean: float = 0.1) -> list[list[float]]:
+    """Per-rank step times of independent replicas (AR(1) phi 0.3, like issue 20's simulation)."""
+    out = []
+    for _ in range(ranks):
+        x, series = 0.0, []
+        for _ in range(steps):
+            x = 0.3 * x + rng.gauss(0, cv * (1 - 0.09) ** 0.5)
+            series.append(mean * (1 + x))
+        out.append(series)
+    return out
+
+
+def test_zero_communication_is_split_into_wait_not_communication():
+    """Issue 20 item 1: with no bytes moved, sync - no-sync is the wait for the slowest rank. A: each step
+    as long as its slowest rank; T: the same with a tiny collective (no cost here); B: the slowest rank's
+    own pace. Communication comes out ~0, the wait carries the difference."""
+    rng = random.Random(1)
+    reps = []
+    for _ in range(3):
+        a, t, b = (_ranks(rng, 600, 4, cv=0.05) for _ in range(3))
+        sync_a, sync_t = ([max(s) for s in zip(*x)] for x in (a, t))
+        own_b = max(b, key=sum)
+        reps.append({"A": [_run(sync_a)], "T": [_run(sync_t)], "B": [_run(own_b)]})
+    out = split.three_terms(reps)
+    assert out["communication_ci"][0] <= 0 <= out["communication_ci"][1]
+    assert abs(out["communication_share"]) < 0.01
+    assert out["wait_ci"][0] > 0 and out["wait_share"] > 0.03  # what exposed comm used to call communication
+    assert out["communication_s"] + out["wait_s"] + out["compute_s"] == pytest.approx(out["step_s"])
+    assert out["ci_scope"] == "run-to-run (paired t over 3 repeats)"
+
+
+def test_one_repeat_gets_within_run_welch_cis_from_window_means():
+    rng = random.Random(2)
+    steps = {
+        k: [m * (1 + 0.03 * rng.gauss(0, 1)) for _ in range(300)] for k, m in (("A", 0.12), ("T", 0.11), ("B", 0.1))
+    }
+    # the window mean differs from the step mean (e.g. stopping checks): the window mean is what counts
+    reps = [{k: [_run(v, window=sum(v) * 1.01)] for k, v in steps.items()}]
+    out = split.three_terms(reps, tiny_calls=300)
+    mean = {k: sum(v) * 1.01 / 300 for k, v in steps.items()}
+    assert out["communication_s"] == pytest.approx(mean["A"] - mean["T"])
+    assert out["compute_s"] == pytest.approx(mean["B"])
+    assert out["ci_scope"] == "within-run noise of one repeat's runs (batch means; Welch for a difference)"
+    for name in ("communication", "wait", "compute"):
+        lo, hi = out[f"{name}_ci"]
+        assert lo < out[f"{name}_s"] < hi
+    assert out["tiny_collective_calls"] == 300
+    assert out["statistic"].startswith("window mean")
+
+
+def test_a_variant_run_twice_counts_as_the_mean_of_its_runs_and_short_runs_have_no_ci():
+    reps = [{"A": [_run([0.3] * 10), _run([0.34] * 10)], "T": [_run([0.28] * 10)], "B": [_run([0.26] * 10)]}]
+    out = split.three_terms(reps)
+    assert out["step_s"] == pytest.approx(0.32) and out["communication_s"] == pytest.approx(0.04)
+    assert out["communication_ci"] is None and out["ci_scope"].startswith("no CI: a within-run CI needs")
+
+
+def test_stragglers_per_rank():
+    # rank 1 is slowest on steps 0 and 1 by 30 ms, rank 0 on step 2 by 10 ms
+    per_rank = [[0.10, 0.10, 0.12], [0.13, 0.13, 0.11]]
+    out = split.stragglers([per_rank], "test")
+    r0, r1 = out["ranks"]
+    assert r1["slowest_share"] == pytest.approx(2 / 3) and r0["slowest_share"] == pytest.approx(1 / 3)
+    assert r1["others_wait_s"] == pytest.approx(0.06 / 3) and r0["others_wait_s"] == pytest.approx(0.01 / 3)
+    assert r0["own_wait_s"] == pytest.approx(0.06 / 3) and r1["own_wait_s"] == pytest.approx(0.01 / 3)
+    assert out["mean_wait_s"] == pytest.approx(0.07 / 6) and out["steps"] == 3
+    assert split.stragglers([[[0.1, 0.1]]], "one rank") is None
+    line = split.split_line(
+        {
+            "stragglers": out,
+            "comm_split": {
+                "step_s": 0.12,
+                "compute_s": 0.1,
+                "compute_ci": [0.09, 0.11],
+                "wait_s": 0.012,
+                "wait_ci": None,
+                "communication_s": 0.008,
+                "communication_ci": [0.003, 0.013],
+            },
+        }
+    )
+    assert line == (
+        "step 120.0 ms = compute 100.0 ms [90.0, 110.0] + straggler wait 12.0 ms + communication 8.0 ms [3.0, 13.0]; "
+        "rank 1 slowest in 67% of steps, the others waited 20.0 ms per step on it"
+    )
+
+
+def test_segment_order_marks_the_tiny_variant_and_only_the_first_run_is_adaptive():
+    cfg = PointConfig(
+        strategy="ddp",
+        model="resnet18",
+        device="cpu",
+        per_device_batch=2,
+        world_size=2,
+        target_ci=0.02,
+        measure_comm=True,
+    )
+    segs = segment_configs(PointConfig(**{**cfg.to_dict(), "nosync_order": "ATBTA"}))
+    assert [x for x, _ in segs] == list("ATBTA")
+    first, *rest = (c for _, c in segs)
+    assert first.target_ci == 0.02 and first.measure_comm and first.sync and not is_tiny(first)
+    assert all(c.target_ci == 0.0 and not c.measure_comm and c.nosync_order is None for c in rest)
+    assert [c.sync for c in rest] == [False, False, False, True]
+    assert [is_tiny(c) for c in rest] == [True, False, True, False]
+    assert segment_configs(cfg) == [("A", cfg)]
+    for bad in ("TB", "AXB"):
+        with pytest.raises(ValueError, match="nosync_order must be None or runs A/T/B"):
+            PointConfig(
+                strategy="ddp", model="resnet18", device="cpu", per_device_batch=2, world_size=2, nosync_order=bad
+            )
