@@ -13,6 +13,7 @@ Every rank runs under distbench.rankguard.
 from __future__ import annotations
 
 import json
+import re
 import os
 import secrets
 import shlex
@@ -418,3 +419,32 @@ class AccelerateLaunch(Launcher):
 
 
 ACCELERATE = AccelerateLaunch("accelerate-launch")
+
+
+RAY_ADDRESS = re.compile(r"^(?:ray://)?(?:[A-Za-z0-9](?:[A-Za-z0-9.-]{0,252})|\[[0-9A-Fa-f:.]+\]):(\d{1,5})$")
+
+
+def check_ray_address(value: str) -> str:
+    """--ray-address: 'auto' (the cluster `ray start` runs on this machine), ray://HOST:PORT (Ray Client) or
+    HOST:PORT (the head's GCS); anything else is refused in one line naming the flag."""
+    text = value.strip()
+    m = RAY_ADDRESS.match(text)
+    if text == "auto" or (m and 0 < int(m.group(1)) < 65536):
+        return text
+    raise BadInput(f"--ray-address must be 'auto', ray://HOST:PORT or HOST:PORT, got {value!r}")
+
+
+class RayTrain(Launcher):
+    """Ray Train: one driver process (the worker module run as a script) that joins the Ray cluster at
+    --ray-address, or starts a local Ray head for the point and stops it afterwards; Ray Train's
+    TorchTrainer then starts the N training workers as Ray actors. The ranks are not separate launches, so
+    the driver, not a rank guard per rank, reports how they ended; Ray's processes are descendants of the
+    driver (a local head) and die with it."""
+
+    def local(self, strategy, cfg, config, out, *, python=sys.executable, tool=None, base_env=None):
+        env = build_env(cfg, base_env)
+        env.setdefault("RAY_USAGE_STATS_ENABLED", "0")  # nothing reaches the network at run time
+        return self.worker(strategy, config, out, python), env
+
+
+RAY_TRAIN = RayTrain("ray-train")

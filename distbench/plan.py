@@ -11,6 +11,7 @@ from dataclasses import dataclass, field, replace
 from distbench import envinfo
 from distbench.config import DATA_SOURCES, DEVICES, PRECISIONS, SCALINGS, PointConfig
 from distbench.errors import BadInput
+from distbench.engines import RAY_TRAIN, check_ray_address
 from distbench.models.specs import check_input, get_spec
 from distbench.strategies import FRAMEWORK_BASELINE, STRATEGIES, Strategy, parse_strategies
 
@@ -179,6 +180,8 @@ class SweepOptions:
     """Flag a point 'noisy' above this step-time coefficient of variation."""
     telemetry_interval: float = 0.5
     """Seconds between telemetry samples; 0 = off."""
+    ray_address: str | None = None
+    """Ray strategies: join this Ray cluster ('auto', ray://HOST:PORT, HOST:PORT); None = a local head per point."""
 
     def __post_init__(self):
         put = lambda name, value: object.__setattr__(self, name, value)  # noqa: E731 (frozen)
@@ -242,6 +245,11 @@ class SweepOptions:
             check_input(spec, image_size=self.image_size, seq_len=self.seq_len)
         except ValueError as exc:
             raise BadInput(str(exc)) from None
+        if self.ray_address is not None:
+            object.__setattr__(self, "ray_address", check_ray_address(self.ray_address))
+            if not any(STRATEGIES[s].launcher is RAY_TRAIN for s in self.strategies):
+                ray = ", ".join(s.name for s in STRATEGIES.values() if s.launcher is RAY_TRAIN)
+                raise BadInput(f"--ray-address applies only to Ray strategies ({ray}), none of which is selected")
         frameworks = {STRATEGIES[s].framework for s in self.strategies}
         for name, (framework, why) in FRAMEWORK_ONLY.items():
             if getattr(self, name) and framework not in frameworks:
@@ -324,8 +332,18 @@ def make_plan(opts: SweepOptions, visible_gpus: int | None = None) -> Plan:
         notes.append(
             f"CPU-sized defaults: {size}, batch {batch_text} "
             f"({'per device' if opts.scaling == 'weak' else 'global'}), {steps} measured steps "
-            f"after {warmup} warmup, measuring up to {CPU_DEFAULTS['max_time']:.0f} s a point unless the CI "
-            "target is met first; pass --image-size/--batch-size/--steps/--max-time to change"
+            f"after {warmup} warmup"
+            + (
+                f", measuring up to {CPU_DEFAULTS['max_time']:.0f} s a point unless the CI target is met first"
+                if opts.target_ci > 0
+                else ""
+            )
+            + "; pass --image-size/--batch-size/--steps/--max-time to change"
+        )
+    if opts.steps is not None and opts.target_ci == 0:
+        notes.append(
+            f"--steps {opts.steps}: each point measures exactly {opts.steps} steps after warmup (adaptive "
+            "stopping off; add --target-ci, e.g. 2%, to keep measuring past --steps until the CI target)"
         )
     notes.append(
         f"weak scaling: the per-device batch is fixed at {batch_text}, the global batch grows with N"
@@ -409,7 +427,10 @@ def make_plan(opts: SweepOptions, visible_gpus: int | None = None) -> Plan:
                 measure_comm=opts.comm and n > 1 and not s.baseline and s.no_comm_reason is None,
                 max_time_s=defaults["max_time"] if opts.max_time is None else opts.max_time,
                 data_dir=data_dir,
-                extra={"not_applicable": [flag(name) for name in not_applicable]} if not_applicable else {},
+                extra={
+                    **({"not_applicable": [flag(name) for name in not_applicable]} if not_applicable else {}),
+                    **({"ray_address": opts.ray_address} if opts.ray_address and s.launcher is RAY_TRAIN else {}),
+                },
             )
             cfg = PointConfig(
                 **{

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from distbench.engines import ACCELERATE, HOROVODRUN, PROCESS, TF_MULTIWORKER, TORCHRUN, Launcher
+from distbench.engines import ACCELERATE, HOROVODRUN, PROCESS, RAY_TRAIN, TF_MULTIWORKER, TORCHRUN, Launcher
 from distbench.errors import BadInput
 
 
@@ -35,7 +35,8 @@ class Strategy:
     nosync_in_process: bool = False
     """Its no-sync variant runs in the synchronized run's processes (PointConfig.nosync_order), else in its own."""
     group: str = "core"
-    """'core' runs when --strategy is not given; 'wrappers' and 'sharded' when named (or their group, or all)."""
+    """'core' runs when --strategy is not given; 'wrappers', 'sharded' and 'engines' when named (or their group,
+    or all)."""
 
     def launcher_for(self, nodes: int) -> Launcher:
         if nodes < 1:
@@ -185,6 +186,17 @@ STRATEGIES: dict[str, Strategy] = {
             description="MosaicML Composer Trainer: skipped, its worker names the version conflict with the pinned torch",
         ),
         Strategy(
+            name="ray-ddp",
+            group="engines",
+            nosync_in_process=True,
+            bucket_bytes=DDP_BUCKET,
+            framework="torch",
+            module="ray_ddp",
+            launcher=RAY_TRAIN,
+            requires=("torch", "ray"),
+            description="ddp's DistributedDataParallel under Ray Train's TorchTrainer (a local Ray head, or --ray-address)",
+        ),
+        Strategy(
             name="fsdp",
             group="sharded",
             framework="torch",
@@ -221,7 +233,7 @@ def strategy_names() -> list[str]:
     return list(STRATEGIES)
 
 
-GROUPS = ("core", "wrappers", "sharded")
+GROUPS = ("core", "wrappers", "sharded", "engines")
 
 
 def _valid() -> str:

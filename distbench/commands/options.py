@@ -142,7 +142,7 @@ WORKLOAD = {
         metavar="NAME[,NAME]",
         show_default=False,
         help=f"Strategies to run (repeatable or comma list): {', '.join(strategy_names())}, or a group: "
-        "core, wrappers, sharded, all. Default: core (the wrapper and sharded strategies "
+        "core, wrappers, sharded, engines, all. Default: core (the wrapper, sharded and engine strategies "
         "run when named).",
     ),
     "batch_size": _spec(
@@ -248,6 +248,11 @@ WORKLOAD = {
     "telemetry_interval": _spec(
         type=FiniteFloatRange(0, 3600),
         help="Seconds between telemetry samples (NVML per GPU, psutil per CPU worker); 0 turns it off.",
+    ),
+    "ray_address": _spec(
+        metavar="auto|ray://HOST:PORT|HOST:PORT",
+        help="Ray strategies (ray-ddp) only: run on this existing Ray cluster. Default: a local Ray head "
+        "started for each point and stopped after it.",
     ),
 }
 """The click option of each SweepOptions field a user sets (field name -> flags, default plan.flag(field);
