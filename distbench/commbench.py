@@ -71,6 +71,16 @@ def parse_sizes(text: str, factor: int = 2) -> list[int]:
     return [s - s % 4 for s in sizes]
 
 
+def default_backend(name: str | None, device: str) -> tuple[str, str | None]:
+    """(--backend, a note when it was chosen here): nccl on CUDA GPUs, where gloo would stage every
+    message through host memory and measure that instead; gloo on CPU workers."""
+    if name:
+        return name, None
+    if device == "cuda":
+        return "nccl", "--backend nccl: the default on CUDA GPUs (--backend gloo measures copies through host memory)"
+    return "gloo", None
+
+
 def get_backend(name: str) -> Strategy:
     try:
         return BACKENDS[name]

@@ -124,9 +124,11 @@ def root_cause(reports: list[dict]) -> dict | None:
 
 
 def only_consequences(reports: list[dict]) -> bool:
-    """Every failed rank on record failed because another went away: the cause is not on record."""
+    """Every failed rank on record failed because another went away, or was stopped by the launcher's
+    teardown signal (the first too: asked where some rank left no report, the launcher tore the survivors
+    down after that rank ended): the cause is not on record."""
     bad = [r for r in reports if failed(r)]
-    return bool(bad) and all(_consequence(r, bad[0]) for r in bad)
+    return bool(bad) and all(_consequence(r, bad[0]) or r.get("signal") in TEARDOWN_SIGNALS for r in bad)
 
 
 def silent_ranks(reports: list[dict], world_size: int) -> list[int]:

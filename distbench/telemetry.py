@@ -77,13 +77,31 @@ def select_gpus(
     return [(i, nv.nvmlDeviceGetHandleByIndex(i)) for i in indices], None
 
 
-def clock_event_reasons(nv):
-    """The clock-event reasons query (older bindings: its deprecated name) and the throttle mask."""
-    query = getattr(nv, "nvmlDeviceGetCurrentClocksEventReasons", None)
-    prefix = "nvmlClocksEventReason"
-    if query is None:
-        query, prefix = nv.nvmlDeviceGetCurrentClocksThrottleReasons, "nvmlClocksThrottleReason"
-    return query, functools.reduce(operator.or_, (getattr(nv, prefix + name, 0) for name in _THROTTLE_REASONS))
+def _answers(query, handle) -> bool:
+    try:
+        query(handle)
+    except Exception:  # pynvml.NVMLError (e.g. NVML_ERROR_FUNCTION_NOT_FOUND) or a binding's own error
+        return False
+    return True
+
+
+def clock_event_reasons(nv, handle=None):
+    """The clock-event reasons query and the throttle mask, probed once on `handle`. The newer call
+    (nvmlDeviceGetCurrentClocksEventReasons) exists in recent bindings but only drivers from R535 on answer
+    it (older ones: NVML_ERROR_FUNCTION_NOT_FOUND on every call): where it fails and the deprecated
+    nvmlDeviceGetCurrentClocksThrottleReasons answers, that one is used. Both failing: the newer one is kept,
+    and each sample records 'throttle_unknown'."""
+    newer = getattr(nv, "nvmlDeviceGetCurrentClocksEventReasons", None)
+    older = getattr(nv, "nvmlDeviceGetCurrentClocksThrottleReasons", None)
+    query, prefix = newer, "nvmlClocksEventReason"
+    if newer is None or (
+        handle is not None and older is not None and not _answers(newer, handle) and _answers(older, handle)
+    ):
+        query, prefix = older, "nvmlClocksThrottleReason"
+    names = [prefix + name for name in _THROTTLE_REASONS]
+    if not any(hasattr(nv, n) for n in names):  # a binding with only the other spelling of the mask names
+        names = [n.replace("Throttle", "Event") if "Throttle" in n else n.replace("Event", "Throttle") for n in names]
+    return query, functools.reduce(operator.or_, (getattr(nv, n, 0) for n in names))
 
 
 class Sampler:
@@ -128,7 +146,9 @@ class Sampler:
         count = len(self.gpu_indices) if self.gpu_indices is not None else None
         bus_ids = cuda_pci_bus_ids(env) if self.cuda_env is not None else None
         self._handles, self.gpu_note = select_gpus(pynvml, count, bus_ids, env, self.gpu_indices)
-        self._clock_events, self._throttle_mask = clock_event_reasons(pynvml)
+        self._clock_events, self._throttle_mask = clock_event_reasons(
+            pynvml, self._handles[0][1] if self._handles else None
+        )
 
     def start(self) -> "Sampler":
         self._thread.start()

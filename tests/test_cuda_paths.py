@@ -363,3 +363,78 @@ def test_verify_mode_turns_tf32_off_and_deterministic_kernels_on():
     torch_rec, tf_rec = json.loads(out)
     assert torch_rec == {"deterministic_algorithms": "warn_only", "tf32": False, "cublas_workspace_config": ":4096:8"}
     assert tf_rec == {"op_determinism": True, "tf32": False}
+
+
+# -- issue 22, item 8: NVML clock events probed once, with the deprecated call where the driver is older ---
+class OldDriverNVML(FakeNVML):
+    """Bindings with both calls, a driver before R535: the newer one is not found (on every call)."""
+
+    nvmlClocksThrottleReasonSwPowerCap = 0x4
+    nvmlClocksThrottleReasonHwSlowdown = 0x8
+
+    def __init__(self, reasons=None):
+        super().__init__(reasons)
+        self.calls = {"newer": 0, "older": 0}
+
+    def nvmlDeviceGetCurrentClocksEventReasons(self, h):
+        self.calls["newer"] += 1
+        raise RuntimeError("NVML_ERROR_FUNCTION_NOT_FOUND")
+
+    def nvmlDeviceGetCurrentClocksThrottleReasons(self, h):
+        self.calls["older"] += 1
+        return self.reasons[h[1]]
+
+
+def test_clock_events_fall_back_to_the_deprecated_call_on_drivers_before_r535(monkeypatch):
+    nv = OldDriverNVML(reasons={0: 0x4, 2: 0x0})
+    monkeypatch.setitem(sys.modules, "pynvml", nv)
+    monkeypatch.setattr(telemetry, "cuda_pci_bus_ids", lambda env: ["0000:88:00.0", "0000:1A:00.0"])
+    s = telemetry.Sampler(os.getpid(), gpus=True, gpu_indices=[0, 1], cuda_env={"CUDA_DEVICE_ORDER": "FASTEST_FIRST"})
+    assert nv.calls == {"newer": 1, "older": 1}  # probed once, at start
+    s._sample_gpus(1.0)
+    s._sample_gpus(2.0)
+    assert nv.calls == {"newer": 1, "older": 5}  # every sample then asks the call that answers
+    summary = telemetry.summarize(s.samples, None, None)
+    assert summary["throttled"] is True  # GPU 0 power-capped: known, where before every sample was 'unknown'
+    assert not [x for x in s.samples if x[2] == "throttle_unknown"]
+    # with the newer call answering, it is the one used (and the deprecated one never asked)
+    query, mask = telemetry.clock_event_reasons(FakeNVML(reasons={0: 0}), ("h", 0))
+    assert query.__name__ == "nvmlDeviceGetCurrentClocksEventReasons" and mask == 0x4 | 0x8 | 0x20 | 0x40 | 0x80
+
+
+# -- issue 22, item 7: `distbench comm` measures NCCL on GPUs unless told otherwise ----------------
+def test_comm_defaults_to_nccl_on_cuda_and_gloo_on_cpu_workers(monkeypatch):
+    from click.testing import CliRunner
+
+    from distbench.commands import comm as cmd
+    from distbench.commbench import default_backend
+    from distbench.plan import DeviceChoice
+
+    assert default_backend(None, "cuda")[0] == "nccl" and default_backend(None, "cpu") == ("gloo", None)
+    assert default_backend("gloo", "cuda") == ("gloo", None)  # an explicit choice stands
+    ran = []
+    monkeypatch.setattr(cmd, "resolve_device", lambda device, gpus: DeviceChoice("cuda", 2, "running on 2 GPUs"))
+    monkeypatch.setattr(
+        cmd.opt, "run_or_skip", lambda s, cfg, *a: ran.append(cfg) or {"status": "skipped", "reason": "test"}
+    )
+    monkeypatch.setattr(cmd.opt, "new_sweep", _NoSweep)
+    result = CliRunner().invoke(cmd.comm, ["--gpus", "2", "--sizes", "1K"])
+    assert result.exit_code == 0, result.output
+    assert [c.extra["backend"] for c in ran] == ["nccl"] and ran[0].strategy == "comm-nccl"
+    assert "--backend nccl: the default on CUDA GPUs" in result.output
+
+
+class _NoSweep:
+    """opt.new_sweep without a store: keeps the records."""
+
+    def __init__(self, *args):
+        self.records, self.workdir, self.id = [], Path("/nonexistent"), "s0"
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    def keep(self, record):
+        self.records.append(dict(record, strategy="comm-nccl", world_size=2))

@@ -209,6 +209,9 @@ def test_only_consequences_on_record_means_the_cause_is_unknown_and_the_silent_r
     (tmp_path / "exit-0.json").write_text(json.dumps(survivor))
     (tmp_path / "error-0.json").write_text(json.dumps({"rank": 0, "error": survivor["error"]}))
     assert failures.only_consequences([survivor]) and failures.silent_ranks([survivor], 2) == [1]
+    # torchrun may tear rank 0 down before it notices its peer is gone: a teardown signal is a consequence too
+    assert failures.only_consequences([_report(0, -15, 2.0, sig="SIGTERM")])
+    assert not failures.only_consequences([_report(0, 1, 2.0, error="ValueError: bad shape")])
     cfg = PointConfig(strategy="ddp", model="resnet18", world_size=2, device="cpu", per_device_batch=2)
     rec = outcome_record(cfg, STRATEGIES["ddp"], tmp_path / "none.json", 1, TORCHRUN_SUMMARY, rank_dir=tmp_path)
     assert rec["status"] == "failed"

@@ -178,3 +178,52 @@ def test_bad_columns_are_one_line_errors_naming_the_flag():
         table_columns("strategy,thruput", False)
     with pytest.raises(BadInput, match=r"^--columns and --wide: give one of them"):
         table_columns("strategy", True)
+
+
+def _scale_opts(monkeypatch, *args):
+    """The SweepOptions `distbench scale ARGS` would run (the sweep itself replaced)."""
+    from click.testing import CliRunner
+
+    from distbench.commands import scale as cmd
+
+    seen = {}
+    monkeypatch.setattr(cmd, "_execute", lambda opts, **kw: seen.update(opts=opts, **kw))
+    result = CliRunner().invoke(cmd.scale, list(args))
+    assert result.exit_code == 0, result.output
+    return seen["opts"]
+
+
+def test_an_explicit_steps_turns_adaptive_stopping_off_unless_target_ci_is_given(monkeypatch):
+    from distbench.plan import make_plan
+
+    assert _scale_opts(monkeypatch, "--gpus", "1,2").target_ci == 0.02
+    fixed = _scale_opts(monkeypatch, "--gpus", "1,2", "--steps", "3", "--device", "cpu")
+    assert fixed.target_ci == 0.0
+    notes = make_plan(fixed).notes
+    assert (
+        "--steps 3: each point measures exactly 3 steps after warmup (adaptive stopping off; add --target-ci, "
+        "e.g. 2%, to keep measuring past --steps until the CI target)" in notes
+    )
+    assert not any("measuring up to 60 s a point" in n for n in notes)
+    both = _scale_opts(monkeypatch, "--gpus", "1,2", "--steps", "3", "--target-ci", "5%")
+    assert both.target_ci == 0.05
+
+
+def test_the_opening_line_says_roughly_how_long_and_offers_max_time():
+    from distbench.commands.scale import POINT_OVERHEAD_S, duration_line
+    from distbench.plan import SweepOptions, make_plan
+
+    demo = make_plan(SweepOptions(gpus="1,2", model="resnet50", device="cpu", add_baselines=True))
+    runnable = [p for p in demo.points if not p.skip_reason]
+    with_variant = sum(p.config.measure_comm for p in runnable)
+    minutes = (len(runnable) * (60 + POINT_OVERHEAD_S) + with_variant * 60) / 60
+    line = duration_line(demo)
+    assert line.startswith(f"roughly {minutes:.0f} minutes: {len(runnable)} points x up to 60 s of measuring each")
+    assert "--max-time 10 for a quicker run (about " in line
+    assert duration_line(demo, repeats=3).startswith(f"roughly {3 * minutes:.0f} minutes")
+    fixed = make_plan(SweepOptions(gpus="1,2", model="resnet50", device="cpu", steps=3, target_ci=0.0))
+    n = sum(not p.skip_reason for p in fixed.points)
+    assert duration_line(fixed).startswith(
+        f"{n} points, each 3 measured steps after 3 warmup plus ~16 s launch and teardown: at least "
+        f"{n * POINT_OVERHEAD_S / 60:.0f} minutes, more as steps take time"
+    )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from distbench.commbench import BACKENDS, get_backend, parse_sizes
+from distbench.commbench import BACKENDS, default_backend, get_backend, parse_sizes
 from distbench.commands import options as opt
 from distbench.config import PointConfig
 from distbench.errors import BadInput
@@ -17,7 +17,11 @@ SERIES = ("sizes_bytes", "time_median_s", "time_p95_s", "algbw_gbps", "busbw_gbp
 
 @click.command()
 @opt.option("--gpus", "gpus_text", default="2", help="Comma list of rank counts, e.g. 2,4.")
-@opt.option("--backend", default="gloo", help=f"Communication library: {', '.join(BACKENDS)}.")
+@click.option(
+    "--backend",
+    help=f"Communication library: {', '.join(BACKENDS)}. Default: nccl on CUDA GPUs (gloo would measure "
+    "copies through host memory), gloo on CPU workers.",
+)
 @click.option(
     "--sizes",
     help="Message sizes: LOW:HIGH (grows by --factor) or a comma list, K/M/G = powers of 1024. "
@@ -54,16 +58,18 @@ def comm(gpus_text, backend, sizes, factor, iters, warmup, max_time_per_size, de
     Example: distbench comm --gpus 2,4 --backend gloo --sizes 1K:64M
     """
     gpus = parse_gpus(gpus_text)
-    strategy = get_backend(backend)
     choice = resolve_device(device, gpus)
+    backend, backend_note = default_backend(backend, choice.device)
+    strategy = get_backend(backend)
     if backend == "nccl" and choice.device != "cuda":
         raise BadInput("--backend nccl needs CUDA GPUs; none are in use (try --backend gloo)")
     size_list = parse_sizes(sizes or ("1K:1G" if choice.device == "cuda" else "1K:64M"), int(factor))
     missing = opt.not_installed(strategy)
     err = opt.err_console()
-    opt.print_notes(err, [choice.note])
+    notes = [choice.note, *([backend_note] if backend_note else [])]
+    opt.print_notes(err, notes)
     options = {"kind": "comm", "backend": backend, "gpus": gpus, "sizes": size_list}
-    with opt.new_sweep(results, "comm", options, [choice.note]) as sweep:
+    with opt.new_sweep(results, "comm", options, notes) as sweep:
         for n in gpus:
             cfg = PointConfig(
                 strategy=strategy.name,

@@ -50,6 +50,59 @@ def output_options(fn):
     return opt.results_option("SQLite results store; every point is committed as soon as it finishes.")(fn)
 
 
+POINT_OVERHEAD_S = 16.0
+"""Seconds a point costs besides its measured windows: launch to first step, warmup and teardown, the median
+over the 12 points of `distbench scale --gpus 1,2 --device cpu --model resnet50` on 2 cores (docs/benchmarks.md,
+the wall-time split: 5.6 to 36.1 s). Only for the opening estimate; no GPU run has measured it yet."""
+QUICK_MAX_TIME_S = 10.0
+
+
+def _budget_s(plan, repeats: int, max_time: float | None = None) -> float | None:
+    """Seconds the plan's runnable points take at most, roughly: each measures up to its --max-time (twice at
+    N > 1 with the no-sync variant), times --repeats, plus POINT_OVERHEAD_S; None with fixed steps only."""
+    total = 0.0
+    for point in plan.points:
+        cfg = point.config
+        if point.skip_reason:
+            continue
+        if cfg.target_ci <= 0:
+            return None
+        measuring = (max_time if max_time is not None else cfg.max_time_s) * (2 if cfg.measure_comm else 1)
+        total += (measuring + POINT_OVERHEAD_S) * repeats
+    return total
+
+
+def duration_line(plan, repeats: int = 1) -> str:
+    """The opening line: how many points, the per-point budget, roughly how long, and the quick version."""
+    runnable = [p for p in plan.points if not p.skip_reason]
+    if not runnable:
+        return "nothing to run: every point is skipped (reasons in the table)"
+    total = _budget_s(plan, repeats)
+    cfg = runnable[0].config
+    if total is None:
+        return (
+            f"{len(runnable)} points, each {cfg.steps} measured steps after {cfg.warmup} warmup plus ~"
+            f"{POINT_OVERHEAD_S:.0f} s launch and teardown: at least {len(runnable) * repeats * POINT_OVERHEAD_S / 60:.0f} "
+            "minutes, more as steps take time (a step's time is not known before it runs)"
+        )
+    quick = _budget_s(plan, repeats, QUICK_MAX_TIME_S)
+    budget = max(p.config.max_time_s for p in runnable)
+    return (
+        f"roughly {total / 60:.0f} minutes: {len(runnable)} points x up to {budget:g} s of measuring each "
+        f"(twice at N > 1 for the no-sync variant) + ~{POINT_OVERHEAD_S:.0f} s launch and teardown; "
+        f"--max-time {QUICK_MAX_TIME_S:g} for a quicker run (about {quick / 60:.0f} minutes, wider CIs)"
+    )
+
+
+def honour_steps(workload: dict) -> dict:
+    """An explicit --steps without --target-ci measures exactly that many steps: adaptive stopping off."""
+    ctx = click.get_current_context()
+    given = lambda name: ctx.get_parameter_source(name) == click.core.ParameterSource.COMMANDLINE  # noqa: E731
+    if given("steps") and not given("target_ci"):
+        return {**workload, "target_ci": 0.0}
+    return workload
+
+
 def table_columns(columns_text: str | None, wide: bool) -> tuple[str, ...]:
     """--columns / --wide -> the table's columns; a bad name is a one-line error naming --columns."""
     if columns_text and wide:
@@ -74,6 +127,7 @@ def _execute(
     plan = make_plan(opts)
     err = opt.err_console()
     store = Store(results)  # before any note: a file that is not a results store is refused first
+    err.print(duration_line(plan, opts.repeats), markup=False, highlight=False)
     opt.print_notes(err, plan.notes)
     if opts.data == "disk":
         from distbench import datasets
@@ -152,7 +206,7 @@ def scale(gpus_text, nodes_text, resume, results, records_dir, fmt, columns_text
         if click.get_current_context().get_parameter_source("timeout") == click.core.ParameterSource.COMMANDLINE:
             opts = dataclasses.replace(opts, timeout=workload["timeout"])  # e.g. points that timed out, more time
     else:
-        opts = SweepOptions(gpus=gpus_text, nodes=nodes_text, add_baselines=True, **workload)
+        opts = SweepOptions(gpus=gpus_text, nodes=nodes_text, add_baselines=True, **honour_steps(workload))
     _execute(
         opts, results=results, records_dir=records_dir, fmt=fmt, resume=resume, columns_text=columns_text, wide=wide
     )
@@ -167,7 +221,7 @@ def run(gpus_text, results, records_dir, fmt, columns_text, wide, **workload):
 
     Example: distbench run --strategy ddp --gpus 2 --model resnet50
     """
-    opts = SweepOptions(gpus=gpus_text, add_baselines=False, **workload)
+    opts = SweepOptions(gpus=gpus_text, add_baselines=False, **honour_steps(workload))
     if len(opts.gpus) != 1:
         raise BadInput(f"run measures one point: --gpus takes one count, got {gpus_text!r} (use `distbench scale`)")
     if len(opts.strategies) != 1:
