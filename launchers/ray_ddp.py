@@ -147,8 +147,11 @@ def body(cfg, out_path):
     def stop(signum, _frame):
         raise Stopped(signal.Signals(signum).name)
 
-    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        signal.signal(sig, stop)
+    def handle(how) -> None:
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+            signal.signal(sig, how)
+
+    handle(stop)
 
     address = (cfg.extra or {}).get("ray_address")
     temp = None
@@ -175,6 +178,7 @@ def body(cfg, out_path):
                 _temp_dir=temp,
                 log_to_driver=True,
             )
+        handle(stop)  # again: ray.init may install handlers of its own
         engine["head_start_s"] = time.time() - started
 
         @ray.remote(num_cpus=0)
@@ -249,9 +253,14 @@ def body(cfg, out_path):
             reason=f"{reason} ({note})" if note else reason,
             engine=engine,
         )
+    except Stopped:
+        # distbench is tearing the point's whole process tree down (Ray's processes too) and kills what is
+        # left after a grace period: remove the head's folder first, then stop Ray.
+        if temp:
+            shutil.rmtree(temp, ignore_errors=True)
+        raise
     finally:
-        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-            signal.signal(sig, signal.SIG_IGN)  # the head is being stopped: a second signal must not cut it short
+        handle(signal.SIG_IGN)  # the head is being stopped: a second signal must not cut it short
         try:
             ray.shutdown()
         finally:

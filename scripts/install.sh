@@ -117,6 +117,7 @@ if [ "${1:-}" = --dry-run ]; then
     log "Horovod: $HOROVOD_VERSION from the sdist with Gloo${ops:+ and $ops}"
     log "distbench: editable, with the extras [$EXTRAS] of setup.cfg"
     log "wrappers: the extra [wrappers] of setup.cfg, optional (if it fails to install: a warning, and those points are skipped)"
+    log "ray: the extra [ray] of setup.cfg (Ray Train), optional in the same way (ray-ddp points skipped)"
     log "dry run: nothing installed (venv $VENV)"
     exit 0
 fi
@@ -157,6 +158,12 @@ elif [ "$KIND" != gpu ]; then
             >/dev/null 2>&1; then
         log "warning: DeepSpeed's shm comm extension did not build; deepspeed points will build it on first use"
     fi
+fi
+
+# Ray Train (strategy ray-ddp) is optional in the same way: without it its points are 'skipped'.
+log "installing Ray Train (extra [ray])"
+if ! quiet_pip install -q "${PIN_ARGS[@]}" --no-build-isolation -e ".[ray]"; then
+    log "warning: the extra [ray] (ray[train]) did not install; the ray-ddp points will be 'skipped'"
 fi
 
 # Horovod: the wheel is tied to the exact framework versions, so they are part of the cache key.

@@ -1,0 +1,90 @@
+"""The fault suite for ray-ddp (tests/test_faults.py's harness): a SIGKILLed Ray Train worker, and SIGTERM to
+distbench during a Ray point. Both end as recorded points with nothing of Ray left running (checked by the
+test's environment tag, which the local Ray head and its workers inherit) and no Ray temp folder left."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+
+import pytest
+
+from tests.conftest import require
+from tests.test_faults import LONG, Sweep, sweeps, wait_gone  # noqa: F401 (sweeps: the fixture)
+
+pytestmark = [pytest.mark.slow, require("torch", "ray")]
+
+
+def ray_worker(sweep: Sweep, rank: int, timeout_s: float = 180) -> int:
+    """The pid of Ray Train worker `rank`, from the file it writes into the point's rank folder on start."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        for path in sweep.db.parent.rglob(f"ray-worker-{rank}.json"):
+            try:
+                return json.loads(path.read_text())["pid"]
+            except (OSError, ValueError):
+                pass
+        if sweep.proc.poll() is not None:
+            pytest.fail(f"distbench ended before Ray's workers started: {sweep.proc.stderr.read()[-3000:]}")
+        time.sleep(0.2)
+    pytest.fail(f"Ray Train worker {rank} did not start within {timeout_s}s")
+
+
+def ray_temp_dirs() -> set[str]:
+    from distbench.launchers.ray_ddp import TEMP_PREFIX
+
+    return {p for p in os.listdir("/tmp") if p.startswith(TEMP_PREFIX)}
+
+
+def test_kill_9_of_one_ray_worker_names_the_rank_and_leaves_no_ray_process(tmp_path, sweeps):  # noqa: F811
+    before = ray_temp_dirs()
+    sweep = Sweep(tmp_path, ["run", "--strategy", "ray-ddp", "--gpus", "2", *LONG])
+    sweeps.append(sweep)
+    pid = ray_worker(sweep, 1)
+    time.sleep(1.0)
+    os.kill(pid, signal.SIGKILL)
+    killed = time.monotonic()
+    rc, _, err = sweep.finish(timeout_s=240)
+    assert rc == 0, err[-3000:]
+    assert "Traceback" not in err
+    [point] = sweep.points()
+    print(
+        f"\n[fault] ray-ddp: kill -9 of Ray worker rank 1: {point['status']} {point['reason']!r} "
+        f"(distbench ended {time.monotonic() - killed:.1f}s after the kill)"
+    )
+    assert point["status"] == "failed", point
+    assert point["reason"].startswith(f"rank 1 died: its Ray worker process (pid {pid}) ended without an error"), point
+    left, gone_s = wait_gone(sweep.tag)
+    assert not left, f"Ray processes outlived the point: {left}"
+    assert ray_temp_dirs() <= before
+
+
+def test_sigterm_to_distbench_during_a_ray_point_is_interrupted_and_stops_the_head(tmp_path, sweeps):  # noqa: F811
+    before = ray_temp_dirs()
+    sweep = Sweep(tmp_path, ["run", "--strategy", "ray-ddp", "--gpus", "2", *LONG])
+    sweeps.append(sweep)
+    ray_worker(sweep, 1)
+    time.sleep(1.0)
+    sweep.proc.send_signal(signal.SIGTERM)
+    sent = time.monotonic()
+    rc, _, err = sweep.finish(timeout_s=60)
+    left, gone_s = wait_gone(sweep.tag)
+    print(
+        f"\n[fault] ray-ddp: SIGTERM to distbench: exit {rc} after {time.monotonic() - sent:.1f}s, "
+        f"every process gone {gone_s:.1f}s after exit"
+    )
+    assert not left, f"Ray processes outlived the sweep after SIGTERM: {left}"
+    assert rc == 128 + signal.SIGTERM, err[-2000:]
+    assert "Traceback" not in err
+    assert sweep.points() == [
+        {
+            "strategy": "ray-ddp",
+            "world_size": 2,
+            "status": "interrupted",
+            "reason": "stopped by SIGTERM while it was measured",
+        }
+    ]
+    assert sweep.sweep_row()["status"] == "interrupted"
+    assert ray_temp_dirs() <= before

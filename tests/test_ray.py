@@ -1,0 +1,208 @@
+"""ray-ddp: ddp's workload under Ray Train (launchers/ray_ddp.py, engines.RAY_TRAIN), --ray-address, and one
+real N=2 point on CPU workers with a local Ray head that leaves nothing running."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+
+from distbench.cli import main
+from distbench.engines import RAY_TRAIN, check_ray_address
+from distbench.errors import BadInput
+from distbench.launchers import ray_ddp
+from distbench.plan import SweepOptions, make_plan
+from distbench.strategies import STRATEGIES, parse_strategies
+from tests.conftest import DISTBENCH, quick, require
+
+RAY = STRATEGIES["ray-ddp"]
+
+
+def test_registry_entry_runs_ddp_under_ray_train_when_named():
+    assert RAY.launcher is RAY_TRAIN and RAY.framework == "torch" and RAY.module == "ray_ddp"
+    assert (
+        RAY.requires == ("torch", "ray")
+        and RAY.nosync_in_process
+        and RAY.bucket_bytes == STRATEGIES["ddp"].bucket_bytes
+    )
+    assert [s.name for s in parse_strategies(["engines"])] == ["ray-ddp"]
+    assert "ray-ddp" not in [s.name for s in parse_strategies([])]  # not in the default sweep
+    assert RAY.cluster_launcher is None  # Ray spans nodes itself (--ray-address), not distbench --nodes
+
+
+def test_the_launcher_runs_the_driver_under_a_rank_guard_with_ray_usage_stats_off():
+    cfg = (
+        make_plan(SweepOptions(gpus=(2,), strategies=("ray-ddp",), device="cpu", add_baselines=False)).points[0].config
+    )
+    argv, env = RAY_TRAIN.local(RAY, cfg, "c.json", "r.json", python="/py", base_env={})
+    assert argv == ["/py", "-m", "distbench.rankguard", "/py", "-m", "distbench.launchers.ray_ddp"] + [
+        "--config",
+        "c.json",
+        "--out",
+        "r.json",
+    ]
+    assert env["RAY_USAGE_STATS_ENABLED"] == "0" and env["OMP_NUM_THREADS"] == str(cfg.threads_per_worker)
+    assert (
+        RAY_TRAIN.local(RAY, cfg, "c", "r", base_env={"RAY_USAGE_STATS_ENABLED": "1"})[1]["RAY_USAGE_STATS_ENABLED"]
+        == "1"
+    )
+
+
+@pytest.mark.parametrize(
+    "value", ["auto", "ray://head:10001", "10.0.0.7:6379", "[fd00::1]:6379", "ray://head-0.ray.svc.cluster.local:10001"]
+)
+def test_ray_address_accepts_auto_ray_client_and_gcs_addresses(value):
+    assert check_ray_address(f" {value} ") == value
+
+
+@pytest.mark.parametrize(
+    "value", ["", "local", "head", "ray://", "ray://head", "head:0", "head:65536", "http://h:1", "a b:1"]
+)
+def test_ray_address_refuses_anything_else_naming_the_flag(value):
+    with pytest.raises(BadInput) as exc:
+        check_ray_address(value)
+    assert str(exc.value) == f"--ray-address must be 'auto', ray://HOST:PORT or HOST:PORT, got {value!r}"
+
+
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (
+            ["run", "--strategy", "ray-ddp", "--ray-address", "head"],
+            "--ray-address must be 'auto', ray://HOST:PORT or HOST:PORT, got 'head'",
+        ),
+        (
+            ["scale", "--strategy", "ddp", "--ray-address", "auto"],
+            "--ray-address applies only to Ray strategies (ray-ddp), none of which is selected",
+        ),
+    ],
+)
+def test_bad_ray_address_is_one_line_and_exit_2(capsys, monkeypatch, tmp_path, args, message):
+    monkeypatch.chdir(tmp_path)
+    assert main(args) == 2
+    assert capsys.readouterr().err == f"Error: {message}\n"
+
+
+def test_the_address_reaches_ray_points_only():
+    opts = SweepOptions(gpus=(1, 2), strategies=("ddp", "ray-ddp"), device="cpu", ray_address="ray://head:10001")
+    extras = {(p.strategy.name, p.config.world_size): p.config.extra for p in make_plan(opts).points}
+    assert extras[("ray-ddp", 2)] == {"ray_address": "ray://head:10001"} == extras[("ray-ddp", 1)]
+    assert all("ray_address" not in e for (name, _), e in extras.items() if name != "ray-ddp")
+    local = make_plan(dataclasses.replace(opts, ray_address=None)).points
+    assert all("ray_address" not in p.config.extra for p in local)
+
+
+def test_without_ray_the_points_are_skipped_with_the_install_hint(monkeypatch):
+    from distbench import plan
+
+    monkeypatch.setattr(plan, "_installed", lambda module: module != "ray")
+    points = make_plan(SweepOptions(gpus=(2,), strategies=("ray-ddp",), device="cpu", add_baselines=False)).points
+    assert [p.skip_reason for p in points] == [
+        "ray is not installed: run `make install` (creates .venv with torch, TensorFlow and Horovod)"
+    ]
+
+
+RANK0_AFTER_PEER_DIED = (
+    'Traceback (most recent call last):\n  File "x.py", line 1, in loop\n'
+    "RuntimeError: [pair.cc:553] Connection closed by peer [127.0.0.1]:34701. This is typically caused by a "
+    "remote worker crashing."
+)
+RANK1_DIED = (
+    "A worker health check failed.\nWorker info: Worker(...)\nThe actor died unexpectedly before finishing this "
+    "task.\n\tclass_name: RayTrainWorker\nThe actor is dead because its worker process has died. Worker exit "
+    "type: SYSTEM_ERROR Worker exit detail: Worker unexpectedly exits with a connection error code 2."
+)
+
+
+def test_a_dead_worker_is_the_root_cause_not_the_peer_that_lost_it():
+    rank, reason, died = ray_ddp.failure_of({0: RANK0_AFTER_PEER_DIED, 1: RANK1_DIED}, {0: 41, 1: 42})
+    assert (rank, died) == (1, True)
+    assert reason == (
+        "rank 1 died: its Ray worker process (pid 42) ended without an error of its own "
+        "(Ray: SYSTEM_ERROR; Ray does not report the signal)"
+    )
+
+
+def test_a_rank_that_raised_is_named_with_its_exception_line():
+    failures = {1: RANK0_AFTER_PEER_DIED, 0: 'Traceback (most recent call last):\n  File "x"\nValueError: bad shape'}
+    assert ray_ddp.failure_of(failures, {}) == (0, "rank 0 raised ValueError: bad shape", False)
+
+
+def test_only_the_temp_dirs_of_drivers_that_are_gone_are_removed(tmp_path):
+    ticks = ray_ddp.rankguard.start_ticks(os.getpid())
+    mine = tmp_path / f"dbray-{os.getpid()}-{ticks}-abc"
+    reused_pid = tmp_path / f"dbray-{os.getpid()}-1-def"  # same pid, another start time: that driver is gone
+    other = tmp_path / "dbray-notours"
+    for d in (mine, reused_pid, other):
+        d.mkdir()
+    assert ray_ddp.remove_stale_temp_dirs(str(tmp_path)) == [reused_pid.name]
+    assert mine.is_dir() and other.is_dir() and not reused_pid.exists()
+
+
+def test_the_local_head_temp_dir_is_short_enough_for_ray_sockets(monkeypatch, tmp_path):
+    monkeypatch.setattr(ray_ddp.tempfile, "gettempdir", lambda: str(tmp_path / ("x" * 60)))
+    assert ray_ddp.temp_root() == "/tmp"
+    monkeypatch.setattr(ray_ddp.tempfile, "gettempdir", lambda: "/scratch")
+    assert ray_ddp.temp_root() == "/scratch"
+
+
+def tagged(tag: str) -> list[int]:
+    from tests.test_faults import tagged as by_tag
+
+    return by_tag(tag)
+
+
+# The keys ddp's worker writes (launchers/torch_common.run + common.measured_run): a ray-ddp record has them too.
+DDP_WORKER_KEYS = {
+    "step_times_s", "final_loss", "params", "grad_bytes", "backend", "runtime", "sync", "nosync_variant",
+    "math_mode", "stopping", "per_rank_step_times_s", "measured_window_s", "peak_memory_bytes",
+    "peak_memory_per_rank_bytes", "peak_memory_source", "peak_memory_scope", "probe", "cpu_gemm_peak",
+    "data_wait_fraction",
+}  # fmt: skip
+
+
+@pytest.mark.slow
+@require("torch", "ray")
+def test_a_ray_ddp_point_on_a_local_head_measures_like_ddp_and_leaves_nothing_running(tmp_path):
+    tag = uuid.uuid4().hex
+    before = {p for p in os.listdir("/tmp") if p.startswith(ray_ddp.TEMP_PREFIX)}
+    db = tmp_path / "r.db"
+    proc = subprocess.run(
+        [*DISTBENCH, "run", "--strategy", "ray-ddp", "--gpus", "2", *quick(device="cpu"), "--results", str(db)],
+        capture_output=True,
+        text=True,
+        timeout=400,
+        env=dict(os.environ, DISTBENCH_FAULT_TAG=tag),
+        stdin=subprocess.DEVNULL,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    with sqlite3.connect(db) as con:
+        [(text,)] = con.execute("SELECT record_json FROM points").fetchall()
+    record = json.loads(text)
+    assert record["status"] == "ok", record.get("reason")
+    assert DDP_WORKER_KEYS <= set(record), DDP_WORKER_KEYS - set(record)
+    assert record["backend"] == "gloo" and len(record["per_rank_step_times_s"]) == 2
+    assert record["launch"]["launcher"] == "ray-train"
+    engine = record["engine"]
+    assert engine["address"] == "local head started for this point" and engine["num_workers"] == 2
+    assert [w["rank"] for w in engine["workers"]] == [0, 1] and engine["head_start_s"] > 0
+    from distbench.record import undeclared_keys
+
+    assert undeclared_keys(record) == set()
+    assert not tagged(tag), "Ray processes outlived the point"
+    assert {p for p in os.listdir("/tmp") if p.startswith(ray_ddp.TEMP_PREFIX)} <= before
+
+
+def test_the_worker_module_imports_without_ray():
+    # the registry's `requires` skips points without ray; the module itself must still import (plan, tests)
+    code = "import sys; sys.modules['ray'] = None; import distbench.launchers.ray_ddp as m; print(m.FRAMEWORK)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.stdout.strip() == "torch", out.stderr[-2000:]
+    assert Path(ray_ddp.__file__).name == "ray_ddp.py"
