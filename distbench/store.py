@@ -263,6 +263,14 @@ class Store:
 
         self._write(f"delete point {point_id}", delete)
 
+    def add_prediction(self, sweep_id: str | None, created: str, command: str, version: str, document: str) -> int:
+        """One row in `predictions` (distbench predict; never in points). Raises StoreWriteError."""
+        sql = "INSERT INTO predictions (sweep_id, created, command, version, prediction_json) VALUES (?, ?, ?, ?, ?)"
+        return self._write(
+            "save a prediction",
+            lambda: self.conn.execute(sql, (sweep_id, created, command, version, document)).lastrowid,
+        )
+
     def has_record(self, record_id: str) -> bool:
         return self.conn.execute("SELECT 1 FROM points WHERE record_id = ?", (record_id,)).fetchone() is not None
 

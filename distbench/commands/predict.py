@@ -1,4 +1,4 @@
-"""`distbench predict`: the capacity-planning prediction (the model lives in distbench/predict.py)."""
+"""`distbench predict`: the capacity-planning prediction (the model lives in distbench/predict/)."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from distbench.commands.results import format_option
 from distbench.errors import BadInput
 from distbench.output import table
 from distbench.plan import parse_counts
+from distbench.strategies import STRATEGIES
 from distbench.sweep import command_line
 
 
@@ -92,6 +93,13 @@ from distbench.sweep import command_line
     type=opt.FiniteFloatRange(0, 1e6),
     help="Price of one device-hour: cost per epoch (with --epoch-samples).",
 )
+@click.option(
+    "--what-if",
+    "what_if_text",
+    metavar="STRATEGY[,STRATEGY]",
+    help="Also predict each fitted workload under another strategy's traffic, e.g. fsdp,deepspeed-zero3 "
+    "(ZeRO-3/FSDP move 1.5x the bytes of DDP's all-reduce).",
+)
 @click.option("--no-store", is_flag=True, help="Do not save the prediction in the store.")
 @format_option
 def predict(
@@ -113,6 +121,7 @@ def predict(
     epoch_time,
     target_throughput,
     gpu_hour_price,
+    what_if_text,
     no_store,
     fmt,
 ):
@@ -129,8 +138,14 @@ def predict(
             raise BadInput(f"{flag} needs --epoch-samples ({why})")
     gpus = parse_counts(gpus_text, "--gpus", "device count", 1 << 20) if gpus_text else None
     strategies = [s.strip() for s in strategy_text.split(",") if s.strip()] if strategy_text else None
+    what_if = [w.strip() for w in what_if_text.split(",") if w.strip()] if what_if_text is not None else []
+    if what_if_text is not None and not what_if:
+        raise BadInput("--what-if: name at least one strategy, e.g. --what-if fsdp")
+    unknown = [w for w in what_if if w not in STRATEGIES]
+    if unknown:
+        raise BadInput(f"--what-if: unknown strategy {unknown[0]!r}; known: {', '.join(STRATEGIES)}")
     link_map = pr.explicit_links(links, link_bws, link_lats, nics_per_node)
-    records, sweep_id, store_path = [], None, None
+    records, sweep_id, store_path, cores = [], None, None, None
     if csv_path:
         records = pr.read_csv(csv_path)
     if not csv_path or comm_sweeps:
@@ -138,6 +153,7 @@ def predict(
             if not csv_path:
                 data = an.load_sweep(store, sweep)
                 records, sweep_id, store_path = data.points, data.id, results
+                cores = sweep_cores(data.info)
             for cid in comm_sweeps:
                 cdata = an.load_sweep(store, cid)
                 if not cdata.comm_points:
@@ -162,6 +178,8 @@ def predict(
         target_throughput=target_throughput,
         epoch_time=epoch_time,
         gpu_hour_price=gpu_hour_price,
+        what_if=what_if,
+        cores=cores,
     )
     doc["source"] = {"sweep": sweep_id, "store": store_path, "csv": csv_path, "comm_sweeps": list(comm_sweeps)}
     if sweep_id and not no_store:
@@ -174,7 +192,7 @@ def predict(
     predicted = pr.table_rows(doc)
     for title, (headers, rows), right in (
         ("PREDICTED (not measured)", predicted, [h for h in predicted[0] if h not in ("workload", "strategy")]),
-        ("leave-largest-N-out on the measured points", pr.validation_rows(doc), ()),
+        ("leave-largest-N-out on the measured points (model vs the naive guess)", pr.validation_rows(doc), ()),
     ):
         if rows:
             shown = table(title, headers, right)
@@ -187,3 +205,13 @@ def predict(
         out.print(
             f"prediction saved in {results} (sweep {sweep_id}); `distbench report {sweep_id}` shows it", markup=False
         )
+
+
+def sweep_cores(info: dict) -> int | None:
+    """Physical cores of the machine that ran the sweep (its stored environment), None when not recorded."""
+    env = info.get("env") or {}
+    for key in ("physical_cores", "cpu_physical_cores", "cpu_count"):
+        value = an.num(env.get(key)) if isinstance(env, dict) else None
+        if value:
+            return int(value)
+    return None

@@ -15,7 +15,7 @@ from distbench import predict as predict_mod
 from distbench.analysis import Sweep
 from distbench.errors import BadInput
 from distbench.report.exports import check_writable, safe_csv, spreadsheet_safe
-from distbench.report.model import Bullets, Details, Figure, Grid, Heading, Report, Table, Text, build_report
+from distbench.report.model import Bullets, Details, Figure, Grid, Heading, Plot, Report, Table, Text, build_report
 from distbench.report.plots import make_plots
 
 CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'; script-src 'unsafe-inline'"
@@ -122,7 +122,8 @@ def write_report(sweep: Sweep, out: str | Path, **capacity) -> ReportFiles:
     plots = make_plots(sweep)
     prediction = predict_mod.latest_for(sweep.store_path, sweep.id)  # predicted capacity (distbench predict)
     if prediction:
-        plots.append(predict_mod.plot(prediction))
+        svg, png, caption = predict_mod.plot_images(prediction)
+        plots.append(Plot("predicted", "Predicted throughput", svg, png, caption))
     report = build_report(sweep, plots, prediction=prediction, **capacity)
     images = {p.name: html_path.with_name(f"{html_path.stem}-{p.name}.png") for p in plots}
     page = render_html(report)

@@ -1,0 +1,290 @@
+"""The prediction document (JSON-able): per series the predicted rows beside the naive guess, the fitted
+physical parameters with what they imply, held-out scores, warnings, what to measure next and the what-ifs."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import math
+from typing import Callable, Sequence
+
+from distbench.errors import BadInput
+from distbench.predict.links import Link, default_bucket_bytes, reduces_to_one, traffic_factor
+from distbench.predict.model import Model, build_model, per_device_batch
+from distbench.predict.sources import Series
+from distbench.predict.validate import holdout, next_measurement, own_error_per_doubling, score, verdict_lines
+
+
+def physical_cores() -> int:
+    """This machine's physical cores (CPU workers share them)."""
+    try:
+        import psutil
+
+        return psutil.cpu_count(logical=False) or psutil.cpu_count() or 1
+    except ImportError:  # psutil is a dependency; a bare interpreter still answers
+        import os
+
+        return os.cpu_count() or 1
+
+
+def target_counts(series: Sequence[Series], gpus: Sequence[int] | None) -> list[int]:
+    if gpus:
+        return sorted(set(gpus))
+    top = max(p.n for s in series for p in s.points)
+    return [top * 2**k for k in range(1, 5)]
+
+
+def _check_inputs(s: Series, ns, intra, inter) -> None:
+    measured_ns = ", ".join(str(p.n) for p in s.points)
+    if len({p.n for p in s.points}) < 2:
+        raise BadInput(
+            f"{s.strategy} ({s.workload}) has fewer than two successful points at different N "
+            f"(N = {measured_ns}): nothing to fit"
+        )
+    if not s.grad_bytes:
+        raise BadInput(f"{s.strategy} ({s.workload}): no gradient size in the points; pass --grad-bytes")
+    if intra is None:
+        raise BadInput(
+            f"no intra-node link figure for {s.strategy}: pass --comm SWEEP, --link PROFILE or "
+            "--link-bw intra=GBPS --link-latency intra=US"
+        )
+    needs_inter = [n for n in ns if n > s.per_node] + [p.n for p in s.points if p.nodes > 1]
+    if needs_inter and inter is None:
+        raise BadInput(
+            f"N={needs_inter[0]} spans several nodes ({s.per_node} devices per node) but there is no "
+            "inter-node figure: pass --link inter=PROFILE, --link-bw inter=GBPS --link-latency "
+            "inter=US or a multi-node --comm sweep"
+        )
+    if reduces_to_one(s.strategy) and needs_inter:
+        raise BadInput("dp (DataParallel) runs in one process on one node: ask for N up to --gpus-per-node")
+
+
+def predict(
+    series: Sequence[Series],
+    links: dict[str, Link],
+    link_per_series: Callable[[Series], Link | None],
+    *,
+    gpus: Sequence[int] | None,
+    algorithm: str = "auto",
+    bucket_bytes: float | None = None,
+    epoch_samples: int | None = None,
+    target_throughput: float | None = None,
+    epoch_time: float | None = None,
+    gpu_hour_price: float | None = None,
+    what_if: Sequence[str] = (),
+    cores: int | None = None,
+) -> dict:
+    """The whole prediction document. Raises BadInput for what cannot be predicted."""
+    if not series:
+        raise BadInput("no successful training points to predict from")
+    ns_all = target_counts(series, gpus)
+    out_series, warnings = [], []
+    for s in series:
+        ns = ns_all
+        if s.device == "cpu":
+            limit = cores or physical_cores()
+            beyond = [n for n in ns if n > limit]
+            if beyond:
+                warnings.append(
+                    f"{s.strategy}: N={', '.join(map(str, beyond))} not predicted: CPU workers share this machine's "
+                    f"{limit} physical cores, so beyond {limit} workers compute per sample is not constant"
+                )
+            ns = [n for n in ns if n <= limit]
+            if not ns:
+                raise BadInput(
+                    f"--gpus: every requested N exceeds the {limit} physical cores the CPU workers of "
+                    f"{s.strategy} share; predict at most N={limit}"
+                )
+        intra = links.get("intra") or link_per_series(s)
+        inter = links.get("inter")
+        _check_inputs(s, ns, intra, inter)
+        kw = {"algorithm": algorithm, "bucket_bytes": bucket_bytes}
+        checks = holdout(s, intra, inter, **kw)
+        model = build_model(s, intra, inter, **kw)
+        model.model_error = max(model.model_error, own_error_per_doubling(checks))
+        for link in (intra, inter):
+            warnings += [f"{s.strategy}: {w}" for w in (link.warnings if link else [])]
+        warnings += [f"{s.strategy}: {w}" for w in model.warnings]
+        rows = [_row(model, s, n, epoch_samples, gpu_hour_price) for n in ns]
+        entry = {
+            "workload": s.workload,
+            "strategy": s.strategy,
+            "scaling": s.scaling,
+            "per_node": s.per_node,
+            "measured": [
+                {"n": p.n, "nodes": p.nodes, "throughput": p.throughput, "fitted": model.throughput(p.n)}
+                for p in s.points
+            ],
+            "predicted": rows,
+            "validation": checks,
+            "validation_score": score(checks),
+            "verdict": verdict_lines(checks),
+            "parameters": _parameters(model),
+            "inputs": {
+                "measured": [
+                    f"throughput at N = {', '.join(str(p.n) for p in s.points)}",
+                    f"gradient bytes {s.grad_bytes:.4g}",
+                    f"hidden share: {s.overlap_note}",
+                    f"rank step-time spread: {s.rank_sd_note}",
+                    f"speedup baseline: {s.baseline_name}",
+                ],
+                "links": {"intra": intra.describe(), "inter": inter.describe() if inter else None},
+                "assumed": _assumptions(s, model, algorithm, bucket_bytes),
+            },
+            "next_measurement": next_measurement(model, s, intra, inter, max(ns), **kw),
+            "what_if": _what_ifs(model, s, intra, inter, ns, what_if, kw),
+        }
+        limit = s.per_node if inter is None or reduces_to_one(s.strategy) else 65536
+        if target_throughput is not None:
+            entry["gpus_for_throughput"] = _needed(model, s, lambda thr: thr >= target_throughput, limit)
+        if epoch_samples and epoch_time is not None:
+            entry["gpus_for_epoch_time"] = _needed(model, s, lambda thr: epoch_samples / thr <= epoch_time, limit)
+        out_series.append(entry)
+    return {
+        "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "gpus": ns_all,
+        "algorithm": algorithm,
+        "epoch_samples": epoch_samples,
+        "target_throughput": target_throughput,
+        "epoch_time": epoch_time,
+        "gpu_hour_price": gpu_hour_price,
+        "warnings": warnings,
+        "series": out_series,
+        "order_checks": order_checks(out_series),
+    }
+
+
+def _row(model: Model, s: Series, n: int, epoch_samples, gpu_hour_price) -> dict:
+    thr, lo, hi = model.interval(n)
+    b = per_device_batch(s, n)
+    speedup = [x / s.baseline_throughput for x in (thr, lo, hi)]
+    parts = model.parts(n)
+    row = {
+        "n": n,
+        "nodes": math.ceil(n / s.per_node),
+        **_bounds("throughput", thr, lo, hi),
+        "naive_throughput": model.naive(n),
+        **_bounds("speedup", *speedup),
+        "per_device_batch": b,
+        "exposed_comm_s": parts["comm_intra_s"] + parts["comm_inter_s"],
+        "straggler_s": parts["straggler_s"],
+        "step_time_s": sum(parts.values()),
+        "crosses_nodes_unmeasured": model.crosses(n),
+        **_bounds("efficiency", *(x / n for x in speedup)),
+    }
+    if epoch_samples:  # the epoch's low bound comes from the throughput's high bound
+        epoch = [epoch_samples / x for x in (thr, hi, lo)]
+        row.update(_bounds("epoch_s", *epoch))
+        if gpu_hour_price is not None:
+            row.update(_bounds("epoch_cost", *(x / 3600 * n * gpu_hour_price for x in epoch)))
+    return row
+
+
+def _parameters(model: Model) -> dict:
+    tiers = {}
+    for name, t in model.tiers.items():
+        tiers[name] = {
+            "exposed_share": t.x,
+            "bounds": [t.lo, t.hi],
+            "fitted_on_measured_points": t.fitted,
+            "nominal_gbps": None if math.isinf(t.nominal_bw) else t.nominal_bw / 1e9,
+            "implied_effective_gbps": None if math.isinf(t.bandwidth()) else t.bandwidth() / 1e9,
+            "unbounded_fit_wanted": t.wanted,
+        }
+    return {
+        "compute_s_per_sample": model.a,
+        "anchored_at_n": model.ref_n,
+        "tiers": tiers,
+        "straggler_sigma_s": model.sigma,
+        "buckets": model.buckets,
+        "traffic_factor": model.traffic,
+        "hidden_share": model.series.overlap,
+        "model_error_per_doubling": model.model_error,
+        "fit_residual_se": model.resid_se,
+    }
+
+
+def _what_ifs(model: Model, s: Series, intra, inter, ns, what_if: Sequence[str], kw: dict) -> list[dict]:
+    out = []
+    for other in what_if:
+        if other == s.strategy:
+            continue
+        m = build_model(s, intra, inter, traffic_of=other, base=model, **kw)
+        rows = []
+        for n in ns:
+            thr, lo, hi = m.interval(n)
+            rows.append({"n": n, **_bounds("throughput", thr, lo, hi)})
+        out.append({"strategy": other, "traffic": traffic_factor(other)[1], "buckets": m.buckets, "predicted": rows})
+    return out
+
+
+def order_checks(entries: Sequence[dict]) -> list[dict]:
+    """Where two strategies of one workload were both measured at the same N, and a what-if of one predicts
+    the other: does the predicted order match the measured order?"""
+    checks = []
+    by_workload: dict[str, dict[str, dict]] = {}
+    for e in entries:
+        by_workload.setdefault(e["workload"], {})[e["strategy"]] = e
+    for workload, group in by_workload.items():
+        for name, e in group.items():
+            own = {m["n"]: m for m in e["measured"]}
+            for w in e.get("what_if", []):
+                other = group.get(w["strategy"])
+                if not other:
+                    continue
+                theirs = {m["n"]: m["throughput"] for m in other["measured"]}
+                for row in w["predicted"]:
+                    n = row["n"]
+                    if n in own and n in theirs:
+                        predicted = own[n]["fitted"] > row["throughput"]
+                        measured = own[n]["throughput"] > theirs[n]
+                        checks.append(
+                            {
+                                "workload": workload,
+                                "n": n,
+                                "pair": [name, w["strategy"]],
+                                "agrees": predicted == measured,
+                            }
+                        )
+    return checks
+
+
+def _bounds(name: str, value: float, low: float, high: float) -> dict[str, float]:
+    return {name: value, f"{name}_low": low, f"{name}_high": high}
+
+
+def _assumptions(s: Series, model: Model, algorithm: str, bucket_bytes) -> list[str]:
+    default_bucket = default_bucket_bytes(s.strategy)
+    if bucket_bytes:
+        bucket_size = f" ({bucket_bytes / 2**20:g} MiB, --bucket-mb)"
+    else:
+        bucket_size = f" ({default_bucket / 2**20:g} MiB default)" if default_bucket else " (one message)"
+    inter = model.tiers["inter"]
+    return [
+        f"compute per sample is the same at every N, taken at N={model.ref_n} ({s.scaling} scaling: per-device batch "
+        + ("fixed" if s.scaling != "strong" else "= global batch / N")
+        + ")",
+        f"all-reduce algorithm: {algorithm} (auto = ring on one node, hierarchical across nodes)",
+        f"{model.buckets} bucket(s) of the gradients{bucket_size}; traffic {model.traffic:g}x an all-reduce",
+        f"devices per node: {s.per_node}",
+        "inter-node exposed share: "
+        + (
+            "fitted on measured multi-node points"
+            if inter.fitted
+            else f"not measured: the intra-node share carried over ({inter.x:.3g}), the interval spans "
+            f"{inter.lo:.2g}..{inter.hi:.2g} plus a node-crossing term"
+        ),
+    ]
+
+
+def _needed(model: Model, s: Series, ok: Callable[[float], bool], limit: int = 65536) -> dict:
+    """Smallest N among powers of two and power-of-two node counts whose predicted throughput meets the
+    goal, and the smallest whose 95% lower bound does."""
+    best = conservative = None
+    for n in sorted({n for k in range(17) for n in (2**k, s.per_node * 2**k) if n <= limit}):
+        thr, lo, _ = model.interval(n)
+        if best is None and ok(thr):
+            best = n
+        if conservative is None and ok(lo):
+            conservative = n
+            break
+    return {"n": best, "n_at_lower_bound": conservative, "searched_up_to": limit}

@@ -1,0 +1,203 @@
+"""The measured inputs of a prediction: points from a stored sweep or a CSV, grouped into series, with the
+measured overlap and the measured per-rank step-time spread (the straggler term's sigma)."""
+
+from __future__ import annotations
+
+import csv
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from distbench import analysis as an
+from distbench.errors import BadInput
+
+CSV_REQUIRED = ("strategy", "world_size", "per_device_batch", "throughput")
+CSV_OPTIONAL = tuple(
+    "model nodes scaling global_batch framework status grad_bytes overlap overlap_raw throughput_ci_low "
+    "throughput_ci_high device rank_sd_s".split()
+)
+
+
+@dataclass
+class Observed:
+    n: int
+    nodes: int
+    per_device_batch: float
+    throughput: float
+    se: float | None
+    """standard error of log throughput, from the point's 95% CI (None: no CI)."""
+
+    @property
+    def step_time(self) -> float:
+        return self.n * self.per_device_batch / self.throughput
+
+
+@dataclass
+class Series:
+    """One strategy on one workload: its measured points and what the model needs."""
+
+    workload: str
+    strategy: str
+    framework: str
+    scaling: str
+    points: list[Observed]
+    grad_bytes: float | None
+    overlap: float | None
+    overlap_note: str
+    baseline_throughput: float | None
+    baseline_name: str
+    per_node: int
+    rank_sd: float | None = None
+    """seconds: the spread of one step's time across ranks (measured; None: not measured)."""
+    rank_sd_note: str = "not measured: no per-rank step times; the straggler term is 0"
+    device: str = "cuda"
+
+
+def _int(value, default=None):
+    x = an.num(value)
+    return default if x is None else int(x)
+
+
+def _observed(r: dict) -> Observed:
+    ci = an.throughput_ci(r)
+    se = None if ci is None or ci[1] <= ci[0] else an.log_se(ci)
+    return Observed(
+        _int(r["world_size"]), _int(r.get("nodes"), 1), an.num(r.get("per_device_batch")), an.num(r["throughput"]), se
+    )
+
+
+def hidden_share(records: Sequence[dict]) -> tuple[float | None, str]:
+    """The median measured overlap over the points at N > 1: the raw value (1 - exposed / standalone
+    all-reduce) clipped to [0, 1], saying so when it had to be clipped."""
+    raws = []
+    for r in records:
+        raw = an.num(r.get("overlap_raw"))
+        raw = an.num(r.get("overlap")) if raw is None else raw
+        if raw is not None and _int(r.get("world_size"), 1) > 1:
+            raws.append(raw)
+    if not raws:
+        return None, "not measured (no overlap in the points): anywhere from 0 to the bound in the fit"
+    med = float(np.median(raws))
+    note = f"measured: median overlap {med:.2f} over {len(raws)} point(s)"
+    if med < 0:
+        note += (
+            " (negative: synchronized steps lost more than a standalone all-reduce takes, e.g. contention;"
+            " taken as 0 hidden)"
+        )
+    elif med > 1:
+        note += " (above 1 within the noise; taken as fully hidden)"
+    return min(1.0, max(0.0, med)), note
+
+
+def rank_spread(records: Sequence[dict]) -> tuple[float | None, str]:
+    """sigma for the straggler term: per step, the standard deviation of the step time across ranks
+    (per_rank_step_times_s), median over the steps of the largest-N point that has them; or a CSV's
+    rank_sd_s column."""
+    best = None
+    for r in sorted(records, key=lambda r: _int(r.get("world_size"), 1)):
+        given = an.num(r.get("rank_sd_s"))
+        if given is not None:
+            best = (given, f"given: rank_sd_s {given * 1e3:.3g} ms at N={r.get('world_size')}")
+            continue
+        ranks = r.get("per_rank_step_times_s")
+        if isinstance(ranks, list) and len(ranks) > 1:
+            steps = min(len(x) for x in ranks)
+            if steps:
+                arr = np.array([x[:steps] for x in ranks], dtype=float)
+                sd = float(np.median(arr.std(axis=0, ddof=1)))
+                best = (sd, f"measured: {sd * 1e3:.3g} ms across {len(ranks)} ranks at N={r.get('world_size')}")
+    if best is None:
+        return None, Series.rank_sd_note
+    return best
+
+
+def series_from_records(
+    records: Sequence[dict],
+    *,
+    from_csv: bool = False,
+    strategies: Sequence[str] | None = None,
+    per_node: int | None = None,
+) -> list[Series]:
+    """Successful training points grouped into (workload, strategy) series, baselines kept aside."""
+    ok = [r for r in records if (r.get("status") or "ok") == "ok" and not an.is_comm(r) and an.num(r.get("throughput"))]
+    if from_csv:
+        groups = _csv_groups(ok)
+    else:
+        workloads = an.group_by_workload(ok)
+        groups = {an.workload_label(k, workloads): v for k, v in workloads.items()}
+    out = []
+    for label, pts in groups.items():
+        bases = {r.get("framework"): r for r in pts if an.is_baseline(r)}
+        by_strategy: dict[str, list[dict]] = {}
+        for r in pts:
+            if not an.is_baseline(r) and (not strategies or str(r["strategy"]) in strategies):
+                by_strategy.setdefault(str(r["strategy"]), []).append(r)
+        for strategy, spts in by_strategy.items():
+            obs = sorted(map(_observed, spts), key=lambda o: (o.n, o.nodes))
+            grads = [g for g in (an.num(r.get("grad_bytes")) for r in spts) if g]
+            overlap, note = hidden_share(spts)
+            sd, sd_note = rank_spread(spts)
+            base = bases.get(spts[0].get("framework"))
+            one = next((o for o in obs if o.n == 1), None)
+            if base is not None:
+                base_thr, base_name = an.num(base["throughput"]), f"{base['strategy']} baseline (measured)"
+            elif one is not None:
+                base_thr, base_name = one.throughput, f"{strategy} at N=1 (no separate baseline)"
+            else:
+                base_thr, base_name = obs[0].throughput / obs[0].n, f"{strategy} at N={obs[0].n} divided by N"
+            out.append(
+                Series(
+                    workload=label,
+                    strategy=strategy,
+                    framework=str(spts[0].get("framework") or ""),
+                    scaling=str(spts[0].get("scaling") or "weak"),
+                    points=obs,
+                    grad_bytes=grads[-1] if grads else None,
+                    overlap=overlap,
+                    overlap_note=note,
+                    baseline_throughput=base_thr,
+                    baseline_name=base_name,
+                    per_node=per_node or max(o.n // max(1, o.nodes) for o in obs),
+                    rank_sd=sd,
+                    rank_sd_note=sd_note,
+                    device=str(spts[0].get("device") or "cuda"),
+                )
+            )
+    return out
+
+
+def _csv_groups(rows: Sequence[dict]) -> dict[str, list[dict]]:
+    groups: dict[str, list[dict]] = {}
+    for r in rows:
+        scaling = r.get("scaling") or "weak"
+        batch = an.num(r.get("global_batch") if scaling == "strong" else r.get("per_device_batch"))
+        label = f"{r.get('model') or 'workload'} ({scaling} scaling" + (f", batch {batch:g})" if batch else ")")
+        groups.setdefault(label, []).append(r)
+    return groups
+
+
+def read_csv(path: str | Path) -> list[dict]:
+    """Rows of a points CSV (`distbench results export --csv` or hand-written: CSV_REQUIRED columns)."""
+    try:
+        with open(path, newline="") as fh:
+            reader = csv.DictReader(fh)
+            rows = list(reader)
+            columns = reader.fieldnames or []
+    except OSError as exc:
+        raise BadInput(f"--csv {path}: {exc.strerror or exc}") from None
+    missing = [c for c in CSV_REQUIRED if c not in columns]
+    if missing:
+        raise BadInput(
+            f"--csv {path} lacks column(s) {', '.join(missing)} (needs {', '.join(CSV_REQUIRED)}; "
+            f"optional {', '.join(CSV_OPTIONAL)})"
+        )
+    out = []
+    for i, row in enumerate(rows, start=2):
+        r = {k: v for k, v in row.items() if k and v not in ("", None)}  # an empty cell is an absent field
+        for k in ("world_size", "per_device_batch", "throughput"):
+            if an.num(r.get(k)) is None and (r.get("status") or "ok") == "ok":
+                raise BadInput(f"--csv {path} line {i}: {k} is not a number ({r.get(k)!r})")
+        out.append(r)
+    return out

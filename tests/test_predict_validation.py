@@ -1,0 +1,138 @@
+"""`distbench predict` on published scaling tables (tests/data/predict_sources.csv names each table and its
+source): fit on the smallest counts, predict every larger one, score against the naive guess. The tables in
+docs/prediction.md are exactly what this file computes (`python -m tests.test_predict_validation` prints
+them), and the tests below assert it, so the doc's numbers are reproduced by the suite.
+
+The interval constants (MODEL_ERROR_PER_DOUBLING, CROSSING_SD) are calibrated on these held-out points;
+coverage is scored leave-one-source-out: each source's intervals use constants calibrated on the others."""
+
+from __future__ import annotations
+
+import csv
+from functools import cache
+
+import pytest
+
+from distbench import predict as pr
+from distbench.predict.validate import calibrate
+from tests.conftest import ROOT
+
+DATA = ROOT / "tests" / "data"
+DOC = ROOT / "docs" / "prediction.md"
+COLUMNS = ["points", "median |error|", "max", "median / max at >= 4x", "naive median", "beats naive", "coverage"]
+
+
+def sources() -> list[dict]:
+    with open(DATA / "predict_sources.csv", newline="") as fh:
+        return list(csv.DictReader(fh))
+
+
+def checks_for(src: dict, e: float = pr.MODEL_ERROR_PER_DOUBLING, c: float = pr.CROSSING_SD) -> list[dict]:
+    links = pr.explicit_links([x for x in (src["intra"], src["inter"]) if x], [], [], int(src["nics_per_node"]))
+    out = []
+    rows = pr.read_csv(DATA / src["file"])
+    for s in pr.series_from_records(rows, from_csv=True, per_node=int(src["gpus_per_node"])):
+        ns = sorted({p.n for p in s.points})
+        for keep in range(2, len(ns)):
+            found = pr.holdout(s, links.get("intra"), links.get("inter"), keep=keep, model_error=e, crossing_sd=c)
+            out += [dict(ch, file=src["file"], workload=s.workload) for ch in found]
+    return out
+
+
+@cache
+def validation() -> dict[str, list[dict]]:
+    """Per source file: its held-out checks, intervals from constants calibrated on the OTHER sources."""
+    allsrc = sources()
+    pooled = {s["file"]: checks_for(s) for s in allsrc}
+    out = {}
+    for s in allsrc:
+        others = [c for f, cs in pooled.items() if f != s["file"] for c in cs]
+        out[s["file"]] = checks_for(s, *calibrate(others))
+    return out
+
+
+def _pct(x) -> str:
+    return "n/a" if x is None else f"{x:.1%}"
+
+
+def table_lines() -> list[str]:
+    lines = ["| table | " + " | ".join(COLUMNS) + " |", "|---" * (len(COLUMNS) + 1) + "|"]
+    results = validation()
+    for src in sources():
+        lines.append(_row(src["file"], pr.score(results[src["file"]])))
+    lines.append(_row("**all**", pr.score([c for cs in results.values() for c in cs])))
+    return lines
+
+
+def _row(name: str, s: dict) -> str:
+    far = f"{_pct(s['median_error_4x'])} / {_pct(s['max_error_4x'])} ({s['points_4x']})"
+    cells = [
+        str(s["points"]),
+        _pct(s["median_error"]),
+        _pct(s["max_error"]),
+        far,
+        _pct(s["naive_median_error"]),
+        f"{s['beats_naive']:.0%}",
+        f"{s['coverage']:.0%}",
+    ]
+    return f"| {name} | " + " | ".join(cells) + " |"
+
+
+def detail_lines() -> list[str]:
+    lines = ["| table | workload | fitted on N | held out N | error | naive error | in 95% PI |", "|---" * 7 + "|"]
+    for f, cs in validation().items():
+        for c in cs:
+            lines.append(
+                f"| {f} | {c['workload']} | {', '.join(map(str, c['fitted_on']))} | {c['n']}"
+                + (" (crosses)" if c["crosses_nodes"] else "")
+                + f" | {c['error']:+.1%} | {c['naive_error']:+.1%} | {'yes' if c['covered'] else '**no**'} |"
+            )
+    return lines
+
+
+def test_sources_are_cited_and_enough():
+    srcs = sources()
+    assert len(srcs) >= 5 and sum(s["multi_node"] == "yes" for s in srcs) >= 3
+    for s in srcs:
+        assert s["url"].startswith("https://") and s["table"] and (DATA / s["file"]).exists()
+        described = (DATA / "README.md").read_text() + (DATA / "predict_sources.md").read_text()
+        assert s["file"] in described, f"{s['file']} not described in tests/data/README.md or predict_sources.md"
+
+
+def test_shipped_constants_are_the_calibration_on_all_sources():
+    e, c = calibrate([ch for s in sources() for ch in checks_for(s)])
+    assert pr.MODEL_ERROR_PER_DOUBLING == pytest.approx(round(e, 3), abs=1e-9)
+    assert pr.CROSSING_SD == pytest.approx(round(c, 3), abs=1e-9)
+
+
+def test_docs_tables_are_what_the_suite_computes():
+    doc = DOC.read_text()
+    for line in table_lines() + detail_lines():
+        assert line in doc, f"docs/prediction.md lacks (or has other numbers than): {line}"
+
+
+def test_targets_met_or_documented():
+    """The issue's targets, over all held-out points. Where one is missed the doc shows the row and explains
+    it; this asserts what the doc says."""
+    s = pr.score([c for cs in validation().values() for c in cs])
+    assert s["median_error"] <= 0.05 and s["median_error_4x"] <= 0.05
+    assert s["beats_naive"] >= 0.80 and s["median_error"] < s["naive_median_error"]
+    assert s["coverage"] >= 0.90
+    # documented miss: the worst point at >= 4x extrapolation is above 15% (docs/prediction.md, "Misses")
+    assert 0.15 < s["max_error_4x"] < 0.20
+
+
+def test_one_node_to_many_nodes_given_the_link():
+    crossing = [c for cs in validation().values() for c in cs if c["crosses_nodes"]]
+    assert crossing, "some held-out point must cross from one node to several"
+    assert all(c["covered"] for c in crossing)
+    assert max(abs(c["error"]) for c in crossing) < 0.15
+
+
+if __name__ == "__main__":  # print the docs' tables
+    e, c = calibrate([ch for s in sources() for ch in checks_for(s)])
+    print(f"calibrated on all sources: model error per doubling {e:.4f}, node-crossing sd {c:.4f}\n")
+    print("\n".join(table_lines()))
+    print()
+    print("\n".join(detail_lines()))
+    print(f"\n{sum(len(cs) for cs in validation().values())} held-out points")
