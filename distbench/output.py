@@ -16,7 +16,7 @@ from distbench.strategies import FRAMEWORK_BASELINE
 from distbench.config import swept_batch
 
 JSON_FIELDS = tuple(
-    """strategy framework model world_size nodes device status reason throughput step_time_median_s step_time_p5_s
+    """strategy framework model world_size nodes device backend status reason throughput step_time_median_s step_time_p5_s
     step_time_p95_s step_time_cv measured_steps speedup efficiency wrapper_overhead scaling per_device_batch
     global_batch throughput_ci_low throughput_ci_high ci_method noisy comm_overhead exposed_comm_s allreduce_s
     grad_bytes overlap stopping data_wait_fraction ci_scope ci_note measured_window_s time_per_step_s

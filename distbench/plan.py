@@ -8,7 +8,7 @@ import math
 import os
 from dataclasses import dataclass, field, replace
 
-from distbench import envinfo
+from distbench import envinfo, horovod_nccl
 from distbench.config import DATA_SOURCES, DEVICES, PRECISIONS, SCALINGS, PointConfig
 from distbench.errors import BadInput
 from distbench.engines import RAY_TRAIN, check_ray_address
@@ -446,6 +446,8 @@ def make_plan(opts: SweepOptions, visible_gpus: int | None = None) -> Plan:
                 skip = "--precision amp (float16 with loss scaling) needs a CUDA GPU; use --precision bf16 on CPU"
             elif unfit := choice.unfit(n, k):
                 skip = unfit
+            elif hvd_skip := horovod_nccl.skip_reason(s.requires, choice.device):
+                skip = hvd_skip
             elif s.needs_cuda_for_multi and choice.device == "cpu":
                 skip = (
                     "DataParallel needs CUDA devices; it cannot split work across CPU workers (use ddp for CPU workers)"

@@ -438,3 +438,35 @@ class _NoSweep:
 
     def keep(self, record):
         self.records.append(dict(record, strategy="comm-nccl", world_size=2))
+
+
+# -- issue 22, item 2: Horovod without NCCL is not tabulated next to NCCL DDP on GPUs ---------------
+def test_horovod_points_are_skipped_on_cuda_when_horovod_has_no_nccl(monkeypatch):
+    from distbench import horovod_nccl, plan
+    from distbench.plan import SweepOptions, make_plan
+
+    built = {"horovod.torch": False, "horovod.tensorflow": True}
+    monkeypatch.setattr(horovod_nccl, "nccl_built", lambda module: built[module])
+    monkeypatch.setattr(plan, "_missing_modules", lambda s: [])
+    opts = SweepOptions(gpus="1,2", strategies=("ddp", "horovod-torch", "horovod-tf"), add_baselines=True)
+    points = {(p.strategy.name, p.config.world_size): p.skip_reason for p in make_plan(opts, visible_gpus=2).points}
+    assert points[("horovod-torch", 2)].startswith(
+        "horovod.torch was built without NCCL (hvd.nccl_built() is false): on GPUs it would stage every tensor "
+        "through host memory over Gloo"
+    )
+    assert points[("horovod-tf", 2)] is None and points[("ddp", 2)] is None
+    cpu = make_plan(SweepOptions(gpus="1,2", strategies=("horovod-torch",), device="cpu"), visible_gpus=0)
+    assert all(p.skip_reason is None for p in cpu.points)  # CPU workers: Gloo is what they measure
+
+
+def test_the_nccl_probe_asks_a_fresh_interpreter(tmp_path, monkeypatch):
+    from distbench import horovod_nccl
+
+    (tmp_path / "fakehvd_nccl.py").write_text("def nccl_built():\n    return 2708\n")
+    (tmp_path / "fakehvd_gloo.py").write_text("def nccl_built():\n    return 0\n")
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    horovod_nccl.nccl_built.cache_clear()
+    assert horovod_nccl.nccl_built("fakehvd_nccl") is True
+    assert horovod_nccl.nccl_built("fakehvd_gloo") is False
+    assert horovod_nccl.nccl_built("no_such_module_here") is None  # the point reports its own import error
+    horovod_nccl.nccl_built.cache_clear()

@@ -227,3 +227,17 @@ def test_the_opening_line_says_roughly_how_long_and_offers_max_time():
         f"{n} points, each 3 measured steps after 3 warmup plus ~16 s launch and teardown: at least "
         f"{n * POINT_OVERHEAD_S / 60:.0f} minutes, more as steps take time"
     )
+
+
+def test_the_backend_is_in_the_report_and_the_json():
+    from distbench.analysis import Sweep
+    from distbench.report.model import points_rows
+
+    recs = [
+        {"strategy": "horovod-torch", "framework": "torch", "world_size": 2, "device": "cuda", "backend": "nccl"},
+        {"strategy": "torch", "framework": "torch", "world_size": 1, "device": "cuda", "status": "ok"},
+    ]
+    headers, rows, _ = points_rows(Sweep(info={"id": "s1"}, points=recs))
+    column = headers.index("backend")
+    assert [row[column] for row in rows] == ["nccl", "-"]
+    assert json.loads(json_document(recs))[0]["backend"] == "nccl"

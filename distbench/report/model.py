@@ -200,14 +200,15 @@ def scaling_columns(sweep: Sweep, br: str = " ") -> tuple[list[str], Callable[[d
 def points_rows(sweep: Sweep) -> tuple[list[str], list[list[str]], list[str]]:
     """The training points: headers, rows and a class per row ("bad" where the point did not run)."""
     scaling, scaling_cells = scaling_columns(sweep)
-    headers = ["strategy", "N", "model", "device", "status", *scaling, "math mode"]
+    headers = ["strategy", "N", "model", "device", "backend", "status", *scaling, "math mode"]
     headers += ["step median (ms)", "step p5 (ms)", "step p95 (ms)", "CV", "noisy"]
     rows, classes = [], []
     for r in sweep.points:
         if an.is_comm(r):
             continue
         ok = r.get("status") == "ok"
-        row = [an.series_name(r), *(str(r.get(k)) for k in ("world_size", "model", "device", "status"))]
+        row = [an.series_name(r), *(str(r.get(k)) for k in ("world_size", "model", "device"))]
+        row += [str(r.get("backend") or "-"), str(r.get("status"))]  # what carried the gradients (issue 22)
         row += [*scaling_cells(r), math_text(r.get("math_mode"))]
         row += cells(r, "step_time_median_s", "step_time_p5_s", "step_time_p95_s", "step_time_cv")
         rows.append([*row, "yes" if ok and an.is_noisy(r) else ""])
