@@ -213,7 +213,16 @@ def _what_ifs(model: Model, s: Series, intra, inter, ns, what_if: Sequence[str],
         for n in ns:
             thr, lo, hi = m.interval(n)
             rows.append({"n": n, **_bounds("throughput", thr, lo, hi)})
-        out.append({"strategy": other, "traffic": traffic_factor(other)[1], "buckets": m.buckets, "predicted": rows})
+        at_measured = {str(p.n): m.throughput(p.n) for p in s.points}
+        out.append(
+            {
+                "strategy": other,
+                "traffic": traffic_factor(other)[1],
+                "buckets": m.buckets,
+                "predicted": rows,
+                "at_measured_n": at_measured,
+            }
+        )
     return out
 
 
@@ -232,10 +241,10 @@ def order_checks(entries: Sequence[dict]) -> list[dict]:
                 if not other:
                     continue
                 theirs = {m["n"]: m["throughput"] for m in other["measured"]}
-                for row in w["predicted"]:
-                    n = row["n"]
-                    if n in own and n in theirs:
-                        predicted = own[n]["fitted"] > row["throughput"]
+                for key, predicted_other in w.get("at_measured_n", {}).items():
+                    n = int(key)
+                    if n > 1 and n in own and n in theirs:
+                        predicted = own[n]["fitted"] > predicted_other
                         measured = own[n]["throughput"] > theirs[n]
                         checks.append(
                             {
