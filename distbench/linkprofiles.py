@@ -17,9 +17,10 @@ Sources of the bandwidths (vendor / standard figures, not measurements):
 Latencies are ASSUMED typical one-hop software-to-software figures, not specifications: about 1 us
 for NVLink and PCIe peer copies, about 1 us for InfiniBand RDMA (ConnectX adapters are specified
 below 1 us port to port; NCCL adds its own protocol cost), 10-25 us for TCP over Ethernet (kernel
-network stack). `distbench predict` fits a scale on the communication term from the measured
-points, so an error in these figures mostly matters for the *shape* of the curve; a stored
-`distbench comm` sweep or `--link-bw/--link-latency` replaces them with your own numbers.
+network stack). `distbench predict` treats a profile as nominal: the collective may run from the
+full rate down to a quarter of it (a bounded correction, printed with the effective bandwidth it
+implies, warned about when the measured points ask for more); a stored `distbench comm` sweep or
+`--link-bw/--link-latency` replaces these figures with your own numbers.
 """
 
 from __future__ import annotations
