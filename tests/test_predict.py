@@ -300,7 +300,7 @@ def test_scale_comm_predict_report_end_to_end(tmp_path):
             "--comm",
             comm_id,
             "--gpus",
-            "4,8",
+            "2,4,8",
             "--gpus-per-node",
             "8",
             "--format",
@@ -311,6 +311,10 @@ def test_scale_comm_predict_report_end_to_end(tmp_path):
     doc = json.loads(proc.stdout)
     entry = doc["series"][0]
     assert entry["strategy"] == "ddp" and "measured" in entry["inputs"]["links"]["intra"]
+    # CPU workers: nothing predicted beyond the cores they share (2 on the reference machine), and it says so
+    predicted = [r["n"] for r in entry["predicted"]]
+    assert predicted == [2, 4, 8][: len(predicted)] and predicted
+    assert (len(predicted) < 3) == any("physical cores" in w for w in doc["warnings"])
     assert all(r["throughput_low"] <= r["throughput"] <= r["throughput_high"] for r in entry["predicted"])
     proc = run_cli(["report", scale_id, "--results", db, "--out", str(tmp_path / "rep.html")])
     assert proc.returncode == 0, proc.stderr[-2000:]
