@@ -135,6 +135,23 @@ def failure_of(worker_failures: dict, pids: dict[int, int]) -> tuple[int, str, b
     return rank, f"rank {rank} raised {line}", False
 
 
+def remove_on_signal(folder: str) -> None:
+    """Remove `folder` the moment a teardown signal arrives, from a thread woken by the signal's wakeup fd:
+    distbench stops the point's whole tree (Ray's processes too) and SIGKILLs what is left after a short
+    grace, while the main thread may still be blocked inside Ray and only reach its cleanup later."""
+    import threading
+
+    read_end, write_end = os.pipe()
+    os.set_blocking(write_end, False)
+    signal.set_wakeup_fd(write_end)
+
+    def remove() -> None:
+        os.read(read_end, 1)
+        shutil.rmtree(folder, ignore_errors=True)
+
+    threading.Thread(target=remove, name="distbench-ray-temp", daemon=True).start()
+
+
 class Stopped(BaseException):
     """A teardown signal (forwarded by the rank guard) while Ray runs: unwind so the head is stopped."""
 
@@ -172,6 +189,7 @@ def body(cfg, out_path):
             remove_stale_temp_dirs(root)
             ticks = rankguard.start_ticks(os.getpid()) or "0"
             temp = tempfile.mkdtemp(prefix=f"{TEMP_PREFIX}{os.getpid()}-{ticks}-", dir=root)
+            remove_on_signal(temp)
             ray.init(
                 num_cpus=max(cfg.world_size, os.cpu_count() or 1),
                 include_dashboard=False,
