@@ -27,13 +27,19 @@ def sources() -> list[dict]:
         return list(csv.DictReader(fh))
 
 
-def checks_for(src: dict, e: float = pr.MODEL_ERROR_PER_DOUBLING, c: float = pr.CROSSING_SD) -> list[dict]:
+def checks_for(
+    src: dict, e: float = pr.MODEL_ERROR_PER_DOUBLING, c: float = pr.CROSSING_SD, single: bool = False
+) -> list[dict]:
+    """Held-out checks of one source: fitted on the smallest k >= 2 distinct N; `single`: from the smallest N
+    alone (k = 1: nothing fitted, every tier spans its plausible range), only where that N is one whole node."""
     links = pr.explicit_links([x for x in (src["intra"], src["inter"]) if x], [], [], int(src["nics_per_node"]))
     out = []
     rows = pr.read_csv(DATA / src["file"])
     for s in pr.series_from_records(rows, from_csv=True, per_node=int(src["gpus_per_node"])):
         ns = sorted({p.n for p in s.points})
-        for keep in range(2, len(ns)):
+        if single and ns[0] != s.per_node:
+            continue
+        for keep in [1] if single else range(2, len(ns)):
             found = pr.holdout(s, links.get("intra"), links.get("inter"), keep=keep, model_error=e, crossing_sd=c)
             out += [dict(ch, file=src["file"], workload=s.workload) for ch in found]
     return out
@@ -49,6 +55,21 @@ def validation() -> dict[str, list[dict]]:
         others = [c for f, cs in pooled.items() if f != s["file"] for c in cs]
         out[s["file"]] = checks_for(s, *calibrate(others))
     return out
+
+
+@cache
+def single_node_only() -> dict[str, list[dict]]:
+    """One measured node, nothing else: the prediction for several nodes from the link figures alone."""
+    return {s["file"]: cs for s in sources() if (cs := checks_for(s, single=True))}
+
+
+def single_lines() -> list[str]:
+    lines = ["| table | " + " | ".join(COLUMNS) + " |", "|---" * (len(COLUMNS) + 1) + "|"]
+    results = single_node_only()
+    for f, cs in results.items():
+        lines.append(_row(f, pr.score(cs)))
+    lines.append(_row("**all**", pr.score([c for cs in results.values() for c in cs])))
+    return lines
 
 
 def _pct(x) -> str:
@@ -107,7 +128,7 @@ def test_shipped_constants_are_the_calibration_on_all_sources():
 
 def test_docs_tables_are_what_the_suite_computes():
     doc = DOC.read_text()
-    for line in table_lines() + detail_lines():
+    for line in table_lines() + detail_lines() + single_lines():
         assert line in doc, f"docs/prediction.md lacks (or has other numbers than): {line}"
 
 
@@ -135,4 +156,5 @@ if __name__ == "__main__":  # print the docs' tables
     print("\n".join(table_lines()))
     print()
     print("\n".join(detail_lines()))
-    print(f"\n{sum(len(cs) for cs in validation().values())} held-out points")
+    print(f"\n{sum(len(cs) for cs in validation().values())} held-out points\n")
+    print("\n".join(single_lines()))

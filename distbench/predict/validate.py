@@ -24,12 +24,13 @@ def holdout(
     model_error: float = MODEL_ERROR_PER_DOUBLING,
     crossing_sd: float = CROSSING_SD,
 ) -> list[dict]:
-    """Fit on the smallest `keep` distinct N (default: all but the largest) and predict every larger measured
-    N, beside the naive guess (per-device throughput of the largest fitted N)."""
+    """Fit on the smallest `keep` distinct N (default: all but the largest, at least 2) and predict every larger
+    measured N, beside the naive guess (per-device throughput of the largest fitted N)."""
     ns = sorted({p.n for p in series.points})
+    explicit = keep is not None
     keep = keep or len(ns) - 1
-    if keep < 2 or keep >= len(ns):
-        return []
+    if keep < (1 if explicit else 2) or keep >= len(ns):
+        return []  # keep=1 only when asked: one measured N fits nothing (every tier spans its range)
     fitted_on = ns[:keep]
     train = [p for p in series.points if p.n in fitted_on]
     model = build_model(
