@@ -457,3 +457,12 @@ def test_dockerfile_passes_hadolint():
     hadolint = shutil.which("hadolint", path=str(Path(sys.executable).parent))
     proc = subprocess.run([hadolint, "--no-color", str(DOCKERFILE)], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_point_files_sort_in_sweep_order_past_99_points():
+    from distbench.k8s.render import point_file
+
+    po = _points("trainer")[0]
+    names = [point_file(i, po, 120) for i in range(120)]
+    assert names[0].startswith("001-") and names == sorted(names)
+    assert point_file(0, po, 5).startswith("01-")

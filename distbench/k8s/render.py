@@ -31,8 +31,9 @@ def to_yaml(objects: list[dict], header: list[str] = ()) -> str:
     return lines + body
 
 
-def point_file(index: int, po: PointObjects) -> str:
-    return f"{index + 1:02d}-{po.name}.yaml"
+def point_file(index: int, po: PointObjects, count: int) -> str:
+    """NN-<job>.yaml, numbered from 01 in sweep order, wide enough that the names sort in that order."""
+    return f"{index + 1:0{max(2, len(str(count)))}d}-{po.name}.yaml"
 
 
 def write_manifests(out: Path, shared: list[dict], points: list[PointObjects], settings: K8sSettings) -> list[Path]:
@@ -50,7 +51,7 @@ def write_manifests(out: Path, shared: list[dict], points: list[PointObjects], s
             f"record: {settings.records}/{po.name}.json on PVC {settings.pvc} (and in the pod's log)",
             *by,
         ]
-        files.append((out / point_file(i, po), to_yaml(po.objects, header)))
+        files.append((out / point_file(i, po, len(points)), to_yaml(po.objects, header)))
     try:
         out.mkdir(parents=True, exist_ok=True)
         for path, text in files:
