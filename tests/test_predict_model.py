@@ -184,3 +184,18 @@ def test_bad_what_if_and_cpu_cores(tmp_path, capsys):
         capsys, ["predict", "--csv", str(cpu), "--link", "pcie4", "--gpus", "100000", "--gpus-per-node", "1024"]
     )
     assert "--gpus: every requested N exceeds" in err
+
+
+def test_a_prediction_stored_before_the_physical_model_still_renders():
+    doc = pr.predict([series(PTS)], {"intra": link(10, 10)}, lambda _: None, gpus=[8])
+    for s in doc["series"]:  # what an older distbench stored: kappa, no naive guess, no tiers
+        s["parameters"] = {"compute_s_per_sample": 0.01, "kappa": 2.0, "buckets": 4}
+        for p in s["predicted"]:
+            p.pop("naive_throughput")
+        for c in s["validation"]:
+            c.pop("naive_error")
+    headers, rows = pr.table_rows(doc)
+    assert rows[0][headers.index("naive")] == "n/a"
+    assert pr.summary_lines(doc) and pr.validation_rows(doc)
+    svg, png, _ = pr.plot_images(doc)
+    assert svg.startswith(b"<?xml") and png[:4] == b"\x89PNG"

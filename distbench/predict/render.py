@@ -53,7 +53,7 @@ def table_rows(doc: dict) -> tuple[list[str], list[list[str]]]:
                 str(p["n"]),
                 str(p["nodes"]) + (" *" if p.get("crosses_nodes_unmeasured") else ""),
                 _row_pi(p, "throughput", ".4g"),
-                format(p["naive_throughput"], ".4g"),
+                _num(p.get("naive_throughput"), ".4g"),
                 _row_pi(p, "speedup", ".3g"),
                 _row_pi(p, "efficiency", ".0%"),
             ]
@@ -84,7 +84,7 @@ def validation_rows(doc: dict) -> tuple[list[str], list[list[str]]]:
             f"{c['measured']:.4g}",
             _pi(c["predicted"], c["low"], c["high"], ".4g"),
             f"{c['error']:+.1%}",
-            f"{c['naive_error']:+.1%}",
+            _num(c.get("naive_error"), "+.1%"),
             "yes" if c["covered"] else "no",
         ]
         for s in doc["series"]
@@ -162,6 +162,11 @@ def summary_lines(doc: dict) -> list[str]:
     return lines
 
 
+def _num(value, fmt: str) -> str:
+    """A number, or 'n/a' for a field a prediction stored by an older distbench lacks."""
+    return "n/a" if value is None else format(value, fmt)
+
+
 def _label(text) -> str:
     """A label matplotlib shows literally: no mathtext ($), no legend-hiding leading underscore."""
     s = str(text).replace("$", r"\$")
@@ -184,7 +189,8 @@ def plot_images(doc: dict) -> tuple[bytes, bytes, str]:
         color = measured.get_color()
         pred = {k: [p[k] for p in s["predicted"]] for k in ("throughput", "throughput_low", "throughput_high")}
         ax.plot(px, pred["throughput"], "o--", mfc="none", color=color, label=_label(f"{s['strategy']} predicted"))
-        ax.plot(px, [p["naive_throughput"] for p in s["predicted"]], ":", color=color, alpha=0.6)
+        if all("naive_throughput" in p for p in s["predicted"]):  # predictions stored before issue 21 lack it
+            ax.plot(px, [p["naive_throughput"] for p in s["predicted"]], ":", color=color, alpha=0.6)
         ax.fill_between(px, pred["throughput_low"], pred["throughput_high"], color=color, alpha=0.15)
         ns += mx + px
     ticks = sorted(set(ns))
