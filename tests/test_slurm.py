@@ -28,7 +28,8 @@ from tests.conftest import DISTBENCH, ROOT, TINY, require
 from distbench.slurm.collect import stable_record_id
 from distbench.slurm.job import finish_point
 from distbench.slurm.plan import plan_sweep, time_seconds
-from distbench.slurm.render import MANIFEST_KIND, SlurmSettings
+from distbench.slurm.plan import SlurmSettings
+from distbench.slurm.render import MANIFEST_KIND
 from distbench.slurm.submit import sbatch_argv
 
 NAME_RULE = "use letters, digits, '_', '.' and '-', starting with a letter or digit"

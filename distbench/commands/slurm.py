@@ -13,7 +13,8 @@ from distbench.errors import BadInput
 from distbench.plan import SweepOptions, parse_gpus
 from distbench.slurm.collect import collect_records, tail_lines
 from distbench.slurm.plan import check_name, plan_sweep, time_seconds
-from distbench.slurm.render import SIGNAL_LEAD_S, SlurmSettings, write_sweep
+from distbench.slurm.plan import SlurmSettings
+from distbench.slurm.render import SIGNAL_LEAD_S, write_sweep
 from distbench.slurm.submit import sbatch_argv, submit_sweep
 from distbench.store import Store
 from distbench.sweep import command_line

@@ -9,7 +9,8 @@ import sys
 from pathlib import Path
 
 from distbench.engines import Shell
-from distbench.slurm.render import SlurmSettings, render
+from distbench.slurm.plan import SlurmSettings
+from distbench.slurm.render import render
 
 PYTHON = Shell("$(command -v python)")
 RECORDS = Shell("${SLURM_SUBMIT_DIR:-$PWD}/distbench-records")

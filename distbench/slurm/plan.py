@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import sys
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from distbench.config import PointConfig
 from distbench.engines import Launcher, devices_per_node
@@ -150,3 +152,49 @@ def plan_point(*, strategies: tuple[str, ...], gpus: int, nodes: int, **workload
         why = "; ".join(n for n in plan.notes if strategy in n) or "not a valid combination"
         raise BadInput(f"no {strategy} point with {gpus} device(s) on {nodes} node(s): {why}")
     return found[0]
+
+
+@dataclass(frozen=True, kw_only=True)
+class SlurmSettings:
+    """Cluster-side knobs of a generated sweep (the workload is in each point's PointConfig)."""
+
+    script: Path
+    records_dir: Path
+    """The results folder on shared storage (records, logs/, work/)."""
+    python: str = sys.executable
+    partition: str | None = None
+    account: str | None = None
+    constraint: str | None = None
+    time: str = "01:00:00"
+    exclusive: bool = True
+    port: int = 29500
+    point_timeout_s: float = 900.0
+    job_name: str = "distbench"
+    command: str = ""
+    """The distbench command line that generated the script."""
+
+    def __post_init__(self):
+        for option, value in (("--partition", self.partition), ("--account", self.account)):
+            if value is not None:
+                check_name(option, value)
+        if self.constraint is not None:
+            check_constraint(self.constraint)
+        check_time(self.time)
+        check_name("job name", self.job_name)
+        for option, value in (
+            ("--out", str(self.script)),
+            ("--records-dir", str(self.records_dir)),
+            ("--python", self.python),
+        ):
+            if any(ord(c) < 32 or ord(c) == 127 for c in value):
+                raise BadInput(f"{option} {value!r} contains a control character (a newline?); choose another path")
+        if not 1 <= self.port <= 65535:
+            raise BadInput(f"--port must be a TCP port (1-65535), got {self.port}")
+
+    @property
+    def submit_script(self) -> Path:
+        return self.script.with_name(self.script.stem + ".submit.sh")
+
+    @property
+    def manifest(self) -> Path:
+        return self.records_dir / f"{self.script.stem}.manifest.json"

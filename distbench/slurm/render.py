@@ -6,8 +6,6 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import shlex
-import sys
-from dataclasses import dataclass
 from pathlib import Path
 
 import jinja2
@@ -15,59 +13,13 @@ import jinja2
 from distbench import __version__
 from distbench.engines import build_env, shell_join
 from distbench.errors import BadInput
-from distbench.slurm.plan import SlurmPlan, SlurmPoint, check_constraint, check_name, check_time
+from distbench.slurm.plan import SlurmPlan, SlurmPoint, SlurmSettings
 from distbench.slurm.submit import sbatch_argv, sbatch_value
 
 MANIFEST_KIND = "distbench-slurm-manifest"
 SIGNAL_LEAD_S = 60
 """Slurm sends USR1 this long before --time runs out; the script then writes an 'interrupted' record."""
 TEMPLATE = "job.sh.j2"
-
-
-@dataclass(frozen=True, kw_only=True)
-class SlurmSettings:
-    """Cluster-side knobs of a generated sweep (the workload is in each point's PointConfig)."""
-
-    script: Path
-    records_dir: Path
-    """The results folder on shared storage (records, logs/, work/)."""
-    python: str = sys.executable
-    partition: str | None = None
-    account: str | None = None
-    constraint: str | None = None
-    time: str = "01:00:00"
-    exclusive: bool = True
-    port: int = 29500
-    point_timeout_s: float = 900.0
-    job_name: str = "distbench"
-    command: str = ""
-    """The distbench command line that generated the script."""
-
-    def __post_init__(self):
-        for option, value in (("--partition", self.partition), ("--account", self.account)):
-            if value is not None:
-                check_name(option, value)
-        if self.constraint is not None:
-            check_constraint(self.constraint)
-        check_time(self.time)
-        check_name("job name", self.job_name)
-        for option, value in (
-            ("--out", str(self.script)),
-            ("--records-dir", str(self.records_dir)),
-            ("--python", self.python),
-        ):
-            if any(ord(c) < 32 or ord(c) == 127 for c in value):
-                raise BadInput(f"{option} {value!r} contains a control character (a newline?); choose another path")
-        if not 1 <= self.port <= 65535:
-            raise BadInput(f"--port must be a TCP port (1-65535), got {self.port}")
-
-    @property
-    def submit_script(self) -> Path:
-        return self.script.with_name(self.script.stem + ".submit.sh")
-
-    @property
-    def manifest(self) -> Path:
-        return self.records_dir / f"{self.script.stem}.manifest.json"
 
 
 def _comment(text: str) -> str:

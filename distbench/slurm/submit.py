@@ -11,8 +11,7 @@ from typing import TYPE_CHECKING
 from distbench.errors import DistbenchError
 
 if TYPE_CHECKING:
-    from distbench.slurm.plan import SlurmPlan, SlurmPoint
-    from distbench.slurm.render import SlurmSettings
+    from distbench.slurm.plan import SlurmPlan, SlurmPoint, SlurmSettings
 
 
 def sbatch_value(value: str) -> str:
