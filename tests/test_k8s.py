@@ -210,6 +210,11 @@ def test_gpu_sweep_asks_for_gpus_cpus_and_memory_per_node(capsys, tmp_path):
     assert env["OMP_NUM_THREADS"] == "12" and env["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID"
     command = trainer["command"]
     assert command[command.index("--threads") + 1] == "12"  # 96 CPUs over 8 workers per pod
+    (patch,) = job["spec"]["runtimePatches"][0]["trainingRuntimeSpec"]["template"]["spec"]["replicatedJobs"]
+    pod = patch["template"]["spec"]["template"]
+    assert pod["metadata"]["labels"]["distbench.io/sweep"] == "distbench"  # `kubectl logs -l` finds the pods
+    assert pod["spec"]["terminationGracePeriodSeconds"] >= 60  # time to record 'interrupted' on SIGTERM
+    assert {"name": "results", "persistentVolumeClaim": {"claimName": "distbench-results"}} in pod["spec"]["volumes"]
 
 
 def test_v1_pytorchjob_has_a_master_and_workers(capsys, tmp_path):

@@ -32,6 +32,8 @@ SSHD = ["/usr/sbin/sshd", "-De"]
 MAX_JOB_NAME = 45
 """Pods' host names add up to 18 characters ('-launcher-0-0', '-worker-12'...) within DNS's 63."""
 FIELD_MANAGER = "distbench"
+GRACE_S = 90
+"""terminationGracePeriodSeconds: the wrapper stops the launch (SIGTERM, 30 s, SIGKILL) and publishes the record."""
 START_SLACK_S = 1800
 """activeDeadlineSeconds = the point's --timeout plus this (image pull, scheduling, rendezvous)."""
 
@@ -297,11 +299,16 @@ def pvc(settings: K8sSettings) -> dict:
     }
 
 
-def _replicated_job(name: str, containers: list[dict], pod_volumes: list[dict] | None, **extra) -> dict:
-    """A JobSet replicatedJob (of a TrainingRuntime or a runtime patch) running one pod per node."""
-    pod = {"containers": containers, **({"volumes": pod_volumes} if pod_volumes else {})}
-    meta = extra.pop("labels", None)
-    template = {**({"metadata": {"labels": meta}} if meta else {}), "spec": {"template": {"spec": pod}}}
+def pod_spec(settings: K8sSettings, containers: list[dict]) -> dict:
+    """The pods' spec: the results volume and /dev/shm, and time to publish an 'interrupted' record on SIGTERM."""
+    return {"containers": containers, "volumes": volumes(settings), "terminationGracePeriodSeconds": GRACE_S}
+
+
+def _replicated_job(name: str, pod: dict, pod_labels: dict, job_labels: dict | None = None, **extra) -> dict:
+    """A JobSet replicatedJob (of a TrainingRuntime or a runtime patch): its pods' labels and spec."""
+    template = {"spec": {"template": {"metadata": {"labels": pod_labels}, "spec": pod}}}
+    if job_labels:
+        template = {"metadata": {"labels": job_labels}, **template}
     return {"name": name, **extra, "template": template}
 
 
@@ -311,6 +318,7 @@ def trainjob(settings: K8sSettings, point: SlurmPoint, name: str) -> list[dict]:
     mpi = multi_node_mpi(point)
     env = container_env(settings, point)
     rank = "0" if mpi or point.nodes == 1 else EnvRef("$(PET_NODE_RANK)")
+    pod_labels = labels(settings, point)  # for `kubectl logs -l distbench.io/sweep=...`
     spec = {
         "runtimeRef": {"apiGroup": TRAINER_GROUP, "kind": "ClusterTrainingRuntime", "name": settings.torch_runtime},
         "trainer": {
@@ -325,7 +333,7 @@ def trainjob(settings: K8sSettings, point: SlurmPoint, name: str) -> list[dict]:
         spec["trainer"]["resourcesPerNode"] = res
     job = {"apiVersion": TRAINER_API, "kind": "TrainJob", "metadata": metadata(settings, name, point), "spec": spec}
     if not mpi:  # the torch runtime's pods ('node' jobs, 'node' containers) get the results volume
-        patch = _replicated_job("node", [{"name": "node", "volumeMounts": MOUNTS}], volumes(settings))
+        patch = _replicated_job("node", pod_spec(settings, [{"name": "node", "volumeMounts": MOUNTS}]), pod_labels)
         replicated = {"template": {"spec": {"replicatedJobs": [patch]}}}
         spec["runtimePatches"] = [{"manager": FIELD_MANAGER, "trainingRuntimeSpec": replicated}]
         return [job]
@@ -348,13 +356,13 @@ def trainjob(settings: K8sSettings, point: SlurmPoint, name: str) -> list[dict]:
                 "network": {"publishNotReadyAddresses": True},
                 "successPolicy": {"operator": "All", "targetReplicatedJobs": ["launcher"]},
                 "replicatedJobs": [
-                    _replicated_job("node", [sshd], volumes(settings)),
+                    _replicated_job("node", pod_spec(settings, [sshd]), pod_labels),
                     _replicated_job(  # its command is the TrainJob's trainer.command
                         "launcher",
-                        [base],
-                        volumes(settings),
+                        pod_spec(settings, [base]),
+                        pod_labels,
+                        {ANCESTOR_LABEL: "trainer"},
                         dependsOn=[{"name": "node", "status": "Ready"}],
-                        labels={ANCESTOR_LABEL: "trainer"},
                     ),
                 ],
             }
@@ -374,7 +382,7 @@ def _replica(settings: K8sSettings, container: str, command: list[str], replicas
         "restartPolicy": "Never",
         "template": {
             "metadata": {"labels": labels(settings, point)},
-            "spec": {"containers": [spec], "volumes": volumes(settings)},
+            "spec": pod_spec(settings, [spec]),
         },
     }
 
