@@ -16,6 +16,7 @@ import subprocess
 import sys
 import tempfile
 import urllib.error
+import urllib.parse
 import urllib.request
 from pathlib import Path
 
@@ -101,7 +102,7 @@ def decide(torch: tuple[dict | None, str], tf: tuple[dict | None, str], torch_sp
     else:
         torch_req = nccl_requirement(torch_item, set())
         url = (torch_item.get("download_info") or {}).get("url", "")
-        wheel = url.rsplit("/", 1)[-1] or url
+        wheel = urllib.parse.unquote(url.rsplit("/", 1)[-1] or url)
         lines.append(f"torch {torch_item['metadata']['version']} is on the index ({wheel}); it pins {_text(torch_req)}")
     extras = set(Requirement(tf_spec).extras)
     if tf_item is None:
@@ -117,9 +118,9 @@ def decide(torch: tuple[dict | None, str], tf: tuple[dict | None, str], torch_sp
         return SHARE, lines
     lines.append(
         f"one environment: no, no {NCCL} meets both ({torch_req.specifier} and {tf_req.specifier}); "
-        "fallback: TF in its own venv for the TF strategies (VENV=.venv-tf TORCH_SPEC=torch==2.13.0 "
-        "DISTBENCH_FORCE_GPU=1 bash scripts/install.sh), torch and horovod-torch in .venv (TF_SPEC=none); "
-        "or a torch CUDA build (TORCH_CUDA_TAG) whose NCCL fits"
+        "fallback: TF_SPEC=none installs torch and horovod-torch alone in this venv (the TF strategies are then "
+        "skipped), and the TF strategies run from a second venv (VENV=.venv-tf) with a torch whose NCCL fits "
+        "TF's (TORCH_CUDA_TAG, or TORCH_SPEC and TORCH_INDEX_URL)"
     )
     return SPLIT, lines
 

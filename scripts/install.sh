@@ -206,6 +206,10 @@ if [ "${1:-}" = --dry-run ]; then
     exit 0
 fi
 
+if [ "$KIND" = gpu ] && [ "${SHARE_STATUS:-4}" = 3 ]; then
+    log "error: torch and TensorFlow cannot share one environment (above); nothing was downloaded"
+    exit 1
+fi
 if [ ! -x "$VENV/bin/python" ]; then
     log "creating $VENV with $($PYTHON --version)"
     "$PYTHON" -m venv "$VENV"
@@ -219,10 +223,6 @@ if [ "$KIND" = gpu ]; then
     PIN_ARGS=(-c "$GPU_PINS")
 fi
 
-if [ "$KIND" = gpu ] && [ "${SHARE_STATUS:-4}" = 3 ]; then
-    log "error: torch and TensorFlow cannot share one environment (above); nothing was downloaded"
-    exit 1
-fi
 FRAMEWORKS=("$TORCH_SPEC")
 if [ "$WITH_TF" = 1 ]; then FRAMEWORKS+=("$TF_SPEC"); fi
 log "installing torch ($TORCH_SPEC) and TensorFlow ($TF_SPEC)"

@@ -311,3 +311,122 @@ def test_the_stream_accessor_the_patch_uses_exists_in_the_installed_tensorflow_h
         ["g++", "-std=c++17", "-fsyntax-only", f"-I{include}", str(probe)], capture_output=True, text=True
     )
     assert done.returncode == 0, done.stderr[-2000:]
+
+
+def _index(tmp_path, torch_nccl: str) -> Path:
+    """A local package index with a fake torch 2.13.0+cu128 wheel pinning nvidia-nccl-cu12==torch_nccl and a
+    fake tensorflow 2.21.0 whose [and-cuda] extra needs nvidia-nccl-cu12>=2.27.7 (as the real one does)."""
+    import zipfile
+
+    idx = tmp_path / "index"
+    fakes = (
+        ("torch", "2.13.0+cu128", [f'nvidia-nccl-cu12=={torch_nccl}; platform_system == "Linux"'], []),
+        ("tensorflow", "2.21.0", ['nvidia-nccl-cu12<3.0,>=2.27.7; extra == "and-cuda"'], ["and-cuda"]),
+    )
+    for name, version, requires, extras in fakes:
+        (idx / name).mkdir(parents=True)
+        wheel = idx / name / f"{name}-{version}-py3-none-any.whl"
+        meta = [f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}"]
+        meta += [f"Provides-Extra: {e}" for e in extras] + [f"Requires-Dist: {r}" for r in requires]
+        with zipfile.ZipFile(wheel, "w") as z:
+            z.writestr(f"{name}/__init__.py", "")
+            z.writestr(f"{name}-{version}.dist-info/METADATA", "\n".join(meta) + "\n")
+            z.writestr(
+                f"{name}-{version}.dist-info/WHEEL", "Wheel-Version: 1.0\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+            )
+            z.writestr(f"{name}-{version}.dist-info/RECORD", "")
+        (idx / name / "index.html").write_text(f'<a href="{wheel.name}">{wheel.name}</a>\n')
+    return idx
+
+
+def _local_index_env(idx: Path, **extra) -> dict:
+    env = dict(
+        DISTBENCH_INDEX_CHECK="1",
+        TORCH_INDEX_URL=idx.as_uri(),
+        PIP_INDEX_URL=idx.as_uri(),
+        PIP_EXTRA_INDEX_URL="",
+        PIP_FIND_LINKS="",
+        PIP_CONSTRAINT="",
+    )
+    return {**env, **extra}
+
+
+@pytest.mark.slow  # pip resolves twice against the local index: ~3 s
+@pytest.mark.parametrize("torch_nccl, share", [("2.26.2", False), ("2.27.7", True)])
+def test_the_dry_run_asks_the_index_for_the_nccl_pins_before_any_download(tmp_path, torch_nccl, share):
+    _gpu_node(tmp_path)
+    done = dry_run(tmp_path, **_local_index_env(_index(tmp_path, torch_nccl)))
+    assert done.returncode == 0, done.stderr
+    assert (
+        f"[install] torch 2.13.0+cu128 is on the index (torch-2.13.0+cu128-py3-none-any.whl); it pins "
+        f"nvidia-nccl-cu12=={torch_nccl}\n" in done.stderr
+    )
+    assert "[install] tensorflow 2.21.0 needs nvidia-nccl-cu12<3.0,>=2.27.7\n" in done.stderr
+    if share:
+        assert "[install] one environment: yes, both frameworks (and Horovod) can use one NCCL\n" in done.stderr
+    else:
+        assert (
+            "[install] one environment: no, no nvidia-nccl-cu12 meets both (==2.26.2 and <3.0,>=2.27.7); "
+            "fallback: TF_SPEC=none installs torch and horovod-torch alone in this venv" in done.stderr
+        )
+
+
+@pytest.mark.slow
+def test_the_install_stops_before_any_download_where_torch_and_tf_cannot_share(tmp_path):
+    _gpu_node(tmp_path)
+    done = dry_run(tmp_path, "", **_local_index_env(_index(tmp_path, "2.26.2")))
+    assert done.returncode == 1
+    assert done.stderr.strip().splitlines()[-1] == (
+        "[install] error: torch and TensorFlow cannot share one environment (above); nothing was downloaded"
+    )
+
+
+@pytest.mark.slow
+def test_an_unreachable_torch_index_is_said_in_one_line(tmp_path):
+    _gpu_node(tmp_path)
+    env = _local_index_env(_index(tmp_path, "2.27.7"), TORCH_INDEX_URL="http://127.0.0.1:9/whl/cu128")
+    done = dry_run(tmp_path, **env)
+    assert done.returncode == 0, done.stderr
+    [line] = [ln for ln in done.stderr.splitlines() if ln.startswith("[install] torch==2.13.0+cu128: not checked")]
+    assert line.startswith(
+        "[install] torch==2.13.0+cu128: not checked (http://127.0.0.1:9/whl/cu128 could not be reached"
+    )
+    assert line.endswith("; its NCCL pin is unknown")
+    assert "[install] one environment: unknown until both indexes answer (the install goes on and pip decides)" in (
+        done.stderr
+    )
+
+
+def _pins_module():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("cuda_pins", ROOT / "scripts" / "cuda_pins.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_nccl_pins_decide_whether_one_environment_serves_both():
+    pins = _pins_module()
+    torch = lambda nccl: {  # noqa: E731 - pip's dry-run report item, trimmed
+        "metadata": {
+            "version": "2.13.0+cu128",
+            "requires_dist": [f'nvidia-nccl-cu12=={nccl}; platform_system == "Linux"'],
+        },
+        "download_info": {"url": "https://download.pytorch.org/whl/cu128/torch-2.13.0%2Bcu128-cp311-linux_x86_64.whl"},
+    }
+    tf = {"metadata": {"version": "2.21.0", "requires_dist": ['nvidia-nccl-cu12<3.0,>=2.27.7; extra == "and-cuda"']}}
+    status, lines = pins.decide((torch("2.27.7"), ""), (tf, ""), "torch==2.13.0+cu128", "tensorflow[and-cuda]==2.21.0")
+    assert status == pins.SHARE and lines[0] == (
+        "torch 2.13.0+cu128 is on the index (torch-2.13.0+cu128-cp311-linux_x86_64.whl); it pins nvidia-nccl-cu12==2.27.7"
+    )
+    status, lines = pins.decide((torch("2.26.2"), ""), (tf, ""), "torch==2.13.0+cu128", "tensorflow[and-cuda]==2.21.0")
+    assert status == pins.SPLIT and lines[-1].startswith("one environment: no, no nvidia-nccl-cu12 meets both")
+    # tensorflow-cpu, or TF without the extra: no NCCL asked for, nothing to conflict with
+    status, _ = pins.decide((torch("2.26.2"), ""), (tf, ""), "torch==2.13.0+cu128", "tensorflow==2.21.0")
+    assert status == pins.SHARE
+    status, lines = pins.decide((None, "x could not be reached"), (tf, ""), "torch==2.13.0+cu128", "tensorflow==2.21.0")
+    assert (
+        status == pins.UNKNOWN
+        and lines[0] == "torch==2.13.0+cu128: not checked (x could not be reached); its NCCL pin is unknown"
+    )
