@@ -206,3 +206,33 @@ def test_the_worker_module_imports_without_ray():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.stdout.strip() == "torch", out.stderr[-2000:]
     assert Path(ray_ddp.__file__).name == "ray_ddp.py"
+
+
+class FakeProcess:
+    def __init__(self, pid, name, argv):
+        self.pid, self._name, self._argv = pid, name, argv
+
+    def name(self):
+        return self._name
+
+    def cmdline(self):
+        return self._argv
+
+
+def test_telemetry_counts_ray_train_workers_as_ranks_not_rays_own_processes_or_the_driver():
+    from distbench.telemetry import Sampler
+
+    py = "/home/ray/anaconda3/bin/python"  # Ray's images run as the user 'ray'
+    site = "/home/ray/anaconda3/lib/python3.11/site-packages/ray"
+    processes = {
+        FakeProcess(1, "ray::RayTrainWorker.run_train_fn", ["ray::RayTrainWorker.run_train_fn"]): True,
+        FakeProcess(2, "ray::TrainController.run", ["ray::TrainController.run"]): False,
+        FakeProcess(3, "ray::IDLE", ["ray::IDLE"]): False,
+        FakeProcess(4, "python", [py, "-u", f"{site}/_private/log_monitor.py"]): False,
+        FakeProcess(5, "python", [py, "-m", "distbench.launchers.ray_ddp", "--config", "c"]): False,
+        FakeProcess(6, "raylet", [f"{site}/core/src/ray/raylet/raylet"]): False,
+        FakeProcess(7, "python", [py, "-m", "distbench.launchers.torch_ddp", "--config", "c"]): True,
+        FakeProcess(8, "python", [py, "-m", "distbench.rankguard", py, "-m", "distbench.launchers.torch_ddp"]): False,
+    }
+    sampler = Sampler(0, gpus=False)
+    assert {p.pid: sampler._is_worker(p) for p in processes} == {p.pid: want for p, want in processes.items()}

@@ -471,7 +471,7 @@ STEPS_SCOPE = "within-run noise (batch means over the point's stored step times)
 
 def is_wrapper(record: dict) -> bool:
     strategy = STRATEGIES.get(str(record.get("strategy")))
-    return bool(strategy and strategy.group in ("wrappers", "sharded"))
+    return bool(strategy and strategy.group in ("wrappers", "sharded", "engines"))
 
 
 @dataclass
