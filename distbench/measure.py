@@ -22,7 +22,7 @@ from distbench.launch import run_point
 from distbench.plan import PlannedPoint
 from distbench.record import add_step_metrics
 
-NOSYNC_KEPT = ("step_times_s", "peak_memory_bytes", "peak_memory_per_rank_bytes")
+NOSYNC_KEPT = ("step_times_s", "peak_memory_bytes", "peak_memory_per_rank_bytes", "tiny_collective_calls")
 """What a no-sync run keeps beside its summary (and its nosync_* and data_wait_* fields): every sample."""
 NOISY_CV = 0.10
 """Coefficient of variation of step times above which a point is flagged noisy."""
@@ -151,7 +151,7 @@ def _three_terms(record: dict, runs: list[dict], in_process: list[dict[str, list
     communication (= the first two) with them, and the real step measured after its variants against the
     point's own (sync_after_variant_ratio)."""
     reps = [{**extra, "A": [a, *extra.get("A", [])]} for a, extra in zip(runs, in_process)]
-    calls = [t.get("probe", {}).get("tiny_collective_calls") for x in in_process for t in x.get("T", [])]
+    calls = [t.get("tiny_collective_calls") for x in in_process for t in x.get("T", [])]
     record["comm_split"] = split.three_terms(reps, sum(calls) if calls and None not in calls else None)
     record["tiny"] = [_kept(t) for x in in_process for t in x.get("T", [])]
     record["pair_order"] = [split.ORDER] * len(in_process)

@@ -58,11 +58,10 @@ def make_distribution():
                 out = hvd.grouped_allreduce(dense, process_set=process_set, **op)
                 if not tiny:
                     return out
-                # the tiny variant: one float over every rank (the global set) where the reduction was
-                one = hvd.allreduce(
-                    tf.ones([1]), op=hvd.Sum, name="distbench_tiny", process_set=self.process_sets[True]
-                )
-                return tfc.after(tf, one, out)
+                # the tiny variant: a few floats (common.tiny_elements) over every rank (the global set)
+                few = tf.ones([common.tiny_elements(sum(g.shape.num_elements() for g in dense))])
+                done = hvd.allreduce(few, op=hvd.Sum, name="distbench_tiny", process_set=self.process_sets[True])
+                return tfc.after(tf, done, out)
 
             return self._step(cfg, model, optimizer, reduce)
 

@@ -35,7 +35,7 @@ def make_distribution():
             if hvd.cross_size() != cfg.nodes:
                 raise RuntimeError(f"launched over {hvd.cross_size()} node(s) but the point asks for {cfg.nodes}")
 
-        def wrap(self, cfg, model, optimizer, device):
+        def _wrap(self, cfg, model, optimizer, device):
             optimizer = hvd.DistributedOptimizer(
                 optimizer,
                 named_parameters=model.named_parameters(),
@@ -58,11 +58,15 @@ def make_distribution():
             hvd.broadcast_optimizer_state(wrapped_optimizer, root_rank=0)
             return model, wrapped_optimizer
 
+        def wrap(self, cfg, model, optimizer, device):
+            grads = sum(p.numel() for p in model.parameters() if p.requires_grad)
+            self._tiny = torch.zeros(common.tiny_elements(grads), device=device)
+            return self._wrap(cfg, model, optimizer, device)
+
         def tiny_collective(self):
-            # After backward, before the optimizer's synchronize(): one float over every rank (the global set).
-            if getattr(self, "_tiny", None) is None:
-                self._tiny = torch.zeros(1)
+            # After backward, before the optimizer's synchronize(): a few floats over every rank (the global set).
             hvd.allreduce_(self._tiny, op=hvd.Sum, name="distbench.tiny", process_set=self.process_sets[True])
+            self.tiny_calls += 1
 
         def gather(self, obj):
             return hvd.allgather_object(obj)

@@ -460,8 +460,10 @@ class StrategyDistribution(Distribution):
         replica_local_updates(optimizer)
         tf = self.tf
 
-        def tiny(grads):  # in replica context, before the update: one float summed over every replica
-            done = tf.distribute.get_replica_context().all_reduce(tf.distribute.ReduceOp.SUM, tf.ones([1]))
+        few = tf.ones([common.tiny_elements(sum(int(w.shape.num_elements()) for w in model.trainable_weights))])
+
+        def tiny(grads):  # in replica context, before the update: a few floats summed over every replica
+            done = tf.distribute.get_replica_context().all_reduce(tf.distribute.ReduceOp.SUM, few)
             return after(tf, done, grads)
 
         return self._step(cfg, model, optimizer, aggregate=False, reduce_grads=tiny)

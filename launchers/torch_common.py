@@ -49,10 +49,14 @@ class Distribution:
         """Evidence recorded from a no-sync run (e.g. how often the no-op hook ran)."""
         return {}
 
+    tiny_calls = 0
+    """How often the tiny variant's collective ran (counted by the strategy where it issues it)."""
+
     def tiny_collective(self) -> None:
-        """The tiny variant's one collective per step (common.is_tiny), after backward, where the gradient
-        reduction ends: an all-reduce of one float over every rank. Strategies with an in-process variant
-        (Strategy.nosync_in_process) implement it."""
+        """The tiny variant's one collective per step (common.is_tiny), called after backward: an all-reduce
+        of one float over every rank where the gradient reduction was (or nothing, where the strategy puts
+        it inside backward itself: ddp's communication hook). Strategies with an in-process variant
+        (Strategy.nosync_in_process) implement it and count it in tiny_calls."""
         raise NotImplementedError(f"{self.name}: no tiny-collective variant")
 
     wrapper_precision = False
@@ -379,8 +383,6 @@ def make_step(
         dist.backward(loss)
         if tiny:  # the tiny variant: one float all-reduced where the gradient reduction was
             dist.tiny_collective()
-            if probe is not None:
-                probe["tiny_collective_calls"] = probe.get("tiny_collective_calls", 0) + 1
 
     def step():
         x, y = batches.next()
@@ -482,6 +484,7 @@ def run(cfg: PointConfig, out_path: str, dist: Distribution) -> None:
             common.reset_peak_memory(cfg.device)
             extra["peak_memory_scope"] = "from after the model was built and wrapped (sharded) through the last step"
             probe: dict = {}
+            dist.tiny_calls = 0
             step = dist.drive(seg_cfg, make_step(seg_cfg, wrapped, wrapped_opt, batches, device, probe, dist), batches)
             if cfg.verify:
                 break
@@ -499,6 +502,8 @@ def run(cfg: PointConfig, out_path: str, dist: Distribution) -> None:
             else:
                 segments.append(common.segment_record(letter, seg_times, seg_loss, fields, started))
                 segments[-1].update(dist.nosync_fields() if letter != "A" else {}, probe=probe)
+                if letter == "T":
+                    segments[-1]["tiny_collective_calls"] = dist.tiny_calls
         if segments:
             extra["segments"] = segments
         if cfg.verify:

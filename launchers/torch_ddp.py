@@ -15,15 +15,27 @@ from distbench.launchers import common
 FRAMEWORK = "torch"
 
 
-def silence(dist, ddp) -> None:
+def silence(dist, ddp, tiny: bool = False) -> None:
     """The no-sync variant of a DDP module (ddp's own, or the one a wrapper built: Fabric's, Lightning's,
     whose strategies register comm hooks on CUDA only): DDP's no-op communication hook, its calls counted in
     `dist.hook_calls`, and no buffer broadcast (rank 0's buffers before every forward, DDP's other per-step
-    collective). Before the first step."""
+    collective). Before the first step. tiny: the tiny variant (common.is_tiny): the hook of the step's
+    last bucket all-reduces a few floats (common.tiny_elements) over every rank instead, asynchronously like the real bucket's
+    all-reduce, and DDP's reducer waits for it at the end of backward as for the real one (calls counted in
+    `dist.tiny_calls`)."""
+    import torch
+    import torch.distributed as tdist
     from torch.distributed.algorithms.ddp_comm_hooks.debugging_hooks import noop_hook
+
+    params = [p for p in ddp.parameters() if p.requires_grad]
+    one = torch.zeros(common.tiny_elements(sum(p.numel() for p in params)), device=params[0].device)
 
     def counted_noop(state, bucket):
         dist.hook_calls += 1
+        if tiny and bucket.is_last():
+            dist.tiny_calls += 1
+            fut = tdist.all_reduce(one, async_op=True).get_future()
+            return fut.then(lambda _: bucket.buffer())
         return noop_hook(state, bucket)
 
     ddp.register_comm_hook(None, counted_noop)
@@ -64,15 +76,11 @@ def make_distribution():
         def wrap_independent(self, cfg, model, optimizer, device):
             wrapped, optimizer = self.wrap(cfg, model, optimizer, device)
             self.hook_calls = 0  # per variant run
-            silence(self, wrapped)
+            silence(self, wrapped, tiny=common.is_tiny(cfg))
             return wrapped, optimizer
 
         def tiny_collective(self):
-            # After backward (DDP's reducer waits for its buckets there): one float over every rank.
-            if getattr(self, "_tiny", None) is None:
-                device = torch.device("cuda", self.local_rank) if self.backend == "nccl" else torch.device("cpu")
-                self._tiny = torch.zeros(1, device=device)
-            dist.all_reduce(self._tiny)
+            pass  # in the last bucket's communication hook (silence), where the gradient all-reduce was
 
         def rewrap(self, cfg, model, optimizer, wrapped_optimizer, device):
             wrapped = super().rewrap(cfg, model, optimizer, wrapped_optimizer, device)

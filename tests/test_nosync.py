@@ -144,8 +144,12 @@ def test_the_variant_runs_in_the_synchronized_runs_processes(strategy, tmp_path)
     must switch the collective back on); both measure the same number of steps."""
     assert STRATEGIES[strategy].nosync_in_process
     record = _run(strategy, _cfg(strategy, 2, steps=4, measure_comm=True, nosync_order="BA"), tmp_path, "ba")
-    seg = record["nosync_segment"]
-    assert record["sync"] is True and len(seg["step_times_s"]) == len(record["step_times_s"]) == 4
+    [seg] = record["segments"]
+    assert (
+        seg["variant"] == "B"
+        and record["sync"] is True
+        and len(seg["step_times_s"]) == len(record["step_times_s"]) == 4
+    )
     assert seg["stopping"]["window"][1] <= record["stopping"]["warmup_start"]  # B ran before A
     assert seg["stopping"]["segment_start"] <= seg["stopping"]["window"][0]
     assert record["allreduce_s"] and "allreduce_s" not in seg  # the all-reduce benchmark belongs to A
@@ -165,3 +169,40 @@ def test_mirrored_variant_switch_restores_the_all_reduce():
     assert opt._all_reduce_sum_gradients([(1, 2)]) == [(1, 2)]
     assert replica_local_updates(opt, on=False) is True  # it was on: a real step after it re-syncs the replicas
     assert opt._all_reduce_sum_gradients.__func__ is type(opt)._all_reduce_sum_gradients
+
+
+@pytest.mark.parametrize("strategy", PARAMS)
+def test_the_tiny_variant_runs_between_the_real_steps(strategy, tmp_path):
+    """A T B T A in one process tree: every run measures as many steps; the tiny variant's collective ran once
+    per step (warmup included) where the worker can count it (torch)."""
+    cfg = _cfg(strategy, 2, model="linear", num_classes=2, steps=4, measure_comm=True, nosync_order="ATBTA")
+    record = _run(strategy, cfg, tmp_path, "atbta")
+    segs = record["segments"]
+    assert [s["variant"] for s in segs] == list("TBTA")
+    assert all(len(s["step_times_s"]) == 4 for s in segs) and len(record["step_times_s"]) == 4
+    starts = [s["stopping"]["segment_start"] for s in segs]
+    assert record["stopping"]["window"][1] <= starts[0] and starts == sorted(starts)
+    if STRATEGY_MODULES[strategy][0] == "torch":
+        assert [s.get("tiny_collective_calls") for s in segs if s["variant"] == "T"] == [5, 5]
+
+
+@require("torch")
+def test_zero_communication_reads_zero_with_the_wait_apart(tmp_path):
+    """Issue 20's check on real CPU workers: ddp N=2 on the 'linear' model at 2 classes (8 gradient values,
+    32 bytes: the tiny collective moves the same message) reports communication within noise of 0, and the
+    wait for the slower rank as a term of its own (the old exposed communication counted it as
+    communication). Three repeats: run-to-run CIs."""
+    from distbench.measure import measure_point
+    from distbench.plan import PlannedPoint
+
+    cfg = _cfg("ddp", 2, model="linear", num_classes=2, steps=300, warmup=20, measure_comm=True)
+    record = measure_point(PlannedPoint(STRATEGIES["ddp"], cfg), tmp_path, timeout_s=300, repeats=3)
+    assert record["status"] == "ok", record.get("reason")
+    split = record["comm_split"]
+    assert split["ci_scope"] == "run-to-run (paired t over 3 repeats)"
+    low, high = split["communication_ci"]
+    assert low <= 0 <= high, split
+    assert split["wait_s"] > 0 and split["wait_ci"] is not None
+    assert split["communication_s"] + split["wait_s"] == pytest.approx(record["exposed_comm_s"])
+    assert split["tiny_collective_calls"] == 6 * (300 + 20)
+    assert len(record["stragglers"]["ranks"]) == 2
