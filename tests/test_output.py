@@ -218,13 +218,13 @@ def test_the_opening_line_says_roughly_how_long_and_offers_max_time():
     with_variant = sum(p.config.measure_comm for p in runnable)
     minutes = (len(runnable) * (60 + POINT_OVERHEAD_S) + with_variant * 60) / 60
     line = duration_line(demo)
-    assert line.startswith(f"roughly {minutes:.0f} minutes: {len(runnable)} points x up to 60 s of measuring each")
+    assert line.startswith(f"roughly {minutes:.0f} minutes: {len(runnable)} point(s) x up to 60 s of measuring each")
     assert "--max-time 10 for a quicker run (about " in line
     assert duration_line(demo, repeats=3).startswith(f"roughly {3 * minutes:.0f} minutes")
     fixed = make_plan(SweepOptions(gpus="1,2", model="resnet50", device="cpu", steps=3, target_ci=0.0))
     n = sum(not p.skip_reason for p in fixed.points)
     assert duration_line(fixed).startswith(
-        f"{n} points, each 3 measured steps after 3 warmup plus ~16 s launch and teardown: at least "
+        f"{n} point(s), each 3 measured steps after 3 warmup plus ~16 s launch and teardown: at least "
         f"{n * POINT_OVERHEAD_S / 60:.0f} minutes, more as steps take time"
     )
 
@@ -241,3 +241,13 @@ def test_the_backend_is_in_the_report_and_the_json():
     column = headers.index("backend")
     assert [row[column] for row in rows] == ["nccl", "-"]
     assert json.loads(json_document(recs))[0]["backend"] == "nccl"
+
+
+def test_a_short_sweep_is_estimated_in_seconds():
+    from distbench.commands.scale import duration_line
+    from distbench.plan import SweepOptions, make_plan
+
+    one = make_plan(SweepOptions(gpus="1", strategies=("torch",), device="cpu", steps=2, target_ci=0.0))
+    assert duration_line(one).startswith(
+        "1 point(s), each 2 measured steps after 3 warmup plus ~16 s launch and teardown: at least 16 s,"
+    )

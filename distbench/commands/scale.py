@@ -72,6 +72,10 @@ def _budget_s(plan, repeats: int, max_time: float | None = None) -> float | None
     return total
 
 
+def _about(seconds: float) -> str:
+    return f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.0f} minutes"
+
+
 def duration_line(plan, repeats: int = 1) -> str:
     """The opening line: how many points, the per-point budget, roughly how long, and the quick version."""
     runnable = [p for p in plan.points if not p.skip_reason]
@@ -81,16 +85,16 @@ def duration_line(plan, repeats: int = 1) -> str:
     cfg = runnable[0].config
     if total is None:
         return (
-            f"{len(runnable)} points, each {cfg.steps} measured steps after {cfg.warmup} warmup plus ~"
-            f"{POINT_OVERHEAD_S:.0f} s launch and teardown: at least {len(runnable) * repeats * POINT_OVERHEAD_S / 60:.0f} "
-            "minutes, more as steps take time (a step's time is not known before it runs)"
+            f"{len(runnable)} point(s), each {cfg.steps} measured steps after {cfg.warmup} warmup plus ~"
+            f"{POINT_OVERHEAD_S:.0f} s launch and teardown: at least {_about(len(runnable) * repeats * POINT_OVERHEAD_S)}"
+            ", more as steps take time (a step's time is not known before it runs)"
         )
     quick = _budget_s(plan, repeats, QUICK_MAX_TIME_S)
     budget = max(p.config.max_time_s for p in runnable)
     return (
-        f"roughly {total / 60:.0f} minutes: {len(runnable)} points x up to {budget:g} s of measuring each "
+        f"roughly {_about(total)}: {len(runnable)} point(s) x up to {budget:g} s of measuring each "
         f"(twice at N > 1 for the no-sync variant) + ~{POINT_OVERHEAD_S:.0f} s launch and teardown; "
-        f"--max-time {QUICK_MAX_TIME_S:g} for a quicker run (about {quick / 60:.0f} minutes, wider CIs)"
+        f"--max-time {QUICK_MAX_TIME_S:g} for a quicker run (about {_about(quick)}, wider CIs)"
     )
 
 
