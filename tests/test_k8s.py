@@ -439,8 +439,18 @@ def test_collect_from_logs_alone_adds_the_records(capsys, tmp_path):
     log.write_text(f"noise\n2026-01-01T00:00:00Z {RECORD_MARKER}{json.dumps(record)}\n")
     found, ignored = records_from_log(log)
     assert [r["record_id"] for _, r in found] == [record["record_id"]] and not ignored
-    code, out, err = _cli(capsys, ["collect", str(log.parent), "--results", str(tmp_path / "db.sqlite")])
+    code, out, err = _cli(capsys, ["collect", str(log), "--results", str(tmp_path / "db.sqlite")])  # the file itself
     assert code == 0 and "1 record(s) added" in out, err
+    code, out, err = _cli(capsys, ["collect", str(log.parent), "--results", str(tmp_path / "db.sqlite")])
+    assert code == 0 and "0 record(s) added, 1 already present" in out, err
+
+
+def test_collect_refuses_a_file_that_is_not_a_saved_log(capsys, tmp_path):
+    other = tmp_path / "points.csv"
+    other.write_text("a,b\n")
+    code, out, err = _cli(capsys, ["collect", str(other), "--results", str(tmp_path / "db.sqlite")])
+    assert code == 2
+    assert err == f"Error: {other} is not a folder of result records (nor a saved log: *.log, *.txt)\n"
 
 
 # -- the image recipe ---------------------------------------------------------------------------------

@@ -140,10 +140,13 @@ def slurm(gpus_text, nodes_text, gpus_per_node, device, records_dir, out, submit
 
 
 @click.command()
-@click.argument("directory", type=click.Path(file_okay=False))
+@click.argument("directory", type=click.Path())
 @opt.results_option("SQLite results store to merge into.")
 def collect(directory, results):
     """Merge the result records (*.json) in DIRECTORY into the results store, as one new sweep.
+
+    Records in saved `kubectl logs` of a `distbench k8s` sweep are read too: DIRECTORY's *.log and
+    *.txt files, or DIRECTORY itself when it is such a file.
 
     Collecting again adds only records that are not in the store yet (same record id; a record
     without one gets an id from its content). Lists the failed points with their log tails, and
@@ -151,7 +154,7 @@ def collect(directory, results):
 
     Example: distbench collect sweep-records --results distbench-results/distbench.db
     """
-    if not Path(directory).is_dir():
+    if not Path(directory).is_dir() and not Path(directory).is_file():
         raise BadInput(f"{directory} is not a folder (give the records folder of a sweep)")
     with Store(results) as store:
         report = collect_records(directory, store)

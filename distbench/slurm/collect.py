@@ -56,12 +56,17 @@ def collect_records(directory: str | os.PathLike, store, *, command: str | None 
     from distbench.sweep import derive
 
     folder = Path(directory)
-    if not folder.is_dir():
-        raise BadInput(f"{directory} is not a folder of result records")
+    if folder.is_file() and folder.suffix in LOG_SUFFIXES:  # one saved `kubectl logs` file
+        files, logs = [], [folder]
+    elif folder.is_dir():
+        files = sorted(folder.glob("*.json"))
+        logs = sorted(p for p in folder.iterdir() if p.suffix in LOG_SUFFIXES and p.is_file())
+    else:
+        raise BadInput(f"{directory} is not a folder of result records (nor a saved log: *.log, *.txt)")
     entries: list[tuple[str, dict]] = []
     report = CollectReport(sweep_id=None)
     manifests = []
-    for path in sorted(folder.glob("*.json")):
+    for path in files:
         try:
             data = path.read_bytes()
             doc = json.loads(data)
@@ -79,7 +84,7 @@ def collect_records(directory: str | os.PathLike, store, *, command: str | None 
         if not record.get("record_id"):
             record["record_id"] = stable_record_id(data)
         entries.append((path.name, record))
-    for path in sorted(p for p in folder.iterdir() if p.suffix in LOG_SUFFIXES and p.is_file()):
+    for path in logs:
         found, bad = records_from_log(path)
         report.ignored += bad
         for name, record in found:
