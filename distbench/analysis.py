@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Iterable, Sequence
 
 from distbench.config import PointKey, is_per_core_baseline, point_key
-from distbench import stats
+from distbench import split, stats
 from distbench.errors import BadInput
 from distbench.store import Store
 from distbench.strategies import FRAMEWORK_BASELINE, STRATEGIES
@@ -317,6 +317,7 @@ class Summary:
     drops: list[str] = field(default_factory=list)
     wrapper: list[str] = field(default_factory=list)
     limits: list[str] = field(default_factory=list)
+    steps: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
     def sections(self) -> list[tuple[str, list[str]]]:
@@ -325,6 +326,7 @@ class Summary:
             (f"Where efficiency drops below {EFFICIENCY_TARGET:.0%}", self.drops),
             ("1-device wrapper cost", self.wrapper),
             ("What limited scaling", self.limits),
+            ("Where the step goes: compute, straggler wait, communication", self.steps),
             ("Notes", self.notes),
         )
         return [(title, lines) for title, lines in titled if lines]
@@ -401,11 +403,16 @@ def limiting_factors(record: dict) -> tuple[list[str], list[str]]:
     """(causes the record's measurements show, measurements it lacks) for one point."""
     causes, missing = [], []
     n = record.get("world_size")
-    comm = num(record.get("comm_overhead"))
+    parts = record.get("comm_split") or {}
+    comm = num(parts.get("communication_share")) if parts else num(record.get("comm_overhead"))
+    what = "communication" if parts else "exposed communication (straggler wait included)"
     if comm is None:
         missing.append("communication")
     elif comm >= COMM_LARGE:
-        causes.append(f"communication (exposed communication is {comm:.0%} of the step at N={n})")
+        causes.append(f"communication ({what} is {comm:.0%} of the step at N={n})")
+    straggle = num(parts.get("wait_share"))
+    if straggle is not None and straggle >= COMM_LARGE:
+        causes.append(f"stragglers (waiting for the slowest rank is {straggle:.0%} of the step at N={n})")
     wait = num(record.get("data_wait_fraction"))
     if wait is None:
         missing.append("input-pipeline")
@@ -478,6 +485,22 @@ def _summarize_group(sweep: Sweep, points: list[dict], prefix: str, summary: Sum
         limit = _limit_line(name, pts, baselines)
         if limit:
             summary.limits.append(limit)
+    summary.steps.extend(prefix + line for line in split_lines(points))
+
+
+def split_lines(records: Iterable[dict]) -> list[str]:
+    """Per successful point at N > 1: where its step goes (distbench.split: compute, straggler wait and
+    communication, each with its CI; the rank that was slowest most often), or why it has no such split."""
+    out = []
+    for r in records:
+        if r.get("status") != "ok" or int(r.get("world_size") or 1) < 2:
+            continue
+        line = split.split_line(r)
+        if line:
+            out.append(f"{point_name(r)}: {line} (95% CIs, {r['comm_split']['ci_scope']}).")
+        elif r.get("comm_note") or r.get("split_note"):
+            out.append(f"{point_name(r)}: no three-term split: {r.get('comm_note') or r.get('split_note')}.")
+    return out
 
 
 def _best_line(sweep: Sweep, points: list[dict]) -> str:
@@ -756,9 +779,11 @@ COMM_FIELDS = ("comm_overhead", "exposed_comm_s", "allreduce_s", "grad_bytes", "
 
 
 def comm_breakdown(record: dict) -> dict | None:
-    """Split the median step into compute alone, compute overlapped with communication, and exposed
-    communication (seconds), from whichever of exposed_comm_s / comm_overhead / allreduce_s / overlap exist."""
-    step, overhead = num(record.get("step_time_median_s")), num(record.get("comm_overhead"))
+    """Split the step (its window mean time per step, the statistic exposed_comm_s is a difference of) into
+    compute alone, compute overlapped with communication, and exposed communication (seconds), from
+    whichever of exposed_comm_s / comm_overhead / allreduce_s / overlap exist."""
+    step = num((record.get("comm_split") or {}).get("step_s")) or num(record.get("time_per_step_s"))
+    overhead = num(record.get("comm_overhead"))
     exposed = num(record.get("exposed_comm_s"))
     if exposed is None and overhead is not None and step:
         exposed = overhead * step

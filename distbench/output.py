@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from distbench.analysis import num, series_name, wall_split_line
+from distbench.analysis import num, series_name, split_lines, wall_split_line
 from distbench.strategies import FRAMEWORK_BASELINE
 from distbench.config import swept_batch
 
@@ -343,6 +343,8 @@ def print_summary(
             style="dim",
         )
     for line in wrapper_lines(records):
+        say(line)
+    for line in split_lines(records):  # where each N > 1 step goes (distbench.split)
         say(line)
     waits = [
         f"{r['strategy']}@{r['world_size']} {r['data_wait_fraction']:.0%}"

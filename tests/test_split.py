@@ -126,3 +126,47 @@ def test_segment_order_marks_the_tiny_variant_and_only_the_first_run_is_adaptive
             PointConfig(
                 strategy="ddp", model="resnet18", device="cpu", per_device_batch=2, world_size=2, nosync_order=bad
             )
+
+
+def test_comm_breakdown_uses_the_window_mean_like_exposed_comm():
+    """Issue 20 item 5: exposed_comm_s is a difference of window means, so the step it is taken out of is the
+    window mean too (the split's step where there is one), never the median."""
+    from distbench import analysis as an
+
+    rec = {"time_per_step_s": 0.2, "step_time_median_s": 0.15, "exposed_comm_s": 0.05, "allreduce_s": 0.05}
+    b = an.comm_breakdown(rec)
+    assert b["step_s"] == pytest.approx(0.2) and b["compute_only_s"] == pytest.approx(0.15)
+    b = an.comm_breakdown({**rec, "comm_split": {"step_s": 0.25}})
+    assert b["step_s"] == pytest.approx(0.25) and b["compute_only_s"] == pytest.approx(0.2)
+
+
+def test_summary_lines_name_the_three_terms_and_the_straggler():
+    from distbench import analysis as an
+
+    split_rec = {
+        "status": "ok",
+        "strategy": "ddp",
+        "world_size": 2,
+        "comm_split": {
+            "step_s": 0.01,
+            "compute_s": 0.006,
+            "compute_ci": None,
+            "wait_s": 0.003,
+            "wait_share": 0.3,
+            "wait_ci": None,
+            "communication_s": 0.001,
+            "communication_share": 0.1,
+            "communication_ci": None,
+            "ci_scope": "no CI: too short",
+        },
+    }
+    other = {"status": "ok", "strategy": "fabric", "world_size": 2, "split_note": "no tiny-collective variant"}
+    lines = an.split_lines([split_rec, other, {**other, "world_size": 1}])
+    assert lines == [
+        "ddp N=2: step 10.0 ms = compute 6.0 ms + straggler wait 3.0 ms + communication 1.0 ms "
+        "(95% CIs, no CI: too short).",
+        "fabric N=2: no three-term split: no tiny-collective variant.",
+    ]
+    causes, _ = an.limiting_factors(split_rec)
+    assert any(c.startswith("stragglers (waiting for the slowest rank is 30%") for c in causes)
+    assert not any(c.startswith("communication") for c in causes)  # 10%: below COMM_LARGE
