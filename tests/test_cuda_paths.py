@@ -470,3 +470,15 @@ def test_the_nccl_probe_asks_a_fresh_interpreter(tmp_path, monkeypatch):
     assert horovod_nccl.nccl_built("fakehvd_gloo") is False
     assert horovod_nccl.nccl_built("no_such_module_here") is None  # the point reports its own import error
     horovod_nccl.nccl_built.cache_clear()
+
+
+@pytest.mark.slow
+def test_the_nccl_probe_agrees_with_the_installed_horovod():
+    pytest.importorskip("horovod.torch")
+    from distbench import horovod_nccl
+
+    horovod_nccl.nccl_built.cache_clear()
+    asked = subprocess.run(
+        [sys.executable, "-c", "import horovod.torch as h; print(bool(h.nccl_built()))"], capture_output=True, text=True
+    )
+    assert horovod_nccl.nccl_built("horovod.torch") is (asked.stdout.strip() == "True")
