@@ -412,6 +412,31 @@ def test_wrapper_stops_a_launch_past_its_timeout(capsys, tmp_path):
     assert record["status"] == "timeout" and record["reason"] == "timed out after 0.5s (--timeout)"
 
 
+def test_wrapper_records_a_launcher_missing_from_the_image(capsys, tmp_path):
+    rc, records = _run(tmp_path, ["/nonexistent/venv/bin/torchrun"])
+    record = json.loads((records / "sweep-ddp-g2-n1.json").read_text())
+    assert rc == 127 and record["status"] == "failed"
+    assert "cannot start /nonexistent/venv/bin/torchrun: No such file or directory" in record["stderr_tail"]
+
+
+def test_wrapper_records_sigterm_as_interrupted_and_stops_the_launch(capsys, tmp_path):
+    import os
+    import signal
+    import threading
+
+    timer = threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGTERM))  # the pod being deleted
+    timer.start()
+    try:
+        rc, records = _run(
+            tmp_path, [sys.executable, "-c", "import time; print('started', flush=True); time.sleep(60)"]
+        )
+    finally:
+        timer.cancel()
+    record = json.loads((records / "sweep-ddp-g2-n1.json").read_text())
+    assert record["status"] == "interrupted" and "SIGTERM" in record["reason"]
+    assert rc == -signal.SIGTERM  # the launch's process group was stopped, not left running
+
+
 def test_collect_reads_the_volume_folder_and_saved_kubectl_logs(capsys, tmp_path):
     rc, records = _run(tmp_path, _writer())
     pod_log = capsys.readouterr().out

@@ -94,6 +94,6 @@ def k8s(gpus_text, nodes_text, gpus_per_node, device, out, strategies=(), **kw):
     click.echo(f"  kubectl create{ns} -f {shlex.quote(str(files[-1]))}")
     click.echo(
         f"records: {settings.records}/<job>.json on PVC {settings.pvc}; copy that folder out and run "
-        f"`distbench collect FOLDER`, or save `kubectl logs{ns} -l distbench.io/sweep={settings.name} "
-        "--tail=-1` into FOLDER/pods.log"
+        f"`distbench collect FOLDER`, or `kubectl logs{ns} -l distbench.io/sweep={settings.name} "
+        "--tail=-1 --prefix > pods.log` and `distbench collect pods.log`"
     )

@@ -51,10 +51,10 @@ class Launch:
     def __init__(self, argv: list[str], env: dict, log: Path, timeout_s: float):
         self.stopped: str | None = None
         log.parent.mkdir(parents=True, exist_ok=True)
-        self.log = open(log, "ab")
         self.proc = subprocess.Popen(
             argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, start_new_session=True
         )
+        self.log = open(log, "ab")
         self.timer = threading.Timer(timeout_s, self.stop, args=("timeout",))
         self.timer.daemon = True
         self.timer.start()
@@ -110,21 +110,30 @@ def run_point(
     log = Path(records) / "logs" / f"{job}-node{node_rank}.log"
     env = dict(os.environ, OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
     start = time.monotonic()
-    launch = Launch(argv, env, log, timeout_s)
-    previous = signal.signal(signal.SIGTERM, lambda *_: threading.Thread(target=launch.stop, args=("sigterm",)).start())
+    stopped = None
     try:
-        rc = launch.wait()
-    finally:
-        signal.signal(signal.SIGTERM, previous)
+        launch = Launch(argv, env, log, timeout_s)
+    except OSError as exc:  # the image lacks the launcher: a failed record, not a traceback
+        with open(log, "a") as fh:
+            fh.write(f"[distbench] cannot start {argv[0]}: {exc.strerror or exc}\n")
+        rc = 127
+    else:
+        stop = lambda *_: threading.Thread(target=launch.stop, args=("sigterm",)).start()  # noqa: E731
+        previous = signal.signal(signal.SIGTERM, stop)
+        try:
+            rc = launch.wait()
+        finally:
+            signal.signal(signal.SIGTERM, previous)
+        stopped = launch.stopped
     if node_rank != "0":
         return rc
     waited = time.monotonic()
     while rc == 0 and not result.exists() and time.monotonic() - waited < RESULT_WAIT_S:
         time.sleep(1.0)
     status = reason = None
-    if launch.stopped == "timeout":
+    if stopped == "timeout":
         status, reason = "timeout", f"timed out after {timeout_s:g}s (--timeout)"
-    elif launch.stopped == "sigterm":
+    elif stopped == "sigterm":
         status, reason = "interrupted", "the pod was stopped by SIGTERM (deleted, preempted or past its deadline)"
     strategy = get_strategy(cfg.strategy)
     record = outcome_record(cfg, strategy, result, rc, log_tail(log), status=status, reason=reason)
