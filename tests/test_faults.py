@@ -360,13 +360,26 @@ def test_an_oom_on_a_non_zero_rank_is_oom_within_seconds_not_a_timeout(tmp_path)
     assert took < 120
 
 
-@TORCH
-def test_kill_9_of_a_rank_guard_says_the_cause_is_unknown_and_names_the_silent_rank(tmp_path, sweeps):
+GUARD_CASES = [
+    pytest.param("ddp", "torchrun saw local rank 1 end: killed by SIGKILL", marks=TORCH, id="ddp"),
+    pytest.param(
+        "horovod-torch",
+        "horovodrun saw process 1 end: exit status 137 (128 + SIGKILL))",
+        marks=HOROVOD_TORCH,
+        id="horovod-torch",
+    ),
+]
+
+
+@pytest.mark.parametrize("strategy, launcher_saw", GUARD_CASES)
+def test_kill_9_of_a_rank_guard_says_the_cause_is_unknown_and_names_the_silent_rank(
+    tmp_path, sweeps, strategy, launcher_saw
+):
     """Rank 1's guard dies (and with it, by the parent-death signal, its worker): rank 1 writes no report,
     rank 0 only sees its peer go away. The reason must not name that consequence as the cause."""
-    sweep = Sweep(tmp_path, ["run", "--strategy", "ddp", "--gpus", "2", *LONG])
+    sweep = Sweep(tmp_path, ["run", "--strategy", strategy, "--gpus", "2", *LONG])
     sweeps.append(sweep)
-    worker = sweep.ranks(_strategy_module("ddp"), 2, timeout_s=240)[1]
+    worker = sweep.ranks(_strategy_module(strategy), 2, timeout_s=240)[1]
     with open(f"/proc/{worker}/stat", "rb") as fh:
         guard = int(fh.read().rsplit(b")", 1)[1].split()[1])
     with open(f"/proc/{guard}/cmdline", "rb") as fh:
@@ -378,9 +391,8 @@ def test_kill_9_of_a_rank_guard_says_the_cause_is_unknown_and_names_the_silent_r
     assert "Traceback" not in err
     [point] = sweep.points()
     assert point["status"] == "failed", point
-    assert point["reason"].startswith(
-        "cause unknown: rank 1 left no report (torchrun saw local rank 1 end: killed by SIGKILL); "
-        "on record only a consequence: rank 0 "  # killed (SIGTERM) by torchrun, or its peer-went-away error
-    ), point["reason"]
-    print(f"\n[fault] ddp: kill -9 of rank 1's rank guard: recorded as {point['reason']!r}")
+    assert point["reason"].startswith(f"cause unknown: rank 1 left no report ({launcher_saw}"), point["reason"]
+    # rank 0: killed (SIGTERM) by the launcher's teardown, or its own peer-went-away error
+    assert "; on record only a consequence: rank 0 " in point["reason"], point["reason"]
+    print(f"\n[fault] {strategy}: kill -9 of rank 1's rank guard: recorded as {point['reason']!r}")
     assert not wait_gone(sweep.tag)[0]
