@@ -215,8 +215,8 @@ def test_the_opening_line_says_roughly_how_long_and_offers_max_time():
 
     demo = make_plan(SweepOptions(gpus="1,2", model="resnet50", device="cpu", add_baselines=True))
     runnable = [p for p in demo.points if not p.skip_reason]
-    with_variant = sum(p.config.measure_comm for p in runnable)
-    minutes = (len(runnable) * (60 + POINT_OVERHEAD_S) + with_variant * 60) / 60
+    extra_runs = sum((4 if p.strategy.nosync_in_process else 1) for p in runnable if p.config.measure_comm)
+    minutes = (len(runnable) * (60 + POINT_OVERHEAD_S) + extra_runs * 60) / 60
     line = duration_line(demo)
     assert line.startswith(f"roughly {minutes:.0f} minutes: {len(runnable)} point(s) x up to 60 s of measuring each")
     assert "--max-time 10 for a quicker run (about " in line

@@ -170,3 +170,46 @@ def test_summary_lines_name_the_three_terms_and_the_straggler():
     causes, _ = an.limiting_factors(split_rec)
     assert any(c.startswith("stragglers (waiting for the slowest rank is 30%") for c in causes)
     assert not any(c.startswith("communication") for c in causes)  # 10%: below COMM_LARGE
+
+
+def test_report_has_a_stacked_bar_and_a_table_row_per_split_point(tmp_path):
+    from distbench.analysis import load_sweep
+    from distbench.record import base_record
+    from distbench.report import model, plots
+    from distbench.store import Store
+
+    r = base_record({"world_size": 2, "per_device_batch": 4}, strategy="ddp", framework="torch", status="ok")
+    r.update(step_times_s=[0.01] * 5, throughput=800.0, time_per_step_s=0.01)
+    r["comm_split"] = {
+        "step_s": 0.01,
+        "compute_s": 0.006,
+        "compute_ci": [0.0055, 0.0065],
+        "wait_s": 0.003,
+        "wait_ci": None,
+        "communication_s": -0.0002,
+        "communication_ci": [-0.001, 0.0006],
+        "ci_scope": "run-to-run (paired t over 3 repeats)",
+    }
+    r["stragglers"] = split.stragglers([[[0.1, 0.1, 0.12], [0.13, 0.13, 0.11]]], "test")
+    with Store(tmp_path / "r.db") as store:
+        sid = store.start_sweep(command="distbench scale", version="0", git_sha=None, env={}, options={}, notes=[])
+        store.add_point(sid, r)
+        store.finish_sweep(sid, "complete")
+        sweep = load_sweep(store, sid)
+    headers, rows = model.split_rows(sweep)
+    assert headers[3:6] == ["compute (ms)", "straggler wait (ms)", "communication (ms)"]
+    assert rows == [
+        [
+            "ddp",
+            "2",
+            "10.00",
+            "6.00 [5.50, 6.50]",
+            "3.00",
+            "-0.20 [-1.00, 0.60]",
+            "rank 1: 67% of steps, 20.00 ms",
+            "run-to-run (paired t over 3 repeats)",
+        ]
+    ]
+    fig = plots.plot_split(sweep, plots._colors(), "t")
+    bars = [p.get_height() for p in fig.axes[0].patches]
+    assert bars == pytest.approx([6.0, 3.0, 0.0])  # compute, wait, communication (below 0: drawn as 0)

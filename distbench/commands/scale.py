@@ -6,6 +6,7 @@ import dataclasses
 
 import click
 
+from distbench import split
 from distbench.commands import options as opt
 from distbench.errors import BadInput
 from distbench.output import DEFAULT_COLUMNS, TABLE_COLUMNS, json_document, parse_columns, print_summary
@@ -58,8 +59,9 @@ QUICK_MAX_TIME_S = 10.0
 
 
 def _budget_s(plan, repeats: int, max_time: float | None = None) -> float | None:
-    """Seconds the plan's runnable points take at most, roughly: each measures up to its --max-time (twice at
-    N > 1 with the no-sync variant), times --repeats, plus POINT_OVERHEAD_S; None with fixed steps only."""
+    """Seconds the plan's runnable points take at most, roughly: each measures up to its --max-time (at N > 1
+    five times with the variants in its processes, A T B T A, twice with a no-sync run of its own), times
+    --repeats, plus POINT_OVERHEAD_S; None with fixed steps only."""
     total = 0.0
     for point in plan.points:
         cfg = point.config
@@ -67,7 +69,8 @@ def _budget_s(plan, repeats: int, max_time: float | None = None) -> float | None
             continue
         if cfg.target_ci <= 0:
             return None
-        measuring = (max_time if max_time is not None else cfg.max_time_s) * (2 if cfg.measure_comm else 1)
+        runs = (len(split.ORDER) if point.strategy.nosync_in_process else 2) if cfg.measure_comm else 1
+        measuring = (max_time if max_time is not None else cfg.max_time_s) * runs
         total += (measuring + POINT_OVERHEAD_S) * repeats
     return total
 
@@ -93,7 +96,7 @@ def duration_line(plan, repeats: int = 1) -> str:
     budget = max(p.config.max_time_s for p in runnable)
     return (
         f"roughly {_about(total)}: {len(runnable)} point(s) x up to {budget:g} s of measuring each "
-        f"(twice at N > 1 for the no-sync variant) + ~{POINT_OVERHEAD_S:.0f} s launch and teardown; "
+        f"(up to 5 times at N > 1 for the variants) + ~{POINT_OVERHEAD_S:.0f} s launch and teardown; "
         f"--max-time {QUICK_MAX_TIME_S:g} for a quicker run (about {_about(quick)}, wider CIs)"
     )
 

@@ -10,6 +10,7 @@ from typing import Callable
 
 from distbench import analysis as an
 from distbench import predict as predict_mod
+from distbench import split as split_mod
 from distbench.analysis import Sweep, num
 from distbench.config import swept_batch
 from distbench.output import cells, fmt_bytes, fmt_ms, fmt_num
@@ -132,8 +133,15 @@ DEFINITIONS = (
     f"{an.CV_NOISY:.0%}."
 )
 COMM_CAPTION = (
-    "Each bar is the median step: compute with no communication running, communication hidden "
-    "behind compute (overlapped), and exposed communication that the step waits for."
+    "Each bar is the step (its window mean, the statistic exposed communication is a difference of): compute "
+    "with no communication running, communication hidden behind compute (overlapped), and exposed "
+    "communication that the step waits for (the wait for the slowest rank included; see the next figure)."
+)
+SPLIT_CAPTION = (
+    "Each bar is the real step (window mean) of a point whose variants ran in its own processes (A T B T A): "
+    "compute = the no-sync variant (B), straggler wait = the tiny-collective variant (T, a few bytes "
+    "all-reduced once per step) - B, communication = the real step (A) - T. Error bars: each term's 95% CI "
+    "(its scope is in the table). A term below 0 within its noise is drawn as 0."
 )
 NO_COMM = (
     "This sweep has no communication measurements (no exposed_comm_s, comm_overhead, allreduce_s or "
@@ -217,12 +225,12 @@ def points_rows(sweep: Sweep) -> tuple[list[str], list[list[str]], list[str]]:
 
 
 def comm_rows(sweep: Sweep) -> Rows:
-    headers = ["strategy", "N", "step median (ms)", "exposed comm (ms)", "comm overhead", "all-reduce (ms)"]
+    headers = ["strategy", "N", "step (window mean, ms)", "exposed comm (ms)", "comm overhead", "all-reduce (ms)"]
     rows = [
         [
             an.series_name(r),
             str(r.get("world_size")),
-            *cells(r, "step_time_median_s"),
+            fmt_ms((an.comm_breakdown(r) or {}).get("step_s", r.get("time_per_step_s"))),
             fmt_ms((an.comm_breakdown(r) or {}).get("exposed_s", r.get("exposed_comm_s"))),
             *cells(r, "comm_overhead", "allreduce_s", "overlap", "grad_bytes", "data_wait_fraction"),
         ]
@@ -230,6 +238,39 @@ def comm_rows(sweep: Sweep) -> Rows:
         if an.has_comm_fields(r)
     ]
     return [*headers, "overlap", "gradient bytes", "data wait"], rows
+
+
+def split_rows(sweep: Sweep) -> Rows:
+    """One row per point with a three-term split: each term in ms with its 95% CI, and the straggler."""
+    headers = ["strategy", "N", "step (ms)", "compute (ms)", "straggler wait (ms)", "communication (ms)"]
+
+    def term(split: dict, key: str) -> str:
+        ci = split.get(f"{key}_ci")
+        text = f"{split[f'{key}_s'] * 1e3:.2f}"
+        return text + (f" [{ci[0] * 1e3:.2f}, {ci[1] * 1e3:.2f}]" if ci else "")
+
+    rows = []
+    for r in sweep.scaling_points:
+        split = r.get("comm_split")
+        if not split:
+            continue
+        worst = split_mod.worst_straggler(r)
+        straggler = (
+            f"rank {worst['rank']}: {worst['slowest_share']:.0%} of steps, {worst['others_wait_s'] * 1e3:.2f} ms"
+            if worst
+            else "-"
+        )
+        rows.append(
+            [
+                an.series_name(r),
+                str(r.get("world_size")),
+                f"{split['step_s'] * 1e3:.2f}",
+                *(term(split, k) for k in ("compute", "wait", "communication")),
+                straggler,
+                split.get("ci_scope") or "-",
+            ]
+        )
+    return [*headers, "slowest rank most often (others' wait per step)", "CI covers"], rows
 
 
 def busbw_pairs(record: dict) -> list[tuple[float, float]]:
@@ -452,6 +493,8 @@ def scaling_section(c: Inputs) -> Section:
 
 def communication_section(c: Inputs) -> Section:
     blocks = [*c.figures("comm"), Table(*comm_rows(c.sweep))] if "comm" in c.plots else [Text(NO_COMM)]
+    if "split" in c.plots:
+        blocks += [Heading("Compute, straggler wait, communication"), *c.figures("split"), Table(*split_rows(c.sweep))]
     if "busbw" in c.plots:
         blocks += [Heading("Collective bandwidth"), *c.figures("busbw"), Table(*busbw_rows(c.sweep))]
     return Section("communication", "Communication", blocks)

@@ -11,7 +11,16 @@ from typing import Callable, Sequence
 from distbench import analysis as an
 from distbench.analysis import Sweep, num
 from distbench.output import fmt_bytes
-from distbench.report.model import Plot, batch_of, batch_series, batch_values, busbw_pairs, COMM_CAPTION, telemetry_rows
+from distbench.report.model import (
+    Plot,
+    batch_of,
+    batch_series,
+    batch_values,
+    busbw_pairs,
+    COMM_CAPTION,
+    SPLIT_CAPTION,
+    telemetry_rows,
+)
 
 
 def _mpl(text) -> str:
@@ -160,10 +169,46 @@ def plot_comm(sweep: Sweep, colors, title: str):
                 textcoords="offset points",
             )
     ax.set_xticks(xs, [_mpl(f"{an.series_name(r)}\nN={r.get('world_size')}") for r, _ in rows], fontsize="small")
-    ax.set_ylabel("median step time (ms)")
+    ax.set_ylabel("step time, window mean (ms)")
     ax.set_title(title)
     ax.legend(fontsize="x-small", loc="upper left")
     ax.set_ylim(top=max(b["step_s"] for _, b in rows) * 1e3 * 1.35)
+    return fig
+
+
+SPLIT_TERMS = (
+    ("compute", "#c7c7c7", "compute (the no-sync variant)"),
+    ("wait", "#ff7f0e", "straggler wait (tiny - no-sync)"),
+    ("communication", "#d62728", "communication (sync - tiny)"),
+)
+
+
+def plot_split(sweep: Sweep, colors, title: str):
+    """A stacked bar per point with a three-term split (distbench.split); each term's 95% CI as an error bar
+    at the top of its segment. A negative term (within its noise) is drawn as 0; the table keeps its value."""
+    rows = [r for r in sweep.scaling_points if r.get("comm_split")]
+    if not rows:
+        return None
+    rows.sort(key=lambda r: (str(r.get("strategy")), int(r.get("world_size") or 0)))
+    fig, ax = _figure(max(5.0, 1.0 + 0.9 * len(rows)), 4.2)
+    xs = list(range(len(rows)))
+    bottom = [0.0] * len(rows)
+    for key, color, label in SPLIT_TERMS:
+        values = [max(0.0, r["comm_split"][f"{key}_s"]) * 1e3 for r in rows]
+        ax.bar(xs, values, bottom=bottom, color=color, label=label)
+        top = [b + v for b, v in zip(bottom, values)]
+        for x, r, t in zip(xs, rows, top):
+            ci = r["comm_split"].get(f"{key}_ci")
+            if ci:
+                v = r["comm_split"][f"{key}_s"] * 1e3
+                err = [[max(0.0, v - ci[0] * 1e3)], [max(0.0, ci[1] * 1e3 - v)]]
+                ax.errorbar([x], [t], yerr=err, fmt="none", ecolor="black", elinewidth=0.8, capsize=2)
+        bottom = top
+    ax.set_xticks(xs, [_mpl(f"{an.series_name(r)}\nN={r.get('world_size')}") for r in rows], fontsize="small")
+    ax.set_ylabel("step time, window mean (ms)")
+    ax.set_title(title)
+    ax.legend(fontsize="x-small", loc="upper left")
+    ax.set_ylim(bottom=0, top=max(max(bottom), max(r["comm_split"]["step_s"] * 1e3 for r in rows)) * 1.35)
     return fig
 
 
@@ -312,6 +357,13 @@ PLOTS: list[PlotSpec] = [  # drawn in this order, so a strategy's colour is set 
         plot_comm,
         "communication",
         COMM_CAPTION,
+    ),
+    PlotSpec(
+        "split",
+        "Where the step time goes: compute, straggler wait, communication",
+        plot_split,
+        "communication",
+        SPLIT_CAPTION,
     ),
     PlotSpec(
         "busbw",
