@@ -192,6 +192,19 @@ GEMM_SIZE = 1024
 GEMM_SECONDS = 0.3
 
 
+def physical_cores(logical: int, machine_logical: int | None = None, machine_physical: int | None = None) -> int:
+    """Physical cores among `logical` usable CPUs (the affinity mask's): with SMT two logical CPUs share one
+    core's execution units, so perfect scaling is counted on cores, not hyperthreads. psutil's machine-wide
+    counts scale the mask (cores are assumed evenly threaded); an unknown count keeps `logical`."""
+    if machine_logical is None or machine_physical is None:
+        import psutil
+
+        machine_logical, machine_physical = psutil.cpu_count(logical=True), psutil.cpu_count(logical=False)
+    if not machine_logical or not machine_physical:
+        return max(1, logical)
+    return max(1, round(logical * machine_physical / machine_logical))
+
+
 def gemm_size(threads: int) -> int:
     """The GEMM's side: GEMM_SIZE up to 4 threads, then grown so each thread keeps at least a 512 x 512
     share of the output (a 1024 GEMM split over many threads runs below their peak, overstating MFU)."""

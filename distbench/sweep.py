@@ -65,14 +65,15 @@ def derive(record: dict, baselines: dict) -> dict:
         threads = (record.get("config") or {}).get("threads_per_worker")
         ref = baselines.get((record["framework"], threads))
         if ref and ref.get("status") == "ok":
-            # Workers beyond the cores cannot run at once: perfect scaling on C cores at t threads per
-            # worker is min(N, C // t) times the t-thread baseline, not N times.
-            parallel = min(record["world_size"], max(1, cpu_cores() // max(1, threads or 1)))
+            # Workers beyond the cores cannot run at once: perfect scaling on C physical cores (not SMT
+            # siblings) at t threads per worker is min(N, C // t) times the t-thread baseline, not N times.
+            cores = peaks.physical_cores(cpu_cores())
+            parallel = min(record["world_size"], max(1, cores // max(1, threads or 1)))
             record["efficiency_per_core"] = stats.efficiency(
                 stats.speedup(record["throughput"], ref["throughput"]), parallel
             )
             record["per_core_baseline"] = f"{ref['strategy']} on {threads} thread(s)" + (
-                f"; {parallel} of the {record['world_size']} workers can run at once on {cpu_cores()} cores"
+                f"; {parallel} of the {record['world_size']} workers can run at once on {cores} physical cores"
                 if parallel < record["world_size"]
                 else ""
             )

@@ -195,18 +195,38 @@ def test_real_tf_runtime_keeps_the_cap():
     assert proc.stdout.split()[-2:] == ["1", "1"]
 
 
+def test_per_core_efficiency_counts_physical_cores_not_smt_siblings(monkeypatch):
+    """Issue 20 item 5: 4 logical CPUs that are 2 cores with 2 hyperthreads each: 2 one-thread workers run
+    at once, not 4."""
+    from distbench import peaks
+    from distbench import sweep as sweep_mod
+
+    assert peaks.physical_cores(4, machine_logical=8, machine_physical=4) == 2
+    assert peaks.physical_cores(3, machine_logical=None, machine_physical=None) >= 1
+    assert peaks.physical_cores(4, machine_logical=4, machine_physical=None) == 4  # unknown: the logical count
+    monkeypatch.setattr(sweep_mod, "cpu_cores", lambda: 4)
+    monkeypatch.setattr(sweep_mod.peaks, "physical_cores", lambda logical: logical // 2)
+    baselines: dict = {}
+    for base in (_record("torch", "torch", 1, 2, 100), _record("torch", "torch", 1, 1, 60, baseline_threads=1)):
+        add_baseline(baselines, base)
+    ddp4 = derive(_record("ddp", "torch", 4, 1, 120), baselines)
+    assert ddp4["efficiency_per_core"] == pytest.approx(1.0)
+    assert "2 of the 4 workers can run at once on 2 physical cores" in ddp4["per_core_baseline"]
+
+
 def test_per_core_efficiency_counts_only_the_workers_that_can_run_at_once(monkeypatch):
     """4 one-thread workers on 2 cores: perfect scaling is 2x the one-thread baseline, so a point at
     exactly 2x reads 100% per core (dividing by N would read 50% for perfect data parallelism)."""
     from distbench import sweep as sweep_mod
 
     monkeypatch.setattr(sweep_mod, "cpu_cores", lambda: 2)
+    monkeypatch.setattr(sweep_mod.peaks, "physical_cores", lambda logical: logical)  # no SMT
     baselines: dict = {}
     for base in (_record("torch", "torch", 1, 2, 100), _record("torch", "torch", 1, 1, 60, baseline_threads=1)):
         add_baseline(baselines, base)
     ddp4 = derive(_record("ddp", "torch", 4, 1, 120), baselines)
     assert ddp4["efficiency_per_core"] == pytest.approx(1.0)
     assert ddp4["efficiency"] == pytest.approx(120 / (4 * 100))
-    assert "2 of the 4 workers can run at once on 2 cores" in ddp4["per_core_baseline"]
+    assert "2 of the 4 workers can run at once on 2 physical cores" in ddp4["per_core_baseline"]
     ddp2 = derive(_record("ddp", "torch", 2, 1, 110), baselines)
     assert ddp2["per_core_baseline"] == "torch on 1 thread(s)"
