@@ -197,7 +197,11 @@ if [ "${1:-}" = --dry-run ]; then
             "the TF op's CUDA stream from Stream::platform_specific_handle() (the sdist patched)"
     fi
     cmake_plan >/dev/null
-    log "checks after the build: import horovod.tensorflow alone, then horovod.torch alone, each in a fresh interpreter"
+    if [ "$WITH_TF" = 1 ]; then
+        log "checks after the build: import horovod.tensorflow alone, then horovod.torch alone, each in a fresh interpreter"
+    else
+        log "checks after the build: import horovod.torch in a fresh interpreter"
+    fi
     log "distbench: editable, with the extras [$EXTRAS] of setup.cfg"
     log "wrappers: the extra [wrappers] of setup.cfg, optional (if it fails to install: a warning, and those points are skipped);" \
         "deepspeed in a pip call of its own${DS_ENV:+ with ${DS_ENV[*]} at build time (torch sees CUDA, no CUDA toolkit found)}"

@@ -430,3 +430,12 @@ def test_the_nccl_pins_decide_whether_one_environment_serves_both():
         status == pins.UNKNOWN
         and lines[0] == "torch==2.13.0+cu128: not checked (x could not be reached); its NCCL pin is unknown"
     )
+
+
+def test_tf_spec_none_plans_torch_alone(tmp_path):
+    _gpu_node(tmp_path)
+    done = dry_run(tmp_path, TF_SPEC="none", DISTBENCH_INDEX_CHECK="1")  # no index asked: nothing to compare
+    assert done.returncode == 0, done.stderr
+    assert "[install] one environment: TF_SPEC=none, torch alone (the TF strategies are skipped here)\n" in done.stderr
+    assert "[install] Horovod: 0.28.1 from the sdist with Gloo, without TensorFlow\n" in done.stderr
+    assert "[install] checks after the build: import horovod.torch in a fresh interpreter\n" in done.stderr
