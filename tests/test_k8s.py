@@ -119,7 +119,7 @@ def validate(obj: dict) -> None:
         kubernetes_validate.validate(obj, K8S_VERSION, strict=True)
 
 
-pytestmark = require("kubernetes_validate")
+needs_validator = require("kubernetes_validate")
 
 
 def _cli(capsys, args):
@@ -141,6 +141,7 @@ def generate(capsys, tmp_path, *args) -> list[dict]:
 
 
 # -- the validator itself catches what the apiserver would refuse ------------------------------------
+@needs_validator
 def test_the_validator_refuses_unknown_fields_wrong_types_bad_names_and_a_bad_pvc():
     good = {
         "apiVersion": "trainer.kubeflow.org/v1alpha1",
@@ -175,6 +176,7 @@ def test_the_validator_refuses_unknown_fields_wrong_types_bad_names_and_a_bad_pv
 SWEEP = ["--gpus", "1,2,4", "--nodes", "1,2", "--strategy", "ddp,fsdp,horovod-torch,mirrored", "--device", "cpu"]
 
 
+@needs_validator
 @pytest.mark.parametrize("api", ["trainer", "v1"])
 def test_cpu_sweep_manifests_validate(capsys, tmp_path, api):
     objects = generate(capsys, tmp_path, *SWEEP, "--api", api, "--pvc-size", "20Gi", "--storage-class", "nfs-rwx")
@@ -193,6 +195,7 @@ def test_cpu_sweep_manifests_validate(capsys, tmp_path, api):
         assert sum(o["kind"] == "MPIJob" for o in jobs) == 2
 
 
+@needs_validator
 def test_gpu_sweep_asks_for_gpus_cpus_and_memory_per_node(capsys, tmp_path):
     objects = generate(
         capsys, tmp_path, "--gpus", "8,16", "--nodes", "1,2", "--gpus-per-node", "8", "--strategy", "ddp",
@@ -217,6 +220,7 @@ def test_gpu_sweep_asks_for_gpus_cpus_and_memory_per_node(capsys, tmp_path):
     assert {"name": "results", "persistentVolumeClaim": {"claimName": "distbench-results"}} in pod["spec"]["volumes"]
 
 
+@needs_validator
 def test_v1_pytorchjob_has_a_master_and_workers(capsys, tmp_path):
     objects = generate(capsys, tmp_path, "--gpus", "8", "--nodes", "4", "--strategy", "ddp", "--api", "v1")
     job = next(o for o in objects if o["metadata"]["name"] == "distbench-ddp-g8-n4")
@@ -233,6 +237,9 @@ def _points(api: str, nodes: str = "1,2"):
     opts = SweepOptions(gpus="1,4", strategies=("ddp", "horovod-torch", "mirrored"), device="cpu", add_baselines=True)
     plan = plan_sweep(opts, [int(n) for n in nodes.split(",")])
     _, points, _ = sweep_objects(plan, K8sSettings(api=api))
+    for po in points:
+        for obj in po.objects:
+            validate(obj)
     return points
 
 
@@ -244,6 +251,7 @@ def _containers(obj: dict):
     return [obj["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0]]
 
 
+@needs_validator
 @pytest.mark.parametrize("api", ["trainer", "v1"])
 def test_launch_commands_are_the_builders_commands(api):
     points = _points(api)
@@ -283,6 +291,7 @@ def test_launch_commands_are_the_builders_commands(api):
     }
 
 
+@needs_validator
 def test_node_rank_and_rendezvous_come_from_the_operators_environment():
     po = next(p for p in _points("trainer") if p.point.key == "ddp-g4-n2")
     command = po.job["spec"]["trainer"]["command"]
@@ -297,6 +306,7 @@ def test_a_dollar_in_a_value_is_literal_for_kubernetes():
     assert k8s_arg(EnvRef("$(PET_NODE_RANK)")) == "$(PET_NODE_RANK)"
 
 
+@needs_validator
 def test_the_config_in_the_command_is_the_points():
     for po in _points("v1"):
         command = _containers(po.job)[0]["command"]
@@ -499,6 +509,7 @@ def test_dockerfile_passes_hadolint():
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
+@needs_validator
 def test_point_files_sort_in_sweep_order_past_99_points():
     from distbench.k8s.render import point_file
 
