@@ -251,3 +251,14 @@ def test_a_short_sweep_is_estimated_in_seconds():
     assert duration_line(one).startswith(
         "1 point(s), each 2 measured steps after 3 warmup plus ~16 s launch and teardown: at least 16 s,"
     )
+
+
+def test_bad_columns_on_the_command_line_exit_2_with_one_line(capsys, tmp_path):
+    from distbench.cli import main
+    from distbench.output import TABLE_COLUMNS
+
+    assert main(["run", "--strategy", "torch", "--columns", "strategy,bogus", "--results", str(tmp_path / "r.db")]) == 2
+    assert (
+        capsys.readouterr().err == f"Error: --columns: unknown column(s) 'bogus'; valid: {', '.join(TABLE_COLUMNS)}\n"
+    )
+    assert not (tmp_path / "r.db").exists()  # refused before anything ran or was stored
