@@ -24,6 +24,7 @@ from keras import layers, ops
 from distbench.models.specs import (
     BERT_BASE,
     LSTM_LM,
+    MLP_HIDDEN,
     MOBILENET_V2_SETTING,
     UNET,
     VGG16_CFG,
@@ -391,6 +392,14 @@ def _linear(*, num_classes: int, channels: int, image_size: int, **_) -> keras.M
     return keras.Model(inp, out, name="linear")
 
 
+def _mlp(*, num_classes: int, channels: int, image_size: int, **_) -> keras.Model:
+    """Flatten, one hidden ReLU layer, the classifier (spec 'mlp'); Dense's defaults: Glorot-uniform weights,
+    zero biases (torch_models._mlp sets the same)."""
+    inp = keras.Input(shape=(image_size, image_size, channels), name="image")
+    x = layers.Dense(MLP_HIDDEN, activation="relu", name="hidden")(layers.Flatten()(inp))
+    return keras.Model(inp, layers.Dense(num_classes, name="fc")(x), name="mlp")
+
+
 def _lstm(*, seq_len: int, **_) -> keras.Model:
     c = LSTM_LM
     ids = keras.Input(shape=(seq_len,), dtype="int32", name="tokens")
@@ -411,6 +420,7 @@ MODELS.update(
         "bert_base": _bert_base,
         "lstm": _lstm,
         "linear": _linear,
+        "mlp": _mlp,
     }
 )
 

@@ -57,6 +57,9 @@ class ModelSpec:
     """Token models: the ids are in [0, vocab_size)."""
 
 
+MLP_HIDDEN = 128
+"""Hidden units of the 'mlp' model (distbench converge's default)."""
+
 # ---- architecture tables shared by torch_models and keras_models (one source, both frameworks) ----
 
 VGG16_CFG = (64, 64, "M", 128, 128, "M", 256, 256, 256, "M", 512, 512, 512, "M", 512, 512, 512, "M")
@@ -243,6 +246,21 @@ MODEL_SPECS: dict[str, ModelSpec] = {
         # the classifier adds 768*2 + 2.
         reference_params=109_483_778,
         reference="HF bert-base-uncased 109,482,240 + 1,538 head (about 110M)",
+    ),
+    "mlp": ModelSpec(
+        name="mlp",
+        description=(
+            "one hidden layer of 128 ReLU units on 8x8 grayscale digits (scikit-learn's bundled digits, "
+            "distbench converge); Glorot-uniform weights and zero biases in both frameworks"
+        ),
+        kind="image",
+        loss="cross_entropy",
+        channels=1,
+        num_classes=10,
+        default_image_size=8,
+        min_image_size=1,
+        reference_params=MLP_HIDDEN * (8 * 8 + 1) + 10 * (MLP_HIDDEN + 1),
+        reference="computed (64 -> 128 -> 10, weights + biases)",
     ),
     "linear": ModelSpec(
         name="linear",

@@ -17,6 +17,7 @@ from torch import nn
 from distbench.models.specs import (
     BERT_BASE,
     LSTM_LM,
+    MLP_HIDDEN,
     MOBILENET_V2_SETTING,
     UNET,
     VGG16_CFG,
@@ -514,6 +515,20 @@ def _linear(*, num_classes: int, channels: int, **_) -> nn.Module:
     return nn.Sequential(nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(channels, num_classes))
 
 
+def _mlp(*, num_classes: int, channels: int, image_size: int | None, **_) -> nn.Module:
+    """Flatten, one hidden ReLU layer, the classifier (spec 'mlp'); Glorot-uniform weights and zero biases,
+    Keras' Dense defaults, so both frameworks start from the same init scheme."""
+    side = image_size or 8
+    model = nn.Sequential(
+        nn.Flatten(), nn.Linear(channels * side * side, MLP_HIDDEN), nn.ReLU(), nn.Linear(MLP_HIDDEN, num_classes)
+    )
+    for m in model:
+        if isinstance(m, nn.Linear):
+            nn.init.xavier_uniform_(m.weight)
+            nn.init.zeros_(m.bias)
+    return model
+
+
 MODELS = {name: _resnet(name) for name in _RESNET_LAYOUTS}
 MODELS.update(
     {
@@ -524,6 +539,7 @@ MODELS.update(
         "bert_base": _bert_base,
         "lstm": _lstm,
         "linear": _linear,
+        "mlp": _mlp,
     }
 )
 
