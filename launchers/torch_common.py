@@ -59,6 +59,10 @@ class Distribution:
         (Strategy.nosync_in_process) implement it and count it in tiny_calls."""
         raise NotImplementedError(f"{self.name}: no tiny-collective variant")
 
+    optimizer_after_wrap = False
+    """wrap() builds the optimizer itself, over the parameters it put in place (sharding): run() builds none
+    before it, so no optimizer keeps the unsharded parameters alive (peak memory)."""
+
     wrapper_precision = False
     """The wrapper autocasts and scales the loss itself (Accelerator, Fabric): make_step then does neither."""
 
@@ -454,7 +458,7 @@ def run(cfg: PointConfig, out_path: str, dist: Distribution) -> None:
         math_mode = configure_threads(cfg)
         device = device_for(cfg, dist.local_rank)
         model = build_model(cfg, device, common.verify_seed(cfg, dist.rank))
-        optimizer = make_optimizer(cfg, model)
+        optimizer = None if dist.optimizer_after_wrap else make_optimizer(cfg, model)
         extra: dict = {
             "data_cache": datasets.page_cache_status(cfg.data_dir)  # before anything reads it
             if cfg.data == "disk" and dist.rank == 0

@@ -20,12 +20,15 @@ RESHARD_AFTER_FORWARD = True
 def make_distribution():
     import torch.distributed as dist
 
+    from distbench.launchers import torch_common as tc
     from distbench.launchers import torch_ddp
 
     class FSDPDistribution(type(torch_ddp.make_distribution())):
         name = "fsdp"
         nosync_variant = None
         units: list[str] = []
+        optimizer_over: list[str] = []
+        optimizer_after_wrap = True
 
         def wrap(self, cfg, model, optimizer, device):
             from torch.distributed.device_mesh import init_device_mesh
@@ -38,8 +41,11 @@ def make_distribution():
             for name in self.units:  # bottom-up: FSDP2 shards children before their parents
                 fully_shard(model.get_submodule(name), mesh=mesh, reshard_after_forward=RESHARD_AFTER_FORWARD)
             fully_shard(model, mesh=mesh, reshard_after_forward=RESHARD_AFTER_FORWARD)
-            # The optimizer over the sharded (DTensor) parameters fully_shard put in place.
-            return model, type(optimizer)(model.parameters(), **optimizer.defaults)
+            # The optimizer built only now, over the sharded (DTensor) parameters fully_shard put in place: none
+            # holds the unsharded parameters, so peak memory and `distbench fit` are FSDP's own.
+            optimizer = tc.make_optimizer(cfg, model)
+            self.optimizer_over = sorted({type(p).__name__ for g in optimizer.param_groups for p in g["params"]})
+            return model, optimizer
 
         def full_parameters(self, model):
             return [p.detach().full_tensor().double() for p in model.parameters()]
@@ -53,6 +59,7 @@ def make_distribution():
                     "api": "FSDP2 fully_shard",
                     "reshard_after_forward": RESHARD_AFTER_FORWARD,
                     "units": self.units,
+                    "optimizer_built": "after sharding, over parameters of type " + "/".join(self.optimizer_over),
                     "root": "every parameter outside the units (FSDP2 keeps the root unsharded after forward)",
                 }
             }

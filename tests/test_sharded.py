@@ -84,6 +84,8 @@ def test_each_sharded_strategy_runs_and_records_peak_memory(strategy, n, tmp_pat
             "layer4.0",
             "layer4.1",
         ]  # resnet18's basic blocks
+        # issue 20: no optimizer over the unsharded parameters (it would hold them in memory)
+        assert record["fsdp"]["optimizer_built"] == "after sharding, over parameters of type DTensor"
     else:
         ds = record["deepspeed"]
         assert ds["zero_stage"] == int(strategy[-1]) and ds["backend"] == "gloo" and ds["accelerator"] == "cpu"
