@@ -236,6 +236,7 @@ def series_name(record: dict) -> str:
         str(record.get("strategy"))
         + (f" ({nodes} nodes)" if nodes > 1 else "")
         + (f" ({threads} thread{'s' if threads != 1 else ''}, per-core reference)" if threads else "")
+        + (" (fp16 weights and communication)" if record.get("precision_note") else "")  # deepspeed amp
     )
 
 
@@ -269,6 +270,8 @@ def steps_throughput_ci(step_times_s: Sequence[float], throughput: float) -> tup
     stats.step_time_ci), for records that carry no CI of their own."""
     times = list(step_times_s)
     ci = stats.step_time_ci(times) if times and min(times) > 0 else None
+    if ci is None and len(times) >= stats.MIN_CI_STEPS:
+        raise ValueError("no within-run CI: the batch means stay autocorrelated")
     if ci is None:
         raise ValueError(f"too few steps ({len(times)} < {stats.MIN_CI_STEPS})")
     lo, hi = stats.rate_ci(throughput, ci["rel_half_width"])
@@ -277,16 +280,38 @@ def steps_throughput_ci(step_times_s: Sequence[float], throughput: float) -> tup
     return lo, hi
 
 
-def log_se(ci: tuple[float, float]) -> float:
-    """Standard error on the log scale of a value with this 95% CI."""
-    return (math.log(ci[1]) - math.log(ci[0])) / (2 * Z95)
+def log_se(ci: tuple[float, float], df: float | None = None) -> float:
+    """Standard error on the log scale of a value with this 95% CI: a t-interval with `df` degrees of
+    freedom (a normal one when df is None)."""
+    crit = stats.t_crit(max(1, math.floor(df + 1e-9))) if df else Z95
+    return (math.log(ci[1]) - math.log(ci[0])) / (2 * crit)
 
 
-def ratio_ci_from_cis(a: float, ci_a: tuple[float, float], b: float, ci_b: tuple[float, float]) -> tuple[float, float]:
-    """CI of b/a from each side's 95% CI, combined on the log scale (delta method, independent sides)."""
-    se = math.hypot(log_se(ci_a), log_se(ci_b))
+def ci_df(record: dict) -> int | None:
+    """Degrees of freedom of the record's own throughput CI: R - 1 for a t-interval over R repeats, else None
+    (a within-run CI's df is not stored; it is taken as normal)."""
+    reps = [r for r in record.get("repeats") or [] if r.get("status", "ok") == "ok"]
+    return len(reps) - 1 if len(reps) >= 2 and str(record.get("ci_scope") or "").startswith("run-to-run") else None
+
+
+def ratio_ci_from_cis(
+    a: float,
+    ci_a: tuple[float, float],
+    b: float,
+    ci_b: tuple[float, float],
+    df_a: float | None = None,
+    df_b: float | None = None,
+) -> tuple[float, float]:
+    """CI of b/a from each side's 95% CI, combined on the log scale (delta method, independent sides); a
+    side's CI with df degrees of freedom is a t-interval, and the two combine with Welch-Satterthwaite df."""
+    se_a, se_b = log_se(ci_a, df_a), log_se(ci_b, df_b)
+    se = math.hypot(se_a, se_b)
     r = math.log(b / a)
-    return math.exp(r - Z95 * se), math.exp(r + Z95 * se)
+    if se == 0 or not (df_a or df_b):
+        return math.exp(r - Z95 * se), math.exp(r + Z95 * se)
+    df = se**4 / sum(s**4 / d for s, d in ((se_a, df_a), (se_b, df_b)) if d and s > 0)
+    crit = stats.t_crit(max(1, math.floor(df + 1e-9)))
+    return math.exp(r - crit * se), math.exp(r + crit * se)
 
 
 def throughput_ratio_ci(
@@ -300,12 +325,13 @@ def throughput_ratio_ci(
         return None, "no throughput"
     ci_a, ci_b = throughput_ci(a), throughput_ci(b)
     how = "records" if ci_a and ci_b else "mixed" if ci_a or ci_b else "batch means"
+    df_a, df_b = ci_df(a) if ci_a else None, ci_df(b) if ci_b else None
     try:
         ci_a = ci_a or steps_throughput_ci(sweep_a.step_times(a), thr_a)
         ci_b = ci_b or steps_throughput_ci(sweep_b.step_times(b), thr_b)
     except ValueError as exc:
         return None, str(exc)
-    return ratio_ci_from_cis(thr_a, ci_a, thr_b, ci_b), how
+    return ratio_ci_from_cis(thr_a, ci_a, thr_b, ci_b, df_a, df_b), how
 
 
 # -- findings for the summary
@@ -466,6 +492,10 @@ def summarize(sweep: Sweep) -> Summary:
             "should (e.g. other load on the machine), not that the strategy is that good. "
             "Re-measure before relying on it."
         )
+    unlike = [r for r in sweep.scaling_points if r.get("precision_note")]
+    if unlike:
+        names = ", ".join(point_name(r) for r in unlike)
+        summary.notes.append(f"{names}: {unlike[0]['precision_note']}; compare their numbers with that in mind.")
     if sweep.problem_points:
         summary.notes.append(
             f"{len(sweep.problem_points)} point(s) did not produce a measurement (listed with their reasons below)."

@@ -71,6 +71,7 @@ class Record(TypedDict, total=False):
     gpu_name: str | None
     math_mode: dict  # TF32, cuDNN autotune, memory layout
     probe: dict  # evidence from inside the step (e.g. which autocast dtype ran)
+    precision_note: str  # where --precision means something else than for ddp (deepspeed-zero* amp: fp16 mode)
     data_cache: dict | None  # --data disk: whether it was in the page cache before reading
     data_wait_fraction: float | None  # None: not measured (never 0 by default)
     data_wait_median_s: float | None

@@ -19,6 +19,12 @@ FRAMEWORK = "torch"
 STAGES = {"deepspeed-zero1": 1, "deepspeed-zero2": 2, "deepspeed-zero3": 3}
 
 
+AMP_NOTE = (
+    "--precision amp here is DeepSpeed's fp16 mode: fp16 weights and fp16 gradient communication (half of "
+    "ddp's and fsdp's bytes, whose amp is torch autocast over fp32 weights): not like-for-like with them"
+)
+
+
 def ds_config(cfg, stage: int) -> dict:
     out = {
         "train_micro_batch_size_per_gpu": cfg.per_device_batch,
@@ -81,14 +87,16 @@ def make_distribution(stage: int):
         def record_fields(self):
             import deepspeed
 
+            note = {"precision_note": AMP_NOTE} if self.config.get("fp16", {}).get("enabled") else {}
             return {
+                **note,
                 "deepspeed": {
                     "version": deepspeed.__version__,
                     "zero_stage": stage,
                     "config": self.config,
                     "accelerator": deepspeed.get_accelerator().device_name(),
                     "backend": dist.get_backend(),
-                }
+                },
             }
 
     return ZeroDistribution()

@@ -213,3 +213,17 @@ def test_report_has_a_stacked_bar_and_a_table_row_per_split_point(tmp_path):
     fig = plots.plot_split(sweep, plots._colors(), "t")
     bars = [p.get_height() for p in fig.axes[0].patches]
     assert bars == pytest.approx([6.0, 3.0, 0.0])  # compute, wait, communication (below 0: drawn as 0)
+
+
+def test_deepspeed_amp_points_say_they_are_not_like_for_like():
+    """Issue 20 item 5: deepspeed-zero* under --precision amp is DeepSpeed's fp16 mode (half the gradient
+    bytes): every label of such a point says so, and the summary says why."""
+    from distbench import analysis as an
+    from distbench.launchers.deepspeed_zero import AMP_NOTE, ds_config
+
+    cfg = PointConfig(strategy="deepspeed-zero2", model="resnet18", device="cuda", per_device_batch=2, world_size=2)
+    assert "fp16" not in ds_config(cfg, 2)
+    assert ds_config(PointConfig(**{**cfg.to_dict(), "precision": "amp"}), 2)["fp16"]["enabled"] is True
+    rec = {"strategy": "deepspeed-zero2", "world_size": 2, "precision_note": AMP_NOTE}
+    assert an.point_name(rec) == "deepspeed-zero2 (fp16 weights and communication) N=2"
+    assert "not like-for-like" in AMP_NOTE
