@@ -133,6 +133,7 @@ def generate(capsys, tmp_path, *args) -> list[dict]:
     out = tmp_path / "k8s"
     code, stdout, err = _cli(capsys, ["k8s", "--out", str(out), *args])
     assert code == 0, err
+    assert ("note: no --image: the pods would pull the placeholder" in err) == ("--image" not in args)
     objects = [doc for f in sorted(out.glob("*.yaml")) for doc in yaml.safe_load_all(f.read_text())]
     assert objects
     for obj in objects:

@@ -79,6 +79,10 @@ def k8s(gpus_text, nodes_text, gpus_per_node, device, out, strategies=(), **kw):
     plan = plan_sweep(opts, parse_gpus(nodes_text, "--nodes", "node"), gpus_per_node)
     shared, points, notes = sweep_objects(plan, settings)
     files = write_manifests(Path(out), shared, points, settings)
+    if settings.image == DEFAULT_IMAGE:
+        notes.append(
+            f"no --image: the pods would pull the placeholder {DEFAULT_IMAGE}; build docker/Dockerfile, push it, pass --image"
+        )
     for note in [*plan.notes, *notes]:
         click.echo(f"note: {note}", err=True)
     click.echo(f"wrote {len(files)} file(s) in {out}: {len(points)} points of {opts.model}, one job each")
