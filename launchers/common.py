@@ -38,15 +38,33 @@ def parse_args(argv: list[str] | None = None) -> tuple[PointConfig, str]:
     return cfg, args.out
 
 
+def event_step_times(start: Any, events: list) -> list[float]:
+    """Seconds from each step-end event to the next (the first from `start`): CUDA events' elapsed_time
+    is in milliseconds, measured on the device between the two records."""
+    out, prev = [], start
+    for event in events:
+        out.append(prev.elapsed_time(event) / 1e3)
+        prev = event
+    return out
+
+
 def measure(
-    step: Callable[[], Any], sync: Callable[[Any], None], cfg: PointConfig, gather: Gather = single_gather
+    step: Callable[[], Any],
+    sync: Callable[[Any], None],
+    cfg: PointConfig,
+    gather: Gather = single_gather,
+    new_event: Callable[[], Any] | None = None,
 ) -> tuple[list[float], Any, dict]:
     """Warmup, a barrier, then measured steps; returns (this rank's per-step seconds, last output,
     how measuring stopped, with this rank's timed segments).
 
     The device is synchronized before each clock read, so a step's time covers all its work; step
     times are back to back (each from the end of the previous step), so a segment's steps add up to
-    its wall time. Warmup steps (graph tracing, compilation, allocator growth) run but are not
+    its wall time. With `new_event` (torch on CUDA: torch.cuda.Event(enable_timing=True)) the host does not
+    wait for the device every step, which would remove the CPU/GPU pipelining real training has: an event
+    is recorded after each step, the host synchronizes only at the segment's end, and the step times are
+    the device time between consecutive events (event_step_times); the segment's wall time stays the
+    host's, from its start (the device idle: synchronized) to the synchronize at its end. Warmup steps (graph tracing, compilation, allocator growth) run but are not
     recorded. Every rank leaves a barrier (the strategy's own collective, `gather`) together before
     the first measured step; a segment runs from there, or from a stopping check (also a collective),
     to the end of the rank's last step before the next check (window_throughput).
@@ -71,6 +89,16 @@ def measure(
     window_start = time.time()  # wall clock, so the parent's telemetry can pick the measured window
     while True:
         t0 = seg_start = time.perf_counter()
+        if new_event is not None:
+            events, start = [], new_event()
+            start.record()
+            while len(times) + len(events) < goal:
+                out = step()
+                events.append(new_event())
+                events[-1].record()
+            sync(out)  # the segment's end: the host waits for the device once
+            t0 = time.perf_counter()
+            times.extend(event_step_times(start, events))
         while len(times) < goal:
             out = step()
             sync(out)
@@ -175,12 +203,16 @@ def measured_run(
     gather: Gather,
     waits: list[float],
     allreduce: Callable[[], list[float] | None] | None = None,
+    new_event: Callable[[], Any] | None = None,
 ) -> tuple[list[float], float, dict]:
     """The measured loop plus everything recorded with it, the same for every strategy: data wait,
     every rank's step times combined (for the step-time distribution), the measured window (for
     throughput: stats.window_throughput), how measuring stopped, and (synchronized points at N > 1
     that measure communication) the standalone all-reduce time. Returns (times, last loss, fields)."""
-    times, loss, stopping = measure(step, sync, cfg, gather)
+    times, loss, stopping = measure(step, sync, cfg, gather, new_event)
+    stopping["clock"] = (
+        "CUDA events per step, host synchronized at segment ends" if new_event else "host clock, device synchronized"
+    )
     fields = data_wait_fields(waits, times, cfg)
     gathered = gather([times, stopping["segments_s"]])
     per_rank = [g[0] for g in gathered]

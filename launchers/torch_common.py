@@ -188,6 +188,17 @@ def make_sync(device):
     return sync
 
 
+def make_event_clock(device, dist: "Distribution"):
+    """torch on CUDA: a factory of timing events (common.measure's event path), so the host is not made to
+    wait for the device every step; None on CPU workers (the host clock, as before) and for wrappers that
+    own their loop (their step boundary is a host-side hook: wrapper_loop)."""
+    import torch
+
+    if device.type != "cuda" or type(dist).drive is not Distribution.drive:
+        return None
+    return lambda: torch.cuda.Event(enable_timing=True)
+
+
 def build_model(cfg: PointConfig, device, seed: int):
     import torch
 
@@ -499,6 +510,7 @@ def run(cfg: PointConfig, out_path: str, dist: Distribution) -> None:
                 dist.gather,
                 batches.waits,
                 lambda: dist.allreduce_seconds(seg_cfg, model, wrapped),
+                make_event_clock(device, dist),
             )
             if letter == "A" and not times:  # the point itself
                 times, loss = seg_times, seg_loss

@@ -292,3 +292,33 @@ def test_when_the_run_alone_fails_too_its_reason_names_the_pairs(monkeypatch, tm
         "rank 1 killed (SIGKILL) (run alone, after the variants: timeout with the variants in its processes "
         "(ATBTA): no step for 20 s)"
     )
+
+
+def test_cuda_event_path_times_steps_on_the_device_and_syncs_only_at_segment_ends():
+    """Issue 20 item 6: with an event factory the host records an event after each step and waits for the
+    device once per segment; step times are the device time between consecutive events (ms -> s)."""
+    device = {"t": 0.0}  # the fake device's clock, ms
+    durations = iter([9.0, 4.0, 5.0, 6.0, 7.0, 8.0, 100.0])  # warmup step, then five measured steps
+
+    class FakeEvent:
+        def record(self):
+            self.at = device["t"]
+
+        def elapsed_time(self, other):
+            return other.at - self.at
+
+    def step():
+        device["t"] += next(durations)
+        return 0.0
+
+    syncs = []
+    cfg = _cfg(steps=5, warmup=1, target_ci=0.0)
+    times, _, stopping = measure(step, lambda out: syncs.append(out), cfg, new_event=FakeEvent)
+    assert times == pytest.approx([0.004, 0.005, 0.006, 0.007, 0.008])
+    assert len(syncs) == 1 + 1 + 1  # before warmup, after the warmup step, at the segment's end: not per step
+    assert len(stopping["segments_s"]) == 1
+    from distbench.launchers.common import event_step_times
+
+    a, b, c = FakeEvent(), FakeEvent(), FakeEvent()
+    a.at, b.at, c.at = 1.0, 3.5, 4.0
+    assert event_step_times(a, [b, c]) == pytest.approx([0.0025, 0.0005])
