@@ -369,3 +369,20 @@ class Store:
     def points_frame(self, sweep_id: str | None = None):
         where = " WHERE sweep_id = ?" if sweep_id else ""
         return self._frame(f"SELECT * FROM points{where} ORDER BY id", (sweep_id,) if sweep_id else None)
+
+
+def latest_prediction(path: str | os.PathLike, sweep_id: str) -> tuple[int, str, str] | None:
+    """(id, command, prediction_json) of the newest prediction made from `sweep_id`, read-only; None when there
+    is none, no store or a store without the table (the report must render without it)."""
+    if not path or not Path(path).exists():
+        return None
+    try:
+        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        try:
+            query = "SELECT id, command, prediction_json FROM predictions WHERE sweep_id = ? ORDER BY id DESC LIMIT 1"
+            row = conn.execute(query, (sweep_id,)).fetchone()
+        finally:
+            conn.close()
+    except sqlite3.Error:
+        return None
+    return tuple(row) if row else None

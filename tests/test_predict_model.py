@@ -8,7 +8,7 @@ import math
 
 import pytest
 
-from distbench import predict as pr
+from distbench import peaks, predict as pr
 from distbench.cli import main
 from distbench.errors import BadInput
 from distbench.predict.model import bounds
@@ -120,6 +120,35 @@ def test_cpu_workers_beyond_the_cores_are_not_predicted():
     assert any("N=8 not predicted" in w and "2 physical cores" in w for w in doc["warnings"])
     with pytest.raises(BadInput, match="--gpus: every requested N exceeds the 2 physical cores"):
         pr.predict([s], {"intra": link(10, 10)}, lambda _: None, gpus=[8], cores=2)
+
+
+def test_measured_points_beyond_the_cores_are_warned():
+    s = series(PTS, device="cpu")  # N = 1, 2, 4 measured on 2 cores
+    doc = pr.predict([s], {"intra": link(10, 10)}, lambda _: None, gpus=[2], cores=2)
+    assert any("measured N=4 ran more CPU workers than the 2 physical cores" in w for w in doc["warnings"])
+
+
+def test_sweep_cores_are_physical_not_hyperthreads(monkeypatch):
+    import socket
+
+    from distbench.commands.predict import sweep_cores
+
+    monkeypatch.setattr(peaks, "physical_cores", lambda logical: logical // 2)  # two threads per core here
+    here = socket.gethostname()
+    assert sweep_cores({"env": {"hostname": here, "cpu_count": 8, "cpu_affinity": 4}}) == 2
+    assert sweep_cores({"env": {"hostname": here, "cpu_count": 8}}) == 4
+    assert sweep_cores({"env": {"hostname": here, "cpu_count": 8, "physical_cores": 3}}) == 3
+    assert sweep_cores({"env": {"hostname": "elsewhere", "cpu_count": 8}}) == 8  # another machine: as recorded
+    assert sweep_cores({"env": {}}) is None and sweep_cores({}) is None
+
+
+def test_latest_prediction_without_a_store_or_table(tmp_path):
+    import sqlite3
+
+    assert pr.latest_for(str(tmp_path / "absent.db"), "s") is None
+    bare = tmp_path / "bare.db"
+    sqlite3.connect(bare).close()
+    assert pr.latest_for(str(bare), "s") is None
 
 
 # -- what-if and the order check

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import json
+import socket
 
 import click
 
-from distbench import analysis as an, predict as pr
+from distbench import analysis as an, peaks, predict as pr
 from distbench.commands import options as opt
 from distbench.commands.results import format_option
 from distbench.errors import BadInput
@@ -208,10 +209,16 @@ def predict(
 
 
 def sweep_cores(info: dict) -> int | None:
-    """Physical cores of the machine that ran the sweep (its stored environment), None when not recorded."""
-    env = info.get("env") or {}
-    for key in ("physical_cores", "cpu_physical_cores", "cpu_count"):
-        value = an.num(env.get(key)) if isinstance(env, dict) else None
-        if value:
+    """Physical cores of the machine that ran the sweep, None when not recorded. The stored environment records
+    logical CPUs (`cpu_affinity`, `cpu_count`: os.cpu_count counts hyperthreads); they are turned into cores with
+    this machine's threads per core when the sweep ran here (same hostname), else kept as they are."""
+    env = info.get("env") if isinstance(info.get("env"), dict) else {}
+    for key in ("physical_cores", "cpu_physical_cores"):
+        if value := an.num(env.get(key)):
             return int(value)
-    return None
+    logical = an.num(env.get("cpu_affinity")) or an.num(env.get("cpu_count"))
+    if not logical:
+        return None
+    if env.get("hostname") == socket.gethostname():
+        return peaks.physical_cores(int(logical))
+    return int(logical)

@@ -88,6 +88,14 @@ def predict(
                     f"{s.strategy}: N={', '.join(map(str, beyond))} not predicted: CPU workers share this machine's "
                     f"{limit} physical cores, so beyond {limit} workers compute per sample is not constant"
                 )
+            contended = sorted({p.n for p in s.points if p.n > limit})
+            if contended:
+                warnings.append(
+                    f"{s.strategy}: measured N={', '.join(map(str, contended))} ran more CPU workers than the "
+                    f"{limit} physical cores: their compute per sample is contended, and the fit takes it for "
+                    "communication or waiting (the exposed share and anchor are biased); measure at most "
+                    f"N={limit}"
+                )
             ns = [n for n in ns if n <= limit]
             if not ns:
                 raise BadInput(
