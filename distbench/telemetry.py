@@ -173,16 +173,19 @@ class Sampler:
         return [self._procs[p.pid] for p in tree]
 
     def _is_worker(self, p: psutil.Process) -> bool:
-        """A rank's own Python process: not a launcher, not the (idle) rank guard. Decided once per process."""
+        """A rank's own Python process: not a launcher, not the (idle) rank guard. Decided once per process
+        (Ray's: at every sample)."""
         if p.pid not in self._is_worker_cache:
             name, argv = p.name(), p.cmdline()
-            if name.startswith("ray::"):  # Ray's actors (their titles): the ranks are Ray Train's workers
-                self._is_worker_cache[p.pid] = name.startswith("ray::RayTrainWorker")
-            else:  # not Ray's own Python processes, nor the ray-ddp driver (launchers/ray_ddp.py)
-                ray_own = "distbench.launchers.ray_ddp" in argv or any("-packages/ray/" in a for a in argv[1:])
-                self._is_worker_cache[p.pid] = (
-                    "python" in name.lower() and "distbench.rankguard" not in argv and not ray_own
-                )
+            if name.startswith("ray::") or any("-packages/ray/" in a for a in argv[1:]):
+                # Ray's processes retitle themselves as they become actors: decided again at every sample;
+                # the ranks are Ray Train's workers
+                return name.startswith("ray::RayTrainWorker")
+            self._is_worker_cache[p.pid] = (
+                "python" in name.lower()
+                and "distbench.rankguard" not in argv
+                and "distbench.launchers.ray_ddp" not in argv  # ray-ddp's driver: a launcher
+            )
         return self._is_worker_cache[p.pid]
 
     def _loop(self) -> None:

@@ -236,3 +236,15 @@ def test_telemetry_counts_ray_train_workers_as_ranks_not_rays_own_processes_or_t
     }
     sampler = Sampler(0, gpus=False)
     assert {p.pid: sampler._is_worker(p) for p in processes} == {p.pid: want for p, want in processes.items()}
+
+
+def test_telemetry_sees_a_ray_worker_become_a_rank():
+    from distbench.telemetry import Sampler
+
+    worker = FakeProcess(
+        9, "python", ["/py", "/venv/lib/python3.11/site-packages/ray/_private/workers/default_worker.py"]
+    )
+    sampler = Sampler(0, gpus=False)
+    assert not sampler._is_worker(worker)  # prestarted, not yet an actor
+    worker._name = "ray::RayTrainWorker.run_train_fn"
+    assert sampler._is_worker(worker)
