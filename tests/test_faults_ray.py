@@ -32,6 +32,20 @@ def ray_worker(sweep: Sweep, rank: int, timeout_s: float = 180) -> int:
     pytest.fail(f"Ray Train worker {rank} did not start within {timeout_s}s")
 
 
+def ray_process_names(tag: str) -> dict[int, str]:
+    """{pid: name} of the live processes (psutil) whose environment holds the test's tag."""
+    import psutil
+
+    found = {}
+    for p in psutil.process_iter(["name"]):
+        try:
+            if p.environ().get("DISTBENCH_FAULT_TAG") == tag and p.status() != psutil.STATUS_ZOMBIE:
+                found[p.pid] = p.info["name"]
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            continue
+    return found
+
+
 def ray_temp_dirs() -> set[str]:
     from distbench.launchers.ray_ddp import TEMP_PREFIX
 
@@ -43,6 +57,8 @@ def test_kill_9_of_one_ray_worker_names_the_rank_and_leaves_no_ray_process(tmp_p
     sweep = Sweep(tmp_path, ["run", "--strategy", "ray-ddp", "--gpus", "2", *LONG])
     sweeps.append(sweep)
     pid = ray_worker(sweep, 1)
+    # the tag reaches Ray's own processes, so "none left" below is not vacuous
+    assert {"raylet", "gcs_server"} <= set(ray_process_names(sweep.tag).values())
     time.sleep(1.0)
     os.kill(pid, signal.SIGKILL)
     killed = time.monotonic()
@@ -58,6 +74,7 @@ def test_kill_9_of_one_ray_worker_names_the_rank_and_leaves_no_ray_process(tmp_p
     assert point["reason"].startswith(f"rank 1 died: its Ray worker process (pid {pid}) ended without an error"), point
     left, gone_s = wait_gone(sweep.tag)
     assert not left, f"Ray processes outlived the point: {left}"
+    assert not ray_process_names(sweep.tag)
     assert ray_temp_dirs() <= before
 
 
@@ -76,6 +93,7 @@ def test_sigterm_to_distbench_during_a_ray_point_is_interrupted_and_stops_the_he
         f"every process gone {gone_s:.1f}s after exit"
     )
     assert not left, f"Ray processes outlived the sweep after SIGTERM: {left}"
+    assert not ray_process_names(sweep.tag)
     assert rc == 128 + signal.SIGTERM, err[-2000:]
     assert "Traceback" not in err
     assert sweep.points() == [
