@@ -9,7 +9,7 @@ import sys
 import click
 
 from distbench import __version__, signals
-from distbench.commands import comm, fit, infer, k8s, models, predict, results, scale, slurm, verify
+from distbench.commands import comm, converge, fit, infer, k8s, models, predict, results, scale, slurm, verify
 from distbench.errors import DistbenchError
 from distbench.k8s.job import k8s_job
 from distbench.slurm.job import slurm_job
@@ -42,6 +42,7 @@ for command in (
     verify.verify,
     predict.predict,
     fit.fit,
+    converge.converge,
 ):
     cli.add_command(command)
 

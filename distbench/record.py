@@ -70,6 +70,7 @@ class Record(TypedDict, total=False):
     runtime: dict  # framework versions and device facts inside the worker
     gpu_name: str | None
     math_mode: dict  # TF32, cuDNN autotune, memory layout
+    converge: dict  # distbench converge: target, time/steps/epochs to it, the validation curve, LR rule
     probe: dict  # evidence from inside the step (e.g. which autocast dtype ran)
     precision_note: str  # where --precision means something else than for ddp (deepspeed-zero* amp: fp16 mode)
     data_cache: dict | None  # --data disk: whether it was in the page cache before reading

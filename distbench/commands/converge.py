@@ -1,0 +1,270 @@
+"""`distbench converge`: time to accuracy. The same model on the same data under each strategy and N, several
+seeds, until the held-out accuracy reaches the target or the budget runs out (issue 23)."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from distbench.commands import options as opt
+from distbench.converge import data as cdata
+from distbench.converge import lr as lr_rules
+from distbench.converge.plan import SUPPORTED, ConvergeOptions, point_configs
+from distbench.converge.summary import summarize
+from distbench.errors import BadInput
+from distbench.models.specs import check_input, get_spec
+from distbench.plan import cpu_cores, parse_gpus, resolve_device
+from distbench.strategies import parse_strategies
+
+DEFAULT_STRATEGIES = "torch,ddp,tf,mirrored"
+
+
+@click.command()
+@opt.option("--model", default="mlp", help="Model to train (an image classifier; mlp suits the default digits).")
+@opt.option(
+    "--strategy",
+    "strategy_text",
+    default=DEFAULT_STRATEGIES,
+    help=f"Comma list of strategies: {', '.join(SUPPORTED)}.",
+)
+@opt.option("--gpus", "gpus_text", default="1,2", help="Device counts N (comma list); baselines run at N=1.")
+@opt.option("--seeds", type=click.IntRange(1, 100), default=3, help="Runs per (strategy, N), seeds 0..S-1.")
+@opt.option(
+    "--target-accuracy",
+    type=opt.FiniteFloatRange(0, 1, min_open=True),
+    default=0.9,
+    help="Held-out validation accuracy to reach (a fraction, 0 < A <= 1).",
+)
+@opt.option(
+    "--data",
+    "data_path",
+    default=None,
+    show_default="scikit-learn's bundled 8x8 digits",
+    help="An image-folder tree (DIR/<class>/<image>), a .npz with arrays x and y, or a folder with x.npy and y.npy.",
+)
+@opt.option("--batch-size", type=opt.BATCH, default=32, help="Per-device batch (weak scaling: global = B x N).")
+@opt.option(
+    "--lr",
+    type=opt.FiniteFloatRange(0, 10, min_open=True),
+    default=0.05,
+    help="SGD learning rate at the reference batch (--batch-size, one device); momentum 0.9.",
+)
+@opt.option(
+    "--lr-scaling",
+    type=click.Choice(lr_rules.RULES),
+    default="linear",
+    help="How the LR grows with the global batch: linear (Goyal et al. 2017), sqrt, none.",
+)
+@opt.option(
+    "--warmup-epochs",
+    type=opt.FiniteFloatRange(0, 1000),
+    default=1.0,
+    help="Linear warmup from the reference LR to the scaled one (none where the LR is not scaled).",
+)
+@opt.option("--max-epochs", type=click.IntRange(1, 100_000), default=5, help="Budget: epochs per run.")
+@opt.option("--max-steps", type=click.IntRange(1, 10**9), default=None, help="Budget: training steps per run.")
+@opt.option("--max-time", type=opt.SECONDS, default=None, help="Budget: training seconds per run.")
+@opt.option(
+    "--eval-every",
+    type=opt.FiniteFloatRange(0, 100, min_open=True),
+    default=0.25,
+    help="Evaluate every this many epochs (the resolution of steps/time to target).",
+)
+@opt.option(
+    "--stop-at-target/--full-budget",
+    default=False,
+    help="Stop a run when it reaches the target (final accuracy is then the target's), or train the whole budget.",
+)
+@opt.option(
+    "--device",
+    type=click.Choice(["auto", "cuda", "cpu"]),
+    default="auto",
+    help="auto uses CUDA GPUs when enough are visible, else CPU workers.",
+)
+@opt.option("--timeout", type=opt.SECONDS, default=900.0, help="Seconds per run before it is killed.")
+@opt.results_option()
+@opt.format_option("json prints the summary and every run as one JSON document.")
+def converge(
+    model,
+    strategy_text,
+    gpus_text,
+    seeds,
+    target_accuracy,
+    data_path,
+    batch_size,
+    lr,
+    lr_scaling,
+    warmup_epochs,
+    max_epochs,
+    max_steps,
+    max_time,
+    eval_every,
+    stop_at_target,
+    device,
+    timeout,
+    results,
+    fmt,
+):
+    """Time to accuracy: steps, epochs and training time to a validation accuracy, per strategy and N.
+
+    Every run trains the same model on the same data (a seeded shard of each global batch per rank, no
+    sample twice per epoch), the LR scaled by the rule, until the budget ends; it records when the held-out
+    accuracy first reached the target (evaluation time excluded, reported apart). A run that never does is
+    a result: "did not converge within the budget".
+
+    Example: distbench converge --strategy torch,ddp,tf,mirrored --gpus 1,2 --target-accuracy 0.9 --seeds 3
+    """
+    spec = opt.checked(get_spec, model)
+    if spec.kind != "image" or spec.loss != "cross_entropy":
+        raise BadInput(
+            f"--model {model}: converge trains image classifiers (mlp, resnet18, ...), not a {spec.kind} model"
+        )
+    strategies = parse_strategies((strategy_text,))
+    unsupported = [s.name for s in strategies if s.name not in SUPPORTED]
+    if unsupported:
+        raise BadInput(f"--strategy {', '.join(unsupported)}: converge runs {', '.join(SUPPORTED)}")
+    gpus = parse_gpus(gpus_text)
+    choice = resolve_device(device, gpus)
+    cache = cdata.ensure_cache(data_path, spec.channels)
+    *_, meta = cdata.read_cache(cache)
+    opt.checked(check_input, spec, image_size=meta["image_size"])
+    if meta["image_size"] != meta["width"]:
+        raise BadInput(f"--data {data_path}: images are {meta['width']}x{meta['image_size']}; models take square ones")
+    too_big = [n for n in gpus if meta["train"] // (batch_size * n) < 1]
+    if too_big:
+        raise BadInput(
+            f"--batch-size {batch_size}: a global batch of {batch_size * max(too_big)} is more than the "
+            f"{meta['train']} training samples"
+        )
+    options = ConvergeOptions(
+        model=model,
+        strategies=tuple(strategies),
+        gpus=tuple(gpus),
+        seeds=seeds,
+        target_accuracy=target_accuracy,
+        batch_size=batch_size,
+        lr=lr,
+        lr_scaling=lr_scaling,
+        warmup_epochs=warmup_epochs,
+        max_epochs=max_epochs,
+        max_steps=max_steps,
+        max_time_s=max_time,
+        eval_every_epochs=eval_every,
+        stop_at_target=stop_at_target,
+    )
+    points = point_configs(
+        options,
+        device=choice.device,
+        cores=cpu_cores(),
+        cache=str(cache),
+        image_size=meta["image_size"],
+        num_classes=meta["num_classes"],
+    )
+    notes = [
+        choice.note,
+        f"data: {meta.get('note') or meta['source']}; {meta['train']} training / {meta['val']} held-out "
+        f"validation samples (fixed split), decoded once into {cache}",
+        f"LR rule {lr_scaling}: base LR {lr:g} at global batch {batch_size}; warmup {warmup_epochs:g} epoch(s) "
+        "where the LR is scaled; then constant",
+    ]
+    err = opt.err_console()
+    opt.print_notes(err, notes)
+    stored = {"kind": "converge", "options": _options_doc(options), "data": meta, "cache": str(cache)}
+    records = []
+    with opt.new_sweep(results, "converge", stored, notes) as sweep:
+        for i, (strategy, cfg) in enumerate(points):
+            what = f"{strategy.name} N={cfg.world_size} seed {cfg.seed}"
+            err.print(f"[{i + 1}/{len(points)}] {what} ...", markup=False)
+            skip = opt.not_installed(strategy) or choice.unfit(cfg.world_size)
+            record = opt.run_or_skip(
+                strategy, cfg, sweep.workdir / f"{i:03d}-{strategy.name}-n{cfg.world_size}-s{cfg.seed}", timeout, skip
+            )
+            sweep.keep(record)
+            records.append(record)
+            err.print(f"  {_line(record)}", markup=False)
+        summary = summarize(records)
+    if fmt == "json":
+        click.echo(json.dumps({"sweep_id": sweep.id, "summary": summary, "runs": records}, indent=1, default=str))
+        return
+    out = opt.out_console()
+    out.print(render_table(summary, target_accuracy))
+    for line in equivalence_lines(summary):
+        out.print(line, markup=False)
+    err.print(f"sweep {sweep.id} saved in {results}; report: distbench report {sweep.id}", markup=False)
+
+
+def _options_doc(o: ConvergeOptions) -> dict:
+    doc = {k: v for k, v in vars(o).items() if k != "strategies"}
+    doc["strategies"] = [s.name for s in o.strategies]
+    return doc
+
+
+def _line(record: dict) -> str:
+    c = record.get("converge")
+    if record["status"] != "ok" or not c:
+        return f"{record['status']}: {record.get('reason') or ''}".strip()
+    if c["reached"]:
+        return (
+            f"reached {c['target_accuracy']:g} at step {c['steps_to_target']} (epoch {c['epochs_to_target']:.2f}, "
+            f"{c['train_s_to_target']:.2f} s training); final accuracy {c['final_accuracy']:.4f}"
+        )
+    return f"did not converge within the budget ({c['stop_reason']}); final accuracy {c['final_accuracy']:.4f}"
+
+
+def _f(v, spec: str, dash: str = "-") -> str:
+    return dash if v is None else format(v, spec)
+
+
+def render_table(summary: list[dict], target: float):
+    table = opt.table(
+        f"time to {target:g} validation accuracy (mean of the seeds that reached it; >= 5 runs: fastest and "
+        "slowest dropped)",
+        (
+            "strategy",
+            "N",
+            "global batch",
+            "peak LR",
+            "converged",
+            "epochs to target",
+            "time to target s (min-max)",
+            "time speedup [95% CI]",
+            "throughput speedup",
+            "final acc (sd)",
+        ),
+    )
+    for r in summary:
+        ci = r.get("time_speedup_ci")
+        speed = _f(r.get("time_speedup"), ".2f")
+        if ci:
+            speed += f" [{ci['low']:.2f}, {ci['high']:.2f}]"
+        time_text = _f(r["time_to_target_s"], ".2f", "did not converge")
+        if r["time_min_s"] is not None:
+            time_text += f" ({r['time_min_s']:.2f}-{r['time_max_s']:.2f})"
+        table.add_row(
+            r["strategy"],
+            str(r["world_size"]),
+            str(r["global_batch"]),
+            _f((r.get("lr") or {}).get("peak_lr"), ".3g"),
+            f"{r['converged']}/{r['runs']}",
+            _f(r["epochs_to_target"], ".2f"),
+            time_text,
+            speed,
+            _f(r.get("throughput_speedup"), ".2f"),
+            f"{_f(r['final_accuracy'], '.4f')} ({_f(r['final_accuracy_std'], '.4f')})",
+        )
+    return table
+
+
+def equivalence_lines(summary: list[dict]) -> list[str]:
+    lines = []
+    for r in summary:
+        if r.get("equivalent") is False:
+            lines.append(f"FLAGGED {r['strategy']} N={r['world_size']}: {r['equivalence_note']}")
+        if r["failed"]:
+            lines.append(f"{r['strategy']} N={r['world_size']}: {r['failed']} run(s) failed or were skipped")
+    lines.append(
+        "time speedup: the baseline's (N=1) time to target / this one's, 95% Welch t-interval on log times over "
+        "the seeds (run to run); throughput speedup: training samples per second against the same baseline"
+    )
+    return lines

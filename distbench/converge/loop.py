@@ -1,0 +1,120 @@
+"""The converge training loop, framework-free: the worker modules (launchers/converge_torch.py,
+converge_tf.py) supply one training step and the evaluation; this runs the epochs in the seeded order,
+the LR schedule, the evaluations, the clocks and the stopping rules, the same for every strategy.
+
+Clocks: training time runs from a barrier to the end of the last step before an evaluation and another
+barrier (the slowest rank's), summed over the stretches between evaluations; evaluation time is kept apart.
+Every stopping decision is taken from values every rank agrees on (an all-reduced flag), so no rank leaves
+the loop alone.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Callable
+
+from distbench.converge import data, lr as lr_rules
+
+STOP_REASONS = ("target", "max_epochs", "max_steps", "max_time", "diverged")
+
+
+def run(
+    settings: dict,
+    *,
+    train_samples: int,
+    per_device_batch: int,
+    world: int,
+    seed: int,
+    train_step: Callable[[object, int, float], float],
+    evaluate: Callable[[], tuple[float, float]],
+    barrier: Callable[[], None],
+    agree: Callable[[float], float],
+) -> dict:
+    """settings: PointConfig.extra['converge'] (target, budget, LR plan, evaluation interval).
+    train_step(epoch order, step within the epoch, lr) -> this rank's loss; evaluate() -> (accuracy, loss) on
+    the whole validation split; agree(x) -> x averaged over the ranks."""
+    global_batch = per_device_batch * world
+    spe = data.steps_per_epoch(train_samples, global_batch)
+    if spe < 1:
+        raise ValueError(
+            f"the training split has {train_samples} samples: too few for one global batch of {global_batch}"
+        )
+    plan = settings["lr"]
+    every = max(1, int(round(spe * settings["eval_every_epochs"])))
+    max_steps = min(settings.get("max_steps") or math.inf, settings["max_epochs"] * spe)
+    max_time = settings.get("max_time_s") or math.inf
+    target = settings["target_accuracy"]
+    curve: list[dict] = []
+    train_s = eval_s = 0.0
+    step, epoch, order = 0, -1, None
+    reached: dict | None = None
+    loss = math.nan
+    reason = None
+
+    def evaluation():
+        nonlocal eval_s
+        t0 = time.perf_counter()
+        acc, vloss = evaluate()
+        eval_s += time.perf_counter() - t0
+        point = {
+            "step": step,
+            "epoch": step / spe,
+            "train_s": train_s,
+            "val_accuracy": acc,
+            "val_loss": vloss,
+            "train_loss": loss,
+        }
+        curve.append(point)
+        return acc
+
+    evaluation()  # the initial accuracy (step 0)
+    while reason is None:
+        barrier()
+        t0 = time.perf_counter()
+        goal = min(step + every, max_steps)
+        while step < goal:
+            if step // spe != epoch:
+                epoch = step // spe
+                order = data.epoch_order(train_samples, seed, epoch)
+            loss = train_step(order, step % spe, lr_rules.lr_at(plan, step, spe))
+            step += 1
+        barrier()
+        train_s += time.perf_counter() - t0
+        acc = evaluation()
+        diverged = agree(0.0 if math.isfinite(loss) else 1.0) > 0
+        if reached is None and acc >= target and not diverged:
+            reached = {"step": step, "epoch": step / spe, "train_s": train_s}
+        out_of_time = agree(1.0 if train_s >= max_time else 0.0) > 0
+        if diverged:
+            reason = "diverged"
+        elif reached is not None and settings.get("stop_at_target"):
+            reason = "target"
+        elif step >= settings["max_epochs"] * spe:
+            reason = "max_epochs"
+        elif step >= max_steps:
+            reason = "max_steps"
+        elif out_of_time:
+            reason = "max_time"
+    return {
+        "target_accuracy": target,
+        "reached": reached is not None,
+        "result": "reached the target" if reached else "did not converge within the budget",
+        "steps_to_target": reached["step"] if reached else None,
+        "epochs_to_target": reached["epoch"] if reached else None,
+        "train_s_to_target": reached["train_s"] if reached else None,
+        "stop_reason": reason,
+        "steps": step,
+        "epochs": step / spe,
+        "steps_per_epoch": spe,
+        "eval_every_steps": every,
+        "train_s": train_s,
+        "eval_s": eval_s,
+        "final_accuracy": curve[-1]["val_accuracy"],
+        "best_accuracy": max(p["val_accuracy"] for p in curve),
+        "throughput": step * global_batch / train_s if train_s > 0 else None,
+        "curve": curve,
+        "lr": plan,
+        "clock": "training: barrier to barrier around the steps between evaluations (slowest rank), summed; "
+        "evaluation excluded and reported apart (eval_s)",
+    }

@@ -1,0 +1,142 @@
+"""MLPerf-style statistics of converge runs: per (strategy, N) over its seeds, and between strategies.
+
+* Time to target per (strategy, N): the mean over the seeds that reached it, dropping the fastest and the
+  slowest run when there are at least 5 (MLPerf Training's olympic mean), the spread (min, max, standard
+  deviation) and the count of runs that did not converge within the budget (kept, never dropped). When fewer
+  than half of the runs converged there is no mean: the point "did not converge".
+* Time-to-target speedup of a strategy against its framework's single-device baseline: the ratio of geometric
+  means with a 95% Welch t-interval on log times. It covers the seed-to-seed (run-to-run) spread: each seed is
+  a fresh process tree with its own initialization and data order on the same machine; not other machines.
+* Throughput speedup from the same runs (training samples / training seconds), so the gap between the two is
+  visible.
+* Equivalence: a strategy's final accuracy (after the same budget) against the baseline's, flagged when the
+  difference exceeds twice its standard error and one validation sample.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections import defaultdict
+from typing import Iterable
+
+from distbench import stats
+from distbench.strategies import FRAMEWORK_BASELINE
+
+MLPERF_MIN_RUNS = 5
+CI_SCOPE = (
+    "run to run (seed to seed): each seed is a fresh process tree with its own initialization and data order on "
+    "this machine; Welch t on log times"
+)
+
+
+def olympic_mean(values: list[float]) -> float | None:
+    """Mean; with at least MLPERF_MIN_RUNS values, without the smallest and the largest."""
+    if not values:
+        return None
+    v = sorted(values)
+    if len(v) >= MLPERF_MIN_RUNS:
+        v = v[1:-1]
+    return sum(v) / len(v)
+
+
+def welch_log_ratio(ref: list[float], other: list[float], level: float = stats.CI_LEVEL) -> dict | None:
+    """ratio = geomean(ref) / geomean(other) (a speedup when these are times) with a Welch t-interval on the
+    difference of mean logs (df: Welch-Satterthwaite, rounded down). None with fewer than 2 runs on a side."""
+    if len(ref) < 2 or len(other) < 2 or min(ref + other) <= 0:
+        return None
+    la, lb = [math.log(t) for t in ref], [math.log(t) for t in other]
+    d = statistics.fmean(la) - statistics.fmean(lb)
+    va, vb = statistics.variance(la) / len(la), statistics.variance(lb) / len(lb)
+    se = math.sqrt(va + vb)
+    if se == 0:
+        return {"ratio": math.exp(d), "low": math.exp(d), "high": math.exp(d), "df": None, "scope": CI_SCOPE}
+    df = (va + vb) ** 2 / (va**2 / (len(la) - 1) + vb**2 / (len(lb) - 1))
+    h = stats.t_crit(max(1, int(df)), level) * se
+    return {"ratio": math.exp(d), "low": math.exp(d - h), "high": math.exp(d + h), "df": df, "scope": CI_SCOPE}
+
+
+def _conv(record: dict) -> dict | None:
+    return record.get("converge") if record.get("status") == "ok" else None
+
+
+def summarize(records: Iterable[dict]) -> list[dict]:
+    """One row per (strategy, N), in the order first seen."""
+    groups: dict[tuple, list[dict]] = defaultdict(list)
+    for r in records:
+        groups[(r["strategy"], r["world_size"])].append(r)
+    rows = []
+    for (strategy, n), runs in groups.items():
+        done = [c for c in map(_conv, runs) if c is not None]
+        reached = [c for c in done if c["reached"]]
+        times = [c["train_s_to_target"] for c in reached]
+        epochs = [c["epochs_to_target"] for c in reached]
+        finals = [c["final_accuracy"] for c in done]
+        throughputs = [c["throughput"] for c in done if c.get("throughput")]
+        enough = len(reached) * 2 >= len(runs) and reached
+        rows.append(
+            {
+                "strategy": strategy,
+                "framework": runs[0]["framework"],
+                "world_size": n,
+                "global_batch": runs[0].get("global_batch"),
+                "runs": len(runs),
+                "failed": len(runs) - len(done),
+                "converged": len(reached),
+                "not_converged": len(done) - len(reached),
+                "time_to_target_s": olympic_mean(times) if enough else None,
+                "time_min_s": min(times, default=None),
+                "time_max_s": max(times, default=None),
+                "time_std_s": statistics.stdev(times) if len(times) > 1 else None,
+                "times_s": times,
+                "epochs_to_target": olympic_mean(epochs) if enough else None,
+                "epochs": epochs,
+                "final_accuracy": statistics.fmean(finals) if finals else None,
+                "final_accuracy_std": statistics.stdev(finals) if len(finals) > 1 else None,
+                "final_accuracies": finals,
+                "val_samples": done[0]["val_samples"] if done else None,
+                "throughput": math.exp(statistics.fmean(math.log(t) for t in throughputs)) if throughputs else None,
+                "throughputs": throughputs,
+                "lr": done[0]["lr"] if done else None,
+                "dropped_fastest_slowest": len(times) >= MLPERF_MIN_RUNS,
+                "verdict": "converged" if enough else "did not converge within the budget",
+            }
+        )
+    _compare(rows)
+    return rows
+
+
+def _compare(rows: list[dict]) -> None:
+    """Speedups and the equivalence flag against each framework's baseline at N=1 (in place)."""
+    base = {
+        r["framework"]: r for r in rows if r["world_size"] == 1 and r["strategy"] == FRAMEWORK_BASELINE[r["framework"]]
+    }
+    for r in rows:
+        ref = base.get(r["framework"])
+        r["reference"] = f"{ref['strategy']} N=1" if ref else None
+        if ref is None:
+            r.update(throughput_speedup=None, time_speedup=None, time_speedup_ci=None, equivalent=None)
+            continue
+        r["throughput_speedup"] = r["throughput"] / ref["throughput"] if r["throughput"] and ref["throughput"] else None
+        both = r["time_to_target_s"] and ref["time_to_target_s"]
+        r["time_speedup"] = ref["time_to_target_s"] / r["time_to_target_s"] if both else None
+        r["time_speedup_ci"] = welch_log_ratio(ref["times_s"], r["times_s"]) if both else None
+        r.update(_equivalence(r, ref))
+
+
+def _equivalence(r: dict, ref: dict) -> dict:
+    a, b = r["final_accuracies"], ref["final_accuracies"]
+    if r is ref or not a or not b:
+        return {"equivalent": None, "equivalence_note": None}
+    diff = statistics.fmean(a) - statistics.fmean(b)
+    if len(a) < 2 or len(b) < 2:
+        return {"equivalent": None, "equivalence_note": "needs 2 or more seeds on both sides", "accuracy_diff": diff}
+    se = math.sqrt(statistics.variance(a) / len(a) + statistics.variance(b) / len(b))
+    one = 1.0 / (r["val_samples"] or 1)
+    tol = max(2 * se, one)
+    ok = abs(diff) <= tol
+    note = (
+        f"final accuracy {diff:+.4f} vs {r['reference']} (tolerance {tol:.4f}: 2 standard errors of the seed-to-seed "
+        f"spread, at least one validation sample)"
+    )
+    return {"equivalent": ok, "equivalence_note": note, "accuracy_diff": diff}
