@@ -47,16 +47,21 @@ def checks_for(
 
 
 @cache
+def pooled() -> dict[str, list[dict]]:
+    """Per source file: its held-out checks with the shipped constants (their errors do not depend on them)."""
+    return {s["file"]: checks_for(s) for s in sources()}
+
+
+@cache
 def held_out_constants() -> dict[str, tuple[float, float]]:
     """Per table: (model error per doubling, node-crossing sd) calibrated on the held-out checks of the OTHER
     sources. A source is a README (its URL), not a file: tables of one README share runs (the DGX-2 16-GPU row
     is in two of them) and a campaign, so a sibling table would leak the left-out one into its calibration."""
     allsrc = sources()
-    pooled = {s["file"]: checks_for(s) for s in allsrc}
     url = {s["file"]: s["url"] for s in allsrc}
     out = {}
     for s in allsrc:
-        others = [c for f, cs in pooled.items() if url[f] != s["url"] for c in cs]
+        others = [c for f, cs in pooled().items() if url[f] != s["url"] for c in cs]
         out[s["file"]] = calibrate(others)
     return out
 
@@ -124,6 +129,65 @@ def detail_lines() -> list[str]:
     return lines
 
 
+def fit_lines() -> list[str]:
+    """Where the fitted exposed shares land in their bounds (every fit of the validation), and how many held-out
+    points the model and the naive guess predict within 0.1 percentage point of each other."""
+    fits = upper = lower = 0
+    for src in sources():
+        links = pr.explicit_links([x for x in (src["intra"], src["inter"]) if x], [], [], int(src["nics_per_node"]))
+        for s in pr.series_from_records(
+            pr.read_csv(DATA / src["file"]), from_csv=True, per_node=int(src["gpus_per_node"])
+        ):
+            ns = sorted({p.n for p in s.points})
+            for keep in range(2, len(ns)):
+                m = pr.build_model(
+                    s, links.get("intra"), links.get("inter"), points=[p for p in s.points if p.n in ns[:keep]]
+                )
+                t = m.tiers["intra"]
+                fits += 1
+                upper += t.x >= t.hi * (1 - 1e-6)
+                lower += t.x <= t.lo * (1 + 1e-6)
+    checks = [c for cs in validation().values() for c in cs]
+    close = sum(abs(abs(c["error"]) - abs(c["naive_error"])) < 0.001 for c in checks)
+    return [
+        f"Of the {fits} fits above, the intra-node exposed share sits at its upper bound (x = 4, 4x the nominal time) in {upper} and "
+        f"at its lower bound in {lower};",
+        f"on {close} of the {len(checks)} held-out points the model and the naive guess differ by less than 0.1",
+    ]
+
+
+SENSITIVITY_F = (1.5, 2.0, 4.0, 8.0)
+
+
+def sensitivity_lines() -> list[str]:
+    """The validation's totals with another upper bound on a nominal link's slowdown (NOMINAL_F[1]): the bound
+    is a physical assumption, not calibrated, so the doc shows how much the scores depend on it."""
+    from distbench.predict import model as pm
+
+    lines = [
+        "| f upper bound | median |error| | max at >= 4x | beats naive | coverage | one node alone: coverage |",
+        "|---|---|---|---|---|---|",
+    ]
+    shipped = pm.NOMINAL_F
+    try:
+        for hi in SENSITIVITY_F:
+            pm.NOMINAL_F = (shipped[0], hi)
+            for fn in (pooled, held_out_constants, validation, single_node_only):
+                fn.cache_clear()
+            s = pr.score([c for cs in validation().values() for c in cs])
+            one = pr.score([c for cs in single_node_only().values() for c in cs])
+            name = f"**{hi:g}** (shipped)" if hi == shipped[1] else f"{hi:g}"
+            lines.append(
+                f"| {name} | {_pct(s['median_error'])} | {_pct(s['max_error_4x'])} | {s['beats_naive']:.0%} | "
+                f"{s['coverage']:.0%} | {one['coverage']:.0%} |"
+            )
+    finally:
+        pm.NOMINAL_F = shipped
+        for fn in (pooled, held_out_constants, validation, single_node_only):
+            fn.cache_clear()
+    return lines
+
+
 def test_sources_are_cited_and_enough():
     srcs = sources()
     assert len(srcs) >= 5 and sum(s["multi_node"] == "yes" for s in srcs) >= 3
@@ -134,7 +198,7 @@ def test_sources_are_cited_and_enough():
 
 
 def test_shipped_constants_are_the_calibration_on_all_sources():
-    e, c = calibrate([ch for s in sources() for ch in checks_for(s)])
+    e, c = calibrate([ch for cs in pooled().values() for ch in cs])
     assert pr.MODEL_ERROR_PER_DOUBLING == pytest.approx(round(e, 3), abs=1e-9)
     assert pr.CROSSING_SD == pytest.approx(round(c, 3), abs=1e-9)
 
@@ -146,9 +210,9 @@ def test_held_out_constants_never_see_their_own_source():
     for s in sources():
         by_url.setdefault(s["url"], []).append(s["file"])
     assert len(by_url) >= 3 and any(len(files) > 1 for files in by_url.values())
-    everything = calibrate([ch for s in sources() for ch in checks_for(s)])
+    everything = calibrate([ch for cs in pooled().values() for ch in cs])
     for url, files in by_url.items():
-        own = calibrate([ch for s in sources() if s["url"] != url for ch in checks_for(s)])
+        own = calibrate([ch for s in sources() if s["url"] != url for ch in pooled()[s["file"]]])
         assert all(consts[f] == pytest.approx(own) for f in files)
         assert consts[files[0]] != pytest.approx(everything)  # leaving the source out changes the constants
 
@@ -156,6 +220,19 @@ def test_held_out_constants_never_see_their_own_source():
 def test_docs_tables_are_what_the_suite_computes():
     doc = DOC.read_text()
     for line in table_lines() + detail_lines() + single_lines():
+        assert line in doc, f"docs/prediction.md lacks (or has other numbers than): {line}"
+
+
+def test_docs_say_where_the_fits_sit_in_their_bounds():
+    doc = " ".join(DOC.read_text().split())
+    for line in fit_lines():
+        assert line in doc, f"docs/prediction.md lacks (or has other numbers than): {line}"
+
+
+@pytest.mark.slow  # refits the whole validation once per bound (about half a minute)
+def test_docs_sensitivity_to_the_bound_is_what_the_suite_computes():
+    doc = DOC.read_text()
+    for line in sensitivity_lines():
         assert line in doc, f"docs/prediction.md lacks (or has other numbers than): {line}"
 
 
@@ -185,3 +262,7 @@ if __name__ == "__main__":  # print the docs' tables
     print("\n".join(detail_lines()))
     print(f"\n{sum(len(cs) for cs in validation().values())} held-out points\n")
     print("\n".join(single_lines()))
+    print()
+    print("\n".join(fit_lines()))
+    print()
+    print("\n".join(sensitivity_lines()))
