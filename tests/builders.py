@@ -147,5 +147,3 @@ def run_chromium(exe: str, tmp_path: Path, name: str, *args: str) -> subprocess.
         timeout=120,
         stdin=subprocess.DEVNULL,
     )
-
-

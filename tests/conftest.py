@@ -31,7 +31,6 @@ TINY = [
 ]
 
 
-
 def quick(*, batch: int | None = 2, device: str | None = None, timeout: int | None = 300) -> list[str]:
     """The quickest real point: resnet18 at 32 px, 2 steps after 1 warmup, fixed length (no adaptive
     stopping), no no-sync variant, no telemetry sampler."""

@@ -9,6 +9,8 @@ import re
 import resource
 import subprocess
 
+import pytest
+
 from distbench.analysis import load_sweep
 from distbench.cli import main
 from distbench.plan import SweepOptions, make_plan
@@ -62,6 +64,7 @@ def test_plan_sweeps_batches_per_strategy_and_n_smallest_first():
     }
 
 
+@pytest.mark.slow
 @require("torch")
 def test_a_list_of_batches_runs_and_resume_keeps_each_batch(tmp_path):
     db = str(tmp_path / "r.db")
@@ -89,6 +92,7 @@ def _torch_vm_peak_bytes() -> int:
     return int(out.stdout.strip()) * 1024
 
 
+@pytest.mark.slow
 @require("torch")
 def test_a_batch_that_does_not_fit_is_oom_and_larger_ones_are_skipped(tmp_path):
     """Under an address-space limit (ulimit -v) a batch of 16384 resnet18 samples cannot be allocated:
@@ -166,6 +170,7 @@ def _batch_records() -> list[dict]:
     return recs
 
 
+@pytest.mark.slow
 def test_report_batch_section(tmp_path):
     with Store(tmp_path / "r.db") as store:
         sweep = load_sweep(store, add_sweep(store, _batch_records()))
@@ -191,6 +196,7 @@ def test_report_batch_section(tmp_path):
     assert 'id="batch"' not in html and "plot-batch" not in html
 
 
+@pytest.mark.slow
 def test_batch_section_renders_in_headless_chromium(chromium, tmp_path):
     with Store(tmp_path / "r.db") as store:
         sweep = load_sweep(store, add_sweep(store, _batch_records()))
@@ -203,6 +209,7 @@ def test_batch_section_renders_in_headless_chromium(chromium, tmp_path):
     assert '<section id="batch">' in dom.stdout
 
 
+@pytest.mark.slow
 @require("torch")
 def test_infer_reports_memory_and_power_per_batch(tmp_path):
     args = [

@@ -296,6 +296,7 @@ def _python(code: str) -> str:
     return out.stdout
 
 
+@pytest.mark.slow
 def test_mirrored_amp_skips_the_step_when_any_replica_overflows():
     out = _python("""
         import numpy as np
@@ -343,6 +344,7 @@ def test_mirrored_amp_skips_the_step_when_any_replica_overflows():
     assert out.startswith("ok")
 
 
+@pytest.mark.slow
 def test_verify_mode_turns_tf32_off_and_deterministic_kernels_on():
     out = _python("""
         import json, os

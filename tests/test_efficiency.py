@@ -179,6 +179,7 @@ def test_tf_thread_pools_are_capped_at_the_workers_share(monkeypatch, threads, l
     assert ("intra", expected) in fake.calls and ("inter", expected) in fake.calls
 
 
+@pytest.mark.slow
 @require("tensorflow")
 def test_real_tf_runtime_keeps_the_cap():
     code = (

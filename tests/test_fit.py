@@ -120,6 +120,7 @@ def test_strategy_is_required(capsys):
     assert "Missing option '--strategy'" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 @require("torch")
 def test_a_real_search_on_a_cpu_worker_finds_where_torch_runs_out_of_memory(tmp_path):
     """resnet18 at 32 px under `ulimit -v` (what torch maps + 400 MiB): torch's DefaultCPUAllocator fails

@@ -3,6 +3,8 @@
 import sys
 
 
+import pytest
+
 from distbench.config import PointConfig
 from distbench.engines import PROCESS
 from distbench.launch import build_command, classify_failure, run_point
@@ -120,6 +122,7 @@ def test_failure_summary_prefers_the_workers_exception_over_the_launchers():
     assert failure_summary(torchrun_tail) == "AttributeError: 'X' object has no attribute 'zero_grad'"
 
 
+@pytest.mark.slow
 def test_ranks_hung_in_teardown_after_the_record_is_written_are_stopped_and_the_record_kept(tmp_path):
     """The work is done and rank 0 wrote the record; a destructor that never returns must not turn the
     point into a timeout: distbench stops the ranks FAILURE_GRACE_S later and keeps the record."""

@@ -119,6 +119,7 @@ def test_tf32_flag_takes_no_value(capsys):
     assert "Option '--tf32' does not take a value" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 @require("torch", "tensorflow")
 def test_records_carry_the_math_mode(tmp_path):
     tiny = [

@@ -156,6 +156,7 @@ def test_cpu_gemm_peak_is_measured_on_the_given_threads():
     assert got["per_rank_flops_per_s"] == [got["flops_per_s"]]
 
 
+@pytest.mark.slow
 @require("torch")
 def test_cpu_mfu_between_0_and_1_on_a_real_run(tmp_path):
     tiny = [

@@ -422,6 +422,7 @@ def test_the_job_side_command_is_hidden_and_refuses_bad_knobs(capsys, args, mess
     assert (code, out, err) == (2, "", f"Error: {message}\n")
 
 
+@pytest.mark.slow
 def test_an_example_script_runs_its_point_and_records_a_failed_launch(tmp_path):
     records = tmp_path / "records"
     launcher = _fake_launcher(tmp_path, 'echo "RuntimeError: NCCL error: unhandled system error" >&2; exit 1')
@@ -480,6 +481,7 @@ def _fake_launcher(tmp_path, body: str) -> str:
     return str(path)
 
 
+@pytest.mark.slow
 def test_a_failing_launch_leaves_a_failed_record_with_its_log_tail(cpu_sweep, tmp_path):
     script, records = cpu_sweep
     launcher = _fake_launcher(
@@ -495,6 +497,7 @@ def test_a_failing_launch_leaves_a_failed_record_with_its_log_tail(cpu_sweep, tm
     assert record["launch"]["returncode"] == 1
 
 
+@pytest.mark.slow
 def test_a_point_past_its_timeout_is_recorded_timeout(cpu_sweep, tmp_path):
     script, records = cpu_sweep
     proc = _run_point(script, 1, {"TORCHRUN": _fake_launcher(tmp_path, "sleep 30"), "DISTBENCH_POINT_TIMEOUT": "1"})
@@ -504,6 +507,7 @@ def test_a_point_past_its_timeout_is_recorded_timeout(cpu_sweep, tmp_path):
     assert record["reason"] == "timed out after 1s (--timeout)"
 
 
+@pytest.mark.slow
 def test_the_time_limit_signal_is_trapped_and_recorded(cpu_sweep, tmp_path):
     script, records = cpu_sweep
     started = tmp_path / "started"
@@ -525,6 +529,7 @@ def test_the_time_limit_signal_is_trapped_and_recorded(cpu_sweep, tmp_path):
     assert record["reason"] == "the Slurm job was stopped by SIGUSR1 (its --time limit, or scancel)"
 
 
+@pytest.mark.slow
 def test_a_point_submitted_with_the_wrong_node_count_says_so(cpu_sweep):
     script, records = cpu_sweep
     proc = _run_point(script, 1, {"SLURM_JOB_NUM_NODES": "2"})
@@ -534,6 +539,7 @@ def test_a_point_submitted_with_the_wrong_node_count_says_so(cpu_sweep):
     assert record["reason"] == "submitted with 2 node(s); point ddp-g2-n1 needs 1 (use its sbatch line)"
 
 
+@pytest.mark.slow
 def test_a_finished_point_is_published_with_its_launch_and_slurm_facts(cpu_sweep, tmp_path):
     script, records = cpu_sweep
     writer = _fake_launcher(

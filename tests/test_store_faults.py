@@ -288,6 +288,7 @@ def test_a_locked_wal_switch_on_open_is_retried_until_the_open_deadline(tmp_path
     assert len(opened) > 1
 
 
+@pytest.mark.slow
 def test_processes_creating_one_new_store_at_once_all_succeed(tmp_path):
     ctx = mp.get_context("fork")
     tries, procs_per_try, failures = 10, 4, []
