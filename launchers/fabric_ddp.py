@@ -1,7 +1,9 @@
 """Strategy `fabric`: Lightning Fabric around the same loop, `Fabric(strategy="ddp")`, launched by
 torchrun (Fabric's documented way besides its own `fabric run`; it reads torchrun's environment).
-Fabric does what its users get from it: `setup` (DDP wrap, also at N=1, and its precision plugin's
+Fabric does what its users get from it: `setup` (DDP wrap at N > 1, and its precision plugin's
 autocast around forward), `fabric.backward` (its loss scaling for amp) and the optimizer wrapper's step.
+At N=1 Fabric runs with its single-device default (`strategy="auto"`: no DDP, no process group), what a
+user of Fabric on one device gets, so its 1-device cost is Fabric's own, not DDP's (issue 20).
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ def make_distribution():
                 accelerator="cpu" if cfg.device == "cpu" else "cuda",
                 devices=int(os.environ.get("LOCAL_WORLD_SIZE", cfg.world_size // cfg.nodes)),
                 num_nodes=cfg.nodes,
-                strategy="ddp",
+                strategy="ddp" if cfg.world_size > 1 else "auto",  # one device: Fabric's own default
                 precision=LIGHTNING_PRECISION[cfg.precision],
             )
             self.fabric.launch()  # under torchrun: sets up the process group, starts nothing
@@ -45,7 +47,17 @@ def make_distribution():
                 self.fabric.world_size,
                 self.fabric.local_rank,
             )
-            self.backend = dist.get_backend()
+            self.backend = dist.get_backend() if dist.is_initialized() else None
+
+        def gather(self, obj):
+            return super().gather(obj) if dist.is_initialized() else [obj]
+
+        def barrier(self):
+            if dist.is_initialized():
+                super().barrier()
+
+        def mean(self, value):
+            return super().mean(value) if dist.is_initialized() else value
 
         def wrap(self, cfg, model, optimizer, device):
             return self.fabric.setup(model, optimizer)

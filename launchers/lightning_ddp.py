@@ -1,6 +1,8 @@
 """Strategy `lightning`: a LightningModule (the same model, loss and SGD optimizer) trained by
 `Trainer(strategy="ddp")`, launched by torchrun (Lightning reads torchrun's environment and starts no
-processes itself; its own re-launching would start ranks outside distbench's rank guard).
+processes itself; its own re-launching would start ranks outside distbench's rank guard). At N=1 the
+Trainer runs with its single-device default (`strategy="auto"`: no DDP, no process group), what a user of
+Lightning on one device gets, so its 1-device cost is Lightning's own, not DDP's (issue 20).
 
 The Trainer owns the loop (automatic optimization: zero_grad, backward, optimizer step) with its
 defaults on: logger (TensorBoard or CSV into the point's work folder), progress bar, model summary and
@@ -97,7 +99,7 @@ def make_distribution(out_path: str):
                 accelerator="cpu" if cfg.device == "cpu" else "cuda",
                 devices=int(os.environ.get("LOCAL_WORLD_SIZE", cfg.world_size // cfg.nodes)),
                 num_nodes=cfg.nodes,
-                strategy="ddp",
+                strategy="ddp" if cfg.world_size > 1 else "auto",  # one device: the Trainer's own default
                 precision=LIGHTNING_PRECISION[cfg.precision],
                 max_epochs=-1,
                 max_steps=-1,
@@ -106,8 +108,18 @@ def make_distribution(out_path: str):
             )
             self.trainer, self.module = trainer, Module(self.model)
             loop.start(lambda: trainer.fit(self.module, train_dataloaders=Endless(batches)))
-            self.backend = dist.get_backend()
+            self.backend = dist.get_backend() if dist.is_initialized() else None
             return loop.step
+
+        def gather(self, obj):
+            return super().gather(obj) if dist.is_initialized() else [obj]
+
+        def barrier(self):
+            if dist.is_initialized():
+                super().barrier()
+
+        def mean(self, value):
+            return super().mean(value) if dist.is_initialized() else value
 
         def record_fields(self):
             import lightning

@@ -67,6 +67,8 @@ def test_each_wrapper_runs_and_is_measured(strategy, n, tmp_path):
         assert record["wrapper"]["logger"] and record["wrapper"]["progress_bar"] and record["wrapper"]["checkpointing"]
     if strategy == "accelerate":
         assert record["wrapper"]["distributed_type"] == ("DistributedType.MULTI_CPU" if n > 1 else "DistributedType.NO")
+    if strategy in ("fabric", "lightning"):  # one device: their single-device default, what users get (issue 20)
+        assert record["wrapper"]["strategy"] == ("DDPStrategy" if n > 1 else "SingleDeviceStrategy")
 
 
 @pytest.mark.slow
