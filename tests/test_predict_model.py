@@ -173,6 +173,14 @@ def test_order_check_compares_predicted_and_measured_order():
 
 
 # -- naive guess, verdict, next measurement
+def test_a_tie_with_the_naive_guess_is_not_a_win():
+    s = series([(1, 32, 100.0), (2, 32, 200.0), (4, 32, 400.0), (8, 32, 780.0)], grad=0.0)  # nothing to model
+    checks = pr.holdout(s, link(10, 10), None)
+    assert checks and all(math.isclose(c["error"], c["naive_error"]) for c in checks)
+    assert not any(c["beats_naive"] for c in checks)
+    assert any("IS the naive guess" in line for line in pr.verdict_lines(checks))
+
+
 def test_rows_carry_the_naive_guess_and_the_verdict_says_when_the_model_loses():
     doc = pr.predict([series(PTS)], {"intra": link(10, 10)}, lambda _: None, gpus=[8])
     row = doc["series"][0]["predicted"][0]

@@ -7,6 +7,7 @@ import datetime as _dt
 import math
 from typing import Callable, Sequence
 
+from distbench import peaks, plan
 from distbench.errors import BadInput
 from distbench.predict.links import Link, default_bucket_bytes, reduces_to_one, traffic_factor
 from distbench.predict.model import Model, build_model, per_device_batch
@@ -15,15 +16,9 @@ from distbench.predict.validate import holdout, next_measurement, own_error_per_
 
 
 def physical_cores() -> int:
-    """This machine's physical cores (CPU workers share them)."""
-    try:
-        import psutil
-
-        return psutil.cpu_count(logical=False) or psutil.cpu_count() or 1
-    except ImportError:  # psutil is a dependency; a bare interpreter still answers
-        import os
-
-        return os.cpu_count() or 1
+    """The physical cores of the CPUs this process may use (CPU workers share them): the same count `scale`
+    sizes its CPU workers by (hyperthreads share a core's execution units)."""
+    return peaks.physical_cores(plan.cpu_cores())
 
 
 def target_counts(series: Sequence[Series], gpus: Sequence[int] | None) -> list[int]:

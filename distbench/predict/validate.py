@@ -61,7 +61,7 @@ def holdout(
                     "error": err,
                     "naive": naive,
                     "naive_error": naive_err,
-                    "beats_naive": abs(err) < abs(naive_err) or math.isclose(abs(err), abs(naive_err), rel_tol=1e-9),
+                    "beats_naive": _beats(err, naive_err),
                     "covered": lo <= p.throughput <= hi,
                     "extrapolation": p.n / fitted_on[-1],
                     "crosses_nodes": model.crosses(p.n),
@@ -69,6 +69,12 @@ def holdout(
                 }
             )
     return checks
+
+
+def _beats(err: float, naive_err: float) -> bool:
+    """Strictly closer than the naive guess: a tie (no communication, no spread: the model IS the naive guess)
+    is not a win."""
+    return abs(err) < abs(naive_err) and not math.isclose(abs(err), abs(naive_err), rel_tol=1e-9, abs_tol=1e-12)
 
 
 def own_error_per_doubling(checks: Sequence[dict]) -> float:
@@ -106,7 +112,12 @@ def verdict_lines(checks: Sequence[dict], who: str = "this sweep") -> list[str]:
         f"{s['naive_median_error']:.1%}; the model beats naive on {s['beats_naive']:.0%} of {s['points']} point(s); "
         f"95% intervals cover {s['coverage']:.0%}"
     ]
-    if s["beats_naive"] < 0.5 or s["median_error"] > s["naive_median_error"]:
+    ties = sum(math.isclose(abs(c["error"]), abs(c["naive_error"]), rel_tol=1e-9, abs_tol=1e-12) for c in checks)
+    if ties == len(checks):
+        lines.append(
+            "  the model IS the naive guess on these points (no communication or spread to model): nothing to beat"
+        )
+    elif s["beats_naive"] < 0.5 or s["median_error"] > s["naive_median_error"]:
         lines.append(
             "  WARNING: on these points the model does NOT beat the naive guess (per-device throughput of the largest "
             "measured N): prefer the naive column, or measure more N"
