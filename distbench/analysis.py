@@ -431,7 +431,7 @@ def limiting_factors(record: dict) -> tuple[list[str], list[str]]:
     n = record.get("world_size")
     parts = record.get("comm_split") or {}
     comm = num(parts.get("communication_share")) if parts else num(record.get("comm_overhead"))
-    what = "communication" if parts else "exposed communication (straggler wait included)"
+    what = "communication" if parts else "exposed communication"
     if comm is None:
         missing.append("communication")
     elif comm >= COMM_LARGE:
