@@ -15,6 +15,7 @@ from distbench import predict as pr
 from distbench.analysis import load_sweep
 from distbench.cli import main
 from distbench.report import write_report
+from tests.conftest import ROOT
 from distbench.store import Store
 from tests.conftest import require, run_cli
 from tests.test_report import add_sweep, point
@@ -88,7 +89,6 @@ def test_overlap_one_hides_all_communication():
 def test_fit_recovers_known_parameters_weak_and_strong():
     l = link(10, 10)
     for scaling in ("weak", "strong"):
-        s = series([(1, 32, 1.0)], scaling=scaling)
         comm = pr.build_model(series([(1, 32, 1.0), (2, 32, 2.0)], scaling=scaling), l, None).comm_fn
         a, x = 0.01, 2.0  # x: exposed share of the nominal all-reduce, inside its bounds (0.1..4)
         pts = []
@@ -98,28 +98,30 @@ def test_fit_recovers_known_parameters_weak_and_strong():
         model = pr.build_model(series(pts, scaling=scaling), l, None)
         assert model.a == pytest.approx(a, rel=1e-6) and model.tiers["intra"].x == pytest.approx(x, rel=1e-6)
         assert model.tiers["intra"].bandwidth() == pytest.approx(10e9 / x, rel=1e-6)  # the implied bandwidth
-        del s
 
 
 def test_prediction_interval_coverage_by_simulation():
     """Data drawn from the model with 3% noise (CIs recorded): the 95% interval at N=16 and 32 (fitted on
-    N=1..8) covers the true throughput in at least 90% of 200 simulated sweeps."""
+    N=1..8) covers the true throughput in at least 90% of 200 simulated sweeps. It covers more than 95%: the
+    interval also carries the model error per doubling calibrated on published tables, which data drawn from the
+    model itself does not have. The doc states the rates this computes."""
     rng = np.random.default_rng(7)
     l = link(10, 20)
     comm = pr.build_model(series([(1, 32, 1.0), (2, 32, 2.0)], per_node=64), l, None).comm_fn
     a, x, noise = 0.004, 1.5, 0.03
     truth = {n: n * 32 / (a * 32 + x * comm(n)[0]) for n in (1, 2, 4, 8, 16, 32)}
-    hits = total = 0
+    hits = {16: 0, 32: 0}
     for _ in range(200):
         obs = [pr.Observed(n, 1, 32, truth[n] * math.exp(rng.normal(0, noise)), noise) for n in (1, 2, 4, 8)]
         s = series([(1, 32, 1.0)], per_node=64)
         s.points = obs
         model = pr.build_model(s, l, None)
-        for n in (16, 32):
+        for n in hits:
             _, lo, hi = model.interval(n)
-            hits += lo <= truth[n] <= hi
-            total += 1
-    assert hits / total >= 0.90, hits / total
+            hits[n] += lo <= truth[n] <= hi
+    assert all(h / 200 >= 0.90 for h in hits.values()), hits
+    doc = " ".join((ROOT / "docs" / "prediction.md").read_text().split())
+    assert f"covers the truth in {hits[16] / 200:.1%} of 200 sweeps at N = 16 and {hits[32] / 200:.1%} at N = 32" in doc
 
 
 def test_links_fitted_from_comm_records():

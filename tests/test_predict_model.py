@@ -128,6 +128,15 @@ def test_measured_points_beyond_the_cores_are_warned():
     assert any("measured N=4 ran more CPU workers than the 2 physical cores" in w for w in doc["warnings"])
 
 
+def test_warnings_name_the_workload_when_a_strategy_has_several():
+    one, two = series(PTS, device="cpu"), series(PTS, device="cpu")
+    two.workload = "w2"
+    doc = pr.predict([one, two], {"intra": link(10, 10)}, lambda _: None, gpus=[2], cores=2)
+    assert any(w.startswith("ddp (w2): measured N=4") for w in doc["warnings"])
+    alone = pr.predict([one], {"intra": link(10, 10)}, lambda _: None, gpus=[2], cores=2)
+    assert any(w.startswith("ddp: measured N=4") for w in alone["warnings"])
+
+
 def test_sweep_cores_are_physical_not_hyperthreads(monkeypatch):
     import socket
 

@@ -75,18 +75,19 @@ def predict(
     out_series, warnings = [], []
     for s in series:
         ns = ns_all
+        who = s.strategy if sum(x.strategy == s.strategy for x in series) == 1 else f"{s.strategy} ({s.workload})"
         if s.device == "cpu":
             limit = cores or physical_cores()
             beyond = [n for n in ns if n > limit]
             if beyond:
                 warnings.append(
-                    f"{s.strategy}: N={', '.join(map(str, beyond))} not predicted: CPU workers share this machine's "
+                    f"{who}: N={', '.join(map(str, beyond))} not predicted: CPU workers share this machine's "
                     f"{limit} physical cores, so beyond {limit} workers compute per sample is not constant"
                 )
             contended = sorted({p.n for p in s.points if p.n > limit})
             if contended:
                 warnings.append(
-                    f"{s.strategy}: measured N={', '.join(map(str, contended))} ran more CPU workers than the "
+                    f"{who}: measured N={', '.join(map(str, contended))} ran more CPU workers than the "
                     f"{limit} physical cores: their compute per sample is contended, and the fit takes it for "
                     "communication or waiting (the exposed share and anchor are biased); measure at most "
                     f"N={limit}"
@@ -105,8 +106,8 @@ def predict(
         model = build_model(s, intra, inter, **kw)
         model.model_error = max(model.model_error, own_error_per_doubling(checks))
         for link in (intra, inter):
-            warnings += [f"{s.strategy}: {w}" for w in (link.warnings if link else [])]
-        warnings += [f"{s.strategy}: {w}" for w in model.warnings]
+            warnings += [f"{who}: {w}" for w in (link.warnings if link else [])]
+        warnings += [f"{who}: {w}" for w in model.warnings]
         rows = [_row(model, s, n, epoch_samples, gpu_hour_price) for n in ns]
         entry = {
             "workload": s.workload,
