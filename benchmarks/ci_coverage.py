@@ -24,8 +24,14 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=4000, help="simulated runs per row")
     parser.add_argument("--target", type=float, default=0.02, help="adaptive stopping target (relative half width)")
     parser.add_argument("--out", help="markdown file to write the section into")
+    parser.add_argument(
+        "--only-new", action="store_true", help="print only the autocorrelation and gate tables (no --out)"
+    )
     args = parser.parse_args()
     rng = np.random.default_rng(2026)
+    if args.only_new:
+        print("\n".join(autocorrelation_table(rng, args.runs) + gate_table(rng, args.runs)))
+        return
     fmt = lambda r: f"{r['coverage']:.1%} | {r['bias']:+.2%} | {r['median_steps']:.0f}"  # noqa: E731
     lines = [
         "## CI coverage (simulation)",
@@ -74,10 +80,69 @@ def main() -> None:
             f"| {r} | {fmt(rep)} | {alt['coverage']:.1%} | {alt['bias']:+.1%} | "
             f"{same['coverage']:.1%} | {same['bias']:+.1%} |"
         )
+    lines += autocorrelation_table(rng, args.runs) + gate_table(rng, args.runs)
     text = "\n".join(lines) + "\n"
     print(text)
     if args.out:
         write_section(args.out, text)
+
+
+def autocorrelation_table(rng: np.random.Generator, runs: int) -> list[str]:
+    """Coverage per phi of the within-run CI: the fixed geometry (no lag-1 test) vs the lag-1 test that merges
+    batches, widens the CI or refuses it (stats.batch_means_ci)."""
+    lines = [
+        "",
+        "Strongly autocorrelated steps (AR(1) phi up to 0.98, cv 5%; slow drift of clocks or temperature): "
+        "coverage of the batch-means CI with the fixed geometry (stats.batch_count batches, no test) and with "
+        "the lag-1 test of the batch means (merge to longer batches, widen by the AR(1) factor, refuse at the "
+        "last count); 'given' = share of runs given a CI, coverage counted over those:",
+        "",
+        "| model | 150 steps: fixed | lag-1 test (given) | 600: fixed | lag-1 test (given) | 2400: fixed "
+        "| lag-1 test (given) | adaptive, target 2%: coverage (given) | steps |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for phi in (0.0, 0.5, 0.8, 0.9, 0.95, 0.98):
+        for o in (0.0, 0.01):
+            m = cisim.Model(phi=phi, cv=0.05, outlier_p=o, outlier_scale=10.0 if o else 0.0)
+            row = [m.label()]
+            for n in (150, 600, 2400):
+                old, new = cisim.fixed_batches(rng, m, n, runs=runs), cisim.fixed_steps(rng, m, n, runs=runs)
+                row += [f"{old['coverage']:.1%}", f"{new['coverage']:.1%} ({new['given']:.0%})"]
+            a = cisim.adaptive(rng, m, 0.02, runs=runs)
+            row += [f"{a['coverage']:.1%} ({a['given']:.0%})", f"{a['median_steps']:.0f}"]
+            lines.append("| " + " | ".join(row) + " |")
+    return lines
+
+
+def gate_table(rng: np.random.Generator, runs: int) -> list[str]:
+    """The regression gate of `distbench compare` on simulated 20-point sweeps (cisim.gate_sweeps)."""
+    lines = [
+        "",
+        "### The regression gate (`distbench compare`, simulated)",
+        "",
+        f"{runs} simulated comparisons of two 20-point sweeps per row, exactly as `compare` judges them "
+        "(distbench/gatestats.py: each sweep's run-to-run variances of log throughput moderated across its "
+        "points, Welch t with Welch-Satterthwaite df, Holm across the 20 points at a family-wise 5%, threshold "
+        "5%). Run-to-run noise: sd x t(4) / sqrt 2 per run (heavy tailed); 'spread 3x': the points' sd range "
+        "3x from the quietest to the noisiest. Family false alarm: share of A/A comparisons with any point "
+        "called a regression (the old within-run gate: 54-91%, issue 20). Power: share of comparisons that "
+        "call a 10% regression of one point a regression. R = 1 with a floor: the variances from a third "
+        "sweep, an A/A rerun of A (`--noise-floor`).",
+        "",
+        "| repeats per side | run-to-run sd | family false alarm, equal noise | spread 3x | power, 10% regression |",
+        "|---|---|---|---|---|",
+    ]
+    for r, floor in ((2, False), (3, False), (5, False), (1, True)):
+        for sd in (0.02, 0.03):
+            fa = cisim.gate_sweeps(rng, r=r, run_sd=sd, floor=floor, trials=runs)
+            fh = cisim.gate_sweeps(rng, r=r, run_sd=sd, floor=floor, hetero=3.0, trials=runs)
+            pw = cisim.gate_sweeps(rng, r=r, run_sd=sd, floor=floor, effect=0.9, trials=runs)
+            name = "1 + noise floor" if floor else str(r)
+            lines.append(
+                f"| {name} | {sd:.0%} | {fa['family_false_alarm']:.1%} | {fh['family_false_alarm']:.1%} "
+                f"| {pw['power']:.1%} |"
+            )
+    return lines
 
 
 if __name__ == "__main__":

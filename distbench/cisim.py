@@ -41,11 +41,10 @@ def step_series(rng: np.random.Generator, runs: int, n: int, model: Model) -> np
     return 1.0 + model.cv * z + slow
 
 
-def _ci(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Batch-means (mean, half width) per row, exactly as stats.step_time_ci computes them."""
-    k = stats.batch_count(x.shape[-1])
-    mean, se = stats.batch_means(x, k)
-    return mean, stats.t_crit(k - 1) * se
+def _ci(x: np.ndarray) -> dict:
+    """Batch-means CIs per row, exactly as stats.step_time_ci computes them (stats.batch_means_ci): mean,
+    half_width (NaN where refused), batches and ok."""
+    return stats.batch_means_ci(x)
 
 
 def _t_hw(x: np.ndarray, r: int) -> np.ndarray:
@@ -58,20 +57,34 @@ def _run_means(rng: np.random.Generator, trials: int, r: int, steps: int, model:
     return step_series(rng, trials * r, steps, model).reshape(trials, r, steps).mean(axis=2)
 
 
-def _result(mean: np.ndarray, hw: np.ndarray, model: Model, steps: np.ndarray) -> dict:
+def _result(mean: np.ndarray, hw: np.ndarray, model: Model, steps: np.ndarray, ok: np.ndarray | None = None) -> dict:
+    """Coverage over the runs given a CI (`ok`; all by default), and the share of runs given one."""
     mu = model.true_mean
+    ok = np.ones(mean.shape, dtype=bool) if ok is None else ok
     return {
-        "coverage": float(np.mean(np.abs(mean - mu) <= hw)),
+        "coverage": float(np.mean(np.abs(mean[ok] - mu) <= hw[ok])) if ok.any() else float("nan"),
         "bias": float(np.mean(1.0 / mean) * mu - 1.0),  # of throughput = 1 / mean step time
-        "median_rel_half_width": float(np.median(hw / mean)),
+        "median_rel_half_width": float(np.median(hw[ok] / mean[ok])) if ok.any() else float("nan"),
         "median_steps": float(np.median(steps)),
+        "given": float(np.mean(ok)),
     }
 
 
 def fixed_steps(rng: np.random.Generator, model: Model, n: int, runs: int = 2000) -> dict:
-    """Within-run CI (batch means) after a fixed number of steps."""
-    mean, hw = _ci(step_series(rng, runs, n, model))
-    return _result(mean, hw, model, np.full(runs, n))
+    """Within-run CI (batch means) after a fixed number of steps. The run's mean is its estimate whether or
+    not it is given a CI (bias); coverage is over the runs given one."""
+    x = step_series(rng, runs, n, model)
+    ci = _ci(x)
+    mean = np.where(ci["ok"], ci["mean"], x.mean(axis=1))
+    return _result(mean, ci["half_width"], model, np.full(runs, n), ci["ok"])
+
+
+def fixed_batches(rng: np.random.Generator, model: Model, n: int, runs: int = 2000) -> dict:
+    """For comparison: the rule before the lag-1 test (stats.batch_count(n) batches, no test, no widening)."""
+    x = step_series(rng, runs, n, model)
+    k = stats.batch_count(n)
+    mean, se, _ = stats.batch_means(x, k)
+    return _result(mean, stats.t_crit(k - 1) * se, model, np.full(runs, n))
 
 
 def adaptive(
@@ -88,13 +101,14 @@ def adaptive(
     looks.append(max_steps)
     x = step_series(rng, runs, max_steps, model)
     stop = np.full(runs, len(looks) - 1)
-    means, hws = np.empty((len(looks), runs)), np.empty((len(looks), runs))
+    means, hws, oks = np.empty((len(looks), runs)), np.empty((len(looks), runs)), np.empty((len(looks), runs), bool)
     for j, n in enumerate(looks):
-        means[j], hws[j] = _ci(x[:, :n])
-        may_stop = stats.batch_count(n) >= stats.MAX_BATCHES  # as stats.target_met
+        ci = _ci(x[:, :n])
+        means[j], hws[j], oks[j] = np.where(ci["ok"], ci["mean"], x[:, :n].mean(axis=1)), ci["half_width"], ci["ok"]
+        may_stop = ci["ok"] & (ci["batches"] >= stats.MAX_BATCHES)  # as stats.target_met
         stop = np.where((stop == len(looks) - 1) & may_stop & (hws[j] / means[j] <= target) & (j < stop), j, stop)
     idx = np.arange(runs)
-    return _result(means[stop, idx], hws[stop, idx], model, np.asarray(looks)[stop])
+    return _result(means[stop, idx], hws[stop, idx], model, np.asarray(looks)[stop], oks[stop, idx])
 
 
 def naive_adaptive(
@@ -180,10 +194,14 @@ def throughput_ratio(rng: np.random.Generator, model: Model, n: int, *, ratio: f
 
     sides = []
     for scale in (1.0, 1.0 / ratio):
-        mean, hw = _ci(step_series(rng, trials, n, model) * scale)
-        sides.append((1.0 / mean, hw / mean))
+        x = step_series(rng, trials, n, model) * scale
+        ci = _ci(x)
+        mean = np.where(ci["ok"], ci["mean"], x.mean(axis=1))
+        sides.append((1.0 / mean, ci["half_width"] / mean, ci["ok"]))
     covered, widths = 0, []
-    for (ta, ra), (tb, rb) in zip(zip(*sides[0]), zip(*sides[1])):
+    for (ta, ra, oa), (tb, rb, ob) in zip(zip(*sides[0]), zip(*sides[1])):
+        if not (oa and ob):
+            continue  # a refused CI: distbench gives no ratio CI either
         ci_a, ci_b = stats.rate_ci(ta, ra), stats.rate_ci(tb, rb)
         if ci_a[1] is None or ci_b[1] is None:
             continue  # a CI wider than its estimate: distbench gives no ratio CI either
@@ -196,4 +214,52 @@ def throughput_ratio(rng: np.random.Generator, model: Model, n: int, *, ratio: f
         "median_rel_half_width": float(np.median(widths)),
         "median_steps": float(n),
         "intervals": len(widths),
+    }
+
+
+def gate_sweeps(
+    rng: np.random.Generator,
+    *,
+    points: int = 20,
+    r: int = 3,
+    run_sd: float = 0.025,
+    effect: float = 1.0,
+    hetero: float = 1.0,
+    floor: bool = False,
+    threshold: float = 0.05,
+    trials: int = 4000,
+) -> dict:
+    """`distbench compare` of simulated sweeps A and B of `points` points, exactly as compare._judge judges
+    them (distbench.gatestats: moderated variances, Welch t on log throughput, Holm). Each run's log
+    throughput varies run to run by run_sd x t(4) / sqrt 2 (heavy tailed); the points' run_sd spread by a
+    factor `hetero` from the quietest to the noisiest (geometrically); B's point 0 is `effect` times A's
+    (the others are A/A). r repeats per side; `floor`: r = 1 and the variances from a third sweep C, an A/A
+    run of A (compare --noise-floor). family_false_alarm: share of comparisons calling any A/A point a
+    regression; power: share calling point 0 one."""
+    from distbench import gatestats
+
+    sd = run_sd * np.exp(np.linspace(-math.log(hetero) / 2, math.log(hetero) / 2, points))
+    reps = 1 if floor else r
+
+    def runs() -> np.ndarray:
+        return sd[None, :, None] * rng.standard_t(4, size=(trials, points, reps)) / math.sqrt(2.0)
+
+    a, b = runs(), runs()
+    b[:, 0, :] += math.log(effect)
+    ma, mb = a.mean(axis=-1), b.mean(axis=-1)
+    if floor:
+        c = runs()[..., 0]
+        var, df, _, _ = gatestats.moderate((c - a[..., 0]) ** 2 / 2, np.ones(points))
+        (va, da), (vb, db) = (var, df), (var, df)
+    else:
+        va, da, _, _ = gatestats.moderate(a.var(axis=-1, ddof=1), np.full(points, reps - 1.0))
+        vb, db, _, _ = gatestats.moderate(b.var(axis=-1, ddof=1), np.full(points, reps - 1.0))
+    d, se, df = gatestats.welch(ma, va, reps, da, mb, vb, reps, db, shared=floor)
+    _, _, code = gatestats.verdict_codes(d, se, df, threshold)
+    regression = code == -1
+    null = regression[:, 1:] if effect != 1.0 else regression
+    return {
+        "family_false_alarm": float(null.any(axis=1).mean()),
+        "power": float(regression[:, 0].mean()) if effect != 1.0 else float("nan"),
+        "trials": trials,
     }

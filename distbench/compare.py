@@ -1,19 +1,27 @@
 """Comparing two sweeps (another distbench version, another machine): throughput ratio B/A per point.
 
-Points match when their whole point key (distbench.config.point_key) is equal. Each ratio gets a 95% CI
-(analysis.throughput_ratio_ci; coverage simulated in cisim.throughput_ratio: 97-98% for a nominal 95% on
-AR(1) step series with phi up to 0.8 and outliers). A change is flagged only when it is beyond the noise
-(the CI excludes 1) AND larger than the threshold; a point ok in A and broken in B is a regression too.
+Points match when their whole point key (distbench.config.point_key) is equal. Two sweeps are separate runs,
+so the noise that matters is run to run, not within a run: each side's variance of log throughput comes
+from its repeats (R >= 2, moderated across the sweep's points: distbench.gatestats), or from a noise floor, an
+A/A pair of sweeps (A and a second run of it, `--noise-floor`). Each ratio gets Welch's t on log throughput
+(Welch-Satterthwaite df), a 95% CI, and a p-value that Holm corrects across the compared points. A change is
+flagged only when it survives the correction AND is larger than the threshold; a point ok in A and broken in
+B is a regression too. Without repeats or a floor the verdict is "not enough repeats to say". The gate's
+family-wise false-alarm rate and power are simulated in cisim.gate_sweeps (tests/test_ci_coverage.py).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import math
+
+import numpy as np
 from rich.markup import escape
 from rich.table import Table
 
-from distbench.analysis import Sweep, is_comm, num, record_key, series_name, throughput_ratio_ci, workload_label
+from distbench import gatestats, stats
+from distbench.analysis import Sweep, is_comm, num, record_key, series_name, workload_label
 from distbench.config import PointKey
 from distbench.errors import BadInput, DistbenchError
 from distbench.output import fmt_num, table
@@ -27,9 +35,12 @@ VERDICT_STYLE = {
     "fixed in B": "green",
     "within noise": "dim",
     "below threshold": "dim",
+    "not enough repeats to say": "yellow",
     "no CI": "yellow",
     "not measured": "yellow",
 }
+NOT_ENOUGH = "not enough repeats to say"
+CODE_VERDICT = {0: "within noise", -1: "regression", 1: "improvement", 2: "below threshold"}
 
 
 class RegressionFound(DistbenchError):
@@ -85,6 +96,10 @@ class PointComparison:
     ci_method: str = ""
     verdict: str = ""
     note: str = ""
+    p_value: float | None = None
+    p_holm: float | None = None
+    df: float | None = None
+    repeats: tuple[int, int] = (1, 1)
 
     def to_json(self) -> dict:
         ci_low, ci_high = self.ci or (None, None)
@@ -99,6 +114,11 @@ class PointComparison:
             "ci_low": ci_low,
             "ci_high": ci_high,
             "ci_method": self.ci_method or None,
+            "p_value": self.p_value,
+            "p_holm": self.p_holm,
+            "df": self.df,
+            "repeats_a": self.repeats[0],
+            "repeats_b": self.repeats[1],
             "verdict": self.verdict,
             "note": self.note or None,
             "point_id_a": self.a.get("point_id"),
@@ -111,6 +131,7 @@ class Comparison:
     sweep_a: str
     sweep_b: str
     threshold: float
+    noise_floor: str | None = None
     points: list[PointComparison] = field(default_factory=list)
     only_a: list[PointKey] = field(default_factory=list)
     only_b: list[PointKey] = field(default_factory=list)
@@ -131,6 +152,8 @@ class Comparison:
             "sweep_a": self.sweep_a,
             "sweep_b": self.sweep_b,
             "threshold": self.threshold,
+            "noise_floor": self.noise_floor,
+            "alpha": gatestats.ALPHA,
             "regressions": len(self.regressions),
             "improvements": len(self.improvements),
             "points": [p.to_json() for p in self.points],
@@ -169,26 +192,66 @@ def _index(sweep: Sweep, side: str, notes: list[str]) -> dict[tuple, dict]:
     return out
 
 
-def judge(ratio: float, ci: tuple[float, float] | None, threshold: float) -> str:
-    """regression / improvement only when the CI excludes 1 and the change exceeds the threshold."""
-    if ci is None:
-        return "no CI"
-    lo, hi = ci
-    if lo <= 1 <= hi:
-        return "within noise"
-    if hi < 1 and 1 - ratio > threshold:
-        return "regression"
-    if lo > 1 and ratio - 1 > threshold:
-        return "improvement"
-    return "below threshold"
+def log_repeats(record: dict) -> list[float]:
+    """Log throughput of each successful repeat of a point (its one throughput when it ran once)."""
+    reps = [num(r.get("throughput")) for r in record.get("repeats") or [] if r.get("status", "ok") == "ok"]
+    reps = [v for v in reps if v and v > 0]
+    if len(reps) < 2:
+        thr = num(record.get("throughput"))
+        return [math.log(thr)] if thr and thr > 0 else []
+    return [math.log(v) for v in reps]
 
 
-def compare_sweeps(sweep_a: Sweep, sweep_b: Sweep, *, threshold: float = 0.05, seed: int = 0) -> Comparison:
+def side_variances(logs: dict[tuple, list[float]]) -> dict[tuple, tuple[float, float]]:
+    """Per point with R >= 2: (moderated run-to-run variance of log throughput, its df) across one sweep."""
+    keys = [k for k, v in logs.items() if len(v) >= 2]
+    if not keys:
+        return {}
+    var = np.array([np.var(logs[k], ddof=1) for k in keys])
+    df = np.array([len(logs[k]) - 1 for k in keys], dtype=float)
+    post, df_post, _, _ = gatestats.moderate(var, df)
+    return {k: (float(v), float(d)) for k, v, d in zip(keys, post, df_post)}
+
+
+def noise_floor(index_a: dict[tuple, dict], index_c: dict[tuple, dict]) -> tuple[dict, tuple | None]:
+    """Run-to-run variance of log throughput per point from an A/A pair (A and C, a second run of A): the
+    squared difference of the two runs' mean logs, d^2 / (1/R_a + 1/R_c), one df per point, moderated across
+    the points; and (s0^2, df) for points the floor did not measure (None below 3 points)."""
+    keys = [k for k in index_a if k in index_c and index_a[k].get("status") == index_c[k].get("status") == "ok"]
+    logs = {k: (log_repeats(index_a[k]), log_repeats(index_c[k])) for k in keys}
+    keys = [k for k in keys if logs[k][0] and logs[k][1]]
+    if not keys:
+        return {}, None
+    var = np.array(
+        [(np.mean(logs[k][1]) - np.mean(logs[k][0])) ** 2 / (1 / len(logs[k][0]) + 1 / len(logs[k][1])) for k in keys]
+    )
+    post, df_post, s0, d0 = gatestats.moderate(var, np.ones(len(keys)))
+    prior = None
+    if len(keys) >= 3:
+        prior = (float(s0[0]), float(min(d0[0], len(keys))))
+    return {k: (float(v), float(d)) for k, v, d in zip(keys, post, df_post)}, prior
+
+
+def compare_sweeps(
+    sweep_a: Sweep, sweep_b: Sweep, *, threshold: float = 0.05, seed: int = 0, floor: Sweep | None = None
+) -> Comparison:
+    """Match the points of A and B and judge each ratio B/A on run-to-run noise (module docstring).
+    `floor`: a second run of A (an A/A pair) whose differences from A give the noise floor. `seed` is unused
+    (nothing is resampled)."""
     result = Comparison(sweep_a=sweep_a.id, sweep_b=sweep_b.id, threshold=threshold)
     index_a = _index(sweep_a, "A", result.notes)
     index_b = _index(sweep_b, "B", result.notes)
+    floor_var, floor_prior = {}, None
+    if floor is not None:
+        result.noise_floor = floor.id
+        floor_var, floor_prior = noise_floor(index_a, _index(floor, "the noise floor", result.notes))
+        if not floor_var:
+            result.notes.append(f"the noise floor {floor.id} shares no successful point with {sweep_a.id}: unused")
     if any(is_comm(r) for r in sweep_a.points + sweep_b.points):
         result.notes.append("communication micro-benchmark records (comm-*) are not compared")
+    tested: list[PointComparison] = []
+    logs_a: dict[tuple, list[float]] = {}
+    logs_b: dict[tuple, list[float]] = {}
     for key in (k for k in index_a if k in index_b):
         a, b = index_a[key], index_b[key]
         pc = PointComparison(key=key, a=a, b=b)
@@ -208,16 +271,12 @@ def compare_sweeps(sweep_a: Sweep, sweep_b: Sweep, *, threshold: float = 0.05, s
         elif not thr_a or not thr_b:
             pc.verdict, pc.note = "no CI", "a throughput is missing"
         else:
+            logs_a[key], logs_b[key] = log_repeats(a), log_repeats(b)
             pc.ratio = thr_b / thr_a
-            pc.ci, how = throughput_ratio_ci(sweep_a, a, sweep_b, b, seed=seed)
-            pc.ci_method = how if pc.ci else ""
-            pc.verdict = judge(pc.ratio, pc.ci, threshold)
-            noisy = [side for side, r in (("A", a), ("B", b)) if r.get("noisy")]
-            notes = [] if pc.ci else [f"{how}: not flagged"]
-            if noisy:
-                notes.append(f"flagged noisy in {' and '.join(noisy)}")
-            pc.note = "; ".join(notes)
+            pc.repeats = (len(logs_a[key]), len(logs_b[key]))
+            tested.append(pc)
         result.points.append(pc)
+    _judge(tested, logs_a, logs_b, floor_var, floor_prior, result)
     only_a = [k for k in index_a if k not in index_b]
     only_b = [k for k in index_b if k not in index_a]
     for ka in list(only_a):  # the same point measured on another workload: say what differs
@@ -230,8 +289,62 @@ def compare_sweeps(sweep_a: Sweep, sweep_b: Sweep, *, threshold: float = 0.05, s
     return result
 
 
+def _judge(tested: list[PointComparison], logs_a, logs_b, floor_var, floor_prior, result: Comparison) -> None:
+    """Welch t per point on log throughput with each side's run-to-run variance, Holm across the points."""
+    var_a, var_b = side_variances(logs_a), side_variances(logs_b)
+
+    def side(var: dict, key: tuple) -> tuple:
+        if key in var:
+            return (*var[key], "repeats")
+        got = floor_var.get(key) or floor_prior
+        return (*got, "noise floor") if got else (None, None, "")
+
+    rows = []
+    for pc in tested:
+        (va, da, how_a), (vb, db, how_b) = side(var_a, pc.key), side(var_b, pc.key)
+        if va is None or vb is None:
+            rows.append((math.nan, math.nan, math.nan))
+            need = " and ".join(name for name, v in (("A", va), ("B", vb)) if v is None)
+            pc.verdict = NOT_ENOUGH
+            pc.note = f"1 run in {need}: run-to-run noise unknown (--repeats 2 or more, or --noise-floor SWEEP)"
+            continue
+        ra, rb = len(logs_a[pc.key]), len(logs_b[pc.key])
+        shared = how_a == how_b == "noise floor"
+        d, se, df = gatestats.welch(
+            np.mean(logs_a[pc.key]), va, ra, da, np.mean(logs_b[pc.key]), vb, rb, db, shared=shared
+        )
+        rows.append((float(d), float(se), float(df)))
+        pc.df = float(df)
+        hw = stats.t_crit(max(1, min(gatestats.DF_MAX, math.floor(df + 1e-9)))) * float(se)
+        pc.ci = (math.exp(d - hw), math.exp(d + hw))
+        pc.ratio = math.exp(d)  # of the geometric means (the records' throughput at R >= 2)
+        test = "t on log throughput, one noise floor for both" if shared else "Welch t on log throughput"
+        pc.ci_method = f"{test}, R={ra} ({how_a}) vs R={rb} ({how_b}), df {df:.1f}; Holm over the points"
+    if not rows:
+        return
+    d, se, df = (np.array(col) for col in zip(*rows))
+    p, adj, code = gatestats.verdict_codes(d, se, df, result.threshold)
+    for pc, pv, pa, c in zip(tested, p, adj, code):
+        if math.isnan(c):
+            continue
+        pc.p_value, pc.p_holm, pc.verdict = float(pv), float(pa), CODE_VERDICT[int(c)]
+        notes = [f"flagged noisy in {side}" for side, r in (("A", pc.a), ("B", pc.b)) if r.get("noisy")]
+        pc.note = "; ".join(notes)
+
+
 def comparison_table(result: Comparison) -> Table:
-    columns = ["strategy", "N", "workload", "A\n(samples/s)", "B\n(samples/s)", "B/A", "95% CI", "verdict"]
+    columns = [
+        "strategy",
+        "N",
+        "workload",
+        "A\n(samples/s)",
+        "B\n(samples/s)",
+        "R\nA/B",
+        "B/A",
+        "95% CI",
+        "p\n(Holm)",
+        "verdict",
+    ]
     t = table(
         f"B = {result.sweep_b} vs A = {result.sweep_a} (threshold {result.threshold:.1%})",
         columns,
@@ -248,20 +361,23 @@ def comparison_table(result: Comparison) -> Table:
             escape(workload_label(p.key[3:], workloads)),
             fmt_num(p.a.get("throughput"), ".2f"),
             fmt_num(p.b.get("throughput"), ".2f"),
+            f"{p.repeats[0]}/{p.repeats[1]}" if p.ratio else "-",
             fmt_num(p.ratio, ".3f"),
             f"{p.ci[0]:.3f}-{p.ci[1]:.3f}" if p.ci else "-",
+            f"{p.p_holm:.3g}" if p.p_holm is not None else "-",
             verdict,
         )
     return t
 
 
 def gate(result: Comparison) -> None:
-    """Raise RegressionFound (exit 1) when B regressed beyond the noise and the threshold, or broke a point."""
+    """Raise RegressionFound (exit 1) when B regressed beyond the run-to-run noise (Holm-corrected) and the
+    threshold, or broke a point."""
     if result.regressions:
         names = ", ".join(f"{series_name(p.a)} N={p.key.world_size}" for p in result.regressions)
         raise RegressionFound(
             f"{len(result.regressions)} regression(s) in {result.sweep_b} vs {result.sweep_a} "
-            f"beyond the noise and the {result.threshold:.1%} threshold: {names}"
+            f"beyond the run-to-run noise and the {result.threshold:.1%} threshold: {names}"
         )
 
 
@@ -278,8 +394,17 @@ def summary_lines(result: Comparison) -> list[str]:
     ]
     lines += [f"note: {n}" for n in result.notes]
     n_reg, n_imp = len(result.regressions), len(result.improvements)
+    tested = [p for p in result.points if p.p_value is not None]
+    unknown = sum(p.verdict == NOT_ENOUGH for p in result.points)
+    floor = f", noise floor from {result.noise_floor} (A/A)" if result.noise_floor else ""
     lines.append(
-        f"{n_reg} regression(s), {n_imp} improvement(s) beyond the noise and the {result.threshold:.1%} "
+        f"run-to-run noise: Welch t on log throughput, Holm over {len(tested)} tested point(s) at a family-wise "
+        f"{gatestats.ALPHA:.0%}{floor}"
+    )
+    if unknown:
+        lines.append(f"{unknown} point(s) ran once on a side: {NOT_ENOUGH} (--repeats 2+ or --noise-floor)")
+    lines.append(
+        f"{n_reg} regression(s), {n_imp} improvement(s) beyond the run-to-run noise and the {result.threshold:.1%} "
         f"threshold, over {len(result.points)} matched point(s)"
     )
     return lines

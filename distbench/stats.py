@@ -90,6 +90,16 @@ MIN_STOP_STEPS = MAX_BATCHES * MIN_BATCH_STEPS
 stopping on a CI with few degrees of freedom picks the runs whose spread came out small (simulated:
 88% coverage for noisy runs stopped at 150 steps, 89.8% at 300 (10 batches), at least 91.9% at 600
 over cv 1-15%, phi 0-0.8 and 1% outliers of 10 sd; see distbench/cisim.py)."""
+MIN_MERGED_BATCHES = 10
+"""Autocorrelated batch means: batches are merged (twice as long) down to this many, no fewer (a lag-1 test
+over fewer batches has too little power to pass them as independent)."""
+LAG1_Z = 1.645
+"""One-sided 5% test of the batch means' lag-1 autocorrelation: (r + 1/k) sqrt(k) above it rejects (and the
+batches are merged)."""
+LAG1_Z_REFUSE = 2.326
+"""At the last batch count the test is at 1%: above it, no CI (a 5% test there refused iid runs 5% of the time)."""
+LAG1_MAX = 0.9
+"""Largest (bias-corrected) lag-1 autocorrelation the CI is widened for."""
 
 
 def t_cdf(t: float, df: int) -> float:
@@ -140,38 +150,113 @@ def t_crit(df: int, level: float = CI_LEVEL) -> float:
 
 
 def batch_count(n: int) -> int:
-    """Batches for a within-run CI over n steps (0: too few steps for one)."""
+    """Batches a within-run CI over n steps starts from (0: too few steps for one): n // MIN_BATCH_STEPS, at
+    most MAX_BATCHES, so the batch size grows with the run (n / MAX_BATCHES steps from MIN_STOP_STEPS on)."""
     k = min(MAX_BATCHES, n // MIN_BATCH_STEPS)
     return k if k >= MIN_BATCHES else 0
 
 
+def batch_levels(n: int) -> list[int]:
+    """Batch counts tried in turn: batch_count(n), then halved (each batch twice as long) while at least
+    MIN_MERGED_BATCHES remain; a run that starts below that is tried at its first count only."""
+    k = batch_count(n)
+    levels = [k] if k else []
+    while k // 2 >= MIN_MERGED_BATCHES:
+        k //= 2
+        levels.append(k)
+    return levels
+
+
 def batch_means(x, batches: int):
-    """Mean and its standard error over the last axis of `x` by non-overlapping batch means (the first
-    n mod `batches` samples left out)."""
+    """Mean, standard error and lag-1 autocorrelation of the batch means, over the last axis of `x`, by
+    non-overlapping batch means (the first n mod `batches` samples left out)."""
     import numpy as np
 
     x = np.asarray(x, dtype=float)
     b = x.shape[-1] // batches
     y = x[..., x.shape[-1] - batches * b :].reshape(*x.shape[:-1], batches, b).mean(axis=-1)
-    return y.mean(axis=-1), y.std(axis=-1, ddof=1) / math.sqrt(batches)
+    d = y - y.mean(axis=-1, keepdims=True)
+    ss = (d * d).sum(axis=-1)
+    mean = y.mean(axis=-1)
+    spread = ss > batches * (1e-9 * np.abs(mean)) ** 2  # batch means equal up to rounding: no correlation to see
+    lag1 = np.where(spread, (d[..., 1:] * d[..., :-1]).sum(axis=-1) / np.where(spread, ss, 1.0), 0.0)
+    return mean, np.sqrt(ss / (batches - 1) / batches), lag1
+
+
+def batch_means_ci(x, level: float = CI_LEVEL) -> dict:
+    """Batch-means t-intervals of the mean of each row of `x` (numpy arrays, one value per row).
+
+    The lag-1 autocorrelation r of the batch means is tested at each count of batch_levels(n) in turn
+    (one-sided: (r + 1/k) sqrt(k) > LAG1_Z rejects independent batch means; LAG1_Z_REFUSE at the last
+    count); the first count that passes
+    gives the CI, widened by sqrt((1 + rho) / (1 - rho)), rho = r + (1 + 3 r) / k (r's small-sample bias
+    removed, clipped to [0, LAG1_MAX]): an AR(1) chain of batch means inflates the variance of their mean
+    by about that factor. Rows whose batch means stay correlated at every count get no CI (`ok` False;
+    `lag1` is then the first count's r)."""
+    import numpy as np
+
+    x = np.asarray(x, dtype=float)
+    shape = x.shape[:-1]
+    out = {key: np.full(shape, np.nan) for key in ("mean", "se", "half_width", "lag1", "widened")}
+    out["batches"] = np.zeros(shape, dtype=int)
+    out["ok"] = np.zeros(shape, dtype=bool)
+    levels = batch_levels(x.shape[-1])
+    for k in levels:
+        mean, se, r = batch_means(x, k)
+        if np.isnan(out["lag1"]).all():
+            out["lag1"] = r
+        z = LAG1_Z if k != levels[-1] else LAG1_Z_REFUSE
+        take = ~out["ok"] & ((r + 1 / k) * math.sqrt(k) <= z)
+        rho = np.clip(r + (1 + 3 * r) / k, 0.0, LAG1_MAX)
+        factor = np.sqrt((1 + rho) / (1 - rho))
+        for key, value in (("mean", mean), ("se", se * factor), ("lag1", r), ("widened", factor), ("batches", k)):
+            out[key] = np.where(take, value, out[key])
+        out["half_width"] = np.where(take, t_crit(k - 1, level) * se * factor, out["half_width"])
+        out["ok"] = out["ok"] | take
+        if out["ok"].all():
+            break
+    return out
+
+
+def within_run_step_ci(step_times_s: Sequence[float], level: float = CI_LEVEL) -> tuple[dict | None, str | None]:
+    """(step_time_ci's dict or None, why there is none or what was done to it: a note for the record)."""
+    n = len(step_times_s)
+    if not batch_count(n):
+        return None, (
+            f"{n} measured steps: a within-run CI needs at least {MIN_CI_STEPS} "
+            "(more --max-time or --steps), or --repeats 2 or more for a run-to-run CI"
+        )
+    ci = {key: value.item() for key, value in batch_means_ci([list(step_times_s)], level).items()}
+    k0, k = batch_count(n), int(ci["batches"])
+    if not ci["ok"]:
+        return None, (
+            f"no within-run CI: the batch means stay autocorrelated (lag-1 r {ci['lag1']:.2f} over {k0} batches, "
+            f"still correlated at {batch_levels(n)[-1]}): run longer (--max-time), or --repeats 2 or more"
+        )
+    note = None
+    if k < k0:
+        note = f"batch means autocorrelated over {k0} batches: {k} batches of {n // k} steps used"
+    if ci["widened"] > 1.0005:
+        note = (note + "; " if note else "") + (
+            f"CI widened x{ci['widened']:.3f} for the batch means' lag-1 autocorrelation {ci['lag1']:.2f}"
+        )
+    return {
+        "mean": ci["mean"],
+        "se": ci["se"],
+        "df": k - 1,
+        "half_width": ci["half_width"],
+        "rel_half_width": ci["half_width"] / ci["mean"],
+        "batches": k,
+        "batch_size": n // k,
+        "lag1": ci["lag1"],
+        "widened": ci["widened"],
+    }, note
 
 
 def step_time_ci(step_times_s: Sequence[float], level: float = CI_LEVEL) -> dict | None:
-    """Batch-means t-interval of the mean step time of one run; None below MIN_CI_STEPS steps."""
-    k = batch_count(len(step_times_s))
-    if not k:
-        return None
-    mean, se = (float(v) for v in batch_means(step_times_s, k))
-    hw = t_crit(k - 1, level) * se
-    return {
-        "mean": mean,
-        "se": se,
-        "df": k - 1,
-        "half_width": hw,
-        "rel_half_width": hw / mean,
-        "batches": k,
-        "batch_size": len(step_times_s) // k,
-    }
+    """Batch-means t-interval of the mean step time of one run (batch_means_ci): None below MIN_CI_STEPS
+    steps, or when the batch means stay autocorrelated at every batch size (within_run_step_ci says why)."""
+    return within_run_step_ci(step_times_s, level)[0]
 
 
 def target_met(ci: dict | None, target: float) -> bool:
@@ -185,16 +270,16 @@ def rate_ci(rate: float, rel_half_width: float) -> tuple[float, float | None]:
 
 
 def within_run_ci(step_times_s: Sequence[float], throughput: float) -> dict:
-    """Record fields of the within-run 95% CI of `throughput`, or a note saying why there is none."""
-    ci = step_time_ci(step_times_s)
+    """Record fields of the within-run 95% CI of `throughput`, or a `ci_note` saying why there is none (or that
+    the batches were lengthened, or the CI widened, for autocorrelated batch means)."""
+    ci, note = within_run_step_ci(step_times_s)
     if ci is None:
         return {
             "throughput_ci_low": None,
             "throughput_ci_high": None,
             "ci_method": None,
             "ci_scope": None,
-            "ci_note": f"{len(step_times_s)} measured steps: a within-run CI needs at least {MIN_CI_STEPS} "
-            "(more --max-time or --steps), or --repeats 2 or more for a run-to-run CI",
+            "ci_note": note,
         }
     lo, hi = rate_ci(throughput, ci["rel_half_width"])
     return {
@@ -202,6 +287,7 @@ def within_run_ci(step_times_s: Sequence[float], throughput: float) -> dict:
         "throughput_ci_high": hi,
         "ci_method": f"batch means: t over {ci['batches']} batches of {ci['batch_size']} steps",
         "ci_scope": f"within-run noise (batch means over {ci['batches']} batches)",
+        "ci_note": note,
     }
 
 

@@ -1,22 +1,25 @@
-"""`distbench compare`: batch-means and record-based CIs of the throughput ratio, regression flagging only
-beyond the noise and the threshold, unmatched points, and the CLI's exit codes (a CI gate)."""
+"""`distbench compare`: run-to-run noise (repeats, or an A/A noise floor), Welch t on log throughput with Holm
+across the points, regression flagging only beyond that noise and the threshold, "not enough repeats to say"
+at R = 1, unmatched points, and the CLI's exit codes (a CI gate). The ratio CIs the report still uses
+(analysis.throughput_ratio_ci) are tested here too."""
 
 from __future__ import annotations
 
 import json
 import math
 
-import random
-
 import pytest
 
 from distbench import analysis as an
 from distbench.analysis import load_sweep
+import numpy as np
 from distbench.cli import main
-from distbench.compare import RegressionFound, compare_sweeps, gate, judge, parse_threshold
+from distbench import gatestats, stats
+from distbench.compare import NOT_ENOUGH, RegressionFound, compare_sweeps, gate, parse_threshold
 from distbench.errors import BadInput
 from distbench.store import Store
-from tests.test_report import add_sweep, point
+from tests.builders import add_sweep, point
+from tests.conftest import TINY, require, run_cli
 
 
 # -- CIs ---------------------------------------------------------------------------------------------------
@@ -42,19 +45,61 @@ def test_ratio_ci_from_record_cis_combines_on_the_log_scale():
     assert hi < 1 and lo < 0.8 < hi
 
 
-# -- flagging ----------------------------------------------------------------------------------------------
-@pytest.mark.parametrize(
-    "ratio,ci,verdict",
-    [
-        (0.80, (0.78, 0.82), "regression"),
-        (1.20, (1.18, 1.22), "improvement"),
-        (0.98, (0.97, 0.99), "below threshold"),  # beyond the noise but smaller than 5%
-        (0.90, (0.70, 1.10), "within noise"),  # larger than 5% but the CI includes 1
-        (0.80, None, "no CI"),
-    ],
-)
-def test_judge(ratio, ci, verdict):
-    assert judge(ratio, ci, 0.05) == verdict
+def test_log_se_of_a_t_interval_uses_t_not_z():
+    # a run-to-run CI over R = 2 repeats is a t(1) interval: its half width is 12.71 standard errors, not 1.96
+    assert an.log_se((math.exp(-12.706205), math.exp(12.706205)), df=1) == pytest.approx(1.0, rel=1e-6)
+    assert an.log_se((math.exp(-1.959964), math.exp(1.959964))) == pytest.approx(1.0, rel=1e-6)
+    rec = point("ddp", 2, 0.1, repeats=[{"status": "ok", "throughput": 80.0}] * 2, ci_scope="run-to-run (t over 2)")
+    assert an.ci_df(rec) == 1 and an.ci_df(point("ddp", 2, 0.1)) is None
+    # two t(1) sides: the combined interval is t with Welch-Satterthwaite df 2 (not 3x too wide with z then t)
+    t1 = (math.exp(-12.706205), math.exp(12.706205))  # a log-scale standard error of 1 with df 1
+    lo, hi = an.ratio_ci_from_cis(1.0, t1, 1.0, (1.0, 1.0), 1, None)
+    assert math.log(hi) == pytest.approx(stats.t_crit(1), rel=1e-6)
+    lo, hi = an.ratio_ci_from_cis(
+        1.0, (math.exp(-12.706205), math.exp(12.706205)), 1.0, (math.exp(-12.706205), math.exp(12.706205)), 1, 1
+    )
+    assert math.log(hi) == pytest.approx(stats.t_crit(2) * math.sqrt(2), rel=1e-6)
+
+
+# -- the gate's statistics (distbench.gatestats) -----------------------------------------------------------
+def test_vectorised_t_cdf_is_the_exact_scalar_one():
+    for df in (1, 2, 3, 4, 7, 30, 200):
+        for t in (-2.5, 0.3, 4.0):
+            assert gatestats.t_cdf(t, df) == pytest.approx(stats.t_cdf(t, df), abs=1e-12)
+    assert gatestats.two_sided_p(stats.t_crit(4), 4) == pytest.approx(0.05, abs=1e-9)
+
+
+def test_holm_adjusted_p_values():
+    adj = gatestats.holm_adjusted([0.01, 0.04, math.nan, 0.03])  # m = 3 tested: 0.03, 0.06, 0.06
+    assert adj[0] == pytest.approx(0.03) and adj[1] == pytest.approx(0.06) and adj[3] == pytest.approx(0.06)
+    assert math.isnan(adj[2])
+
+
+def test_welch_satterthwaite_and_the_shared_floor():
+    d, se, df = gatestats.welch(0.0, 0.04, 2, 1, 0.1, 0.01, 4, 3)
+    assert d == pytest.approx(0.1) and se == pytest.approx(math.sqrt(0.02 + 0.0025))
+    assert df == pytest.approx(0.0225**2 / (0.02**2 / 1 + 0.0025**2 / 3))
+    _, se, df = gatestats.welch(0.0, 0.04, 1, 5, 0.1, 0.04, 1, 5, shared=True)
+    assert se == pytest.approx(math.sqrt(0.08)) and df == 5  # one estimate: its own df, not doubled
+
+
+def test_moderation_pools_equal_variances_and_keeps_unequal_ones_apart():
+    rng = np.random.default_rng(0)
+    equal = rng.chisquare(2, size=200) / 2 * 1e-4  # 200 points, true variance 1e-4, 2 df each
+    post, df, s0, d0 = gatestats.moderate(equal, np.full(200, 2.0))
+    assert d0[0] > 8 and s0[0] == pytest.approx(1e-4, rel=0.15) and np.ptp(post) < 0.25 * np.ptp(equal)
+    unequal = equal * np.exp(rng.normal(0, 1.5, 200))
+    post, df, s0, d0 = gatestats.moderate(unequal, np.full(200, 2.0))
+    assert d0[0] < 5 and df.max() < 7  # little pooling: each point keeps most of its own variance
+    post, df, _, d0 = gatestats.moderate(np.array([1e-4, 4e-4]), np.array([2.0, 2.0]))
+    assert list(post) == pytest.approx([1e-4, 4e-4]) and d0[0] == 0  # 2 points: no moderation
+
+
+def test_verdict_codes_follow_holm_and_the_threshold():
+    d = np.log([0.8, 1.0, 1.02, 1.2, 0.9])
+    p, adj, code = gatestats.verdict_codes(d, [0.01, 0.01, 0.001, 0.01, math.nan], [30] * 5, 0.05)
+    assert list(code[:4]) == [-1, 0, 2, 1] and math.isnan(code[4])  # regression, within, below threshold, better
+    assert adj[0] == pytest.approx(min(1, 4 * p[0]))  # the smallest p of 4 tested, times 4
 
 
 @pytest.mark.parametrize("text,value", [("5%", 0.05), ("0.05", 0.05), ("12.5%", 0.125), ("0", 0.0)])
@@ -76,25 +121,27 @@ def test_parse_threshold_errors(text, message):
     assert str(exc.value) == message
 
 
-NOISY = [0.11 * (0.2 + 1.6 * u) for u in (lambda rng: [rng.random() for _ in range(200)])(random.Random(7))]
-"""200 steps around 0.11 s with CV ~50%: a 9% change cannot be told from the noise."""
+TIGHT, WIDE = (0.99, 1.0, 1.01), (0.7, 0.95, 1.25)
 
 
-def _pair(tmp_path, extra_b=()):
-    a = [
-        point("torch", 1, 0.1),
-        point("ddp", 2, 0.1),
-        point("ddp", 4, 0.1),
-        point("horovod-torch", 2, 0.1),
-        point("ddp", 8, 0.1),
-    ]
+def rep(strategy: str, n: int, step_s: float, factors=TIGHT, **kw) -> dict:
+    """A point of len(factors) repeats whose throughputs are the step-time throughput times each factor."""
+    thr = 4 * n / step_s
+    return point(strategy, n, step_s, repeats=[{"status": "ok", "throughput": thr * f} for f in factors], **kw)
+
+
+def _pair(tmp_path, r: int = 3):
+    f = TIGHT[:r] if r > 1 else (1.0,)
+    w = WIDE[:r] if r > 1 else (1.0,)
+    tiny = tuple(1 + (v - 1) / 10 for v in f)
+    a = [rep("torch", 1, 0.1, f), rep("ddp", 2, 0.1, f), rep("ddp", 4, 0.1, tiny), rep("horovod-torch", 2, 0.1, w)]
+    a.append(rep("ddp", 8, 0.1, f))
     b = [
-        point("torch", 1, 0.1),
-        point("ddp", 2, 0.125),  # -20%: regression
-        point("ddp", 4, 0.098),  # +2%: beyond the noise, under the threshold
-        point("horovod-torch", 2, times=NOISY),  # -9% but noisy: within noise
-        point("mirrored", 2, 0.1, framework="tf"),
-        *extra_b,
+        rep("torch", 1, 0.1, f),
+        rep("ddp", 2, 0.125, f),  # -20%: regression
+        rep("ddp", 4, 0.098, tiny),  # +2%, tiny spread: beyond the noise, under 5%
+        rep("horovod-torch", 2, 0.11, w),  # -9% but the repeats spread +-25%: within noise
+        rep("mirrored", 2, 0.1, f, framework="tf"),
     ]
     path = tmp_path / "r.db"
     with Store(path) as store:
@@ -102,7 +149,7 @@ def _pair(tmp_path, extra_b=()):
         return path, sa, sb, load_sweep(store, sa), load_sweep(store, sb)
 
 
-def test_compare_flags_only_beyond_noise_and_threshold(tmp_path):
+def test_compare_flags_only_beyond_run_to_run_noise_and_threshold(tmp_path):
     _, _, _, a, b = _pair(tmp_path)
     result = compare_sweeps(a, b, threshold=0.05)
     verdicts = {p.key[:2]: p.verdict for p in result.points}
@@ -113,7 +160,8 @@ def test_compare_flags_only_beyond_noise_and_threshold(tmp_path):
         ("horovod-torch", 2): "within noise",
     }
     reg = next(p for p in result.points if p.key[:2] == ("ddp", 2))
-    assert reg.ratio == pytest.approx(0.8) and reg.ci[1] < 1 and reg.ci_method == "batch means"
+    assert reg.ratio == pytest.approx(0.8) and reg.ci[1] < 1 and reg.p_holm < 0.05 and reg.repeats == (3, 3)
+    assert reg.ci_method.startswith("Welch t on log throughput, R=3 (repeats) vs R=3 (repeats), df ")
     assert [k[:2] for k in result.only_a] == [("ddp", 8)]
     assert [k[:2] for k in result.only_b] == [("mirrored", 2)]
     assert [p.key[:2] for p in result.regressions] == [("ddp", 2)]
@@ -121,33 +169,60 @@ def test_compare_flags_only_beyond_noise_and_threshold(tmp_path):
     assert not compare_sweeps(a, b, threshold=0.25).regressions
 
 
-def test_compare_uses_record_cis_and_failures_count_as_regressions(tmp_path):
-    a = [
-        point("ddp", 2, 0.1, throughput_ci_low=78.0, throughput_ci_high=82.0),
-        point("ddp", 4, 0.1),
-        point("ddp", 8, status="failed", reason="oom-ish"),
-    ]
-    b = [
-        point("ddp", 2, 0.1, throughput_ci_low=70.0, throughput_ci_high=90.0),
-        point("ddp", 4, status="timeout", reason="killed after 900 s"),
-        point("ddp", 8, 0.1),
-    ]
+def test_one_run_per_side_is_not_enough_to_say(tmp_path):
+    _, _, _, a, b = _pair(tmp_path, r=1)
+    result = compare_sweeps(a, b)
+    assert {p.verdict for p in result.points} == {NOT_ENOUGH} and not result.regressions
+    ddp2 = next(p for p in result.points if p.key[:2] == ("ddp", 2))
+    assert ddp2.ratio == pytest.approx(0.8) and ddp2.ci is None and ddp2.p_holm is None
+    assert ddp2.note == "1 run in A and B: run-to-run noise unknown (--repeats 2 or more, or --noise-floor SWEEP)"
+
+
+def _floor_sweeps(tmp_path, shift: float = 0.8):
+    """A, C (a second run of A: +-1% per point) and B (ddp N=2 at `shift`), each point run once."""
+    names = [("torch", 1), ("ddp", 1), ("ddp", 2), ("ddp", 4), ("horovod-torch", 1), ("horovod-torch", 2)]
+    wiggle = (1.01, 0.99, 1.012, 0.988, 1.009, 0.991)
+    a = [rep(s, n, 0.1, (1.0,)) for s, n in names]
+    c = [rep(s, n, 0.1 * w, (1.0,)) for (s, n), w in zip(names, wiggle)]
+    b = [rep(s, n, 0.1 / (shift if (s, n) == ("ddp", 2) else w), (1.0,)) for (s, n), w in zip(names, wiggle[::-1])]
+    path = tmp_path / "f.db"
+    with Store(path) as store:
+        ids = [add_sweep(store, x) for x in (a, c, b)]
+        return path, ids, [load_sweep(store, i) for i in ids]
+
+
+def test_noise_floor_from_an_a_a_sweep_judges_single_runs(tmp_path):
+    _, _, (a, c, b) = _floor_sweeps(tmp_path)
+    result = compare_sweeps(a, b, floor=c)
+    verdicts = {p.key[:2]: p.verdict for p in result.points}
+    assert verdicts[("ddp", 2)] == "regression"
+    assert all(v == "within noise" for k, v in verdicts.items() if k != ("ddp", 2))
+    reg = result.regressions[0]
+    assert reg.ci_method.startswith("t on log throughput, one noise floor for both, R=1 (noise floor) vs R=1")
+    assert result.to_json()["noise_floor"] == c.id
+    # the A/A pair alone: nothing flagged
+    assert not compare_sweeps(a, c, floor=c).regressions
+
+
+def test_too_few_steps_do_not_matter_with_repeats(tmp_path):
+    with Store(tmp_path / "r.db") as store:
+        sa = add_sweep(store, [rep("ddp", 2, 0.1, steps=3)])
+        sb = add_sweep(store, [rep("ddp", 2, 0.2, steps=3)])
+        [p] = compare_sweeps(load_sweep(store, sa), load_sweep(store, sb)).points
+    assert p.verdict == "regression"  # run to run: the repeats, not the 3 steps of each
+
+
+def test_failures_count_as_regressions(tmp_path):
+    a = [rep("ddp", 2, 0.1), rep("ddp", 4, 0.1), point("ddp", 8, status="failed", reason="oom-ish")]
+    b = [rep("ddp", 2, 0.1), point("ddp", 4, status="timeout", reason="killed after 900 s"), rep("ddp", 8, 0.1)]
     with Store(tmp_path / "r.db") as store:
         sa, sb = add_sweep(store, a), add_sweep(store, b)
         result = compare_sweeps(load_sweep(store, sa), load_sweep(store, sb))
     by = {p.key[1]: p for p in result.points}
-    assert by[2].ci_method == "records" and by[2].verdict == "within noise"
+    assert by[2].verdict == "within noise"
     assert by[4].verdict == "failed in B" and by[4].note == "timeout: killed after 900 s"
     assert by[8].verdict == "fixed in B"
     assert [p.key[1] for p in result.regressions] == [4]
-
-
-def test_too_few_steps_are_never_flagged(tmp_path):
-    with Store(tmp_path / "r.db") as store:
-        sa = add_sweep(store, [point("ddp", 2, 0.1, steps=3)])
-        sb = add_sweep(store, [point("ddp", 2, 0.2, steps=3)])
-        [p] = compare_sweeps(load_sweep(store, sa), load_sweep(store, sb)).points
-    assert p.verdict == "no CI" and p.note == "too few steps (3 < 150): not flagged"
 
 
 # -- CLI ---------------------------------------------------------------------------------------------------
@@ -161,15 +236,21 @@ def test_compare_cli_exit_1_on_regression_else_0(capsys, tmp_path):
     path, sa, sb, _, _ = _pair(tmp_path)
     code, out, err = _run(capsys, ["compare", sa, sb, "--results", str(path)])
     assert code == 1, err
-    assert err == (f"Error: 1 regression(s) in {sb} vs {sa} beyond the noise and the 5.0% threshold: ddp N=2\n")
+    assert err == (
+        f"Error: 1 regression(s) in {sb} vs {sa} beyond the run-to-run noise and the 5.0% threshold: ddp N=2\n"
+    )
     assert "regression" in out and "only in A (unmatched): ddp N=8 resnet50 batch=4 weak" in out
-    assert "1 regression(s), 0 improvement(s) beyond the noise and the 5.0% threshold, over 4 matched point(s)" in out
+    assert (
+        "1 regression(s), 0 improvement(s) beyond the run-to-run noise and the 5.0% threshold, over 4 matched point(s)"
+        in out
+    )
+    assert "Welch t on log throughput, Holm over 4 tested point(s) at a family-wise 5%" in out
     code, out, _ = _run(capsys, ["compare", sa, sb, "--results", str(path), "--threshold", "25%"])
     assert code == 0
     code, out, _ = _run(capsys, ["compare", sa, "latest", "--results", str(path), "--format", "json"])
     assert code == 1
     doc = json.loads(out)
-    assert doc["sweep_b"] == sb and doc["regressions"] == 1 and doc["threshold"] == 0.05
+    assert doc["sweep_b"] == sb and doc["regressions"] == 1 and doc["threshold"] == 0.05 and doc["alpha"] == 0.05
     [unmatched] = doc["unmatched_b"]
     assert {
         k: unmatched[k] for k in ("strategy", "world_size", "nodes", "batch", "model", "scaling", "device", "precision")
@@ -185,13 +266,33 @@ def test_compare_cli_exit_1_on_regression_else_0(capsys, tmp_path):
     }
     reg = next(p for p in doc["points"] if p["verdict"] == "regression")
     assert reg["strategy"] == "ddp" and reg["world_size"] == 2 and reg["ci_high"] < 1
+    assert reg["p_holm"] < 0.05 and reg["repeats_a"] == reg["repeats_b"] == 3 and reg["df"] > 1
+
+
+def test_compare_cli_at_one_repeat_exits_0_and_says_so(capsys, tmp_path):
+    path, sa, sb, _, _ = _pair(tmp_path, r=1)
+    code, out, err = _run(capsys, ["compare", sa, sb, "--results", str(path)])
+    assert code == 0, err
+    assert "4 point(s) ran once on a side: not enough repeats to say (--repeats 2+ or --noise-floor)" in out
+
+
+def test_compare_cli_noise_floor(capsys, tmp_path):
+    path, (sa, sc, sb), _ = _floor_sweeps(tmp_path)
+    code, out, err = _run(capsys, ["compare", sa, sb, "--results", str(path), "--noise-floor", sc])
+    assert code == 1 and err.endswith("threshold: ddp N=2\n"), err
+    assert f"noise floor from {sc} (A/A)" in out
+    code, _, err = _run(capsys, ["compare", sa, sb, "--results", str(path), "--noise-floor", "nope"])
+    assert code == 2 and err.startswith("Error: --noise-floor: unknown sweep 'nope'; recent sweeps: ")
+    code, _, err = _run(capsys, ["compare", sa, sb, "--results", str(path), "--noise-floor", sa])
+    assert code == 2
+    assert err == f"Error: --noise-floor {sa!r} is a compared sweep: give a second run of SWEEP_A\n"
 
 
 def test_compare_cli_across_two_stores(capsys, tmp_path):
     with Store(tmp_path / "a.db") as store:
-        sa = add_sweep(store, [point("ddp", 2, 0.1)])
+        sa = add_sweep(store, [rep("ddp", 2, 0.1)])
     with Store(tmp_path / "b.db") as store:
-        add_sweep(store, [point("ddp", 2, 0.0999)])
+        add_sweep(store, [rep("ddp", 2, 0.0999)])
     code, out, err = _run(
         capsys, ["compare", sa, "latest", "--results", str(tmp_path / "a.db"), "--results-b", str(tmp_path / "b.db")]
     )
@@ -218,14 +319,9 @@ def test_compare_cli_errors(capsys, tmp_path):
 
 
 # -- the whole workload is the key -------------------------------------------------------------------------
-def _ci(thr: float) -> dict:
-    """A record CI of +-1% (the 'records' method: no dependence on step counts)."""
-    return {"throughput_ci_low": thr * 0.99, "throughput_ci_high": thr * 1.01}
-
-
 def test_points_at_the_same_n_on_other_nodes_are_separate_points(tmp_path):
-    a = [point("ddp", 8, 0.1, **_ci(320.0)), point("ddp", 8, 0.1, nodes=2, **_ci(320.0))]
-    b = [point("ddp", 8, 0.1, **_ci(320.0)), point("ddp", 8, 0.2, nodes=2, **_ci(160.0))]
+    a = [rep("ddp", 8, 0.1), rep("ddp", 8, 0.1, nodes=2)]
+    b = [rep("ddp", 8, 0.1), rep("ddp", 8, 0.2, nodes=2)]
     with Store(tmp_path / "r.db") as store:
         sa, sb = add_sweep(store, a), add_sweep(store, b)
         result = compare_sweeps(load_sweep(store, sa), load_sweep(store, sb))
@@ -238,11 +334,8 @@ def test_points_at_the_same_n_on_other_nodes_are_separate_points(tmp_path):
 
 
 def test_workloads_that_differ_are_listed_apart_not_compared(tmp_path, capsys):
-    a = [point("ddp", 2, 0.1, **_ci(80.0)), point("ddp", 4, 0.1, **_ci(160.0))]
-    b = [
-        point("ddp", 2, 0.05, config={"precision": "bf16", "image_size": 128}, **_ci(160.0)),
-        point("ddp", 4, 0.1, **_ci(160.0)),
-    ]
+    a = [rep("ddp", 2, 0.1), rep("ddp", 4, 0.1)]
+    b = [rep("ddp", 2, 0.05, config={"precision": "bf16", "image_size": 128}), rep("ddp", 4, 0.1)]
     path = tmp_path / "r.db"
     with Store(path) as store:
         sa, sb = add_sweep(store, a), add_sweep(store, b)
@@ -261,3 +354,30 @@ def test_workloads_that_differ_are_listed_apart_not_compared(tmp_path, capsys):
         "precision fp32 in A, bf16 in B"
     ) in out
     assert "compared workload: model resnet50, device cpu, scaling weak, image_size 224" in out
+
+
+# -- real: two identical sweeps back to back (issue 20's "done means") -------------------------------------
+@pytest.mark.slow
+@require("torch")
+@pytest.mark.parametrize("repeats", [1, 3])
+def test_two_identical_sweeps_back_to_back_pass_the_gate(tmp_path, repeats):
+    """torch N=1, TINY, run twice into one store, then `compare` the two: exit 0, at R = 1 because one run
+    per side is not enough to say, at R = 3 because the difference is within the run-to-run noise."""
+    db = str(tmp_path / "r.db")
+    for _ in range(2):
+        proc = run_cli(
+            ["scale", "--gpus", "1", "--strategy", "torch", "--device", "cpu", "--results", db, *TINY]
+            + ["--repeats", str(repeats), "--no-comm", "--telemetry-interval", "0"]
+        )
+        assert proc.returncode == 0, proc.stderr[-3000:]
+    sweeps = json.loads(run_cli(["results", "list", "--results", db, "--format", "json"]).stdout)
+    b, a = sweeps[0]["id"], sweeps[1]["id"]
+    proc = run_cli(["compare", a, b, "--results", db, "--format", "json"])
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    [p] = [p for p in json.loads(proc.stdout)["points"] if p["strategy"] == "torch"]
+    assert p["repeats_a"] == p["repeats_b"] == repeats
+    if repeats == 1:
+        assert p["verdict"] == NOT_ENOUGH and p["p_holm"] is None
+    else:
+        assert p["verdict"] in ("within noise", "below threshold", "improvement"), p
+        assert p["p_holm"] is not None and p["ci_low"] < p["ratio"] < p["ci_high"]

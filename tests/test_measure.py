@@ -77,16 +77,22 @@ def test_measure_excludes_warmup_and_runs_fixed_steps():
     assert sum(times) == pytest.approx(sum(stopping["segments_s"]))  # back-to-back steps fill the window
 
 
-def test_measure_barriers_before_the_window_and_looks_only_at_geometric_step_counts():
+def test_measure_barriers_before_the_window_and_looks_only_at_geometric_step_counts(monkeypatch):
     looks = []
 
     def gather(obj):
         looks.append(None if obj is None else len(obj[0]))
         return [obj]
 
-    sleeps = itertools.cycle([0.0005, 0.0015])  # CV 50%: the 10% target is met only with enough steps
+    # CV 50%: the 10% target is met only with enough steps. A fake clock: real sleeps on a loaded machine
+    # drift, and the batch means' lag-1 test (stats.batch_means_ci) then rightly refuses to stop at 600.
+    sleeps, clock = itertools.cycle([0.0005, 0.0015]), [0.0]
+    monkeypatch.setattr(time, "perf_counter", lambda: clock[0])
     times, _, stopping = measure(
-        lambda: time.sleep(next(sleeps)), lambda o: None, _cfg(steps=20, target_ci=0.1, max_time_s=60), gather
+        lambda: clock.__setitem__(0, clock[0] + next(sleeps)),
+        lambda o: None,
+        _cfg(steps=20, target_ci=0.1, max_time_s=60),
+        gather,
     )
     assert looks[0] is None  # the barrier comes first
     # A look may stop only with all 20 batches (600 steps): a CI over fewer degrees of freedom is

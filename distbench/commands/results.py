@@ -149,19 +149,35 @@ def report(sweep, results, out, target_throughput, epoch_samples, epoch_time):
     default="5%",
     help="Smallest throughput change to flag, as a percentage (5%) or a fraction (0.05).",
 )
-@opt.option("--seed", type=int, default=0, help="Seed of the bootstrap resampling.")
+@opt.option(
+    "--noise-floor",
+    "noise_floor",
+    metavar="SWEEP",
+    help="A second run of SWEEP_A (an A/A pair, in --results): its differences from A measure the run-to-run "
+    "noise for points that ran once (--repeats 1).",
+)
+@opt.option("--seed", type=int, default=0, help="Unused (kept for scripts that pass it): nothing is resampled.")
 @format_option
-def compare(sweep_a, sweep_b, results, results_b, threshold, seed, fmt):
-    """Compare sweep B against sweep A (ids or 'latest'): throughput ratio B/A per matching point with a
-    95% CI. Exits 1 when a point regressed beyond the noise and the threshold (or failed in B), else 0,
-    so it works as a CI gate.
+def compare(sweep_a, sweep_b, results, results_b, threshold, noise_floor, seed, fmt):
+    """Compare sweep B against sweep A (ids or 'latest'): throughput ratio B/A per matching point, judged on
+    run-to-run noise (each side's repeats, or a --noise-floor A/A sweep): Welch t on log throughput, Holm
+    across the points. Exits 1 when a point regressed beyond that noise and the threshold (or failed in B),
+    else 0, so it works as a CI gate; a point that ran once without a floor is "not enough repeats to say".
 
     Example: distbench compare 20250101-120000-ab12 latest --threshold 5%
     """
     limit = parse_threshold(threshold)
     a = _load(results, sweep_a)
     b = _load(results_b or results, sweep_b)
-    result = compare_sweeps(a, b, threshold=limit, seed=seed)
+    floor = None
+    if noise_floor is not None:
+        try:
+            floor = _load(results, noise_floor)
+        except BadInput as exc:
+            raise BadInput(f"--noise-floor: {exc}") from None
+        if floor.id in (a.id, b.id):
+            raise BadInput(f"--noise-floor {noise_floor!r} is a compared sweep: give a second run of SWEEP_A")
+    result = compare_sweeps(a, b, threshold=limit, seed=seed, floor=floor)
     if fmt == "json":
         click.echo(json.dumps(result.to_json(), indent=2, default=str))
     else:
