@@ -179,6 +179,67 @@ def test_bad_input(tmp_path, capsys):
     )
 
 
+@pytest.mark.parametrize(
+    "rows, header, extra, expected",
+    [
+        (["ddp,1,32,100", "ddp,2,32,190"], "strategy,world_size,per_device_batch,throughput", [], "pass --grad-bytes"),
+        (
+            ["dp,1,32,100,1e8", "dp,2,32,190,1e8"],
+            None,
+            ["--gpus", "16", "--gpus-per-node", "8", "--link", "pcie4", "--link", "inter=ib-hdr"],
+            "ask for N up to --gpus-per-node",
+        ),
+        (
+            ["ddp,1,32,100,1e9", "ddp,2,32,190,1e9"],
+            None,
+            ["--link-bw", "intra=1e-6", "--link-latency", "intra=1", "--gpus", "4", "--gpus-per-node", "8"],
+            "check the link figures (--link, --link-bw",
+        ),
+        (
+            ["ddp,1,32,100,1e8", "ddp,2,32,190,1e8"],
+            None,
+            ["--link-bw", "intra=10"],
+            "--link-bw intra=... needs --link-latency intra=US",
+        ),
+        (
+            ["ddp,1,32,100,1e8", "ddp,2,32,190,1e8"],
+            None,
+            ["--link-bw", "intra=10", "--link-latency", "intra=-1"],
+            "--link-latency: '-1' is not a non-negative number of us",
+        ),
+        (
+            ["ddp,1,32,100,1e8", "ddp,2,32,190,1e8"],
+            None,
+            ["--link-bw", "intra=0", "--link-latency", "intra=1"],
+            "--link-bw: '0' is not a positive number of GB/s",
+        ),
+        (
+            ["ddp,1,32,100,1e8", "ddp,2,32,190,1e8"],
+            None,
+            ["--strategy", "horovod-torch"],
+            "--strategy: no successful points for horovod-torch",
+        ),
+        (["ddp,1,32,fast,1e8", "ddp,2,32,190,1e8"], None, [], "line 2: throughput is not a number ('fast')"),
+        (
+            ["ddp,1,32,100,1e8,failed"],
+            "strategy,world_size,per_device_batch,throughput,grad_bytes,status",
+            [],
+            "no successful training points to predict from (SWEEP or --csv",
+        ),
+        (["ddp,1,32,100,1e8"], None, ["--gpu-hour-price", "2"], "--gpu-hour-price needs --epoch-samples"),
+    ],
+)
+def test_more_bad_input(tmp_path, capsys, rows, header, extra, expected):
+    path = write_csv(tmp_path / "p.csv", rows, header or "strategy,world_size,per_device_batch,throughput,grad_bytes")
+    base = ["predict", "--csv", path] + ([] if "--link-bw" in extra or "--link" in extra else ["--link", "pcie4"])
+    assert expected in one_line_error(capsys, [*base, *extra])
+
+
+def test_a_missing_csv_is_one_line(tmp_path, capsys):
+    err = one_line_error(capsys, ["predict", "--csv", str(tmp_path / "absent.csv"), "--link", "pcie4"])
+    assert "--csv" in err and "absent.csv" in err
+
+
 def test_csv_prediction_json(tmp_path, capsys):
     good = write_csv(tmp_path / "ok.csv", ["ddp,1,32,100,1e8", "ddp,2,32,190,1e8", "ddp,4,32,370,1e8"])
     assert (

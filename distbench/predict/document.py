@@ -33,7 +33,7 @@ def _check_inputs(s: Series, ns, intra, inter) -> None:
     if len({p.n for p in s.points}) < 2:
         raise BadInput(
             f"{s.strategy} ({s.workload}) has fewer than two successful points at different N "
-            f"(N = {measured_ns}): nothing to fit"
+            f"(N = {measured_ns}): nothing to fit (measure another --gpus count, or leave it out with --strategy)"
         )
     if not s.grad_bytes:
         raise BadInput(f"{s.strategy} ({s.workload}): no gradient size in the points; pass --grad-bytes")
@@ -70,7 +70,9 @@ def predict(
 ) -> dict:
     """The whole prediction document. Raises BadInput for what cannot be predicted."""
     if not series:
-        raise BadInput("no successful training points to predict from")
+        raise BadInput(
+            "no successful training points to predict from (SWEEP or --csv: no row with status ok and a throughput)"
+        )
     ns_all = target_counts(series, gpus)
     out_series, warnings = [], []
     for s in series:

@@ -279,7 +279,8 @@ def _fit(model: Model, points: Sequence[Observed], ref: Sequence[Observed]) -> N
     if not math.isfinite(best[0]):
         raise BadInput(
             f"{model.series.strategy} ({model.series.workload}): even the least communication the link allows "
-            "leaves no compute time at the largest measured N: check the link figures and the throughput column"
+            "leaves no compute time at the largest measured N: check the link figures (--link, --link-bw, "
+            "--link-latency, --comm) and the throughput column"
         )
     ti.x = float(best[1])
     te.x = float(min(te.hi, max(te.lo, best[2])))
