@@ -169,8 +169,10 @@ def split(n: int) -> tuple[np.ndarray, np.ndarray]:
     return np.sort(perm[n_val:]), np.sort(perm[:n_val])
 
 
-def ensure_cache(data: str | None, channels: int, root: str | os.PathLike = DEFAULT_ROOT) -> Path:
-    """Decode the source once into a cache file (atomically) and return its path."""
+def ensure_cache(data: str | None, channels: int, root: str | os.PathLike | None = None) -> Path:
+    """Decode the source once into a cache file (atomically) under `root` (default: DISTBENCH_DATA) and return
+    its path."""
+    root = DEFAULT_ROOT if root is None else root
     key = DIGITS if data is None else f"{Path(data).name}-{_fingerprint(Path(data))}" if Path(data).exists() else None
     if key is None:
         raise _bad(f"{data}: no such file or folder")

@@ -1,0 +1,317 @@
+"""distbench converge (issue 23): LR rules, seeded sharding, the loop's stopping paths, the MLPerf-style
+statistics, data loading and its bad input. Pure Python except the one slow real run at the end."""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+
+import numpy as np
+import pytest
+
+from distbench.cli import main
+from distbench.converge import data, loop, summary
+from distbench.converge import lr as lr_rules
+from tests.conftest import require, run_cli
+
+# ---- LR rules
+
+
+def test_linear_sqrt_and_none_scale_the_lr_by_k_sqrt_k_and_1():
+    assert lr_rules.plan("linear", 0.05, 32, 128, 1.0)["peak_lr"] == pytest.approx(0.2)
+    assert lr_rules.plan("sqrt", 0.05, 32, 128, 1.0)["peak_lr"] == pytest.approx(0.1)
+    assert lr_rules.plan("none", 0.05, 32, 128, 1.0)["peak_lr"] == pytest.approx(0.05)
+    one = lr_rules.plan("linear", 0.05, 32, 32, 1.0)
+    assert one["peak_lr"] == 0.05 and one["warmup_epochs"] == 0.0 and one["schedule"] == "constant"
+
+
+def test_warmup_goes_linearly_from_the_base_lr_to_the_scaled_one_then_stays():
+    plan = lr_rules.plan("linear", 0.1, 32, 64, 2.0)  # peak 0.2 after 2 epochs of 10 steps
+    assert plan["schedule"].startswith("linear warmup")
+    assert lr_rules.lr_at(plan, 0, 10) == pytest.approx(0.1)
+    assert lr_rules.lr_at(plan, 10, 10) == pytest.approx(0.15)
+    assert lr_rules.lr_at(plan, 20, 10) == pytest.approx(0.2)
+    assert lr_rules.lr_at(plan, 500, 10) == pytest.approx(0.2)
+    assert lr_rules.lr_at(lr_rules.plan("linear", 0.1, 32, 64, 0.0), 0, 10) == pytest.approx(0.2)
+
+
+def test_an_unknown_rule_is_refused_naming_the_flag():
+    with pytest.raises(ValueError, match="--lr-scaling must be one of linear, sqrt, none"):
+        lr_rules.plan("cubic", 0.1, 32, 64, 1.0)
+
+
+# ---- seeded sharding
+
+
+@pytest.mark.parametrize("world", [1, 2, 3, 4])
+def test_no_sample_is_seen_twice_in_an_epoch_across_ranks(world):
+    n, b = 1438, 32
+    spe = data.steps_per_epoch(n, b * world)
+    order = data.epoch_order(n, seed=3, epoch=1)
+    seen = [i for k in range(spe) for r in range(world) for i in data.rank_batch(order, k, r, world, b)]
+    assert len(seen) == len(set(seen)) == spe * world * b  # no duplicates; only the last partial batch dropped
+    assert n - len(seen) < b * world
+    # the N shards of a step are exactly the single-device run's global batch of that step
+    for k in range(spe):
+        shards = np.concatenate([data.rank_batch(order, k, r, world, b) for r in range(world)])
+        assert list(shards) == list(order[k * b * world : (k + 1) * b * world])
+
+
+def test_the_order_depends_on_seed_and_epoch_only():
+    a = data.epoch_order(100, 0, 0)
+    assert list(a) == list(data.epoch_order(100, 0, 0))
+    assert list(a) != list(data.epoch_order(100, 1, 0))
+    assert list(a) != list(data.epoch_order(100, 0, 1))
+    assert sorted(a) == list(range(100))
+
+
+# ---- the loop's stopping paths (a fake model: accuracy rises by `gain` per evaluation)
+
+
+def _settings(**kw):
+    s = {
+        "target_accuracy": 0.9,
+        "max_epochs": 3,
+        "max_steps": None,
+        "max_time_s": None,
+        "eval_every_epochs": 0.5,
+        "stop_at_target": False,
+        "lr": lr_rules.plan("linear", 0.1, 4, 8, 1.0),
+    }
+    return {**s, **kw}
+
+
+def _run(settings, gain=0.2, loss=0.5):
+    acc = {"v": 0.0}
+    lrs = []
+
+    def train_step(order, k, lr):
+        lrs.append(lr)
+        return loss
+
+    def evaluate():
+        out = acc["v"]
+        acc["v"] = min(1.0, acc["v"] + gain)
+        return out, 1.0 - out
+
+    result = loop.run(
+        settings,
+        train_samples=40,
+        per_device_batch=4,
+        world=2,
+        seed=0,
+        train_step=train_step,
+        evaluate=evaluate,
+        barrier=lambda: None,
+        agree=lambda x: x,
+    )
+    return result, lrs
+
+
+def test_a_run_that_never_reaches_the_target_is_a_result():
+    result, lrs = _run(_settings(), gain=0.1)  # 0.0, 0.1, ... 0.6 after 3 epochs of 5 steps
+    assert result["reached"] is False
+    assert result["result"] == "did not converge within the budget"
+    assert result["stop_reason"] == "max_epochs" and result["steps"] == 15 and len(lrs) == 15
+    assert result["steps_to_target"] is None and result["train_s_to_target"] is None
+    assert len(result["curve"]) == 1 + 15 // 2 + 1  # initial, every 2 steps (0.5 epoch of 5 steps, rounded), last
+    assert result["final_accuracy"] == result["curve"][-1]["val_accuracy"]
+    assert lrs[0] == pytest.approx(0.1) and lrs[-1] == pytest.approx(0.2)  # warmup to 2x over one epoch
+
+
+def test_the_first_evaluation_at_the_target_gives_steps_epochs_and_time():
+    result, _ = _run(_settings(), gain=0.5)  # 0.0 (step 0), 0.5, 1.0 at the second evaluation
+    assert result["reached"] is True and result["stop_reason"] == "max_epochs"
+    every = result["eval_every_steps"]
+    assert result["steps_to_target"] == 2 * every
+    assert result["epochs_to_target"] == pytest.approx(2 * every / 5)
+    assert 0 <= result["train_s_to_target"] <= result["train_s"]
+    stopped, _ = _run(_settings(stop_at_target=True), gain=0.5)
+    assert stopped["stop_reason"] == "target" and stopped["steps"] == 2 * every
+
+
+def test_a_diverged_run_stops_and_does_not_count_as_converged():
+    result, _ = _run(_settings(), gain=0.5, loss=math.nan)
+    assert result["stop_reason"] == "diverged" and result["reached"] is False
+
+
+def test_max_steps_ends_a_run():
+    result, lrs = _run(_settings(max_steps=3))
+    assert result["stop_reason"] == "max_steps" and len(lrs) == 3
+
+
+# ---- statistics
+
+
+def _rec(strategy, n, t, final=0.95, reached=True, framework="torch", status="ok"):
+    conv = {
+        "reached": reached,
+        "train_s_to_target": t if reached else None,
+        "epochs_to_target": 1.0 if reached else None,
+        "final_accuracy": final,
+        "throughput": 1000.0 * n,
+        "val_samples": 359,
+        "lr": {"peak_lr": 0.05 * n},
+    }
+    return {
+        "strategy": strategy,
+        "framework": framework,
+        "world_size": n,
+        "global_batch": 32 * n,
+        "status": status,
+        "converge": conv if status == "ok" else None,
+    }
+
+
+def test_olympic_mean_drops_fastest_and_slowest_from_five_runs():
+    assert summary.olympic_mean([1, 2, 3, 4]) == 2.5
+    assert summary.olympic_mean([1, 2, 3, 4, 100]) == 3.0
+    assert summary.olympic_mean([]) is None
+
+
+def test_summary_counts_non_converged_runs_and_withholds_the_mean_below_half():
+    recs = [_rec("torch", 1, t) for t in (1.0, 1.1, 1.2)]
+    recs += [_rec("ddp", 2, 0.6), *(_rec("ddp", 2, None, reached=False) for _ in range(2))]
+    rows = {r["strategy"]: r for r in summary.summarize(recs)}
+    assert rows["torch"]["converged"] == 3 and rows["torch"]["time_to_target_s"] == pytest.approx(1.1)
+    assert rows["ddp"]["not_converged"] == 2 and rows["ddp"]["converged"] == 1
+    assert rows["ddp"]["time_to_target_s"] is None
+    assert rows["ddp"]["verdict"] == "did not converge within the budget"
+    assert rows["ddp"]["throughput_speedup"] == pytest.approx(2.0)
+
+
+def test_welch_interval_on_log_times_covers_the_true_ratio():
+    rng = random.Random(7)
+    true, hits, trials = 1.6, 0, 400
+    for _ in range(trials):
+        a = [math.exp(rng.gauss(math.log(2.0), 0.15)) for _ in range(4)]
+        b = [math.exp(rng.gauss(math.log(2.0 / true), 0.05)) for _ in range(6)]
+        ci = summary.welch_log_ratio(a, b)
+        hits += ci["low"] <= true <= ci["high"]
+    assert 0.92 <= hits / trials <= 0.98  # nominal 95%, unequal variances and sizes
+    assert summary.welch_log_ratio([1.0], [1.0, 2.0]) is None
+
+
+def test_a_strategy_whose_final_accuracy_differs_beyond_the_spread_is_flagged():
+    recs = [_rec("torch", 1, 1.0, final=f) for f in (0.95, 0.952, 0.948)]
+    recs += [_rec("ddp", 2, 0.5, final=f) for f in (0.951, 0.949, 0.95)]
+    recs += [_rec("fsdp", 2, 0.5, final=f) for f in (0.80, 0.81, 0.79)]
+    rows = {r["strategy"]: r for r in summary.summarize(recs)}
+    assert rows["ddp"]["equivalent"] is True
+    assert rows["fsdp"]["equivalent"] is False and "vs torch N=1" in rows["fsdp"]["equivalence_note"]
+    assert rows["ddp"]["time_speedup"] == pytest.approx(2.0)
+    assert rows["ddp"]["time_speedup_ci"]["low"] <= 2.0 <= rows["ddp"]["time_speedup_ci"]["high"]
+
+
+# ---- data
+
+
+def test_the_default_data_is_scikit_learns_digits(tmp_path):
+    pytest.importorskip("sklearn")
+    path = data.ensure_cache(None, 1, root=tmp_path)
+    xt, yt, xv, yv, meta = data.read_cache(path)
+    assert meta["samples"] == 1797 and meta["num_classes"] == 10 and meta["image_size"] == 8
+    assert len(xt) + len(xv) == 1797 and xt.shape[1:] == (8, 8, 1) and set(np.unique(yt)) == set(range(10))
+    assert abs(float(xt.mean())) < 1e-5  # standardized with the training split's statistics
+    assert data.ensure_cache(None, 1, root=tmp_path) == path  # decoded once
+
+
+def _png_tree(root, sizes=((6, 6),) * 3, classes=("a", "b")):
+    from PIL import Image
+
+    for c in classes:
+        (root / c).mkdir(parents=True)
+        for i, size in enumerate(sizes):
+            Image.fromarray(np.full(size, (20 * i + (c == "b") * 100) % 256, dtype=np.uint8)).save(
+                root / c / f"{i}.png"
+            )
+
+
+def test_an_image_folder_tree_and_an_npz_are_read(tmp_path):
+    _png_tree(tmp_path / "imgs", sizes=((6, 6),) * 6)
+    x, y, meta = data.load_source(str(tmp_path / "imgs"), channels=1)
+    assert x.shape == (12, 6, 6, 1) and sorted(set(y)) == [0, 1] and meta["classes"] == ["a", "b"]
+    assert x.max() <= 1.0
+    np.savez(tmp_path / "d.npz", x=np.zeros((20, 4, 4), np.uint8), y=np.arange(20) % 2)
+    path = data.ensure_cache(str(tmp_path / "d.npz"), 1, root=tmp_path / "cache")
+    assert data.read_cache(path)[4]["train"] == 16
+
+
+@pytest.mark.parametrize(
+    "make,message",
+    [
+        (lambda p: p.mkdir(), "the folder is empty"),
+        (lambda p: (p / "loose.txt").parent.mkdir() or (p / "loose.txt").write_text("x"), "no class subdirectories"),
+        (lambda p: _png_tree(p, sizes=((6, 6), (5, 5))), "image is 5x5, the others 6x6 (one size)"),
+        (
+            lambda p: (p / "a").mkdir(parents=True) or (p / "a" / "x.png").write_bytes(b"not a png"),
+            "cannot decode the image (UnidentifiedImageError)",
+        ),
+        (lambda p: (p / "a").mkdir(parents=True) or (p / "b").mkdir(), "class folder 'a' holds no images"),
+    ],
+)
+def test_a_bad_data_folder_is_a_one_line_error_with_exit_2(tmp_path, capsys, monkeypatch, make, message):
+    monkeypatch.setattr(data, "DEFAULT_ROOT", tmp_path / "cache")
+    folder = tmp_path / "data"
+    make(folder)
+    assert main(["converge", "--data", str(folder), "--results", str(tmp_path / "r.db")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("Error: --data ") and message in err and err.count("\n") == 1
+
+
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["--target-accuracy", "1.5"], "Invalid value for '--target-accuracy': 1.5 is not in the range 0<x<=1."),
+        (["--target-accuracy", "0"], "Invalid value for '--target-accuracy': 0.0 is not in the range 0<x<=1."),
+        (
+            ["--lr-scaling", "cubic"],
+            "Invalid value for '--lr-scaling': 'cubic' is not one of 'linear', 'sqrt', 'none'.",
+        ),
+        (
+            ["--strategy", "dp"],
+            "--strategy dp: converge runs torch, ddp, fsdp, horovod-torch, tf, mirrored, horovod-tf",
+        ),
+        (
+            ["--model", "bert_base"],
+            "--model bert_base: converge trains image classifiers (mlp, resnet18, ...), not a tokens model",
+        ),
+        (["--seeds", "0"], "Invalid value for '--seeds': 0 is not in the range 1<=x<=100."),
+    ],
+)
+def test_bad_options_are_one_line_errors_with_exit_2(tmp_path, capsys, args, message):
+    assert main(["converge", *args, "--results", str(tmp_path / "r.db")]) == 2
+    assert capsys.readouterr().err == f"Error: {message}\n"
+
+
+def test_a_malformed_npz_is_a_one_line_error(tmp_path, capsys):
+    np.savez(tmp_path / "bad.npz", images=np.zeros((20, 4, 4)))
+    assert main(["converge", "--data", str(tmp_path / "bad.npz"), "--results", str(tmp_path / "r.db")]) == 2
+    assert capsys.readouterr().err == f"Error: --data {tmp_path / 'bad.npz'}: needs arrays 'x' and 'y', it has images\n"
+
+
+# ---- one real run (torch and ddp on 2 CPU workers, one seed, one epoch)
+
+
+@pytest.mark.slow
+@require("torch", "sklearn")
+def test_a_real_converge_run_records_time_to_target_and_the_curve(tmp_path):
+    args = ["converge", "--strategy", "torch,ddp", "--gpus", "1,2", "--seeds", "1", "--max-epochs", "1"]
+    args += ["--target-accuracy", "0.5", "--device", "cpu", "--format", "json", "--results", str(tmp_path / "r.db")]
+    proc = run_cli(args, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    doc = json.loads(proc.stdout)
+    runs = {(r["strategy"], r["world_size"]): r for r in doc["runs"]}
+    assert set(runs) == {("torch", 1), ("ddp", 1), ("ddp", 2)}
+    for r in runs.values():
+        c = r["converge"]
+        assert r["status"] == "ok" and c["reached"] and c["curve"][0]["step"] == 0
+        assert c["lr"]["rule"] == "linear" and c["eval_s"] > 0 and c["train_s_to_target"] <= c["train_s"]
+    assert runs[("ddp", 2)]["converge"]["lr"]["peak_lr"] == pytest.approx(
+        2 * runs[("torch", 1)]["converge"]["lr"]["peak_lr"]
+    )
+    # ddp at N=1 is the same training as the baseline: the same final accuracy, to float rounding
+    assert runs[("ddp", 1)]["converge"]["final_accuracy"] == pytest.approx(
+        runs[("torch", 1)]["converge"]["final_accuracy"], abs=1 / 359
+    )
