@@ -527,7 +527,9 @@ def split_lines(records: Iterable[dict]) -> list[str]:
             continue
         line = split.split_line(r)
         if line:
-            out.append(f"{point_name(r)}: {line} (95% CIs, {r['comm_split']['ci_scope']}).")
+            parts = r["comm_split"]
+            cis = any(parts.get(f"{k}_ci") for k in ("compute", "wait", "communication"))
+            out.append(f"{point_name(r)}: {line} ({'95% CIs, ' if cis else ''}{parts['ci_scope']}).")
         elif r.get("comm_note") or r.get("split_note"):
             out.append(f"{point_name(r)}: no three-term split: {r.get('comm_note') or r.get('split_note')}.")
     return out

@@ -163,8 +163,7 @@ def test_summary_lines_name_the_three_terms_and_the_straggler():
     other = {"status": "ok", "strategy": "fabric", "world_size": 2, "split_note": "no tiny-collective variant"}
     lines = an.split_lines([split_rec, other, {**other, "world_size": 1}])
     assert lines == [
-        "ddp N=2: step 10.0 ms = compute 6.0 ms + straggler wait 3.0 ms + communication 1.0 ms "
-        "(95% CIs, no CI: too short).",
+        "ddp N=2: step 10.0 ms = compute 6.0 ms + straggler wait 3.0 ms + communication 1.0 ms (no CI: too short).",
         "fabric N=2: no three-term split: no tiny-collective variant.",
     ]
     causes, _ = an.limiting_factors(split_rec)
