@@ -157,6 +157,7 @@ class Stopped(BaseException):
 
 
 def body(cfg, out_path):
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")  # also where the launcher's env is not used (sbatch)
     import ray
     from ray.train import FailureConfig, RunConfig, ScalingConfig
     from ray.train.torch import TorchConfig, TorchTrainer
