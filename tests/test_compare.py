@@ -356,6 +356,35 @@ def test_workloads_that_differ_are_listed_apart_not_compared(tmp_path, capsys):
     assert "compared workload: model resnet50, device cpu, scaling weak, image_size 224" in out
 
 
+def test_gate_uses_the_same_verdicts_as_compare(tmp_path):
+    """The simulation's verdict path (gatestats) gives compare's verdicts on the same numbers (one code path)."""
+    rng = np.random.default_rng(31)
+    a, b = rng.normal(0, 0.02, (6, 3)), rng.normal(0, 0.02, (6, 3))
+    b[0] += np.log(0.8)
+    va, da, _, _ = gatestats.moderate(a.var(axis=1, ddof=1), np.full(6, 2.0))
+    vb, db, _, _ = gatestats.moderate(b.var(axis=1, ddof=1), np.full(6, 2.0))
+    d, se, df = gatestats.welch(a.mean(1), va, 3, da, b.mean(1), vb, 3, db)
+    _, adj, code = gatestats.verdict_codes(d, se, df, 0.05)
+    sweeps = []
+    with Store(tmp_path / "r.db") as store:
+        for logs in (a, b):
+            recs = [
+                point(
+                    "ddp",
+                    n + 1,
+                    4 * (n + 1) / 40.0 / np.exp(row.mean()),
+                    repeats=[{"status": "ok", "throughput": 40.0 * np.exp(v)} for v in row],
+                )
+                for n, row in enumerate(logs)
+            ]
+            sweeps.append(load_sweep(store, add_sweep(store, recs)))
+    result = compare_sweeps(*sweeps)
+    names = {-1: "regression", 0: "within noise", 1: "improvement", 2: "below threshold"}
+    assert [p.verdict for p in result.points] == [names[int(c)] for c in code]
+    assert [p.p_holm for p in result.points] == pytest.approx(list(adj))
+    assert code[0] == -1
+
+
 # -- real: two identical sweeps back to back (issue 20's "done means") -------------------------------------
 @pytest.mark.slow
 @require("torch")
