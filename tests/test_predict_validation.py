@@ -28,20 +28,29 @@ def sources() -> list[dict]:
         return list(csv.DictReader(fh))
 
 
+def setup(src: dict) -> tuple[dict, float | None, list]:
+    """A source's links (its profiles), bucket size (its `bucket_mb`, else the strategy's default) and series."""
+    links = pr.explicit_links([x for x in (src["intra"], src["inter"]) if x], [], [], int(src["nics_per_node"]))
+    bucket = float(src["bucket_mb"]) * 2**20 if src.get("bucket_mb") else None
+    rows = pr.read_csv(DATA / src["file"])
+    return links, bucket, pr.series_from_records(rows, from_csv=True, per_node=int(src["gpus_per_node"]))
+
+
 def checks_for(
     src: dict, e: float = pr.MODEL_ERROR_PER_DOUBLING, c: float = pr.CROSSING_SD, single: bool = False
 ) -> list[dict]:
     """Held-out checks of one source: fitted on the smallest k >= 2 distinct N; `single`: from the smallest N
     alone (k = 1: nothing fitted, every tier spans its plausible range), only where that N is one whole node."""
-    links = pr.explicit_links([x for x in (src["intra"], src["inter"]) if x], [], [], int(src["nics_per_node"]))
+    links, bucket, series = setup(src)
     out = []
-    rows = pr.read_csv(DATA / src["file"])
-    for s in pr.series_from_records(rows, from_csv=True, per_node=int(src["gpus_per_node"])):
+    for s in series:
         ns = sorted({p.n for p in s.points})
         if single and ns[0] != s.per_node:
             continue
         for keep in [1] if single else range(2, len(ns)):
-            found = pr.holdout(s, links.get("intra"), links.get("inter"), keep=keep, model_error=e, crossing_sd=c)
+            found = pr.holdout(
+                s, links.get("intra"), links.get("inter"), keep=keep, model_error=e, crossing_sd=c, bucket_bytes=bucket
+            )
             out += [dict(ch, file=src["file"], workload=s.workload) for ch in found]
     return out
 
@@ -134,15 +143,12 @@ def fit_lines() -> list[str]:
     points the model and the naive guess predict within 0.1 percentage point of each other."""
     fits = upper = lower = 0
     for src in sources():
-        links = pr.explicit_links([x for x in (src["intra"], src["inter"]) if x], [], [], int(src["nics_per_node"]))
-        for s in pr.series_from_records(
-            pr.read_csv(DATA / src["file"]), from_csv=True, per_node=int(src["gpus_per_node"])
-        ):
+        links, bucket, series = setup(src)
+        for s in series:
             ns = sorted({p.n for p in s.points})
             for keep in range(2, len(ns)):
-                m = pr.build_model(
-                    s, links.get("intra"), links.get("inter"), points=[p for p in s.points if p.n in ns[:keep]]
-                )
+                train = [p for p in s.points if p.n in ns[:keep]]
+                m = pr.build_model(s, links.get("intra"), links.get("inter"), points=train, bucket_bytes=bucket)
                 t = m.tiers["intra"]
                 fits += 1
                 upper += t.x >= t.hi * (1 - 1e-6)

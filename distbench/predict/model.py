@@ -37,7 +37,7 @@ MEASURED_F = (1 / 1.5, 1.5)
 """A link measured with `distbench comm` is what the collective gets: only bucketing and contention move it."""
 H_MAX = 0.9
 """Unmeasured overlap: at most 90% of the communication hides behind compute (the last bucket never can)."""
-MODEL_ERROR_PER_DOUBLING = 0.025
+MODEL_ERROR_PER_DOUBLING = 0.026
 """Standard deviation of log throughput added per doubling of N beyond the largest fitted N; calibrated on
 the held-out published points of tests/data (docs/prediction.md), checked leave-one-source-out."""
 CROSSING_SD = 0.0
