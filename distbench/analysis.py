@@ -362,8 +362,9 @@ def best_strategy(points: Sequence[dict], sweep: "Sweep | None" = None) -> dict 
     """Highest efficiency at the largest N measured (non-baseline strategies with a known efficiency).
 
     None without such strategies. 'ranking' holds (strategy, efficiency, record) at n, best first; 'tied' the
-    strategies not distinguishable from the best at 95%, 'undecided' those with no CI to tell, 'missing'
-    those measured elsewhere but not at n.
+    strategies not distinguishable from the best at 95%, 'undecided' those with no CI to tell, 'within_run_only'
+    those the best beats only beyond the within-run noise (a point ran once: no run-to-run CI, and two points
+    are separate runs), 'missing' those measured elsewhere but not at n.
     """
     strategy_points = [r for r in points if not is_baseline(r) and not is_comm(r)]
     candidates = [r for r in strategy_points if num(r.get("efficiency")) is not None]
@@ -373,13 +374,15 @@ def best_strategy(points: Sequence[dict], sweep: "Sweep | None" = None) -> dict 
     at_n = by_strategy(r for r in candidates if int(r["world_size"]) == n_max)
     ranking = sorted(((s, num(pts[-1]["efficiency"]), pts[-1]) for s, pts in at_n.items()), key=lambda t: -t[1])
     best_s, best_e, best_r = ranking[0]
-    tied, undecided = [], []
+    tied, undecided, within_run_only = [], [], []
     for s, e, r in ranking[1:]:
         ci = efficiency_ratio_ci(best_r, r, sweep)
         if ci is None:
             undecided.append(s)
         elif ci[1] >= 1:
             tied.append(s)
+        elif not (ci_df(best_r) and ci_df(r)):
+            within_run_only.append(s)
     measured = {series_name(r) for r in strategy_points}
     return {
         "n": n_max,
@@ -389,6 +392,7 @@ def best_strategy(points: Sequence[dict], sweep: "Sweep | None" = None) -> dict 
         "ranking": ranking,
         "tied": tied,
         "undecided": undecided,
+        "within_run_only": within_run_only,
         "missing": sorted(measured - set(at_n)),
     }
 
@@ -561,6 +565,11 @@ def _best_line(sweep: Sweep, points: list[dict]) -> str:
             f"(records without CIs and {steps} step(s) per point, fewer than {stats.MIN_CI_STEPS} "
             "for a within-run CI)."
         )
+    if best["within_run_only"]:
+        line += (
+            f" Its lead over {', '.join(best['within_run_only'])} is beyond the within-run noise only: a point ran "
+            "once, and separate runs differ by more (--repeats 2 or more measures that)."
+        )
     if is_noisy(best["record"]):
         line += " That point is noisy."
     if best["missing"]:
@@ -596,6 +605,8 @@ def _wrapper_line(name: str, sweep: Sweep, one: dict, base: dict | None) -> str:
         return f"{line} (no CI: {how})."
     lo, hi = 1 - ci[1], 1 - ci[0]
     noise = ": within the measurement noise." if lo <= 0 <= hi else "."
+    if noise == "." and not (ci_df(base) and ci_df(one)):
+        noise = ": beyond the within-run noise only (one run each; --repeats 2 or more for the run-to-run noise)."
     return f"{line} (95% CI of the cost {lo:+.1%} to {hi:+.1%}){noise}"
 
 

@@ -385,6 +385,40 @@ def test_gate_uses_the_same_verdicts_as_compare(tmp_path):
     assert code[0] == -1
 
 
+# -- the sweep's own verdicts (which strategy is ahead, a wrapper's cost) -----------------------------------
+def _run_to_run(r: dict, rel: float = 0.01) -> dict:
+    """Give a record R = 3 repeats and the run-to-run CI measure.combine_repeats would give (+-rel)."""
+    thr = r["throughput"]
+    r.update(
+        repeats=[{"status": "ok", "throughput": thr * f} for f in (1 - rel, 1.0, 1 + rel)],
+        throughput_ci_low=thr * (1 - 3 * rel),
+        throughput_ci_high=thr * (1 + 3 * rel),
+        ci_scope="run-to-run (t over 3 repeats)",
+    )
+    return r
+
+
+def test_sweep_verdicts_from_one_run_each_say_they_are_within_run_only(tmp_path):
+    recs = [point("torch", 1, 0.1), point("ddp", 2, 0.1 / 0.9), point("horovod-torch", 2, 0.1 / 0.6)]
+    recs += [point("ddp", 1, 0.1 / 0.95)]
+    with Store(tmp_path / "r.db") as store:
+        sweep = load_sweep(store, add_sweep(store, recs))
+    best = an.best_strategy(sweep.scaling_points, sweep)
+    assert best["within_run_only"] == ["horovod-torch"] and best["tied"] == []
+    summary = an.summarize(sweep)
+    assert "Its lead over horovod-torch is beyond the within-run noise only: a point ran once" in summary.best[0]
+    ddp = next(line for line in summary.wrapper if line.startswith("ddp"))
+    assert ddp.endswith(
+        ": beyond the within-run noise only (one run each; --repeats 2 or more for the run-to-run noise)."
+    )
+    with Store(tmp_path / "r2.db") as store:
+        sweep = load_sweep(store, add_sweep(store, recs))
+    for r in sweep.points:
+        _run_to_run(r)
+    best = an.best_strategy(sweep.scaling_points, sweep)
+    assert best["within_run_only"] == [] and best["tied"] == []  # run to run: the lead stands
+
+
 # -- real: two identical sweeps back to back (issue 20's "done means") -------------------------------------
 @pytest.mark.slow
 @require("torch")
