@@ -104,6 +104,7 @@ def body(cfg, out_path):
                 math_mode=math_mode,
                 converge=result,
             )
+        dist.barrier()  # every rank leaves together, after the record is written: no rank tears down alone
     finally:
         dist.stop()
 

@@ -195,11 +195,17 @@ def test_welch_interval_on_log_times_covers_the_true_ratio():
 
 def test_a_strategy_whose_final_accuracy_differs_beyond_the_spread_is_flagged():
     recs = [_rec("torch", 1, 1.0, final=f) for f in (0.95, 0.952, 0.948)]
-    recs += [_rec("ddp", 2, 0.5, final=f) for f in (0.951, 0.949, 0.95)]
+    recs += [_rec("ddp", 1, 1.0, final=f) for f in (0.951, 0.949, 0.95)]
+    recs += [_rec("ddp", 2, 0.5, final=f) for f in (0.931, 0.929, 0.93)]  # a larger global batch: not flagged
+    recs += [_rec("horovod-torch", 2, 0.5, final=f) for f in (0.93, 0.931, 0.929)]
     recs += [_rec("fsdp", 2, 0.5, final=f) for f in (0.80, 0.81, 0.79)]
-    rows = {r["strategy"]: r for r in summary.summarize(recs)}
-    assert rows["ddp"]["equivalent"] is True
-    assert rows["fsdp"]["equivalent"] is False and "vs torch N=1" in rows["fsdp"]["equivalence_note"]
+    rows = {(r["strategy"], r["world_size"]): r for r in summary.summarize(recs)}
+    assert rows[("ddp", 1)]["equivalent"] is True and rows[("ddp", 1)]["equivalence_reference"] == "torch N=1"
+    assert rows[("horovod-torch", 2)]["equivalent"] is True
+    assert rows[("ddp", 2)]["accuracy_diff_vs_baseline"] == pytest.approx(-0.02)
+    fsdp = rows[("fsdp", 2)]
+    assert fsdp["equivalent"] is False and "vs ddp N=2" in fsdp["equivalence_note"]
+    rows = {r["strategy"]: r for r in summary.summarize(recs) if r["world_size"] == 2}
     assert rows["ddp"]["time_speedup"] == pytest.approx(2.0)
     assert rows["ddp"]["time_speedup_ci"]["low"] <= 2.0 <= rows["ddp"]["time_speedup_ci"]["high"]
 

@@ -9,8 +9,9 @@
   a fresh process tree with its own initialization and data order on the same machine; not other machines.
 * Throughput speedup from the same runs (training samples / training seconds), so the gap between the two is
   visible.
-* Equivalence: a strategy's final accuracy (after the same budget) against the baseline's, flagged when the
-  difference exceeds twice its standard error and one validation sample.
+* Equivalence: a strategy's final accuracy (after the same budget) against the same training on one device's
+  or its framework's reference strategy's at the same N (_compare), flagged when the difference exceeds twice
+  its standard error and one validation sample.
 """
 
 from __future__ import annotations
@@ -106,22 +107,41 @@ def summarize(records: Iterable[dict]) -> list[dict]:
     return rows
 
 
+EQUIVALENCE_REFERENCE = {"torch": "ddp", "tf": "mirrored"}
+"""At N > 1 a strategy's accuracy is compared with this strategy's at the same N (the same global batch and LR):
+the single-device baseline runs at N=1 only, with a smaller global batch."""
+
+
+def _equivalence_reference(r: dict, rows: list[dict], base: dict) -> dict | None:
+    if r["world_size"] == 1:
+        return base.get(r["framework"])
+    same_n = [q for q in rows if q["framework"] == r["framework"] and q["world_size"] == r["world_size"]]
+    preferred = [q for q in same_n if q["strategy"] == EQUIVALENCE_REFERENCE.get(r["framework"])]
+    return (preferred or same_n or [None])[0]
+
+
 def _compare(rows: list[dict]) -> None:
-    """Speedups and the equivalence flag against each framework's baseline at N=1 (in place)."""
+    """Speedups against each framework's baseline at N=1, and the equivalence flag (in place): at N=1 against
+    the baseline, at N > 1 against the framework's reference strategy at the same N (EQUIVALENCE_REFERENCE);
+    accuracy_diff_vs_baseline keeps the large-batch difference from the N=1 baseline apart."""
     base = {
         r["framework"]: r for r in rows if r["world_size"] == 1 and r["strategy"] == FRAMEWORK_BASELINE[r["framework"]]
     }
     for r in rows:
         ref = base.get(r["framework"])
         r["reference"] = f"{ref['strategy']} N=1" if ref else None
+        eq_ref = _equivalence_reference(r, rows, base)
+        r["equivalence_reference"] = f"{eq_ref['strategy']} N={eq_ref['world_size']}" if eq_ref else None
+        r.update(_equivalence(r, eq_ref) if eq_ref else {"equivalent": None, "equivalence_note": None})
         if ref is None:
-            r.update(throughput_speedup=None, time_speedup=None, time_speedup_ci=None, equivalent=None)
+            r.update(throughput_speedup=None, time_speedup=None, time_speedup_ci=None, accuracy_diff_vs_baseline=None)
             continue
+        fa, fb = r["final_accuracy"], ref["final_accuracy"]
+        r["accuracy_diff_vs_baseline"] = fa - fb if fa is not None and fb is not None else None
         r["throughput_speedup"] = r["throughput"] / ref["throughput"] if r["throughput"] and ref["throughput"] else None
         both = r["time_to_target_s"] and ref["time_to_target_s"]
         r["time_speedup"] = ref["time_to_target_s"] / r["time_to_target_s"] if both else None
         r["time_speedup_ci"] = welch_log_ratio(ref["times_s"], r["times_s"]) if both else None
-        r.update(_equivalence(r, ref))
 
 
 def _equivalence(r: dict, ref: dict) -> dict:
@@ -136,7 +156,7 @@ def _equivalence(r: dict, ref: dict) -> dict:
     tol = max(2 * se, one)
     ok = abs(diff) <= tol
     note = (
-        f"final accuracy {diff:+.4f} vs {r['reference']} (tolerance {tol:.4f}: 2 standard errors of the seed-to-seed "
+        f"final accuracy {diff:+.4f} vs {r['equivalence_reference']} (tolerance {tol:.4f}: 2 standard errors of the seed-to-seed "
         f"spread, at least one validation sample)"
     )
     return {"equivalent": ok, "equivalence_note": note, "accuracy_diff": diff}

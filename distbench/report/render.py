@@ -14,6 +14,7 @@ from distbench import analysis as an
 from distbench import predict as predict_mod
 from distbench.analysis import Sweep
 from distbench.errors import BadInput
+from distbench.report import converge as converge_report
 from distbench.report.exports import check_writable, safe_csv, spreadsheet_safe
 from distbench.report.model import Bullets, Details, Figure, Grid, Heading, Plot, Report, Table, Text, build_report
 from distbench.report.plots import make_plots
@@ -119,12 +120,13 @@ def write_report(sweep: Sweep, out: str | Path, **capacity) -> ReportFiles:
         html_path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise BadInput(f"cannot write {html_path}: {exc.strerror or exc}") from None
-    plots = make_plots(sweep)
+    plots = make_plots(sweep) + converge_report.plots(sweep)  # time to accuracy (distbench converge)
     prediction = predict_mod.latest_for(sweep.store_path, sweep.id)  # predicted capacity (distbench predict)
     if prediction:
         svg, png, caption = predict_mod.plot_images(prediction)
         plots.append(Plot("predicted", "Predicted throughput", svg, png, caption))
     report = build_report(sweep, plots, prediction=prediction, **capacity)
+    converge_report.add_section(report, sweep, plots)
     images = {p.name: html_path.with_name(f"{html_path.stem}-{p.name}.png") for p in plots}
     page = render_html(report)
     markdown = render_markdown(report, images={k: v.name for k, v in images.items()}, csv_name=csv_path.name)

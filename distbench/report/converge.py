@@ -1,0 +1,161 @@
+"""The report's time-to-accuracy section (distbench converge, issue 23): validation curves, the MLPerf-style
+table, throughput speedup next to time-to-target speedup, and the equivalence flags. Added by render.py to a
+sweep whose points carry `converge` records; other sweeps get nothing."""
+
+from __future__ import annotations
+
+import io
+
+from distbench.analysis import Sweep
+from distbench.converge.summary import CI_SCOPE, summarize
+from distbench.report.model import Bullets, Figure, Plot, Report, Section, Table, Text
+
+NOTE = (
+    "Each run trains the same model on the same data (a seeded shard of each global batch per rank; no sample "
+    "twice per epoch) with the LR rule shown, and is evaluated on the held-out split every few steps (evaluation "
+    "time excluded). Time to target: training seconds until the first evaluation at or above the target, without "
+    "the first step (tracing, lazy initialization: recorded apart); the mean over the seeds that reached it, "
+    "fastest and slowest dropped at 5 or more seeds (MLPerf). Throughput speedup can exceed time-to-target "
+    "speedup: a larger global batch may need more epochs."
+)
+
+
+def converge_points(sweep: Sweep) -> list[dict]:
+    return [r for r in sweep.points if r.get("converge") or (r.get("config") or {}).get("extra", {}).get("converge")]
+
+
+def _f(v, spec: str, dash: str = "-") -> str:
+    return dash if v is None else format(v, spec)
+
+
+def table_rows(rows: list[dict]) -> tuple[list[str], list[list[str]]]:
+    headers = [
+        "strategy",
+        "N",
+        "global batch",
+        "LR rule, peak LR",
+        "converged",
+        "epochs to target",
+        "time to target s (min-max)",
+        "time-to-target speedup [95% CI]",
+        "throughput speedup",
+        "final accuracy (sd)",
+        "same as 1 device?",
+    ]
+    out = []
+    for r in rows:
+        ci = r.get("time_speedup_ci")
+        speed = _f(r.get("time_speedup"), ".2f")
+        if ci:
+            speed += f" [{ci['low']:.2f}, {ci['high']:.2f}]"
+        t = _f(r["time_to_target_s"], ".2f", "did not converge")
+        if r["time_min_s"] is not None:
+            t += f" ({r['time_min_s']:.2f}-{r['time_max_s']:.2f})"
+        lr = r.get("lr") or {}
+        same = {True: "yes", False: "FLAGGED", None: "-"}[r.get("equivalent")]
+        out.append(
+            [
+                r["strategy"],
+                str(r["world_size"]),
+                str(r["global_batch"]),
+                f"{lr.get('rule', '-')}, {_f(lr.get('peak_lr'), '.3g')}",
+                f"{r['converged']}/{r['runs']}",
+                _f(r["epochs_to_target"], ".2f"),
+                t,
+                speed,
+                _f(r.get("throughput_speedup"), ".2f"),
+                f"{_f(r['final_accuracy'], '.4f')} ({_f(r['final_accuracy_std'], '.4f')})",
+                same,
+            ]
+        )
+    return headers, out
+
+
+def curves_plot(points: list[dict]) -> Plot | None:
+    """Validation accuracy against training seconds and against epochs, one line per run, a colour per
+    (strategy, N)."""
+    runs = [r for r in points if r.get("status") == "ok" and r.get("converge")]
+    if not runs:
+        return None
+    from matplotlib.colors import TABLEAU_COLORS
+    from matplotlib.figure import Figure as MplFigure
+
+    colors = list(TABLEAU_COLORS.values())
+    keys: list[tuple] = []
+    fig = MplFigure(figsize=(11, 4))
+    ax_t, ax_e = fig.subplots(1, 2)
+    target = runs[0]["converge"]["target_accuracy"]
+    for r in runs:
+        key = (r["strategy"], r["world_size"])
+        if key not in keys:
+            keys.append(key)
+        color = colors[keys.index(key) % len(colors)]
+        curve = r["converge"]["curve"]
+        first = r is next(q for q in runs if (q["strategy"], q["world_size"]) == key)
+        for ax, x in ((ax_t, "train_s"), (ax_e, "epoch")):
+            ax.plot(
+                [p[x] for p in curve],
+                [p["val_accuracy"] for p in curve],
+                color=color,
+                alpha=0.8,
+                lw=1.2,
+                label=f"{key[0]} N={key[1]}" if first else None,
+            )
+    for ax, xlabel in ((ax_t, "training seconds (evaluation excluded)"), (ax_e, "epochs")):
+        ax.axhline(target, color="black", ls="--", lw=0.8)
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel("validation accuracy")
+        ax.grid(alpha=0.3)
+    ax_e.legend(fontsize=7, loc="lower right")
+    svg, png = io.BytesIO(), io.BytesIO()
+    fig.savefig(svg, format="svg", bbox_inches="tight", metadata={"Date": None})
+    fig.savefig(png, format="png", dpi=110, bbox_inches="tight")
+    caption = f"one line per run (seed); dashed: the target {target:g}"
+    return Plot("converge-curves", "Validation accuracy during training", svg.getvalue(), png.getvalue(), caption)
+
+
+def section(sweep: Sweep, plot: Plot | None) -> Section | None:
+    points = converge_points(sweep)
+    if not points:
+        return None
+    rows = summarize(points)
+    flags = [
+        f"{r['strategy']} N={r['world_size']}: {r['equivalence_note']}" for r in rows if r.get("equivalent") is False
+    ]
+    gaps = [
+        f"{r['strategy']} N={r['world_size']}: throughput x{r['throughput_speedup']:.2f}, time to target "
+        f"x{r['time_speedup']:.2f}"
+        for r in rows
+        if r["world_size"] > 1 and r.get("throughput_speedup") and r.get("time_speedup")
+    ]
+    blocks: list = [Text(NOTE, "muted")]
+    if plot is not None:
+        blocks.append(Figure(plot))
+    blocks.append(Table(*table_rows(rows)))
+    blocks.append(Text(f"Confidence intervals: {CI_SCOPE}.", "muted"))
+    if gaps:
+        blocks.append(Bullets(["Throughput speedup vs time-to-target speedup (against the N=1 baseline)", *gaps]))
+    blocks.append(
+        Text(
+            "; ".join(flags)
+            if flags
+            else "No strategy's final accuracy differs from its baseline's beyond the "
+            "seed-to-seed spread (or too few seeds to tell: '-').",
+            "callout" if flags else "",
+            "Not the same training as one device:" if flags else "Equivalence:",
+        )
+    )
+    return Section("converge", "Time to accuracy", blocks, "Time to accuracy")
+
+
+def plots(sweep: Sweep) -> list[Plot]:
+    p = curves_plot(converge_points(sweep))
+    return [p] if p else []
+
+
+def add_section(report: Report, sweep: Sweep, all_plots: list[Plot]) -> None:
+    """Put the section after the summary (in place), using the curves plot among `all_plots`."""
+    plot = next((p for p in all_plots if p.name == "converge-curves"), None)
+    s = section(sweep, plot)
+    if s is not None:
+        report.sections.insert(min(1, len(report.sections)), s)
