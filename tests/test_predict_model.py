@@ -83,6 +83,11 @@ def test_loss_that_is_not_communication_is_clipped_and_warned():
     assert t.x == pytest.approx(t.hi) and t.wanted and t.wanted > t.hi
     assert any("more exposed communication than is physical" in w and "GB/s" in w for w in model.warnings)
     assert t.bandwidth() == pytest.approx(300e9 / 4)  # the bandwidth the bounded share implies, printed
+    assert any("(x = 631, an effective 0.475 GB/s against 300 GB/s nominal" in w for w in model.warnings)
+    # a loss the search cannot explain even at 1000x the nominal time: "that much or more", never a made-up x
+    flat = pr.build_model(series([(1, 32, 100.0), (2, 32, 101.0), (4, 32, 102.0)]), link(300, 1), None)
+    assert flat.tiers["intra"].wanted_beyond
+    assert any("(x >= 1e+03, an effective 0.3 GB/s or less against 300 GB/s nominal" in w for w in flat.warnings)
 
 
 def test_implied_bandwidth_is_in_the_document():

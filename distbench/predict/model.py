@@ -48,6 +48,8 @@ errors stay within the model error per doubling, so the calibration gives 0; the
 DEFAULT_MEASUREMENT_SE = 0.02
 """Relative standard error assumed for a measured throughput with no CI (published tables)."""
 GRID = 41
+WANT_RANGE = (1e-3, 1e3)
+"""Where the unbounded fit is looked for (a warning only): 1000x the nominal time is 1/1000 of the link."""
 
 
 @dataclass
@@ -61,6 +63,8 @@ class Tier:
     fitted: bool
     wanted: float | None = None
     """the unbounded best fit, when it lies outside [lo, hi]."""
+    wanted_beyond: bool = False
+    """the unbounded fit sits at the edge of its search (WANT_RANGE): it asks for that much or more."""
 
     def bandwidth(self, x: float | None = None) -> float:
         """the effective bandwidth x implies (if nothing were hidden)."""
@@ -288,7 +292,7 @@ def _fit(model: Model, points: Sequence[Observed], ref: Sequence[Observed]) -> N
     for tier, other in ((ti, te), (te, ti)):
         if not tier.fitted:
             continue
-        wide = np.geomspace(1e-3, 1e3, 121)
+        wide = np.geomspace(*WANT_RANGE, 121)
         key = "x_intra" if tier.name == "intra" else "x_inter"
 
         def cost(x, tier=tier, other=other, key=key):
@@ -298,7 +302,7 @@ def _fit(model: Model, points: Sequence[Observed], ref: Sequence[Observed]) -> N
         costs = [cost(x) for x in wide]
         want = float(wide[int(np.argmin(costs))])
         if min(costs) < best[0] * 0.5 - 1e-12 and not (tier.lo <= want <= tier.hi):
-            tier.wanted = want
+            tier.wanted, tier.wanted_beyond = want, want in (wide[0], wide[-1])
     model.a = _anchor(model, ref, ti.x, te.x)
     others = [p for p in points if p.n != model.ref_n]
     if len(others) > 1:
@@ -314,9 +318,14 @@ def _fit(model: Model, points: Sequence[Observed], ref: Sequence[Observed]) -> N
             if side == "more"
             else "communication hides better than the bounds allow, or the link is faster than its figure"
         )
+        bw = tier.bandwidth(tier.wanted) / 1e9
+        if tier.wanted_beyond:  # the edge of the search: that much or more
+            asked = f"x {'>=' if side == 'more' else '<='} {tier.wanted:.3g}, an effective {bw:.3g} GB/s or "
+            asked += "less" if side == "more" else "more"
+        else:
+            asked = f"x = {tier.wanted:.3g}, an effective {bw:.3g} GB/s"
         model.warnings.append(
             f"{tier.name}-node: the measured points ask for {side} exposed communication than is physical "
-            f"(x = {tier.wanted:.3g}, an effective {tier.bandwidth(tier.wanted) / 1e9:.3g} GB/s against "
-            f"{tier.nominal_bw / 1e9:.3g} GB/s nominal; plausible {tier.lo:.2g}..{tier.hi:.2g}): {why}; "
-            f"kept at {tier.x:.3g}"
+            f"({asked} against {tier.nominal_bw / 1e9:.3g} GB/s nominal; plausible {tier.lo:.2g}..{tier.hi:.2g}): "
+            f"{why}; kept at {tier.x:.3g}"
         )
