@@ -284,6 +284,11 @@ def test_a_bad_data_folder_is_a_one_line_error_with_exit_2(tmp_path, capsys, mon
             "--model bert_base: converge trains image classifiers (mlp, resnet18, ...), not a tokens model",
         ),
         (["--seeds", "0"], "Invalid value for '--seeds': 0 is not in the range 1<=x<=100."),
+        (["--data", "/nonexistent/digits"], "--data /nonexistent/digits: no such file or folder"),
+        (
+            ["--batch-size", "1000", "--gpus", "1,2", "--device", "cpu"],
+            "--batch-size 1000: a global batch of 2000 is more than the 1438 training samples",
+        ),
     ],
 )
 def test_bad_options_are_one_line_errors_with_exit_2(tmp_path, capsys, args, message):
@@ -321,3 +326,42 @@ def test_a_real_converge_run_records_time_to_target_and_the_curve(tmp_path):
     assert runs[("ddp", 1)]["converge"]["final_accuracy"] == pytest.approx(
         runs[("torch", 1)]["converge"]["final_accuracy"], abs=1 / 359
     )
+
+
+# ---- the report's section
+
+
+def _curve_rec(strategy, n, seed, t, final):
+    r = _rec(strategy, n, t, final=final)
+    r["config"] = {"seed": seed}
+    r["converge"].update(
+        target_accuracy=0.9,
+        curve=[
+            {"step": 0, "epoch": 0.0, "train_s": 0.0, "val_accuracy": 0.1},
+            {"step": 10, "epoch": 1.0, "train_s": t, "val_accuracy": final},
+        ],
+    )
+    return r
+
+
+def test_the_report_has_a_time_to_accuracy_section_with_curves_table_and_speedups():
+    from distbench.analysis import Sweep
+    from distbench.report import converge as section_mod
+    from distbench.report.render import md_table
+
+    points = [_curve_rec("torch", 1, s, 1.0 + 0.1 * s, 0.95 + 0.001 * s) for s in range(3)]
+    points += [_curve_rec("ddp", 2, s, 0.6 + 0.05 * s, 0.80 + 0.001 * s) for s in range(3)]
+    points += [_curve_rec("fsdp", 2, s, 0.6 + 0.05 * s, 0.80 + 0.001 * s) for s in range(3)]
+    sweep = Sweep(info={"id": "x"}, points=points)
+    plots = section_mod.plots(sweep)
+    assert [p.name for p in plots] == ["converge-curves"] and plots[0].png.startswith(b"\x89PNG")
+    s = section_mod.section(sweep, plots[0])
+    assert s.title == "Time to accuracy"
+    table = next(b for b in s.blocks if type(b).__name__ == "Table")
+    text = md_table(table.headers, table.rows)
+    assert "time-to-target speedup [95% CI]" in text and "throughput speedup" in text
+    ddp = next(row for row in table.rows if row[0] == "ddp")
+    assert ddp[4] == "3/3" and ddp[-1] == "-" and ddp[7].startswith("1.69 [")  # the reference at N=2
+    fsdp = next(row for row in table.rows if row[0] == "fsdp")
+    assert fsdp[-1] == "yes"
+    assert section_mod.section(Sweep(info={"id": "y"}, points=[{"strategy": "ddp", "status": "ok"}]), None) is None
