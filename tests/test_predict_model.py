@@ -142,6 +142,15 @@ def test_warnings_name_the_workload_when_a_strategy_has_several():
     assert any(w.startswith("ddp: measured N=4") for w in alone["warnings"])
 
 
+def test_held_out_rows_name_the_workload_when_there_are_several():
+    one, two = series(PTS), series(PTS)
+    two.workload = "w2"
+    doc = pr.predict([one, two], {"intra": link(10, 10)}, lambda _: None, gpus=[8])
+    headers, rows = pr.validation_rows(doc)
+    assert headers[0] == "workload" and {r[0] for r in rows} == {"w", "w2"}
+    assert pr.validation_rows(pr.predict([one], {"intra": link(10, 10)}, lambda _: None, gpus=[8]))[0][0] == "strategy"
+
+
 def test_sweep_cores_are_physical_not_hyperthreads(monkeypatch):
     import socket
 

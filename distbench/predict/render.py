@@ -66,7 +66,8 @@ def table_rows(doc: dict) -> tuple[list[str], list[list[str]]]:
 
 
 def validation_rows(doc: dict) -> tuple[list[str], list[list[str]]]:
-    headers = [
+    multi = len({s["workload"] for s in doc["series"]}) > 1
+    headers = (["workload"] if multi else []) + [
         "strategy",
         "held out",
         "fitted on N",
@@ -77,7 +78,8 @@ def validation_rows(doc: dict) -> tuple[list[str], list[list[str]]]:
         "inside PI",
     ]
     rows = [
-        [
+        ([s["workload"]] if multi else [])
+        + [
             s["strategy"],
             f"N={c['n']}",
             ", ".join(map(str, c["fitted_on"])),
