@@ -180,6 +180,8 @@ def test_what_if_zero3_moves_more_bytes():
     entry = doc["series"][0]
     w = entry["what_if"][0]
     assert w["strategy"] == "deepspeed-zero3" and "all-gather" in w["traffic"]
+    assert "deepspeed-zero3's own overlap is not measured" in w["assumes"]
+    assert any(line.startswith("    assumes: ddp's fitted compute") for line in pr.summary_lines(doc))
     assert w["predicted"][0]["throughput"] < entry["predicted"][0]["throughput"]
     assert pr.traffic_factor("deepspeed-zero3")[0] == 1.5 and pr.traffic_factor("ddp")[0] == 1.0
 

@@ -224,6 +224,8 @@ def _what_ifs(model: Model, s: Series, intra, inter, ns, what_if: Sequence[str],
             {
                 "strategy": other,
                 "traffic": traffic_factor(other)[1],
+                "assumes": f"{s.strategy}'s fitted compute, straggler spread and exposed share (its overlap and link "
+                f"slowdown) carry over to {other}'s traffic; {other}'s own overlap is not measured",
                 "buckets": m.buckets,
                 "predicted": rows,
                 "at_measured_n": at_measured,

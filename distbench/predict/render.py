@@ -147,6 +147,8 @@ def summary_lines(doc: dict) -> list[str]:
         for w in s.get("what_if", []):
             cells = ", ".join(f"N={r['n']}: {_row_pi(r, 'throughput', '.4g')}" for r in w["predicted"])
             lines.append(f"  what-if {w['strategy']} traffic ({w['traffic']}): {cells}")
+            if w.get("assumes"):
+                lines.append(f"    assumes: {w['assumes']}")
     if any(p.get("crosses_nodes_unmeasured") for s in doc["series"] for p in s["predicted"]):
         lines.append(
             "* crosses from one node to several with no measured multi-node point: the interval spans the plausible "
