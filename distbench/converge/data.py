@@ -17,6 +17,7 @@ float32 NHWC images standardized with the training split's mean and std, int64 l
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import json
 import os
 from pathlib import Path
@@ -44,14 +45,24 @@ def _bad(text: str) -> BadInput:
 
 
 def _digits() -> tuple[np.ndarray, np.ndarray]:
-    try:
-        from sklearn.datasets import load_digits
-    except ImportError:
+    """The digits as sklearn.datasets.load_digits reads them (its bundled digits.csv.gz: 64 pixel values 0..16
+    and the class per row), read here without importing scikit-learn (and SciPy), a few seconds on a loaded
+    machine; load_digits itself where the file has moved."""
+    spec = importlib.util.find_spec("sklearn")
+    if spec is None or not spec.submodule_search_locations:
         raise BadInput(
             "the default data (scikit-learn's digits) needs scikit-learn: run `make install`, or pass --data"
-        ) from None
-    d = load_digits()
-    return (d.images / 16.0).astype(np.float32)[..., None], d.target.astype(np.int64)
+        )
+    path = Path(spec.submodule_search_locations[0]) / "datasets" / "data" / "digits.csv.gz"
+    if path.exists():
+        raw = np.loadtxt(path, delimiter=",")
+        images, target = raw[:, :-1].reshape(-1, 8, 8), raw[:, -1]
+    else:  # pragma: no cover - a scikit-learn that stores it elsewhere
+        from sklearn.datasets import load_digits
+
+        d = load_digits()
+        images, target = d.images, d.target
+    return (images / 16.0).astype(np.float32)[..., None], target.astype(np.int64)
 
 
 def _arrays(x: np.ndarray, y: np.ndarray, where: str) -> tuple[np.ndarray, np.ndarray]:
