@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 
 from distbench import peaks, predict as pr
@@ -41,8 +42,14 @@ PTS = [(1, 32, 100.0), (2, 32, 196.0), (4, 32, 384.0)]
 
 
 # -- the straggler term
-def test_straggler_term_is_sigma_sqrt_2_ln_n():
-    assert pr.straggler(0.01, 8) == pytest.approx(0.01 * math.sqrt(2 * math.log(8)))
+@pytest.mark.parametrize("n, tol", [(2, 0.05), (4, 0.02), (8, 0.01), (64, 0.01), (1024, 0.01)])
+def test_straggler_term_is_sigma_times_the_expected_maximum_of_n_normals(n, tol):
+    x = np.linspace(-12, 12, 20001)
+    pdf = np.exp(-x * x / 2) / math.sqrt(2 * math.pi)
+    cdf = 0.5 * (1 + np.array([math.erf(v / math.sqrt(2)) for v in x]))
+    exact = float(np.sum(x * n * pdf * cdf ** (n - 1)) * (x[1] - x[0]))  # E[max of n N(0, 1)]
+    assert pr.straggler(0.01, n) == pytest.approx(0.01 * exact, rel=tol)
+    assert pr.straggler(0.01, n) < 0.01 * math.sqrt(2 * math.log(n))  # the asymptotic form overstates it
     assert pr.straggler(0.01, 1) == 0.0 and pr.straggler(0.0, 64) == 0.0
 
 

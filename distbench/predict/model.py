@@ -2,7 +2,7 @@
 
     t(N) = a * b(N)                                   compute (seconds per sample x per-device batch)
          + x_intra * C_intra(N) + x_inter * C_inter(N) exposed communication per tier
-         + sigma * sqrt(2 ln N)                       waiting for the slowest of N ranks
+         + sigma * m(N)                               waiting for the slowest of N ranks
     throughput(N) = N * b(N) / t(N)
 
 C_tier is the nominal alpha-beta time of the strategy's traffic on that tier (links.py). x_tier is the
@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from statistics import NormalDist
 from typing import Sequence
 
 import numpy as np
@@ -134,9 +135,17 @@ class Model:
         return thr, min(corners) * math.exp(-an.Z95 * sd), max(corners) * math.exp(an.Z95 * sd)
 
 
+def expected_max(n: int) -> float:
+    """m(n): the expected maximum of n standard normal draws, by Blom's approximation Phi^-1((n - 0.375) /
+    (n + 0.25)): within 5% of the exact value at n = 2 and 1% from n = 8 on (tests/test_predict_model.py
+    checks it against numerical integration). It grows like sqrt(2 ln n), which overstates it 2x at n = 2 and
+    still by 23% at n = 64."""
+    return NormalDist().inv_cdf((n - 0.375) / (n + 0.25)) if n > 1 else 0.0
+
+
 def straggler(sigma: float, n: int) -> float:
-    """Expected wait for the slowest of n ranks whose step times spread with sd sigma: sigma sqrt(2 ln n)."""
-    return sigma * math.sqrt(2 * math.log(n)) if sigma and n > 1 else 0.0
+    """Expected wait for the slowest of n ranks whose step times spread with sd sigma: sigma m(n)."""
+    return sigma * expected_max(n) if sigma and n > 1 else 0.0
 
 
 def per_device_batch(series: Series, n: int) -> float:
