@@ -365,3 +365,38 @@ def test_the_report_has_a_time_to_accuracy_section_with_curves_table_and_speedup
     fsdp = next(row for row in table.rows if row[0] == "fsdp")
     assert fsdp[-1] == "yes"
     assert section_mod.section(Sweep(info={"id": "y"}, points=[{"strategy": "ddp", "status": "ok"}]), None) is None
+
+
+def test_the_points_run_each_strategy_through_its_frameworks_converge_worker():
+    from distbench.converge.plan import ConvergeOptions, point_configs
+    from distbench.strategies import parse_strategies
+
+    opts = ConvergeOptions(
+        model="mlp",
+        strategies=tuple(parse_strategies(("torch,ddp,mirrored",))),
+        gpus=(1, 2),
+        seeds=2,
+        target_accuracy=0.9,
+        batch_size=32,
+        lr=0.05,
+        lr_scaling="sqrt",
+        warmup_epochs=1.0,
+        max_epochs=5,
+        max_steps=None,
+        max_time_s=None,
+        eval_every_epochs=0.25,
+        stop_at_target=False,
+    )
+    points = point_configs(opts, device="cpu", cores=2, cache="/c.npz", image_size=8, num_classes=10)
+    keys = [(s.name, c.world_size, c.seed) for s, c in points]
+    assert keys == [("torch", 1, 0), ("torch", 1, 1), ("ddp", 1, 0), ("ddp", 1, 1), ("ddp", 2, 0), ("ddp", 2, 1)] + [
+        ("mirrored", 1, 0),
+        ("mirrored", 1, 1),
+        ("mirrored", 2, 0),
+        ("mirrored", 2, 1),
+    ]
+    modules = {s.name: s.module for s, _ in points}
+    assert modules == {"torch": "converge_torch", "ddp": "converge_torch", "mirrored": "converge_tf"}
+    ddp2 = next(c for s, c in points if s.name == "ddp" and c.world_size == 2)
+    assert ddp2.extra["converge"]["lr"]["peak_lr"] == pytest.approx(0.05 * math.sqrt(2))
+    assert ddp2.threads_per_worker == 1 and ddp2.extra["converge"]["cache"] == "/c.npz"
