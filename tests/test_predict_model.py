@@ -75,6 +75,17 @@ def test_rank_spread_from_per_rank_step_times():
     assert rank_spread([{"world_size": 2}])[0] is None
 
 
+def test_rank_spread_prefers_each_ranks_own_pace_and_reads_repeats():
+    synced = [[0.11, 0.11, 0.11], [0.11, 0.11, 0.11]]  # every rank waits for the all-reduce: no spread visible
+    own = [[0.10, 0.12, 0.10], [0.12, 0.10, 0.12]]
+    record = {"world_size": 2, "per_rank_step_times_s": synced, "independent": [{"per_rank_step_times_s": own}]}
+    sd, note = rank_spread([record])
+    assert sd == pytest.approx(math.sqrt(2) * 0.01) and "no-sync" in note and "3 steps" in note
+    repeated = {"world_size": 2, "repeats": [{"per_rank_step_times_s": own}, {"per_rank_step_times_s": own}]}
+    sd, note = rank_spread([repeated])  # a repeated point keeps per-rank times per repeat only
+    assert sd == pytest.approx(math.sqrt(2) * 0.01) and "synchronized" in note and "6 steps" in note
+
+
 # -- bounds and what they imply
 def test_bounds_nominal_measured_and_overlap():
     assert bounds(link(10, 1), None) == pytest.approx((0.1, 4.0))

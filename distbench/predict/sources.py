@@ -91,23 +91,44 @@ def hidden_share(records: Sequence[dict]) -> tuple[float | None, str]:
     return min(1.0, max(0.0, med)), note
 
 
+def _rank_runs(r: dict) -> tuple[list, str]:
+    """Per-rank step times of one record, per run, and what they are: the independent (no-sync) variant's,
+    each rank's own pace, when the point has one (in a synchronized step every rank waits for the all-reduce,
+    so its per-rank times hide the spread the straggler term is about); else the synchronized runs' (per
+    repeat when the point was repeated)."""
+    for key, what in (("independent", "the no-sync variant's (own pace)"), ("repeats", "synchronized")):
+        runs = [b.get("per_rank_step_times_s") for b in (r.get(key) or []) if isinstance(b, dict)]
+        runs = [x for x in runs if isinstance(x, list) and len(x) > 1]
+        if runs:
+            return runs, what
+    top = r.get("per_rank_step_times_s")
+    return ([top], "synchronized") if isinstance(top, list) and len(top) > 1 else ([], "")
+
+
 def rank_spread(records: Sequence[dict]) -> tuple[float | None, str]:
     """sigma for the straggler term: per step, the standard deviation of the step time across ranks
-    (per_rank_step_times_s), median over the steps of the largest-N point that has them; or a CSV's
-    rank_sd_s column."""
+    (per_rank_step_times_s, from the no-sync variant where there is one), median over the steps of the
+    largest-N point that has them; or a CSV's rank_sd_s column."""
     best = None
     for r in sorted(records, key=lambda r: _int(r.get("world_size"), 1)):
         given = an.num(r.get("rank_sd_s"))
         if given is not None:
             best = (given, f"given: rank_sd_s {given * 1e3:.3g} ms at N={r.get('world_size')}")
             continue
-        ranks = r.get("per_rank_step_times_s")
-        if isinstance(ranks, list) and len(ranks) > 1:
+        runs, what = _rank_runs(r)
+        sds = []
+        for ranks in runs:
             steps = min(len(x) for x in ranks)
             if steps:
                 arr = np.array([x[:steps] for x in ranks], dtype=float)
-                sd = float(np.median(arr.std(axis=0, ddof=1)))
-                best = (sd, f"measured: {sd * 1e3:.3g} ms across {len(ranks)} ranks at N={r.get('world_size')}")
+                sds += list(arr.std(axis=0, ddof=1))
+        if sds:
+            sd = float(np.median(sds))
+            best = (
+                sd,
+                f"measured: {sd * 1e3:.3g} ms across {len(runs[0])} ranks at N={r.get('world_size')} "
+                f"({what} per-rank step times, {len(sds)} steps)",
+            )
     if best is None:
         return None, Series.rank_sd_note
     return best
