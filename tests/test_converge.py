@@ -315,7 +315,10 @@ def test_a_real_converge_run_records_time_to_target_and_the_curve(tmp_path):
     doc = json.loads(proc.stdout)
     runs = {(r["strategy"], r["world_size"]): r for r in doc["runs"]}
     assert set(runs) == {("torch", 1), ("ddp", 1), ("ddp", 2)}
+    from distbench.record import undeclared_keys
+
     for r in runs.values():
+        assert undeclared_keys(r) == set()
         c = r["converge"]
         assert r["status"] == "ok" and c["reached"] and c["curve"][0]["step"] == 0
         assert c["lr"]["rule"] == "linear" and c["eval_s"] > 0 and c["train_s_to_target"] <= c["train_s"]

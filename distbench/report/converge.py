@@ -77,10 +77,10 @@ def curves_plot(points: list[dict]) -> Plot | None:
     runs = [r for r in points if r.get("status") == "ok" and r.get("converge")]
     if not runs:
         return None
-    from matplotlib.colors import TABLEAU_COLORS
+    from matplotlib import colormaps
     from matplotlib.figure import Figure as MplFigure
 
-    colors = list(TABLEAU_COLORS.values())
+    colors = [colormaps["tab20"](i) for i in range(20)]
     keys: list[tuple] = []
     fig = MplFigure(figsize=(11, 4))
     ax_t, ax_e = fig.subplots(1, 2)
