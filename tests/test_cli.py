@@ -32,7 +32,7 @@ def _run(capsys, args):
         (
             ["scale", "--gpus", "1", "--strategy", "nope"],
             f"Error: unknown --strategy 'nope'; valid strategies: {', '.join(STRATEGIES)}; groups: all, core, wrappers, "
-            "sharded\n",
+            "sharded, engines\n",
         ),
         (
             ["scale", "--gpus", "1", "--batch-size", "-4"],

@@ -58,7 +58,7 @@ def _sweep_args(tmp_path, *extra):
             ["--strategy", "nope"],
             "unknown --strategy 'nope'; valid strategies: "
             + ", ".join(STRATEGIES)
-            + "; groups: all, core, wrappers, sharded",
+            + "; groups: all, core, wrappers, sharded, engines",
         ),
         (["--model", "alexnet"], f"unknown model 'alexnet'; valid models: {', '.join(model_names())}"),
         (["--time", "1 hour"], "--time '1 hour' is not a Slurm time limit: use MINUTES, HH:MM:SS or D-HH:MM:SS"),

@@ -24,7 +24,7 @@ EXAMPLES = {
     "gpus": (2, 4),
     "nodes": (1, 2),
     "model": "resnet18",
-    "strategies": ("ddp", "mirrored"),
+    "strategies": ("ddp", "mirrored", "ray-ddp"),
     "batch_size": (4, 8),
     "scaling": "strong",
     "image_size": 32,
@@ -34,6 +34,7 @@ EXAMPLES = {
     "warmup": 1,
     "device": "cpu",
     "max_time": 5.0,
+    "ray_address": "ray://head:10001",
 }
 LEFT_AT_DEFAULT = {"seq_len"}  # a token-model option: the image model above refuses it
 
