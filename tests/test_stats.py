@@ -125,3 +125,40 @@ def test_rate_ci_maps_the_step_time_interval():
     lo, hi = stats.rate_ci(100.0, 0.1)
     assert lo == pytest.approx(100 / 1.1) and hi == pytest.approx(100 / 0.9)
     assert stats.rate_ci(100.0, 1.5)[1] is None
+
+
+def test_batch_levels_grow_the_batches_and_keep_at_least_ten():
+    assert stats.batch_levels(149) == [] and stats.batch_levels(150) == [5] and stats.batch_levels(300) == [10]
+    assert stats.batch_levels(600) == [20, 10] and stats.batch_levels(4800) == [20, 10]
+
+
+def _ar1(n: int, phi: float, seed: int) -> list[float]:
+    import numpy as np
+
+    rng, z, out = np.random.default_rng(seed), 0.0, []
+    for e in rng.standard_normal(n):
+        z = phi * z + math.sqrt(1 - phi**2) * e
+        out.append(0.1 * (1 + 0.05 * z))
+    return out
+
+
+def test_autocorrelated_batch_means_lengthen_the_batches_widen_or_refuse_and_the_record_says_so():
+    # independent steps: 20 batches, no note beyond a small widening at most
+    ci, note = stats.within_run_step_ci(_ar1(600, 0.0, 1))
+    assert ci["batches"] == 20 and (note is None or note.startswith("CI widened x"))
+    # phi 0.98 over 600 steps (6 autocorrelation times): merged to 10 batches of 60 and widened, or refused
+    merged = refused = 0
+    for seed in range(20):
+        fields = stats.within_run_ci(_ar1(600, 0.98, seed), 80.0)
+        if fields["throughput_ci_low"] is None:
+            refused += 1
+            assert fields["ci_note"].startswith("no within-run CI: the batch means stay autocorrelated (lag-1 r ")
+        elif "10 batches of 60 steps used" in (fields["ci_note"] or ""):
+            merged += 1
+            assert fields["ci_method"] == "batch means: t over 10 batches of 60 steps"
+            assert "CI widened x" in fields["ci_note"]
+    assert merged + refused >= 15  # at phi 0.98 the 20 batch means of 30 steps are rarely independent
+    # the widening is sqrt((1 + rho) / (1 - rho)), rho the bias-corrected lag-1 r
+    ci, _ = stats.within_run_step_ci(_ar1(600, 0.0, 1))
+    rho = min(max(ci["lag1"] + (1 + 3 * ci["lag1"]) / 20, 0.0), stats.LAG1_MAX)
+    assert ci["widened"] == pytest.approx(math.sqrt((1 + rho) / (1 - rho)))
