@@ -306,7 +306,7 @@ def _judge(tested: list[PointComparison], logs_a, logs_b, floor_var, floor_prior
             rows.append((math.nan, math.nan, math.nan))
             need = " and ".join(name for name, v in (("A", va), ("B", vb)) if v is None)
             pc.verdict = NOT_ENOUGH
-            pc.note = f"1 run in {need}: run-to-run noise unknown (--repeats 2 or more, or --noise-floor SWEEP)"
+            pc.note = f"1 run in {need}"  # the summary line says what would do
             continue
         ra, rb = len(logs_a[pc.key]), len(logs_b[pc.key])
         shared = how_a == how_b == "noise floor"
