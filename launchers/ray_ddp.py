@@ -15,6 +15,7 @@ of its own; a peer's "connection closed" is a consequence) and writes the failed
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -32,6 +33,7 @@ FRAMEWORK = "torch"
 TEMP_PREFIX = "dbray-"
 """Local heads' temp folders: /tmp/dbray-<driver pid>-<its start ticks>-XXXX (Ray's unix sockets live in it,
 and their paths must stay under 108 bytes, so never under a long TMPDIR)."""
+TEARDOWN = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 DIED_MARKERS = ("actor died unexpectedly", "worker process has died", "health check failed")
 
 
@@ -146,8 +148,10 @@ def remove_on_signal(folder: str) -> None:
     signal.set_wakeup_fd(write_end)
 
     def remove() -> None:
-        os.read(read_end, 1)
-        shutil.rmtree(folder, ignore_errors=True)
+        while number := os.read(read_end, 1):  # every handled signal's number arrives here
+            if number[0] in TEARDOWN:
+                shutil.rmtree(folder, ignore_errors=True)
+                return
 
     threading.Thread(target=remove, name="distbench-ray-temp", daemon=True).start()
 
@@ -166,7 +170,7 @@ def body(cfg, out_path):
         raise Stopped(signal.Signals(signum).name)
 
     def handle(how) -> None:
-        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        for sig in TEARDOWN:
             signal.signal(sig, how)
 
     handle(stop)
@@ -263,7 +267,8 @@ def body(cfg, out_path):
         print(f"distbench ray driver: {reason}\n{root_text[-3000:]}", file=sys.stderr, flush=True)
         if temp:  # a failed point keeps its folder: keep Ray's logs in it
             logs = os.path.join(temp, "session_latest", "logs")
-            shutil.copytree(logs, Path(out_path).parent / "ray-logs", symlinks=True, dirs_exist_ok=True)
+            with contextlib.suppress(OSError):
+                shutil.copytree(logs, Path(out_path).parent / "ray-logs", symlinks=True, dirs_exist_ok=True)
         common.emit(
             cfg,
             out_path,

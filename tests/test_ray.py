@@ -248,3 +248,26 @@ def test_telemetry_sees_a_ray_worker_become_a_rank():
     assert not sampler._is_worker(worker)  # prestarted, not yet an actor
     worker._name = "ray::RayTrainWorker.run_train_fn"
     assert sampler._is_worker(worker)
+
+
+def test_the_head_folder_goes_on_a_teardown_signal_only(tmp_path):
+    folder = tmp_path / "dbray-1-1-x"
+    folder.mkdir()
+    code = f"""
+import os, signal, time
+from distbench.launchers.ray_ddp import remove_on_signal
+for sig in (signal.SIGUSR1, signal.SIGTERM):
+    signal.signal(sig, lambda *a: None)
+remove_on_signal({str(folder)!r})
+os.kill(os.getpid(), signal.SIGUSR1)
+time.sleep(0.3)
+print(os.path.isdir({str(folder)!r}))
+os.kill(os.getpid(), signal.SIGTERM)
+for _ in range(50):
+    if not os.path.isdir({str(folder)!r}):
+        break
+    time.sleep(0.02)
+print(os.path.isdir({str(folder)!r}))
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.stdout.split() == ["True", "False"], out.stderr[-2000:]
