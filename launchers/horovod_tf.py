@@ -51,6 +51,8 @@ def make_distribution():
             op = dict(op=hvd.Average) if cfg.sync else dict(op=hvd.Sum, postscale_factor=1.0 / self.world)
 
             tiny = common.is_tiny(cfg)
+            if tiny:  # counts the tiny collective's runs in the traced step (evidence, like ddp's hook count)
+                self.tiny_count = tf.Variable(0, dtype=tf.int64, trainable=False)
 
             def reduce(grads):
                 # Embedding gradients arrive as IndexedSlices; all-reduce them dense, like DDP does.
@@ -61,9 +63,15 @@ def make_distribution():
                 # the tiny variant: a few floats (common.tiny_elements) over every rank (the global set)
                 few = tf.ones([common.tiny_elements(sum(g.shape.num_elements() for g in dense))])
                 done = hvd.allreduce(few, op=hvd.Sum, name="distbench_tiny", process_set=self.process_sets[True])
-                return tfc.after(tf, done, out)
+                with tf.control_dependencies([done]):
+                    counted = self.tiny_count.assign_add(1)
+                return tfc.after(tf, counted, out)
 
             return self._step(cfg, model, optimizer, reduce)
+
+        def tiny_calls(self):
+            count = getattr(self, "tiny_count", None)
+            return None if count is None else int(count.numpy())
 
         make_independent_step = make_train_step
         make_tiny_step = make_train_step  # over this rank's own set, plus the tiny collective (common.is_tiny)

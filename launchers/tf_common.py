@@ -347,6 +347,10 @@ class Distribution:
         where the gradient reduction was. Strategies with an in-process variant implement it."""
         raise NotImplementedError(f"{type(self).__name__}: no tiny-collective variant")
 
+    def tiny_calls(self) -> int | None:
+        """How often the tiny variant's collective ran in the last tiny run (None: not counted)."""
+        return None
+
     def gather(self, obj: Any) -> list:
         return [obj]
 
@@ -582,6 +586,8 @@ def run(cfg: PointConfig, out_path: str, dist: Distribution) -> None:
                 extra.update(fields)
             else:
                 segments.append(common.segment_record(letter, seg_times, seg_loss, fields, started))
+                if letter == "T":
+                    segments[-1]["tiny_collective_calls"] = dist.tiny_calls()
         if segments:
             extra["segments"] = segments
         if cfg.verify:

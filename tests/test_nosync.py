@@ -182,7 +182,7 @@ def test_the_tiny_variant_runs_between_the_real_steps(strategy, tmp_path):
     assert all(len(s["step_times_s"]) == 4 for s in segs) and len(record["step_times_s"]) == 4
     starts = [s["stopping"]["segment_start"] for s in segs]
     assert record["stopping"]["window"][1] <= starts[0] and starts == sorted(starts)
-    if STRATEGY_MODULES[strategy][0] == "torch":
+    if strategy != "mirrored":  # counted where the worker issues it (mirrored: inside strategy.run, not counted)
         assert [s.get("tiny_collective_calls") for s in segs if s["variant"] == "T"] == [5, 5]
 
 
