@@ -39,6 +39,12 @@ def skip_reason(requires: tuple[str, ...], device: str) -> str | None:
     module = next((m for m in requires if m.startswith("horovod.")), None)
     if module is None or device != "cuda" or nccl_built(module) is not False:
         return None
+    return reason(module)
+
+
+def reason(module: str) -> str:
+    """The skip reason of a Horovod `module` built without NCCL (the planner's, and the rank's own check
+    where the point runs on another machine: a Slurm or Kubernetes job)."""
     return (
         f"{module} was built without NCCL (hvd.nccl_built() is false): on GPUs it would stage every tensor "
         "through host memory over Gloo, not comparable with NCCL DDP; rebuild it with a CUDA toolkit "

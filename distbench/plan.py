@@ -302,8 +302,10 @@ def _missing_modules(strategy: Strategy) -> list[str]:
     return [m for m in strategy.requires if not _installed(m)]
 
 
-def make_plan(opts: SweepOptions, visible_gpus: int | None = None) -> Plan:
-    """The points of a sweep: the checked options with the device's defaults filled in."""
+def make_plan(opts: SweepOptions, visible_gpus: int | None = None, *, runs_here: bool = True) -> Plan:
+    """The points of a sweep: the checked options with the device's defaults filled in. `runs_here` False:
+    the points run on other machines (Slurm, Kubernetes), so this machine's Horovod build is not asked
+    whether it has NCCL (each rank checks its own, launchers/comm_common.horovod_init)."""
     spec = get_spec(opts.model)
     choice = resolve_device(opts.device, list(opts.gpus), visible_gpus, opts.nodes)
     defaults = GPU_DEFAULTS if choice.device == "cuda" else CPU_DEFAULTS
@@ -446,7 +448,7 @@ def make_plan(opts: SweepOptions, visible_gpus: int | None = None) -> Plan:
                 skip = "--precision amp (float16 with loss scaling) needs a CUDA GPU; use --precision bf16 on CPU"
             elif unfit := choice.unfit(n, k):
                 skip = unfit
-            elif hvd_skip := horovod_nccl.skip_reason(s.requires, choice.device):
+            elif runs_here and (hvd_skip := horovod_nccl.skip_reason(s.requires, choice.device)):
                 skip = hvd_skip
             elif s.needs_cuda_for_multi and choice.device == "cpu":
                 skip = (

@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from typing import Callable
 
+from distbench import horovod_nccl
 from distbench.commbench import summarize
 from distbench.launchers import common
 
@@ -68,10 +69,14 @@ def horovod_init(hvd, cfg):
     background thread), no other rank involved."""
     if cfg.world_size == 1 or (cfg.sync and not cfg.nosync_order):
         hvd.init()
-        return {True: hvd.global_process_set, False: hvd.global_process_set}
-    own = [hvd.ProcessSet([r]) for r in range(cfg.world_size)]
-    hvd.init(process_sets=own)
-    return {True: hvd.global_process_set, False: own[hvd.rank()]}
+        sets = {True: hvd.global_process_set, False: hvd.global_process_set}
+    else:
+        own = [hvd.ProcessSet([r]) for r in range(cfg.world_size)]
+        hvd.init(process_sets=own)
+        sets = {True: hvd.global_process_set, False: own[hvd.rank()]}
+    if cfg.device == "cuda" and not hvd.nccl_built():  # planned elsewhere (Slurm, Kubernetes): checked here
+        raise common.PointSkipped(horovod_nccl.reason(hvd.__name__))
+    return sets
 
 
 def emit_comm(cfg, out_path, strategy, framework, result: dict, backend: str) -> None:

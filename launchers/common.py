@@ -341,6 +341,11 @@ def rank_slice(cfg: PointConfig, rank: int) -> slice:
     return slice(rank * cfg.per_device_batch, (rank + 1) * cfg.per_device_batch)
 
 
+class PointSkipped(Exception):
+    """Raised on every rank when the point cannot run as asked where it landed (its message is the reason):
+    a 'skipped' record, not a failure."""
+
+
 def run_worker(framework: str, body: Callable[[PointConfig, str], None], argv: list[str] | None = None) -> int:
     """Entry point of every worker module.
 
@@ -365,6 +370,11 @@ def run_worker(framework: str, body: Callable[[PointConfig, str], None], argv: l
             )
         print(f"distbench worker: {exc}", file=sys.stderr)
         return 0
+    except PointSkipped as exc:
+        if is_rank0:
+            emit(cfg, out_path, framework=framework, status="skipped", reason=str(exc))
+        print(f"distbench worker: skipped: {exc}", file=sys.stderr)
+        exit_now(0)  # at once, like a failed rank: Horovod's atexit hooks would wait for the others
     except BaseException as exc:  # noqa: BLE001 - report, then end this rank at once
         text = f"{type(exc).__name__}: {exc}".strip()
         oom = any(m in text for m in OOM_MARKERS)

@@ -104,7 +104,7 @@ def plan_sweep(opts: SweepOptions, nodes: list[int], gpus_per_node: int | None =
         raise BadInput(f"--device must be cuda or cpu for Slurm jobs, got {opts.device!r}")
     if gpus_per_node is not None and gpus_per_node < 1:
         raise BadInput(f"--gpus-per-node must be >= 1, got {gpus_per_node}")
-    plan = make_plan(opts, visible_gpus=max(opts.gpus) if opts.device == "cuda" else 0)
+    plan = make_plan(opts, visible_gpus=max(opts.gpus) if opts.device == "cuda" else 0, runs_here=False)
     notes = [n for n in plan.notes if n != plan.device.note]
     notes.insert(
         0,
