@@ -18,7 +18,7 @@ from distbench.report import write_report
 from tests.conftest import ROOT
 from distbench.store import Store
 from tests.conftest import require, run_cli
-from tests.test_report import add_sweep, point
+from tests.builders import add_sweep, point
 
 
 def link(bw_gbps: float, lat_us: float) -> pr.Link:
