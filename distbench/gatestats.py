@@ -15,9 +15,10 @@ at the sweep's total, as in limma.
 
 from __future__ import annotations
 
-import math
 
 import numpy as np
+
+from distbench import stats
 
 ALPHA = 0.05
 """Family-wise error rate of one comparison (Holm)."""
@@ -25,29 +26,11 @@ DF_MAX = 1000
 """Degrees of freedom are clipped to this (the t distribution is then the normal to 1e-3)."""
 
 
-def t_cdf(t, df):
-    """Student-t CDF, vectorised, for integer df (floored, clipped to [1, DF_MAX]): the exact series of
-    stats.t_cdf (Abramowitz & Stegun 26.7.3/26.7.4)."""
-    t = np.asarray(t, dtype=float)
-    df = np.clip(np.floor(np.nan_to_num(np.asarray(df, dtype=float), nan=1.0) + 1e-9), 1, DF_MAX).astype(int)
-    t, df = np.broadcast_arrays(t, df)
-    theta = np.arctan(np.abs(t) / np.sqrt(df))
-    c2 = np.cos(theta) ** 2
-    term_o, total_o = np.ones(t.shape), np.where(df > 1, 1.0, 0.0)
-    term_e, total_e = np.ones(t.shape), np.ones(t.shape)
-    for k in range(1, int(df.max(initial=1)) // 2 + 1):
-        odd = k < (df - 1) // 2
-        term_o = np.where(odd, term_o * c2 * (2 * k) / (2 * k + 1), term_o)
-        total_o = np.where(odd, total_o + term_o, total_o)
-        even = k < df // 2
-        term_e = np.where(even, term_e * c2 * (2 * k - 1) / (2 * k), term_e)
-        total_e = np.where(even, total_e + term_e, total_e)
-    a = np.where(df % 2 == 1, 2 / math.pi * (theta + np.sin(theta) * np.cos(theta) * total_o), np.sin(theta) * total_e)
-    return 0.5 + np.sign(t) * a / 2
-
-
 def two_sided_p(t, df):
-    c = t_cdf(t, df)
+    """Two-sided p-value of t with df degrees of freedom (Welch's df are floored, a conservative rounding,
+    and clipped to [1, DF_MAX]; NaN df counts as 1) by stats.t_cdf, the project's one t CDF."""
+    df = np.clip(np.floor(np.nan_to_num(np.asarray(df, dtype=float), nan=1.0) + 1e-9), 1, DF_MAX)
+    c = stats.t_cdf(t, df)
     return 2 * np.minimum(c, 1 - c)
 
 

@@ -102,25 +102,33 @@ LAG1_MAX = 0.9
 """Largest (bias-corrected) lag-1 autocorrelation the CI is widened for."""
 
 
-def t_cdf(t: float, df: int) -> float:
-    """Student-t CDF for integer df, exact: Abramowitz & Stegun 26.7.3/26.7.4 in theta = atan(t / sqrt(df))."""
-    if df < 1:
+def t_cdf(t, df):
+    """Student-t CDF for integer df >= 1, exact: Abramowitz & Stegun 26.7.3/26.7.4 in theta = atan(t / sqrt(df)).
+    Vectorised: t and df broadcast (numpy arrays: the regression gate's simulations, distbench.gatestats); a
+    float for scalar arguments. The project's one t CDF (t_quantile inverts it)."""
+    import numpy as np
+
+    t_arr, df_arr = np.broadcast_arrays(np.asarray(t, dtype=float), np.asarray(df))
+    if df_arr.size and (df_arr < 1).any():
         raise ValueError(f"df must be >= 1, got {df}")
-    theta = math.atan(abs(t) / math.sqrt(df))
-    c2 = math.cos(theta) ** 2
-    if df % 2:  # odd: (2/pi) (theta + sin cos (1 + 2/3 c^2 + 2*4/(3*5) c^4 + ...))
-        term, total = 1.0, 1.0 if df > 1 else 0.0
-        for k in range(1, (df - 1) // 2):
-            term *= c2 * (2 * k) / (2 * k + 1)
-            total += term
-        a = 2 / math.pi * (theta + math.sin(theta) * math.cos(theta) * total)
-    else:  # even: sin (1 + 1/2 c^2 + 1*3/(2*4) c^4 + ...)
-        term, total = 1.0, 1.0
-        for k in range(1, df // 2):
-            term *= c2 * (2 * k - 1) / (2 * k)
-            total += term
-        a = math.sin(theta) * total
-    return 0.5 + math.copysign(a / 2, t)
+    df_arr = df_arr.astype(int)
+    theta = np.arctan(np.abs(t_arr) / np.sqrt(df_arr))
+    c2 = np.cos(theta) ** 2
+    # odd df: (2/pi) (theta + sin cos (1 + 2/3 c^2 + 2*4/(3*5) c^4 + ...)), the series empty at df 1;
+    # even df: sin (1 + 1/2 c^2 + 1*3/(2*4) c^4 + ...)
+    term_o, total_o = np.ones(t_arr.shape), np.where(df_arr > 1, 1.0, 0.0)
+    term_e, total_e = np.ones(t_arr.shape), np.ones(t_arr.shape)
+    for k in range(1, int(df_arr.max(initial=1)) // 2 + 1):
+        odd = k < (df_arr - 1) // 2
+        term_o = np.where(odd, term_o * c2 * (2 * k) / (2 * k + 1), term_o)
+        total_o = np.where(odd, total_o + term_o, total_o)
+        even = k < df_arr // 2
+        term_e = np.where(even, term_e * c2 * (2 * k - 1) / (2 * k), term_e)
+        total_e = np.where(even, total_e + term_e, total_e)
+    odd_a = 2 / math.pi * (theta + np.sin(theta) * np.cos(theta) * total_o)
+    a = np.where(df_arr % 2 == 1, odd_a, np.sin(theta) * total_e)
+    out = 0.5 + np.copysign(a / 2, t_arr)
+    return float(out) if out.ndim == 0 else out
 
 
 def t_quantile(p: float, df: int) -> float:

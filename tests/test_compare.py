@@ -62,11 +62,24 @@ def test_log_se_of_a_t_interval_uses_t_not_z():
 
 
 # -- the gate's statistics (distbench.gatestats) -----------------------------------------------------------
-def test_vectorised_t_cdf_is_the_exact_scalar_one():
-    for df in (1, 2, 3, 4, 7, 30, 200):
-        for t in (-2.5, 0.3, 4.0):
-            assert gatestats.t_cdf(t, df) == pytest.approx(stats.t_cdf(t, df), abs=1e-12)
+def test_one_t_cdf_scalar_and_vectorised():
+    """stats.t_cdf is the project's one t CDF: the gate's p-values (arrays) and t_quantile (scalars) use it."""
+    assert not hasattr(gatestats, "t_cdf")
+    ts, dfs = np.array([-2.5, 0.0, 0.3, 4.0]), np.array([1, 2, 3, 4, 7, 30, 200])
+    grid = stats.t_cdf(ts[:, None], dfs[None, :])
+    for i, t in enumerate(ts):
+        for j, df in enumerate(dfs):
+            assert grid[i, j] == pytest.approx(stats.t_cdf(float(t), int(df)), abs=1e-15)
+    assert isinstance(stats.t_cdf(1.0, 3), float)
+    # closed forms: t(1) is Cauchy, t(2) has F(t) = 1/2 + t / (2 sqrt(2 + t^2))
+    assert stats.t_cdf(1.0, 1) == pytest.approx(0.75, abs=1e-15)
+    assert stats.t_cdf(-1.5, 2) == pytest.approx(0.5 - 1.5 / (2 * math.sqrt(2 + 1.5**2)), abs=1e-15)
+    for df in (1, 4, 30):
+        assert stats.t_cdf(stats.t_crit(df), df) == pytest.approx(0.975, abs=1e-10)
     assert gatestats.two_sided_p(stats.t_crit(4), 4) == pytest.approx(0.05, abs=1e-9)
+    assert gatestats.two_sided_p(stats.t_crit(4), 4.9) == pytest.approx(0.05, abs=1e-9)  # Welch df floored
+    with pytest.raises(ValueError, match="df must be >= 1"):
+        stats.t_cdf(np.array([0.5, 1.0]), np.array([3, 0]))
 
 
 def test_holm_adjusted_p_values():
