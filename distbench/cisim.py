@@ -225,20 +225,25 @@ def gate_sweeps(
     run_sd: float = 0.025,
     effect: float = 1.0,
     hetero: float = 1.0,
+    noisy: float = 1.0,
     floor: bool = False,
     threshold: float = 0.05,
     trials: int = 4000,
 ) -> dict:
     """`distbench compare` of simulated sweeps A and B of `points` points, exactly as compare._judge judges
     them (distbench.gatestats: moderated variances, Welch t on log throughput, Holm). Each run's log
-    throughput varies run to run by run_sd x t(4) / sqrt 2 (heavy tailed); the points' run_sd spread by a
-    factor `hetero` from the quietest to the noisiest (geometrically); B's point 0 is `effect` times A's
-    (the others are A/A). r repeats per side; `floor`: r = 1 and the variances from a third sweep C, an A/A
-    run of A (compare --noise-floor). family_false_alarm: share of comparisons calling any A/A point a
-    regression; power: share calling point 0 one."""
+    throughput varies run to run by run_sd x t(4) / sqrt 2 (heavy tailed, independent between runs and
+    points); the points' run_sd spread by a factor `hetero` from the quietest to the noisiest
+    (geometrically), and the last point's is `noisy` times that (one point much noisier than the rest: the
+    moderation's assumption, one noise level per sweep, broken). B's point 0 is `effect` times A's (the others
+    are A/A). No shift common to a whole sweep (another time of day, a busier machine) is simulated: repeats
+    do not see one, only a noise floor does. r repeats per side; `floor`: r = 1 and the variances from a
+    third sweep C, an A/A run of A (compare --noise-floor). family_false_alarm: share of comparisons calling
+    any A/A point a regression; power: share calling point 0 one."""
     from distbench import gatestats
 
     sd = run_sd * np.exp(np.linspace(-math.log(hetero) / 2, math.log(hetero) / 2, points))
+    sd[-1] *= noisy
     reps = 1 if floor else r
 
     def runs() -> np.ndarray:

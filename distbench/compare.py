@@ -41,6 +41,13 @@ VERDICT_STYLE = {
 }
 NOT_ENOUGH = "not enough repeats to say"
 CODE_VERDICT = {0: "within noise", -1: "regression", 1: "improvement", 2: "below threshold"}
+MODERATION_CAVEAT = (
+    "judged at {how}: the run-to-run variances are moderated across the points, which assumes the points of a "
+    "sweep share a noise level; where one point is much noisier than the rest the simulated family false alarm "
+    "exceeds 5% at R = 2 or on a noise floor (it stays <= 5% at R = 3: docs/benchmarks.md), so confirm a flagged "
+    "point with --repeats 3 or more"
+)
+"""Said beside the verdict when a point was judged on 1 df per side (R = 2, or one run with a noise floor)."""
 
 
 class RegressionFound(DistbenchError):
@@ -299,7 +306,7 @@ def _judge(tested: list[PointComparison], logs_a, logs_b, floor_var, floor_prior
         got = floor_var.get(key) or floor_prior
         return (*got, "noise floor") if got else (None, None, "")
 
-    rows = []
+    rows, weak = [], set()
     for pc in tested:
         (va, da, how_a), (vb, db, how_b) = side(var_a, pc.key), side(var_b, pc.key)
         if va is None or vb is None:
@@ -309,6 +316,11 @@ def _judge(tested: list[PointComparison], logs_a, logs_b, floor_var, floor_prior
             pc.note = f"1 run in {need}"  # the summary line says what would do
             continue
         ra, rb = len(logs_a[pc.key]), len(logs_b[pc.key])
+        weak.update(
+            "R = 1 with a noise floor" if how == "noise floor" else "R = 2"
+            for how, r in ((how_a, ra), (how_b, rb))
+            if how == "noise floor" or r == 2
+        )
         shared = how_a == how_b == "noise floor"
         d, se, df = gatestats.welch(
             np.mean(logs_a[pc.key]), va, ra, da, np.mean(logs_b[pc.key]), vb, rb, db, shared=shared
@@ -322,6 +334,8 @@ def _judge(tested: list[PointComparison], logs_a, logs_b, floor_var, floor_prior
         pc.ci_method = f"{test}, R={ra} ({how_a}) vs R={rb} ({how_b}), df {df:.1f}; Holm over the points"
     if not rows:
         return
+    if weak and sum(not math.isnan(row[1]) for row in rows) >= 3:  # moderation needs 3 points
+        result.notes.append(MODERATION_CAVEAT.format(how=" and ".join(sorted(weak))))
     d, se, df = (np.array(col) for col in zip(*rows))
     p, adj, code = gatestats.verdict_codes(d, se, df, result.threshold)
     for pc, pv, pa, c in zip(tested, p, adj, code):

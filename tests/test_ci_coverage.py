@@ -104,18 +104,32 @@ def test_lag1_check_rarely_refuses_independent_steps():
 
 
 # -- the regression gate (`distbench compare`, issue 20 item 3) ----------------------------------------------
+GATE_TRIALS = 20000  # a family false alarm near 5% has a standard error of 0.15%
+
+
 @pytest.mark.parametrize("run_sd", [0.02, 0.03])
 def test_gate_family_false_alarm_at_most_5pct_per_20_point_sweep(run_sd):
-    """A/A: 20 points, R = 3 repeats per side, heavy-tailed run-to-run noise (t(4)), the points' noise equal
-    or spread 3x: the share of sweeps with any false regression stays <= 5% (old gate: 54-91%); with the
-    points' noise spread 3x it is 2.7-5.1% (docs/benchmarks.md), asserted <= 6.5% (4000 trials: se 0.35%)."""
+    """A/A: 20 points, R = 3 repeats per side, heavy-tailed run-to-run noise (t(4)): the share of sweeps with
+    any false regression stays <= 5% (old gate: 54-91%) whether the points share a noise level, their noise
+    spreads 3x, or one point is 5x noisier than the rest (the moderation's assumption broken; docs/benchmarks.md:
+    1.4-4.7%, the spread at sd 3% being the closest to 5%); and at R = 1 with an A/A noise floor when the
+    points share a noise level."""
     rng = np.random.default_rng(23)
-    res = cisim.gate_sweeps(rng, r=3, run_sd=run_sd)
-    assert res["family_false_alarm"] <= 0.05, res
-    res = cisim.gate_sweeps(rng, r=3, run_sd=run_sd, hetero=3.0)
-    assert res["family_false_alarm"] <= 0.065, res
-    floor = cisim.gate_sweeps(rng, floor=True, run_sd=run_sd)  # R = 1 with an A/A noise floor
+    trials = GATE_TRIALS if run_sd == 0.03 else 4000  # at sd 2% the rates are 1-4%, far from 5%
+    for case in ({}, {"hetero": 3.0}, {"noisy": 5.0}):
+        res = cisim.gate_sweeps(rng, r=3, run_sd=run_sd, trials=trials, **case)
+        assert res["family_false_alarm"] <= 0.05, (case, res)
+    floor = cisim.gate_sweeps(rng, floor=True, run_sd=run_sd, trials=trials)  # R = 1 with an A/A noise floor
     assert floor["family_false_alarm"] <= 0.05, floor
+
+
+@pytest.mark.parametrize("case", [{"r": 2}, {"floor": True}], ids=["R=2", "R=1 + noise floor"])
+def test_gate_false_alarm_exceeds_5pct_below_r3_when_one_point_is_noisier(case):
+    """What compare warns of at R = 2 or on a noise floor (compare.MODERATION_CAVEAT): with one or two df per
+    point, a point 5x noisier than the rest is shrunk towards the others' noise and falsely flagged; the
+    family false alarm is then 10-12% (docs/benchmarks.md), not <= 5%."""
+    res = cisim.gate_sweeps(np.random.default_rng(37), run_sd=0.02, noisy=5.0, **case)
+    assert res["family_false_alarm"] > 0.07, res
 
 
 @pytest.mark.parametrize("run_sd", [0.02, 0.03])
