@@ -84,14 +84,16 @@ def test_throughput_ratio_ci_covers(model):
 @pytest.mark.parametrize("phi", [0.9, 0.95, 0.98])
 def test_lag1_check_keeps_coverage_of_given_cis_up_to_phi_098(phi):
     """Batch means tested for lag-1 autocorrelation, merged into longer batches, widened or refused: the CIs
-    given cover >= 90% up to phi 0.98 at 600 and 2400 steps (the fixed geometry: 67% at phi 0.98 and 600 steps,
-    89% at 2400); at 600 steps also better than the fixed geometry, and refused more often than not covered."""
+    given cover >= 90% up to phi 0.98 at 1200 and 2400 steps (the fixed geometry: 89% at phi 0.98 and 2400);
+    at 600 steps about 90% at phi 0.98 (89.7% over 20000 runs: asserted >= 88%, not >= 90%), better than the
+    fixed geometry (67% there), and refused more often than not covered."""
     rng = np.random.default_rng(17)
     model = cisim.Model(phi=phi, cv=0.05, outlier_p=0.01, outlier_scale=10.0)
-    res = cisim.fixed_steps(rng, model, 2400, runs=2000)
-    assert res["coverage"] >= 0.90 and res["given"] >= 0.95, res
+    for n in (1200, 2400):
+        res = cisim.fixed_steps(rng, model, n, runs=2000)
+        assert res["coverage"] >= 0.90 and res["given"] >= 0.95, (n, res)
     short, old = cisim.fixed_steps(rng, model, 600, runs=2000), cisim.fixed_batches(rng, model, 600, runs=2000)
-    assert short["coverage"] >= 0.88, short  # 90.2-94.1% in docs/benchmarks.md (2000 runs: se 0.7%)
+    assert short["coverage"] >= 0.88, short  # 89.7% at phi 0.98 over 20000 runs (2000 here: se 0.7%)
     assert short["coverage"] >= old["coverage"] + 0.02 or short["coverage"] >= 0.90, (short, old)
     assert 1 - short["given"] >= (0.9 - short["coverage"]) * short["given"], short
 
