@@ -314,12 +314,9 @@ def ratio_ci_from_cis(
     return math.exp(r - crit * se), math.exp(r + crit * se)
 
 
-def throughput_ratio_ci(
-    sweep_a: "Sweep", a: dict, sweep_b: "Sweep", b: dict, *, seed: int = 0
-) -> tuple[tuple[float, float] | None, str]:
+def throughput_ratio_ci(sweep_a: "Sweep", a: dict, sweep_b: "Sweep", b: dict) -> tuple[tuple[float, float] | None, str]:
     """CI of throughput(b) / throughput(a) and how it was obtained ('records': both records' CIs,
-    'batch means': both from step times, 'mixed'), or (None, why not). `seed` is unused: batch means
-    involve no resampling."""
+    'batch means': both from step times, 'mixed'), or (None, why not)."""
     thr_a, thr_b = num(a.get("throughput")), num(b.get("throughput"))
     if not thr_a or not thr_b:
         return None, "no throughput"

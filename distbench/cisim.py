@@ -41,12 +41,6 @@ def step_series(rng: np.random.Generator, runs: int, n: int, model: Model) -> np
     return 1.0 + model.cv * z + slow
 
 
-def _ci(x: np.ndarray) -> dict:
-    """Batch-means CIs per row, exactly as stats.step_time_ci computes them (stats.batch_means_ci): mean,
-    half_width (NaN where refused), batches and ok."""
-    return stats.batch_means_ci(x)
-
-
 def _t_hw(x: np.ndarray, r: int) -> np.ndarray:
     """Half width of the t-interval of the mean of each row of r values."""
     return stats.t_crit(r - 1) * x.std(axis=1, ddof=1) / math.sqrt(r)
@@ -74,7 +68,7 @@ def fixed_steps(rng: np.random.Generator, model: Model, n: int, runs: int = 2000
     """Within-run CI (batch means) after a fixed number of steps. The run's mean is its estimate whether or
     not it is given a CI (bias); coverage is over the runs given one."""
     x = step_series(rng, runs, n, model)
-    ci = _ci(x)
+    ci = stats.batch_means_ci(x)
     mean = np.where(ci["ok"], ci["mean"], x.mean(axis=1))
     return _result(mean, ci["half_width"], model, np.full(runs, n), ci["ok"])
 
@@ -103,7 +97,7 @@ def adaptive(
     stop = np.full(runs, len(looks) - 1)
     means, hws, oks = np.empty((len(looks), runs)), np.empty((len(looks), runs)), np.empty((len(looks), runs), bool)
     for j, n in enumerate(looks):
-        ci = _ci(x[:, :n])
+        ci = stats.batch_means_ci(x[:, :n])
         means[j], hws[j], oks[j] = np.where(ci["ok"], ci["mean"], x[:, :n].mean(axis=1)), ci["half_width"], ci["ok"]
         may_stop = ci["ok"] & (ci["batches"] >= stats.MAX_BATCHES)  # as stats.target_met
         stop = np.where((stop == len(looks) - 1) & may_stop & (hws[j] / means[j] <= target) & (j < stop), j, stop)
@@ -195,7 +189,7 @@ def throughput_ratio(rng: np.random.Generator, model: Model, n: int, *, ratio: f
     sides = []
     for scale in (1.0, 1.0 / ratio):
         x = step_series(rng, trials, n, model) * scale
-        ci = _ci(x)
+        ci = stats.batch_means_ci(x)
         mean = np.where(ci["ok"], ci["mean"], x.mean(axis=1))
         sides.append((1.0 / mean, ci["half_width"] / mean, ci["ok"]))
     covered, widths = 0, []

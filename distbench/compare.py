@@ -240,11 +240,10 @@ def noise_floor(index_a: dict[tuple, dict], index_c: dict[tuple, dict]) -> tuple
 
 
 def compare_sweeps(
-    sweep_a: Sweep, sweep_b: Sweep, *, threshold: float = 0.05, seed: int = 0, floor: Sweep | None = None
+    sweep_a: Sweep, sweep_b: Sweep, *, threshold: float = 0.05, floor: Sweep | None = None
 ) -> Comparison:
     """Match the points of A and B and judge each ratio B/A on run-to-run noise (module docstring).
-    `floor`: a second run of A (an A/A pair) whose differences from A give the noise floor. `seed` is unused
-    (nothing is resampled)."""
+    `floor`: a second run of A (an A/A pair) whose differences from A give the noise floor."""
     result = Comparison(sweep_a=sweep_a.id, sweep_b=sweep_b.id, threshold=threshold)
     index_a = _index(sweep_a, "A", result.notes)
     index_b = _index(sweep_b, "B", result.notes)

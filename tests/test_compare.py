@@ -413,6 +413,27 @@ def test_gate_uses_the_same_verdicts_as_compare(tmp_path):
     assert code[0] == -1
 
 
+def test_gate_uses_the_same_verdicts_as_compare_on_a_noise_floor(tmp_path):
+    """R = 1 with an A/A floor: cisim.gate_sweeps' floor path (d^2 / 2 moderated at 1 df, one shared estimate)
+    gives compare --noise-floor's verdicts and p-values on the same numbers."""
+    rng = np.random.default_rng(41)
+    a, c, b = (rng.normal(0, 0.02, 6) for _ in range(3))
+    b[0] += np.log(0.8)
+    var, df, _, _ = gatestats.moderate((c - a) ** 2 / 2, np.ones(6))
+    d, se, dof = gatestats.welch(a, var, 1, df, b, var, 1, df, shared=True)
+    _, adj, code = gatestats.verdict_codes(d, se, dof, 0.05)
+    sweeps = []
+    with Store(tmp_path / "r.db") as store:
+        for logs in (a, c, b):
+            recs = [point("ddp", n + 1, 4 * (n + 1) / 40.0 / np.exp(v)) for n, v in enumerate(logs)]
+            sweeps.append(load_sweep(store, add_sweep(store, recs)))
+    result = compare_sweeps(sweeps[0], sweeps[2], floor=sweeps[1])
+    names = {-1: "regression", 0: "within noise", 1: "improvement", 2: "below threshold"}
+    assert [p.verdict for p in result.points] == [names[int(k)] for k in code]
+    assert [p.p_holm for p in result.points] == pytest.approx(list(adj))
+    assert code[0] == -1
+
+
 # -- the sweep's own verdicts (which strategy is ahead, a wrapper's cost) -----------------------------------
 def _run_to_run(r: dict, rel: float = 0.01) -> dict:
     """Give a record R = 3 repeats and the run-to-run CI measure.combine_repeats would give (+-rel)."""

@@ -156,7 +156,7 @@ def report(sweep, results, out, target_throughput, epoch_samples, epoch_time):
     help="A second run of SWEEP_A (an A/A pair, in --results): its differences from A measure the run-to-run "
     "noise for points that ran once (--repeats 1).",
 )
-@opt.option("--seed", type=int, default=0, help="Unused (kept for scripts that pass it): nothing is resampled.")
+@opt.option("--seed", type=int, default=0, hidden=True, help="Ignored (kept for scripts that pass it).")
 @format_option
 def compare(sweep_a, sweep_b, results, results_b, threshold, noise_floor, seed, fmt):
     """Compare sweep B against sweep A (ids or 'latest'): throughput ratio B/A per matching point, judged on
@@ -177,7 +177,7 @@ def compare(sweep_a, sweep_b, results, results_b, threshold, noise_floor, seed, 
             raise BadInput(f"--noise-floor: {exc}") from None
         if floor.id in (a.id, b.id):
             raise BadInput(f"--noise-floor {noise_floor!r} is a compared sweep: give a second run of SWEEP_A")
-    result = compare_sweeps(a, b, threshold=limit, seed=seed, floor=floor)
+    result = compare_sweeps(a, b, threshold=limit, floor=floor)
     if fmt == "json":
         click.echo(json.dumps(result.to_json(), indent=2, default=str))
     else:
