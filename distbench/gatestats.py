@@ -9,8 +9,12 @@ moderated (empirical Bayes, Smyth 2004, "Linear models and empirical Bayes metho
 differential expression in microarray experiments", Stat. Appl. Genet. Mol. Biol. 3(1), section 6): each
 point's variance is shrunk towards a prior s0^2 that counts as d0 degrees of freedom, both estimated from
 the spread of the sweep's own variances. Points with equal noise get d0 large (their variances pooled);
-points whose noise differs get d0 small (each keeps its own). The moderated degrees of freedom are capped
-at the sweep's total, as in limma.
+points whose noise differs widely get d0 small (each keeps most of its own). The moderated degrees of freedom
+are capped at the sweep's total, as in limma. It assumes the points of a sweep share one noise level (up to
+sampling): one point much noisier than the rest does not move d0 much, so its variance is shrunk towards the
+others' and its t comes out too large. At R = 3 per side the family false alarm stays <= 5% with one point
+5x noisier; at R = 2, or one run on a noise floor, it is 10-12% (cisim.gate_sweeps, docs/benchmarks.md), and
+compare says so beside its verdict (compare.MODERATION_CAVEAT).
 """
 
 from __future__ import annotations

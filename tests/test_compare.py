@@ -82,6 +82,16 @@ def test_one_t_cdf_scalar_and_vectorised():
         stats.t_cdf(np.array([0.5, 1.0]), np.array([3, 0]))
 
 
+def test_digamma_trigamma_and_its_inverse_against_closed_forms():
+    euler = 0.5772156649015329
+    assert gatestats.digamma(np.array([1.0]))[0] == pytest.approx(-euler, abs=1e-10)
+    assert gatestats.digamma(np.array([0.5]))[0] == pytest.approx(-euler - 2 * math.log(2), abs=1e-10)
+    assert gatestats.trigamma(np.array([1.0]))[0] == pytest.approx(math.pi**2 / 6, abs=1e-9)
+    assert gatestats.trigamma(np.array([0.5]))[0] == pytest.approx(math.pi**2 / 2, abs=1e-9)
+    y = np.array([0.01, 0.5, 3.0, 100.0])
+    assert gatestats.trigamma(gatestats.trigamma_inverse(y)) == pytest.approx(y, rel=1e-12)
+
+
 def test_holm_adjusted_p_values():
     adj = gatestats.holm_adjusted([0.01, 0.04, math.nan, 0.03])  # m = 3 tested: 0.03, 0.06, 0.06
     assert adj[0] == pytest.approx(0.03) and adj[1] == pytest.approx(0.06) and adj[3] == pytest.approx(0.06)
