@@ -46,14 +46,16 @@ def converge_strategy(strategy: Strategy) -> Strategy:
 def point_configs(
     opts: ConvergeOptions, *, device: str, cores: int, cache: str, image_size: int, num_classes: int
 ) -> list[tuple[Strategy, PointConfig]]:
-    """Every (strategy, N, seed) point, seeds innermost; baselines at N=1 only."""
+    """Every (strategy, N, seed) point, seeds outermost: each seed runs every (strategy, N) before the next seed,
+    so a drift of the machine's load over the sweep falls on every strategy alike rather than on the ones that
+    happen to run first; baselines at N=1 only."""
     out = []
-    for strategy in opts.strategies:
-        for n in opts.gpus:
-            if strategy.baseline and n != 1:
-                continue
-            plan = lr_rules.plan(opts.lr_scaling, opts.lr, opts.batch_size, opts.batch_size * n, opts.warmup_epochs)
-            for seed in range(opts.first_seed, opts.first_seed + opts.seeds):
+    for seed in range(opts.first_seed, opts.first_seed + opts.seeds):
+        for strategy in opts.strategies:
+            for n in opts.gpus:
+                if strategy.baseline and n != 1:
+                    continue
+                plan = lr_rules.plan(opts.lr_scaling, opts.lr, opts.batch_size, opts.batch_size * n, opts.warmup_epochs)
                 settings = {
                     "target_accuracy": opts.target_accuracy,
                     "max_epochs": opts.max_epochs,
