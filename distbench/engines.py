@@ -22,13 +22,17 @@ import socket
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Sequence
+from typing import Protocol, Sequence
 
 from distbench.config import PointConfig
 from distbench.errors import BadInput
 
-if TYPE_CHECKING:
-    from distbench.strategies import Strategy
+
+class Strategy(Protocol):
+    """What a launcher needs of a strategy (distbench.strategies.Strategy has it): its worker module."""
+
+    module: str
+
 
 DEFAULT_START_TIMEOUT_S = 120
 
