@@ -16,7 +16,7 @@ from distbench.measure import measure_point
 from distbench.output import print_summary
 from distbench.plan import PlannedPoint
 from distbench.record import base_record
-from distbench.report import _wall_table
+from distbench.report.model import wall_table
 from distbench.store import Store
 from distbench.strategies import STRATEGIES
 from tests.conftest import require
@@ -115,7 +115,7 @@ def test_report_table_has_a_row_per_point_and_one_for_all(tmp_path):
         sid = store.start_sweep(command="distbench scale", version="0", git_sha=None, env={}, options={}, notes=[])
         store.add_point(sid, a)
         store.finish_sweep(sid, "complete")
-        headers, rows = _wall_table(load_sweep(store, sid))
+        headers, rows = wall_table(load_sweep(store, sid))
     assert headers[1:4] == ["launch to first step (s)", "warmup (s)", "measuring (s)"]
     assert rows[0][:4] == ["ddp N=2", "8.0", "2.0", "8.0"] and rows[0][-1] == "40%"
     assert rows[-1][0] == "all points" and rows[-1][-2] == "20.0"

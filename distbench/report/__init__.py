@@ -4,7 +4,7 @@ that forbids any network load), a Markdown twin with the plots beside it as PNG,
 Both documents render one data model (model.py) with the plots of plots.py (render.py renders them)."""
 
 from distbench.report.exports import export, have_pyarrow  # noqa: F401
-from distbench.report.model import build_report, wall_table as _wall_table  # noqa: F401
-from distbench.report.plots import _mpl, _n_axis, _render, make_plots  # noqa: F401 (_*: distbench.predict)
+from distbench.report.model import build_report  # noqa: F401
+from distbench.report.plots import make_plots  # noqa: F401
 from distbench.report.render import CSP, MARKER_JS, md, render_html, render_markdown, write_report  # noqa: F401
 from distbench.report.terminal import points_table, sweep_header, sweeps_table  # noqa: F401
