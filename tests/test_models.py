@@ -19,6 +19,9 @@ from tests.conftest import have, require
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 NAMES = sorted(MODEL_SPECS)
+FAST_PARAMS = 12_000_000
+"""Models up to this many parameters (resnet18 and smaller) are checked in the fast tier; building and
+stepping the larger ones takes seconds each, so they are in the slow tier (`make test` runs both)."""
 BATCH = 2  # torch BatchNorm needs 2 values per channel at a 1x1 final feature map
 # Weight-for-weight comparisons (torch weights copied into Keras, same outputs). The ResNets'
 # Keras weight order differs from torch's (the shortcut is built first), so they are left out.
@@ -46,7 +49,12 @@ def expected_output_shape(name: str, framework: str) -> tuple:
     return (BATCH, spec.num_classes)
 
 
-@pytest.fixture(scope="module", params=NAMES)
+@pytest.fixture(
+    scope="module",
+    params=[
+        n if MODEL_SPECS[n].reference_params <= FAST_PARAMS else pytest.param(n, marks=pytest.mark.slow) for n in NAMES
+    ],
+)
 def name(request):
     return request.param
 

@@ -121,6 +121,7 @@ def test_report_table_has_a_row_per_point_and_one_for_all(tmp_path):
     assert rows[-1][0] == "all points" and rows[-1][-2] == "20.0"
 
 
+@pytest.mark.slow
 @require("torch")
 def test_a_real_ddp_point_stamps_every_phase(tmp_path):
     """Worker stamps of the sync run (warmup start, window, all-reduce) and the no-sync variant's launch,
