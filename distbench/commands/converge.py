@@ -82,6 +82,12 @@ DEFAULT_STRATEGIES = "torch,ddp,tf,mirrored"
     default="auto",
     help="auto uses CUDA GPUs when enough are visible, else CPU workers.",
 )
+@opt.option(
+    "--threads",
+    type=click.IntRange(1, 1024),
+    default=None,
+    help="CPU workers: intra-op threads per worker (default: the cores divided among the N workers).",
+)
 @opt.option("--timeout", type=opt.SECONDS, default=900.0, help="Seconds per run before it is killed.")
 @opt.results_option()
 @opt.format_option("json prints the summary and every run as one JSON document.")
@@ -102,6 +108,7 @@ def converge(
     eval_every,
     stop_at_target,
     device,
+    threads,
     timeout,
     results,
     fmt,
@@ -152,6 +159,7 @@ def converge(
         max_time_s=max_time,
         eval_every_epochs=eval_every,
         stop_at_target=stop_at_target,
+        threads=threads,
     )
     points = point_configs(
         options,

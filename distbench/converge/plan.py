@@ -36,6 +36,8 @@ class ConvergeOptions:
     stop_at_target: bool
     momentum: float = 0.9
     first_seed: int = 0
+    threads: int | None = None
+    """CPU workers: intra-op threads per worker (None: the machine's cores divided among the N workers)."""
 
 
 def converge_strategy(strategy: Strategy) -> Strategy:
@@ -77,7 +79,7 @@ def point_configs(
                     lr=plan["base_lr"],
                     momentum=opts.momentum,
                     seed=seed,
-                    threads_per_worker=max(1, cores // n) if device == "cpu" else 1,
+                    threads_per_worker=(opts.threads or max(1, cores // n)) if device == "cpu" else 1,
                     tf32=False,
                     extra={"converge": settings},
                 )
