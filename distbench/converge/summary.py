@@ -5,7 +5,8 @@
   deviation) and the count of runs that did not converge within the budget (kept, never dropped). When fewer
   than half of the runs converged there is no mean: the point "did not converge".
 * Time-to-target speedup of a strategy against its framework's single-device baseline: the ratio of geometric
-  means with a 95% Welch t-interval on log times. It covers the seed-to-seed (run-to-run) spread: each seed is
+  means of the converged seeds' times with a 95% Welch t-interval on log times (with fewer than 2 runs on a
+  side: the ratio of the means, no interval). It covers the seed-to-seed (run-to-run) spread: each seed is
   a fresh process tree with its own initialization and data order on the same machine; not other machines.
 * Throughput speedup from the same runs (training samples / training seconds), so the gap between the two is
   visible.
@@ -140,8 +141,10 @@ def _compare(rows: list[dict]) -> None:
         r["accuracy_diff_vs_baseline"] = fa - fb if fa is not None and fb is not None else None
         r["throughput_speedup"] = r["throughput"] / ref["throughput"] if r["throughput"] and ref["throughput"] else None
         both = r["time_to_target_s"] and ref["time_to_target_s"]
-        r["time_speedup"] = ref["time_to_target_s"] / r["time_to_target_s"] if both else None
-        r["time_speedup_ci"] = welch_log_ratio(ref["times_s"], r["times_s"]) if both else None
+        ci = welch_log_ratio(ref["times_s"], r["times_s"]) if both else None
+        # the CI's centre (ratio of geometric means) where there is a CI, else the ratio of the means
+        r["time_speedup"] = ci["ratio"] if ci else ref["time_to_target_s"] / r["time_to_target_s"] if both else None
+        r["time_speedup_ci"] = ci
 
 
 def _equivalence(r: dict, ref: dict) -> dict:
