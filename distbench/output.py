@@ -22,7 +22,7 @@ JSON_FIELDS = tuple(
     grad_bytes overlap stopping data_wait_fraction ci_scope ci_note measured_window_s time_per_step_s
     exposed_comm_ci_low exposed_comm_ci_high exposed_comm_ci_scope overlap_raw peak_memory_bytes workdir
     efficiency_per_core per_core_baseline math_mode model_flops_per_sample achieved_flops_per_device
-    peak_flops_per_device mfu mfu_note cpu_gemm_peak sweep_id point_id""".split()
+    peak_flops_per_device mfu mfu_note cpu_gemm_peak comm_split stragglers split_note sweep_id point_id""".split()
 )
 
 STATUS_STYLE = {
