@@ -13,7 +13,7 @@ from distbench import peaks, predict as pr
 from distbench.cli import main
 from distbench.errors import BadInput
 from distbench.predict.model import bounds
-from distbench.predict.sources import rank_spread
+from distbench.predict.sources import hidden_share, rank_spread
 
 
 def link(bw_gbps: float, lat_us: float, measured: bool = False) -> pr.Link:
@@ -279,3 +279,14 @@ def test_a_prediction_stored_before_the_physical_model_still_renders():
     assert pr.summary_lines(doc) and pr.validation_rows(doc)
     svg, png, _ = pr.plot_images(doc)
     assert svg.startswith(b"<?xml") and png[:4] == b"\x89PNG"
+
+
+def test_overlap_from_the_split_keeps_the_straggler_wait_out_of_the_communication_term():
+    # exposed (sync - no-sync) 30 ms = communication 10 ms + straggler wait 20 ms; the standalone all-reduce 40 ms
+    split = {"world_size": 2, "allreduce_s": 0.040, "overlap_raw": 1 - 0.030 / 0.040}
+    split["comm_split"] = {"communication_s": 0.010, "wait_s": 0.020}
+    h, note = hidden_share([split])
+    assert h == pytest.approx(0.75) and "without the three-term split" not in note  # 1 - 10/40, not 1 - 30/40
+    old = {k: v for k, v in split.items() if k != "comm_split"}  # a point measured before the split
+    h, note = hidden_share([old])
+    assert h == pytest.approx(0.25) and "1 without the three-term split" in note

@@ -68,19 +68,37 @@ def _observed(r: dict) -> Observed:
     )
 
 
+def _overlap_raw(r: dict) -> tuple[float | None, bool]:
+    """A point's unclipped overlap, and whether it is communication's own: 1 - communication / standalone
+    all-reduce where the point has the three-term split (communication = sync - tiny-collective variant,
+    the straggler wait apart: the model has its own straggler term); else the record's overlap, from the
+    exposed time (sync - no-sync), which also holds the wait for the slowest rank."""
+    comm = an.num((r.get("comm_split") or {}).get("communication_s"))
+    allreduce = an.num(r.get("allreduce_s"))
+    if comm is not None and allreduce:
+        return 1.0 - comm / allreduce, True
+    raw = an.num(r.get("overlap_raw"))
+    return (an.num(r.get("overlap")) if raw is None else raw), False
+
+
 def hidden_share(records: Sequence[dict]) -> tuple[float | None, str]:
-    """The median measured overlap over the points at N > 1: the raw value (1 - exposed / standalone
-    all-reduce) clipped to [0, 1], saying so when it had to be clipped."""
-    raws = []
+    """The median measured overlap over the points at N > 1, clipped to [0, 1], saying so when it had to
+    be clipped, and whether the straggler wait was kept out of it."""
+    raws, own = [], 0
     for r in records:
-        raw = an.num(r.get("overlap_raw"))
-        raw = an.num(r.get("overlap")) if raw is None else raw
+        raw, split = _overlap_raw(r)
         if raw is not None and _int(r.get("world_size"), 1) > 1:
             raws.append(raw)
+            own += split
     if not raws:
         return None, "not measured (no overlap in the points): anywhere from 0 to the bound in the fit"
     med = float(np.median(raws))
     note = f"measured: median overlap {med:.2f} over {len(raws)} point(s)"
+    if own < len(raws):
+        note += (
+            f" ({len(raws) - own} without the three-term split: their exposed time includes the straggler wait,"
+            " which the straggler term counts again)"
+        )
     if med < 0:
         note += (
             " (negative: synchronized steps lost more than a standalone all-reduce takes, e.g. contention;"
