@@ -19,7 +19,10 @@ ALL_FRAMEWORKS = require("torch", "tensorflow", "horovod.torch", "horovod.tensor
 @pytest.fixture(scope="module")
 def sweep(tmp_path_factory):
     db = tmp_path_factory.mktemp("store") / "results.db"
-    proc, points = run_json(["scale", "--gpus", "1,2", "--device", "cpu", "--results", str(db), *TINY])
+    # --target-ci: adaptive stopping as users get it by default (an explicit --steps alone turns it off)
+    proc, points = run_json(
+        ["scale", "--gpus", "1,2", "--device", "cpu", "--results", str(db), *TINY, "--target-ci", "2%"]
+    )
     return proc, points, db
 
 
