@@ -93,6 +93,8 @@ def summarize(records: Iterable[dict]) -> list[dict]:
                 "times_s": times,
                 "epochs_to_target": olympic_mean(epochs) if enough else None,
                 "epochs": epochs,
+                "steps_to_target": olympic_mean([c["steps_to_target"] for c in reached]) if enough else None,
+                "eval_s": statistics.fmean(c["eval_s"] for c in done) if done else None,
                 "final_accuracy": statistics.fmean(finals) if finals else None,
                 "final_accuracy_std": statistics.stdev(finals) if len(finals) > 1 else None,
                 "final_accuracies": finals,

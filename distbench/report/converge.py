@@ -40,6 +40,7 @@ def table_rows(rows: list[dict]) -> tuple[list[str], list[list[str]]]:
         "time-to-target speedup [95% CI]",
         "throughput speedup",
         "final accuracy (sd)",
+        "evaluation s (apart)",
         "same as 1 device?",
     ]
     out = []
@@ -65,6 +66,7 @@ def table_rows(rows: list[dict]) -> tuple[list[str], list[list[str]]]:
                 speed,
                 _f(r.get("throughput_speedup"), ".2f"),
                 f"{_f(r['final_accuracy'], '.4f')} ({_f(r['final_accuracy_std'], '.4f')})",
+                _f(r.get("eval_s"), ".2f"),
                 same,
             ]
         )
