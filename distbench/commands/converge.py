@@ -246,9 +246,9 @@ def render_table(summary: list[dict], target: float):
         speed = _f(r.get("time_speedup"), ".2f")
         if ci:
             speed += f" [{ci['low']:.2f}, {ci['high']:.2f}]"
-        time_text = _f(r["time_to_target_s"], ".2f", "did not converge")
+        time_text = _f(r["time_to_target_s"], ".3g", "did not converge")
         if r["time_min_s"] is not None:
-            time_text += f" ({r['time_min_s']:.2f}-{r['time_max_s']:.2f})"
+            time_text += f" ({r['time_min_s']:.3g}-{r['time_max_s']:.3g})"
         table.add_row(
             r["strategy"],
             str(r["world_size"]),

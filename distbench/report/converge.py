@@ -49,9 +49,9 @@ def table_rows(rows: list[dict]) -> tuple[list[str], list[list[str]]]:
         speed = _f(r.get("time_speedup"), ".2f")
         if ci:
             speed += f" [{ci['low']:.2f}, {ci['high']:.2f}]"
-        t = _f(r["time_to_target_s"], ".2f", "did not converge")
+        t = _f(r["time_to_target_s"], ".3g", "did not converge")
         if r["time_min_s"] is not None:
-            t += f" ({r['time_min_s']:.2f}-{r['time_max_s']:.2f})"
+            t += f" ({r['time_min_s']:.3g}-{r['time_max_s']:.3g})"
         lr = r.get("lr") or {}
         same = {True: "yes", False: "FLAGGED", None: "-"}[r.get("equivalent")]
         out.append(
@@ -66,7 +66,7 @@ def table_rows(rows: list[dict]) -> tuple[list[str], list[list[str]]]:
                 speed,
                 _f(r.get("throughput_speedup"), ".2f"),
                 f"{_f(r['final_accuracy'], '.4f')} ({_f(r['final_accuracy_std'], '.4f')})",
-                _f(r.get("eval_s"), ".2f"),
+                _f(r.get("eval_s"), ".3g"),
                 same,
             ]
         )
