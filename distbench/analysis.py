@@ -439,7 +439,10 @@ def limiting_factors(record: dict) -> tuple[list[str], list[str]]:
         causes.append(f"communication ({what} is {comm:.0%} of the step at N={n})")
     straggle = num(parts.get("wait_share"))
     if straggle is not None and straggle >= COMM_LARGE:
-        causes.append(f"stragglers (waiting for the slowest rank is {straggle:.0%} of the step at N={n})")
+        causes.append(
+            f"stragglers (waiting for the slowest rank, with one few-byte collective's latency, is {straggle:.0%} "
+            f"of the step at N={n})"
+        )
     wait = num(record.get("data_wait_fraction"))
     if wait is None:
         missing.append("input-pipeline")

@@ -16,8 +16,15 @@ repeat counts as the mean of its two runs.
 * compute = B: the step with nothing exchanged (the slowest rank's own pace).
 
 They add up to A exactly. Each has a 95% CI: with R >= 2 repeats a paired t over the repeats' values
-(run to run); with one, Welch from the batch-means standard errors of the runs involved (the noise
-within those runs only).
+(run to run; the values are kept, `<term>_per_repeat`); with one, Welch from the batch-means standard
+errors of the runs involved (the noise within those runs only, the windows taken as independent: a
+non-linear drift between the windows, which the palindrome does not cancel, is not covered).
+
+The tiny collective's own latency (one all-reduce of a few bytes per step) lands in the straggler wait,
+not in communication: communication = A - T is the cost of the gradient bytes beyond the latency floor of
+meeting once per step. At short steps that floor can be most of the "wait" (gloo on CPU workers: 1-4 ms).
+For a strategy whose replicas step together in one process (mirrored), the no-sync step itself ends
+with its slowest replica, so the per-step wait for stragglers is in compute and T - B is that floor alone.
 """
 
 from __future__ import annotations
@@ -31,6 +38,10 @@ from distbench import stats
 ORDER = "ATBTA"
 TERMS = (("communication", "A", "T"), ("wait", "T", "B"), ("compute", "B", None))
 STATISTIC = "window mean time per step (measured window / steps), every run alike"
+WITHIN_RUN_SCOPE = (
+    "within-run noise of one repeat's runs (batch means; Welch for a difference, the windows taken as "
+    "independent: drift between them beyond a steady trend not covered)"
+)
 
 
 def letter_means(rep: dict[str, list[dict]]) -> dict[str, float]:
@@ -65,7 +76,7 @@ def term(reps: Sequence[dict[str, list[dict]]], hi: str, lo: str | None) -> tupl
     b = _within_run_se(reps[0][lo]) if lo else (0.0, 1.0)
     if a is None or b is None:
         return estimate, None, f"no CI: a within-run CI needs at least {stats.MIN_CI_STEPS} steps per run"
-    scope = "within-run noise of one repeat's runs (batch means; Welch for a difference)"
+    scope = WITHIN_RUN_SCOPE
     if a[0] == 0 and b[0] == 0:
         return estimate, [estimate, estimate], scope
     if lo:
@@ -80,8 +91,10 @@ def three_terms(reps: Sequence[dict[str, list[dict]]], tiny_calls: int | None = 
     time_per_step_s and step_times_s)."""
     step = statistics.fmean(letter_means(rep)["A"] for rep in reps)
     out: dict = {"step_s": step, "statistic": STATISTIC, "order": ORDER, "repeats": len(reps)}
+    means = [letter_means(rep) for rep in reps]
     for name, hi, lo in TERMS:
         value, ci, scope = term(reps, hi, lo)
+        out[f"{name}_per_repeat"] = [m[hi] - (m[lo] if lo else 0.0) for m in means]
         out[f"{name}_s"] = value
         out[f"{name}_ci"] = ci
         out[f"{name}_share"] = value / step if step else None
@@ -95,11 +108,23 @@ def stragglers(per_rank_runs: Sequence[Sequence[Sequence[float]]], source: str) 
     """Who the stragglers are, from per-rank step times (per run: one list per rank), steps aligned by
     index within each run: per rank, the share of steps it was the slowest, how long the other ranks
     would wait on it per step (averaged over all steps: its contribution to the wait), and how long it
-    would wait itself per step (max over ranks - its own). None with fewer than two ranks."""
+    would wait itself per step (max over ranks - its own). None with fewer than two ranks.
+
+    From the no-sync variant, whose ranks do not meet: step k of two ranks ran at different times, so
+    this is what a per-step meeting would cost at each rank's own pace, not a measured wait. The mean wait
+    (mean_wait_s) splits into the slowest rank's steady lead (pace_gap_s: max over ranks of their mean
+    step - the ranks' mean; in the three-term split this is compute, B running at the slowest rank's
+    pace) and step-to-step jitter (jitter_wait_s: the rest, the part the straggler wait term T - B is
+    about). A run whose ranks measured different step counts cannot be aligned: left out (skipped_runs)."""
     steps: list[tuple[float, ...]] = []
+    skipped = 0
     for per_rank in per_rank_runs:
-        if per_rank and len(per_rank) > 1:
-            steps.extend(zip(*per_rank))
+        if not per_rank or len(per_rank) < 2:
+            continue
+        if len({len(x) for x in per_rank}) > 1:
+            skipped += 1
+            continue
+        steps.extend(zip(*per_rank))
     if not steps:
         return None
     ranks = len(steps[0])
@@ -112,10 +137,16 @@ def stragglers(per_rank_runs: Sequence[Sequence[Sequence[float]]], source: str) 
         for r, t in enumerate(step):
             own_wait[r] += worst - t
     n = len(steps)
+    means = [sum(step[r] for step in steps) / n for r in range(ranks)]
+    mean_wait = sum(own_wait) / (n * ranks)
+    pace_gap = max(means) - sum(means) / ranks
     return {
         "source": source,
         "steps": n,
-        "mean_wait_s": sum(own_wait) / (n * ranks),
+        "skipped_runs": skipped,
+        "mean_wait_s": mean_wait,
+        "pace_gap_s": pace_gap,
+        "jitter_wait_s": mean_wait - pace_gap,
         "ranks": [
             {
                 "rank": r,
@@ -154,6 +185,6 @@ def split_line(record: dict) -> str | None:
     if worst is not None:
         text += (
             f"; rank {worst['rank']} slowest in {worst['slowest_share']:.0%} of steps, "
-            f"the others waited {worst['others_wait_s'] * 1e3:.1f} ms per step on it"
+            f"the others would wait {worst['others_wait_s'] * 1e3:.1f} ms per step on it (at the no-sync pace)"
         )
     return text

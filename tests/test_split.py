@@ -45,6 +45,13 @@ def test_zero_communication_is_split_into_wait_not_communication():
     assert out["wait_ci"][0] > 0 and out["wait_share"] > 0.03  # what exposed comm used to call communication
     assert out["communication_s"] + out["wait_s"] + out["compute_s"] == pytest.approx(out["step_s"])
     assert out["ci_scope"] == "run-to-run (paired t over 3 repeats)"
+    # every repeat's value is kept, and the paired t is over exactly those
+    for name in ("communication", "wait", "compute"):
+        values = out[f"{name}_per_repeat"]
+        assert len(values) == 3 and sum(values) / 3 == pytest.approx(out[f"{name}_s"])
+    assert [sum(x) for x in zip(*(out[f"{k}_per_repeat"] for k in ("communication", "wait", "compute")))] == (
+        pytest.approx([r["A"][0]["time_per_step_s"] for r in reps])
+    )
 
 
 def test_one_repeat_gets_within_run_welch_cis_from_window_means():
@@ -58,7 +65,7 @@ def test_one_repeat_gets_within_run_welch_cis_from_window_means():
     mean = {k: sum(v) * 1.01 / 300 for k, v in steps.items()}
     assert out["communication_s"] == pytest.approx(mean["A"] - mean["T"])
     assert out["compute_s"] == pytest.approx(mean["B"])
-    assert out["ci_scope"] == "within-run noise of one repeat's runs (batch means; Welch for a difference)"
+    assert out["ci_scope"] == split.WITHIN_RUN_SCOPE and "windows taken as independent" in out["ci_scope"]
     for name in ("communication", "wait", "compute"):
         lo, hi = out[f"{name}_ci"]
         assert lo < out[f"{name}_s"] < hi
@@ -82,6 +89,9 @@ def test_stragglers_per_rank():
     assert r1["others_wait_s"] == pytest.approx(0.06 / 3) and r0["others_wait_s"] == pytest.approx(0.01 / 3)
     assert r0["own_wait_s"] == pytest.approx(0.06 / 3) and r1["own_wait_s"] == pytest.approx(0.01 / 3)
     assert out["mean_wait_s"] == pytest.approx(0.07 / 6) and out["steps"] == 3
+    # rank 1's steady lead (mean 0.1233 vs 0.1067: 0.0083 over the ranks' mean) is compute, the rest jitter
+    assert out["pace_gap_s"] == pytest.approx((0.37 - 0.32) / 3 / 2)
+    assert out["jitter_wait_s"] == pytest.approx(0.07 / 6 - 0.05 / 6) and out["skipped_runs"] == 0
     assert split.stragglers([[[0.1, 0.1]]], "one rank") is None
     line = split.split_line(
         {
@@ -99,7 +109,7 @@ def test_stragglers_per_rank():
     )
     assert line == (
         "step 120.0 ms = compute 100.0 ms [90.0, 110.0] + straggler wait 12.0 ms + communication 8.0 ms [3.0, 13.0]; "
-        "rank 1 slowest in 67% of steps, the others waited 20.0 ms per step on it"
+        "rank 1 slowest in 67% of steps, the others would wait 20.0 ms per step on it (at the no-sync pace)"
     )
 
 
@@ -167,7 +177,7 @@ def test_summary_lines_name_the_three_terms_and_the_straggler():
         "fabric N=2: no three-term split: no tiny-collective variant.",
     ]
     causes, _ = an.limiting_factors(split_rec)
-    assert any(c.startswith("stragglers (waiting for the slowest rank is 30%") for c in causes)
+    assert "stragglers (waiting for the slowest rank, with one few-byte collective's latency, is 30%" in causes[0]
     assert not any(c.startswith("communication") for c in causes)  # 10%: below COMM_LARGE
 
 
@@ -226,3 +236,17 @@ def test_deepspeed_amp_points_say_they_are_not_like_for_like():
     rec = {"strategy": "deepspeed-zero2", "world_size": 2, "precision_note": AMP_NOTE}
     assert an.point_name(rec) == "deepspeed-zero2 (fp16 weights and communication) N=2"
     assert "not like-for-like" in AMP_NOTE
+
+
+def test_straggler_wait_splits_into_a_steady_pace_gap_and_jitter():
+    """A rank that is steadily slower is compute in the split (B runs at the slowest rank's pace): its lead is
+    pace_gap_s, not jitter; with no jitter the whole per-rank wait is that gap. A run whose ranks measured
+    different step counts cannot be aligned by index: left out and counted, never silently truncated."""
+    steady = [[0.10] * 4, [0.12] * 4]
+    out = split.stragglers([steady, [[0.1] * 3, [0.1] * 4]], "test")
+    assert out["steps"] == 4 and out["skipped_runs"] == 1
+    assert out["pace_gap_s"] == pytest.approx(0.01) and out["jitter_wait_s"] == pytest.approx(0.0, abs=1e-12)
+    assert out["ranks"][1]["slowest_share"] == 1.0 and out["ranks"][1]["others_wait_s"] == pytest.approx(0.02)
+    # equal paces, alternating slow steps: no gap, all jitter
+    jitter = split.stragglers([[[0.1, 0.12] * 50, [0.12, 0.1] * 50]], "test")
+    assert jitter["pace_gap_s"] == pytest.approx(0.0, abs=1e-12) and jitter["jitter_wait_s"] == pytest.approx(0.01)
