@@ -401,3 +401,57 @@ def test_the_points_run_each_strategy_through_its_frameworks_converge_worker():
     ddp2 = next(c for s, c in points if s.name == "ddp" and c.world_size == 2)
     assert ddp2.extra["converge"]["lr"]["peak_lr"] == pytest.approx(0.05 * math.sqrt(2))
     assert ddp2.threads_per_worker == 1 and ddp2.extra["converge"]["cache"] == "/c.npz"
+
+
+# ---- predict --epochs-to-target
+
+
+def test_time_to_train_uses_measured_epochs_and_marks_extrapolated_batches():
+    from distbench.converge.capacity import time_to_train
+
+    recs = [_rec("torch", 1, 1.0) for _ in range(3)] + [_rec("ddp", 2, 0.5) for _ in range(3)]
+    for r in recs:
+        r["converge"]["epochs_to_target"] = 0.5 if r["world_size"] == 1 else 0.8
+    doc = {
+        "series": [
+            {
+                "strategy": "ddp",
+                "scaling": "weak",
+                "predicted": [
+                    {
+                        "n": n,
+                        "per_device_batch": 32.0,
+                        "throughput": 1000.0 * n,
+                        "throughput_low": 900.0 * n,
+                        "throughput_high": 1100.0 * n,
+                    }
+                    for n in (2, 4)
+                ],
+            }
+        ]
+    }
+    out = time_to_train(doc, recs, epoch_samples=1000, gpu_hour_price=2.0)
+    assert out["measured_global_batches"] == [32, 64]
+    two, four = out["rows"]
+    assert two["global_batch"] == 64 and two["epochs_source"] == "measured"
+    assert two["time_to_train_s"] == pytest.approx(0.8 * 1000 / 2000)
+    assert two["time_to_train_low_s"] == pytest.approx(0.8 * 1000 / 2200)
+    assert two["cost"] == pytest.approx(0.4 / 3600 * 2 * 2.0)
+    assert four["global_batch"] == 128 and four["epochs_source"].startswith(
+        "extrapolated from global batch 64 (optimistic"
+    )
+
+
+def test_predict_epochs_to_target_refuses_a_sweep_without_converge_runs(tmp_path, capsys):
+    from distbench.store import Store
+
+    db = tmp_path / "r.db"
+    with Store(db) as store:
+        sid = store.start_sweep(command="x", version="0", git_sha=None, env={}, options={}, notes=[])
+        store.add_point(sid, {"strategy": "ddp", "framework": "torch", "world_size": 1, "status": "ok", "config": {}})
+    csv = tmp_path / "points.csv"
+    csv.write_text("strategy,world_size,per_device_batch,throughput\nddp,1,32,1000\nddp,2,32,1800\n")
+    args = ["predict", "--csv", str(csv), "--results", str(db), "--gpus", "2"]
+    args += ["--link-bw", "intra=1", "--link-latency", "intra=10", "--grad-bytes", "40000", "--no-store"]
+    assert main([*args, "--epochs-to-target", sid]) == 2
+    assert capsys.readouterr().err == f"Error: --epochs-to-target {sid}: that sweep has no `distbench converge` runs\n"

@@ -101,6 +101,13 @@ from distbench.sweep import command_line
     help="Also predict each fitted workload under another strategy's traffic, e.g. fsdp,deepspeed-zero3 "
     "(ZeRO-3/FSDP move 1.5x the bytes of DDP's all-reduce).",
 )
+@click.option(
+    "--epochs-to-target",
+    "converge_sweep",
+    metavar="SWEEP",
+    help="A stored `distbench converge` sweep: predicted time (and cost) to train from its epochs to target per "
+    "global batch (with --epoch-samples; default: its training samples).",
+)
 @click.option("--no-store", is_flag=True, help="Do not save the prediction in the store.")
 @format_option
 def predict(
@@ -123,6 +130,7 @@ def predict(
     target_throughput,
     gpu_hour_price,
     what_if_text,
+    converge_sweep,
     no_store,
     fmt,
 ):
@@ -183,6 +191,8 @@ def predict(
         cores=cores,
     )
     doc["source"] = {"sweep": sweep_id, "store": store_path, "csv": csv_path, "comm_sweeps": list(comm_sweeps)}
+    if converge_sweep:  # issue 23: predicted time to train (distbench/converge/capacity.py)
+        doc["time_to_train"] = time_to_train_doc(results, converge_sweep, doc, epoch_samples, gpu_hour_price)
     if sweep_id and not no_store:
         with an.open_store(results) as store:
             doc["prediction_id"] = pr.save(store, sweep_id, command_line(), doc)
@@ -202,10 +212,41 @@ def predict(
             out.print(shown)
     for line in pr.summary_lines(doc):
         out.print(line, markup=False)
+    if "time_to_train" in doc:
+        print_time_to_train(out, doc["time_to_train"])
     if "prediction_id" in doc:
         out.print(
             f"prediction saved in {results} (sweep {sweep_id}); `distbench report {sweep_id}` shows it", markup=False
         )
+
+
+def time_to_train_doc(results, converge_sweep, doc, epoch_samples, gpu_hour_price) -> dict:
+    from distbench.converge.capacity import time_to_train
+
+    with an.open_store(results) as store:
+        data = an.load_sweep(store, converge_sweep)
+    records = [r for r in data.points if r.get("converge")]
+    if not records:
+        raise BadInput(f"--epochs-to-target {converge_sweep}: that sweep has no `distbench converge` runs")
+    samples = epoch_samples or records[0]["converge"]["train_samples"]
+    return {"sweep": data.id, **time_to_train(doc, records, samples, gpu_hour_price)}
+
+
+def print_time_to_train(out, ttt: dict) -> None:
+    headers = ["strategy", "N", "global batch", "epochs to target", "epochs from", "time to train s [95%]"]
+    shown = table(f"PREDICTED time to train (epochs from converge sweep {ttt['sweep']})", headers)
+    for r in ttt["rows"]:
+        interval = f"{r['time_to_train_s']:.4g} [{r['time_to_train_low_s']:.4g}, {r['time_to_train_high_s']:.4g}]"
+        shown.add_row(
+            r["strategy"],
+            str(r["n"]),
+            str(r["global_batch"]),
+            f"{r['epochs_to_target']:.3g}",
+            r["epochs_source"],
+            interval,
+        )
+    out.print(shown)
+    out.print(f"{ttt['note']}; measured global batches: {ttt['measured_global_batches']}", markup=False)
 
 
 def sweep_cores(info: dict) -> int | None:
