@@ -437,12 +437,7 @@ def limiting_factors(record: dict) -> tuple[list[str], list[str]]:
         missing.append("communication")
     elif comm >= COMM_LARGE:
         causes.append(f"communication ({what} is {comm:.0%} of the step at N={n})")
-    straggle = num(parts.get("wait_share"))
-    if straggle is not None and straggle >= COMM_LARGE:
-        causes.append(
-            f"stragglers (waiting for the slowest rank, with one few-byte collective's latency, is {straggle:.0%} "
-            f"of the step at N={n})"
-        )
+    causes.extend(wait_causes(record, n))
     wait = num(record.get("data_wait_fraction"))
     if wait is None:
         missing.append("input-pipeline")
@@ -520,6 +515,32 @@ def _summarize_group(sweep: Sweep, points: list[dict], prefix: str, summary: Sum
         if limit:
             summary.limits.append(limit)
     summary.steps.extend(prefix + line for line in split_lines(points))
+
+
+def wait_causes(record: dict, n) -> list[str]:
+    """The split's straggler-wait term as limiting factors. The term also holds the latency of meeting once
+    per step (the tiny collective's), which at short steps can be most of it: where the record has per-rank
+    step times, the ranks' jitter at their own pace (stragglers.jitter_wait_s) is named stragglers and the
+    rest synchronization latency; without them (mirrored: one process) the term is named as both."""
+    parts = record.get("comm_split") or {}
+    wait, step = num(parts.get("wait_share")), num(parts.get("step_s"))
+    jitter = num((record.get("stragglers") or {}).get("jitter_wait_s"))
+    if wait is None or wait < COMM_LARGE:
+        return []
+    if jitter is None or not step:
+        return [
+            f"stragglers or synchronization latency (the straggler wait term, the slowest rank plus one few-byte "
+            f"collective's latency per step, is {wait:.0%} of the step at N={n})"
+        ]
+    out, strag = [], jitter / step
+    if strag >= COMM_LARGE:
+        out.append(f"stragglers (the ranks' step-to-step jitter costs {strag:.0%} of the step at N={n})")
+    if wait - strag >= COMM_LARGE:
+        out.append(
+            f"synchronization latency (meeting once per step, one few-byte collective, is {wait - strag:.0%} of "
+            f"the step at N={n}, beyond the stragglers' {strag:.0%})"
+        )
+    return out
 
 
 def split_lines(records: Iterable[dict]) -> list[str]:

@@ -187,4 +187,7 @@ def split_line(record: dict) -> str | None:
             f"; rank {worst['rank']} slowest in {worst['slowest_share']:.0%} of steps, "
             f"the others would wait {worst['others_wait_s'] * 1e3:.1f} ms per step on it (at the no-sync pace)"
         )
+    jitter = (record.get("stragglers") or {}).get("jitter_wait_s")
+    if jitter is not None:
+        text += f"; stragglers explain {jitter * 1e3:.1f} ms of the wait, the rest is meeting once per step"
     return text

@@ -12,6 +12,7 @@ from distbench.config import PointConfig
 from distbench.launchers.common import measure, measured_run
 from distbench.measure import combine_repeats, exposed_comm_ci
 from distbench.record import base_record
+from tests.conftest import require
 from distbench.strategies import STRATEGIES
 
 
@@ -328,3 +329,20 @@ def test_cuda_event_path_times_steps_on_the_device_and_syncs_only_at_segment_end
     a, b, c = FakeEvent(), FakeEvent(), FakeEvent()
     a.at, b.at, c.at = 1.0, 3.5, 4.0
     assert event_step_times(a, [b, c]) == pytest.approx([0.0025, 0.0005])
+
+
+@require("torch")
+def test_event_clock_only_for_torch_steps_on_cuda():
+    """The CPU path keeps the host clock (no events); a wrapper that owns its loop (drive overridden) too: its
+    step boundary is a host-side hook. Only a plain torch step on a CUDA device gets the event factory."""
+    import torch
+
+    from distbench.launchers import torch_common as tc
+
+    class OwnLoop(tc.Distribution):
+        def drive(self, cfg, step, batches):
+            return step
+
+    assert tc.make_event_clock(torch.device("cpu"), tc.Distribution()) is None
+    assert tc.make_event_clock(torch.device("cuda", 0), OwnLoop()) is None
+    assert callable(tc.make_event_clock(torch.device("cuda", 0), tc.Distribution()))

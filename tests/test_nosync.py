@@ -190,19 +190,23 @@ def test_the_tiny_variant_runs_between_the_real_steps(strategy, tmp_path):
 def test_zero_communication_reads_zero_with_the_wait_apart(tmp_path):
     """Issue 20's check on real CPU workers: ddp N=2 on the 'linear' model at 2 classes (8 gradient values,
     32 bytes: the tiny collective moves the same message) reports communication within noise of 0, and the
-    wait for the slower rank as a term of its own (the old exposed communication counted it as
-    communication). Three repeats: run-to-run CIs."""
+    wait for the slower rank (with the tiny collective's latency) as a term of its own (the old exposed
+    communication counted it as communication). Five repeats, judged on a 99% paired t-interval over the
+    repeats' own values (comm_split.communication_per_repeat): a true 0 fails it 1% of the time, not the 5%
+    of the record's 95% CI, and five repeats keep it narrower than three at 95% (t 4.60/sqrt 5 vs 4.30/sqrt 3)."""
+    from distbench import stats
     from distbench.measure import measure_point
     from distbench.plan import PlannedPoint
 
     cfg = _cfg("ddp", 2, model="linear", num_classes=2, steps=300, warmup=20, measure_comm=True)
-    record = measure_point(PlannedPoint(STRATEGIES["ddp"], cfg), tmp_path, timeout_s=300, repeats=3)
+    record = measure_point(PlannedPoint(STRATEGIES["ddp"], cfg), tmp_path, timeout_s=300, repeats=5)
     assert record["status"] == "ok", record.get("reason")
     split = record["comm_split"]
-    assert split["ci_scope"] == "run-to-run (paired t over 3 repeats)"
-    low, high = split["communication_ci"]
-    assert low <= 0 <= high, split
+    assert split["ci_scope"] == "run-to-run (paired t over 5 repeats)"
+    values = split["communication_per_repeat"]
+    _, low, high = stats.mean_ci(values, level=0.99)
+    assert low <= 0 <= high, (values, split)
     assert split["wait_s"] > 0 and split["wait_ci"] is not None
     assert split["communication_s"] + split["wait_s"] == pytest.approx(record["exposed_comm_s"])
-    assert split["tiny_collective_calls"] == 6 * (300 + 20)
-    assert len(record["stragglers"]["ranks"]) == 2
+    assert split["tiny_collective_calls"] == 10 * (300 + 20)
+    assert len(record["stragglers"]["ranks"]) == 2 and record["stragglers"]["skipped_runs"] == 0

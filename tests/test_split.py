@@ -109,7 +109,8 @@ def test_stragglers_per_rank():
     )
     assert line == (
         "step 120.0 ms = compute 100.0 ms [90.0, 110.0] + straggler wait 12.0 ms + communication 8.0 ms [3.0, 13.0]; "
-        "rank 1 slowest in 67% of steps, the others would wait 20.0 ms per step on it (at the no-sync pace)"
+        "rank 1 slowest in 67% of steps, the others would wait 20.0 ms per step on it (at the no-sync pace); "
+        "stragglers explain 3.3 ms of the wait, the rest is meeting once per step"
     )
 
 
@@ -177,7 +178,7 @@ def test_summary_lines_name_the_three_terms_and_the_straggler():
         "fabric N=2: no three-term split: no tiny-collective variant.",
     ]
     causes, _ = an.limiting_factors(split_rec)
-    assert "stragglers (waiting for the slowest rank, with one few-byte collective's latency, is 30%" in causes[0]
+    assert "straggler wait term, the slowest rank plus one few-byte collective's latency per step, is 30%" in causes[0]
     assert not any(c.startswith("communication") for c in causes)  # 10%: below COMM_LARGE
 
 
@@ -250,3 +251,25 @@ def test_straggler_wait_splits_into_a_steady_pace_gap_and_jitter():
     # equal paces, alternating slow steps: no gap, all jitter
     jitter = split.stragglers([[[0.1, 0.12] * 50, [0.12, 0.1] * 50]], "test")
     assert jitter["pace_gap_s"] == pytest.approx(0.0, abs=1e-12) and jitter["jitter_wait_s"] == pytest.approx(0.01)
+
+
+def test_a_wait_that_is_mostly_collective_latency_is_not_called_stragglers():
+    """Measured here (ddp N=2, 'linear' model, R=5, 2026-11-25): step 1.67 ms = compute 0.24 + wait 1.56 +
+    communication -0.13 ms, while the ranks' jitter at their own pace explains 0.07 ms of the wait: the wait
+    term is the tiny collective's latency, and the limiting factor must say so, not blame stragglers."""
+    from distbench import analysis as an
+
+    rec = {
+        "world_size": 2,
+        "comm_split": {"step_s": 1.67e-3, "wait_s": 1.56e-3, "wait_share": 1.56 / 1.67, "communication_share": -0.08},
+        "stragglers": {"jitter_wait_s": 0.074e-3},
+    }
+    causes = an.wait_causes(rec, 2)
+    assert len(causes) == 1 and causes[0].startswith("synchronization latency (meeting once per step")
+    assert "beyond the stragglers' 4%" in causes[0]
+    # jitter that is most of the wait: stragglers named, the small latency rest not
+    rec["stragglers"]["jitter_wait_s"] = 1.4e-3
+    assert [c.split(" (")[0] for c in an.wait_causes(rec, 2)] == ["stragglers"]
+    # no per-rank step times (mirrored: one process): the term named as both
+    del rec["stragglers"]
+    assert an.wait_causes(rec, 2)[0].startswith("stragglers or synchronization latency")
