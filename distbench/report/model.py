@@ -140,8 +140,11 @@ COMM_CAPTION = (
 SPLIT_CAPTION = (
     "Each bar is the real step (window mean) of a point whose variants ran in its own processes (A T B T A): "
     "compute = the no-sync variant (B), straggler wait = the tiny-collective variant (T, a few bytes "
-    "all-reduced once per step) - B, communication = the real step (A) - T. Error bars: each term's 95% CI "
-    "(its scope is in the table). A term below 0 within its noise is drawn as 0."
+    "all-reduced once per step) - B, communication = the real step (A) - T. The straggler wait also holds that "
+    "tiny all-reduce's own latency (meeting once per step), which at short steps can be most of it; for a "
+    "strategy whose replicas step in one process (mirrored) it is that latency alone, the stragglers being in "
+    "compute. Error bars: each term's 95% CI (its scope is in the table). A term below 0 within its noise is "
+    "drawn as 0."
 )
 NO_COMM = (
     "This sweep has no communication measurements (no exposed_comm_s, comm_overhead, allreduce_s or "

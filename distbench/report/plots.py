@@ -178,7 +178,7 @@ def plot_comm(sweep: Sweep, colors, title: str):
 
 SPLIT_TERMS = (
     ("compute", "#c7c7c7", "compute (the no-sync variant)"),
-    ("wait", "#ff7f0e", "straggler wait (tiny - no-sync)"),
+    ("wait", "#ff7f0e", "straggler wait + sync latency (tiny - no-sync)"),
     ("communication", "#d62728", "communication (sync - tiny)"),
 )
 
