@@ -26,6 +26,8 @@ EFFICIENCY_TARGET = 0.80
 CV_NOISY = 0.10
 """Step-time coefficient of variation above which a point counts as noisy (when the record has no `noisy`)."""
 COMM_LARGE = 0.20
+DRIFT_FLAG = 0.10
+"""|closing A / first A - 1| above which the split's summary line says the machine's pace moved in the point."""
 """comm_overhead (exposed communication / step time) at or above which communication is named as the limit."""
 DATA_WAIT_LARGE = 0.10
 """data_wait_fraction at or above which the input pipeline is named as the limit."""
@@ -555,6 +557,12 @@ def split_lines(records: Iterable[dict]) -> list[str]:
             parts = r["comm_split"]
             cis = any(parts.get(f"{k}_ci") for k in ("compute", "wait", "communication"))
             out.append(f"{point_name(r)}: {line} ({'95% CIs, ' if cis else ''}{parts['ci_scope']}).")
+            after = num(r.get("sync_after_variant_ratio"))
+            if after is not None and abs(after - 1) > DRIFT_FLAG:
+                out[-1] += (
+                    f" The real step after its variants ran at {after:.2f}x its first throughput: the machine's pace "
+                    "moved within the point; A T B T A cancels a steady trend, not this."
+                )
         elif r.get("comm_note") or r.get("split_note"):
             out.append(f"{point_name(r)}: no three-term split: {r.get('comm_note') or r.get('split_note')}.")
     return out

@@ -177,6 +177,12 @@ def test_summary_lines_name_the_three_terms_and_the_straggler():
         "ddp N=2: step 10.0 ms = compute 6.0 ms + straggler wait 3.0 ms + communication 1.0 ms (no CI: too short).",
         "fabric N=2: no three-term split: no tiny-collective variant.",
     ]
+    drifted = an.split_lines([{**split_rec, "sync_after_variant_ratio": 1.45}])[0]
+    assert drifted.endswith(
+        "ran at 1.45x its first throughput: the machine's pace moved within the point; "
+        "A T B T A cancels a steady trend, not this."
+    )
+    assert an.split_lines([{**split_rec, "sync_after_variant_ratio": 0.95}]) == lines[:1]
     causes, _ = an.limiting_factors(split_rec)
     assert "straggler wait term, the slowest rank plus one few-byte collective's latency per step, is 30%" in causes[0]
     assert not any(c.startswith("communication") for c in causes)  # 10%: below COMM_LARGE
