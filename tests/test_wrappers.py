@@ -204,3 +204,50 @@ def test_stepped_loop_hands_steps_over_and_reports_the_loop_s_failures():
     loop.step()
     with pytest.raises(LoopEnded):
         loop.step()
+
+
+def _wrapper_cost():
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "wrapper_cost.py"
+    spec = importlib.util.spec_from_file_location("wrapper_cost", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_wrapper_cost_splits_each_step_into_the_step_itself_and_what_is_around_it():
+    wc = _wrapper_cost()
+    outer = {"torch": [0.100, 0.102, 0.098], "thread": [0.101, 0.103, 0.099], "ignite": [0.110, 0.112, 0.108]}
+    inner = {"torch": [0.100, 0.102, 0.098], "thread": [0.1009, 0.1029, 0.0989], "ignite": [0.1, 0.102, 0.098]}
+    per_round = [{"torch": 0.1, "thread": 0.101, "ignite": 0.11}, {"torch": 0.1, "thread": 0.1, "ignite": 0.12}]
+    rows = {r["variant"]: r for r in wc.summarize({"outer": outer, "inner": inner, "per_round": per_round})}
+    assert rows["torch"]["ratio"] == 1.0 and rows["torch"]["around_ms"] == pytest.approx(0.0)
+    assert rows["thread"]["around_ms"] == pytest.approx(0.1)  # the hand-off
+    assert rows["ignite"]["around_ms"] == pytest.approx(10.0)  # the Engine's events + the hand-off
+    assert rows["ignite"]["inner_ms"] == pytest.approx(100.0)
+    assert rows["ignite"]["ratio"] == pytest.approx(1.1)
+    assert (rows["ignite"]["round_min"], rows["ignite"]["round_max"]) == pytest.approx((1.1, 1.2))
+    assert "| ignite | 3 | 110.0 | 100.0 | 10.000 | 1.100 | 1.100-1.200 |" in wc.table(list(rows.values()))
+
+
+@pytest.mark.parametrize("flag", ["--rounds", "--block", "--threads"])
+def test_wrapper_cost_rejects_a_bad_count_in_one_line(flag, capsys):
+    assert _wrapper_cost().main([flag, "0"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == f"wrapper_cost: {flag} must be >= 1, got 0"
+
+
+@pytest.mark.slow  # about 2 s: imports ignite and trains a few steps in-process
+@require("ignite")
+def test_wrapper_cost_drives_the_same_step_through_ignite_s_engine_in_process():
+    """A real (tiny, in-process) measurement: every variant's steps are kept, the Engine's and the
+    hand-off's share is what is around the step, and the step itself ran under each."""
+    wc = _wrapper_cost()
+    args = type("A", (), dict(model="mlp", image_size=8, batch_size=2, threads=1, rounds=2, block=2, warmup=1))
+    result = wc.measure(args)
+    for v in wc.VARIANTS:
+        assert len(result["outer"][v]) == 4 and len(result["inner"][v]) == 4
+        assert all(o >= i > 0 for o, i in zip(result["outer"][v], result["inner"][v]))
+    assert [sorted(r) for r in result["per_round"]] == [sorted(wc.VARIANTS)] * 2
