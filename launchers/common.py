@@ -264,19 +264,37 @@ def segment_configs(cfg: PointConfig) -> list[tuple[str, PointConfig]]:
     itself (its first 'A') and, with cfg.nosync_order (e.g. 'ATBTA', a palindrome so a steady drift of
     the machine weighs every variant alike), the variants and a closing real run: the same replicas,
     only the collective removed (B) or replaced by one tiny all-reduce (T) (Strategy.nosync_in_process).
-    Every run after the first runs as many steps as the point itself (fixed_steps), none of them adaptive
-    and none with the standalone all-reduce benchmark."""
+    Every run after the first runs as many steps as the point itself (fixed_steps), none of them adaptive.
+    The standalone all-reduce benchmark (cfg.measure_comm) runs after the last synchronized run (the closing
+    A of A T B T A), not between the first two: there it would put a gap on one side of the order only, and
+    a drift of the machine across that gap would land on the split's terms (lift_allreduce moves its
+    figures to the point)."""
     run = dataclasses.replace(cfg, nosync_order=None)
     if not cfg.nosync_order:
         return [("A", run)]
     variant = dataclasses.replace(run, sync=False, measure_comm=False, target_ci=0.0)
     tiny = dataclasses.replace(variant, extra={**run.extra, "tiny_collective": True})
     again = dataclasses.replace(run, measure_comm=False, target_ci=0.0)
+    first = dataclasses.replace(run, measure_comm=False)
     out: list[tuple[str, PointConfig]] = []
     for letter in cfg.nosync_order:
         first_a = letter == "A" and all(x != "A" for x, _ in out)
-        out.append((letter, run if first_a else {"A": again, "T": tiny, "B": variant}[letter]))
+        out.append((letter, first if first_a else {"A": again, "T": tiny, "B": variant}[letter]))
+    last_a = max(i for i, (letter, _) in enumerate(out) if letter == "A")
+    out[last_a] = ("A", dataclasses.replace(out[last_a][1], measure_comm=cfg.measure_comm))
     return out
+
+
+def lift_allreduce(extra: dict, segments: list[dict]) -> None:
+    """The standalone all-reduce measured after the last run of an in-process order (segment_configs):
+    its figures and its wall-clock window belong to the point (extra), not to that run's segment."""
+    for seg in segments:
+        for key in ("allreduce_samples_s", "allreduce_s"):
+            if key in seg:
+                extra[key] = seg.pop(key)
+        window = seg.get("stopping", {}).pop("allreduce_window", None)
+        if window is not None:
+            extra["stopping"]["allreduce_window"] = window
 
 
 def fixed_steps(cfg: PointConfig, measured: list[float]) -> PointConfig:

@@ -588,6 +588,7 @@ def run(cfg: PointConfig, out_path: str, dist: Distribution) -> None:
                 segments.append(common.segment_record(letter, seg_times, seg_loss, fields, started))
                 if letter == "T":
                     segments[-1]["tiny_collective_calls"] = dist.tiny_calls()
+        common.lift_allreduce(extra, segments)
         if segments:
             extra["segments"] = segments
         if cfg.verify:

@@ -520,6 +520,7 @@ def run(cfg: PointConfig, out_path: str, dist: Distribution) -> None:
                 segments[-1].update(dist.nosync_fields() if letter != "A" else {}, probe=probe)
                 if letter == "T":
                     segments[-1]["tiny_collective_calls"] = dist.tiny_calls
+        common.lift_allreduce(extra, segments)
         if segments:
             extra["segments"] = segments
         if cfg.verify:

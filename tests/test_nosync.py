@@ -184,6 +184,9 @@ def test_the_tiny_variant_runs_between_the_real_steps(strategy, tmp_path):
     assert record["stopping"]["window"][1] <= starts[0] and starts == sorted(starts)
     if strategy != "mirrored":  # counted where the worker issues it (mirrored: inside strategy.run, not counted)
         assert [s.get("tiny_collective_calls") for s in segs if s["variant"] == "T"] == [5, 5]
+    # the standalone all-reduce ran after the closing A (no gap inside the order), its figures the point's
+    assert record["allreduce_s"] > 0 and not any("allreduce_s" in s for s in segs)
+    assert record["stopping"]["allreduce_window"][0] >= segs[-1]["stopping"]["window"][1]
 
 
 @require("torch")

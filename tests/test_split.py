@@ -9,7 +9,7 @@ import pytest
 
 from distbench import split
 from distbench.config import PointConfig
-from distbench.launchers.common import is_tiny, segment_configs
+from distbench.launchers.common import is_tiny, lift_allreduce, segment_configs
 
 
 def _run(times: list[float], window: float | None = None) -> dict:
@@ -127,8 +127,14 @@ def test_segment_order_marks_the_tiny_variant_and_only_the_first_run_is_adaptive
     segs = segment_configs(PointConfig(**{**cfg.to_dict(), "nosync_order": "ATBTA"}))
     assert [x for x, _ in segs] == list("ATBTA")
     first, *rest = (c for _, c in segs)
-    assert first.target_ci == 0.02 and first.measure_comm and first.sync and not is_tiny(first)
-    assert all(c.target_ci == 0.0 and not c.measure_comm and c.nosync_order is None for c in rest)
+    assert first.target_ci == 0.02 and first.sync and not is_tiny(first)
+    assert all(c.target_ci == 0.0 and c.nosync_order is None for c in rest)
+    # the standalone all-reduce after the closing A only: no gap on one side of the order
+    assert [c.measure_comm for _, c in segs] == [False, False, False, False, True]
+    assert [c.measure_comm for _, c in segment_configs(PointConfig(**{**cfg.to_dict(), "nosync_order": "AB"}))] == [
+        True,
+        False,
+    ]
     assert [c.sync for c in rest] == [False, False, False, True]
     assert [is_tiny(c) for c in rest] == [True, False, True, False]
     assert segment_configs(cfg) == [("A", cfg)]
@@ -279,3 +285,15 @@ def test_a_wait_that_is_mostly_collective_latency_is_not_called_stragglers():
     # no per-rank step times (mirrored: one process): the term named as both
     del rec["stragglers"]
     assert an.wait_causes(rec, 2)[0].startswith("stragglers or synchronization latency")
+
+
+def test_the_closing_runs_all_reduce_figures_belong_to_the_point():
+    extra = {"stopping": {"window": [1.0, 2.0]}}
+    segments = [
+        {"variant": "T", "stopping": {"window": [3.0, 4.0]}},
+        {"variant": "A", "allreduce_s": 0.01, "allreduce_samples_s": [0.01], "stopping": {"allreduce_window": [9, 10]}},
+    ]
+    lift_allreduce(extra, segments)
+    assert extra["allreduce_s"] == 0.01 and extra["allreduce_samples_s"] == [0.01]
+    assert extra["stopping"]["allreduce_window"] == [9, 10]
+    assert "allreduce_s" not in segments[1] and "allreduce_window" not in segments[1]["stopping"]
