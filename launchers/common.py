@@ -449,3 +449,14 @@ def max_rel_diff(replicas: list) -> float:
             for u, v in zip(a, b):
                 worst = max(worst, abs(u - v) / max(abs(u), abs(v), 1e-12))
     return worst
+
+
+def strategy_distribution(name: str, modules: dict[str, str | None], framework: str, plain: Callable[[], Any]):
+    """The Distribution of strategy `name` from its worker module's make_distribution() (`modules`: strategy
+    -> worker module under distbench.launchers, None for the framework's plain single-device one, `plain()`)."""
+    import importlib
+
+    if name not in modules:
+        raise ValueError(f"converge runs {', '.join(modules)} in {framework}, not {name!r}")
+    module = modules[name]
+    return plain() if module is None else importlib.import_module(f"distbench.launchers.{module}").make_distribution()

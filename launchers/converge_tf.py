@@ -5,7 +5,6 @@ evaluated on the whole validation split."""
 
 from __future__ import annotations
 
-import importlib
 import sys
 
 from distbench.launchers import common
@@ -17,14 +16,7 @@ DISTRIBUTIONS = {"tf": None, "mirrored": "tf_mirrored", "horovod-tf": "horovod_t
 def make_distribution(name: str):
     from distbench.launchers import tf_common as tfc
 
-    if name not in DISTRIBUTIONS:
-        raise ValueError(f"converge runs {', '.join(DISTRIBUTIONS)} in TensorFlow, not {name!r}")
-    module = DISTRIBUTIONS[name]
-    return (
-        tfc.Distribution()
-        if module is None
-        else importlib.import_module(f"distbench.launchers.{module}").make_distribution()
-    )
+    return common.strategy_distribution(name, DISTRIBUTIONS, "TensorFlow", tfc.Distribution)
 
 
 def body(cfg, out_path):

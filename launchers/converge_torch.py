@@ -4,7 +4,6 @@ of each global batch in the seeded order (distbench.converge.data), evaluated on
 
 from __future__ import annotations
 
-import importlib
 import sys
 
 from distbench.launchers import common
@@ -16,14 +15,7 @@ DISTRIBUTIONS = {"torch": None, "ddp": "torch_ddp", "fsdp": "torch_fsdp", "horov
 def make_distribution(name: str):
     from distbench.launchers import torch_common as tc
 
-    if name not in DISTRIBUTIONS:
-        raise ValueError(f"converge runs {', '.join(DISTRIBUTIONS)} in torch, not {name!r}")
-    module = DISTRIBUTIONS[name]
-    return (
-        tc.Distribution()
-        if module is None
-        else importlib.import_module(f"distbench.launchers.{module}").make_distribution()
-    )
+    return common.strategy_distribution(name, DISTRIBUTIONS, "torch", tc.Distribution)
 
 
 class Feed:
