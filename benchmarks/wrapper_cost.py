@@ -49,11 +49,22 @@ def _cfg(args):
     )
 
 
-def _timed(step, inner: list):
+def _minor_faults() -> int:
+    """Minor page faults of the calling thread so far (Linux RUSAGE_THREAD; 0 elsewhere)."""
+    import resource
+
+    who = getattr(resource, "RUSAGE_THREAD", None)
+    return resource.getrusage(who).ru_minflt if who is not None else 0
+
+
+def _timed(step, inner: list, faults: list | None = None):
     def timed():
+        f0 = _minor_faults()
         t0 = time.perf_counter()
         out = step()
         inner.append(time.perf_counter() - t0)
+        if faults is not None:
+            faults.append(_minor_faults() - f0)
         return out
 
     return timed
@@ -87,14 +98,15 @@ def measure(args) -> dict:
     optimizer = tc.make_optimizer(cfg, model)
     batches = tc.make_batches(cfg, device, 0, 1, cfg.per_device_batch)
     step = tc.make_step(cfg, model, optimizer, batches, device)
-    inner = {v: [] for v in VARIANTS}
-    thread_loop = _plain_thread(_timed(step, inner["thread"]))
+    inner: dict[str, list[float]] = {v: [] for v in VARIANTS}
+    faults: dict[str, list[int]] = {v: [] for v in VARIANTS}
+    thread_loop = _plain_thread(_timed(step, inner["thread"], faults["thread"]))
     dist = ignite_ddp.make_distribution()
     dist.world = 1
     calls = {
-        "torch": _timed(step, inner["torch"]),
+        "torch": _timed(step, inner["torch"], faults["torch"]),
         "thread": thread_loop.step,
-        "ignite": dist.drive(cfg, _timed(step, inner["ignite"]), batches),
+        "ignite": dist.drive(cfg, _timed(step, inner["ignite"], faults["ignite"]), batches),
     }
     outer: dict[str, list[float]] = {v: [] for v in VARIANTS}
     per_round: list[dict[str, float]] = []
@@ -102,6 +114,7 @@ def measure(args) -> dict:
         for _ in range(args.warmup):
             calls[v]()
         inner[v].clear()
+        faults[v].clear()
     for r in range(args.rounds):
         medians = {}
         for v in VARIANTS if r % 2 == 0 else tuple(reversed(VARIANTS)):
@@ -117,7 +130,7 @@ def measure(args) -> dict:
         per_round.append(medians)
     thread_loop.finish()
     dist.stop()
-    return {"outer": outer, "inner": inner, "per_round": per_round}
+    return {"outer": outer, "inner": inner, "per_round": per_round, "faults": faults}
 
 
 def summarize(result: dict) -> list[dict]:
@@ -129,6 +142,7 @@ def summarize(result: dict) -> list[dict]:
         med, med_in = statistics.median(outer[v]), statistics.median(inner[v])
         around = statistics.median([o - i for o, i in zip(outer[v], inner[v])])
         ratios = [m[v] / m["torch"] for m in per_round]
+        faults = result.get("faults", {}).get(v)
         rows.append(
             dict(
                 variant=v,
@@ -139,6 +153,7 @@ def summarize(result: dict) -> list[dict]:
                 ratio=med / base,
                 round_min=min(ratios),
                 round_max=max(ratios),
+                faults=statistics.median(faults) if faults else None,
             )
         )
     return rows
@@ -147,13 +162,14 @@ def summarize(result: dict) -> list[dict]:
 def table(rows: list[dict]) -> str:
     lines = [
         "| variant | steps kept | median step (ms) | median of the step itself (ms) | median around it (ms) "
-        "| / torch | per-round range |",
-        "|---|---|---|---|---|---|---|",
+        "| / torch | per-round range | minor page faults per step (median) |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         lines.append(
             f"| {r['variant']} | {r['steps']} | {r['step_ms']:.1f} | {r['inner_ms']:.1f} | {r['around_ms']:.3f} "
-            f"| {r['ratio']:.3f} | {r['round_min']:.3f}-{r['round_max']:.3f} |"
+            f"| {r['ratio']:.3f} | {r['round_min']:.3f}-{r['round_max']:.3f} "
+            f"| {'-' if r.get('faults') is None else format(r['faults'], '.0f')} |"
         )
     return "\n".join(lines)
 

@@ -6,6 +6,14 @@ distbench starts (gloo on CPU workers, NCCL on GPUs), `idist.auto_model` wraps t
 The Engine owns the loop, so steps are timed at its Events.ITERATION_COMPLETED (wrapper_loop.SteppedLoop).
 Every spawned process dies with the process that spawned it (a parent-death signal), which itself runs
 under distbench's rank guard: no process outlives the sweep.
+
+Where ignite's 1-device cost goes (issue 20 item 5; benchmarks/wrapper_cost.py, docs/benchmarks.md "Where
+a wrapper's 1-device cost goes"): with `data=None` there is no ignite loader; the batch is the step's own.
+Timed in one process, interleaved with the plain torch step on the UNet (96 px, batch 4, 2 threads), the
+Engine's event firing plus the thread hand-off add a median 0.1-0.2 ms around a ~70 ms step (0.2-0.3%),
+the hand-off alone about 0.1 ms, and the step itself is no slower in the Engine's thread. The +23.9% of
+one earlier sweep is not ignite's: back-to-back real runs of the same point differ by up to 2x on the
+loaded 2-core machine (torch's and ignite's alike), so one run per side cannot resolve a 24% gap.
 """
 
 from __future__ import annotations

@@ -229,7 +229,7 @@ def test_wrapper_cost_splits_each_step_into_the_step_itself_and_what_is_around_i
     assert rows["ignite"]["inner_ms"] == pytest.approx(100.0)
     assert rows["ignite"]["ratio"] == pytest.approx(1.1)
     assert (rows["ignite"]["round_min"], rows["ignite"]["round_max"]) == pytest.approx((1.1, 1.2))
-    assert "| ignite | 3 | 110.0 | 100.0 | 10.000 | 1.100 | 1.100-1.200 |" in wc.table(list(rows.values()))
+    assert "| ignite | 3 | 110.0 | 100.0 | 10.000 | 1.100 | 1.100-1.200 | - |" in wc.table(list(rows.values()))
 
 
 @pytest.mark.parametrize("flag", ["--rounds", "--block", "--threads"])
