@@ -10,10 +10,11 @@ under distbench's rank guard: no process outlives the sweep.
 Where ignite's 1-device cost goes (issue 20 item 5; benchmarks/wrapper_cost.py, docs/benchmarks.md "Where
 a wrapper's 1-device cost goes"): with `data=None` there is no ignite loader; the batch is the step's own.
 Timed in one process, interleaved with the plain torch step on the UNet (96 px, batch 4, 2 threads), the
-Engine's event firing plus the thread hand-off add a median 0.1-0.2 ms around a ~70 ms step (0.2-0.3%),
+Engine's event firing plus the thread hand-off add a median 0.13-0.24 ms around a ~70 ms step (0.2-0.3%),
 the hand-off alone about 0.1 ms, and the step itself is no slower in the Engine's thread. The +23.9% of
-one earlier sweep is not ignite's: back-to-back real runs of the same point differ by up to 2x on the
-loaded 2-core machine (torch's and ignite's alike), so one run per side cannot resolve a 24% gap.
+one earlier sweep is not ignite's: back-to-back real runs of the same point differed by 2x (ignite) to 19x
+(torch) on the loaded 2-core machine, so one run per side cannot resolve a 24% gap. Each record carries
+the measured part as wrapper.loop_around_step_s (SteppedLoop.around_s); the report says it per point.
 """
 
 from __future__ import annotations
@@ -56,7 +57,8 @@ def make_distribution():
             from ignite.engine import Engine, Events
 
             loop = self.loop = SteppedLoop()
-            engine = Engine(lambda engine, batch: step())  # data=None: the step takes its own batch
+            timed_step = loop.timed(step)  # the Engine's cost around it: loop.around_s()
+            engine = Engine(lambda engine, batch: timed_step())  # data=None: the step takes its own batch
 
             @engine.on(Events.STARTED)
             def _ready(engine):
@@ -75,7 +77,13 @@ def make_distribution():
 
             return {
                 "timing": TIMING,
-                "wrapper": {"ignite": ignite.__version__, "launcher": "idist.Parallel", "ddp_wrapped": self.world > 1},
+                "wrapper": {
+                    "ignite": ignite.__version__,
+                    "launcher": "idist.Parallel",
+                    "ddp_wrapped": self.world > 1,
+                    # median per step: the Engine's events + the hand-off, around the step function
+                    "loop_around_step_s": self.loop.around_s() if self.loop is not None else None,
+                },
             }
 
         def stop(self):  # ignite's Parallel destroys the process group itself

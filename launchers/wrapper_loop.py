@@ -16,7 +16,9 @@ are common.measure's, unchanged.
 
 from __future__ import annotations
 
+import statistics
 import threading
+import time
 
 TIMING = (
     "wrapper callback at step boundaries: the wrapper's own loop runs in a thread and pauses at its "
@@ -55,6 +57,8 @@ class SteppedLoop:
         self._ended = False
         self.stopping = False
         self._thread: threading.Thread | None = None
+        self.outer_s: list[float] = []  # per step(): from the go to the next boundary (driver side)
+        self.inner_s: list[float] = []  # per call of a step function wrapped by timed() (loop side)
 
     # loop side (the wrapper's thread)
     def ready(self) -> None:
@@ -66,6 +70,23 @@ class SteppedLoop:
         self._done.release()
         self._go.acquire()
         return self.stopping
+
+    def timed(self, fn):
+        """`fn` timed per call (the step function the wrapper's loop calls): around_s() subtracts it."""
+
+        def call(*args, **kwargs):
+            t0 = time.perf_counter()
+            out = fn(*args, **kwargs)
+            self.inner_s.append(time.perf_counter() - t0)
+            return out
+
+        return call
+
+    def around_s(self) -> float | None:
+        """Median over steps of what the wrapper's loop adds around the step function (its events and hooks,
+        plus the hand-off): each step()'s time minus its step function's; None where fn was not timed()."""
+        around = [o - i for o, i in zip(self.outer_s, self.inner_s)]
+        return statistics.median(around) if around and len(self.inner_s) == len(self.outer_s) else None
 
     # driver side
     def start(self, run) -> None:
@@ -85,8 +106,10 @@ class SteppedLoop:
         self._wait()
 
     def step(self):
+        t0 = time.perf_counter()
         self._go.release()
         self._wait()
+        self.outer_s.append(time.perf_counter() - t0)
         return self._out
 
     def _wait(self) -> None:

@@ -588,10 +588,23 @@ def wrapper_rows(sweep: Sweep, points: list[dict], scopes: set[str]) -> tuple[li
         parts = [vs_torch.words("plain torch")] if vs_torch else []
         parts += [vs_ddp.words("ddp")] if vs_ddp else []
         parts += [f"peak memory {mem_ratio:.2f}x ddp's"] if mem_ratio else []
+        parts += [loop_cost_words(r)] if loop_cost_words(r) else []
         words.append(f"{name} at N={n}: " + ("; ".join(parts) or "no reference point to compare with") + ".")
         if n == 1:
             one_device[name] = vs_torch
     return rows, words, one_device
+
+
+def loop_cost_words(r: dict) -> str | None:
+    """The part of a loop-owning wrapper's step that is its own loop (measured in the worker: the step time
+    minus the step function's, median per step; launchers/wrapper_loop.SteppedLoop.around_s), or None."""
+    around, step = (r.get("wrapper") or {}).get("loop_around_step_s"), r.get("step_time_median_s")
+    if around is None or not step:
+        return None
+    return (
+        f"its own loop around the step (events and hooks, plus the thread hand-off) {around * 1e3:.2f} ms a step, "
+        f"{around / step:.2%} of its median step; the rest of any gap to plain torch is in the step itself"
+    )
 
 
 def wrapper_answer(one_device: dict, skipped: list[dict]) -> str:
