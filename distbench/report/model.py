@@ -603,7 +603,8 @@ def loop_cost_words(r: dict) -> str | None:
         return None
     return (
         f"its own loop around the step (events and hooks, plus the thread hand-off) {around * 1e3:.2f} ms a step, "
-        f"{around / step:.2%} of its median step; the rest of any gap to plain torch is in the step itself"
+        f"{around / step:.2%} of its median step; the rest of any gap to plain torch is outside that loop "
+        "(the step itself, the process, or run-to-run noise)"
     )
 
 
