@@ -12,9 +12,11 @@ a wrapper's 1-device cost goes"): with `data=None` there is no ignite loader; th
 Timed in one process, interleaved with the plain torch step on the UNet (96 px, batch 4, 2 threads), the
 Engine's event firing plus the thread hand-off add a median 0.13-0.24 ms around a ~70 ms step (0.2-0.3%),
 the hand-off alone about 0.1 ms, and the step itself is no slower in the Engine's thread. The +23.9% of
-one earlier sweep is not ignite's: back-to-back real runs of the same point differed by 2x (ignite) to 19x
-(torch) on the loaded 2-core machine, so one run per side cannot resolve a 24% gap. Each record carries
-the measured part as wrapper.loop_around_step_s (SteppedLoop.around_s); the report says it per point.
+one earlier sweep is not the Engine's: real ignite points on the loaded 2-core machine came out at ~70 ms
+or, steadily, 120-136 ms a step (the loop 0.11-0.14 ms of it), torch's at 64-73 ms or, with stalls, up to
+1.25 s; so the slow mode is in the step itself, cause not found (docs/benchmarks.md), and one run per side
+cannot resolve a 24% gap. Each record carries the measured part as wrapper.loop_around_step_s
+(SteppedLoop.around_s); the report says it per point.
 """
 
 from __future__ import annotations
