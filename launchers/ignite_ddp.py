@@ -16,8 +16,8 @@ one earlier sweep is not the Engine's: real ignite points on the loaded 2-core m
 or, steadily, 120-136 ms a step (the loop 0.11-0.14 ms of it), torch's at 64-73 ms or, with stalls, up to
 1.25 s; so the slow mode is in the step itself, cause not found (docs/benchmarks.md), and one run per side
 cannot resolve a 24% gap. torch's collapses under load are libgomp's spinning threads: with
-OMP_WAIT_POLICY=PASSIVE both sides ran at 120-150 ms, ignite 0.88-0.92x torch. Each record carries the measured part as wrapper.loop_around_step_s
-(SteppedLoop.around_s); the report says it per point.
+OMP_WAIT_POLICY=PASSIVE both sides ran at 120-150 ms, ignite 0.88-0.92x torch. Each record carries the
+measured part as wrapper.loop_around_step_s (SteppedLoop.around_s); the report says it per point.
 """
 
 from __future__ import annotations
