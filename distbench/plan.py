@@ -221,7 +221,7 @@ class SweepOptions:
             )
         for name, low in (
             ("steps", 1),
-            ("warmup", 0),
+            ("warmup", 1),  # as the CLI checks it: tracing and compilation must not land in a measured step
             ("loader_workers", 0),
             ("prefetch", 0),
             ("repeats", 1),

@@ -66,7 +66,7 @@ def test_click_options_are_named_after_fields_and_default_to_theirs():
     "kw,message",
     [
         (dict(precision="fp8"), "--precision must be one of fp32, amp, bf16, got 'fp8'"),
-        (dict(warmup=-1), "--warmup must be >= 0, got -1"),
+        (dict(warmup=0), "--warmup must be >= 1, got 0"),  # the same bound as the CLI's
         (dict(scaling="linear"), "--scaling must be one of weak, strong, got 'linear'"),
         (dict(gpus="1,x"), "--gpus value 'x' is not a whole number"),
         (dict(nodes="0"), "--nodes value '0' must be a positive node count"),
