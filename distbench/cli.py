@@ -11,8 +11,8 @@ import click
 from distbench import __version__, signals
 from distbench.commands import comm, converge, fit, infer, k8s, models, predict, results, scale, slurm, verify
 from distbench.errors import DistbenchError
-from distbench.k8s.job import k8s_job
-from distbench.slurm.job import slurm_job
+from distbench.commands.k8s_job import k8s_job
+from distbench.commands.slurm_job import slurm_job
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})

@@ -1,4 +1,4 @@
-"""Inside a pod: the hidden `distbench k8s-job run` command that every generated job's container runs.
+"""Inside a pod: what `distbench k8s-job run` (distbench/commands/k8s_job.py) does in every generated job's container.
 
 It writes the point's config (threads from --threads, else the pod's CPUs divided among its workers),
 runs the launch command (torchrun / horovodrun / the worker) under --timeout in its own process group,
@@ -157,36 +157,3 @@ def run_point(
     click.echo(record_line(record))
     click.echo(f"distbench: {key}: {record['status']}" + (f" ({record['reason']})" if record.get("reason") else ""))
     return rc
-
-
-@click.group("k8s-job", hidden=True)
-def k8s_job():
-    """Steps inside a generated Kubernetes job (called by its containers, not by users)."""
-
-
-@k8s_job.command("run", context_settings={"ignore_unknown_options": True})
-@click.option("--config-json", required=True)
-@click.option("--key", required=True, help="The point's key (strategy-gN-nK).")
-@click.option("--job", required=True, help="The job's name: its work folder, log and record file.")
-@click.option("--records", required=True, help="The sweep's folder on the results volume.")
-@click.option("--per-node", type=click.IntRange(1), required=True)
-@click.option("--threads", type=click.IntRange(0), default=0, help="Threads per worker; 0: from the pod's CPUs.")
-@click.option("--node-rank", required=True, help="This pod's node rank; rank 0 publishes the record.")
-@click.option("--launcher", required=True)
-@click.option("--timeout", type=float, required=True)
-@click.argument("argv", nargs=-1, required=True, type=click.UNPROCESSED)
-def run(config_json, key, job, records, per_node, threads, node_rank, launcher, timeout, argv):
-    """Run the point's launch command (ARGV) and publish its record."""
-    rc = run_point(
-        config_json=config_json,
-        key=key,
-        job=job,
-        records=records,
-        per_node=per_node,
-        threads=threads,
-        node_rank=node_rank,
-        launcher=launcher,
-        timeout_s=timeout,
-        argv=list(argv),
-    )
-    sys.exit(rc)
