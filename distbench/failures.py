@@ -123,12 +123,21 @@ def root_cause(reports: list[dict]) -> dict | None:
     return (primary or bad)[0]
 
 
-def only_consequences(reports: list[dict]) -> bool:
+def only_consequences(reports: list[dict], log: str = "") -> bool:
     """Every failed rank on record failed because another went away, or was stopped by the launcher's
     teardown signal (the first too: asked where some rank left no report, the launcher tore the survivors
-    down after that rank ended): the cause is not on record."""
+    down after that rank ended): the cause is not on record. A rank that aborted (SIGABRT) without an
+    exception of its own counts as a consequence when the point's log shows a peer-went-away error: a
+    collective library aborts the process when it loses a peer (Horovod's background thread:
+    'terminate called after throwing an instance of gloo::IoException')."""
     bad = [r for r in reports if failed(r)]
-    return bool(bad) and all(_consequence(r, bad[0]) or r.get("signal") in TEARDOWN_SIGNALS for r in bad)
+
+    def aborted_on_a_lost_peer(r: dict) -> bool:
+        return r.get("signal") == "SIGABRT" and not r.get("error") and is_secondary(log)
+
+    return bool(bad) and all(
+        _consequence(r, bad[0]) or r.get("signal") in TEARDOWN_SIGNALS or aborted_on_a_lost_peer(r) for r in bad
+    )
 
 
 def silent_ranks(reports: list[dict], world_size: int) -> list[int]:

@@ -144,7 +144,7 @@ def _failure(
     else the launcher's exit status and the worker's exception line from stderr."""
     cause = failures.root_cause(ranks)
     silent = failures.silent_ranks(ranks, world_size)
-    if cause is not None and silent and failures.only_consequences(ranks):
+    if cause is not None and silent and failures.only_consequences(ranks, f"{tail}\n{launcher_tail}"):
         reason, sig = failures.unknown_cause(ranks, silent, f"{tail}\n{launcher_tail}")
         status, note = failures.classify(
             {"signal": sig, "error": None}, oom_before=oom_counts[0], oom_after=oom_counts[1]
@@ -204,9 +204,14 @@ def outcome_record(
             cfg.to_dict(), strategy=strategy.name, framework=strategy.framework, status=status, reason=reason
         )
     elif record["status"] == "ok" and returncode != 0:
-        status, why = _failure(returncode, tail, ranks, oom_counts, cfg.world_size, launcher_tail)
-        record["status"] = status
-        record["reason"] = f"a rank failed after rank 0 finished: {why}"
+        # Rank 0 writes the record after gathering every rank's measurements: whatever broke came after
+        # the work (a destructor, a thread at interpreter exit). The measurement is complete; keep it, as
+        # for ranks hung in teardown, and say what happened.
+        _, why = _failure(returncode, tail, ranks, oom_counts, cfg.world_size, launcher_tail)
+        record["launch_note"] = (
+            f"a rank failed in teardown, after rank 0 wrote the record (the measurement was complete): {why}"
+        )
+        record["teardown_tail"] = tail
     if record["status"] != "ok":
         record["stderr_tail"] = tail
         if ranks:

@@ -132,7 +132,8 @@ class Record(TypedDict, total=False):
     # launch and faults (distbench.launch, distbench.failures)
     launch: dict  # argv, launcher, exit status, start, wall seconds, work folder
     engine: dict  # ray-ddp: Ray version, cluster address, workers (rank, pid, node), head start and fit seconds
-    launch_note: str  # ranks hung in teardown after the record was written (stopped)
+    launch_note: str  # ranks hung (stopped) or failed in teardown after the record was written; the record is kept
+    teardown_tail: str  # stderr tail of a teardown failure after the record was written
     ranks: list[dict]  # how each rank ended (rank guard reports)
     stderr_tail: str
     workdir: str  # kept for a point that did not succeed

@@ -212,6 +212,13 @@ def test_only_consequences_on_record_means_the_cause_is_unknown_and_the_silent_r
     # torchrun may tear rank 0 down before it notices its peer is gone: a teardown signal is a consequence too
     assert failures.only_consequences([_report(0, -15, 2.0, sig="SIGTERM")])
     assert not failures.only_consequences([_report(0, 1, 2.0, error="ValueError: bad shape")])
+    # a collective library aborts a survivor that lost its peer (Horovod: gloo::IoException -> std::terminate)
+    aborted = _report(0, -6, 2.0, sig="SIGABRT")
+    lost_peer = (
+        "terminate called after throwing an instance of 'gloo::IoException'\n  what():  Connection closed by peer"
+    )
+    assert failures.only_consequences([aborted], lost_peer)
+    assert not failures.only_consequences([aborted], "Fatal Python error: Segmentation fault")  # an abort of its own
     cfg = PointConfig(strategy="ddp", model="resnet18", world_size=2, device="cpu", per_device_batch=2)
     rec = outcome_record(cfg, STRATEGIES["ddp"], tmp_path / "none.json", 1, TORCHRUN_SUMMARY, rank_dir=tmp_path)
     assert rec["status"] == "failed"

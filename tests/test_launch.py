@@ -153,3 +153,21 @@ def test_a_workers_record_is_named_by_the_registry_not_by_the_worker(tmp_path):
     out = tmp_path / "record.json"
     common.emit(cfg, str(out), framework="torch", status="skipped", reason="test")
     assert read_record(str(out))["strategy"] == "any-registered-name"
+
+
+def test_a_rank_that_fails_after_the_record_is_written_keeps_the_measurement(tmp_path):
+    """Rank 0 writes the record after gathering every rank's measurements, so a rank that aborts later (a
+    destructor at interpreter exit: 'terminate called without an active exception') broke nothing that was
+    measured: the point stays ok, with a note naming what happened and the tail kept."""
+    from distbench.launch import outcome_record
+    from distbench.record import base_record, write_record
+
+    cfg = _cfg("ddp", 2)
+    ok = base_record(cfg.to_dict(), strategy="ddp", framework="torch", status="ok")
+    ok["step_times_s"] = [0.1, 0.1, 0.1]
+    write_record(tmp_path / "result.json", ok)
+    tail = "terminate called without an active exception\n"
+    record = outcome_record(cfg, STRATEGIES["ddp"], tmp_path / "result.json", -6, tail)
+    assert record["status"] == "ok" and record["step_times_s"] == [0.1, 0.1, 0.1]
+    assert record["launch_note"].startswith("a rank failed in teardown, after rank 0 wrote the record")
+    assert "SIGABRT" in record["launch_note"] and record["teardown_tail"] == tail
