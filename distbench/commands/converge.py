@@ -11,7 +11,7 @@ from distbench.commands import options as opt
 from distbench.converge import data as cdata
 from distbench.converge import lr as lr_rules
 from distbench.converge.plan import SUPPORTED, ConvergeOptions, point_configs
-from distbench.converge.summary import summarize
+from distbench.converge.summary import fmt, speed_and_time_cells, summarize
 from distbench.errors import BadInput
 from distbench.models.specs import check_input, get_spec
 from distbench.plan import cpu_cores, parse_gpus, resolve_device
@@ -220,10 +220,6 @@ def _line(record: dict) -> str:
     return f"did not converge within the budget ({c['stop_reason']}); final accuracy {c['final_accuracy']:.4f}"
 
 
-def _f(v, spec: str, dash: str = "-") -> str:
-    return dash if v is None else format(v, spec)
-
-
 def render_table(summary: list[dict], target: float):
     table = opt.table(
         f"time to {target:g} validation accuracy (mean of the seeds that reached it; >= 5 runs: fastest and "
@@ -242,24 +238,18 @@ def render_table(summary: list[dict], target: float):
         ),
     )
     for r in summary:
-        ci = r.get("time_speedup_ci")
-        speed = _f(r.get("time_speedup"), ".2f")
-        if ci:
-            speed += f" [{ci['low']:.2f}, {ci['high']:.2f}]"
-        time_text = _f(r["time_to_target_s"], ".3g", "did not converge")
-        if r["time_min_s"] is not None:
-            time_text += f" ({r['time_min_s']:.3g}-{r['time_max_s']:.3g})"
+        speed, time_text = speed_and_time_cells(r)
         table.add_row(
             r["strategy"],
             str(r["world_size"]),
             str(r["global_batch"]),
-            _f((r.get("lr") or {}).get("peak_lr"), ".3g"),
+            fmt((r.get("lr") or {}).get("peak_lr"), ".3g"),
             f"{r['converged']}/{r['runs']}",
-            _f(r["epochs_to_target"], ".2f"),
+            fmt(r["epochs_to_target"], ".2f"),
             time_text,
             speed,
-            _f(r.get("throughput_speedup"), ".2f"),
-            f"{_f(r['final_accuracy'], '.4f')} ({_f(r['final_accuracy_std'], '.4f')})",
+            fmt(r.get("throughput_speedup"), ".2f"),
+            f"{fmt(r['final_accuracy'], '.4f')} ({fmt(r['final_accuracy_std'], '.4f')})",
         )
     return table
 

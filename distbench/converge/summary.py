@@ -165,3 +165,20 @@ def _equivalence(r: dict, ref: dict) -> dict:
         f"spread, at least one validation sample)"
     )
     return {"equivalent": ok, "equivalence_note": note, "accuracy_diff": diff}
+
+
+def fmt(v, spec: str, dash: str = "-") -> str:
+    return dash if v is None else format(v, spec)
+
+
+def speed_and_time_cells(r: dict) -> tuple[str, str]:
+    """A summary row's time-to-target speedup (with its CI) and time to target (with the seeds' range),
+    as the terminal table and the report both show them."""
+    ci = r.get("time_speedup_ci")
+    speed = fmt(r.get("time_speedup"), ".2f")
+    if ci:
+        speed += f" [{ci['low']:.2f}, {ci['high']:.2f}]"
+    time_text = fmt(r["time_to_target_s"], ".3g", "did not converge")
+    if r["time_min_s"] is not None:
+        time_text += f" ({r['time_min_s']:.3g}-{r['time_max_s']:.3g})"
+    return speed, time_text

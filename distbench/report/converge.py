@@ -7,7 +7,7 @@ from __future__ import annotations
 import io
 
 from distbench.analysis import Sweep
-from distbench.converge.summary import CI_SCOPE, summarize
+from distbench.converge.summary import CI_SCOPE, fmt, speed_and_time_cells, summarize
 from distbench.report.model import Bullets, Figure, Plot, Report, Section, Table, Text
 
 NOTE = (
@@ -22,10 +22,6 @@ NOTE = (
 
 def converge_points(sweep: Sweep) -> list[dict]:
     return [r for r in sweep.points if r.get("converge") or (r.get("config") or {}).get("extra", {}).get("converge")]
-
-
-def _f(v, spec: str, dash: str = "-") -> str:
-    return dash if v is None else format(v, spec)
 
 
 def table_rows(rows: list[dict]) -> tuple[list[str], list[list[str]]]:
@@ -45,13 +41,7 @@ def table_rows(rows: list[dict]) -> tuple[list[str], list[list[str]]]:
     ]
     out = []
     for r in rows:
-        ci = r.get("time_speedup_ci")
-        speed = _f(r.get("time_speedup"), ".2f")
-        if ci:
-            speed += f" [{ci['low']:.2f}, {ci['high']:.2f}]"
-        t = _f(r["time_to_target_s"], ".3g", "did not converge")
-        if r["time_min_s"] is not None:
-            t += f" ({r['time_min_s']:.3g}-{r['time_max_s']:.3g})"
+        speed, t = speed_and_time_cells(r)
         lr = r.get("lr") or {}
         same = {True: "yes", False: "FLAGGED", None: "-"}[r.get("equivalent")]
         out.append(
@@ -59,14 +49,14 @@ def table_rows(rows: list[dict]) -> tuple[list[str], list[list[str]]]:
                 r["strategy"],
                 str(r["world_size"]),
                 str(r["global_batch"]),
-                f"{lr.get('rule', '-')}, {_f(lr.get('peak_lr'), '.3g')}",
+                f"{lr.get('rule', '-')}, {fmt(lr.get('peak_lr'), '.3g')}",
                 f"{r['converged']}/{r['runs']}",
-                _f(r["epochs_to_target"], ".2f"),
+                fmt(r["epochs_to_target"], ".2f"),
                 t,
                 speed,
-                _f(r.get("throughput_speedup"), ".2f"),
-                f"{_f(r['final_accuracy'], '.4f')} ({_f(r['final_accuracy_std'], '.4f')})",
-                _f(r.get("eval_s"), ".3g"),
+                fmt(r.get("throughput_speedup"), ".2f"),
+                f"{fmt(r['final_accuracy'], '.4f')} ({fmt(r['final_accuracy_std'], '.4f')})",
+                fmt(r.get("eval_s"), ".3g"),
                 same,
             ]
         )
