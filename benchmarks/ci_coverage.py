@@ -1,4 +1,4 @@
-"""Coverage and bias of distbench's 95% CIs on simulated step series (distbench/cisim.py), next to
+"""Coverage and bias of distbench's 95% CIs on simulated step series (tests/cisim.py), next to
 the rule distbench used before (normal CI over steps as if independent, stop the first time it is
 within target). Prints a markdown table; --out appends/replaces its section in docs/benchmarks.md.
 
@@ -13,10 +13,11 @@ from pathlib import Path
 
 import numpy as np
 
-from distbench import cisim
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/cisim.py: the simulations the tests also run
 from mdsection import write_section  # noqa: E402
+from tests import cisim  # noqa: E402
 
 
 def main() -> None:

@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from mdsection import write_section  # noqa: E402
 from distbench.commbench import BACKENDS
 from distbench.config import PointConfig
-from distbench.engines import build_env
+from distbench.launchers import build_env
 from distbench.launch import run_point
 from distbench.plan import cpu_cores
 

@@ -41,7 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from mdsection import write_section  # noqa: E402
 from distbench import envinfo
 from distbench.config import PointConfig
-from distbench.engines import build_env
+from distbench.launchers import build_env
 from distbench.measure import measure_point
 from distbench.plan import PlannedPoint, SweepOptions, cpu_cores, make_plan
 from distbench.strategies import STRATEGIES
@@ -162,7 +162,7 @@ def handwritten_argv(cfg: PointConfig, dist: str) -> list[str]:
 
 def handwritten_run(cfg: PointConfig, dist: str) -> float:
     """The hand-written loop's throughput; its environment is the point's (OMP/MKL threads, no GPU
-    visible on CPU workers: engines.build_env)."""
+    visible on CPU workers: launchers.build_env)."""
     out = subprocess.run(handwritten_argv(cfg, dist), env=build_env(cfg), capture_output=True, text=True, timeout=900)
     lines = [line[line.index("{") :] for line in out.stdout.splitlines() if '{"throughput"' in line]
     if out.returncode or not lines:  # horovodrun prefixes each line with [rank]<stdout>:

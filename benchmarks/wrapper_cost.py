@@ -7,7 +7,7 @@ synthetic batch), each timed the way common.measure times a step (host clock, ba
 - `torch`:  the step called directly by the measuring (main) thread, as the `torch` strategy does;
 - `thread`: the step in a loop of its own thread, handed over per step by wrapper_loop.SteppedLoop
   (the hand-off alone, no wrapper);
-- `ignite`: ignite's Engine driving the step, exactly as launchers/ignite_ddp.py does it (its `drive`,
+- `ignite`: ignite's Engine driving the step, exactly as distbench/workers/ignite_ddp.py does it (its `drive`,
   its events, the same SteppedLoop).
 
 Inside every step the process function itself is timed too ("inner"), so each variant's median step
@@ -72,7 +72,7 @@ def _timed(step, inner: list, faults: list | None = None):
 
 def _plain_thread(step):
     """The hand-off alone: the step in a loop of a second thread, paused at each boundary."""
-    from distbench.launchers.wrapper_loop import SteppedLoop
+    from distbench.workers.wrapper_loop import SteppedLoop
 
     loop = SteppedLoop()
 
@@ -88,8 +88,8 @@ def _plain_thread(step):
 def measure(args) -> dict:
     import torch
 
-    from distbench.launchers import ignite_ddp
-    from distbench.launchers import torch_common as tc
+    from distbench.workers import ignite_ddp
+    from distbench.workers import torch_common as tc
 
     cfg = _cfg(args)
     tc.configure_threads(cfg)
@@ -202,7 +202,7 @@ def main(argv=None) -> int:
     if args.spawned:
         from ignite import distributed as idist
 
-        from distbench.engines import free_port
+        from distbench.launchers import free_port
 
         with idist.Parallel(backend="gloo", nproc_per_node=1, master_port=free_port()) as parallel:
             parallel.run(_child, args)

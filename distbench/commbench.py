@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from distbench.engines import HOROVODRUN, PROCESS, TORCHRUN
+from distbench.launchers import HOROVODRUN, PROCESS, TORCHRUN
 from distbench.errors import BadInput
 from distbench.strategies import Strategy
 

@@ -60,7 +60,7 @@ class PointConfig:
     measure_comm: bool = False
     """After training, time a standalone all-reduce of the gradient volume on the same backend."""
     nosync_order: str | None = None
-    """The runs this process measures in order (launchers/common.segment_configs), e.g. 'ATBTA': the point
+    """The runs this process measures in order (distbench/workers/common.segment_configs), e.g. 'ATBTA': the point
     itself (A; its first), the tiny-collective variant (T) and the no-sync variant (B), with the same
     replicas re-wrapped (Strategy.nosync_in_process); None: one run."""
     verify: bool = False

@@ -1,7 +1,7 @@
 """The statistics of the regression gate (`distbench compare`): run-to-run variance of log throughput,
 Welch's t with Welch-Satterthwaite degrees of freedom, and Holm's correction across the points of one
 comparison. Everything works on numpy arrays (one comparison, or many simulated ones at once:
-distbench/cisim.py proves the gate's false-alarm rate and power with these same functions).
+tests/cisim.py proves the gate's false-alarm rate and power with these same functions).
 
 Run-to-run variances from R = 2 or 3 repeats have 1 or 2 degrees of freedom each: a t-test on them alone
 has almost no power once corrected for 20 points. The variances of the points of one sweep are therefore

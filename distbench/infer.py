@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 
 from distbench.config import PointConfig
-from distbench.engines import PROCESS
+from distbench.launchers import PROCESS
 from distbench.record import add_step_metrics, base_record
 from distbench.strategies import Strategy
 from distbench.telemetry import summarize

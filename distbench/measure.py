@@ -111,7 +111,7 @@ def combine_repeats(runs: list[dict], noisy_cv: float = NOISY_CV) -> dict:
         record.update(stats.within_run_ci(all_steps, record["throughput"]))
         if record["ci_scope"] and record["world_size"] > 1:
             # The batch means run over the per-step slowest-rank times, applied to the window throughput;
-            # the coverage simulations (distbench/cisim.py) model one series.
+            # the coverage simulations (tests/cisim.py) model one series.
             record["ci_scope"] += " of the per-step slowest-rank times (coverage simulated for one series)"
     ar = [r["allreduce_s"] for r in runs if r.get("allreduce_s")]
     record["allreduce_s"] = statistics.median(ar) if ar else None

@@ -1,5 +1,5 @@
 """Slurm cluster facts for multi-node points: host lists, the allocation, the TF workers of a step
-(distbench.engines builds the commands; this module only says where they run)."""
+(distbench.launchers builds the commands; this module only says where they run)."""
 
 from __future__ import annotations
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field, replace
 from distbench import envinfo, horovod_nccl
 from distbench.config import DATA_SOURCES, DEVICES, PRECISIONS, SCALINGS, PointConfig
 from distbench.errors import BadInput
-from distbench.engines import RAY_TRAIN, check_ray_address
+from distbench.launchers import RAY_TRAIN, check_ray_address
 from distbench.models.specs import check_input, get_spec
 from distbench.strategies import FRAMEWORK_BASELINE, STRATEGIES, Strategy, parse_strategies
 
@@ -305,7 +305,7 @@ def _missing_modules(strategy: Strategy) -> list[str]:
 def make_plan(opts: SweepOptions, visible_gpus: int | None = None, *, runs_here: bool = True) -> Plan:
     """The points of a sweep: the checked options with the device's defaults filled in. `runs_here` False:
     the points run on other machines (Slurm, Kubernetes), so this machine's Horovod build is not asked
-    whether it has NCCL (each rank checks its own, launchers/comm_common.horovod_init)."""
+    whether it has NCCL (each rank checks its own, distbench/workers/comm_common.horovod_init)."""
     spec = get_spec(opts.model)
     choice = resolve_device(opts.device, list(opts.gpus), visible_gpus, opts.nodes)
     defaults = GPU_DEFAULTS if choice.device == "cuda" else CPU_DEFAULTS

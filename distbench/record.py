@@ -40,7 +40,7 @@ class Record(TypedDict, total=False):
     config: dict  # the whole PointConfig, enough to rerun the point
     auto_added: bool  # a baseline distbench added for speedup
     after_oom: bool  # skipped: a smaller batch of the same strategy and N ran out of memory
-    # measurement (launchers/common.py)
+    # measurement (distbench/workers/common.py)
     step_times_s: list[float]  # every measured step (slowest rank per step), no warmup
     per_rank_step_times_s: list[list[float]]
     measured_window_s: float  # barrier to the last rank's last step: throughput's denominator
@@ -81,7 +81,7 @@ class Record(TypedDict, total=False):
     peak_memory_per_rank_bytes: list[int | None]
     peak_memory_source: str
     peak_memory_scope: str  # torch: the peak is reset after the model is wrapped (sharded)
-    # FLOPs and MFU (distbench.peaks)
+    # FLOPs and MFU (distbench.mfu)
     model_flops_per_sample: float | None
     achieved_flops_per_device: float | None
     peak_flops_per_device: float | None

@@ -1,7 +1,7 @@
 """Where a synchronized step's time goes (issue 20): communication, waiting for stragglers, compute.
 
 A point whose strategy measures its variants in its own processes (Strategy.nosync_in_process) runs,
-per repeat, ORDER in one process tree (launchers/common.segment_configs): the real step (A), the tiny
+per repeat, ORDER in one process tree (distbench/workers/common.segment_configs): the real step (A), the tiny
 variant (T: the no-sync step plus one all-reduce of a single float per step over every rank, where the
 gradient reduction was) and the no-sync variant (B). ORDER is a palindrome, so a steady drift of the
 machine over the run weighs A, T and B alike and cancels in their differences, at every repeat count.

@@ -76,7 +76,7 @@ def merge_rank_step_times(per_rank: Sequence[Sequence[float]]) -> list[float]:
 
 
 # Every CI says what it covers (`ci_scope`): the noise within one run (batch means over its steps), or
-# run to run (a t-interval over repeats). Coverage is checked by simulation: distbench/cisim.py.
+# run to run (a t-interval over repeats). Coverage is checked by simulation: tests/cisim.py.
 
 CI_LEVEL = 0.95
 MIN_BATCH_STEPS = 30
@@ -89,7 +89,7 @@ MIN_STOP_STEPS = MAX_BATCHES * MIN_BATCH_STEPS
 """Fewest steps adaptive stopping may stop at on the CI: its look needs all MAX_BATCHES batches, because
 stopping on a CI with few degrees of freedom picks the runs whose spread came out small (simulated:
 88% coverage for noisy runs stopped at 150 steps, 89.8% at 300 (10 batches), at least 91.9% at 600
-over cv 1-15%, phi 0-0.8 and 1% outliers of 10 sd; see distbench/cisim.py)."""
+over cv 1-15%, phi 0-0.8 and 1% outliers of 10 sd; see tests/cisim.py)."""
 MIN_MERGED_BATCHES = 10
 """Autocorrelated batch means: batches are merged (twice as long) down to this many, no fewer (a lag-1 test
 over fewer batches has too little power to pass them as independent)."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from distbench.engines import ACCELERATE, HOROVODRUN, PROCESS, RAY_TRAIN, TF_MULTIWORKER, TORCHRUN, Launcher
+from distbench.launchers import ACCELERATE, HOROVODRUN, PROCESS, RAY_TRAIN, TF_MULTIWORKER, TORCHRUN, Launcher
 from distbench.errors import BadInput
 
 
@@ -14,7 +14,7 @@ class Strategy:
     framework: str
     """'torch' or 'tf': which single-device baseline its speedup is measured against."""
     module: str
-    """Worker module, run as `python -m distbench.launchers.<module>`."""
+    """Worker module, run as `python -m distbench.workers.<module>`."""
     launcher: Launcher
     """How its ranks start on one node."""
     multi_node: Launcher | None = None

@@ -11,7 +11,7 @@ import tempfile
 from pathlib import Path
 from typing import Callable
 
-from distbench import __version__, envinfo, peaks, signals, stats
+from distbench import __version__, envinfo, mfu, signals, stats
 from distbench.measure import measure_point
 from distbench.config import is_per_core_baseline, point_key  # what identifies a point (resume, OOM bookkeeping)
 from distbench.errors import BadInput
@@ -36,7 +36,7 @@ def add_baseline(baselines: dict, record: dict) -> None:
 def derive(record: dict, baselines: dict) -> dict:
     """Add speedup, efficiency and (at N=1) the wrapper's overhead against the framework baseline;
     on CPU workers also the efficiency per core (against the baseline with the same threads per
-    worker, see add_baseline); and MFU (distbench.peaks)."""
+    worker, see add_baseline); and MFU (distbench.mfu)."""
     if record.get("measured_steps") is None:  # combined records (repeats) already carry their metrics
         add_step_metrics(record)
     record.setdefault("speedup", None)
@@ -44,7 +44,7 @@ def derive(record: dict, baselines: dict) -> dict:
     record.setdefault("efficiency_per_core", None)
     record.setdefault("wrapper_overhead", None)
     if record["status"] == "ok":
-        record.update(peaks.mfu_fields(record))
+        record.update(mfu.mfu_fields(record))
     if is_per_core_baseline(record):
         record["speedup_note"] = (
             f"reference for efficiency per core: {record['strategy']!r} on "
@@ -67,7 +67,7 @@ def derive(record: dict, baselines: dict) -> dict:
         if ref and ref.get("status") == "ok":
             # Workers beyond the cores cannot run at once: perfect scaling on C physical cores (not SMT
             # siblings) at t threads per worker is min(N, C // t) times the t-thread baseline, not N times.
-            cores = peaks.physical_cores(cpu_cores())
+            cores = mfu.physical_cores(cpu_cores())
             parallel = min(record["world_size"], max(1, cores // max(1, threads or 1)))
             record["efficiency_per_core"] = stats.efficiency(
                 stats.speedup(record["throughput"], ref["throughput"]), parallel

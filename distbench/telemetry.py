@@ -184,7 +184,7 @@ class Sampler:
             self._is_worker_cache[p.pid] = (
                 "python" in name.lower()
                 and "distbench.rankguard" not in argv
-                and "distbench.launchers.ray_ddp" not in argv  # ray-ddp's driver: a launcher
+                and "distbench.workers.ray_ddp" not in argv  # ray-ddp's driver: a launcher
             )
         return self._is_worker_cache[p.pid]
 

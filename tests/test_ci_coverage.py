@@ -1,11 +1,12 @@
-"""Simulated coverage and bias of distbench's 95% CIs (distbench/cisim.py): AR(1) step series with
+"""Simulated coverage and bias of distbench's 95% CIs (tests/cisim.py): AR(1) step series with
 phi up to 0.8, Student-t(4) noise and slow-step outliers. Each CI must cover the truth in >= 90% of
 simulated runs and the throughput estimate be within 0.5% of it; the old rule must fail the check."""
 
 import numpy as np
 import pytest
 
-from distbench import cisim, stats
+from distbench import stats
+from tests import cisim
 
 # The grid's hardest cases (benchmarks/ci_coverage.py runs all of cv 1-15% x phi 0-0.8 x outliers):
 # noisy steps, strong autocorrelation, and 1% of steps slowed by 10 sd.

@@ -15,9 +15,9 @@ import pytest
 
 from distbench import telemetry
 from distbench.config import PointConfig
-from distbench.launchers import tf_common as tfc
-from distbench.launchers.comm_common import horovod_backend
-from distbench.launchers.tf_multiworker import worker_gpus
+from distbench.workers import tf_common as tfc
+from distbench.workers.comm_common import horovod_backend
+from distbench.workers.tf_multiworker import worker_gpus
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -85,7 +85,7 @@ def test_tf_baseline_and_horovod_tf_see_one_gpu(fake_tf):
 
 
 def test_mirrored_sees_exactly_n_gpus(fake_tf):
-    from distbench.launchers.tf_mirrored import make_distribution
+    from distbench.workers.tf_mirrored import make_distribution
 
     tf = fake_tf(8)
     dist = make_distribution()
@@ -301,7 +301,7 @@ def test_mirrored_amp_skips_the_step_when_any_replica_overflows():
     out = _python("""
         import numpy as np
         from distbench.config import PointConfig
-        from distbench.launchers import tf_common as tfc
+        from distbench.workers import tf_common as tfc
 
         cfg = PointConfig(strategy="mirrored", model="resnet18", world_size=2, device="cpu", per_device_batch=2,
                           precision="amp", num_classes=3)
@@ -349,8 +349,8 @@ def test_verify_mode_turns_tf32_off_and_deterministic_kernels_on():
     out = _python("""
         import json, os
         import torch
-        from distbench.launchers import torch_common as tc
-        from distbench.launchers import tf_common as tfc
+        from distbench.workers import torch_common as tc
+        from distbench.workers import tf_common as tfc
         t = tc.verify_determinism()
         assert not torch.backends.cuda.matmul.allow_tf32 and not torch.backends.cudnn.allow_tf32
         assert torch.are_deterministic_algorithms_enabled() and torch.backends.cudnn.deterministic

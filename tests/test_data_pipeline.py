@@ -7,7 +7,7 @@ import pytest
 
 from distbench import datasets
 from distbench.config import PointConfig
-from distbench.launchers import common
+from distbench.workers import common
 from tests.conftest import require
 from tests.test_multinode import run_two_tf_workers
 
@@ -44,7 +44,7 @@ def _cfg(folder, **kw):
 def test_the_loader_is_iterated_once_across_epochs(tmp_path, world):
     import torch
 
-    from distbench.launchers import torch_common as tc
+    from distbench.workers import torch_common as tc
 
     folder = _dataset(tmp_path)
     cfg = _cfg(folder, world_size=world)
@@ -65,7 +65,7 @@ def test_the_loader_is_iterated_once_across_epochs(tmp_path, world):
 def test_repeating_sampler_starts_a_new_epoch_each_pass():
     from torch.utils.data import DistributedSampler
 
-    from distbench.launchers.torch_common import RepeatingSampler
+    from distbench.workers.torch_common import RepeatingSampler
 
     samplers = [DistributedSampler(range(8), num_replicas=2, rank=r, shuffle=True, seed=0) for r in range(2)]
     its = [iter(RepeatingSampler(s)) for s in samplers]

@@ -209,7 +209,7 @@ def test_missing_framework_inside_the_worker_is_skipped_with_hint(tmp_path):
         [
             sys.executable,
             "-m",
-            "distbench.launchers.horovod_torch",
+            "distbench.workers.horovod_torch",
             "--config",
             str(tmp_path / "c.json"),
             "--out",

@@ -162,7 +162,7 @@ class _FakeTF:
 
 @pytest.mark.parametrize("threads,logical,expected", [(1, 1, 1), (2, 1, 2), (1, 2, 2)])
 def test_tf_thread_pools_are_capped_at_the_workers_share(monkeypatch, threads, logical, expected):
-    from distbench.launchers import tf_common
+    from distbench.workers import tf_common
 
     fake = _FakeTF()
     monkeypatch.setitem(sys.modules, "tensorflow", fake)
@@ -184,7 +184,7 @@ def test_tf_thread_pools_are_capped_at_the_workers_share(monkeypatch, threads, l
 def test_real_tf_runtime_keeps_the_cap():
     code = (
         "from distbench.config import PointConfig\n"
-        "from distbench.launchers import tf_common\n"
+        "from distbench.workers import tf_common\n"
         "cfg = PointConfig(strategy='tf', model='resnet18', world_size=1, device='cpu', per_device_batch=2,"
         " threads_per_worker=1)\n"
         "tf = tf_common.configure(cfg)\n"
@@ -199,14 +199,14 @@ def test_real_tf_runtime_keeps_the_cap():
 def test_per_core_efficiency_counts_physical_cores_not_smt_siblings(monkeypatch):
     """Issue 20 item 5: 4 logical CPUs that are 2 cores with 2 hyperthreads each: 2 one-thread workers run
     at once, not 4."""
-    from distbench import peaks
+    from distbench import mfu
     from distbench import sweep as sweep_mod
 
-    assert peaks.physical_cores(4, machine_logical=8, machine_physical=4) == 2
-    assert peaks.physical_cores(3, machine_logical=None, machine_physical=None) >= 1
-    assert peaks.physical_cores(4, machine_logical=4, machine_physical=None) == 4  # unknown: the logical count
+    assert mfu.physical_cores(4, machine_logical=8, machine_physical=4) == 2
+    assert mfu.physical_cores(3, machine_logical=None, machine_physical=None) >= 1
+    assert mfu.physical_cores(4, machine_logical=4, machine_physical=None) == 4  # unknown: the logical count
     monkeypatch.setattr(sweep_mod, "cpu_cores", lambda: 4)
-    monkeypatch.setattr(sweep_mod.peaks, "physical_cores", lambda logical: logical // 2)
+    monkeypatch.setattr(sweep_mod.mfu, "physical_cores", lambda logical: logical // 2)
     baselines: dict = {}
     for base in (_record("torch", "torch", 1, 2, 100), _record("torch", "torch", 1, 1, 60, baseline_threads=1)):
         add_baseline(baselines, base)
@@ -221,7 +221,7 @@ def test_per_core_efficiency_counts_only_the_workers_that_can_run_at_once(monkey
     from distbench import sweep as sweep_mod
 
     monkeypatch.setattr(sweep_mod, "cpu_cores", lambda: 2)
-    monkeypatch.setattr(sweep_mod.peaks, "physical_cores", lambda logical: logical)  # no SMT
+    monkeypatch.setattr(sweep_mod.mfu, "physical_cores", lambda logical: logical)  # no SMT
     baselines: dict = {}
     for base in (_record("torch", "torch", 1, 2, 100), _record("torch", "torch", 1, 1, 60, baseline_threads=1)):
         add_baseline(baselines, base)

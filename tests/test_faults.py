@@ -171,9 +171,9 @@ def sweeps():
 
 def _strategy_module(strategy: str) -> str:
     return {
-        "ddp": "distbench.launchers.torch_ddp",
-        "horovod-torch": "distbench.launchers.horovod_torch",
-        "horovod-tf": "distbench.launchers.horovod_tf",
+        "ddp": "distbench.workers.torch_ddp",
+        "horovod-torch": "distbench.workers.horovod_torch",
+        "horovod-tf": "distbench.workers.horovod_tf",
     }[strategy]
 
 
@@ -332,7 +332,7 @@ def test_running_out_of_cpu_memory_is_recorded_oom(tmp_path, sweeps):
 def test_an_oom_on_a_non_zero_rank_is_oom_within_seconds_not_a_timeout(tmp_path):
     from distbench.config import PointConfig
     from distbench.launch import run_point
-    from distbench.engines import HOROVODRUN
+    from distbench.launchers import HOROVODRUN
     from distbench.strategies import Strategy
 
     broken = Strategy(

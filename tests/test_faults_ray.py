@@ -47,7 +47,7 @@ def ray_process_names(tag: str) -> dict[int, str]:
 
 
 def ray_temp_dirs() -> set[str]:
-    from distbench.launchers.ray_ddp import TEMP_PREFIX
+    from distbench.workers.ray_ddp import TEMP_PREFIX
 
     return {p for p in os.listdir("/tmp") if p.startswith(TEMP_PREFIX)}
 

@@ -11,7 +11,7 @@ import pytest
 
 from distbench import horovod_nccl
 from distbench.config import PointConfig
-from distbench.launchers import comm_common, common
+from distbench.workers import comm_common, common
 from distbench.plan import SweepOptions, make_plan
 from distbench.slurm.plan import plan_sweep
 from distbench.strategies import parse_strategies

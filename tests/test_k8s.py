@@ -20,7 +20,7 @@ import yaml
 
 from distbench.cli import main
 from distbench.config import PointConfig
-from distbench.engines import HOROVODRUN, PROCESS, TORCHRUN, horovod_hosts
+from distbench.launchers import HOROVODRUN, PROCESS, TORCHRUN, horovod_hosts
 from distbench.k8s.collect import RECORD_MARKER, records_from_log
 from distbench.k8s.job import run_point
 from distbench.k8s.manifests import K8sSettings, EnvRef, k8s_arg, sweep_objects

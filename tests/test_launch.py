@@ -6,7 +6,7 @@ import sys
 import pytest
 
 from distbench.config import PointConfig
-from distbench.engines import PROCESS
+from distbench.launchers import PROCESS
 from distbench.launch import build_command, classify_failure, run_point
 from distbench.strategies import STRATEGIES, Strategy
 
@@ -34,7 +34,7 @@ def test_process_launcher_runs_the_worker_module():
         "distbench.rankguard",
         sys.executable,
         "-m",
-        "distbench.launchers.torch_single",
+        "distbench.workers.torch_single",
         "--config",
         "c.json",
         "--out",
@@ -48,14 +48,14 @@ def test_torchrun_launcher():
     argv, _ = build_command(STRATEGIES["ddp"], _cfg("ddp", 4), "c.json", "r.json", base_env={})
     assert argv[0].endswith("torchrun")
     assert argv[1:4] == ["--standalone", "--nnodes=1", "--nproc_per_node=4"]
-    assert argv[4:9] == ["-m", "distbench.rankguard", sys.executable, "-m", "distbench.launchers.torch_ddp"]
+    assert argv[4:9] == ["-m", "distbench.rankguard", sys.executable, "-m", "distbench.workers.torch_ddp"]
 
 
 def test_horovodrun_launcher_uses_gloo_on_localhost():
     argv, _ = build_command(STRATEGIES["horovod-tf"], _cfg("horovod-tf", 2), "c.json", "r.json", base_env={})
     assert argv[0].endswith("horovodrun")
     assert argv[1:6] == ["-np", "2", "-H", "localhost:2", "--gloo"]
-    assert argv[-6:] == ["-m", "distbench.launchers.horovod_tf", "--config", "c.json", "--out", "r.json"]
+    assert argv[-6:] == ["-m", "distbench.workers.horovod_tf", "--config", "c.json", "--out", "r.json"]
 
 
 def test_cuda_env_leaves_gpus_visible():
@@ -84,9 +84,9 @@ def test_a_crashing_worker_is_recorded_failed_with_its_stderr(tmp_path):
     broken = Strategy(name="broken", framework="torch", module="does_not_exist", launcher=PROCESS)
     record = run_point(broken, _cfg("torch", 1), tmp_path, timeout_s=120)
     assert record["status"] == "failed"
-    assert "No module named distbench.launchers.does_not_exist" in record["stderr_tail"]
+    assert "No module named distbench.workers.does_not_exist" in record["stderr_tail"]
     assert record["reason"].startswith("rank 0 exited with status 1: ")
-    assert record["reason"].endswith("No module named distbench.launchers.does_not_exist")
+    assert record["reason"].endswith("No module named distbench.workers.does_not_exist")
     assert record["launch"]["returncode"] == 1
 
 
@@ -144,7 +144,7 @@ def test_a_workers_record_is_named_by_the_registry_not_by_the_worker(tmp_path):
     import pathlib
     import re
 
-    from distbench.launchers import common
+    from distbench.workers import common
     from distbench.record import read_record
 
     for path in pathlib.Path(common.__file__).parent.glob("*.py"):

@@ -9,7 +9,7 @@ import pytest
 from distbench import measure as measure_mod
 from distbench import stats
 from distbench.config import PointConfig
-from distbench.launchers.common import measure, measured_run
+from distbench.workers.common import measure, measured_run
 from distbench.measure import combine_repeats, exposed_comm_ci
 from distbench.record import base_record
 from tests.conftest import require
@@ -324,7 +324,7 @@ def test_cuda_event_path_times_steps_on_the_device_and_syncs_only_at_segment_end
     assert times == pytest.approx([0.004, 0.005, 0.006, 0.007, 0.008])
     assert len(syncs) == 1 + 1 + 1  # before warmup, after the warmup step, at the segment's end: not per step
     assert len(stopping["segments_s"]) == 1
-    from distbench.launchers.common import event_step_times
+    from distbench.workers.common import event_step_times
 
     a, b, c = FakeEvent(), FakeEvent(), FakeEvent()
     a.at, b.at, c.at = 1.0, 3.5, 4.0
@@ -337,7 +337,7 @@ def test_event_clock_only_for_torch_steps_on_cuda():
     step boundary is a host-side hook. Only a plain torch step on a CUDA device gets the event factory."""
     import torch
 
-    from distbench.launchers import torch_common as tc
+    from distbench.workers import torch_common as tc
 
     class OwnLoop(tc.Distribution):
         def drive(self, cfg, step, batches):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from distbench import peaks
+from distbench import mfu
 from distbench.config import PointConfig
 from tests.conftest import require, run_json
 
@@ -35,7 +35,7 @@ from tests.conftest import require, run_json
     ],
 )
 def test_nvml_names_find_their_model_and_form_factor(name, key):
-    assert peaks.identify_gpu(name) == key
+    assert mfu.identify_gpu(name) == key
 
 
 @pytest.mark.parametrize(
@@ -53,31 +53,31 @@ def test_nvml_names_find_their_model_and_form_factor(name, key):
     ],
 )
 def test_unknown_or_ambiguous_gpus_are_not_guessed(name):
-    assert peaks.identify_gpu(name) is None
-    peak, why = peaks.gpu_peak(name, "bf16")
+    assert mfu.identify_gpu(name) is None
+    peak, why = mfu.gpu_peak(name, "bf16")
     assert peak is None and "no peak known" in why
 
 
 def test_peaks_by_math_type_with_their_source():
-    peak, source = peaks.gpu_peak("NVIDIA H100 80GB HBM3", "tf32")
+    peak, source = mfu.gpu_peak("NVIDIA H100 80GB HBM3", "tf32")
     assert peak == pytest.approx(494.5e12) and "dense" in source and "https://" in source
-    assert peaks.gpu_peak("NVIDIA H100 PCIe", "bf16")[0] == pytest.approx(756.5e12)
-    assert peaks.gpu_peak("NVIDIA A100-PCIE-40GB", "fp32")[0] == pytest.approx(19.5e12)
+    assert mfu.gpu_peak("NVIDIA H100 PCIe", "bf16")[0] == pytest.approx(756.5e12)
+    assert mfu.gpu_peak("NVIDIA A100-PCIE-40GB", "fp32")[0] == pytest.approx(19.5e12)
     # L4: the datasheet's tensor figures (TF32 120, BF16 242 TFLOP/s) are with sparsity
-    assert peaks.gpu_peak("NVIDIA L4", "tf32")[0] == pytest.approx(60e12)
-    assert peaks.gpu_peak("NVIDIA L4", "bf16")[0] == pytest.approx(121e12)
-    assert peaks.gpu_peak("NVIDIA L4", "fp32")[0] == pytest.approx(30.3e12)
+    assert mfu.gpu_peak("NVIDIA L4", "tf32")[0] == pytest.approx(60e12)
+    assert mfu.gpu_peak("NVIDIA L4", "bf16")[0] == pytest.approx(121e12)
+    assert mfu.gpu_peak("NVIDIA L4", "fp32")[0] == pytest.approx(30.3e12)
     # TF32 changes nothing on a V100 (no TF32 units): its float32 peak; bfloat16 has no published peak there
-    assert peaks.gpu_peak("Tesla V100-SXM2-16GB", "tf32")[0] == pytest.approx(15.7e12)
-    peak, why = peaks.gpu_peak("Tesla V100-SXM2-16GB", "bf16")
+    assert mfu.gpu_peak("Tesla V100-SXM2-16GB", "tf32")[0] == pytest.approx(15.7e12)
+    peak, why = mfu.gpu_peak("Tesla V100-SXM2-16GB", "bf16")
     assert peak is None and "no published dense bf16 peak" in why
-    assert [peaks.math_type(p, t) for p, t in (("fp32", True), ("fp32", False), ("amp", True), ("bf16", False))] == [
+    assert [mfu.math_type(p, t) for p, t in (("fp32", True), ("fp32", False), ("amp", True), ("bf16", False))] == [
         "tf32",
         "fp32",
         "fp16",
         "bf16",
     ]
-    for entry in peaks.GPU_PEAKS.values():  # every number cites where it comes from
+    for entry in mfu.GPU_PEAKS.values():  # every number cites where it comes from
         assert entry.source.startswith("https://") and set(entry.tflops) <= {"fp32", "tf32", "fp16", "bf16"}
 
 
@@ -107,15 +107,15 @@ def _gpu_record(name, throughput=1000.0, precision="fp32", tf32=True):
 def test_gpu_mfu_from_counted_flops_and_no_mfu_for_an_unknown_gpu():
     from distbench.models.torch_models import forward_flops_per_sample
 
-    fields = peaks.mfu_fields(_gpu_record("NVIDIA A100-SXM4-80GB"))
+    fields = mfu.mfu_fields(_gpu_record("NVIDIA A100-SXM4-80GB"))
     flops = 3 * forward_flops_per_sample("resnet18", 32, None)
     assert fields["model_flops_per_sample"] == flops
     assert fields["achieved_flops_per_device"] == pytest.approx(1000.0 * flops / 2)
     assert fields["mfu"] == pytest.approx(1000.0 * flops / 2 / 156e12)  # TF32 on: the TF32 peak
     assert "A100 SXM4 dense tf32" in fields["mfu_note"]
-    off = peaks.mfu_fields(_gpu_record("NVIDIA A100-SXM4-80GB", tf32=False))
+    off = mfu.mfu_fields(_gpu_record("NVIDIA A100-SXM4-80GB", tf32=False))
     assert off["mfu"] == pytest.approx(1000.0 * flops / 2 / 19.5e12)
-    unknown = peaks.mfu_fields(_gpu_record("NVIDIA B200"))
+    unknown = mfu.mfu_fields(_gpu_record("NVIDIA B200"))
     assert unknown["mfu"] is None and unknown["peak_flops_per_device"] is None
     assert unknown["achieved_flops_per_device"] == pytest.approx(1000.0 * flops / 2)
     assert "no peak known for 'NVIDIA B200'" in unknown["mfu_note"]
@@ -126,22 +126,22 @@ def test_float32_mfu_needs_the_recorded_tf32_setting():
     # TF32 and float32 peaks are 8x apart on an A100: a point whose TF32 setting is not recorded (or
     # differs between matmuls and convolutions) gets no MFU rather than the float32 one
     for tf32 in (None, "matmul on, convolutions off"):
-        fields = peaks.mfu_fields(_gpu_record("NVIDIA A100-SXM4-80GB", tf32=tf32))
+        fields = mfu.mfu_fields(_gpu_record("NVIDIA A100-SXM4-80GB", tf32=tf32))
         assert fields["mfu"] is None and fields["peak_flops_per_device"] is None
         assert "no peak to compare float32 math with" in fields["mfu_note"]
         assert fields["achieved_flops_per_device"] > 0
     # without TF32 units the setting changes nothing: the float32 peak
-    v100 = peaks.mfu_fields(_gpu_record("Tesla V100-SXM2-16GB", tf32=None))
+    v100 = mfu.mfu_fields(_gpu_record("Tesla V100-SXM2-16GB", tf32=None))
     assert v100["peak_flops_per_device"] == pytest.approx(15.7e12)
     # bfloat16 does not depend on it
-    bf16 = peaks.mfu_fields(_gpu_record("NVIDIA A100-SXM4-80GB", precision="bf16", tf32=None))
+    bf16 = mfu.mfu_fields(_gpu_record("NVIDIA A100-SXM4-80GB", precision="bf16", tf32=None))
     assert bf16["peak_flops_per_device"] == pytest.approx(312e12)
 
 
 def test_cpu_gemm_grows_with_the_threads_so_each_keeps_a_512_square_share():
-    assert [peaks.gemm_size(t) for t in (1, 2, 4, 5, 16, 17, 64)] == [1024, 1024, 1024, 2048, 2048, 3072, 4096]
+    assert [mfu.gemm_size(t) for t in (1, 2, 4, 5, 16, 17, 64)] == [1024, 1024, 1024, 2048, 2048, 3072, 4096]
     for t in (1, 3, 8, 24, 64, 100):
-        assert peaks.gemm_size(t) ** 2 / t >= 512**2
+        assert mfu.gemm_size(t) ** 2 / t >= 512**2
 
 
 @require("torch")
@@ -149,7 +149,7 @@ def test_cpu_gemm_peak_is_measured_on_the_given_threads():
     import torch
 
     before = torch.get_num_threads()
-    got = peaks.measure_cpu_gemm(1, lambda obj: [obj], size=256, seconds=0.05)
+    got = mfu.measure_cpu_gemm(1, lambda obj: [obj], size=256, seconds=0.05)
     assert torch.get_num_threads() == before
     assert got["threads"] == 1 and got["size"] == 256 and got["dtype"] == "float32"
     assert got["repeats"] >= 3 and got["seconds"] > 0 and got["flops_per_s"] > 1e8
@@ -186,7 +186,7 @@ def test_cpu_mfu_between_0_and_1_on_a_real_run(tmp_path):
     (p,) = points
     gemm = p["cpu_gemm_peak"]
     threads = p["config"]["threads_per_worker"]
-    assert gemm["size"] == peaks.gemm_size(threads) and gemm["threads"] == threads
+    assert gemm["size"] == mfu.gemm_size(threads) and gemm["threads"] == threads
     assert len(gemm["per_rank_flops_per_s"]) == 2 and gemm["seconds"] > 0
     assert p["peak_flops_per_device"] == gemm["flops_per_s"]
     assert p["achieved_flops_per_device"] == pytest.approx(p["throughput"] * p["model_flops_per_sample"] / 2)

@@ -1,4 +1,4 @@
-"""Multi-node launches: builder tests of argv/env (distbench.engines), and real two-"node" runs over
+"""Multi-node launches: builder tests of argv/env (distbench.launchers), and real two-"node" runs over
 loopback on this machine (torchrun c10d rendezvous, horovodrun with two hosts, TF multi-worker), each
 producing one result record with world size 2 and 2 nodes."""
 
@@ -13,8 +13,8 @@ import pytest
 
 from distbench.config import PointConfig
 from distbench.errors import BadInput
-from distbench.launchers import tf_multiworker
-from distbench.engines import (
+from distbench.workers import tf_multiworker
+from distbench.launchers import (
     HOROVODRUN,
     TF_MULTIWORKER,
     TORCHRUN,
@@ -83,7 +83,7 @@ def test_torchrun_runs_one_agent_per_node_at_one_c10d_rendezvous():
         *GUARD,
         sys.executable,
         "-m",
-        "distbench.launchers.torch_ddp",
+        "distbench.workers.torch_ddp",
         "--config",
         "c.json",
         "--out",
@@ -131,7 +131,7 @@ def test_horovodrun_lists_every_node_with_its_slots():
         *GUARD,
         "/venv/bin/python",
         "-m",
-        "distbench.launchers.horovod_torch",
+        "distbench.workers.horovod_torch",
         "--config",
         "c.json",
         "--out",
@@ -151,7 +151,7 @@ def test_tf_workers_get_their_own_tf_config():
         *GUARD,
         sys.executable,
         "-m",
-        "distbench.launchers.tf_multiworker",
+        "distbench.workers.tf_multiworker",
         "--config",
         "c.json",
         "--out",
@@ -180,7 +180,7 @@ def test_tf_runs_one_worker_per_gpu_node_and_one_per_cpu_device():
         *GUARD,
         "/p/python",
         "-m",
-        "distbench.launchers.tf_multiworker",
+        "distbench.workers.tf_multiworker",
         "--config",
         "c",
         "--out",

@@ -126,7 +126,7 @@ def test_horovod_variant_reduces_over_the_rank_alone_and_is_the_real_step_at_one
         def init(self, process_sets=None):
             self.sets = process_sets
 
-    from distbench.launchers.comm_common import horovod_init
+    from distbench.workers.comm_common import horovod_init
 
     hvd = FakeHvd()
     assert horovod_init(hvd, _cfg("horovod-torch", 1, sync=False)) == {True: "global", False: "global"}
@@ -162,7 +162,7 @@ def test_mirrored_variant_switch_restores_the_all_reduce():
     """The mirrored variant replaces one optimizer method on the instance; switching back restores the class's."""
     import keras
 
-    from distbench.launchers.tf_common import replica_local_updates
+    from distbench.workers.tf_common import replica_local_updates
 
     opt = keras.optimizers.SGD()
     assert replica_local_updates(opt) is False  # it was off

@@ -9,7 +9,7 @@ import math
 import numpy as np
 import pytest
 
-from distbench import peaks, predict as pr
+from distbench import mfu, predict as pr
 from distbench.cli import main
 from distbench.errors import BadInput
 from distbench.predict.model import bounds
@@ -174,7 +174,7 @@ def test_sweep_cores_are_physical_not_hyperthreads(monkeypatch):
 
     from distbench.commands.predict import sweep_cores
 
-    monkeypatch.setattr(peaks, "physical_cores", lambda logical: logical // 2)  # two threads per core here
+    monkeypatch.setattr(mfu, "physical_cores", lambda logical: logical // 2)  # two threads per core here
     here = socket.gethostname()
     assert sweep_cores({"env": {"hostname": here, "cpu_count": 8, "cpu_affinity": 4}}) == 2
     assert sweep_cores({"env": {"hostname": here, "cpu_count": 8}}) == 4

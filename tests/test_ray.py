@@ -1,4 +1,4 @@
-"""ray-ddp: ddp's workload under Ray Train (launchers/ray_ddp.py, engines.RAY_TRAIN), --ray-address, and one
+"""ray-ddp: ddp's workload under Ray Train (distbench/workers/ray_ddp.py, launchers.RAY_TRAIN), --ray-address, and one
 real N=2 point on CPU workers with a local Ray head that leaves nothing running."""
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 
 from distbench.cli import main
-from distbench.engines import RAY_TRAIN, check_ray_address
+from distbench.launchers import RAY_TRAIN, check_ray_address
 from distbench.errors import BadInput
-from distbench.launchers import ray_ddp
+from distbench.workers import ray_ddp
 from distbench.plan import SweepOptions, make_plan
 from distbench.strategies import STRATEGIES, parse_strategies
 from tests.conftest import DISTBENCH, quick, require
@@ -42,7 +42,7 @@ def test_the_launcher_runs_the_driver_under_a_rank_guard_with_ray_usage_stats_of
         make_plan(SweepOptions(gpus=(2,), strategies=("ray-ddp",), device="cpu", add_baselines=False)).points[0].config
     )
     argv, env = RAY_TRAIN.local(RAY, cfg, "c.json", "r.json", python="/py", base_env={})
-    assert argv == ["/py", "-m", "distbench.rankguard", "/py", "-m", "distbench.launchers.ray_ddp"] + [
+    assert argv == ["/py", "-m", "distbench.rankguard", "/py", "-m", "distbench.workers.ray_ddp"] + [
         "--config",
         "c.json",
         "--out",
@@ -159,7 +159,7 @@ def tagged(tag: str) -> list[int]:
     return by_tag(tag)
 
 
-# The keys ddp's worker writes (launchers/torch_common.run + common.measured_run): a ray-ddp record has them too.
+# The keys ddp's worker writes (distbench/workers/torch_common.run + common.measured_run): a ray-ddp record has them too.
 DDP_WORKER_KEYS = {
     "step_times_s", "final_loss", "params", "grad_bytes", "backend", "runtime", "sync", "nosync_variant",
     "math_mode", "stopping", "per_rank_step_times_s", "measured_window_s", "peak_memory_bytes",
@@ -202,7 +202,7 @@ def test_a_ray_ddp_point_on_a_local_head_measures_like_ddp_and_leaves_nothing_ru
 
 def test_the_worker_module_imports_without_ray():
     # the registry's `requires` skips points without ray; the module itself must still import (plan, tests)
-    code = "import sys; sys.modules['ray'] = None; import distbench.launchers.ray_ddp as m; print(m.FRAMEWORK)"
+    code = "import sys; sys.modules['ray'] = None; import distbench.workers.ray_ddp as m; print(m.FRAMEWORK)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.stdout.strip() == "torch", out.stderr[-2000:]
     assert Path(ray_ddp.__file__).name == "ray_ddp.py"
@@ -229,10 +229,10 @@ def test_telemetry_counts_ray_train_workers_as_ranks_not_rays_own_processes_or_t
         FakeProcess(2, "ray::TrainController.run", ["ray::TrainController.run"]): False,
         FakeProcess(3, "ray::IDLE", ["ray::IDLE"]): False,
         FakeProcess(4, "python", [py, "-u", f"{site}/_private/log_monitor.py"]): False,
-        FakeProcess(5, "python", [py, "-m", "distbench.launchers.ray_ddp", "--config", "c"]): False,
+        FakeProcess(5, "python", [py, "-m", "distbench.workers.ray_ddp", "--config", "c"]): False,
         FakeProcess(6, "raylet", [f"{site}/core/src/ray/raylet/raylet"]): False,
-        FakeProcess(7, "python", [py, "-m", "distbench.launchers.torch_ddp", "--config", "c"]): True,
-        FakeProcess(8, "python", [py, "-m", "distbench.rankguard", py, "-m", "distbench.launchers.torch_ddp"]): False,
+        FakeProcess(7, "python", [py, "-m", "distbench.workers.torch_ddp", "--config", "c"]): True,
+        FakeProcess(8, "python", [py, "-m", "distbench.rankguard", py, "-m", "distbench.workers.torch_ddp"]): False,
     }
     sampler = Sampler(0, gpus=False)
     assert {p.pid: sampler._is_worker(p) for p in processes} == {p.pid: want for p, want in processes.items()}
@@ -255,7 +255,7 @@ def test_the_head_folder_goes_on_a_teardown_signal_only(tmp_path):
     folder.mkdir()
     code = f"""
 import os, signal, time
-from distbench.launchers.ray_ddp import remove_on_signal
+from distbench.workers.ray_ddp import remove_on_signal
 for sig in (signal.SIGUSR1, signal.SIGTERM):
     signal.signal(sig, lambda *a: None)
 remove_on_signal({str(folder)!r})

@@ -7,7 +7,7 @@ import os
 import pytest
 
 from distbench.config import PointConfig
-from distbench.engines import TORCHRUN
+from distbench.launchers import TORCHRUN
 from distbench.launch import run_point
 from distbench.plan import SweepOptions, make_plan
 from distbench.strategies import STRATEGIES, Strategy, parse_strategies

@@ -18,7 +18,7 @@ import pytest
 from distbench.cli import main
 from distbench.config import PointConfig
 from distbench.models.specs import model_names
-from distbench.engines import TORCHRUN
+from distbench.launchers import TORCHRUN
 from distbench.plan import SweepOptions
 from distbench.record import base_record, read_record, write_record
 from distbench.store import Store
@@ -236,7 +236,7 @@ def _case_block(text: str) -> str:
 
 def test_each_points_command_in_the_script_is_the_builders_command(tmp_path, capsys):
     """Run the script's point table in bash with stand-in values: the launch array of a multi-node
-    ddp point is exactly distbench.engines.TORCHRUN.rendezvous's argv, and every config parses back."""
+    ddp point is exactly distbench.launchers.TORCHRUN.rendezvous's argv, and every config parses back."""
     script, _ = _generate(
         tmp_path,
         capsys,
@@ -310,7 +310,7 @@ def test_each_points_command_in_the_script_is_the_builders_command(tmp_path, cap
                 "distbench.rankguard",
                 "/v/bin/python",
                 "-m",
-                "distbench.launchers.tf_multiworker",
+                "distbench.workers.tf_multiworker",
             ]
         if p["key"] == "ddp-g4-n1":
             assert argv[:4] == ["/v/bin/torchrun", "--standalone", "--nnodes=1", "--nproc_per_node=4"]

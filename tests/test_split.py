@@ -9,7 +9,7 @@ import pytest
 
 from distbench import split
 from distbench.config import PointConfig
-from distbench.launchers.common import is_tiny, lift_allreduce, segment_configs
+from distbench.workers.common import is_tiny, lift_allreduce, segment_configs
 
 
 def _run(times: list[float], window: float | None = None) -> dict:
@@ -241,7 +241,7 @@ def test_deepspeed_amp_points_say_they_are_not_like_for_like():
     """Issue 20 item 5: deepspeed-zero* under --precision amp is DeepSpeed's fp16 mode (half the gradient
     bytes): every label of such a point says so, and the summary says why."""
     from distbench import analysis as an
-    from distbench.launchers.deepspeed_zero import AMP_NOTE, ds_config
+    from distbench.workers.deepspeed_zero import AMP_NOTE, ds_config
 
     cfg = PointConfig(strategy="deepspeed-zero2", model="resnet18", device="cuda", per_device_batch=2, world_size=2)
     assert "fp16" not in ds_config(cfg, 2)

@@ -2,7 +2,7 @@ import pytest
 
 from distbench.launch import gpu_indices
 from distbench.config import PointConfig
-from distbench.launchers.common import combine_ranks
+from distbench.workers.common import combine_ranks
 from distbench.sweep import derive
 from distbench.telemetry import summarize
 

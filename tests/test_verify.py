@@ -4,7 +4,7 @@ import os
 
 import pytest
 
-from distbench.engines import TORCHRUN
+from distbench.launchers import TORCHRUN
 from distbench.strategies import Strategy
 from distbench.verify import DEFAULT_RTOL, compare, verify
 from tests.conftest import ROOT, require, run_cli

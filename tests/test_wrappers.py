@@ -12,11 +12,11 @@ import psutil
 import pytest
 
 from distbench.config import PointConfig
-from distbench.engines import ACCELERATE
+from distbench.launchers import ACCELERATE
 from distbench.launch import run_point
 from distbench.strategies import STRATEGIES
 from distbench.verify import DEFAULT_RTOL, verify
-from distbench.launchers.wrapper_loop import TIMING, LoopEnded, SteppedLoop
+from distbench.workers.wrapper_loop import TIMING, LoopEnded, SteppedLoop
 from tests.conftest import require
 
 WRAPPERS = {
@@ -129,7 +129,7 @@ def test_ignite_spawned_ranks_die_with_the_worker(tmp_path):
         [
             sys.executable,
             "-m",
-            "distbench.launchers.ignite_ddp",
+            "distbench.workers.ignite_ddp",
             "--config",
             str(tmp_path / "config.json"),
             "--out",
@@ -162,7 +162,7 @@ def test_accelerate_launch_commands():
         "distbench.rankguard",
         sys.executable,
         "-m",
-        "distbench.launchers.accelerate_ddp",
+        "distbench.workers.accelerate_ddp",
         "--config",
         "c.json",
         "--out",

@@ -7,7 +7,7 @@ import socket
 
 import click
 
-from distbench import analysis as an, peaks, predict as pr
+from distbench import analysis as an, mfu, predict as pr
 from distbench.commands import options as opt
 from distbench.commands.results import format_option
 from distbench.errors import BadInput
@@ -261,5 +261,5 @@ def sweep_cores(info: dict) -> int | None:
     if not logical:
         return None
     if env.get("hostname") == socket.gethostname():
-        return peaks.physical_cores(int(logical))
+        return mfu.physical_cores(int(logical))
     return int(logical)

@@ -1,4 +1,4 @@
-"""The converge training loop, framework-free: the worker modules (launchers/converge_torch.py,
+"""The converge training loop, framework-free: the worker modules (distbench/workers/converge_torch.py,
 converge_tf.py) supply one training step and the evaluation; this runs the epochs in the seeded order,
 the LR schedule, the evaluations, the clocks and the stopping rules, the same for every strategy.
 

@@ -13,7 +13,7 @@ from distbench.strategies import Strategy
 
 WORKERS = {"torch": "converge_torch", "tf": "converge_tf"}
 SUPPORTED = ("torch", "ddp", "fsdp", "horovod-torch", "tf", "mirrored", "horovod-tf")
-"""Strategies whose Distribution the converge workers drive (launchers/converge_*.py)."""
+"""Strategies whose Distribution the converge workers drive (distbench/workers/converge_*.py)."""
 
 
 @dataclass(frozen=True, kw_only=True)

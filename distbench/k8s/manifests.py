@@ -1,5 +1,5 @@
 """A sweep's Kubernetes objects as plain dicts: one Kubeflow job per point (planned as `distbench slurm`
-plans it), its command line from the shared launcher builders (distbench.engines), and the checks on every
+plans it), its command line from the shared launcher builders (distbench.launchers), and the checks on every
 user value that ends up in an object.
 
   --api trainer   trainer.kubeflow.org/v1alpha1 TrainJob: torchrun and one-node points on the
@@ -19,7 +19,7 @@ import dataclasses
 import re
 from dataclasses import dataclass
 
-from distbench.engines import Horovodrun, Process, Torchrun, build_env, devices_per_node, horovod_hosts
+from distbench.launchers import Horovodrun, Process, Torchrun, build_env, devices_per_node, horovod_hosts
 from distbench.errors import BadInput
 from distbench.slurm.plan import SlurmPlan, SlurmPoint
 

@@ -7,7 +7,7 @@ import datetime as _dt
 import math
 from typing import Callable, Sequence
 
-from distbench import peaks, plan
+from distbench import mfu, plan
 from distbench.errors import BadInput
 from distbench.predict.links import Link, default_bucket_bytes, reduces_to_one, traffic_factor
 from distbench.predict.model import Model, build_model, per_device_batch
@@ -18,7 +18,7 @@ from distbench.predict.validate import holdout, next_measurement, own_error_per_
 def physical_cores() -> int:
     """The physical cores of the CPUs this process may use (CPU workers share them): the same count `scale`
     sizes its CPU workers by (hyperthreads share a core's execution units)."""
-    return peaks.physical_cores(plan.cpu_cores())
+    return mfu.physical_cores(plan.cpu_cores())
 
 
 def target_counts(series: Sequence[Series], gpus: Sequence[int] | None) -> list[int]:

@@ -597,7 +597,7 @@ def wrapper_rows(sweep: Sweep, points: list[dict], scopes: set[str]) -> tuple[li
 
 def loop_cost_words(r: dict) -> str | None:
     """The part of a loop-owning wrapper's step that is its own loop (measured in the worker: the step time
-    minus the step function's, median per step; launchers/wrapper_loop.SteppedLoop.around_s), or None."""
+    minus the step function's, median per step; distbench/workers/wrapper_loop.SteppedLoop.around_s), or None."""
     around, step = (r.get("wrapper") or {}).get("loop_around_step_s"), r.get("step_time_median_s")
     if around is None or not step:
         return None

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from distbench.config import PointConfig
-from distbench.engines import Launcher, devices_per_node
+from distbench.launchers import Launcher, devices_per_node
 from distbench.errors import BadInput
 from distbench.plan import SweepOptions, make_plan
 from distbench.strategies import Strategy, get_strategy

@@ -5,11 +5,11 @@ import sys
 
 import torch.distributed as dist
 
-from distbench.launchers import common, torch_ddp
+from distbench.workers import common, torch_ddp
 
 
 def body(cfg, out_path):
-    from distbench.launchers import torch_common as tc
+    from distbench.workers import torch_common as tc
 
     base = torch_ddp.make_distribution()
 

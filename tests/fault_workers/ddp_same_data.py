@@ -2,11 +2,11 @@
 
 import sys
 
-from distbench.launchers import common, torch_ddp
+from distbench.workers import common, torch_ddp
 
 
 def body(cfg, out_path):
-    from distbench.launchers import torch_common as tc
+    from distbench.workers import torch_common as tc
 
     make_batch = tc.make_batch
     tc.make_batch = lambda cfg, device, rank, batch: make_batch(cfg, device, 0, batch)

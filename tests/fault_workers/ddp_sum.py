@@ -4,7 +4,7 @@ import sys
 
 import torch.distributed as dist
 
-from distbench.launchers import common, torch_ddp
+from distbench.workers import common, torch_ddp
 
 
 def sum_hook(state, bucket):
@@ -13,7 +13,7 @@ def sum_hook(state, bucket):
 
 
 def body(cfg, out_path):
-    from distbench.launchers import torch_common as tc
+    from distbench.workers import torch_common as tc
 
     base = torch_ddp.make_distribution()
     wrap = base.wrap

@@ -4,11 +4,11 @@ gradients are multiplied back by N after backward)."""
 
 import sys
 
-from distbench.launchers import common, torch_fsdp
+from distbench.workers import common, torch_fsdp
 
 
 def body(cfg, out_path):
-    from distbench.launchers import torch_common as tc
+    from distbench.workers import torch_common as tc
 
     base = torch_fsdp.make_distribution()
     wrap = base.wrap

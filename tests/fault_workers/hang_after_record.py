@@ -4,7 +4,7 @@ that never ends, as a process-group or engine destructor can hang after the work
 import threading
 import time
 
-from distbench.launchers import common
+from distbench.workers import common
 
 
 def body(cfg, out_path):

@@ -5,11 +5,11 @@ the next all-reduce: the point must end as `oom` on rank 1 within seconds, not a
 import resource
 import sys
 
-from distbench.launchers import common, horovod_torch
+from distbench.workers import common, horovod_torch
 
 
 def body(cfg, out_path):
-    from distbench.launchers import torch_common as tc
+    from distbench.workers import torch_common as tc
 
     make_step = tc.make_step
 

@@ -3,11 +3,11 @@ averaged (DeepSpeed's own "gradient_allreduce_op": "sum")."""
 
 import sys
 
-from distbench.launchers import common, deepspeed_zero
+from distbench.workers import common, deepspeed_zero
 
 
 def body(cfg, out_path):
-    from distbench.launchers import torch_common as tc
+    from distbench.workers import torch_common as tc
 
     base = deepspeed_zero.make_distribution(2)
     config = deepspeed_zero.ds_config

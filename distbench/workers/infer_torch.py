@@ -1,0 +1,64 @@
+"""`distbench infer` worker, PyTorch: model.eval() under torch.inference_mode()."""
+
+from __future__ import annotations
+
+import sys
+
+from distbench.workers import common
+
+FRAMEWORK = "torch"
+
+
+def body(cfg, out_path):
+    import torch
+
+    from distbench.workers import torch_common as tc
+    from distbench.workers.infer_common import is_oom_text, sweep_batches
+    from distbench.models import torch_models
+
+    tc.configure_threads(cfg)
+    device = tc.device_for(cfg)
+    model = tc.build_model(cfg, device, cfg.seed).eval()
+    sync_dev = tc.make_sync(device)
+
+    def run_batch(bs):
+        x, _ = torch_models.synthetic_batch(
+            cfg.model, bs, image_size=cfg.image_size, seq_len=cfg.seq_len, num_classes=cfg.num_classes, seed=cfg.seed
+        )
+        x = tc._to_device(x, device, cfg)
+        ctx = (
+            torch.autocast(device.type, dtype=torch.bfloat16)
+            if cfg.precision == "bf16"
+            else torch.autocast(device.type, dtype=torch.float16)
+            if cfg.precision == "amp"
+            else None
+        )
+
+        def forward():
+            with torch.inference_mode():
+                if ctx is None:
+                    return model(x)
+                with ctx:
+                    return model(x)
+
+        return forward
+
+    def is_oom(exc):
+        if device.type == "cuda":
+            torch.cuda.empty_cache()
+        return isinstance(exc, torch.cuda.OutOfMemoryError) or is_oom_text(exc)
+
+    entries = sweep_batches(cfg, run_batch, lambda out: sync_dev(out), is_oom)
+    common.emit(
+        cfg,
+        out_path,
+        framework=FRAMEWORK,
+        status="ok",
+        per_batch=entries,
+        params=tc.param_count(model),
+        runtime=tc.runtime_info(device),
+    )
+
+
+if __name__ == "__main__":
+    sys.exit(common.run_worker(FRAMEWORK, body))

@@ -1,0 +1,19 @@
+"""Strategy `torch`: the plain single-device PyTorch training loop (the PyTorch baseline)."""
+
+from __future__ import annotations
+
+import sys
+
+from distbench.workers import common
+
+FRAMEWORK = "torch"
+
+
+def body(cfg, out_path):
+    from distbench.workers import torch_common as tc
+
+    tc.run(cfg, out_path, tc.Distribution())
+
+
+if __name__ == "__main__":
+    sys.exit(common.run_worker(FRAMEWORK, body))
