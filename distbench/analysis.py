@@ -49,13 +49,7 @@ def open_store(path: str | os.PathLike) -> Store:
 
 def list_sweeps(store: Store, limit: int = 20) -> list[dict]:
     """Recent sweeps, newest first, with their point counts (ok and total)."""
-    rows = store.conn.execute(
-        "SELECT s.id, s.started, s.finished, s.status, s.command, COUNT(p.id) AS points_total, "
-        "COALESCE(SUM(p.status = 'ok'), 0) AS points_ok FROM sweeps s LEFT JOIN points p ON p.sweep_id = s.id "
-        "GROUP BY s.id ORDER BY s.started DESC, s.rowid DESC LIMIT ?",
-        (limit,),
-    )
-    return [dict(r) for r in rows]
+    return store.sweeps_with_counts(limit)
 
 
 def resolve_sweep_id(store: Store, sweep: str) -> str:
@@ -119,19 +113,10 @@ def load_sweep(store: Store, sweep: str) -> Sweep:
     info = dict(store.sweep(sweep_id))
     for key, default in (("env", {}), ("options", {}), ("notes", [])):
         info[key] = _loads(info.pop(f"{key}_json", None), default)
-    points = []
-    for r in store.conn.execute("SELECT id, record_json FROM points WHERE sweep_id = ? ORDER BY id", (sweep_id,)):
-        record = _loads(r["record_json"], {})
-        record["point_id"] = r["id"]
+    points = store.points(sweep_id)
+    for record in points:
         record.setdefault("sweep_id", sweep_id)
-        points.append(record)
-    steps: dict[int, list[float]] = {}
-    for r in store.conn.execute(
-        "SELECT s.point_id, s.seconds FROM steps s JOIN points p ON p.id = s.point_id "
-        "WHERE p.sweep_id = ? ORDER BY s.point_id, s.idx",
-        (sweep_id,),
-    ):
-        steps.setdefault(r["point_id"], []).append(r["seconds"])
+    steps = store.sweep_steps(sweep_id)
     return Sweep(info=info, points=points, steps=steps, store_path=str(store.path))
 
 

@@ -349,9 +349,32 @@ class Store:
         query = "SELECT id, started, finished, status, command FROM sweeps ORDER BY started DESC, rowid DESC LIMIT ?"
         return [dict(r) for r in self.conn.execute(query, (limit,))]
 
+    def sweeps_with_counts(self, limit: int = 20) -> list[dict]:
+        """Recent sweeps, newest first, with their point counts (ok and total)."""
+        rows = self.conn.execute(
+            "SELECT s.id, s.started, s.finished, s.status, s.command, COUNT(p.id) AS points_total, "
+            "COALESCE(SUM(p.status = 'ok'), 0) AS points_ok FROM sweeps s LEFT JOIN points p ON p.sweep_id = s.id "
+            "GROUP BY s.id ORDER BY s.started DESC, s.rowid DESC LIMIT ?",
+            (limit,),
+        )
+        return [dict(r) for r in rows]
+
     def points(self, sweep_id: str) -> list[dict]:
+        """The sweep's records in the order they were stored, each with its `point_id` (a record whose JSON
+        does not parse reads as an empty record, so one damaged row does not hide the others)."""
         rows = self.conn.execute("SELECT id, record_json FROM points WHERE sweep_id = ? ORDER BY id", (sweep_id,))
-        return [dict(json.loads(r["record_json"]), point_id=r["id"]) for r in rows]
+        return [dict(_loads(r["record_json"]), point_id=r["id"]) for r in rows]
+
+    def sweep_steps(self, sweep_id: str) -> dict[int, list[float]]:
+        """point id -> its per-step samples, for every point of the sweep."""
+        steps: dict[int, list[float]] = {}
+        for r in self.conn.execute(
+            "SELECT s.point_id, s.seconds FROM steps s JOIN points p ON p.id = s.point_id "
+            "WHERE p.sweep_id = ? ORDER BY s.point_id, s.idx",
+            (sweep_id,),
+        ):
+            steps.setdefault(r["point_id"], []).append(r["seconds"])
+        return steps
 
     def steps(self, point_id: int) -> list[float]:
         return [
@@ -369,6 +392,14 @@ class Store:
     def points_frame(self, sweep_id: str | None = None):
         where = " WHERE sweep_id = ?" if sweep_id else ""
         return self._frame(f"SELECT * FROM points{where} ORDER BY id", (sweep_id,) if sweep_id else None)
+
+
+def _loads(text: str | None) -> dict:
+    try:
+        value = json.loads(text) if text else {}
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
 
 
 def latest_prediction(path: str | os.PathLike, sweep_id: str) -> tuple[int, str, str] | None:
