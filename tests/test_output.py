@@ -231,7 +231,7 @@ def test_the_opening_line_says_roughly_how_long_and_offers_max_time():
 
 def test_the_backend_is_in_the_report_and_the_json():
     from distbench.analysis import Sweep
-    from distbench.report.model import points_rows
+    from distbench.report.tables import points_rows
 
     recs = [
         {"strategy": "horovod-torch", "framework": "torch", "world_size": 2, "device": "cuda", "backend": "nccl"},

@@ -532,7 +532,7 @@ def test_report_says_what_energy_per_sample_covers(tmp_path):
 # -- one data model, two renderings ------------------------------------------------------------------------
 def test_html_and_markdown_render_every_block_of_the_same_model(tmp_path):
     from distbench.report import build_report, make_plots, md, render_html, render_markdown
-    from distbench.report.model import Bullets, Details, Figure, Grid, Heading, Table, Text
+    from distbench.report.blocks import Bullets, Details, Figure, Grid, Heading, Table, Text
 
     with Store(tmp_path / "r.db") as store:
         sweep = load_sweep(store, add_sweep(store, _full_records()))

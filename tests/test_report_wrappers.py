@@ -19,7 +19,8 @@ import pytest
 from distbench import analysis as an
 from distbench.analysis import load_sweep
 from distbench.report import build_report, make_plots, md, render_html, render_markdown, write_report
-from distbench.report.model import Bullets, Table, Text, wrappers_section
+from distbench.report.blocks import Bullets, Table, Text
+from distbench.report.sections import wrappers_section
 from distbench.store import Store
 from distbench.strategies import STRATEGIES
 from tests.builders import add_sweep, point, scaling_records

@@ -197,7 +197,7 @@ def test_summary_lines_name_the_three_terms_and_the_straggler():
 def test_report_has_a_stacked_bar_and_a_table_row_per_split_point(tmp_path):
     from distbench.analysis import load_sweep
     from distbench.record import base_record
-    from distbench.report import model, plots
+    from distbench.report import plots, tables
     from distbench.store import Store
 
     r = base_record({"world_size": 2, "per_device_batch": 4}, strategy="ddp", framework="torch", status="ok")
@@ -218,7 +218,7 @@ def test_report_has_a_stacked_bar_and_a_table_row_per_split_point(tmp_path):
         store.add_point(sid, r)
         store.finish_sweep(sid, "complete")
         sweep = load_sweep(store, sid)
-    headers, rows = model.split_rows(sweep)
+    headers, rows = tables.split_rows(sweep)
     assert headers[3:6] == ["compute (ms)", "straggler wait (ms)", "communication (ms)"]
     assert rows == [
         [

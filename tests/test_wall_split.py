@@ -16,7 +16,7 @@ from distbench.measure import measure_point
 from distbench.output import print_summary
 from distbench.plan import PlannedPoint
 from distbench.record import base_record
-from distbench.report.model import wall_table
+from distbench.report.tables import wall_table
 from distbench.store import Store
 from distbench.strategies import STRATEGIES
 from tests.conftest import require

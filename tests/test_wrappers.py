@@ -276,7 +276,7 @@ def test_stepped_loop_measures_what_the_wrapper_s_loop_adds_around_the_step():
 
 def test_the_report_says_how_much_of_a_wrapper_s_step_is_its_own_loop(tmp_path):
     from distbench.analysis import load_sweep
-    from distbench.report import model
+    from distbench.report import wrappers
     from distbench.store import Store
     from tests.builders import add_sweep, point
 
@@ -287,7 +287,7 @@ def test_the_report_says_how_much_of_a_wrapper_s_step_is_its_own_loop(tmp_path):
     ]
     with Store(tmp_path / "r.db") as store:
         sweep = load_sweep(store, add_sweep(store, recs))
-    _, words, _ = model.wrapper_rows(sweep, sweep.points, set())
+    _, words, _ = wrappers.wrapper_rows(sweep, sweep.points, set())
     ignite = next(w for w in words if w.startswith("ignite"))
     assert (
         "its own loop around the step (events and hooks, plus the thread hand-off) 0.20 ms a step, 0.20% of" in ignite

@@ -1,7 +1,8 @@
 """Presenting a stored sweep: terminal tables (`results list/show`, terminal.py), exports (exports.py) and
 the report: ONE self-contained HTML file (plots inline as SVG data URIs, inline CSS, a Content-Security-Policy
 that forbids any network load), a Markdown twin with the plots beside it as PNG, and a CSV of the points.
-Both documents render one data model (model.py) with the plots of plots.py (render.py renders them)."""
+Both documents render one data model (model.py: the sections of sections.py, built from the tables of tables.py
+and wrappers.py, as the blocks of blocks.py) with the plots of plots.py (render.py renders them)."""
 
 from distbench.report.exports import export, have_pyarrow  # noqa: F401
 from distbench.report.model import build_report  # noqa: F401

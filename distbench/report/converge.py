@@ -8,7 +8,7 @@ import io
 
 from distbench.analysis import Sweep
 from distbench.converge.summary import CI_SCOPE, fmt, speed_and_time_cells, summarize
-from distbench.report.model import Bullets, Figure, Plot, Report, Section, Table, Text
+from distbench.report.blocks import Bullets, Figure, Plot, Report, Section, Table, Text
 
 NOTE = (
     "Each run trains the same model on the same data (a seeded shard of each global batch per rank; no sample "

@@ -11,16 +11,8 @@ from typing import Callable, Sequence
 from distbench import analysis as an
 from distbench.analysis import Sweep, num
 from distbench.output import fmt_bytes
-from distbench.report.model import (
-    Plot,
-    batch_of,
-    batch_series,
-    batch_values,
-    busbw_pairs,
-    COMM_CAPTION,
-    SPLIT_CAPTION,
-    telemetry_rows,
-)
+from distbench.report.blocks import Plot
+from distbench.report.tables import batch_of, batch_series, batch_values, busbw_pairs, telemetry_rows
 
 
 def _mpl(text) -> str:
@@ -320,12 +312,28 @@ def plot_batch(sweep: Sweep, colors, title: str):
     return fig
 
 
+COMM_CAPTION = (
+    "Each bar is the step (its window mean, the statistic exposed communication is a difference of): compute "
+    "with no communication running, communication hidden behind compute (overlapped), and exposed "
+    "communication that the step waits for (the wait for the slowest rank included; see the next figure)."
+)
+SPLIT_CAPTION = (
+    "Each bar is the real step (window mean) of a point whose variants ran in its own processes (A T B T A): "
+    "compute = the no-sync variant (B), straggler wait = the tiny-collective variant (T, a few bytes "
+    "all-reduced once per step) - B, communication = the real step (A) - T. The straggler wait also holds that "
+    "tiny all-reduce's own latency (meeting once per step), which at short steps can be most of it; for a "
+    "strategy whose replicas step in one process (mirrored) it is that latency alone, the stragglers being in "
+    "compute. Error bars: each term's 95% CI (its scope is in the table). A term below 0 within its noise is "
+    "drawn as 0."
+)
+
+
 @dataclass(frozen=True)
 class PlotSpec:
     name: str  # file name part (report-<name>.png) and HTML id (plot-<name>)
     title: str
     draw: Callable  # (sweep, colors, title) -> matplotlib Figure, or None when there is nothing to show
-    section: str  # the id of the report section it goes in (distbench.report.model.SECTIONS)
+    section: str  # the id of the report section it goes in (distbench.report.sections.SECTIONS)
     caption: str = ""
 
 

@@ -1,4 +1,4 @@
-"""The report's two renderings of one `Report` (model.py): HTML (templates/report.html.j2) and Markdown."""
+"""The report's two renderings of one `Report` (blocks.py, built by model.py): HTML (templates/report.html.j2) and Markdown."""
 
 from __future__ import annotations
 
@@ -16,7 +16,8 @@ from distbench.analysis import Sweep
 from distbench.errors import BadInput
 from distbench.report import converge as converge_report
 from distbench.report.exports import check_writable, safe_csv, spreadsheet_safe
-from distbench.report.model import Bullets, Details, Figure, Grid, Heading, Plot, Report, Table, Text, build_report
+from distbench.report.blocks import Bullets, Details, Figure, Grid, Heading, Plot, Report, Table, Text
+from distbench.report.model import build_report
 from distbench.report.plots import make_plots
 
 CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'; script-src 'unsafe-inline'"

@@ -10,7 +10,7 @@ from rich.table import Table
 from distbench import analysis as an
 from distbench.analysis import Sweep
 from distbench.output import cells, status_cell, table
-from distbench.report.model import scaling_columns, sweep_when
+from distbench.report.tables import scaling_columns, sweep_when
 
 
 def sweeps_table(rows: Sequence[dict], store_path) -> Table:
