@@ -71,7 +71,7 @@ def main() -> int:
     in_process = [v for v in independent if (v.get("stopping") or {}).get("segment_start")]
     variants = [an.wall_split(v) for v in independent if v not in in_process]
     variant = {k: sum((v or {}).get(k) or 0.0 for v in variants) for k, _ in an.WALL_PARTS}
-    in_process_window = sum(an._span(v["stopping"].get("window")) or 0.0 for v in in_process)
+    in_process_window = sum(an.span(v["stopping"].get("window")) or 0.0 for v in in_process)
     variant_window = variant["measuring"] + in_process_window
     with_variant = (split["measuring"] + variant_window) / wall
     parts = {label: split[k] for k, label in an.WALL_PARTS if k not in ("measuring", "no_sync")}

@@ -1,0 +1,120 @@
+"""Small helpers on one stored result record: its numbers, its kind, its keys and names, and grouping records
+into curves (one workload, one strategy). Pure functions of the record dicts; nothing here reads the store."""
+
+from __future__ import annotations
+
+import math
+from typing import Iterable, Sequence
+
+from distbench.config import PointKey, point_key
+from distbench.strategies import STRATEGIES
+
+CV_NOISY = 0.10
+"""Step-time coefficient of variation above which a point counts as noisy (when the record has no `noisy`)."""
+
+
+def num(value) -> float | None:
+    """A finite float, or None (for missing, NaN, non-numeric and boolean values)."""
+    if value is None or isinstance(value, bool):
+        return None
+    try:
+        x = float(value)
+    except (TypeError, ValueError):
+        return None
+    return x if math.isfinite(x) else None
+
+
+def is_comm(record: dict) -> bool:
+    """A communication micro-benchmark record (`distbench comm`), not a training point."""
+    return str(record.get("strategy", "")).startswith("comm") or "busbw_gbps" in record
+
+
+def is_baseline(record: dict) -> bool:
+    strategy = STRATEGIES.get(str(record.get("strategy")))
+    return bool(strategy and strategy.baseline)
+
+
+def baseline_for(record: dict, points: Iterable[dict]) -> dict | None:
+    """The (last) successful single-device baseline of the record's framework and workload, if measured."""
+    return next(
+        (
+            r
+            for r in reversed(list(points))
+            if is_baseline(r)
+            and r.get("status") == "ok"
+            and r.get("framework") == record.get("framework")
+            and workload_key(r) == workload_key(record)
+        ),
+        None,
+    )
+
+
+def is_noisy(record: dict) -> bool:
+    """Flagged `noisy` by the measurement, or (when the record has no flag) step-time CV above CV_NOISY."""
+    if record.get("noisy") is not None:
+        return bool(record["noisy"])
+    cv = num(record.get("step_time_cv"))
+    return cv is not None and cv > CV_NOISY
+
+
+def record_key(record: dict) -> PointKey:
+    return point_key(record.get("strategy"), record.get("config") or record)
+
+
+def workload_key(record: dict) -> tuple:
+    """Everything but strategy, N and nodes: points with equal keys lie on one set of scaling curves."""
+    key = record_key(record)
+    return key.workload, key.batch
+
+
+def workload_label(key: tuple, among: Iterable[tuple] = ()) -> str:
+    """'resnet50 (weak scaling, batch 8)', plus every other workload field whose value differs among
+    the keys in `among` (e.g. 'precision bf16'), so groups that differ only there are told apart."""
+    workload, batch = key
+    fields = dict(workload)
+    others = [dict(w) for w, _ in among]
+    details = [f"{fields['scaling']} scaling"] if fields.get("scaling") else []
+    details += [f"batch {batch}"] if batch else []
+    details += [
+        f"{name} {value}"
+        for name, value in workload
+        if name not in ("model", "scaling") and any(o.get(name) != value for o in others)
+    ]
+    model = fields.get("model")
+    return f"{model} ({', '.join(details)})" if details else str(model)
+
+
+def series_name(record: dict) -> str:
+    """A strategy's curve: 'ddp', or 'ddp (2 nodes)' for its points spread over 2 nodes."""
+    nodes = int(record.get("nodes") or (record.get("config") or {}).get("nodes") or 1)
+    threads = (record.get("config") or {}).get("baseline_threads")
+    return (
+        str(record.get("strategy"))
+        + (f" ({nodes} nodes)" if nodes > 1 else "")
+        + (f" ({threads} thread{'s' if threads != 1 else ''}, per-core reference)" if threads else "")
+        + (" (fp16 weights and communication)" if record.get("precision_note") else "")  # deepspeed amp
+    )
+
+
+def point_name(record: dict) -> str:
+    return f"{series_name(record)} N={record.get('world_size')}"
+
+
+def group_by_workload(points: Iterable[dict]) -> dict[tuple, list[dict]]:
+    groups: dict[tuple, list[dict]] = {}
+    for r in points:
+        groups.setdefault(workload_key(r), []).append(r)
+    return groups
+
+
+def by_strategy(points: Iterable[dict]) -> dict[str, list[dict]]:
+    """series_name (strategy, with its node count when > 1) -> its points sorted by N. The points
+    should share one workload (group_by_workload); at a repeated N the later point wins."""
+    out: dict[str, dict[int, dict]] = {}
+    for r in points:
+        out.setdefault(series_name(r), {})[int(r.get("world_size") or 0)] = r
+    return {s: [pts[n] for n in sorted(pts)] for s, pts in out.items()}
+
+
+def device_word(points: Sequence[dict]) -> str:
+    return "CPU workers" if any(r.get("device") == "cpu" for r in points) else "GPUs"

@@ -1,0 +1,98 @@
+"""Reading a sweep back from the results store: opening the store read-only, finding a sweep by id or 'latest',
+and loading its row, its points' records and their per-step samples (every query is a Store method)."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from distbench.analysis.records import is_comm
+from distbench.config import is_per_core_baseline
+from distbench.errors import BadInput
+from distbench.store import Store
+
+
+# -- opening the store and finding a sweep
+def open_store(path: str | os.PathLike) -> Store:
+    """Open an existing store for reading; a missing file is an error here (reading must not create one)."""
+    path = Path(path)
+    if not path.exists():
+        raise BadInput(f"no results store at {path} (run `distbench scale` first, or pass --results PATH)")
+    if path.is_dir():
+        raise BadInput(f"{path} is a folder, not a results store (pass the .db file to --results)")
+    return Store(path)
+
+
+def list_sweeps(store: Store, limit: int = 20) -> list[dict]:
+    """Recent sweeps, newest first, with their point counts (ok and total)."""
+    return store.sweeps_with_counts(limit)
+
+
+def resolve_sweep_id(store: Store, sweep: str) -> str:
+    """'latest' -> the newest sweep's id; an unknown id -> BadInput listing recent ids (from Store.sweep)."""
+    if sweep == "latest":
+        recent = store.sweeps(1)
+        if not recent:
+            raise BadInput(f"{store.path} has no sweeps yet (run `distbench scale` first)")
+        return recent[0]["id"]
+    return store.sweep(sweep)["id"]
+
+
+# -- the loaded sweep
+@dataclass
+class Sweep:
+    """One sweep as stored: its row (env/options/notes parsed) and its points, each with `point_id`."""
+
+    info: dict
+    points: list[dict]
+    steps: dict[int, list[float]] = field(default_factory=dict)
+    store_path: str = ""
+
+    @property
+    def id(self) -> str:
+        return self.info["id"]
+
+    def step_times(self, record: dict) -> list[float]:
+        """Per-step samples from the `steps` table, falling back to the record's own list."""
+        times = self.steps.get(record.get("point_id"))
+        return list(times) if times else list(record.get("step_times_s") or [])
+
+    @property
+    def scaling_points(self) -> list[dict]:
+        """Successful training points (no comm micro-benchmarks or per-core baselines)."""
+        return [r for r in self.points if r.get("status") == "ok" and not is_comm(r) and not is_per_core_baseline(r)]
+
+    @property
+    def comm_points(self) -> list[dict]:
+        return [r for r in self.points if r.get("status") == "ok" and is_comm(r)]
+
+    @property
+    def problem_points(self) -> list[dict]:
+        """Points that did not produce a measurement: skipped, failed, timeout, oom."""
+        return [r for r in self.points if r.get("status") != "ok"]
+
+    @property
+    def cpu_workers(self) -> bool:
+        return any(r.get("device") == "cpu" for r in self.points)
+
+
+def _loads(text: str | None, default):
+    try:
+        return json.loads(text) if text else default
+    except ValueError:
+        return default
+
+
+def load_sweep(store: Store, sweep: str) -> Sweep:
+    """Load a sweep (id or 'latest') with every point's record and per-step samples."""
+    sweep_id = resolve_sweep_id(store, sweep)
+    info = dict(store.sweep(sweep_id))
+    for key, default in (("env", {}), ("options", {}), ("notes", [])):
+        info[key] = _loads(info.pop(f"{key}_json", None), default)
+    points = store.points(sweep_id)
+    for record in points:
+        record.setdefault("sweep_id", sweep_id)
+    steps = store.sweep_steps(sweep_id)
+    return Sweep(info=info, points=points, steps=steps, store_path=str(store.path))
