@@ -3,6 +3,7 @@ stderr with a non-zero exit: 2 for bad input (including click's own usage errors
 
 from __future__ import annotations
 
+import logging
 import shlex
 import sys
 
@@ -13,6 +14,20 @@ from distbench.commands import comm, converge, fit, infer, k8s, models, predict,
 from distbench.errors import DistbenchError
 from distbench.commands.k8s_job import k8s_job
 from distbench.commands.slurm_job import slurm_job
+
+
+class EchoErr(logging.Handler):
+    """What the core modules log (the faults distbench.store survives) reaches the user as its one line on
+    stderr: the store prints nothing itself."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        click.echo(record.getMessage(), err=True)
+
+
+_log = logging.getLogger("distbench")
+if not any(isinstance(h, EchoErr) for h in _log.handlers):
+    _log.addHandler(EchoErr())
+    _log.propagate = False  # one line, not a second copy through the root logger's handlers
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})

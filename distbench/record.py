@@ -1,8 +1,13 @@
-"""The one result-record schema (`Record`: every key, what it means) and the helpers that write it.
+"""The one result-record schema (`Record`: every key, what it means), its headline fields, and the one place
+a point's record is assembled (`build_record`).
 
-Every worker ends with one record (rank 0); the parent adds launch facts, repeats and the no-sync variant
-(distbench.measure), then speedup and efficiency (distbench.sweep); everything downstream reads only these
-records. A key not declared in `Record` is a bug: the end-to-end tests check every stored record.
+A record is built in the stages of BUILD_STAGES, in that order: the worker's own record (rank 0), or
+`base_record` for a point that wrote none; then each later stage returns its fields as a dict of declared keys
+and `build_record` merges them into the record: the launch (distbench.launch), the measurement over repeats
+and the no-sync variant (distbench.measure), MFU (distbench.mfu.mfu_fields), speedup and efficiency against
+the sweep's baselines (distbench.sweep.derived_fields), and the sweep's bookkeeping (the runner). Everything
+downstream (store, output, analysis, report) reads only these records. A key not declared in `Record` is a
+bug: build_record refuses one, and the end-to-end tests check every stored record.
 """
 
 from __future__ import annotations
@@ -158,8 +163,70 @@ class Record(TypedDict, total=False):
     time_per_step_s: float | None
 
 
+# -- headline fields, declared once: every list of them elsewhere is built from these groups
+POINT_FIELDS = ("strategy", "framework", "model", "world_size", "nodes", "device")
+"""What ran where."""
+BATCH_FIELDS = ("scaling", "per_device_batch", "global_batch")
+IDENTITY_FIELDS = (*POINT_FIELDS, *BATCH_FIELDS)
+OUTCOME_FIELDS = ("status", "reason")
+THROUGHPUT_CI_FIELDS = ("throughput_ci_low", "throughput_ci_high")
+STEP_TIME_FIELDS = ("step_time_median_s", "step_time_p5_s", "step_time_p95_s", "step_time_cv")
+SCALING_FIELDS = ("speedup", "efficiency", "wrapper_overhead")
+HEADLINE_FIELDS = (
+    *IDENTITY_FIELDS,
+    *OUTCOME_FIELDS,
+    "throughput",
+    *THROUGHPUT_CI_FIELDS,
+    *SCALING_FIELDS,
+    *STEP_TIME_FIELDS,
+    "measured_steps",
+    "noisy",
+)
+"""A point's headline: what ran, how it ended, its throughput (with CI), speedup and step times."""
+COLUMN_FIELDS = (*IDENTITY_FIELDS, *OUTCOME_FIELDS, "throughput", *STEP_TIME_FIELDS, *SCALING_FIELDS)
+"""The headline fields the results store keeps as SQL columns besides the record (distbench.store)."""
+STEP_STAT_FIELDS = (
+    "throughput",
+    *STEP_TIME_FIELDS[:3],
+    "step_time_mean_s",
+    STEP_TIME_FIELDS[3],
+    "measured_steps",
+)
+"""What add_step_metrics fills from the step times (None where there are none)."""
+
+
 def undeclared_keys(record: dict) -> set[str]:
     return set(record) - set(Record.__annotations__)
+
+
+# -- building a point's record
+BUILD_STAGES = {
+    "launch": "distbench.launch.outcome_fields / launch_fields: how the process tree ended, telemetry, argv",
+    "measurement": "distbench.measure: repeats pooled, their CI, the no-sync variant and communication",
+    "mfu": "distbench.mfu.mfu_fields: model FLOPs and utilization (needs the measured throughput)",
+    "derived": "distbench.sweep.derived_fields: speedup, efficiency, wrapper overhead against the baselines",
+    "sweep": "the runner: sweep_id, auto_added (and point_id once stored)",
+}
+"""The stages after the worker's record (or base_record), in the order build_record merges them."""
+
+
+def build_record(record: dict, **parts: dict | None) -> Record:
+    """Merge each stage's fields (`parts`, named as in BUILD_STAGES) into `record`, in BUILD_STAGES order,
+    and return it. The record is updated in place: the runner holds it from the worker's record to the store
+    (a stage called later, e.g. derive after measure_point, merges its part into the same dict). A stage whose
+    part is None or empty adds nothing. ValueError for an unknown stage or an undeclared key."""
+    unknown = set(parts) - set(BUILD_STAGES)
+    if unknown:
+        raise ValueError(f"unknown record stage(s) {sorted(unknown)}; stages: {', '.join(BUILD_STAGES)}")
+    for stage in BUILD_STAGES:
+        part = parts.get(stage)
+        if not part:
+            continue
+        bad = undeclared_keys(part)
+        if bad:
+            raise ValueError(f"{stage} fields not declared in distbench.record.Record: {sorted(bad)}")
+        record.update(part)
+    return record
 
 
 def base_record(config: dict, *, strategy: str, framework: str, status: str, reason: str | None = None) -> Record:
@@ -212,14 +279,6 @@ def add_step_metrics(record: dict) -> dict:
     if record.get("status") == "ok" and times:
         record.update(stats.step_stats(times, record["global_batch"], record.get("measured_window_s")))
     else:
-        for key in (
-            "throughput",
-            "step_time_median_s",
-            "step_time_p5_s",
-            "step_time_p95_s",
-            "step_time_mean_s",
-            "step_time_cv",
-            "measured_steps",
-        ):
+        for key in STEP_STAT_FIELDS:
             record.setdefault(key, None)
     return record

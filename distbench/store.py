@@ -1,12 +1,20 @@
 """The results store: an embedded SQLite database (pandas reads it for analysis) with the tables of `_SCHEMA`
 and `_PREDICTIONS` (`distbench predict` output, never mixed into points; added to older stores on open).
 Each point is committed in its own transaction as soon as it finishes; WAL mode and a busy timeout let two
-sweeps write (and create) one store at once. Faults: `_write`, `commit_point`, `_check_existing`."""
+sweeps write (and create) one store at once. Faults: `_write`, `commit_point`, `_check_existing`.
+
+A record is kept once: its headline fields as columns (distbench.record.COLUMN_FIELDS, for queries), the
+record itself in `record_json` (its `config` included), its step times in `steps` only (`points()` puts
+`step_times_s` back) and its telemetry samples in `telemetry`. Store schema 1 also kept the config in a
+`config_json` column and the step times in `record_json`: such stores are migrated on open (`_migrate_v1`).
+The store owns every query and prints nothing: a fault it survives is logged on the `distbench.store`
+logger (the CLI shows it as one line on stderr; see distbench.cli)."""
 
 from __future__ import annotations
 
 import datetime as _dt
 import json
+import logging
 import os
 import random
 import secrets
@@ -15,31 +23,33 @@ import tempfile
 import time
 from pathlib import Path
 
-import click
-
 from distbench.errors import BadInput, DistbenchError
-from distbench.record import write_record
+from distbench.record import COLUMN_FIELDS, write_record
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+"""1: the config also in `config_json`, the step times also in `record_json`; 2: each kept once."""
+log = logging.getLogger(__name__)
 DEFAULT_PATH = Path("distbench-results") / "distbench.db"
 WRITE_TRIES = 3
 WRITE_BACKOFF_S = 0.25  # doubled after each failed try
 OPEN_WAIT_S = 60.0  # how long opening waits out other processes creating the same store
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS sweeps (
-    id TEXT PRIMARY KEY, started TEXT NOT NULL, finished TEXT, status TEXT NOT NULL,
-    command TEXT, version TEXT, git_sha TEXT, env_json TEXT, options_json TEXT, notes_json TEXT);
-CREATE TABLE IF NOT EXISTS points (
+_POINTS = """CREATE TABLE IF NOT EXISTS {name} (
     id INTEGER PRIMARY KEY AUTOINCREMENT, sweep_id TEXT NOT NULL REFERENCES sweeps(id),
     record_id TEXT UNIQUE,
     strategy TEXT NOT NULL, framework TEXT NOT NULL, model TEXT, world_size INTEGER NOT NULL,
     nodes INTEGER, device TEXT, scaling TEXT, per_device_batch INTEGER, global_batch INTEGER,
     status TEXT NOT NULL, reason TEXT, throughput REAL, step_time_median_s REAL,
     step_time_p5_s REAL, step_time_p95_s REAL, step_time_cv REAL, speedup REAL, efficiency REAL,
-    wrapper_overhead REAL, config_json TEXT NOT NULL, record_json TEXT NOT NULL, finished TEXT NOT NULL);
-CREATE INDEX IF NOT EXISTS points_sweep ON points(sweep_id);
+    wrapper_overhead REAL, record_json TEXT NOT NULL, finished TEXT NOT NULL)"""
+_POINTS_INDEX = "CREATE INDEX IF NOT EXISTS points_sweep ON points(sweep_id)"
+_SCHEMA = f"""
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS sweeps (
+    id TEXT PRIMARY KEY, started TEXT NOT NULL, finished TEXT, status TEXT NOT NULL,
+    command TEXT, version TEXT, git_sha TEXT, env_json TEXT, options_json TEXT, notes_json TEXT);
+{_POINTS.format(name="points")};
+{_POINTS_INDEX};
 CREATE TABLE IF NOT EXISTS steps (
     point_id INTEGER NOT NULL REFERENCES points(id), idx INTEGER NOT NULL, seconds REAL NOT NULL,
     PRIMARY KEY (point_id, idx));
@@ -52,11 +62,8 @@ _PREDICTIONS = """CREATE TABLE IF NOT EXISTS predictions (
     id INTEGER PRIMARY KEY AUTOINCREMENT, sweep_id TEXT, created TEXT NOT NULL, command TEXT, version TEXT,
     prediction_json TEXT NOT NULL)"""
 
-POINT_COLUMNS = tuple(
-    """strategy framework model world_size nodes device scaling per_device_batch global_batch status reason
-    throughput step_time_median_s step_time_p5_s step_time_p95_s step_time_cv speedup efficiency
-    wrapper_overhead""".split()
-)
+POINT_COLUMNS = COLUMN_FIELDS
+"""The record's fields kept as columns of `points` besides record_json (declared in distbench.record)."""
 
 
 def _now() -> str:
@@ -124,6 +131,10 @@ class Store:
                     conn.execute(statement)
                 conn.execute("INSERT OR IGNORE INTO meta VALUES ('app', 'distbench')")
                 conn.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+            else:
+                row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+                if int(row[0] if row else "0") < 2:
+                    _migrate_v1(conn)
             conn.execute(_PREDICTIONS)
             conn.execute("COMMIT")
         except BaseException:
@@ -231,7 +242,7 @@ class Store:
 
     def finish_sweep(self, sweep_id: str, status: str, note: str | None = None) -> None:
         """Mark the sweep finished (`note`, e.g. what interrupted it, is added to its notes). Never raises:
-        a store that still cannot be written after the retries gets one line on stderr."""
+        a store that still cannot be written after the retries is logged in one line (the CLI: stderr)."""
 
         def update():
             self.conn.execute("UPDATE sweeps SET finished = ?, status = ? WHERE id = ?", (_now(), status, sweep_id))
@@ -245,7 +256,7 @@ class Store:
         try:
             self._write(f"mark sweep {sweep_id} {status!r}", update)
         except StoreWriteError as exc:
-            click.echo(f"error: {exc}; it stays 'running' there", err=True)
+            log.error("error: %s; it stays 'running' there", exc)
 
     def reopen_sweep(self, sweep_id: str) -> None:
         self.sweep(sweep_id)  # unknown id -> BadInput listing recent ones
@@ -275,20 +286,18 @@ class Store:
         return self.conn.execute("SELECT 1 FROM points WHERE record_id = ?", (record_id,)).fetchone() is not None
 
     def add_point(self, sweep_id: str, record: dict) -> int:
-        """Commit one finished point (its row, and every step time) atomically. Raises StoreWriteError."""
+        """Commit one finished point (its row, every step time and telemetry sample) atomically; the record
+        itself is not changed. Raises StoreWriteError."""
 
         def insert() -> int:
             cur = self.conn.execute(
-                f"INSERT INTO points (sweep_id, record_id, {', '.join(POINT_COLUMNS)}, config_json, record_json,"
-                f" finished) VALUES (?, ?, {', '.join('?' * len(POINT_COLUMNS))}, ?, ?, ?)",
+                f"INSERT INTO points (sweep_id, record_id, {', '.join(POINT_COLUMNS)}, record_json,"
+                f" finished) VALUES (?, ?, {', '.join('?' * len(POINT_COLUMNS))}, ?, ?)",
                 (
                     sweep_id,
                     record.get("record_id"),
                     *(record.get(c) for c in POINT_COLUMNS),
-                    json.dumps(record.get("config", {}), sort_keys=True),
-                    json.dumps(
-                        {k: v for k, v in record.items() if k != "telemetry_samples"}, sort_keys=True, default=str
-                    ),
+                    record_json(record),
                     _now(),
                 ),
             )
@@ -307,8 +316,9 @@ class Store:
 
     def commit_point(self, sweep_id: str, record: dict, fallback: str | os.PathLike | None = None) -> int | None:
         """`add_point`, or, when the store still cannot be written, save the record as JSON in the format
-        `distbench collect` reads (at `fallback`, else next to the store, else in the temp folder), say
-        where in one line on stderr and return None: a measured point is never lost to a store fault."""
+        `distbench collect` reads (whole: its step times included; at `fallback`, else next to the store, else
+        in the temp folder), log where in one line (the CLI: stderr) and return None: a measured point is never
+        lost to a store fault."""
         try:
             return self.add_point(sweep_id, record)
         except StoreWriteError as exc:
@@ -327,13 +337,14 @@ class Store:
                 write_record(path, doc)
             except OSError:
                 continue
-            click.echo(
-                f"error: {error}; the point's record is saved in {path} "
-                f"(bring it back with: distbench collect {path.parent})",
-                err=True,
+            log.error(
+                "error: %s; the point's record is saved in %s (bring it back with: distbench collect %s)",
+                error,
+                path,
+                path.parent,
             )
             return None
-        click.echo(f"error: {error}; saving its record as JSON failed too: the point is lost", err=True)
+        log.error("error: %s; saving its record as JSON failed too: the point is lost", error)
         return None
 
     # -- reading
@@ -360,10 +371,13 @@ class Store:
         return [dict(r) for r in rows]
 
     def points(self, sweep_id: str) -> list[dict]:
-        """The sweep's records in the order they were stored, each with its `point_id` (a record whose JSON
-        does not parse reads as an empty record, so one damaged row does not hide the others)."""
+        """The sweep's records in the order they were stored, each with its `point_id` and its `step_times_s`
+        from the steps table, as it was committed (a record whose JSON does not parse reads as an empty
+        record, so one damaged row does not hide the others)."""
         rows = self.conn.execute("SELECT id, record_json FROM points WHERE sweep_id = ? ORDER BY id", (sweep_id,))
-        return [dict(_loads(r["record_json"]), point_id=r["id"]) for r in rows]
+        rows = [(r["id"], _loads(r["record_json"])) for r in rows]
+        steps = self.sweep_steps(sweep_id) if rows else {}
+        return [dict(with_steps(record, steps.get(point_id)), point_id=point_id) for point_id, record in rows]
 
     def sweep_steps(self, sweep_id: str) -> dict[int, list[float]]:
         """point id -> its per-step samples, for every point of the sweep."""
@@ -390,8 +404,56 @@ class Store:
         return dict(row)
 
     def points_frame(self, sweep_id: str | None = None):
+        """The points rows as a table; `config_json` (a column of its own up to store schema 1) is the
+        record's config as JSON text, before `record_json`."""
         where = " WHERE sweep_id = ?" if sweep_id else ""
-        return self._frame(f"SELECT * FROM points{where} ORDER BY id", (sweep_id,) if sweep_id else None)
+        frame = self._frame(f"SELECT * FROM points{where} ORDER BY id", (sweep_id,) if sweep_id else None)
+        configs = [json.dumps(_loads(text).get("config", {}), sort_keys=True) for text in frame["record_json"]]
+        frame.insert(int(frame.columns.get_loc("record_json")), "config_json", configs)
+        return frame
+
+
+def record_json(record: dict) -> str:
+    """The text `points.record_json` keeps of a record: all of it except what has a table of its own (the
+    step times, when there are any: `steps`; the telemetry samples: `telemetry`)."""
+    kept = {
+        k: v
+        for k, v in record.items()
+        if k != "telemetry_samples" and not (k == "step_times_s" and isinstance(v, list) and v)
+    }
+    return json.dumps(kept, sort_keys=True, default=str)
+
+
+def with_steps(record: dict, steps: list[float] | None) -> dict:
+    """A record read from `record_json` with its step times back from the steps table, keys in the order
+    they were stored (sorted), as the record was committed. A damaged (empty) record stays empty."""
+    if not record or not steps:
+        return record
+    return dict(sorted({**record, "step_times_s": steps}.items()))
+
+
+def _migrate_v1(conn: sqlite3.Connection) -> None:
+    """Store schema 1 -> 2, inside the caller's write transaction (foreign keys not yet enforced): `points` is
+    rebuilt without `config_json` (the config is in record_json too) and its record_json without the step
+    times the steps table holds (SQLite's way to change a table: a new one, the rows copied, then renamed)."""
+    stepped = {r[0] for r in conn.execute("SELECT DISTINCT point_id FROM steps")}
+    columns = [r[1] for r in conn.execute("PRAGMA table_info(points)") if r[1] != "config_json"]
+    seq = conn.execute("SELECT seq FROM sqlite_sequence WHERE name = 'points'").fetchone()
+    conn.execute(_POINTS.format(name="points_v2"))
+    at, key = columns.index("record_json"), columns.index("id")
+    insert = f"INSERT INTO points_v2 ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})"
+    for row in conn.execute(f"SELECT {', '.join(columns)} FROM points ORDER BY id").fetchall():
+        row = list(row)
+        record = _loads(row[at])
+        if row[key] in stepped and record:
+            row[at] = record_json(record)
+        conn.execute(insert, row)
+    conn.execute("DROP TABLE points")  # its index goes with it
+    conn.execute("ALTER TABLE points_v2 RENAME TO points")
+    conn.execute(_POINTS_INDEX)
+    if seq is not None:  # the ids of deleted points are not given out again
+        conn.execute("UPDATE sqlite_sequence SET seq = MAX(seq, ?) WHERE name = 'points'", (seq[0],))
+    conn.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION),))
 
 
 def _loads(text: str | None) -> dict:
