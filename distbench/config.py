@@ -1,4 +1,4 @@
-"""Typed configuration of one measured point, checked at the edge."""
+"""One measured point's configuration: the point itself, its Workload and the settings the plan resolved."""
 
 from __future__ import annotations
 
@@ -7,95 +7,78 @@ import json
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-SCALINGS = ("weak", "strong")
-PRECISIONS = ("fp32", "amp", "bf16")
-DATA_SOURCES = ("synthetic", "disk")
-DEVICES = ("auto", "cuda", "cpu")
+from distbench.workload import (  # noqa: F401 - the choices, re-exported where they were always imported from
+    DATA_SOURCES,
+    DEVICES,
+    PRECISIONS,
+    SCALINGS,
+    Workload,
+    check,
+    disk_only_fields,
+    identity_fields,
+    knob,
+)
+
+
+def _redefault(name: str, default) -> dataclasses.Field:
+    """The Workload knob `name` with another default (its declaration otherwise unchanged)."""
+    declared = {f.name: f for f in dataclasses.fields(Workload)}[name]
+    return field(default=default, metadata=declared.metadata)
 
 
 @dataclass(frozen=True, kw_only=True)
-class PointConfig:
-    """Everything a worker needs to run one (strategy, N) point. Serialized to JSON for the worker."""
+class PointConfig(Workload):
+    """Everything a worker needs to run one (strategy, N) point: the point, its Workload (the knobs declared in
+    distbench.workload) and the measurement settings the plan resolved. Serialized flat to JSON for the worker."""
 
-    strategy: str
-    model: str
-    world_size: int
+    image_size: int | None = _redefault("image_size", 224)
+    """A point built by hand without one gets 224 (the side every image model was written for); a sweep
+    resolves it per device and model (plan.make_plan). None: a token model."""
+    strategy: str = knob(identity=False)
+    world_size: int = knob(low=1, identity=False)
     """Number of devices (GPUs, or CPU workers)."""
-    device: str
+    device: str = knob(choices=("cuda", "cpu"))  # the Workload's knob, resolved (never 'auto' here)
     """'cuda' or 'cpu' (never 'auto' here)."""
-    per_device_batch: int
-    scaling: str = "weak"
-    """'weak': per-device batch fixed; 'strong': global batch fixed and divided among devices."""
-    image_size: int | None = 224
-    seq_len: int | None = None
-    """Token models (None = the model's default)."""
-    num_classes: int = 1000
-    precision: str = "fp32"
-    """'fp32', 'amp' (fp16 autocast + loss scaling, GPUs) or 'bf16' (bfloat16 autocast / Keras policy)."""
-    compile: bool = False
-    xla: bool = False
-    """tf.function(jit_compile=True)."""
-    channels_last: bool = False
-    data: str = "synthetic"
-    """'synthetic': tensors made once on the device; 'disk': a cached dataset read every step by a real
-    input pipeline."""
-    data_dir: str | None = None
-    loader_workers: int = 2
-    """DataLoader workers / tf.data parallel map calls per process."""
-    prefetch: int = 2
-    """DataLoader prefetch_factor / tf.data prefetch depth (batches)."""
-    pin_memory: bool = True
-    steps: int = 20
+    per_device_batch: int = knob(low=1, identity=False)
+    data_dir: str | None = knob(None, identity=False)
+    """Where the --data disk dataset is (a path on this machine: not part of the workload)."""
+    # -- the measurement settings the plan resolved
+    steps: int = knob(20, low=1, identity=False)
     """Measured steps (after warmup)."""
-    warmup: int = 3
-    seed: int = 0
-    lr: float = 0.01
-    momentum: float = 0.9
-    threads_per_worker: int = 1
+    warmup: int = knob(3, low=0, identity=False)
+    """0 only for the internal points of verify and comm (the CLI asks for >= 1)."""
+    threads_per_worker: int = knob(1, low=1, identity=False)
     """CPU threads (intra-op) of each worker: the machine's cores divided among them."""
-    nodes: int = 1
-    sync: bool = True
+    nodes: int = knob(1, identity=False)
+    sync: bool = knob(True, identity=False)
     """False: the 'independent' variant, the same N replicas and steps with no gradient synchronization
     (the reference for exposed communication)."""
-    measure_comm: bool = False
+    measure_comm: bool = knob(False, identity=False)
     """After training, time a standalone all-reduce of the gradient volume on the same backend."""
-    nosync_order: str | None = None
+    nosync_order: str | None = knob(None, identity=False)
     """The runs this process measures in order (distbench/workers/common.segment_configs), e.g. 'ATBTA': the point
     itself (A; its first), the tiny-collective variant (T) and the no-sync variant (B), with the same
     replicas re-wrapped (Strategy.nosync_in_process); None: one run."""
-    verify: bool = False
+    verify: bool = knob(False, identity=False)
     """distbench verify: deterministic shards of one global batch, BatchNorm in inference mode,
     rank-specific initial weights only a correct broadcast makes equal; per-step losses and update
     checksums in the record."""
-    target_ci: float = 0.0
+    target_ci: float = knob(0.0, identity=False, parse="percent")
     """Keep measuring until the 95% CI half-width of throughput is within this fraction (0 = off)."""
-    max_time_s: float = 0.0
+    max_time_s: float = knob(0.0, low=0, identity=False)
     """Seconds: upper bound on measuring when target_ci is on."""
-    max_steps: int = 10000
-    tf32: bool = True
-    """GPUs: TF32 tensor-core math for float32 matmuls and convolutions, set the same way in both
-    frameworks, cuDNN autotuning on. Verify mode always runs without TF32 (deterministic kernels)."""
-    baseline_threads: int | None = None
+    max_steps: int = knob(10000, identity=False)
+    baseline_threads: int | None = knob(None)
     """Only on an extra CPU baseline run at some N-worker points' per-worker thread count: the reference
     of their per-core efficiency."""
-    extra: dict = field(default_factory=dict)
+    extra: dict = knob(factory=dict, identity=False)
+    """Strategy-specific settings (e.g. ray_address, not_applicable)."""
 
     def __post_init__(self):
-        for name, label, low in (
-            ("world_size", "world_size", 1),
-            ("per_device_batch", "per-device batch", 1),
-            ("steps", "steps", 1),
-            ("warmup", "warmup", 0),
-            ("max_time_s", "max_time_s", 0),
-            ("threads_per_worker", "threads_per_worker", 1),
-        ):
-            if getattr(self, name) < low:
-                raise ValueError(f"{label} must be >= {low}, got {getattr(self, name)}")
-        for name, choices in (("scaling", SCALINGS), ("precision", PRECISIONS), ("data", DATA_SOURCES)):
-            if getattr(self, name) not in choices:
-                raise ValueError(f"{name} must be one of {choices}, got {getattr(self, name)!r}")
-        if self.device not in ("cuda", "cpu"):
-            raise ValueError(f"device must be 'cuda' or 'cpu', got {self.device!r}")
+        try:
+            check(self, label=str, names=_CHECKED)
+        except Exception as exc:  # a point is built by code, not typed by a user: a plain ValueError
+            raise ValueError(str(exc)) from None
         if self.data == "disk" and not self.data_dir:
             raise ValueError("data 'disk' needs data_dir")
         order = self.nosync_order
@@ -103,8 +86,6 @@ class PointConfig:
             raise ValueError(
                 f"nosync_order must be None or runs A/T/B with an A on a synchronized point, got {order!r}"
             )
-        if not 0 <= self.target_ci < 1:
-            raise ValueError(f"target_ci must be a fraction in [0, 1), got {self.target_ci}")
 
     @property
     def global_batch(self) -> int:
@@ -145,13 +126,11 @@ def swept_batch(config: dict) -> int | None:
     return per_device * (config.get("world_size") or 1) if config.get("scaling") == "strong" else per_device
 
 
-NOT_WORKLOAD = frozenset(
-    "strategy world_size nodes per_device_batch steps warmup seed target_ci max_time_s max_steps "
-    "threads_per_worker sync measure_comm nosync_order verify data_dir extra".split()
-)
-"""Config fields not part of the workload: the point's own axes (their own key fields), how long and how
-it is measured, and where the machine put things (threads follow the cores; the data folder)."""
-LOADER_FIELDS = ("loader_workers", "prefetch", "pin_memory")
+IDENTITY = identity_fields(PointConfig)
+"""The config fields that identify a point beside its strategy, N, nodes and batch (declared per field:
+workload.Knob.identity): the workload, the device, the optimizer, a per-core baseline's threads. The rest is
+how long and how it is measured, and where the machine put things."""
+LOADER_FIELDS = disk_only_fields(PointConfig)
 """Input-pipeline settings: part of the workload only when the data comes from disk."""
 
 
@@ -169,9 +148,7 @@ def point_key(strategy: str | None, config: dict) -> PointKey:
     """What identifies a point, from its config (or a record; a field an older one lacks counts at its
     default): the one key of resume, the report, the analysis and `distbench compare`."""
     value = {**_DEFAULTS, **{k: v for k, v in config.items() if k in _FIELD_NAMES}}
-    names = [
-        n for n in _FIELD_NAMES if n not in NOT_WORKLOAD and (n not in LOADER_FIELDS or value.get("data") == "disk")
-    ]
+    names = [n for n in IDENTITY if n not in LOADER_FIELDS or value.get("data") == "disk"]
     return PointKey(
         strategy,
         config.get("world_size"),
@@ -183,3 +160,7 @@ def point_key(strategy: str | None, config: dict) -> PointKey:
 
 _FIELD_NAMES = tuple(f.name for f in dataclasses.fields(PointConfig))
 _DEFAULTS = {f.name: f.default for f in dataclasses.fields(PointConfig) if f.default is not dataclasses.MISSING}
+_CHECKED = ("world_size", "per_device_batch", "steps", "warmup", "max_time_s", "threads_per_worker", "target_ci")
+_CHECKED += ("scaling", "precision", "data", "device")
+"""The knobs a point checks (the others are the sweep's to check: a point built by code may, e.g., use a
+model 'none' or 10 classes)."""

@@ -4,31 +4,25 @@ from __future__ import annotations
 
 import dataclasses
 import importlib.util
-import math
 import os
 from dataclasses import dataclass, field, replace
 
 from distbench import envinfo, horovod_nccl
-from distbench.config import DATA_SOURCES, DEVICES, PRECISIONS, SCALINGS, PointConfig
+from distbench.config import PointConfig
 from distbench.errors import BadInput
 from distbench.launchers import RAY_TRAIN, check_ray_address
 from distbench.models.specs import check_input, get_spec
-from distbench.strategies import FRAMEWORK_BASELINE, STRATEGIES, Strategy, parse_strategies
+from distbench.strategies import FRAMEWORK_BASELINE, STRATEGIES, Strategy, parse_strategies, strategy_names
+from distbench.workload import DEVICES, MAX_BATCH, Measurement, Workload, check, device_default, knob, knobs
+from distbench.workload import flag as knob_flag
 
 INSTALL_HINT = "run `make install` (creates .venv with torch, TensorFlow and Horovod)"
 
-# Defaults sized for the device: a ResNet-50 step on 2 CPU cores at 224px takes many seconds.
-GPU_DEFAULTS = {"batch_size": 32, "image_size": None, "steps": 50, "warmup": 5, "max_time": 30.0}
-CPU_DEFAULTS = {"batch_size": 8, "image_size": 64, "steps": 10, "warmup": 3, "max_time": 60.0}
-"""CPU workers measure up to 60 s a point: a point's launch, imports, tracing and teardown take 5 to 20 s
-on 2 cores, so with 15 s windows (the earlier default) they were half of a sweep's wall time, and few
-points reached the 150 steps a within-run CI needs (docs/benchmarks.md, the wall-time split)."""
 CPU_MAX_SEQ_LEN = 64
 
 
 MAX_DEVICES = 65536
 """Upper bound of any --gpus / --nodes value (resolve_device checks the device's own)."""
-MAX_BATCH = 1 << 20
 CPU_WORKERS_PER_CORE = 8
 """CPU workers per core and node at most (beyond it only the scheduler is measured)."""
 
@@ -133,54 +127,55 @@ FRAMEWORK_ONLY = {  # option -> the framework it applies to, and why it does not
 
 
 @dataclass(frozen=True, kw_only=True)
-class SweepOptions:
-    """What `distbench scale` / `run` / `slurm` is asked to measure, from flag (one click option per
-    field, distbench.commands.options) to plan; checked once here (BadInput naming the flag), stored
-    whole by the sweep so `--resume` replays it. Checks needing the resolved device are make_plan's."""
+class SweepOptions(Workload, Measurement):
+    """What `distbench scale` / `run` / `slurm` / `k8s` is asked to measure: the sweep's axes (below) plus the
+    Workload and Measurement knobs (distbench.workload, where each is declared once with its flag, help, range
+    and device default). From flag (commands/options.py generates one click option per knob) to plan; checked
+    once here (BadInput naming the flag), stored whole by the sweep so `--resume` replays it. Checks needing
+    the resolved device are make_plan's."""
 
-    gpus: tuple[int, ...]
+    gpus: tuple[int, ...] = knob(identity=False, command_only=True)
     """Device counts; a comma list such as '1,2,4' is parsed (so are nodes)."""
-    nodes: tuple[int, ...] = (1,)
+    nodes: tuple[int, ...] = knob((1,), identity=False, command_only=True)
     """> 1 runs multi-node points inside the current Slurm allocation."""
-    model: str = "resnet50"
-    strategies: tuple[str, ...] = field(default=(), metadata={"flag": "--strategy"})
+    strategies: tuple[str, ...] = knob(
+        (),
+        flag="--strategy",
+        jobs=True,
+        identity=False,
+        cli={"multiple": True, "metavar": "NAME[,NAME]", "show_default": False},
+        help=f"Strategies to run (repeatable or comma list): {', '.join(strategy_names())}, or a group: "
+        "core, wrappers, sharded, engines, all. Default: core (the wrapper, sharded and engine strategies "
+        "run when named).",
+    )
     """Strategy names in registry order (comma lists and Strategy objects accepted); empty = the core group."""
-    add_baselines: bool = True
+    add_baselines: bool = knob(True, identity=False, command_only=True)
     """Add each framework's single-device baseline for speedup (`scale`; not `run`)."""
-    batch_size: tuple[int, ...] | None = None
+    batch_size: tuple[int, ...] | None = knob(
+        None,
+        jobs=True,
+        identity=False,
+        parse="counts",
+        by_device={"cuda": 32, "cpu": 8},
+        cli={"metavar": "B[,B]"},
+        help="Per-device batch (weak scaling) or global batch (strong); a comma list sweeps them "
+        "(an 'oom' batch skips the larger ones). Default: 32 on GPUs, 8 on CPU workers.",
+    )
     """Per-device (weak scaling) or global (strong) batch sizes to sweep; None = device default."""
-    scaling: str = "weak"
-    image_size: int | None = None
-    seq_len: int | None = None
-    num_classes: int = 1000
-    precision: str = "fp32"
-    compile: bool = False
-    xla: bool = False
-    channels_last: bool = False
-    tf32: bool = True
-    data: str = "synthetic"
-    dataset_size: int = 512
-    loader_workers: int = 2
-    prefetch: int = 2
-    pin_memory: bool = True
-    steps: int | None = None
-    warmup: int | None = None
-    device: str = "auto"
-    timeout: float = 900.0
-    seed: int = 0
-    repeats: int = 1
-    """Fresh-process runs of each point: the record holds their median and a run-to-run CI."""
-    target_ci: float = 0.02
-    """Adaptive stopping: measure until the throughput CI half-width is within this fraction..."""
-    max_time: float | None = None
-    """...or for this many seconds of measured steps (per point and repeat); None = device default."""
-    comm: bool = True
-    """Measure communication overhead (independent variant + standalone all-reduce) at N > 1."""
-    noisy_cv: float = 0.10
-    """Flag a point 'noisy' above this step-time coefficient of variation."""
-    telemetry_interval: float = 0.5
-    """Seconds between telemetry samples; 0 = off."""
-    ray_address: str | None = None
+    dataset_size: int = knob(
+        512,
+        low=1,
+        high=10_000_000,
+        identity=False,
+        help="Samples in the --data disk dataset (written once to ~/.cache/distbench/data).",
+    )
+    ray_address: str | None = knob(
+        None,
+        identity=False,
+        cli={"metavar": "auto|ray://HOST:PORT|HOST:PORT"},
+        help="Ray strategies (ray-ddp) only: run on this existing Ray cluster. Default: a local Ray head "
+        "started for each point and stopped after it.",
+    )
     """Ray strategies: join this Ray cluster ('auto', ray://HOST:PORT, HOST:PORT); None = a local head per point."""
 
     def __post_init__(self):
@@ -202,34 +197,12 @@ class SweepOptions:
                 raise BadInput(f"--batch-size value {b} is not in the range 1..{MAX_BATCH}")
         if self.batch_size and len(set(self.batch_size)) != len(self.batch_size):
             raise BadInput(f"--batch-size {','.join(map(str, self.batch_size))} has a duplicated value")
-        for name, choices in (
-            ("scaling", SCALINGS),
-            ("precision", PRECISIONS),
-            ("data", DATA_SOURCES),
-            ("device", DEVICES),
-        ):
-            if getattr(self, name) not in choices:
-                raise BadInput(f"{flag(name)} must be one of {', '.join(choices)}, got {getattr(self, name)!r}")
-        if not 0 < self.timeout < math.inf:
-            raise BadInput(f"--timeout must be positive and finite, got {self.timeout:g}")
-        if not 0 <= self.target_ci < 1:
-            raise BadInput(f"--target-ci must be a percentage in [0, 100), got {self.target_ci * 100:g}%")
-        if self.max_time is not None and (self.max_time < 0 or (self.max_time == 0 and self.target_ci > 0)):
+        check(self)  # every knob's declared range or choices
+        if self.max_time is not None and self.max_time == 0 and self.target_ci > 0:
             raise BadInput(
                 f"--max-time must be positive while --target-ci is on, got {self.max_time:g} "
                 "(use --target-ci 0 for a fixed number of steps)"
             )
-        for name, low in (
-            ("steps", 1),
-            ("warmup", 1),  # as the CLI checks it: tracing and compilation must not land in a measured step
-            ("loader_workers", 0),
-            ("prefetch", 0),
-            ("repeats", 1),
-            ("dataset_size", 1),
-        ):
-            value = getattr(self, name)
-            if value is not None and value < low:
-                raise BadInput(f"{flag(name)} must be >= {low}, got {value}")
         if any(k < 1 for k in self.nodes):
             raise BadInput("--nodes values must be positive")
         if max(self.nodes) > 1 and not any(n % k == 0 and k > 1 for n in self.gpus for k in self.nodes):
@@ -266,14 +239,18 @@ class SweepOptions:
         return cls(**{f.name: data[f.name] for f in dataclasses.fields(cls) if f.name in data})
 
 
+def device_defaults(opts: SweepOptions, device: str) -> dict:
+    """The knobs that have a default per device (workload.Knob.by_device): the value given, else `device`'s."""
+    return {
+        name: k.by_device[device] if getattr(opts, name) is None else getattr(opts, name)
+        for name, (_, k) in knobs(opts).items()
+        if k.by_device
+    }
+
+
 def flag(name: str) -> str:
-    """The command-line flag of a SweepOptions field: its metadata's, else its name in kebab case."""
-    return _OPTION_FIELDS[name].metadata.get("flag") or "--" + name.replace("_", "-")
-
-
-_OPTION_FIELDS = {f.name: f for f in dataclasses.fields(SweepOptions)}
-_TAKEN_AS_IS = sorted(set(_OPTION_FIELDS) & {f.name for f in dataclasses.fields(PointConfig)})
-"""Options a point's config takes by the same name."""
+    """The command-line flag of a SweepOptions field (workload.flag)."""
+    return knob_flag(name, SweepOptions)
 
 
 @dataclass(frozen=True)
@@ -308,12 +285,11 @@ def make_plan(opts: SweepOptions, visible_gpus: int | None = None, *, runs_here:
     whether it has NCCL (each rank checks its own, distbench/workers/comm_common.horovod_init)."""
     spec = get_spec(opts.model)
     choice = resolve_device(opts.device, list(opts.gpus), visible_gpus, opts.nodes)
-    defaults = GPU_DEFAULTS if choice.device == "cuda" else CPU_DEFAULTS
+    defaults = device_defaults(opts, choice.device)
     notes = [choice.note]
-    batches = sorted(opts.batch_size or [defaults["batch_size"]])
+    batches = sorted(defaults["batch_size"] if isinstance(defaults["batch_size"], tuple) else [defaults["batch_size"]])
     batch_text = ",".join(map(str, batches))
-    steps = defaults["steps"] if opts.steps is None else opts.steps
-    warmup = defaults["warmup"] if opts.warmup is None else opts.warmup
+    steps, warmup = defaults["steps"], defaults["warmup"]
     tokens = spec.kind == "tokens"
     if tokens:
         image = None
@@ -321,8 +297,8 @@ def make_plan(opts: SweepOptions, visible_gpus: int | None = None, *, runs_here:
             spec.default_seq_len if choice.device == "cuda" else min(spec.default_seq_len, CPU_MAX_SEQ_LEN)
         )
     else:
-        cpu_side = defaults["image_size"] and max(defaults["image_size"], spec.min_image_size)
-        image = opts.image_size if opts.image_size is not None else cpu_side or spec.default_image_size
+        image = defaults["image_size"] and max(defaults["image_size"], spec.min_image_size)
+        image = (image if opts.image_size is None else opts.image_size) or spec.default_image_size
         seq_len = None
     if opts.scaling == "strong":
         for n in opts.gpus:
@@ -336,7 +312,7 @@ def make_plan(opts: SweepOptions, visible_gpus: int | None = None, *, runs_here:
             f"({'per device' if opts.scaling == 'weak' else 'global'}), {steps} measured steps "
             f"after {warmup} warmup"
             + (
-                f", measuring up to {CPU_DEFAULTS['max_time']:.0f} s a point unless the CI target is met first"
+                f", measuring up to {device_default('max_time', 'cpu'):.0f} s a point unless the CI target is met first"
                 if opts.target_ci > 0
                 else ""
             )
@@ -427,7 +403,7 @@ def make_plan(opts: SweepOptions, visible_gpus: int | None = None, *, runs_here:
                 nodes=k,
                 threads_per_worker=max(1, cores // (n // k)),
                 measure_comm=opts.comm and n > 1 and not s.baseline and s.no_comm_reason is None,
-                max_time_s=defaults["max_time"] if opts.max_time is None else opts.max_time,
+                max_time_s=defaults["max_time"],
                 data_dir=data_dir,
                 extra={
                     **({"not_applicable": [flag(name) for name in not_applicable]} if not_applicable else {}),
@@ -436,7 +412,8 @@ def make_plan(opts: SweepOptions, visible_gpus: int | None = None, *, runs_here:
             )
             cfg = PointConfig(
                 **{
-                    **{name: getattr(opts, name) for name in _TAKEN_AS_IS},
+                    **dataclasses.asdict(opts.workload),
+                    "target_ci": opts.target_ci,
                     **dict.fromkeys(not_applicable, False),
                     **resolved,
                 }

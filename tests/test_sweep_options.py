@@ -34,6 +34,7 @@ EXAMPLES = {
     "warmup": 1,
     "device": "cpu",
     "max_time": 5.0,
+    "momentum": 0.5,
     "ray_address": "ray://head:10001",
 }
 LEFT_AT_DEFAULT = {"seq_len"}  # a token-model option: the image model above refuses it

@@ -15,16 +15,14 @@ import click
 from rich.console import Console
 from rich.markup import escape
 
-from distbench.config import DATA_SOURCES, DEVICES, PRECISIONS, SCALINGS
 from distbench.errors import BadInput
 from distbench.launch import run_point
-from distbench.models.specs import model_names
 from distbench.output import table  # noqa: F401 - the commands' one table builder (opt.table)
 from distbench.record import base_record
 from distbench.plan import INSTALL_HINT, MAX_BATCH, SweepOptions, _missing_modules, flag, parse_counts
 from distbench.store import DEFAULT_PATH, Store
-from distbench.strategies import strategy_names
 from distbench.sweep import command_line, recorded_sweep
+from distbench.workload import Knob, knobs
 
 
 class FiniteFloatRange(click.FloatRange):
@@ -39,6 +37,7 @@ class FiniteFloatRange(click.FloatRange):
 
 SECONDS = FiniteFloatRange(0, 7 * 86400, min_open=True)
 WARMUP = click.IntRange(1, 100_000)  # at least 1: tracing and compilation must not land in a measured step
+"""(Both also the ranges of the sweep's --timeout and --warmup knobs, distbench.workload.)"""
 BATCH = click.IntRange(1, MAX_BATCH)
 
 
@@ -130,133 +129,32 @@ def not_installed(strategy) -> str | None:
     return f"{', '.join(missing)} is not installed: {INSTALL_HINT}" if missing else None
 
 
-def _spec(*decls: str, slurm: bool = False, **attrs) -> tuple[tuple[str, ...], bool, dict]:
-    return decls, slurm, attrs
+def _click_attrs(f: dataclasses.Field, k: Knob) -> dict:
+    """A knob's click attributes, from its declaration (distbench.workload): help, type or range, parsing."""
+    attrs = {"help": k.help} if k.help else {}
+    if k.parse == "percent":
+        attrs["callback"] = percent
+    elif k.parse == "counts":
+        attrs["callback"] = batch_list
+    elif k.choices is not None:
+        attrs["type"] = click.Choice(k.choices)
+    elif k.low is not None:
+        attrs["type"] = (
+            FiniteFloatRange(k.low, k.high, min_open=k.low_open)
+            if "float" in str(f.type)
+            else click.IntRange(int(k.low), None if k.high is None else int(k.high))
+        )
+    return {**attrs, **k.cli}
 
 
 WORKLOAD = {
-    "model": _spec(slurm=True, help=f"Model to train: {', '.join(model_names())}."),
-    "strategies": _spec(
-        slurm=True,
-        multiple=True,
-        metavar="NAME[,NAME]",
-        show_default=False,
-        help=f"Strategies to run (repeatable or comma list): {', '.join(strategy_names())}, or a group: "
-        "core, wrappers, sharded, engines, all. Default: core (the wrapper, sharded and engine strategies "
-        "run when named).",
-    ),
-    "batch_size": _spec(
-        slurm=True,
-        callback=batch_list,
-        metavar="B[,B]",
-        help="Per-device batch (weak scaling) or global batch (strong); a comma list sweeps them "
-        "(an 'oom' batch skips the larger ones). Default: 32 on GPUs, 8 on CPU workers.",
-    ),
-    "scaling": _spec(
-        slurm=True,
-        type=click.Choice(SCALINGS),
-        help="weak: per-device batch fixed; strong: global batch fixed and divided among N.",
-    ),
-    "image_size": _spec(
-        slurm=True,
-        type=click.IntRange(1, 8192),
-        help="Input side in pixels. Default: the model's (224) on GPUs, 64 on CPU workers.",
-    ),
-    "seq_len": _spec(
-        type=click.IntRange(1, 65536),
-        help="Token models (bert_base, lstm): sequence length. Default: the model's (64 at most on CPU).",
-    ),
-    "num_classes": _spec(
-        slurm=True, type=click.IntRange(2, 1_000_000), help="Classifier width of classification models."
-    ),
-    "precision": _spec(
-        slurm=True,
-        type=click.Choice(PRECISIONS),
-        help="fp32; amp = float16 autocast + loss scaling (GPUs); bf16 = bfloat16 autocast / Keras "
-        "mixed_bfloat16 (CPU and GPU).",
-    ),
-    "compile": _spec(slurm=True, is_flag=True, help="torch.compile the model (torch strategies)."),
-    "xla": _spec(slurm=True, is_flag=True, help="tf.function(jit_compile=True) (tf, mirrored)."),
-    "channels_last": _spec(slurm=True, is_flag=True, help="torch.channels_last memory format (torch, image models)."),
-    "tf32": _spec(
-        "--tf32/--no-tf32",
-        slurm=True,
-        help="GPUs: TF32 tensor-core math for float32 matmuls and convolutions, the same in both "
-        "frameworks (on is TF's default and torch's for convolutions); cuDNN autotuning is on "
-        "in both. Recorded per point; verify always runs without TF32.",
-    ),
-    "data": _spec(
-        type=click.Choice(DATA_SOURCES),
-        help="synthetic: tensors made once on the device; disk: a cached synthetic dataset read every "
-        "step by DataLoader / tf.data, reporting the share of step time spent waiting for data.",
-    ),
-    "dataset_size": _spec(
-        type=click.IntRange(1, 10_000_000),
-        help="Samples in the --data disk dataset (written once to ~/.cache/distbench/data).",
-    ),
-    "loader_workers": _spec(
-        type=click.IntRange(0, 256),
-        help="--data disk: DataLoader workers / tf.data parallel map calls per process.",
-    ),
-    "prefetch": _spec(
-        type=click.IntRange(0, 1024),
-        help="--data disk: DataLoader prefetch_factor / tf.data prefetch depth.",
-    ),
-    "pin_memory": _spec("--pin-memory/--no-pin-memory", help="--data disk: DataLoader pinned host memory (GPUs only)."),
-    "steps": _spec(
-        slurm=True,
-        type=click.IntRange(1, 1_000_000),
-        help="Measured steps per point (after warmup). Default: 50 on GPUs, 10 on CPU.",
-    ),
-    "warmup": _spec(
-        slurm=True,
-        type=WARMUP,
-        help="Unmeasured warmup steps (tracing, compilation). Default: 5 on GPUs, 3 on CPU.",
-    ),
-    "device": _spec(
-        type=click.Choice(DEVICES),
-        help="auto uses the visible CUDA GPUs (points needing more are skipped), CPU workers when none is visible.",
-    ),
-    "timeout": _spec(slurm=True, type=SECONDS, help="Seconds before a point is killed and recorded as 'timeout'."),
-    "seed": _spec(slurm=True, type=click.IntRange(0, 2**32 - 1)),
-    "repeats": _spec(
-        type=click.IntRange(1, 1000),
-        help="Run each point this many times (fresh processes); report the median and a 95% CI.",
-    ),
-    "target_ci": _spec(
-        slurm=True,
-        default="2%",
-        callback=percent,
-        help="Adaptive stopping: keep measuring a point past --steps until the 95% CI half-width "
-        "of throughput is within this (e.g. 2%), or --max-time runs out. 0 turns it off.",
-    ),
-    "max_time": _spec(
-        slurm=True,
-        type=FiniteFloatRange(0, 86400),
-        help="Seconds of measured steps after which adaptive stopping gives up (per point and "
-        "repeat). Default: 30 on GPUs, 60 on CPU workers.",
-    ),
-    "comm": _spec(
-        "--comm/--no-comm",
-        help="At N > 1 also run the independent (no-sync) variant and a standalone all-reduce, "
-        "to report exposed communication and overlap.",
-    ),
-    "noisy_cv": _spec(
-        type=FiniteFloatRange(0, 10, min_open=True),
-        help="Flag a point 'noisy' when its step-time coefficient of variation exceeds this.",
-    ),
-    "telemetry_interval": _spec(
-        type=FiniteFloatRange(0, 3600),
-        help="Seconds between telemetry samples (NVML per GPU, psutil per CPU worker); 0 turns it off.",
-    ),
-    "ray_address": _spec(
-        metavar="auto|ray://HOST:PORT|HOST:PORT",
-        help="Ray strategies (ray-ddp) only: run on this existing Ray cluster. Default: a local Ray head "
-        "started for each point and stopped after it.",
-    ),
+    name: ((k.flag,) if k.flag else (), k.jobs, _click_attrs(f, k))
+    for name, (f, k) in knobs(SweepOptions).items()
+    if not k.command_only
 }
-"""The click option of each SweepOptions field a user sets (field name -> flags, default plan.flag(field);
-whether `distbench slurm` takes it too; click attributes). It defaults to the field's default."""
+"""The click option of each SweepOptions knob a user sets (field name -> its declared flags (default:
+--name-in-kebab-case), whether `distbench slurm` and `k8s` take it too, click attributes), generated from
+the declaration in distbench.workload and plan.SweepOptions. It defaults to the field's default."""
 
 
 def workload_option(name: str, **attrs):
