@@ -53,7 +53,7 @@ def main() -> None:
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
     models = [
-        cisim.Model(phi=p, cv=cv, outlier_p=o, outlier_scale=10.0 if o else 0.0)
+        cisim.SeriesModel(phi=p, cv=cv, outlier_p=o, outlier_scale=10.0 if o else 0.0)
         for p in (0.0, 0.5, 0.8)
         for cv in (0.01, 0.05, 0.10, 0.15)
         for o in (0.0, 0.01)
@@ -74,7 +74,7 @@ def main() -> None:
         "coverage | bias | always sync first: coverage | bias |",
         "|---|---|---|---|---|---|---|---|",
     ]
-    m = cisim.Model(phi=0.8)
+    m = cisim.SeriesModel(phi=0.8)
     for r in (2, 3, 4, 5):
         rep = cisim.repeats(rng, m, r, trials=args.runs)
         alt = cisim.paired_exposed(rng, m, r, trend=0.01, trials=args.runs)
@@ -107,7 +107,7 @@ def autocorrelation_table(rng: np.random.Generator, runs: int) -> list[str]:
     ]
     for phi in (0.0, 0.5, 0.8, 0.9, 0.95, 0.98):
         for o in (0.0, 0.01):
-            m = cisim.Model(phi=phi, cv=0.05, outlier_p=o, outlier_scale=10.0 if o else 0.0)
+            m = cisim.SeriesModel(phi=phi, cv=0.05, outlier_p=o, outlier_scale=10.0 if o else 0.0)
             row = [m.label()]
             for n in (150, 600, 2400):
                 old, new = cisim.fixed_batches(rng, m, n, runs=runs), cisim.fixed_steps(rng, m, n, runs=runs)

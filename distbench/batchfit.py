@@ -11,7 +11,7 @@ from typing import Callable
 
 
 @dataclass
-class Fit:
+class BatchSearch:
     """Batches are the values passed to `trial`; records are what it returned."""
 
     tolerance: float
@@ -31,10 +31,12 @@ class Fit:
         return self.largest is not None and self.largest[0] >= self.max_batch
 
 
-def find_largest_batch(trial: Callable[[int], dict], *, start: int, max_batch: int, tolerance: float = 0.05) -> Fit:
+def find_largest_batch(
+    trial: Callable[[int], dict], *, start: int, max_batch: int, tolerance: float = 0.05
+) -> BatchSearch:
     if not 1 <= start <= max_batch:
         raise ValueError(f"start {start} must be in 1..max_batch ({max_batch})")
-    fit = Fit(tolerance=tolerance, max_batch=max_batch)
+    fit = BatchSearch(tolerance=tolerance, max_batch=max_batch)
 
     def run(batch: int) -> str:
         record = trial(batch)

@@ -16,7 +16,7 @@ from distbench import stats
 
 
 @dataclass(frozen=True)
-class Model:
+class SeriesModel:
     phi: float = 0.5
     cv: float = 0.05
     outlier_p: float = 0.02
@@ -30,7 +30,7 @@ class Model:
         return f"phi {self.phi:g}, cv {self.cv:.0%}, outliers {self.outlier_p:.0%} x {self.outlier_scale:g} sd"
 
 
-def step_series(rng: np.random.Generator, runs: int, n: int, model: Model) -> np.ndarray:
+def step_series(rng: np.random.Generator, runs: int, n: int, model: SeriesModel) -> np.ndarray:
     e = rng.standard_t(4, size=(runs, n)) / math.sqrt(2.0)  # t(4) has variance 2
     z = np.empty_like(e)
     z[:, 0] = e[:, 0]
@@ -46,12 +46,14 @@ def _t_hw(x: np.ndarray, r: int) -> np.ndarray:
     return stats.t_crit(r - 1) * x.std(axis=1, ddof=1) / math.sqrt(r)
 
 
-def _run_means(rng: np.random.Generator, trials: int, r: int, steps: int, model: Model) -> np.ndarray:
+def _run_means(rng: np.random.Generator, trials: int, r: int, steps: int, model: SeriesModel) -> np.ndarray:
     """trials x r runs' mean step times."""
     return step_series(rng, trials * r, steps, model).reshape(trials, r, steps).mean(axis=2)
 
 
-def _result(mean: np.ndarray, hw: np.ndarray, model: Model, steps: np.ndarray, ok: np.ndarray | None = None) -> dict:
+def _result(
+    mean: np.ndarray, hw: np.ndarray, model: SeriesModel, steps: np.ndarray, ok: np.ndarray | None = None
+) -> dict:
     """Coverage over the runs given a CI (`ok`; all by default), and the share of runs given one."""
     mu = model.true_mean
     ok = np.ones(mean.shape, dtype=bool) if ok is None else ok
@@ -64,7 +66,7 @@ def _result(mean: np.ndarray, hw: np.ndarray, model: Model, steps: np.ndarray, o
     }
 
 
-def fixed_steps(rng: np.random.Generator, model: Model, n: int, runs: int = 2000) -> dict:
+def fixed_steps(rng: np.random.Generator, model: SeriesModel, n: int, runs: int = 2000) -> dict:
     """Within-run CI (batch means) after a fixed number of steps. The run's mean is its estimate whether or
     not it is given a CI (bias); coverage is over the runs given one."""
     x = step_series(rng, runs, n, model)
@@ -73,7 +75,7 @@ def fixed_steps(rng: np.random.Generator, model: Model, n: int, runs: int = 2000
     return _result(mean, ci["half_width"], model, np.full(runs, n), ci["ok"])
 
 
-def fixed_batches(rng: np.random.Generator, model: Model, n: int, runs: int = 2000) -> dict:
+def fixed_batches(rng: np.random.Generator, model: SeriesModel, n: int, runs: int = 2000) -> dict:
     """For comparison: the rule before the lag-1 test (stats.batch_count(n) batches, no test, no widening)."""
     x = step_series(rng, runs, n, model)
     k = stats.batch_count(n)
@@ -82,7 +84,13 @@ def fixed_batches(rng: np.random.Generator, model: Model, n: int, runs: int = 20
 
 
 def adaptive(
-    rng: np.random.Generator, model: Model, target: float, *, first: int = 20, max_steps: int = 4800, runs: int = 2000
+    rng: np.random.Generator,
+    model: SeriesModel,
+    target: float,
+    *,
+    first: int = 20,
+    max_steps: int = 4800,
+    runs: int = 2000,
 ) -> dict:
     """distbench/workers/common.measure's rule: look at the CI only at stats.next_look() step counts; stop at the
     first look within `target`, else at max_steps (--max-time); report the CI of all steps at the stop."""
@@ -107,7 +115,7 @@ def adaptive(
 
 def naive_adaptive(
     rng: np.random.Generator,
-    model: Model,
+    model: SeriesModel,
     target: float,
     *,
     first: int = 20,
@@ -130,7 +138,7 @@ def naive_adaptive(
 
 
 def repeats(
-    rng: np.random.Generator, model: Model, r: int, *, run_sd: float = 0.02, steps: int = 50, trials: int = 2000
+    rng: np.random.Generator, model: SeriesModel, r: int, *, run_sd: float = 0.02, steps: int = 50, trials: int = 2000
 ) -> dict:
     """t-interval on log throughput over r repeats; each repeat is a run of `steps` steps whose speed
     also varies run to run (a heavy-tailed factor: exp(run_sd * t(4) / sqrt 2)). The truth is the
@@ -149,7 +157,7 @@ def repeats(
 
 def paired_exposed(
     rng: np.random.Generator,
-    model: Model,
+    model: SeriesModel,
     r: int,
     *,
     exposed: float = 0.05,
@@ -181,7 +189,9 @@ def paired_exposed(
     }
 
 
-def throughput_ratio(rng: np.random.Generator, model: Model, n: int, *, ratio: float = 0.9, trials: int = 2000) -> dict:
+def throughput_ratio(
+    rng: np.random.Generator, model: SeriesModel, n: int, *, ratio: float = 0.9, trials: int = 2000
+) -> dict:
     """CI of a throughput ratio B/A of two independent runs: each side's within-run CI as a throughput CI
     (stats.rate_ci), combined on the log scale (analysis.ratio_ci_from_cis). The truth is `ratio`."""
     from distbench.analysis import ratio_ci_from_cis

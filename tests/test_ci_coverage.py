@@ -10,8 +10,8 @@ from tests import cisim
 
 # The grid's hardest cases (benchmarks/ci_coverage.py runs all of cv 1-15% x phi 0-0.8 x outliers):
 # noisy steps, strong autocorrelation, and 1% of steps slowed by 10 sd.
-MODELS = [cisim.Model(phi=phi, cv=cv) for phi, cv in ((0.0, 0.05), (0.5, 0.15), (0.8, 0.05))] + [
-    cisim.Model(phi=phi, cv=cv, outlier_p=0.01, outlier_scale=10.0)
+MODELS = [cisim.SeriesModel(phi=phi, cv=cv) for phi, cv in ((0.0, 0.05), (0.5, 0.15), (0.8, 0.05))] + [
+    cisim.SeriesModel(phi=phi, cv=cv, outlier_p=0.01, outlier_scale=10.0)
     for phi, cv in ((0.0, 0.15), (0.0, 0.10), (0.8, 0.10))
 ]
 RUNS = 4000  # coverage's standard error ~0.4%: asserting >= 0.90 is not luck of the seed
@@ -28,7 +28,7 @@ def test_within_run_ci_covers_at_fixed_and_adaptive_step_counts(model):
 
 @pytest.mark.parametrize("r", [2, 3, 5])
 def test_run_to_run_ci_covers(r):
-    res = cisim.repeats(np.random.default_rng(r), cisim.Model(phi=0.8), r, trials=1500)
+    res = cisim.repeats(np.random.default_rng(r), cisim.SeriesModel(phi=0.8), r, trials=1500)
     assert res["coverage"] >= 0.90 and abs(res["bias"]) <= 0.005, res
 
 
@@ -36,11 +36,11 @@ def test_run_to_run_ci_covers(r):
 def test_paired_exposed_comm_ci_covers_with_drift_and_a_steady_trend(r):
     # The machine drifts pair to pair and trends 1% per run: alternating the order (A B, B A, ...)
     # keeps the trend out of the difference; always running A first would not.
-    res = cisim.paired_exposed(np.random.default_rng(5), cisim.Model(phi=0.8), r, trend=0.01, trials=RUNS)
+    res = cisim.paired_exposed(np.random.default_rng(5), cisim.SeriesModel(phi=0.8), r, trend=0.01, trials=RUNS)
     assert res["coverage"] >= 0.90, res
     assert abs(res["bias"]) <= 0.1, res  # an odd r keeps one pair's trend (-7% of exposed at r=3)
     same_order = cisim.paired_exposed(
-        np.random.default_rng(5), cisim.Model(phi=0.8), r, trend=0.01, alternate=False, trials=RUNS
+        np.random.default_rng(5), cisim.SeriesModel(phi=0.8), r, trend=0.01, alternate=False, trials=RUNS
     )
     assert same_order["bias"] < -0.15  # the trend is read as less communication
 
@@ -64,13 +64,17 @@ def test_t_quantile_is_exact():
 
 def test_the_old_rule_fails_this_check():
     """A normal CI over steps treated as independent, stopping the first time it is within target."""
-    res = cisim.naive_adaptive(np.random.default_rng(3), cisim.Model(phi=0.8), 0.02, max_steps=1200, runs=1500)
+    res = cisim.naive_adaptive(np.random.default_rng(3), cisim.SeriesModel(phi=0.8), 0.02, max_steps=1200, runs=1500)
     assert res["coverage"] < 0.7
 
 
 @pytest.mark.parametrize(
     "model",
-    [cisim.Model(phi=0.0, cv=0.05), cisim.Model(phi=0.8, cv=0.05), cisim.Model(phi=0.5, cv=0.15, outlier_p=0.05)],
+    [
+        cisim.SeriesModel(phi=0.0, cv=0.05),
+        cisim.SeriesModel(phi=0.8, cv=0.05),
+        cisim.SeriesModel(phi=0.5, cv=0.15, outlier_p=0.05),
+    ],
     ids=lambda m: m.label(),
 )
 def test_throughput_ratio_ci_covers(model):
@@ -89,7 +93,7 @@ def test_lag1_check_keeps_coverage_of_given_cis_up_to_phi_098(phi):
     at 600 steps about 90% at phi 0.98 (89.7% over 20000 runs: asserted >= 88%, not >= 90%), better than the
     fixed geometry (67% there), and refused more often than not covered."""
     rng = np.random.default_rng(17)
-    model = cisim.Model(phi=phi, cv=0.05, outlier_p=0.01, outlier_scale=10.0)
+    model = cisim.SeriesModel(phi=phi, cv=0.05, outlier_p=0.01, outlier_scale=10.0)
     for n in (1200, 2400):
         res = cisim.fixed_steps(rng, model, n, runs=2000)
         assert res["coverage"] >= 0.90 and res["given"] >= 0.95, (n, res)
@@ -102,7 +106,7 @@ def test_lag1_check_keeps_coverage_of_given_cis_up_to_phi_098(phi):
 def test_lag1_check_rarely_refuses_independent_steps():
     rng = np.random.default_rng(19)
     for n in (150, 300, 600):
-        res = cisim.fixed_steps(rng, cisim.Model(phi=0.0, cv=0.05), n, runs=RUNS)
+        res = cisim.fixed_steps(rng, cisim.SeriesModel(phi=0.0, cv=0.05), n, runs=RUNS)
         assert res["given"] >= 0.98 and res["coverage"] >= 0.93, (n, res)
 
 

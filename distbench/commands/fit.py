@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 from rich.markup import escape
 
-from distbench.batchfit import Fit, find_largest_batch
+from distbench.batchfit import BatchSearch, find_largest_batch
 from distbench.commands import options as opt
 from distbench.errors import BadInput
 from distbench.output import fmt_bytes
@@ -35,11 +35,11 @@ def _resolution(tolerance: float) -> str:
     )
 
 
-def _ratio(fit: Fit, ref: Fit) -> float | None:
+def _ratio(fit: BatchSearch, ref: BatchSearch) -> float | None:
     return fit.largest[0] / ref.largest[0] if fit.largest and ref.largest else None
 
 
-def _outcome(fit: Fit) -> str:
+def _outcome(fit: BatchSearch) -> str:
     """Why the search ended, for the table's 'did not fit' column."""
     if fit.stopped:
         batch, r = fit.stopped
@@ -125,7 +125,7 @@ def fit(start, max_batch, tolerance, results, fmt, **workload):
         )
     err = opt.err_console()
     opt.print_notes(err, notes)
-    fits: list[tuple[str, Fit]] = []
+    fits: list[tuple[str, BatchSearch]] = []
     stored = {
         "kind": "fit",
         "sweep_options": checked.to_dict(),
@@ -175,7 +175,7 @@ def fit(start, max_batch, tolerance, results, fmt, **workload):
         _print_table(fits, sweep.id, results, tolerance, first.device.device)
 
 
-def _document(fits: list[tuple[str, Fit]], sweep_id: str, results: str, tolerance: float) -> dict:
+def _document(fits: list[tuple[str, BatchSearch]], sweep_id: str, results: str, tolerance: float) -> dict:
     rows = []
     for name, f in fits:
         largest_batch, largest = f.largest or (None, {})
@@ -212,7 +212,9 @@ def _document(fits: list[tuple[str, Fit]], sweep_id: str, results: str, toleranc
     }
 
 
-def _print_table(fits: list[tuple[str, Fit]], sweep_id: str, results: str, tolerance: float, device: str) -> None:
+def _print_table(
+    fits: list[tuple[str, BatchSearch]], sweep_id: str, results: str, tolerance: float, device: str
+) -> None:
     out = opt.out_console()
     ref_name, ref = fits[0]
     memory = "peak memory per device" if device == "cuda" else "peak RSS per worker"

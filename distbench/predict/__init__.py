@@ -29,7 +29,7 @@ from distbench.predict.model import (  # noqa: F401
     CROSSING_SD,
     MODEL_ERROR_PER_DOUBLING,
     NOMINAL_F,
-    Model,
+    StepTimeModel,
     build_model,
     per_device_batch,
     straggler,

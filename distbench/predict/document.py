@@ -10,7 +10,7 @@ from typing import Callable, Sequence
 from distbench import mfu, plan
 from distbench.errors import BadInput
 from distbench.predict.links import Link, default_bucket_bytes, reduces_to_one, traffic_factor
-from distbench.predict.model import Model, build_model, per_device_batch
+from distbench.predict.model import StepTimeModel, build_model, per_device_batch
 from distbench.predict.sources import Series
 from distbench.predict.validate import holdout, next_measurement, own_error_per_doubling, score, verdict_lines
 
@@ -159,7 +159,7 @@ def predict(
     }
 
 
-def _row(model: Model, s: Series, n: int, epoch_samples, gpu_hour_price) -> dict:
+def _row(model: StepTimeModel, s: Series, n: int, epoch_samples, gpu_hour_price) -> dict:
     thr, lo, hi = model.interval(n)
     b = per_device_batch(s, n)
     speedup = [x / s.baseline_throughput for x in (thr, lo, hi)]
@@ -185,7 +185,7 @@ def _row(model: Model, s: Series, n: int, epoch_samples, gpu_hour_price) -> dict
     return row
 
 
-def _parameters(model: Model) -> dict:
+def _parameters(model: StepTimeModel) -> dict:
     tiers = {}
     for name, t in model.tiers.items():
         tiers[name] = {
@@ -209,7 +209,7 @@ def _parameters(model: Model) -> dict:
     }
 
 
-def _what_ifs(model: Model, s: Series, intra, inter, ns, what_if: Sequence[str], kw: dict) -> list[dict]:
+def _what_ifs(model: StepTimeModel, s: Series, intra, inter, ns, what_if: Sequence[str], kw: dict) -> list[dict]:
     out = []
     for other in what_if:
         if other == s.strategy:
@@ -269,7 +269,7 @@ def _bounds(name: str, value: float, low: float, high: float) -> dict[str, float
     return {name: value, f"{name}_low": low, f"{name}_high": high}
 
 
-def _assumptions(s: Series, model: Model, algorithm: str, bucket_bytes) -> list[str]:
+def _assumptions(s: Series, model: StepTimeModel, algorithm: str, bucket_bytes) -> list[str]:
     default_bucket = default_bucket_bytes(s.strategy)
     if bucket_bytes:
         bucket_size = f" ({bucket_bytes / 2**20:g} MiB, --bucket-mb)"
@@ -293,7 +293,7 @@ def _assumptions(s: Series, model: Model, algorithm: str, bucket_bytes) -> list[
     ]
 
 
-def _needed(model: Model, s: Series, ok: Callable[[float], bool], limit: int = 65536) -> dict:
+def _needed(model: StepTimeModel, s: Series, ok: Callable[[float], bool], limit: int = 65536) -> dict:
     """Smallest N among powers of two and power-of-two node counts whose predicted throughput meets the
     goal, and the smallest whose 95% lower bound does."""
     best = conservative = None

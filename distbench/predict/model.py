@@ -74,7 +74,7 @@ class Tier:
 
 
 @dataclass
-class Model:
+class StepTimeModel:
     series: Series
     a: float
     ref_n: int
@@ -174,8 +174,8 @@ def build_model(
     model_error: float = MODEL_ERROR_PER_DOUBLING,
     crossing_sd: float = CROSSING_SD,
     traffic_of: str | None = None,
-    base: Model | None = None,
-) -> Model:
+    base: StepTimeModel | None = None,
+) -> StepTimeModel:
     """Fit the model on `points` (default: all of the series). `traffic_of` / `base`: the what-if of another
     strategy's traffic on `base`'s fitted workload (its compute, exposed shares and straggler term)."""
     points = sorted(points if points is not None else series.points, key=lambda p: p.n)
@@ -202,7 +202,7 @@ def build_model(
         has = [p for p in points if comm(p.n)[0 if name == "intra" else 1] > 0]
         fitted = bool(has) and len({p.n for p in points}) >= 2 and base is None
         tiers[name] = Tier(name, link, nominal, lo, hi, math.sqrt(lo * hi), fitted)
-    model = Model(
+    model = StepTimeModel(
         series,
         0.0,
         ref_n,
@@ -233,13 +233,13 @@ def build_model(
     return model
 
 
-def _anchor(model: Model, ref: Sequence[Observed], xi: float, xe: float) -> float:
+def _anchor(model: StepTimeModel, ref: Sequence[Observed], xi: float, xe: float) -> float:
     parts = model.parts(model.ref_n, x_intra=xi, x_inter=xe)
     other = parts["comm_intra_s"] + parts["comm_inter_s"] + parts["straggler_s"]
     return float(np.mean([(p.step_time - other) / p.per_device_batch for p in ref]))
 
 
-def _sse(model: Model, points: Sequence[Observed], ref: Sequence[Observed], xi: float, xe: float) -> float:
+def _sse(model: StepTimeModel, points: Sequence[Observed], ref: Sequence[Observed], xi: float, xe: float) -> float:
     a = _anchor(model, ref, xi, xe)
     if a <= 0:
         return math.inf
@@ -266,7 +266,7 @@ def _golden(f, lo: float, hi: float, x0: float, step: float, iters: int = 40) ->
     return best[1]
 
 
-def _fit(model: Model, points: Sequence[Observed], ref: Sequence[Observed]) -> None:
+def _fit(model: StepTimeModel, points: Sequence[Observed], ref: Sequence[Observed]) -> None:
     ti, te = model.tiers["intra"], model.tiers["inter"]
     grid_i = np.geomspace(ti.lo, ti.hi, GRID) if ti.fitted else [ti.x]
     grid_e = np.geomspace(te.lo, te.hi, GRID) if te.fitted else [None]

@@ -9,7 +9,7 @@ from typing import Sequence
 
 import numpy as np
 
-from distbench.predict.model import CROSSING_SD, MODEL_ERROR_PER_DOUBLING, Model, build_model
+from distbench.predict.model import CROSSING_SD, MODEL_ERROR_PER_DOUBLING, StepTimeModel, build_model
 from distbench.predict.sources import Observed, Series
 
 
@@ -125,7 +125,7 @@ def verdict_lines(checks: Sequence[dict], who: str = "this sweep") -> list[str]:
     return lines
 
 
-def next_measurement(model: Model, series: Series, intra, inter, target: int, **kw) -> dict | None:
+def next_measurement(model: StepTimeModel, series: Series, intra, inter, target: int, **kw) -> dict | None:
     """The one measurement that narrows the 95% interval at N=target most, assuming it lands on today's
     prediction: a point at a larger N on one node, a point on two nodes, or a `distbench comm` across nodes."""
     _, lo0, hi0 = model.interval(target)
