@@ -18,7 +18,7 @@ from pathlib import Path
 from distbench import failures, rankguard
 from distbench.config import PointConfig
 from distbench.multinode import check_allocation
-from distbench.record import base_record, read_record
+from distbench.record import base_record, build_record, read_record
 from distbench.strategies import Strategy
 
 STDERR_TAIL_CHARS = 8000
@@ -187,9 +187,10 @@ def outcome_record(
     launcher_tail: str = "",
 ) -> dict:
     """The point's record from whatever its launch left behind: the worker's own record when rank 0
-    wrote one, else a failed/oom/timeout record naming the rank and the signal or exception that
-    broke it; stderr tail kept for anything not ok. Shared by local runs and Slurm jobs. launcher_tail:
-    the launcher's stdout (horovodrun prints its exit lines there)."""
+    wrote one (the first build stage, written by the worker itself), else base_record as a failed/oom/timeout
+    record naming the rank and the signal or exception that broke it; then its launch fields (outcome_fields)
+    merged by distbench.record.build_record. Shared by local runs and Slurm jobs. launcher_tail: the launcher's
+    stdout (horovodrun prints its exit lines there)."""
     record = None
     ranks = failures.rank_reports(rank_dir)
     if status is None and Path(result_path).exists():
@@ -203,20 +204,37 @@ def outcome_record(
         record = base_record(
             cfg.to_dict(), strategy=strategy.name, framework=strategy.framework, status=status, reason=reason
         )
-    elif record["status"] == "ok" and returncode != 0:
+    fields = outcome_fields(record["status"], returncode, tail, ranks, oom_counts, cfg.world_size, launcher_tail)
+    return build_record(record, launch=fields)
+
+
+def outcome_fields(
+    status: str,
+    returncode: int | None,
+    tail: str,
+    ranks: list[dict],
+    oom_counts: tuple = (None, None),
+    world_size: int = 1,
+    launcher_tail: str = "",
+) -> dict:
+    """The launch fields of how the process tree ended, for a record of `status`: the stderr tail and the
+    ranks' reports of a point that is not ok; for an ok record whose launcher still exited non-zero, a
+    launch_note saying what broke after the work (and that tail)."""
+    out: dict = {}
+    if status == "ok" and returncode != 0:
         # Rank 0 writes the record after gathering every rank's measurements: whatever broke came after
         # the work (a destructor, a thread at interpreter exit). The measurement is complete; keep it, as
         # for ranks hung in teardown, and say what happened.
-        _, why = _failure(returncode, tail, ranks, oom_counts, cfg.world_size, launcher_tail)
-        record["launch_note"] = (
+        _, why = _failure(returncode, tail, ranks, oom_counts, world_size, launcher_tail)
+        out["launch_note"] = (
             f"a rank failed in teardown, after rank 0 wrote the record (the measurement was complete): {why}"
         )
-        record["teardown_tail"] = tail
-    if record["status"] != "ok":
-        record["stderr_tail"] = tail
+        out["teardown_tail"] = tail
+    if status != "ok":
+        out["stderr_tail"] = tail
         if ranks:
-            record["ranks"] = ranks
-    return record
+            out["ranks"] = ranks
+    return out
 
 
 def _wait(
@@ -323,30 +341,11 @@ def run_point(
         )
     elif stopped == "teardown":  # every rank did its work and rank 0 wrote the record: keep it
         record = outcome_record(cfg, strategy, out_path, 0, tail, rank_dir=rank_dir, oom_counts=oom_counts)
-        record["launch_note"] = (
-            f"ranks still running {FAILURE_GRACE_S:g}s after the record was written (hung "
-            "in teardown) were stopped by distbench; the measurement was complete"
-        )
     else:
         record = outcome_record(
             cfg, strategy, out_path, returncode, tail, rank_dir=rank_dir, oom_counts=oom_counts, launcher_tail=out_tail
         )
-    if samples is not None:
-        from distbench.telemetry import summarize
-
-        window = (record.get("stopping") or {}).get("window")
-        steps = len(record.get("step_times_s") or [])
-        record["telemetry"] = summarize(
-            samples,
-            tuple(window) if window else None,
-            steps * record["global_batch"] if steps else None,
-            world_size=cfg.world_size,
-            nodes=cfg.nodes,
-        )
-        if sampler.gpu_note:
-            record["telemetry"]["note"] = sampler.gpu_note
-        record["telemetry_samples"] = samples
-    record["launch"] = {
+    launch = {
         "argv": argv,
         "returncode": returncode,
         "started": started,
@@ -354,6 +353,36 @@ def run_point(
         "launcher": strategy.launcher_for(cfg.nodes).name,
         "workdir": str(workdir),
     }
+    fields = launch_fields(record, launch, stopped=stopped, samples=samples, sampler=sampler, cfg=cfg)
+    return build_record(record, launch=fields)
+
+
+def launch_fields(record: dict, launch: dict, *, stopped: str | None, samples, sampler, cfg: PointConfig) -> dict:
+    """The launch fields run_point adds to the outcome's record (read, not changed): the teardown note of
+    ranks distbench stopped after the record was written, the telemetry summary over the measured window
+    and its samples, the launch facts, and the work folder of a point that is not ok."""
+    out: dict = {}
+    if stopped == "teardown":
+        out["launch_note"] = (
+            f"ranks still running {FAILURE_GRACE_S:g}s after the record was written (hung "
+            "in teardown) were stopped by distbench; the measurement was complete"
+        )
+    if samples is not None:
+        from distbench.telemetry import summarize
+
+        window = (record.get("stopping") or {}).get("window")
+        steps = len(record.get("step_times_s") or [])
+        out["telemetry"] = summarize(
+            samples,
+            tuple(window) if window else None,
+            steps * record["global_batch"] if steps else None,
+            world_size=cfg.world_size,
+            nodes=cfg.nodes,
+        )
+        if sampler.gpu_note:
+            out["telemetry"]["note"] = sampler.gpu_note
+        out["telemetry_samples"] = samples
+    out["launch"] = launch
     if record["status"] != "ok":
-        record["workdir"] = str(workdir)
-    return record
+        out["workdir"] = launch["workdir"]
+    return out

@@ -20,7 +20,7 @@ from pathlib import Path
 from distbench import split, stats
 from distbench.launch import run_point
 from distbench.plan import PlannedPoint
-from distbench.record import add_step_metrics
+from distbench.record import add_step_metrics, build_record
 
 NOSYNC_KEPT = ("step_times_s", "peak_memory_bytes", "peak_memory_per_rank_bytes", "tiny_collective_calls")
 """What a no-sync run keeps beside its summary (and its nosync_* and data_wait_* fields): every sample."""
@@ -51,7 +51,8 @@ def _summary(record: dict) -> dict:
 def _in_process_runs(record: dict) -> dict[str, list[dict]]:
     """The runs measured in `record`'s processes besides the point itself (PointConfig.nosync_order), by
     letter ('T', 'B', and the closing 'A'), each as a run of its own; their span goes into the run's
-    `stopping` so the wall-time split can count it. A failed run gives {'B': [its status and reason]}."""
+    `stopping` so the wall-time split can count it. A failed run gives {'B': [its status and reason]}.
+    In place, on the run's own record before it is combined: its `segments` are taken out of it."""
     segments = record.pop("segments", None)
     if record["status"] != "ok" or not segments:
         if record["status"] == "ok":
@@ -78,28 +79,41 @@ def _kept(run: dict) -> dict:
 
 
 def combine_repeats(runs: list[dict], noisy_cv: float = NOISY_CV) -> dict:
-    """One point record from R repeat records of the same config."""
+    """One point record from R repeat records of the same config: a copy of the first run's record (of the
+    first failed run's, if any), with the measurement stage (repeat_fields) merged by build_record. Keys that
+    stop being true of the pooled record are removed from the copy: a single run's per-rank step times
+    (pooled repeats keep theirs per repeat) and its ci_note (the pooled CI says its own)."""
     runs = [add_step_metrics(r) for r in runs]
     bad = [r for r in runs if r["status"] != "ok"]
     record = dict(bad[0] if bad else runs[0])
-    record["repeats"] = [_summary(r) for r in runs]
+    if not bad:
+        if len(runs) > 1:  # per repeat in record["repeats"]; the first run's alone would not match the pooled steps
+            record.pop("per_rank_step_times_s", None)
+        record.pop("ci_note", None)
+    return build_record(record, measurement=repeat_fields(runs, record, noisy_cv))
+
+
+def repeat_fields(runs: list[dict], record: dict, noisy_cv: float = NOISY_CV) -> dict:
+    """The measurement fields of R repeats (their step metrics filled) for the point `record` (read, not
+    changed): every repeat's summary and telemetry samples; for ok repeats the pooled step times and their
+    statistics, throughput with its CI (run to run over R > 1 repeats, else within the run), the median
+    standalone all-reduce and the noisy flag; for a failed repeat, which one failed."""
+    bad = [r for r in runs if r["status"] != "ok"]
+    out: dict = {"repeats": [_summary(r) for r in runs]}
     samples = [s for r in runs for s in (r.get("telemetry_samples") or [])]
     if samples:
-        record["telemetry_samples"] = samples
+        out["telemetry_samples"] = samples
     if bad:
         if len(runs) > 1:
-            record["reason"] = f"repeat {runs.index(bad[0]) + 1} of {len(runs)}: {bad[0].get('reason')}"
-        return record
+            out["reason"] = f"repeat {runs.index(bad[0]) + 1} of {len(runs)}: {bad[0].get('reason')}"
+        return out
     all_steps = [t for r in runs for t in r["step_times_s"]]
-    record["step_times_s"] = all_steps
-    record["measured_window_s"] = sum(r.get("measured_window_s") or sum(r["step_times_s"]) for r in runs)
-    if len(runs) > 1:  # per repeat in record["repeats"]; the first run's alone would not match the pooled steps
-        record.pop("per_rank_step_times_s", None)
-    record.update(stats.step_stats(all_steps, record["global_batch"], record["measured_window_s"]))
-    record.pop("ci_note", None)
+    out["step_times_s"] = all_steps
+    out["measured_window_s"] = sum(r.get("measured_window_s") or sum(r["step_times_s"]) for r in runs)
+    out.update(stats.step_stats(all_steps, record["global_batch"], out["measured_window_s"]))
     if len(runs) > 1:
         thr, lo, hi = stats.repeats_ci([r["throughput"] for r in runs])
-        record.update(
+        out.update(
             throughput=thr,
             time_per_step_s=record["global_batch"] / thr,
             throughput_ci_low=lo,
@@ -108,15 +122,15 @@ def combine_repeats(runs: list[dict], noisy_cv: float = NOISY_CV) -> dict:
             ci_scope=f"run-to-run (t over {len(runs)} repeats)",
         )
     else:
-        record.update(stats.within_run_ci(all_steps, record["throughput"]))
-        if record["ci_scope"] and record["world_size"] > 1:
+        out.update(stats.within_run_ci(all_steps, out["throughput"]))
+        if out["ci_scope"] and record["world_size"] > 1:
             # The batch means run over the per-step slowest-rank times, applied to the window throughput;
             # the coverage simulations (tests/cisim.py) model one series.
-            record["ci_scope"] += " of the per-step slowest-rank times (coverage simulated for one series)"
+            out["ci_scope"] += " of the per-step slowest-rank times (coverage simulated for one series)"
     ar = [r["allreduce_s"] for r in runs if r.get("allreduce_s")]
-    record["allreduce_s"] = statistics.median(ar) if ar else None
-    record["noisy"] = record["step_time_cv"] > noisy_cv
-    return record
+    out["allreduce_s"] = statistics.median(ar) if ar else None
+    out["noisy"] = out["step_time_cv"] > noisy_cv
+    return out
 
 
 def exposed_comm_ci(sync_runs: list[dict], indep_runs: list[dict]) -> tuple[tuple[float, float] | None, str]:
@@ -146,23 +160,68 @@ def exposed_comm_ci(sync_runs: list[dict], indep_runs: list[dict]) -> tuple[tupl
     )
 
 
-def _three_terms(record: dict, runs: list[dict], in_process: list[dict[str, list[dict]]]) -> None:
+def _three_terms(record: dict, runs: list[dict], in_process: list[dict[str, list[dict]]]) -> dict:
     """Communication, straggler wait and compute (distbench.split) from the repeats' runs, exposed
     communication (= the first two) with them, and the real step measured after its variants against the
-    point's own (sync_after_variant_ratio)."""
+    point's own (sync_after_variant_ratio): measurement fields for `record` (read, not changed)."""
     reps = [{**extra, "A": [a, *extra.get("A", [])]} for a, extra in zip(runs, in_process)]
     calls = [t.get("tiny_collective_calls") for x in in_process for t in x.get("T", [])]
-    record["comm_split"] = split.three_terms(reps, sum(calls) if calls and None not in calls else None)
-    record["tiny"] = [_kept(t) for x in in_process for t in x.get("T", [])]
-    record["pair_order"] = [split.ORDER] * len(in_process)
+    out: dict = {"comm_split": split.three_terms(reps, sum(calls) if calls and None not in calls else None)}
+    out["tiny"] = [_kept(t) for x in in_process for t in x.get("T", [])]
+    out["pair_order"] = [split.ORDER] * len(in_process)
     exposed, ci, scope = split.term(reps, "A", "B")
-    step_a = record["comm_split"]["step_s"]
-    record.update(stats.comm_metrics(step_a, step_a - exposed, record.get("allreduce_s"), ci and tuple(ci)))
-    record["exposed_comm_ci_scope"] = scope
+    step_a = out["comm_split"]["step_s"]
+    out.update(stats.comm_metrics(step_a, step_a - exposed, record.get("allreduce_s"), ci and tuple(ci)))
+    out["exposed_comm_ci_scope"] = scope
     closing = [x["A"][0]["throughput"] for x in in_process if x.get("A")]
     if len(closing) == len(runs):
         first = statistics.geometric_mean(a["throughput"] for a in runs)
-        record["sync_after_variant_ratio"] = statistics.geometric_mean(closing) / first
+        out["sync_after_variant_ratio"] = statistics.geometric_mean(closing) / first
+    return out
+
+
+def comm_fields(
+    point: PlannedPoint, record: dict, runs: list[dict], indeps: list[dict], in_process: list[dict]
+) -> dict:
+    """The communication part of the measurement stage for the combined `record` (read, not changed): the
+    no-sync runs kept whole, then exposed communication and overlap (three terms where the variants ran in
+    the same processes, else A/B pairs), the stragglers, or a comm_note saying why there is none; every
+    communication headline field is present (None when not measured)."""
+    out: dict = {}
+    if indeps and record["status"] == "ok":
+        out["independent"] = [_kept(b) for b in indeps]
+        bad = next((b for b in indeps if b["status"] != "ok"), None)
+        if bad is not None:
+            out["comm_note"] = f"independent variant {bad['status']}: {bad.get('reason')}"
+        elif in_process:
+            out.update(_three_terms(record, runs, in_process))
+        else:
+            out["pair_order"] = ["AB" if i % 2 == 0 else "BA" for i in range(len(indeps))]
+            ci, scope = exposed_comm_ci(runs, indeps)
+            out.update(
+                stats.comm_metrics(
+                    statistics.fmean(a["time_per_step_s"] for a in runs),
+                    statistics.fmean(b["time_per_step_s"] for b in indeps),
+                    record.get("allreduce_s"),
+                    ci,
+                )
+            )
+            out["exposed_comm_ci_scope"] = scope
+            out["split_note"] = (
+                "no tiny-collective variant for this strategy (its no-sync variant runs as a process tree of its "
+                "own): exposed communication includes the wait for the slowest rank"
+            )
+        if out["independent"]:
+            per_rank = [b.get("per_rank_step_times_s") for b in out["independent"]]
+            out["stragglers"] = split.stragglers(
+                [p for p in per_rank if p], "the no-sync variant's per-rank step times (each rank's own pace)"
+            )
+    if point.strategy.no_comm_reason and point.config.world_size > 1:
+        out["comm_note"] = f"communication overhead not applicable: {point.strategy.no_comm_reason}"
+    for key in ("comm_overhead", "exposed_comm_s", "allreduce_s", "overlap"):
+        if key not in record and key not in out:
+            out[key] = None
+    return out
 
 
 def measure_point(
@@ -222,36 +281,4 @@ def measure_point(
         if r % 2 == 1:  # B A
             runs.append(run(sync_cfg, f"r{r + 1}"))
     record = combine_repeats(runs, noisy_cv)
-    if indeps and record["status"] == "ok":
-        record["independent"] = [_kept(b) for b in indeps]
-        bad = next((b for b in indeps if b["status"] != "ok"), None)
-        if bad is not None:
-            record["comm_note"] = f"independent variant {bad['status']}: {bad.get('reason')}"
-        elif in_process:
-            _three_terms(record, runs, in_process)
-        else:
-            record["pair_order"] = ["AB" if i % 2 == 0 else "BA" for i in range(len(indeps))]
-            ci, scope = exposed_comm_ci(runs, indeps)
-            record.update(
-                stats.comm_metrics(
-                    statistics.fmean(a["time_per_step_s"] for a in runs),
-                    statistics.fmean(b["time_per_step_s"] for b in indeps),
-                    record.get("allreduce_s"),
-                    ci,
-                )
-            )
-            record["exposed_comm_ci_scope"] = scope
-            record["split_note"] = (
-                "no tiny-collective variant for this strategy (its no-sync variant runs as a process tree of its "
-                "own): exposed communication includes the wait for the slowest rank"
-            )
-        if record.get("independent"):
-            per_rank = [b.get("per_rank_step_times_s") for b in record["independent"]]
-            record["stragglers"] = split.stragglers(
-                [p for p in per_rank if p], "the no-sync variant's per-rank step times (each rank's own pace)"
-            )
-    if point.strategy.no_comm_reason and cfg.world_size > 1:
-        record["comm_note"] = f"communication overhead not applicable: {point.strategy.no_comm_reason}"
-    for key in ("comm_overhead", "exposed_comm_s", "allreduce_s", "overlap"):
-        record.setdefault(key, None)
-    return record
+    return build_record(record, measurement=comm_fields(point, record, runs, indeps, in_process))

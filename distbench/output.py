@@ -14,16 +14,35 @@ from rich.table import Table
 from distbench.analysis import num, series_name, split_lines, wall_split_line
 from distbench.strategies import FRAMEWORK_BASELINE
 from distbench.config import swept_batch
-
-JSON_FIELDS = tuple(
-    """strategy framework model world_size nodes device backend status reason throughput step_time_median_s step_time_p5_s
-    step_time_p95_s step_time_cv measured_steps speedup efficiency wrapper_overhead scaling per_device_batch
-    global_batch throughput_ci_low throughput_ci_high ci_method noisy comm_overhead exposed_comm_s allreduce_s
-    grad_bytes overlap stopping data_wait_fraction ci_scope ci_note measured_window_s time_per_step_s
-    exposed_comm_ci_low exposed_comm_ci_high exposed_comm_ci_scope overlap_raw peak_memory_bytes workdir
-    efficiency_per_core per_core_baseline math_mode model_flops_per_sample achieved_flops_per_device
-    peak_flops_per_device mfu mfu_note cpu_gemm_peak comm_split stragglers split_note sweep_id point_id""".split()
+from distbench.record import (
+    BATCH_FIELDS,
+    OUTCOME_FIELDS,
+    POINT_FIELDS,
+    SCALING_FIELDS,
+    STEP_TIME_FIELDS,
+    THROUGHPUT_CI_FIELDS,
 )
+
+JSON_FIELDS = (
+    *POINT_FIELDS,
+    "backend",
+    *OUTCOME_FIELDS,
+    "throughput",
+    *STEP_TIME_FIELDS,
+    "measured_steps",
+    *SCALING_FIELDS,
+    *BATCH_FIELDS,
+    *THROUGHPUT_CI_FIELDS,
+    "ci_method",
+    "noisy",
+    *"""comm_overhead exposed_comm_s allreduce_s grad_bytes overlap stopping data_wait_fraction ci_scope ci_note
+    measured_window_s time_per_step_s exposed_comm_ci_low exposed_comm_ci_high exposed_comm_ci_scope overlap_raw
+    peak_memory_bytes workdir efficiency_per_core per_core_baseline math_mode model_flops_per_sample
+    achieved_flops_per_device peak_flops_per_device mfu mfu_note cpu_gemm_peak comm_split stragglers split_note
+    sweep_id point_id""".split(),
+)
+"""The fields of `--format json`, in the document's order (a published format: the order stays): the
+headline fields (distbench.record.HEADLINE_FIELDS), then the rest of what a reader of one point needs."""
 
 STATUS_STYLE = {
     "ok": "green",

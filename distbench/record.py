@@ -122,7 +122,7 @@ class Record(TypedDict, total=False):
     efficiency: float | None  # against the baseline on the whole machine
     efficiency_per_core: float | None  # CPU workers: against a baseline on the workers' threads
     efficiency_per_core_note: str
-    per_core_baseline: dict
+    per_core_baseline: str  # which baseline efficiency_per_core is against (and how many workers can run at once)
     wrapper_overhead: float | None
     # verify mode (distbench verify)
     verify_losses: list[float]

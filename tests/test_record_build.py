@@ -191,3 +191,61 @@ def test_the_store_logs_its_survived_faults_instead_of_printing(tmp_path, monkey
         "full (3 tries); it stays 'running' there"
     ]
     assert capfd.readouterr().err == ""
+
+
+# -- the stages return their fields and leave the record alone -----------------------------------------------
+def _frozen(record: dict) -> str:
+    return json.dumps(record, sort_keys=True, default=str)
+
+
+def test_the_launch_stage_returns_its_fields():
+    from distbench.launch import launch_fields, outcome_fields
+
+    assert outcome_fields("ok", 0, "tail", []) == {}
+    failed = outcome_fields("failed", 1, "Traceback\nRuntimeError: boom\n", [{"rank": 1}])
+    assert failed == {"stderr_tail": "Traceback\nRuntimeError: boom\n", "ranks": [{"rank": 1}]}
+    late = outcome_fields("ok", -6, "terminate called without an active exception\n", [])
+    assert late["launch_note"].startswith("a rank failed in teardown, after rank 0 wrote the record")
+    assert set(late) == {"launch_note", "teardown_tail"}
+
+    record = _record(status="failed")
+    before = _frozen(record)
+    launch = {"argv": ["torchrun"], "returncode": 1, "workdir": "/w"}
+    fields = launch_fields(record, launch, stopped="teardown", samples=None, sampler=None, cfg=None)
+    assert _frozen(record) == before
+    assert list(fields) == ["launch_note", "launch", "workdir"] and fields["workdir"] == "/w"
+    assert "hung in teardown" in fields["launch_note"]
+
+
+def test_the_measurement_stage_returns_its_fields():
+    from distbench.measure import combine_repeats, repeat_fields
+
+    runs = [_record(times=[0.1] * 5), _record(times=[0.2] * 5)]
+    first = _record(times=[0.1] * 5)
+    before = _frozen(first)
+    fields = repeat_fields([rec.add_step_metrics(dict(r)) for r in runs], first)
+    assert _frozen(first) == before
+    assert fields["measured_steps"] == 10 and fields["ci_scope"] == "run-to-run (t over 2 repeats)"
+    assert rec.undeclared_keys(fields) == set()
+    combined = combine_repeats([dict(r) for r in runs])
+    assert {k: combined[k] for k in fields} == fields  # the combined record is the first run's plus these
+
+
+def test_derive_merges_mfu_then_the_derived_fields(monkeypatch):
+    from distbench import mfu
+    from distbench.sweep import derive, derived_fields
+
+    monkeypatch.setattr(mfu, "train_flops_per_sample", lambda config: (None, "not counted here"))  # no torch import
+
+    base, ddp = _record("torch", 1, times=[0.1] * 5), _record("ddp", 2, times=[0.1] * 5)
+    base.update(throughput=40.0, measured_steps=5, device="cuda")
+    ddp.update(throughput=60.0, measured_steps=5, device="cuda")  # no per-core efficiency (CPU workers only)
+    before = _frozen(ddp)
+    assert derived_fields(ddp, {"torch": base}) == {"speedup": 1.5, "efficiency": 0.75}
+    assert _frozen(ddp) == before
+    out = derive(ddp, {"torch": base})
+    assert out is ddp and ddp["speedup"] == 1.5 and ddp["efficiency"] == 0.75
+    assert ddp["wrapper_overhead"] is None and ddp["efficiency_per_core"] is None  # always present
+    assert ddp["mfu_note"] == "not counted here" and ddp["mfu"] is None  # the mfu stage ran too
+    lonely = derive(_record("ddp", 2, times=[0.1] * 5), {})
+    assert lonely["speedup"] is None and lonely["speedup_note"] == "no successful 'torch' baseline in this sweep"
