@@ -272,10 +272,14 @@ def problem(name: str, value, k: Knob, label: str) -> str | None:
     if isinstance(value, float) and not math.isfinite(value):
         return f"{label} must be a finite number, got {value}"
     if value < k.low or (k.low_open and value == k.low):
-        return f"{label} must be {'>' if k.low_open else '>='} {k.low:g}, got {value:g}"
+        return f"{label} must be {'>' if k.low_open else '>='} {_num(k.low)}, got {_num(value)}"
     if k.high is not None and value > k.high:
-        return f"{label} must be <= {k.high:g}, got {value:g}"
+        return f"{label} must be <= {_num(k.high)}, got {_num(value)}"
     return None
+
+
+def _num(value) -> str:
+    return f"{value:g}" if isinstance(value, float) else str(value)
 
 
 def check(obj, names=None, label=flag) -> None:
