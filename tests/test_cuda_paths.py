@@ -4,6 +4,7 @@ cross-replica loss-scaling fix run for real on two logical CPU devices."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -15,7 +16,7 @@ import pytest
 
 from distbench import telemetry
 from distbench.config import PointConfig
-from distbench.workers import tf_common as tfc
+from distbench.workers import tf_device
 from distbench.workers.comm_common import horovod_backend
 from distbench.workers.tf_multiworker import worker_gpus
 
@@ -69,18 +70,18 @@ def fake_tf(monkeypatch):
 
 
 def test_gpu_selection():
-    assert tfc.gpu_selection(8, 4) == [0, 1, 2, 3]
-    assert tfc.gpu_selection(8, 1, first=5) == [5]
+    assert tf_device.gpu_selection(8, 4) == [0, 1, 2, 3]
+    assert tf_device.gpu_selection(8, 1, first=5) == [5]
     with pytest.raises(RuntimeError, match=r"needs GPU 0..3 on this node but TensorFlow sees 2 GPU"):
-        tfc.gpu_selection(2, 4)
+        tf_device.gpu_selection(2, 4)
 
 
 def test_tf_baseline_and_horovod_tf_see_one_gpu(fake_tf):
     tf = fake_tf(8)
-    tfc.configure(_cfg(strategy="tf", world_size=1))
+    tf_device.configure(_cfg(strategy="tf", world_size=1))
     assert tf.visible == ["PhysicalGPU0"] and tf.growth == ["PhysicalGPU0"]
     tf = fake_tf(8)
-    tfc.configure(_cfg(strategy="horovod-tf", world_size=4), visible_gpu=3)  # local rank 3
+    tf_device.configure(_cfg(strategy="horovod-tf", world_size=4), visible_gpu=3)  # local rank 3
     assert tf.visible == ["PhysicalGPU3"]
 
 
@@ -110,9 +111,9 @@ def test_tf_sync_waits_for_every_device_on_gpus(fake_tf):
     tf = fake_tf(2)
     read = []
     loss = SimpleNamespace(numpy=lambda: read.append(1))
-    tfc.make_sync(_cfg(), tf)(loss)
+    tf_device.make_sync(_cfg(), tf)(loss)
     assert read == [1] and tf.synced == 1
-    assert tfc.make_sync(_cfg(device="cpu"), tf) is tfc.sync  # CPU: the function call is synchronous
+    assert tf_device.make_sync(_cfg(device="cpu"), tf) is tf_device.sync  # CPU: the function call is synchronous
 
 
 # -- item 4: what carries Horovod's all-reduce ----------------------------------------------------
@@ -302,13 +303,14 @@ def test_mirrored_amp_skips_the_step_when_any_replica_overflows():
         import numpy as np
         from distbench.config import PointConfig
         from distbench.workers import tf_common as tfc
+        from distbench.workers import tf_device
 
         cfg = PointConfig(strategy="mirrored", model="resnet18", world_size=2, device="cpu", per_device_batch=2,
                           precision="amp", num_classes=3)
-        tf = tfc.configure(cfg, logical_cpus=2)
+        tf = tf_device.configure(cfg, logical_cpus=2)
         import keras
         assert hasattr(tf.test.experimental, "sync_devices")  # what make_sync uses on GPUs exists in this TF
-        strategy = tf.distribute.MirroredStrategy(devices=tfc.device_names(cfg, 2))
+        strategy = tf.distribute.MirroredStrategy(devices=tf_device.device_names(cfg, 2))
         with strategy.scope():
             model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(3)])
             opt = tfc.make_optimizer(cfg)
@@ -416,30 +418,20 @@ def test_comm_defaults_to_nccl_on_cuda_and_gloo_on_cpu_workers(monkeypatch):
     assert default_backend("gloo", "cuda") == ("gloo", None)  # an explicit choice stands
     ran = []
     monkeypatch.setattr(cmd, "resolve_device", lambda device, gpus: DeviceChoice("cuda", 2, "running on 2 GPUs"))
-    monkeypatch.setattr(
-        cmd.opt, "run_or_skip", lambda s, cfg, *a: ran.append(cfg) or {"status": "skipped", "reason": "test"}
-    )
-    monkeypatch.setattr(cmd.opt, "new_sweep", _NoSweep)
+    fake = {"status": "skipped", "reason": "test", "strategy": "comm-nccl", "world_size": 2}
+    monkeypatch.setattr(cmd.runner, "run_point", lambda s, cfg, *a: ran.append(cfg) or dict(fake))
+    monkeypatch.setattr(cmd.runner, "new_sweep", _no_sweep)
     result = CliRunner().invoke(cmd.comm, ["--gpus", "2", "--sizes", "1K"])
     assert result.exit_code == 0, result.output
     assert [c.extra["backend"] for c in ran] == ["nccl"] and ran[0].strategy == "comm-nccl"
     assert "--backend nccl: the default on CUDA GPUs" in result.output
 
 
-class _NoSweep:
-    """opt.new_sweep without a store: keeps the records."""
+def _no_sweep(*args):
+    """runner.new_sweep without a store: the points run, their records are only kept."""
+    from distbench.runner import OpenSweep
 
-    def __init__(self, *args):
-        self.records, self.workdir, self.id = [], Path("/nonexistent"), "s0"
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
-
-    def keep(self, record):
-        self.records.append(dict(record, strategy="comm-nccl", world_size=2))
+    return contextlib.nullcontext(OpenSweep(None, "s0", Path("/nonexistent")))
 
 
 # -- issue 22, item 2: Horovod without NCCL is not tabulated next to NCCL DDP on GPUs ---------------

@@ -44,11 +44,11 @@ def _cfg(folder, **kw):
 def test_the_loader_is_iterated_once_across_epochs(tmp_path, world):
     import torch
 
-    from distbench.workers import torch_common as tc
+    from distbench.workers import torch_data
 
     folder = _dataset(tmp_path)
     cfg = _cfg(folder, world_size=world)
-    batches = tc.make_batches(cfg, torch.device("cpu"), 0, world, 2)
+    batches = torch_data.make_batches(cfg, torch.device("cpu"), 0, world, 2)
     per_epoch = 8 // world // 2
     batches.next()
     first = batches._it
@@ -65,7 +65,7 @@ def test_the_loader_is_iterated_once_across_epochs(tmp_path, world):
 def test_repeating_sampler_starts_a_new_epoch_each_pass():
     from torch.utils.data import DistributedSampler
 
-    from distbench.workers.torch_common import RepeatingSampler
+    from distbench.workers.torch_data import RepeatingSampler
 
     samplers = [DistributedSampler(range(8), num_replicas=2, rank=r, shuffle=True, seed=0) for r in range(2)]
     its = [iter(RepeatingSampler(s)) for s in samplers]

@@ -162,7 +162,7 @@ class _FakeTF:
 
 @pytest.mark.parametrize("threads,logical,expected", [(1, 1, 1), (2, 1, 2), (1, 2, 2)])
 def test_tf_thread_pools_are_capped_at_the_workers_share(monkeypatch, threads, logical, expected):
-    from distbench.workers import tf_common
+    from distbench.workers import tf_device
 
     fake = _FakeTF()
     monkeypatch.setitem(sys.modules, "tensorflow", fake)
@@ -174,7 +174,7 @@ def test_tf_thread_pools_are_capped_at_the_workers_share(monkeypatch, threads, l
         per_device_batch=2,
         threads_per_worker=threads,
     )
-    tf_common.configure(cfg, logical_cpus=logical)
+    tf_device.configure(cfg, logical_cpus=logical)
     # one worker with one core gets one inter-op thread, not two; a process hosting two replicas gets both shares
     assert ("intra", expected) in fake.calls and ("inter", expected) in fake.calls
 
@@ -184,10 +184,10 @@ def test_tf_thread_pools_are_capped_at_the_workers_share(monkeypatch, threads, l
 def test_real_tf_runtime_keeps_the_cap():
     code = (
         "from distbench.config import PointConfig\n"
-        "from distbench.workers import tf_common\n"
+        "from distbench.workers import tf_device\n"
         "cfg = PointConfig(strategy='tf', model='resnet18', world_size=1, device='cpu', per_device_batch=2,"
         " threads_per_worker=1)\n"
-        "tf = tf_common.configure(cfg)\n"
+        "tf = tf_device.configure(cfg)\n"
         "print(tf.config.threading.get_intra_op_parallelism_threads(),"
         " tf.config.threading.get_inter_op_parallelism_threads())\n"
     )

@@ -47,7 +47,7 @@ def torch_flags():
 
 @pytest.mark.parametrize("tf32", [True, False])
 def test_torch_gpu_math_mode_follows_the_knob_with_cudnn_autotuning(torch_flags, tf32):
-    from distbench.workers.torch_common import configure_threads
+    from distbench.workers.torch_device import configure_threads
 
     torch = torch_flags
     mode = configure_threads(_cfg(tf32=tf32))
@@ -58,7 +58,7 @@ def test_torch_gpu_math_mode_follows_the_knob_with_cudnn_autotuning(torch_flags,
 
 
 def test_verify_keeps_tf32_off_and_deterministic_kernels(torch_flags):
-    from distbench.workers.torch_common import configure_threads, verify_determinism
+    from distbench.workers.torch_device import configure_threads, verify_determinism
 
     torch = torch_flags
     cfg = _cfg(verify=True)  # tf32 on by default: verify must still win
@@ -70,7 +70,7 @@ def test_verify_keeps_tf32_off_and_deterministic_kernels(torch_flags):
 
 
 def test_torch_cpu_workers_get_threads_and_no_gpu_math(torch_flags):
-    from distbench.workers.torch_common import configure_threads
+    from distbench.workers.torch_device import configure_threads
 
     mode = configure_threads(_cfg(device="cpu", threads_per_worker=1))
     assert torch_flags.get_num_threads() == 1
@@ -96,11 +96,11 @@ class _FakeGpuTF(_FakeTF):
 
 @pytest.mark.parametrize("tf32,verify,expected", [(True, False, True), (False, False, False), (True, True, False)])
 def test_tf_gets_the_same_tf32_setting(monkeypatch, tf32, verify, expected):
-    from distbench.workers import tf_common
+    from distbench.workers import tf_device
 
     fake = _FakeGpuTF()
     monkeypatch.setitem(sys.modules, "tensorflow", fake)
-    tf_common.configure(_cfg(tf32=tf32, verify=verify))
+    tf_device.configure(_cfg(tf32=tf32, verify=verify))
     assert ("tf32", expected) in fake.calls
     assert ("visible", "GPU", ["GPU:0"]) in fake.calls
 

@@ -13,10 +13,11 @@ FRAMEWORK = "tf"
 def body(cfg, out_path):
     from distbench.workers import tf_common as tfc
     from distbench.workers.comm_common import emit_comm, sweep_sizes
+    from distbench.workers.tf_device import device_names
 
     tf = tfc.configure(cfg, logical_cpus=cfg.world_size if cfg.device == "cpu" else 1, gpu_count=cfg.world_size)
     n = cfg.world_size
-    strategy = tf.distribute.MirroredStrategy(devices=tfc.device_names(cfg, n))
+    strategy = tf.distribute.MirroredStrategy(devices=device_names(cfg, n))
     expected = n * (n + 1) / 2
     holder = {}
 

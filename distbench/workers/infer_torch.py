@@ -14,6 +14,7 @@ def body(cfg, out_path):
 
     from distbench.workers import torch_common as tc
     from distbench.workers.infer_common import is_oom_text, sweep_batches
+    from distbench.workers.torch_data import to_device
     from distbench.models import torch_models
 
     tc.configure_threads(cfg)
@@ -25,7 +26,7 @@ def body(cfg, out_path):
         x, _ = torch_models.synthetic_batch(
             cfg.model, bs, image_size=cfg.image_size, seq_len=cfg.seq_len, num_classes=cfg.num_classes, seed=cfg.seed
         )
-        x = tc._to_device(x, device, cfg)
+        x = to_device(x, device, cfg)
         ctx = (
             torch.autocast(device.type, dtype=torch.bfloat16)
             if cfg.precision == "bf16"

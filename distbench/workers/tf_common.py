@@ -1,102 +1,30 @@
 """The TensorFlow workload every TF strategy runs, and the driver that measures it.
 
-Import order matters: thread pools and logical devices must be configured before TensorFlow
-creates its runtime, so `configure()` runs first. A strategy module supplies a `Distribution`
-(devices, how the step is distributed, collectives); model, data, loss, optimizer, timing, verify
-mode and the record are here, once.
+A strategy module supplies a `Distribution` (devices, how the step is distributed, collectives); model,
+loss, optimizer, the step, timing, verify mode and the record are here, once, with the batches of
+tf_data.py and the device setup of tf_device.py (its `configure()` runs first, before TensorFlow creates its
+runtime).
 """
 
 from __future__ import annotations
 
 import contextlib
-import os
 import time
 from typing import Any
 
 from distbench import datasets, mfu
 from distbench.config import PointConfig
 from distbench.workers import common
-
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-os.environ.setdefault("KERAS_BACKEND", "tensorflow")
-
-
-def gpu_selection(available: int, count: int, first: int = 0) -> list[int]:
-    """Indices of the physical GPUs one process uses: `count` of them from `first` on. Everything
-    else is hidden from TensorFlow, so it opens no context on GPUs the point does not own."""
-    if count < 1 or first < 0 or first + count > available:
-        last = first + count - 1
-        raise RuntimeError(
-            f"the point needs GPU {first}"
-            + (f"..{last}" if count > 1 else "")
-            + f" on this node but TensorFlow sees {available} GPU(s)"
-        )
-    return list(range(first, first + count))
-
-
-def configure(cfg: PointConfig, *, logical_cpus: int = 1, visible_gpu: int | None = None, gpu_count: int = 1):
-    """Thread pools, logical CPU devices (MirroredStrategy on CPU workers) and GPU visibility: on
-    GPUs this process sees only `gpu_count` GPUs from `visible_gpu` (default 0) on."""
-    import tensorflow as tf
-
-    if cfg.device == "cpu":
-        tf.config.set_visible_devices([], "GPU")
-        # Capped like torch's threads: each replica's share of the cores. One process hosting
-        # several logical CPU devices gets all their shares, in both pools (inter-op >= replicas,
-        # so the replicas' steps can run concurrently).
-        threads = cfg.threads_per_worker * logical_cpus
-        tf.config.threading.set_intra_op_parallelism_threads(threads)
-        tf.config.threading.set_inter_op_parallelism_threads(threads)
-        if logical_cpus > 1:
-            cpu = tf.config.list_physical_devices("CPU")[0]
-            tf.config.set_logical_device_configuration(
-                cpu, [tf.config.LogicalDeviceConfiguration() for _ in range(logical_cpus)]
-            )
-    else:
-        gpus = tf.config.list_physical_devices("GPU")
-        if not gpus:
-            raise RuntimeError("--device cuda was requested but TensorFlow sees no GPU")
-        gpus = [gpus[i] for i in gpu_selection(len(gpus), gpu_count, visible_gpu or 0)]
-        tf.config.set_visible_devices(gpus, "GPU")
-        for g in gpus:
-            tf.config.experimental.set_memory_growth(g, True)
-        # The math mode torch gets too (torch_common.configure_threads); verify_determinism() turns TF32 off.
-        tf.config.experimental.enable_tensor_float_32_execution(cfg.tf32 and not cfg.verify)
-    return tf
-
-
-def math_mode(cfg: PointConfig, tf) -> dict:
-    """TF32, cuDNN autotuning and memory layout as they are in this process (after verify_determinism)."""
-    import keras
-
-    layout = (
-        None if cfg.image_size is None else ("NHWC" if keras.config.image_data_format() == "channels_last" else "NCHW")
-    )
-    if cfg.device == "cpu":
-        return {
-            "tf32": None,
-            "cudnn_autotune": None,
-            "layout": layout,
-            "note": "CPU workers: TF32 and cuDNN do not apply",
-        }
-    autotune = os.environ.get("TF_CUDNN_USE_AUTOTUNE", "1").lower() not in ("0", "false")  # TF's default: on
-    return {
-        "tf32": bool(tf.config.experimental.tensor_float_32_execution_enabled()),
-        "cudnn_autotune": "deterministic algorithms only" if cfg.verify and autotune else autotune,
-        "layout": layout,
-        "note": "verify: deterministic kernels" if cfg.verify else None,
-    }
-
-
-def gpu_name(tf) -> str | None:
-    """The first visible GPU's name as the driver reports it (for the MFU peak table)."""
-    gpus = tf.config.list_physical_devices("GPU")
-    return tf.config.experimental.get_device_details(gpus[0]).get("device_name") if gpus else None
-
-
-def device_names(cfg: PointConfig, n: int) -> list[str]:
-    kind = "GPU" if cfg.device == "cuda" else "CPU"
-    return [f"/{kind}:{i}" for i in range(n)]
+from distbench.workers.tf_data import Source, disk_dataset, make_batch
+from distbench.workers.tf_device import (
+    configure,
+    gpu_name,
+    make_sync,
+    math_mode,
+    runtime_info,
+    set_precision,
+    verify_determinism,
+)
 
 
 def build_model(cfg: PointConfig, seed: int):
@@ -110,64 +38,6 @@ def build_model(cfg: PointConfig, seed: int):
     )
 
 
-def make_batch(cfg: PointConfig, rank: int, batch: int):
-    """Synthetic batch made once on the current device; in verify mode this rank's shard of the
-    one global batch every process makes identically."""
-    from distbench.models import keras_models
-
-    kw = dict(image_size=cfg.image_size, seq_len=cfg.seq_len, num_classes=cfg.num_classes)
-    if cfg.verify:
-        x, y = keras_models.synthetic_batch(cfg.model, cfg.global_batch, seed=cfg.seed, **kw)
-        sl = common.rank_slice(cfg, rank)
-        return x[sl], y[sl]
-    return keras_models.synthetic_batch(cfg.model, batch, seed=cfg.seed + 1000 * (rank + 1), **kw)
-
-
-def disk_dataset(cfg: PointConfig, batch: int, shard: tuple[int, int] | None = None):
-    """tf.data over a distbench.datasets folder: shuffle, (shard), parallel read + decode, batch,
-    prefetch. Decoding uint8 images to normalized float32 happens in the parallel map."""
-    import tensorflow as tf
-
-    meta = datasets.load_meta(cfg.data_dir)
-    targets = datasets.load_targets(cfg.data_dir)
-    ds = tf.data.Dataset.from_tensor_slices((datasets.sample_paths(cfg.data_dir), targets))
-    if shard:
-        ds = ds.shard(shard[1], shard[0])
-    ds = ds.shuffle(len(targets), seed=cfg.seed, reshuffle_each_iteration=True).repeat()
-    x_dtype = tf.uint8 if meta["x_dtype"] == "uint8" else tf.int32
-
-    def load(path, y):
-        x = tf.reshape(tf.io.decode_raw(tf.io.read_file(path), x_dtype), meta["x_shape"])
-        if meta["x_dtype"] == "uint8":
-            x = (tf.cast(x, tf.float32) / 255.0 - 0.5) / 0.25
-        y = tf.cast(y, tf.float32) if meta["y_dtype"] == "float16" else y
-        return x, y
-
-    return (
-        ds.map(load, num_parallel_calls=cfg.loader_workers or None)
-        .batch(batch, drop_remainder=True)
-        .prefetch(cfg.prefetch)
-    )
-
-
-class Source:
-    """Where each step's batch comes from; records the time spent waiting for it."""
-
-    def __init__(self, fixed=None, iterator=None):
-        self.fixed, self.iterator = fixed, iterator
-        self.waits: list[float] = []
-
-    def next(self):
-        if self.fixed is not None:
-            return self.fixed
-        import time
-
-        t0 = time.perf_counter()
-        batch = next(self.iterator)
-        self.waits.append(time.perf_counter() - t0)
-        return batch
-
-
 def make_optimizer(cfg: PointConfig):
     import keras
 
@@ -175,44 +45,6 @@ def make_optimizer(cfg: PointConfig):
     if cfg.precision == "amp":  # float16 needs loss scaling; bfloat16 does not
         opt = keras.optimizers.LossScaleOptimizer(opt)
     return opt
-
-
-def set_precision(cfg: PointConfig) -> None:
-    import keras
-
-    policy = {"fp32": "float32", "bf16": "mixed_bfloat16", "amp": "mixed_float16"}[cfg.precision]
-    keras.mixed_precision.set_global_policy(policy)
-
-
-def sync(out) -> None:
-    """Wait for the value: reading the loss blocks until the graph has produced it."""
-    if out is not None:
-        out.numpy()
-
-
-def make_sync(cfg: PointConfig, tf=None):
-    """The wait before each clock read. On CPUs a tf.function call returns when all its ops ran.
-    On GPUs kernels run asynchronously and the loss is ready before backward, the all-reduce and
-    the update finish (and a strategy's reduced loss lives on the CPU), so every device this
-    process sees is synchronized: after configure() those are exactly the point's devices."""
-    if cfg.device != "cuda":
-        return sync
-    if tf is None:
-        import tensorflow as tf
-
-    def sync_devices(out) -> None:
-        sync(out)
-        tf.test.experimental.sync_devices()
-
-    return sync_devices
-
-
-def verify_determinism(tf) -> dict:
-    """Verify mode: deterministic kernels and no TF32 (GPUs would otherwise run float32 matmuls and
-    convolutions with a 10-bit mantissa), so the CPU-calibrated tolerance applies. Recorded."""
-    tf.config.experimental.enable_op_determinism()
-    tf.config.experimental.enable_tensor_float_32_execution(False)
-    return {"op_determinism": True, "tf32": bool(tf.config.experimental.tensor_float_32_execution_enabled())}
 
 
 def agree_on_finite(tf, grads):
@@ -240,19 +72,6 @@ def agree_on_finite(tf, grads):
         return g + tf.cast(poison, g.dtype)
 
     return [poisoned(g) for g in grads]
-
-
-def runtime_info() -> dict:
-    import keras
-    import tensorflow as tf
-
-    return {
-        "tensorflow": tf.__version__,
-        "keras": keras.__version__,
-        "intra_op_threads": tf.config.threading.get_intra_op_parallelism_threads(),
-        "inter_op_threads": tf.config.threading.get_inter_op_parallelism_threads(),
-        "logical_devices": [d.name for d in tf.config.list_logical_devices()],
-    }
 
 
 def param_count(model) -> int:

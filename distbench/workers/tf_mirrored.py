@@ -18,12 +18,13 @@ FRAMEWORK = "tf"
 
 def make_distribution():
     from distbench.workers import tf_common as tfc
+    from distbench.workers.tf_device import device_names
 
     class MirroredDistribution(tfc.StrategyDistribution):
         def start(self, cfg):
             tf = tfc.configure(cfg, logical_cpus=cfg.world_size if cfg.device == "cpu" else 1, gpu_count=cfg.world_size)
             self.tf = tf
-            self.strategy = tf.distribute.MirroredStrategy(devices=tfc.device_names(cfg, cfg.world_size))
+            self.strategy = tf.distribute.MirroredStrategy(devices=device_names(cfg, cfg.world_size))
             self.world = self.strategy.num_replicas_in_sync
             ops = getattr(self.strategy.extended, "_cross_device_ops", None)
             self.backend = type(ops).__name__ if ops is not None else None

@@ -1,20 +1,22 @@
 """The PyTorch workload every torch strategy runs, and the driver that measures it.
 
 A strategy module supplies a `Distribution` (how processes talk and how the model is wrapped);
-everything else (model, data, loss, optimizer, the step, timing, verify mode, the record) is here,
-once, so every torch strategy runs the identical workload.
+everything else (model, loss, optimizer, the step, timing, verify mode, the record) is here, with the
+batches of torch_data.py and the device setup of torch_device.py, once, so every torch strategy runs
+the identical workload.
 """
 
 from __future__ import annotations
 
 import gc
-import os
 import time
 from typing import Any
 
 from distbench import datasets, mfu
 from distbench.config import PointConfig
 from distbench.workers import common
+from distbench.workers.torch_data import Batches, make_batches
+from distbench.workers.torch_device import configure_threads, device_for, make_sync, runtime_info, verify_determinism
 
 
 class Distribution:
@@ -103,91 +105,6 @@ class Distribution:
         pass
 
 
-def configure_threads(cfg: PointConfig) -> dict:
-    """CPU workers: intra-op threads = the worker's share of the cores. GPUs: the math mode both
-    frameworks share (tf_common.configure): TF32 for float32 matmuls and convolutions as cfg.tf32
-    says, cuDNN autotuning (cudnn.benchmark) on; verify mode keeps verify_determinism()'s settings
-    (no TF32, deterministic kernels). Returns the math mode as the record keeps it."""
-    import torch
-
-    if cfg.device == "cpu":
-        torch.set_num_threads(cfg.threads_per_worker)
-        return {
-            "tf32": None,
-            "cudnn_autotune": None,
-            "layout": _layout(cfg),
-            "note": "CPU workers: TF32 and cuDNN do not apply",
-        }
-    if not cfg.verify:
-        torch.backends.cuda.matmul.allow_tf32 = cfg.tf32
-        torch.backends.cudnn.allow_tf32 = cfg.tf32
-        torch.backends.cudnn.benchmark = True
-    matmul, conv = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
-    return {
-        "tf32": matmul
-        if matmul == conv
-        else f"matmul {'on' if matmul else 'off'}, convolutions {'on' if conv else 'off'}",
-        "cudnn_autotune": torch.backends.cudnn.benchmark,
-        "layout": _layout(cfg),
-        "note": "verify: deterministic kernels" if cfg.verify else None,
-    }
-
-
-def _layout(cfg: PointConfig) -> str | None:
-    """Memory layout of image activations (None for token models)."""
-    if cfg.image_size is None:
-        return None
-    return "channels_last (NHWC in memory)" if cfg.channels_last else "NCHW"
-
-
-def device_for(cfg: PointConfig, local_rank: int = 0):
-    import torch
-
-    if cfg.device == "cuda":
-        if not torch.cuda.is_available():
-            raise RuntimeError("--device cuda was requested but torch sees no CUDA device")
-        torch.cuda.set_device(local_rank)
-        return torch.device("cuda", local_rank)
-    return torch.device("cpu")
-
-
-def verify_determinism() -> dict:
-    """Verify mode: no TF32 (GPUs would otherwise run float32 matmuls and convolutions with a 10-bit
-    mantissa) and deterministic kernels, so the CPU-calibrated tolerance applies. Ops with no
-    deterministic CUDA kernel (e.g. adaptive average pooling's backward) warn instead of failing.
-    Call before CUDA is used: cuBLAS reads CUBLAS_WORKSPACE_CONFIG when its handle is created."""
-    import torch
-
-    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
-    torch.backends.cuda.matmul.allow_tf32 = False
-    torch.backends.cudnn.allow_tf32 = False
-    torch.backends.cudnn.benchmark = False
-    torch.backends.cudnn.deterministic = True
-    torch.use_deterministic_algorithms(True, warn_only=True)
-    return {
-        "deterministic_algorithms": "warn_only"
-        if torch.is_deterministic_algorithms_warn_only_enabled()
-        else torch.are_deterministic_algorithms_enabled(),
-        "tf32": torch.backends.cuda.matmul.allow_tf32 or torch.backends.cudnn.allow_tf32,
-        "cublas_workspace_config": os.environ["CUBLAS_WORKSPACE_CONFIG"],
-    }
-
-
-def make_sync(device):
-    import torch
-
-    if device.type == "cuda":
-
-        def sync(_: Any) -> None:
-            torch.cuda.synchronize(device)
-    else:
-
-        def sync(_: Any) -> None:
-            return None
-
-    return sync
-
-
 def make_event_clock(device, dist: "Distribution"):
     """torch on CUDA: a factory of timing events (common.measure's event path), so the host is not made to
     wait for the device every step; None on CPU workers (the host clock, as before) and for wrappers that
@@ -211,126 +128,6 @@ def build_model(cfg: PointConfig, device, seed: int):
     if cfg.channels_last:
         model = model.to(memory_format=torch.channels_last)
     return model
-
-
-def _to_device(t, device, cfg: PointConfig):
-    import torch
-
-    t = t.to(device, non_blocking=True)
-    if cfg.channels_last and t.dim() == 4 and t.is_floating_point():
-        t = t.contiguous(memory_format=torch.channels_last)
-    return t
-
-
-def make_batch(cfg: PointConfig, device, rank: int, batch: int):
-    """Synthetic batch, made once and moved to the device before any timing.
-
-    In verify mode every process makes the same global batch and takes its own shard.
-    """
-    from distbench.models import torch_models
-
-    kw = dict(image_size=cfg.image_size, seq_len=cfg.seq_len, num_classes=cfg.num_classes)
-    if cfg.verify:
-        x, y = torch_models.synthetic_batch(cfg.model, cfg.global_batch, seed=cfg.seed, **kw)
-        sl = common.rank_slice(cfg, rank)
-        x, y = x[sl], y[sl]
-    else:
-        x, y = torch_models.synthetic_batch(cfg.model, batch, seed=cfg.seed + 1000 * (rank + 1), **kw)
-    return _to_device(x, device, cfg), _to_device(y, device, cfg)
-
-
-class DiskDataset:
-    """Samples of a distbench.datasets folder; decoding (uint8 -> normalized float32) happens here,
-    in the DataLoader's worker processes."""
-
-    def __init__(self, folder: str):
-        self.meta = datasets.load_meta(folder)
-        self.paths = datasets.sample_paths(folder)
-        self.targets = datasets.load_targets(folder)
-
-    def __len__(self):
-        return len(self.paths)
-
-    def __getitem__(self, i):
-        import numpy as np
-        import torch
-
-        m = self.meta
-        x = torch.from_numpy(np.fromfile(self.paths[i], dtype=m["x_dtype"]).reshape(m["x_shape"]))
-        if m["x_dtype"] == "uint8":  # HWC image -> CHW float, normalized
-            x = x.permute(2, 0, 1).float().div_(255.0).sub_(0.5).div_(0.25)
-        else:
-            x = x.long()
-        y = torch.from_numpy(np.array(self.targets[i]))
-        y = y.long() if m["y_dtype"] == "int32" else y.float().permute(2, 0, 1)
-        return x, y
-
-
-class Batches:
-    """Where each step's batch comes from; records the time spent waiting for it. A loader is
-    iterated once for the whole run (its sampler repeats: RepeatingSampler)."""
-
-    def __init__(self, fixed=None, loader=None, device=None, cfg=None):
-        self.fixed, self.loader, self.device, self.cfg = fixed, loader, device, cfg
-        self.waits: list[float] = []
-        self._it = None
-
-    def next(self):
-        if self.fixed is not None:
-            return self.fixed
-        t0 = time.perf_counter()
-        if self._it is None:
-            self._it = iter(self.loader)
-        x, y = next(self._it)
-        x, y = _to_device(x, self.device, self.cfg), _to_device(y, self.device, self.cfg)
-        self.waits.append(time.perf_counter() - t0)
-        return x, y
-
-
-class RepeatingSampler:
-    """`sampler`'s order over and over, a new epoch (set_epoch, so a new shuffle) each pass, never
-    ending: the DataLoader's iterator is built once, so its workers and prefetch queue never drain
-    and restart at an epoch boundary (like tf.data's .repeat()); batches run across epochs."""
-
-    def __init__(self, sampler):
-        self.sampler = sampler
-
-    def __iter__(self):
-        epoch = 0
-        while True:
-            if hasattr(self.sampler, "set_epoch"):
-                self.sampler.set_epoch(epoch)
-            yield from self.sampler
-            epoch += 1
-
-
-def make_batches(cfg: PointConfig, device, rank: int, world: int, batch: int) -> Batches:
-    if cfg.data == "synthetic":
-        return Batches(fixed=make_batch(cfg, device, rank, batch))
-    import torch
-    from torch.utils.data import DataLoader, DistributedSampler, RandomSampler
-
-    dataset = DiskDataset(cfg.data_dir)
-    gen = torch.Generator().manual_seed(cfg.seed)
-    sampler = (
-        DistributedSampler(dataset, num_replicas=world, rank=rank, shuffle=True, seed=cfg.seed, drop_last=True)
-        if world > 1
-        else RandomSampler(dataset, generator=gen)
-    )
-    if len(sampler) < batch:
-        raise ValueError(f"the disk dataset has {len(dataset)} samples: too few for a batch of {batch} per device")
-    workers = cfg.loader_workers
-    loader = DataLoader(
-        dataset,
-        batch_size=batch,
-        sampler=RepeatingSampler(sampler),
-        num_workers=workers,
-        drop_last=True,
-        pin_memory=cfg.pin_memory and device.type == "cuda",
-        prefetch_factor=cfg.prefetch if workers > 0 else None,
-        persistent_workers=workers > 0,
-    )
-    return Batches(loader=loader, device=device, cfg=cfg)
 
 
 def AutocastModule(module, precision: str):
@@ -433,22 +230,7 @@ def grad_bytes(model) -> int:
     return sum(p.numel() * p.element_size() for p in model.parameters() if p.requires_grad)
 
 
-def runtime_info(device) -> dict:
-    import torch
-
-    info = {
-        "torch": torch.__version__,
-        "torch_threads": torch.get_num_threads(),
-        "omp_num_threads": os.environ.get("OMP_NUM_THREADS"),
-    }
-    if device.type == "cuda":
-        info["cuda"] = torch.version.cuda
-        info["cudnn"] = torch.backends.cudnn.version()
-        info["gpu_name"] = torch.cuda.get_device_name(device)
-    return info
-
-
-def _update_checksums(model, start: list, params: list | None = None) -> list[list[float]]:
+def update_checksums(model, start: list, params: list | None = None) -> list[list[float]]:
     """Per tensor: [L2 norm of the weight update, sum of the update] (float64); `params`: the whole
     parameters where the model holds shards (Distribution.full_parameters)."""
     out = []
@@ -529,7 +311,7 @@ def run(cfg: PointConfig, out_path: str, dist: Distribution) -> None:
             losses = []
             for _ in range(cfg.steps):
                 losses.append(dist.mean(float(step())))
-            sums = _update_checksums(model, start, dist.full_parameters(model))
+            sums = update_checksums(model, start, dist.full_parameters(model))
             replicas = dist.gather(sums)
             extra.update(
                 verify_losses=losses,

@@ -25,6 +25,7 @@ def body(cfg, out_path):
     import torch
 
     from distbench.workers import torch_common as tc
+    from distbench.workers import torch_data
     from distbench.models import torch_models
 
     if cfg.device != "cuda":
@@ -74,7 +75,9 @@ def body(cfg, out_path):
                 num_classes=cfg.num_classes,
                 seed=cfg.seed,
             )
-            batches = tc.Batches(fixed=(tc._to_device(x, devices[0], cfg), tc._to_device(y, devices[0], cfg)))
+            batches = torch_data.Batches(
+                fixed=(torch_data.to_device(x, devices[0], cfg), torch_data.to_device(y, devices[0], cfg))
+            )
         # DataParallel's replica threads re-enter autocast without its dtype (fp16 by default on CUDA):
         # autocast inside the replicated module so bf16 stays bf16.
         inner = tc.AutocastModule(model, cfg.precision) if cfg.precision != "fp32" else model
@@ -112,7 +115,7 @@ def body(cfg, out_path):
             status="ok",
             final_loss=losses[-1],
             verify_losses=losses,
-            update_checksums=tc._update_checksums(model, start),
+            update_checksums=tc.update_checksums(model, start),
             replica_max_rel_diff=0.0,
             determinism=determinism,
             **extra,

@@ -7,9 +7,10 @@ from distbench.workers import common, torch_ddp
 
 def body(cfg, out_path):
     from distbench.workers import torch_common as tc
+    from distbench.workers import torch_data
 
-    make_batch = tc.make_batch
-    tc.make_batch = lambda cfg, device, rank, batch: make_batch(cfg, device, 0, batch)
+    make_batch = torch_data.make_batch
+    torch_data.make_batch = lambda cfg, device, rank, batch: make_batch(cfg, device, 0, batch)
     tc.run(cfg, out_path, torch_ddp.make_distribution())
 
 
