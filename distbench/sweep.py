@@ -16,7 +16,7 @@ from distbench.measure import measure_point
 from distbench.config import is_per_core_baseline, point_key  # what identifies a point (resume, OOM bookkeeping)
 from distbench.errors import BadInput
 from distbench.plan import Plan, PlannedPoint, SweepOptions, cpu_cores
-from distbench.record import add_step_metrics, base_record, write_record
+from distbench.record import add_step_metrics, base_record, build_record, write_record
 from distbench.store import Store
 from distbench.strategies import FRAMEWORK_BASELINE
 
@@ -34,33 +34,41 @@ def add_baseline(baselines: dict, record: dict) -> None:
 
 
 def derive(record: dict, baselines: dict) -> dict:
-    """Add speedup, efficiency and (at N=1) the wrapper's overhead against the framework baseline;
-    on CPU workers also the efficiency per core (against the baseline with the same threads per
-    worker, see add_baseline); and MFU (distbench.mfu)."""
+    """The record's last build stages before the sweep's bookkeeping, merged by distbench.record.build_record
+    into `record` (in place, returned too): its step metrics where no repeats were combined, MFU
+    (distbench.mfu.mfu_fields) and derived_fields against the sweep's baselines. speedup, efficiency,
+    efficiency_per_core and wrapper_overhead are always present (None where they do not apply)."""
     if record.get("measured_steps") is None:  # combined records (repeats) already carry their metrics
         add_step_metrics(record)
-    record.setdefault("speedup", None)
-    record.setdefault("efficiency", None)
-    record.setdefault("efficiency_per_core", None)
-    record.setdefault("wrapper_overhead", None)
-    if record["status"] == "ok":
-        record.update(mfu.mfu_fields(record))
+    for key in ("speedup", "efficiency", "efficiency_per_core", "wrapper_overhead"):
+        record.setdefault(key, None)  # first: a value the record already has stays where none is derived
+    return build_record(
+        record,
+        mfu=mfu.mfu_fields(record) if record["status"] == "ok" else None,
+        derived=derived_fields(record, baselines),
+    )
+
+
+def derived_fields(record: dict, baselines: dict) -> dict:
+    """Speedup, efficiency and (at N=1) the wrapper's overhead against the framework baseline; on CPU
+    workers also the efficiency per core (against the baseline with the same threads per worker, see
+    add_baseline); or the note saying why there are none. The record is read, not changed."""
     if is_per_core_baseline(record):
-        record["speedup_note"] = (
-            f"reference for efficiency per core: {record['strategy']!r} on "
-            f"{record['config']['baseline_threads']} thread(s), not a scaling point"
-        )
-        return record
+        return {
+            "speedup_note": (
+                f"reference for efficiency per core: {record['strategy']!r} on "
+                f"{record['config']['baseline_threads']} thread(s), not a scaling point"
+            )
+        }
     base = baselines.get(record["framework"])
     if record["status"] != "ok" or not base or base.get("status") != "ok":
         if record["status"] == "ok" and record["framework"] in FRAMEWORK_BASELINE:
-            record["speedup_note"] = f"no successful {FRAMEWORK_BASELINE[record['framework']]!r} baseline in this sweep"
-        return record
+            return {"speedup_note": f"no successful {FRAMEWORK_BASELINE[record['framework']]!r} baseline in this sweep"}
+        return {}
     sp = stats.speedup(record["throughput"], base["throughput"])
-    record["speedup"] = sp
-    record["efficiency"] = stats.efficiency(sp, record["world_size"])
+    out: dict = {"speedup": sp, "efficiency": stats.efficiency(sp, record["world_size"])}
     if record["world_size"] == 1 and record["strategy"] != base["strategy"]:
-        record["wrapper_overhead"] = stats.wrapper_overhead(record["throughput"], base["throughput"])
+        out["wrapper_overhead"] = stats.wrapper_overhead(record["throughput"], base["throughput"])
     if record.get("device") == "cpu":
         threads = (record.get("config") or {}).get("threads_per_worker")
         ref = baselines.get((record["framework"], threads))
@@ -69,17 +77,17 @@ def derive(record: dict, baselines: dict) -> dict:
             # siblings) at t threads per worker is min(N, C // t) times the t-thread baseline, not N times.
             cores = mfu.physical_cores(cpu_cores())
             parallel = min(record["world_size"], max(1, cores // max(1, threads or 1)))
-            record["efficiency_per_core"] = stats.efficiency(
+            out["efficiency_per_core"] = stats.efficiency(
                 stats.speedup(record["throughput"], ref["throughput"]), parallel
             )
-            record["per_core_baseline"] = f"{ref['strategy']} on {threads} thread(s)" + (
+            out["per_core_baseline"] = f"{ref['strategy']} on {threads} thread(s)" + (
                 f"; {parallel} of the {record['world_size']} workers can run at once on {cores} physical cores"
                 if parallel < record["world_size"]
                 else ""
             )
         else:
-            record["efficiency_per_core_note"] = f"no successful {base['strategy']!r} baseline on {threads} thread(s)"
-    return record
+            out["efficiency_per_core_note"] = f"no successful {base['strategy']!r} baseline on {threads} thread(s)"
+    return out
 
 
 def run_plan(
