@@ -25,7 +25,7 @@ from distbench.store import Store
 from distbench.strategies import STRATEGIES, parse_strategies
 from tests.conftest import DISTBENCH, ROOT, TINY, require
 
-from distbench.slurm.collect import stable_record_id
+from distbench.collect import stable_record_id
 from distbench.slurm.job import finish_point
 from distbench.slurm.plan import plan_sweep, time_seconds
 from distbench.slurm.plan import SlurmSettings

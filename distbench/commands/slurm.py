@@ -11,7 +11,7 @@ import click
 from distbench.commands import options as opt
 from distbench.errors import BadInput
 from distbench.plan import SweepOptions, parse_gpus
-from distbench.slurm.collect import collect_records, tail_lines
+from distbench.collect import collect_records, tail_lines
 from distbench.slurm.plan import check_name, plan_sweep, time_seconds
 from distbench.slurm.plan import SlurmSettings
 from distbench.slurm.render import SIGNAL_LEAD_S, write_sweep

@@ -1,5 +1,6 @@
 """`distbench collect`: merge a folder of result records into the results store, once, and say which
-points failed or are missing."""
+points failed or are missing. The records come from Slurm jobs (their manifest), Kubernetes pods (a volume
+folder or saved `kubectl logs`) or the JSON a point is saved as when the store cannot be written."""
 
 from __future__ import annotations
 
