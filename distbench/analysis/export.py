@@ -6,13 +6,9 @@ import json
 
 from distbench.analysis.fields import COMM_FIELDS
 from distbench.analysis.sweep import Sweep
+from distbench.record import HEADLINE_FIELDS
 
-FRAME_COLUMNS = (
-    *"sweep_id point_id strategy framework model world_size nodes device scaling per_device_batch global_batch "
-    "status reason throughput throughput_ci_low throughput_ci_high speedup efficiency wrapper_overhead "
-    "step_time_median_s step_time_p5_s step_time_p95_s step_time_cv measured_steps noisy".split(),
-    *COMM_FIELDS,
-)
+FRAME_COLUMNS = ("sweep_id", "point_id", *HEADLINE_FIELDS, *COMM_FIELDS)
 _SKIP_IN_FRAME = {"step_times_s", "per_rank_step_times_s", "config", "launch", "stderr_tail", "telemetry"}
 
 
