@@ -8,7 +8,6 @@ user of Fabric on one device gets, so its 1-device cost is Fabric's own, not DDP
 
 from __future__ import annotations
 
-import os
 import sys
 
 from distbench.workers import common
@@ -17,12 +16,10 @@ FRAMEWORK = "torch"
 
 
 def make_distribution():
-    import torch.distributed as dist
-
     from distbench.workers.torch_ddp import silence
-    from distbench.workers.wrapper_loop import LIGHTNING_PRECISION, ddp_distribution
+    from distbench.workers.wrapper_loop import lightning_distribution, lightning_settings
 
-    class FabricDistribution(ddp_distribution()):
+    class FabricDistribution(lightning_distribution()):
         name = "fabric"
         wrapper_precision = True
         nosync_variant = (
@@ -34,30 +31,14 @@ def make_distribution():
         def start(self, cfg):
             from lightning.fabric import Fabric
 
-            self.fabric = Fabric(
-                accelerator="cpu" if cfg.device == "cpu" else "cuda",
-                devices=int(os.environ.get("LOCAL_WORLD_SIZE", cfg.world_size // cfg.nodes)),
-                num_nodes=cfg.nodes,
-                strategy="ddp" if cfg.world_size > 1 else "auto",  # one device: Fabric's own default
-                precision=LIGHTNING_PRECISION[cfg.precision],
-            )
+            self.fabric = Fabric(**lightning_settings(cfg))  # DDP; at N=1 Fabric's own single-device default
             self.fabric.launch()  # under torchrun: sets up the process group, starts nothing
             self.rank, self.world, self.local_rank = (
                 self.fabric.global_rank,
                 self.fabric.world_size,
                 self.fabric.local_rank,
             )
-            self.backend = dist.get_backend() if dist.is_initialized() else None
-
-        def gather(self, obj):
-            return super().gather(obj) if dist.is_initialized() else [obj]
-
-        def barrier(self):
-            if dist.is_initialized():
-                super().barrier()
-
-        def mean(self, value):
-            return super().mean(value) if dist.is_initialized() else value
+            self.note_backend()
 
         def wrap(self, cfg, model, optimizer, device):
             return self.fabric.setup(model, optimizer)

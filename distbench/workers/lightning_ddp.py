@@ -34,12 +34,10 @@ class Endless:
 
 
 def make_distribution(out_path: str):
-    import torch.distributed as dist
-
     from distbench.workers.torch_ddp import silence
-    from distbench.workers.wrapper_loop import LIGHTNING_PRECISION, TIMING, SteppedLoop, ddp_distribution
+    from distbench.workers.wrapper_loop import TIMING, SteppedLoop, lightning_distribution, lightning_settings
 
-    class LightningDistribution(ddp_distribution()):
+    class LightningDistribution(lightning_distribution()):
         name = "lightning"
         nosync_variant = (
             "the Trainer's DDP module given DDP's no-op communication hook and no buffer broadcast (as "
@@ -96,11 +94,7 @@ def make_distribution(out_path: str):
                         trainer.should_stop = True
 
             trainer = L.Trainer(
-                accelerator="cpu" if cfg.device == "cpu" else "cuda",
-                devices=int(os.environ.get("LOCAL_WORLD_SIZE", cfg.world_size // cfg.nodes)),
-                num_nodes=cfg.nodes,
-                strategy="ddp" if cfg.world_size > 1 else "auto",  # one device: the Trainer's own default
-                precision=LIGHTNING_PRECISION[cfg.precision],
+                **lightning_settings(cfg),  # DDP; at N=1 the Trainer's own single-device default
                 max_epochs=-1,
                 max_steps=-1,
                 callbacks=[Boundaries()],
@@ -108,18 +102,8 @@ def make_distribution(out_path: str):
             )
             self.trainer, self.module = trainer, Module(self.model)
             loop.start(lambda: trainer.fit(self.module, train_dataloaders=Endless(batches)))
-            self.backend = dist.get_backend() if dist.is_initialized() else None
+            self.note_backend()
             return loop.step
-
-        def gather(self, obj):
-            return super().gather(obj) if dist.is_initialized() else [obj]
-
-        def barrier(self):
-            if dist.is_initialized():
-                super().barrier()
-
-        def mean(self, value):
-            return super().mean(value) if dist.is_initialized() else value
 
         def record_fields(self):
             import lightning

@@ -2,6 +2,8 @@
 
 `ddp_distribution()`: the `ddp` strategy's Distribution class (gather, barrier, mean, the standalone
 all-reduce, the no-op-hook variant): the wrappers put DDP underneath, so they subclass it.
+`lightning_distribution()` and `lightning_settings()`: what Lightning's Trainer and Fabric share on top of it
+(their single-device default at N=1, where no process group exists).
 
 `SteppedLoop`: Lightning's Trainer and Ignite's Engine own the training loop, so distbench cannot call
 their step. The wrapper's loop runs in a thread of its own and stops at every step boundary (a hook of
@@ -16,6 +18,7 @@ are common.measure's, unchanged.
 
 from __future__ import annotations
 
+import os
 import statistics
 import threading
 import time
@@ -36,6 +39,42 @@ def ddp_distribution() -> type:
     from distbench.workers import torch_ddp
 
     return type(torch_ddp.make_distribution())
+
+
+def lightning_settings(cfg) -> dict:
+    """The accelerator, devices, nodes, strategy and precision Lightning's Trainer and Fabric are given: DDP
+    at N > 1 over torchrun's LOCAL_WORLD_SIZE devices a node; at N=1 their own single-device default
+    (`strategy="auto"`: no DDP, no process group), what a user of either on one device gets (issue 20)."""
+    return dict(
+        accelerator="cpu" if cfg.device == "cpu" else "cuda",
+        devices=int(os.environ.get("LOCAL_WORLD_SIZE", cfg.world_size // cfg.nodes)),
+        num_nodes=cfg.nodes,
+        strategy="ddp" if cfg.world_size > 1 else "auto",
+        precision=LIGHTNING_PRECISION[cfg.precision],
+    )
+
+
+def lightning_distribution() -> type:
+    """ddp's Distribution class for Lightning's Trainer and Fabric: where they set up no process group (their
+    single-device default at N=1), gather, barrier and mean are this one process's own."""
+    import torch.distributed as dist
+
+    class LightningDistributionBase(ddp_distribution()):
+        def note_backend(self) -> None:
+            """The process group's backend, once the wrapper has set it up (None without one)."""
+            self.backend = dist.get_backend() if dist.is_initialized() else None
+
+        def gather(self, obj):
+            return super().gather(obj) if dist.is_initialized() else [obj]
+
+        def barrier(self):
+            if dist.is_initialized():
+                super().barrier()
+
+        def mean(self, value):
+            return super().mean(value) if dist.is_initialized() else value
+
+    return LightningDistributionBase
 
 
 class LoopEnded(RuntimeError):
