@@ -1,26 +1,23 @@
-"""Running a plan: launch each point, derive speedup/efficiency, commit it, report progress."""
+"""Running a plan of training points (scale, run, fit) through the one runner (distbench.runner): how such a
+point is measured and what its record gets (speedup, efficiency: derive), the sweep's stored options (resume)."""
 
 from __future__ import annotations
 
 import json
-import shlex
-import shutil
-from contextlib import contextmanager
-import sys
 import tempfile
 from pathlib import Path
-from typing import Callable
 
-from distbench import __version__, envinfo, mfu, signals, stats
+from distbench import mfu, stats
 from distbench.measure import measure_point
 from distbench.config import is_per_core_baseline, point_key  # what identifies a point (resume, OOM bookkeeping)
 from distbench.errors import BadInput
 from distbench.plan import Plan, PlannedPoint, SweepOptions, cpu_cores
-from distbench.record import add_step_metrics, base_record, build_record, write_record
+from distbench.record import add_step_metrics, build_record
+from distbench.runner import Kind, ProgressFn, recorded_sweep
+from distbench.runner import command_line as command_line  # the commands' import of it (the runner's)
+from distbench.runner import run_points as run_any_points
 from distbench.store import Store
 from distbench.strategies import FRAMEWORK_BASELINE
-
-ProgressFn = Callable[[str, int, int, PlannedPoint, dict | None], None]
 
 
 def add_baseline(baselines: dict, record: dict) -> None:
@@ -158,38 +155,6 @@ def stored_options(store: Store, sweep_id: str) -> SweepOptions:
     return SweepOptions.from_dict(saved["sweep_options"])
 
 
-@contextmanager
-def recorded_sweep(store: Store, *, command: str, options: dict, notes: list[str], resume: str | None = None):
-    """A sweep row in the store for the duration of a `with` block (every command that measures
-    uses this): 'complete' when the block finishes, 'interrupted' when it is left by an exception
-    (Ctrl-C included). `resume` reopens an existing sweep instead of starting one."""
-    if resume:
-        store.reopen_sweep(resume)
-        sweep_id = resume
-    else:
-        env = envinfo.capture_environment()
-        sweep_id = store.start_sweep(
-            command=command,
-            version=__version__,
-            git_sha=env.get("distbench_git_sha"),
-            env=env,
-            options=options,
-            notes=notes,
-        )
-    status, note = "interrupted", None
-    try:
-        yield sweep_id
-        status = "complete"
-    except KeyboardInterrupt as exc:  # Ctrl-C, SIGTERM, SIGHUP (distbench.signals)
-        cause = signals.interruption(exc)
-        note = f"interrupted by {cause.name if cause else 'SIGINT'}"
-        if cause is not None:
-            cause.sweep = (sweep_id, str(store.path), command)
-        raise
-    finally:
-        store.finish_sweep(sweep_id, status, note=note)
-
-
 def run_points(
     plan: Plan,
     store: Store,
@@ -197,93 +162,46 @@ def run_points(
     kept: dict,
     *,
     timeout_s: float,
-    progress,
+    progress: ProgressFn | None,
     workdir,
     records_dir,
     repeats: int,
     noisy_cv: float,
     telemetry_interval_s: float,
 ) -> list[dict]:
-    records: list[dict] = []
-    baselines: dict[int | None, dict[str, dict]] = {}  # per --batch-size value: framework -> baseline
-    oom_at: dict[tuple, dict] = {}  # (strategy, N, nodes) -> its smallest batch that ran out of memory
-    root = Path(workdir)
-    total = len(plan.points)
-    for i, point in enumerate(plan.points, 1):
-        key = point_key(point.strategy.name, point.config.to_dict())
-        batch = key[-1]
-        if key in kept:
-            record = kept[key]
-            if point.strategy.baseline:
-                add_baseline(baselines.setdefault(batch, {}), record)
-            records.append(record)
-            if progress:
-                progress("kept", i, total, point, record)
-            continue
-        if progress:
-            progress("start", i, total, point, None)
-        stop = point_dir = None
-        oom = oom_at.get(key[:-1])
-        if point.skip_reason or oom:
-            record = base_record(
-                point.config.to_dict(),
-                strategy=point.strategy.name,
-                framework=point.strategy.framework,
-                status="skipped",
-                reason=point.skip_reason
-                or (
-                    f"not tried: batch {point_key(oom['strategy'], oom['config'])[-1]} ran out "
-                    "of memory at this strategy and N"
-                ),
-            )
-            record["after_oom"] = bool(oom) and not point.skip_reason
-        else:
-            point_dir = root / f"{i:03d}-{point.strategy.name}-n{point.config.world_size}-k{point.config.nodes}"
-            try:
-                record = measure_point(
-                    point,
-                    point_dir,
-                    timeout_s=timeout_s,
-                    repeats=repeats,
-                    noisy_cv=noisy_cv,
-                    telemetry_interval_s=telemetry_interval_s,
-                )
-            except KeyboardInterrupt as exc:  # its worker tree is already gone (launch.run_point)
-                cause = signals.interruption(exc)
-                record = base_record(
-                    point.config.to_dict(),
-                    strategy=point.strategy.name,
-                    framework=point.strategy.framework,
-                    status="interrupted",
-                    reason=f"stopped by {cause.name if cause else 'SIGINT'} while it was measured",
-                )
-                record["workdir"] = str(point_dir)
-                stop = exc
-        record["sweep_id"] = sweep_id
-        record["auto_added"] = point.auto_added
-        if record["status"] == "oom":
-            oom_at.setdefault(key[:-1], record)
-        if point.strategy.baseline:
-            add_baseline(baselines.setdefault(batch, {}), record)
-        derive(record, baselines.get(batch, {}))
-        saved = (
-            Path(records_dir) / f"{sweep_id}-{i:03d}-{point.strategy.name}-n{point.config.world_size}.json"
-            if records_dir
-            else None
+    """The plan's points through the one runner (distbench.runner.run_points) as training points."""
+    kind = training(timeout_s=timeout_s, repeats=repeats, noisy_cv=noisy_cv, telemetry_interval_s=telemetry_interval_s)
+    return run_any_points(
+        plan.points, store, sweep_id, kind, workdir=workdir, kept=kept, progress=progress, records_dir=records_dir
+    )
+
+
+def training(*, timeout_s: float, repeats: int, noisy_cv: float, telemetry_interval_s: float) -> Kind:
+    """How a training point (scale, run, fit) is measured (measure_point: repeats, variants) and finished:
+    speedup and efficiency against the baseline of its --batch-size value measured earlier in the sweep."""
+    baselines: dict[int | None, dict] = {}  # per --batch-size value: framework -> baseline (add_baseline)
+
+    def measure(point: PlannedPoint, point_dir: Path) -> dict:
+        return measure_point(
+            point,
+            point_dir,
+            timeout_s=timeout_s,
+            repeats=repeats,
+            noisy_cv=noisy_cv,
+            telemetry_interval_s=telemetry_interval_s,
         )
-        with signals.deferred():  # committed whole, whatever signal arrives meanwhile
-            record["point_id"] = store.commit_point(sweep_id, record, fallback=saved)  # JSON when the store fails
-        if saved:
-            write_record(saved, record)
-        records.append(record)
-        if progress:
-            progress("done", i, total, point, record)
-        if stop is not None:
-            raise stop
-        if record["status"] == "ok" and point_dir is not None:  # failed points keep theirs (record names it)
-            shutil.rmtree(point_dir, ignore_errors=True)
-    return records
+
+    def kept(point: PlannedPoint, record: dict) -> None:
+        if point.strategy.baseline:
+            add_baseline(baselines.setdefault(_batch(point), {}), record)
+
+    def finish(point: PlannedPoint, record: dict) -> list[dict]:
+        kept(point, record)
+        derive(record, baselines.get(_batch(point), {}))
+        return [record]
+
+    return Kind(measure=measure, finish=finish, kept=kept)
 
 
-def command_line(argv: list[str] | None = None) -> str:
-    return shlex.join(["distbench", *(sys.argv[1:] if argv is None else argv)])
+def _batch(point: PlannedPoint) -> int | None:
+    return point_key(point.strategy.name, point.config.to_dict()).batch

@@ -16,7 +16,8 @@ from pathlib import Path
 
 from distbench.config import PointConfig
 from distbench.errors import BadInput
-from distbench.launch import run_point
+from distbench.plan import PlannedPoint
+from distbench.runner import Kind, OpenSweep, single_run
 from distbench.strategies import FRAMEWORK_BASELINE, STRATEGIES, Strategy
 
 DEFAULT_RTOL = 1e-4
@@ -91,10 +92,15 @@ def verify(
     threads: int = 1,
     progress=lambda what: None,
     workdir: str | None = None,
+    sweep: OpenSweep | None = None,
 ) -> list[dict]:
+    """The verdict of each strategy (baselines excluded). Every run is a point of the one runner
+    (distbench.runner): stored in `sweep` (`distbench verify` opens one in --results), each candidate's
+    record with its verdict under "verdict"; without `sweep` nothing is stored."""
     if global_batch % world_size:
         raise BadInput(f"--batch-size {global_batch} (global) is not divisible by --gpus {world_size}")
-    root = Path(workdir or tempfile.mkdtemp(prefix="distbench-verify-"))
+    if sweep is None:
+        sweep = OpenSweep(None, None, Path(workdir or tempfile.mkdtemp(prefix="distbench-verify-")))
     base_cfg = PointConfig(
         strategy="",
         model=model,
@@ -109,14 +115,15 @@ def verify(
         verify=True,
         threads_per_worker=threads,
     )
+    measure = single_run(timeout_s)
     baselines: dict[str, dict] = {}
     results = []
     for s in strategies:
         base_name = FRAMEWORK_BASELINE[s.framework]
         if base_name not in baselines:
             progress(f"{base_name} (single device, global batch {global_batch})")
-            cfg = dataclasses.replace(base_cfg, strategy=base_name)
-            baselines[base_name] = run_point(STRATEGIES[base_name], cfg, root / base_name, timeout_s)
+            point = PlannedPoint(STRATEGIES[base_name], dataclasses.replace(base_cfg, strategy=base_name))
+            [baselines[base_name]] = sweep.run([point], Kind(measure))
         base = baselines[base_name]
         if s.baseline:
             continue
@@ -126,11 +133,6 @@ def verify(
             skip = f"the {base_name} baseline {base['status']}: {base.get('reason')}"
         else:
             skip = None
-        if skip:
-            results.append(
-                {"strategy": s.name, "world_size": world_size, "status": "skipped", "passed": None, "reason": skip}
-            )
-            continue
         cfg = dataclasses.replace(
             base_cfg,
             strategy=s.name,
@@ -138,11 +140,30 @@ def verify(
             per_device_batch=global_batch // world_size,
             threads_per_worker=max(1, threads // world_size),
         )
-        progress(f"{s.name} N={world_size}")
-        record = run_point(s, cfg, root / s.name, timeout_s)
-        verdict = compare(record, base, rtol)
-        if record["status"] != "ok":  # a point its worker skipped (composer's version conflict) is no failure
-            verdict["passed"] = None if record["status"] == "skipped" else False
-            verdict["reason"] = f"{record['status']}: {record.get('reason')}"
-        results.append(verdict)
+        if not skip:
+            progress(f"{s.name} N={world_size}")
+
+        def judged(point: PlannedPoint, record: dict, base=base, skip=skip) -> list[dict]:
+            record["verdict"] = _verdict(record, base, rtol, skip)
+            results.append(record["verdict"])
+            return [record]
+
+        sweep.run([PlannedPoint(s, cfg, skip)], Kind(measure, finish=judged))
     return results
+
+
+def _verdict(record: dict, base: dict, rtol: float, skip: str | None) -> dict:
+    """A candidate's verdict: passed True/False, or None when it was not compared (skipped)."""
+    if skip:  # not run: the reason is verify's own (no baseline, no CUDA for DataParallel)
+        return {
+            "strategy": record["strategy"],
+            "world_size": record["world_size"],
+            "status": "skipped",
+            "passed": None,
+            "reason": skip,
+        }
+    verdict = compare(record, base, rtol)
+    if record["status"] != "ok":  # a point its worker skipped (composer's version conflict) is no failure
+        verdict["passed"] = None if record["status"] == "skipped" else False
+        verdict["reason"] = f"{record['status']}: {record.get('reason')}"
+    return verdict

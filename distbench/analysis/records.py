@@ -29,6 +29,11 @@ def is_comm(record: dict) -> bool:
     return str(record.get("strategy", "")).startswith("comm") or "busbw_gbps" in record
 
 
+def is_verify(record: dict) -> bool:
+    """A `distbench verify` run (k steps compared with one device, no warmup), not a scaling measurement."""
+    return bool((record.get("config") or {}).get("verify"))
+
+
 def is_baseline(record: dict) -> bool:
     strategy = STRATEGIES.get(str(record.get("strategy")))
     return bool(strategy and strategy.baseline)

@@ -8,7 +8,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from distbench.analysis.records import is_comm
+from distbench.analysis.records import is_comm, is_verify
 from distbench.config import is_per_core_baseline
 from distbench.errors import BadInput
 from distbench.store import Store
@@ -61,8 +61,12 @@ class Sweep:
 
     @property
     def scaling_points(self) -> list[dict]:
-        """Successful training points (no comm micro-benchmarks or per-core baselines)."""
-        return [r for r in self.points if r.get("status") == "ok" and not is_comm(r) and not is_per_core_baseline(r)]
+        """Successful training points (no comm micro-benchmarks, verify runs or per-core baselines)."""
+        return [
+            r
+            for r in self.points
+            if r.get("status") == "ok" and not is_comm(r) and not is_verify(r) and not is_per_core_baseline(r)
+        ]
 
     @property
     def comm_points(self) -> list[dict]:

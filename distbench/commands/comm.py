@@ -5,11 +5,12 @@ from __future__ import annotations
 import click
 
 from distbench.commbench import BACKENDS, default_backend, get_backend, parse_sizes
+from distbench import runner
 from distbench.commands import options as opt
 from distbench.config import PointConfig
 from distbench.errors import BadInput
 from distbench.output import json_document
-from distbench.plan import cpu_cores, parse_gpus, resolve_device
+from distbench.plan import PlannedPoint, cpu_cores, parse_gpus, resolve_device
 
 SERIES = ("sizes_bytes", "time_median_s", "time_p95_s", "algbw_gbps", "busbw_gbps", "correct")
 """A comm record's per-size lists."""
@@ -64,14 +65,14 @@ def comm(gpus_text, backend, sizes, factor, iters, warmup, max_time_per_size, de
     if backend == "nccl" and choice.device != "cuda":
         raise BadInput("--backend nccl needs CUDA GPUs; none are in use (try --backend gloo)")
     size_list = parse_sizes(sizes or ("1K:1G" if choice.device == "cuda" else "1K:64M"), int(factor))
-    missing = opt.not_installed(strategy)
     err = opt.err_console()
     notes = [choice.note, *([backend_note] if backend_note else [])]
     opt.print_notes(err, notes)
     options = {"kind": "comm", "backend": backend, "gpus": gpus, "sizes": size_list}
-    with opt.new_sweep(results, "comm", options, notes) as sweep:
-        for n in gpus:
-            cfg = PointConfig(
+    points = [
+        PlannedPoint(
+            strategy,
+            PointConfig(
                 strategy=strategy.name,
                 model="none",
                 world_size=n,
@@ -87,9 +88,18 @@ def comm(gpus_text, backend, sizes, factor, iters, warmup, max_time_per_size, de
                     "warmup": warmup,
                     "max_time_per_size": max_time_per_size,
                 },
-            )
-            err.print(f"{strategy.name} N={n}: {len(size_list)} sizes ...")
-            sweep.keep(opt.run_or_skip(strategy, cfg, sweep.workdir / f"n{n}", timeout, missing or choice.unfit(n)))
+            ),
+            choice.unfit(n),
+        )
+        for n in gpus
+    ]
+
+    def progress(phase, i, total, point, record):
+        if phase == "start":
+            err.print(f"{strategy.name} N={point.config.world_size}: {len(size_list)} sizes ...")
+
+    with runner.new_sweep(results, "comm", options, notes) as sweep:
+        sweep.run(points, runner.Kind(runner.single_run(timeout)), progress)
     records = sweep.records
     if fmt == "json":
         click.echo(json_document(records, extra_fields=("backend", *SERIES, "iterations")))

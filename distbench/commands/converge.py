@@ -7,6 +7,7 @@ import json
 
 import click
 
+from distbench import runner
 from distbench.commands import options as opt
 from distbench.converge import data as cdata
 from distbench.converge import lr as lr_rules
@@ -14,7 +15,7 @@ from distbench.converge.plan import SUPPORTED, ConvergeOptions, point_configs
 from distbench.converge.summary import fmt, speed_and_time_cells, summarize
 from distbench.errors import BadInput
 from distbench.models.specs import check_input, get_spec
-from distbench.plan import cpu_cores, parse_gpus, resolve_device
+from distbench.plan import PlannedPoint, cpu_cores, parse_gpus, resolve_device
 from distbench.strategies import parse_strategies
 
 DEFAULT_STRATEGIES = "torch,ddp,tf,mirrored"
@@ -179,18 +180,17 @@ def converge(
     err = opt.err_console()
     opt.print_notes(err, notes)
     stored = {"kind": "converge", "options": _options_doc(options), "data": meta, "cache": str(cache)}
-    records = []
-    with opt.new_sweep(results, "converge", stored, notes) as sweep:
-        for i, (strategy, cfg) in enumerate(points):
-            what = f"{strategy.name} N={cfg.world_size} seed {cfg.seed}"
-            err.print(f"[{i + 1}/{len(points)}] {what} ...", markup=False)
-            skip = opt.not_installed(strategy) or choice.unfit(cfg.world_size)
-            record = opt.run_or_skip(
-                strategy, cfg, sweep.workdir / f"{i:03d}-{strategy.name}-n{cfg.world_size}-s{cfg.seed}", timeout, skip
-            )
-            sweep.keep(record)
-            records.append(record)
+    planned = [PlannedPoint(strategy, cfg, choice.unfit(cfg.world_size)) for strategy, cfg in points]
+
+    def progress(phase, i, total, point, record):
+        cfg = point.config
+        if phase == "start":
+            err.print(f"[{i}/{total}] {point.strategy.name} N={cfg.world_size} seed {cfg.seed} ...", markup=False)
+        else:
             err.print(f"  {_line(record)}", markup=False)
+
+    with runner.new_sweep(results, "converge", stored, notes) as sweep:
+        records = sweep.run(planned, runner.Kind(runner.single_run(timeout)), progress)
         summary = summarize(records)
     if fmt == "json":
         click.echo(json.dumps({"sweep_id": sweep.id, "summary": summary, "runs": records}, indent=1, default=str))

@@ -10,6 +10,7 @@ import click
 from rich.markup import escape
 
 from distbench.batchfit import BatchSearch, find_largest_batch
+from distbench import runner
 from distbench.commands import options as opt
 from distbench.errors import BadInput
 from distbench.output import fmt_bytes
@@ -134,7 +135,7 @@ def fit(start, max_batch, tolerance, results, fmt, **workload):
         "tolerance": tolerance,
         "resolved_device": first.device.device,
     }
-    with opt.new_sweep(results, "fit", stored, notes) as sweep:
+    with runner.new_sweep(results, "fit", stored, notes) as sweep:
         for name in checked.strategies:
 
             def trial(batch: int, name=name) -> dict:

@@ -5,13 +5,14 @@ from __future__ import annotations
 import click
 from rich.markup import escape
 
+from distbench import runner
 from distbench.commands import options as opt
 from distbench.config import PointConfig
 from distbench.errors import BadInput
 from distbench.infer import INFER, TELEMETRY_INTERVAL_S, expand
 from distbench.models.specs import check_input, get_spec, model_names
 from distbench.output import fmt_bytes, json_document
-from distbench.plan import MAX_BATCH, cpu_cores, parse_counts, resolve_device
+from distbench.plan import MAX_BATCH, PlannedPoint, cpu_cores, parse_counts, resolve_device
 
 
 @click.command()
@@ -47,9 +48,13 @@ def infer(model, batch_sizes, frameworks, image_size, seq_len, precision, steps,
     if choice.device == "cpu":
         err.print(f"[dim]note:[/] running on the CPU ({cpu_cores()} cores): no CUDA GPU is in use")
     options = {"kind": "inference", "model": model, "batch_sizes": sizes, "frameworks": fws, "precision": precision}
-    with opt.new_sweep(results, "infer", options, []) as sweep:
-        for fw in fws:
-            cfg = PointConfig(
+    amp = (
+        "--precision amp needs a CUDA GPU; use bf16 on CPU" if precision == "amp" and choice.device != "cuda" else None
+    )
+    points = [
+        PlannedPoint(
+            INFER[fw],
+            PointConfig(
                 strategy=INFER[fw].name,
                 model=model,
                 world_size=1,
@@ -63,14 +68,21 @@ def infer(model, batch_sizes, frameworks, image_size, seq_len, precision, steps,
                 threads_per_worker=cpu_cores(),
                 num_classes=spec.num_classes,
                 extra={"batch_sizes": sizes},
-            )
-            skip = opt.not_installed(INFER[fw])
-            if precision == "amp" and choice.device != "cuda":
-                skip = "--precision amp needs a CUDA GPU; use bf16 on CPU"
-            err.print(f"{INFER[fw].name}: batch sizes {', '.join(map(str, sizes))} ...")
-            record = opt.run_or_skip(INFER[fw], cfg, sweep.workdir / fw, timeout, skip, TELEMETRY_INTERVAL_S)
-            for r in expand(record, cfg):
-                sweep.keep(r)
+            ),
+            amp,
+        )
+        for fw in fws
+    ]
+
+    def progress(phase, i, total, point, record):
+        if phase == "start":
+            err.print(f"{point.strategy.name}: batch sizes {', '.join(map(str, sizes))} ...")
+
+    kind = runner.Kind(
+        runner.single_run(timeout, TELEMETRY_INTERVAL_S), finish=lambda point, record: expand(record, point.config)
+    )
+    with runner.new_sweep(results, "infer", options, []) as sweep:
+        sweep.run(points, kind, progress)
     records = sweep.records
     if fmt == "json":
         fields = ("latency_median_s", "latency_p95_s", "peak_memory_bytes", "power_w_mean", "energy_per_sample_j")

@@ -1,27 +1,21 @@
 """What the commands share: click types with an allowed range (a value outside it is a one-line error naming
-the flag and the range, exit 2), options declared alike, consoles, `new_sweep`; and WORKLOAD, the click side
+the flag and the range, exit 2), options declared alike, consoles; and WORKLOAD, the click side
 of SweepOptions."""
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import math
 import sys
-import tempfile
-from pathlib import Path
 
 import click
 from rich.console import Console
 from rich.markup import escape
 
 from distbench.errors import BadInput
-from distbench.launch import run_point
 from distbench.output import table  # noqa: F401 - the commands' one table builder (opt.table)
-from distbench.record import base_record
-from distbench.plan import INSTALL_HINT, MAX_BATCH, SweepOptions, _missing_modules, flag, parse_counts
-from distbench.store import DEFAULT_PATH, Store
-from distbench.sweep import command_line, recorded_sweep
+from distbench.plan import MAX_BATCH, SweepOptions, flag, parse_counts
+from distbench.store import DEFAULT_PATH
 from distbench.workload import Knob, knobs
 
 
@@ -84,49 +78,12 @@ def print_notes(err: Console, notes) -> None:
         err.print(f"[dim]note:[/] {escape(note)}")
 
 
-@dataclasses.dataclass
-class NewSweep:
-    store: Store
-    id: str
-    workdir: Path
-    """A fresh scratch folder for the points' work."""
-    records: list[dict] = dataclasses.field(default_factory=list)
-
-    def keep(self, record: dict) -> None:
-        """Commit `record` as a point of this sweep and collect it in `records`."""
-        record["sweep_id"] = self.id
-        record["point_id"] = self.store.add_point(self.id, record)
-        self.records.append(record)
-
-
-@contextlib.contextmanager
-def new_sweep(results: str, kind: str, options: dict, notes: list[str]):
-    """A new sweep in the --results store for the duration of a `with` block (see recorded_sweep)."""
-    with Store(results) as store, recorded_sweep(store, command=command_line(), options=options, notes=notes) as sid:
-        yield NewSweep(store, sid, Path(tempfile.mkdtemp(prefix=f"distbench-{kind}-{sid}-")))
-
-
-def run_or_skip(strategy, cfg, workdir: Path, timeout_s: float, skip: str | None, telemetry_interval_s=0.0) -> dict:
-    """run_point, or a 'skipped' record with the reason `skip` when that is set."""
-    if skip:
-        return base_record(
-            cfg.to_dict(), strategy=strategy.name, framework=strategy.framework, status="skipped", reason=skip
-        )
-    return run_point(strategy, cfg, workdir, timeout_s, telemetry_interval_s)
-
-
 def checked(fn, *args, **kwargs):
     """fn(...) with a ValueError from it (the library's message, naming the flag) raised as BadInput."""
     try:
         return fn(*args, **kwargs)
     except ValueError as exc:
         raise BadInput(str(exc)) from None
-
-
-def not_installed(strategy) -> str | None:
-    """Why `strategy` cannot run here: the modules it needs that are missing (None: none is)."""
-    missing = _missing_modules(strategy)
-    return f"{', '.join(missing)} is not installed: {INSTALL_HINT}" if missing else None
 
 
 def _click_attrs(f: dataclasses.Field, k: Knob) -> dict:

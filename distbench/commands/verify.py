@@ -6,6 +6,7 @@ import json
 
 import click
 
+from distbench import runner
 from distbench.commands import options as opt
 from distbench.models.specs import check_input, get_spec
 from distbench.plan import cpu_cores, parse_gpus, resolve_device
@@ -41,13 +42,31 @@ from distbench.errors import BadInput
 )
 @opt.workload_option("device", help="auto uses CUDA GPUs when enough are visible, otherwise CPU workers.")
 @opt.workload_option("timeout", help="Seconds per run before it is killed.")
+@opt.results_option("SQLite results store: every run (baselines too) is stored as a point of a 'verify' sweep.")
 @opt.format_option("json prints the verdicts as one JSON document.")
-def verify(model, gpus_text, strategies, batch_size, steps, image_size, num_classes, rtol, lr, device, timeout, fmt):
+def verify(
+    model,
+    gpus_text,
+    strategies,
+    batch_size,
+    steps,
+    image_size,
+    num_classes,
+    rtol,
+    lr,
+    device,
+    timeout,
+    results,
+    fmt,
+):
     """Check that each strategy trains exactly like one device with the same global batch.
 
     Every strategy and its framework's single-device baseline start from identical weights and
     data, take k steps, and are compared step by step (loss) and at the end (weight updates,
     replica agreement). Exits 1 when any strategy fails, with what differed.
+
+    Every run is stored in --results as a point of a sweep of kind verify, each strategy's with
+    its verdict (`distbench results show` lists them).
 
     Example: distbench verify --model resnet18 --gpus 2
     """
@@ -68,32 +87,49 @@ def verify(model, gpus_text, strategies, batch_size, steps, image_size, num_clas
     else:
         size = image_size or (spec.default_image_size if choice.device == "cuda" else max(32, spec.min_image_size))
         opt.checked(check_input, spec, image_size=size)
+    chosen = parse_strategies(strategies)
     err = opt.err_console()
     opt.print_notes(err, [choice.note])
-    results = run_verify(
-        model=model,
-        world_size=n,
-        strategies=parse_strategies(strategies),
-        device=choice.device,
-        global_batch=batch_size,
-        steps=steps,
-        image_size=size,
-        num_classes=num_classes,
-        rtol=rtol,
-        lr=lr,
-        timeout_s=timeout,
-        threads=cpu_cores(),
-        progress=lambda what: err.print(f"running {what} ..."),
-    )
+    options = {
+        "kind": "verify",
+        "model": model,
+        "gpus": [n],
+        "strategies": [s.name for s in chosen],
+        "global_batch": batch_size,
+        "steps": steps,
+        "image_size": size,
+        "num_classes": num_classes,
+        "rtol": rtol,
+        "lr": lr,
+        "resolved_device": choice.device,
+    }
+    with runner.new_sweep(results, "verify", options, [choice.note]) as sweep:
+        verdicts = run_verify(
+            model=model,
+            world_size=n,
+            strategies=chosen,
+            device=choice.device,
+            global_batch=batch_size,
+            steps=steps,
+            image_size=size,
+            num_classes=num_classes,
+            rtol=rtol,
+            lr=lr,
+            timeout_s=timeout,
+            threads=cpu_cores(),
+            progress=lambda what: err.print(f"running {what} ..."),
+            sweep=sweep,
+        )
+    err.print(f"results stored in {results} (sweep {sweep.id})", markup=False, highlight=False)
     if fmt == "json":
-        click.echo(json.dumps(results, indent=2))
+        click.echo(json.dumps(verdicts, indent=2))
     else:
         out = opt.out_console()
         table = opt.table(
             f"verify {model}: N={n}, global batch {batch_size}, {steps} steps, rtol {rtol:g}",
             ("strategy", "N", "loss max rel diff", "update max rel diff", "replicas max rel diff", "verdict"),
         )
-        for r in results:
+        for r in verdicts:
             verdict = {True: "[green]pass[/]", False: "[red]FAIL[/]", None: "[yellow]skipped[/]"}[r["passed"]]
             if r.get("reason"):
                 verdict += f": {r['reason']}"
@@ -101,5 +137,5 @@ def verify(model, gpus_text, strategies, batch_size, steps, image_size, num_clas
             diffs = (f"{r[k]:.2e}" if r.get(k) is not None else "-" for k in keys)
             table.add_row(r["strategy"], str(r["world_size"]), *diffs, verdict)
         out.print(table)
-    if any(r["passed"] is False for r in results):
+    if any(r["passed"] is False for r in verdicts):
         raise click.exceptions.Exit(1)

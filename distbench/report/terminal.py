@@ -34,7 +34,7 @@ def points_table(sweep: Sweep) -> Table:
     t = table(f"sweep {rich_escape(sweep.id)}", columns, right=columns[1:-1])
     for r in sweep.points:
         shown = status_cell(r, " [yellow](noisy)[/]" if an.is_noisy(r) else "")
-        shown += " (comm benchmark)" if an.is_comm(r) else ""
+        shown += " (comm benchmark)" if an.is_comm(r) else " (verify run)" if an.is_verify(r) else ""
         t.add_row(
             rich_escape(an.series_name(r)),
             str(r.get("world_size")),
