@@ -62,6 +62,13 @@ MLP_HIDDEN = 128
 
 # ---- architecture tables shared by torch_models and keras_models (one source, both frameworks) ----
 
+RESNET_LAYOUTS = {
+    "resnet18": ("basic", (2, 2, 2, 2)),
+    "resnet50": ("bottleneck", (3, 4, 6, 3)),
+    "resnet152": ("bottleneck", (3, 8, 36, 3)),
+}
+"""Per ResNet: (block kind 'basic' or 'bottleneck', blocks per stage), as torchvision."""
+
 VGG16_CFG = (64, 64, "M", 128, 128, "M", 256, 256, 256, "M", 512, 512, 512, "M", 512, 512, 512, "M")
 """torchvision cfg 'D': conv3x3 widths, 'M' = 2x2 max pool."""
 
@@ -86,6 +93,9 @@ _EFFICIENTNET_B0 = (
     (6, 3, 1, 192, 320, 1),
 )
 """(expand ratio, kernel, stride, in channels, out channels, layers) of B0, as torchvision."""
+
+EFFICIENTNET_B4 = dict(width_mult=1.4, depth_mult=1.8, dropout=0.4)
+"""B4's compound scaling of B0 and its classifier dropout, as torchvision."""
 
 UNET = dict(
     filters=32,
