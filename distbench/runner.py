@@ -136,6 +136,8 @@ def run_points(
             progress("start", i, total, point, None)
         stop = point_dir = None
         oom = oom_at.get(key[:-1])
+        if oom and point_key(oom["strategy"], oom["config"]).batch == key.batch:
+            oom = None  # the same batch again (another seed, converge): it is tried, not assumed
         reason = skip_reason(point, oom)
         if reason:
             record = skipped_record(point, reason)

@@ -63,6 +63,7 @@ def test_the_skip_rule_is_not_installed_then_the_plan_then_an_earlier_oom():
 
 def test_every_point_is_committed_skipped_ones_too_and_an_oom_skips_the_larger_batches(tmp_path):
     points = [_point(1, 2), _point(1, 4), _point(1, 8), _point(2, 2, skip="needs 2 GPUs, 1 visible"), _point(2, 4)]
+    points.append(_point(1, 4, seed=1))  # the batch that ran out, another seed (converge): tried again
     calls, seen = [], []
     kind = runner.Kind(_fake_measure({(1, 4): "oom"}, calls))
     with Store(tmp_path / "r.db") as store:
@@ -71,14 +72,14 @@ def test_every_point_is_committed_skipped_ones_too_and_an_oom_skips_the_larger_b
             points, store, sid, kind, workdir=tmp_path / "work", progress=lambda *a: seen.append(a[:3])
         )
         stored = store.points(sid)
-    assert calls == [(1, 2), (1, 4), (2, 4)]  # batch 8 not tried after batch 4 ran out; N=2 batch 2 skipped
-    assert [r["status"] for r in records] == ["ok", "oom", "skipped", "skipped", "ok"]
+    assert calls == [(1, 2), (1, 4), (2, 4), (1, 4)]  # batch 8 not tried after batch 4 ran out; N=2 batch 2 skipped
+    assert [r["status"] for r in records] == ["ok", "oom", "skipped", "skipped", "ok", "oom"]
     assert records[2]["reason"] == "not tried: batch 4 ran out of memory at this strategy and N"
     assert records[2]["after_oom"] is True and records[3]["after_oom"] is False and "after_oom" not in records[0]
     assert [(r["point_id"], r["status"]) for r in stored] == [(r["point_id"], r["status"]) for r in records]
     assert all(r["sweep_id"] == sid and r["auto_added"] is False for r in stored)
-    assert seen[:2] == [("start", 1, 5), ("done", 1, 5)] and len(seen) == 10
-    assert sorted(p.name for p in (tmp_path / "work").iterdir()) == ["002-fake-n1-k1"]  # ok points' folders go
+    assert seen[:2] == [("start", 1, 6), ("done", 1, 6)] and len(seen) == 12
+    assert sorted(p.name for p in (tmp_path / "work").iterdir()) == ["002-fake-n1-k1", "006-fake-n1-k1"]  # ok ones go
 
 
 def test_ctrl_c_while_measuring_commits_the_point_interrupted_and_stops_the_sweep(tmp_path):
