@@ -3,20 +3,19 @@
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 import os
 from dataclasses import dataclass, field, replace
 
 from distbench import envinfo, horovod_nccl
+from distbench import strategies as registry
 from distbench.config import PointConfig
 from distbench.errors import BadInput
 from distbench.launchers import RAY_TRAIN, check_ray_address
 from distbench.models.specs import check_input, get_spec
 from distbench.strategies import FRAMEWORK_BASELINE, STRATEGIES, Strategy, parse_strategies, strategy_names
-from distbench.workload import DEVICES, MAX_BATCH, Measurement, Workload, check, device_default, knob, knobs
+from distbench.workload import MAX_BATCH, Measurement, Workload, check, device_default, knob, knobs
 from distbench.workload import flag as knob_flag
 
-INSTALL_HINT = "run `make install` (creates .venv with torch, TensorFlow and Horovod)"
 
 CPU_MAX_SEQ_LEN = 64
 
@@ -268,17 +267,6 @@ class Plan:
     notes: list[str] = field(default_factory=list)
 
 
-def _installed(module: str) -> bool:
-    try:
-        return importlib.util.find_spec(module) is not None
-    except (ImportError, ValueError):
-        return False
-
-
-def _missing_modules(strategy: Strategy) -> list[str]:
-    return [m for m in strategy.requires if not _installed(m)]
-
-
 def make_plan(opts: SweepOptions, visible_gpus: int | None = None, *, runs_here: bool = True) -> Plan:
     """The points of a sweep: the checked options with the device's defaults filled in. `runs_here` False:
     the points run on other machines (Slurm, Kubernetes), so this machine's Horovod build is not asked
@@ -383,7 +371,7 @@ def make_plan(opts: SweepOptions, visible_gpus: int | None = None, *, runs_here:
     points: list[PlannedPoint] = []
     shapes = [(n, k) for n in opts.gpus for k in opts.nodes if n % k == 0]
     for s in strategies:
-        missing = _missing_modules(s)
+        missing = registry.not_installed(s)
         not_applicable = [
             name for name, (framework, _) in FRAMEWORK_ONLY.items() if getattr(opts, name) and s.framework != framework
         ]
@@ -420,7 +408,7 @@ def make_plan(opts: SweepOptions, visible_gpus: int | None = None, *, runs_here:
             )
             skip = None
             if missing:
-                skip = f"{', '.join(missing)} is not installed: {INSTALL_HINT}"
+                skip = missing
             elif opts.precision == "amp" and choice.device != "cuda":
                 skip = "--precision amp (float16 with loss scaling) needs a CUDA GPU; use --precision bf16 on CPU"
             elif unfit := choice.unfit(n, k):

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import importlib.util
 import shlex
 import shutil
 import sys
@@ -19,13 +18,12 @@ import tempfile
 from pathlib import Path
 from typing import Callable, Iterable
 
-from distbench import __version__, envinfo, signals
+from distbench import __version__, envinfo, signals, strategies
 from distbench.config import point_key
 from distbench.launch import run_point
-from distbench.plan import INSTALL_HINT, PlannedPoint
+from distbench.plan import PlannedPoint
 from distbench.record import base_record, write_record
 from distbench.store import Store
-from distbench.strategies import Strategy
 
 ProgressFn = Callable[[str, int, int, PlannedPoint, "dict | None"], None]
 """progress(phase, i, total, point, record): phase 'kept' (resumed, with its record), 'start' (record None)
@@ -33,19 +31,6 @@ or 'done' (with the point's record)."""
 
 
 # -- the skip rule
-def installed(module: str) -> bool:
-    try:
-        return importlib.util.find_spec(module) is not None
-    except (ImportError, ValueError):
-        return False
-
-
-def not_installed(strategy: Strategy) -> str | None:
-    """Why `strategy` cannot run here: the modules it needs that are missing (None: none is)."""
-    missing = [m for m in strategy.requires if not installed(m)]
-    return f"{', '.join(missing)} is not installed: {INSTALL_HINT}" if missing else None
-
-
 def after_oom_reason(oom: dict) -> str:
     """Why a point is not tried after `oom`, the record of a smaller batch of its strategy and N that ran out."""
     return (
@@ -57,7 +42,7 @@ def skip_reason(point: PlannedPoint, oom: dict | None = None) -> str | None:
     """THE skip rule: why `point` is not run (None: it runs). First a module its strategy needs that is
     missing, then the reason its plan gave (device, precision, an earlier result), then `oom`: a smaller
     batch of the same strategy and N that ran out of memory in this sweep."""
-    return not_installed(point.strategy) or point.skip_reason or (after_oom_reason(oom) if oom else None)
+    return strategies.not_installed(point.strategy) or point.skip_reason or (after_oom_reason(oom) if oom else None)
 
 
 def skipped_record(point: PlannedPoint, reason: str, status: str = "skipped") -> dict:

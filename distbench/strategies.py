@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 from dataclasses import dataclass
 
 from distbench.launchers import ACCELERATE, HOROVODRUN, PROCESS, RAY_TRAIN, TF_MULTIWORKER, TORCHRUN, Launcher
@@ -262,3 +263,26 @@ def parse_strategies(values: tuple[str, ...] | list[str]) -> list[Strategy]:
     if not names:
         names = {s.name for s in STRATEGIES.values() if s.group == "core"}
     return [s for s in STRATEGIES.values() if s.name in names]
+
+
+INSTALL_HINT = "run `make install` (creates .venv with torch, TensorFlow and Horovod)"
+
+
+def installed(module: str) -> bool:
+    """Whether `module` can be imported here (found, not imported)."""
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def missing_modules(strategy: Strategy) -> list[str]:
+    """The modules `strategy`'s worker imports that are not installed here."""
+    return [m for m in strategy.requires if not installed(m)]
+
+
+def not_installed(strategy: Strategy) -> str | None:
+    """Why `strategy` cannot run here: the modules it needs that are missing (None: none is). The first of the
+    skip rules (the plan's, runner.skip_reason)."""
+    missing = missing_modules(strategy)
+    return f"{', '.join(missing)} is not installed: {INSTALL_HINT}" if missing else None

@@ -436,12 +436,12 @@ def _no_sweep(*args):
 
 # -- issue 22, item 2: Horovod without NCCL is not tabulated next to NCCL DDP on GPUs ---------------
 def test_horovod_points_are_skipped_on_cuda_when_horovod_has_no_nccl(monkeypatch):
-    from distbench import horovod_nccl, plan
+    from distbench import horovod_nccl, strategies
     from distbench.plan import SweepOptions, make_plan
 
     built = {"horovod.torch": False, "horovod.tensorflow": True}
     monkeypatch.setattr(horovod_nccl, "nccl_built", lambda module: built[module])
-    monkeypatch.setattr(plan, "_missing_modules", lambda s: [])
+    monkeypatch.setattr(strategies, "missing_modules", lambda s: [])
     opts = SweepOptions(gpus="1,2", strategies=("ddp", "horovod-torch", "horovod-tf"), add_baselines=True)
     points = {(p.strategy.name, p.config.world_size): p.skip_reason for p in make_plan(opts, visible_gpus=2).points}
     assert points[("horovod-torch", 2)].startswith(

@@ -104,9 +104,11 @@ def test_plan_rejects_bad_values():
 
 
 def test_plan_skips_strategy_whose_framework_is_missing(monkeypatch):
-    from distbench import plan as plan_mod
+    from distbench import strategies as strategies_mod
 
-    monkeypatch.setattr(plan_mod, "_missing_modules", lambda s: ["horovod.torch"] if s.name == "horovod-torch" else [])
+    monkeypatch.setattr(
+        strategies_mod, "missing_modules", lambda s: ["horovod.torch"] if s.name == "horovod-torch" else []
+    )
     plan = make_plan(_opts(strategies=parse_strategies(("horovod-torch",))), visible_gpus=0)
     hv = [p for p in plan.points if p.strategy.name == "horovod-torch"]
     assert hv and all(p.skip_reason.startswith("horovod.torch is not installed: run `make install`") for p in hv)

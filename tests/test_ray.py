@@ -100,9 +100,9 @@ def test_the_address_reaches_ray_points_only():
 
 
 def test_without_ray_the_points_are_skipped_with_the_install_hint(monkeypatch):
-    from distbench import plan
+    from distbench import strategies
 
-    monkeypatch.setattr(plan, "_installed", lambda module: module != "ray")
+    monkeypatch.setattr(strategies, "installed", lambda module: module != "ray")
     points = make_plan(SweepOptions(gpus=(2,), strategies=("ray-ddp",), device="cpu", add_baselines=False)).points
     assert [p.skip_reason for p in points] == [
         "ray is not installed: run `make install` (creates .venv with torch, TensorFlow and Horovod)"

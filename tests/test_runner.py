@@ -13,11 +13,12 @@ from distbench import runner
 from distbench.cli import main
 from distbench.config import PointConfig, point_key
 from distbench.launchers import PROCESS
-from distbench.plan import INSTALL_HINT, PlannedPoint
+from distbench.plan import PlannedPoint
 from distbench.record import base_record
 from distbench.signals import Interrupted
 from distbench.store import Store, StoreWriteError
-from distbench.strategies import STRATEGIES, Strategy
+from distbench import strategies
+from distbench.strategies import INSTALL_HINT, STRATEGIES, Strategy
 from distbench.verify import verify
 from tests.conftest import require, run_cli
 
@@ -51,8 +52,8 @@ def _fake_measure(statuses: dict | None = None, calls: list | None = None):
 def test_the_skip_rule_is_not_installed_then_the_plan_then_an_earlier_oom():
     missing = Strategy(name="x", framework="torch", module="x", launcher=PROCESS, requires=("no_such_module_db",))
     oom = base_record(_point(batch=2).config.to_dict(), strategy="fake", framework="torch", status="oom")
-    assert runner.not_installed(missing) == f"no_such_module_db is not installed: {INSTALL_HINT}"
-    assert runner.not_installed(FAKE) is None
+    assert strategies.not_installed(missing) == f"no_such_module_db is not installed: {INSTALL_HINT}"
+    assert strategies.not_installed(FAKE) is None
     assert runner.skip_reason(_point(strategy=missing, skip="needs 4 GPUs, 2 visible"), oom).startswith(
         "no_such_module_db is not installed"
     )

@@ -25,10 +25,12 @@ ARGS = dict(
 
 
 @require("torch", "tensorflow", "horovod.torch", "horovod.tensorflow")
-def test_every_strategy_passes_on_cpu_workers():
+def test_every_strategy_passes_on_cpu_workers(tmp_path):
     proc = run_cli(
         [
             "verify",
+            "--results",
+            str(tmp_path / "r.db"),  # verify stores its runs: not in the checkout
             "--model",
             "resnet18",
             "--gpus",

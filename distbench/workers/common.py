@@ -18,8 +18,7 @@ from distbench.config import PointConfig
 from distbench.failures import OOM_MARKERS
 from distbench.rankguard import rank_of
 from distbench.record import base_record, write_record
-
-INSTALL_HINT = "run `make install` (creates .venv with torch, TensorFlow and Horovod)"
+from distbench.strategies import INSTALL_HINT  # the same hint as the parent's skip rule
 
 Gather = Callable[[Any], list]
 
