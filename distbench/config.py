@@ -21,7 +21,8 @@ from distbench.workload import (  # noqa: F401 - the choices, re-exported where 
 
 
 def _redefault(name: str, default) -> dataclasses.Field:
-    """The Workload knob `name` with another default (its declaration otherwise unchanged)."""
+    """The Workload knob `name` with another default, or none (MISSING: required); its declaration otherwise
+    unchanged."""
     declared = {f.name: f for f in dataclasses.fields(Workload)}[name]
     return field(default=default, metadata=declared.metadata)
 
@@ -31,6 +32,8 @@ class PointConfig(Workload):
     """Everything a worker needs to run one (strategy, N) point: the point, its Workload (the knobs declared in
     distbench.workload) and the measurement settings the plan resolved. Serialized flat to JSON for the worker."""
 
+    model: str = _redefault("model", dataclasses.MISSING)
+    """Required at a point (the sweep's default model is the CLI's)."""
     image_size: int | None = _redefault("image_size", 224)
     """A point built by hand without one gets 224 (the side every image model was written for); a sweep
     resolves it per device and model (plan.make_plan). None: a token model."""

@@ -129,6 +129,7 @@ class Record(TypedDict, total=False):
     update_checksums: list
     determinism: dict | None
     replica_max_rel_diff: float | None
+    verdict: dict  # the verify run's judgement (pass/fail and why), stored with its record
     # telemetry (distbench.telemetry)
     telemetry: dict  # power, energy per sample (and scope), utilisation, memory over the window
     telemetry_samples: list

@@ -135,6 +135,12 @@ class Store:
                 row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
                 if int(row[0] if row else "0") < 2:
                     _migrate_v1(conn)
+                    log.warning(
+                        "note: %s was migrated to results-store schema %d (each record kept once); distbench "
+                        "versions before it can read but no longer write it",
+                        self.path,
+                        SCHEMA_VERSION,
+                    )
             conn.execute(_PREDICTIONS)
             conn.execute("COMMIT")
         except BaseException:

@@ -4,9 +4,7 @@ real N=2 point on CPU workers with a local Ray head that leaves nothing running.
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
-import sqlite3
 import subprocess
 import sys
 import uuid
@@ -19,6 +17,7 @@ from distbench.launchers import RAY_TRAIN, check_ray_address
 from distbench.errors import BadInput
 from distbench.workers import ray_ddp
 from distbench.plan import SweepOptions, make_plan
+from distbench.store import Store
 from distbench.strategies import STRATEGIES, parse_strategies
 from tests.conftest import DISTBENCH, quick, require
 
@@ -183,9 +182,9 @@ def test_a_ray_ddp_point_on_a_local_head_measures_like_ddp_and_leaves_nothing_ru
         stdin=subprocess.DEVNULL,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
-    with sqlite3.connect(db) as con:
-        [(text,)] = con.execute("SELECT record_json FROM points").fetchall()
-    record = json.loads(text)
+    with Store(db) as store:  # the record as every reader sees it (its step times live in the steps table)
+        [sweep] = store.sweeps(1)
+        [record] = store.points(sweep["id"])
     assert record["status"] == "ok", record.get("reason")
     assert DDP_WORKER_KEYS <= set(record), DDP_WORKER_KEYS - set(record)
     assert record["backend"] == "gloo" and len(record["per_rank_step_times_s"]) == 2

@@ -14,7 +14,7 @@ from distbench.cli import main
 from distbench.config import PointConfig, point_key
 from distbench.launchers import PROCESS
 from distbench.plan import PlannedPoint
-from distbench.record import base_record
+from distbench.record import base_record, undeclared_keys
 from distbench.signals import Interrupted
 from distbench.store import Store, StoreWriteError
 from distbench import strategies
@@ -169,6 +169,7 @@ def test_verify_stores_every_run_with_its_verdict_and_keeps_them_out_of_the_scal
     assert points["torch"]["status"] == "ok" and "verdict" not in points["torch"]  # the baseline
     assert points["ddp"]["verdict"]["passed"] is True and points["summing"]["verdict"]["passed"] is False
     assert points["dp"]["status"] == "skipped" and points["dp"]["verdict"] == verdicts[1]
+    assert not [undeclared_keys(p) for p in points.values() if undeclared_keys(p)]  # the schema has them all
     assert all(an.is_verify(p) for p in loaded.points) and loaded.scaling_points == []
 
 
@@ -203,3 +204,13 @@ def test_a_real_verify_stores_its_runs(tmp_path):
     assert [(p["strategy"], p["world_size"], p["status"]) for p in points] == [("torch", 1, "ok"), ("ddp", 2, "ok")]
     assert points[1]["verdict"] == verdict and all(p["config"]["verify"] for p in points)
     assert len(points[0]["verify_losses"]) == 1
+
+
+def test_verify_refuses_a_results_file_that_is_not_a_store_in_one_line(tmp_path, capsys):
+    bad = tmp_path / "notes.txt"
+    bad.write_text("not a database\n")
+    args = ["verify", "--results", str(bad), "--device", "cpu", "--gpus", "2", "--model", "mlp", "--strategy", "ddp"]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert err.endswith(f"Error: {bad} is not a distbench results store (left untouched)\n")
+    assert "Traceback" not in err and bad.read_text() == "not a database\n"

@@ -16,7 +16,7 @@ from distbench.errors import BadInput
 from distbench.output import table  # noqa: F401 - the commands' one table builder (opt.table)
 from distbench.plan import MAX_BATCH, SweepOptions, flag, parse_counts
 from distbench.store import DEFAULT_PATH
-from distbench.workload import Knob, knobs
+from distbench.workload import Knob, Workload, knobs
 
 
 class FiniteFloatRange(click.FloatRange):
@@ -104,9 +104,15 @@ def _click_attrs(f: dataclasses.Field, k: Knob) -> dict:
     return {**attrs, **k.cli}
 
 
+def _help_rank(name: str) -> int:
+    """--help lists the sweep's own axes first (--strategy, --batch-size, ...), then the Workload, then how it
+    is measured."""
+    return 0 if name in SweepOptions.__annotations__ else 1 if name in Workload.__annotations__ else 2
+
+
 WORKLOAD = {
     name: ((k.flag,) if k.flag else (), k.jobs, _click_attrs(f, k))
-    for name, (f, k) in knobs(SweepOptions).items()
+    for name, (f, k) in sorted(knobs(SweepOptions).items(), key=lambda item: _help_rank(item[0]))
     if not k.command_only
 }
 """The click option of each SweepOptions knob a user sets (field name -> its declared flags (default:
@@ -124,9 +130,9 @@ _DEFAULTS = {f.name: f.default for f in dataclasses.fields(SweepOptions)}
 
 
 def workload_options(*, slurm: bool = False):
-    """Decorator: the WORKLOAD options (only those marked for Slurm jobs when `slurm`), in field order, so
-    `scale`, `run` and `slurm` accept them with the same names, defaults and help."""
-    chosen = [name for name in _DEFAULTS if name in WORKLOAD and (WORKLOAD[name][1] or not slurm)]
+    """Decorator: the WORKLOAD options (only those cluster jobs take when `slurm`), in WORKLOAD's order, so
+    `scale`, `run`, `slurm` and `k8s` accept them with the same names, defaults and help."""
+    chosen = [name for name, (_, jobs, _) in WORKLOAD.items() if jobs or not slurm]
 
     def decorate(fn):
         for name in reversed(chosen):  # click lists options in the order their decorators are written
