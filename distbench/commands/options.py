@@ -29,9 +29,6 @@ class FiniteFloatRange(click.FloatRange):
         return number
 
 
-SECONDS = FiniteFloatRange(0, 7 * 86400, min_open=True)
-WARMUP = click.IntRange(1, 100_000)  # at least 1: tracing and compilation must not land in a measured step
-"""(Both also the ranges of the sweep's --timeout and --warmup knobs, distbench.workload.)"""
 BATCH = click.IntRange(1, MAX_BATCH)
 
 
@@ -118,6 +115,12 @@ WORKLOAD = {
 """The click option of each SweepOptions knob a user sets (field name -> its declared flags (default:
 --name-in-kebab-case), whether `distbench slurm` and `k8s` take it too, click attributes), generated from
 the declaration in distbench.workload and plan.SweepOptions. It defaults to the field's default."""
+
+SECONDS = WORKLOAD["timeout"][2]["type"]
+"""Seconds, as the sweep's --timeout declares them (other commands' timeouts and budgets)."""
+WARMUP = WORKLOAD["warmup"][2]["type"]
+"""Warmup steps, as the sweep's --warmup declares them (at least 1: tracing and compilation must not land in a
+measured step)."""
 
 
 def workload_option(name: str, **attrs):
