@@ -15,7 +15,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from distbench import failures, rankguard
+from distbench import failures, rankguard, signals
 from distbench.config import PointConfig
 from distbench.multinode import check_allocation
 from distbench.record import base_record, build_record, read_record
@@ -278,6 +278,7 @@ def run_point(
 
     The launcher starts in a session of its own with a parent-death signal, and every rank runs under
     distbench.rankguard, so no worker outlives distbench, even when distbench itself is killed."""
+    signals.check()  # never start workers after a termination signal (one lost in a finalizer included)
     workdir = Path(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
     config_path = workdir / "config.json"

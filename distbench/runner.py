@@ -109,6 +109,7 @@ def run_points(
     oom_at: dict[tuple, dict] = {}  # (strategy, N, nodes, workload) -> its smallest batch that ran out of memory
     total = len(points)
     for i, point in enumerate(points, 1):
+        signals.check()  # a signal whose exception was lost while the last point ran (signals.check)
         key = point_key(point.strategy.name, point.config.to_dict())
         if key in kept:
             record = kept[key]

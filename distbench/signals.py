@@ -12,6 +12,8 @@ import signal
 from contextlib import contextmanager
 
 HANDLED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+_received: list[int] = []
+"""The termination signal a command received (while `handled` is on), kept for `check`."""
 
 
 class Interrupted(KeyboardInterrupt):
@@ -50,6 +52,7 @@ def handled():
         if state["raised"]:
             return
         state["raised"] = True
+        _received.append(signum)
         raise Interrupted(signum)
 
     previous = {}
@@ -63,6 +66,16 @@ def handled():
     finally:
         for sig, old in previous.items():
             signal.signal(sig, old)
+        _received.clear()
+
+
+def check() -> None:
+    """Raise the Interrupted of a termination signal this command already received. Python runs a signal
+    handler at whatever line is executing, and an exception raised inside a finalizer (a __del__, a
+    weakref callback) is printed and ignored, not propagated: the sweep would then run on to the end. Called
+    where new work starts (each point, each launch); once the Interrupted has propagated, nothing calls it."""
+    if _received:
+        raise Interrupted(_received[0])
 
 
 @contextmanager

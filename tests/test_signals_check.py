@@ -1,0 +1,46 @@
+"""A termination signal whose Interrupted was raised inside a finalizer (where Python prints and ignores
+exceptions) is not lost: signals.check raises it where the next piece of work starts."""
+
+import signal
+
+import pytest
+
+from distbench import signals
+
+
+class _Finalized:
+    def __del__(self):
+        signal.raise_signal(signal.SIGINT)
+        sum(range(100))  # the Python-level handler runs here, inside __del__, and its exception is ignored
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+def test_a_signal_lost_in_a_finalizer_is_raised_at_the_next_check():
+    with signals.handled():
+        _Finalized()  # dropped at once: its __del__ receives the signal
+        with pytest.raises(signals.Interrupted) as info:
+            signals.check()
+    assert info.value.signum == signal.SIGINT
+    signals.check()  # outside the command: nothing is pending
+
+
+def test_no_signal_no_interruption():
+    with signals.handled():
+        signals.check()
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+def test_the_runner_starts_no_point_after_a_lost_signal(tmp_path):
+    from distbench import runner
+    from distbench.config import PointConfig
+    from distbench.plan import PlannedPoint
+    from distbench.strategies import STRATEGIES
+
+    cfg = PointConfig(strategy="torch", model="mlp", world_size=1, device="cpu", per_device_batch=2)
+    measured = []
+    kind = runner.Kind(measure=lambda point, workdir: measured.append(point) or {})
+    with signals.handled():
+        _Finalized()
+        with pytest.raises(signals.Interrupted):
+            runner.run_points([PlannedPoint(STRATEGIES["torch"], cfg)], None, None, kind, workdir=tmp_path)
+    assert measured == []
