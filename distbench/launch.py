@@ -251,6 +251,7 @@ def _wait(
             return proc.wait(timeout=POLL_S), None
         except subprocess.TimeoutExpired:
             pass
+        signals.check()  # a signal lost while the launcher was being forked (signals.check) stops it here
         now = time.monotonic()
         if now >= deadline:
             return None, "timeout"

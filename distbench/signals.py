@@ -9,6 +9,7 @@ runs): the point and the sweep are recorded 'interrupted' and the CLI says how t
 from __future__ import annotations
 
 import signal
+import sys
 from contextlib import contextmanager
 
 HANDLED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -61,19 +62,32 @@ def handled():
             previous[sig] = signal.signal(sig, handler)
         except ValueError:  # not the main thread (e.g. a library caller): leave signals alone
             break
+    default_hook = sys.unraisablehook
+
+    def unraisable(info):
+        """An Interrupted raised where Python cannot propagate it (a finalizer, an at-fork hook such as
+        logging's, run when a subprocess is forked) is kept for `check`, not printed as a traceback."""
+        if not isinstance(info.exc_value, Interrupted):
+            default_hook(info)
+
+    if previous:
+        sys.unraisablehook = unraisable
     try:
         yield
     finally:
         for sig, old in previous.items():
             signal.signal(sig, old)
+        if previous:
+            sys.unraisablehook = default_hook
         _received.clear()
 
 
 def check() -> None:
     """Raise the Interrupted of a termination signal this command already received. Python runs a signal
-    handler at whatever line is executing, and an exception raised inside a finalizer (a __del__, a
-    weakref callback) is printed and ignored, not propagated: the sweep would then run on to the end. Called
-    where new work starts (each point, each launch); once the Interrupted has propagated, nothing calls it."""
+    handler at whatever line is executing, and an exception raised inside a finalizer (a __del__, a weakref
+    callback) or an at-fork hook (logging registers one; Popen runs it) is ignored, not propagated: the
+    sweep would then run on to the end. Called where work starts or waits (each point, each launch, each poll
+    of a running launcher); once the Interrupted has propagated, nothing calls it."""
     if _received:
         raise Interrupted(_received[0])
 
