@@ -4,7 +4,7 @@
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: install demo lint test test-fast test-slow bench lock clean slurm-examples
+.PHONY: install demo lint test test-fast test-slow bench lock clean slurm-examples gpu-check slurm-notice
 
 install: $(VENV)/.installed
 
@@ -24,11 +24,20 @@ lint: install
 test-fast: lint
 	$(PY) -m pytest -ra -m "not slow" tests
 
-test-slow: install
+test-slow: slurm-notice install
 	$(PY) -m pytest -ra -m slow tests
 
-test: test-fast
+test: slurm-notice test-fast
 	$(PY) -m pytest -ra -m slow tests
+
+# Said before the slow tier starts, as root only (tests/test_slurm.py's local_slurm fixture).
+slurm-notice:
+	@if [ "$$(id -u)" = 0 ]; then echo "make: as root, the slow tier's Slurm tests install slurm-wlm and munge with apt-get and start munged, slurmctld and slurmd on this machine (scripts/slurm-local.sh; stopped at the end if they started them); DISTBENCH_NO_LOCAL_SLURM=1 skips those tests"; fi
+
+# On a GPU node (no install needed: the node's torch with this checkout on PYTHONPATH works too): about 10
+# minutes of checks written to one Markdown file (scripts/gpu-check.sh; --print lists them). No GPU: exit 2.
+gpu-check:
+	bash scripts/gpu-check.sh
 
 bench: install
 	$(PY) benchmarks/harness_overhead.py --out docs/benchmarks.md

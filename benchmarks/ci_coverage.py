@@ -28,8 +28,12 @@ def main() -> None:
     parser.add_argument(
         "--only-new", action="store_true", help="print only the autocorrelation and gate tables (no --out)"
     )
+    parser.add_argument("--only-gate", action="store_true", help="print only the gate table (no --out)")
     args = parser.parse_args()
     rng = np.random.default_rng(2026)
+    if args.only_gate:
+        print("\n".join(gate_table(args.runs)))
+        return
     if args.only_new:
         print("\n".join(autocorrelation_table(rng, args.runs) + gate_table(args.runs)))
         return
@@ -120,39 +124,46 @@ def autocorrelation_table(rng: np.random.Generator, runs: int) -> list[str]:
 
 def gate_table(runs: int) -> list[str]:
     """The regression gate of `distbench compare` on simulated 20-point sweeps (cisim.gate_sweeps), on its own
-    random stream (the same numbers however the other tables are run); 5 x `runs` comparisons per cell, so a
-    rate near 5% has a standard error of 0.15%, not 0.35%."""
+    random stream (the same numbers however the other tables are run); 5 x `runs` comparisons per false-alarm
+    cell (20,000 at the default: a rate near 5% has a standard error of 0.15%), 5000 per power cell."""
     rng = np.random.default_rng(2027)
-    runs *= 5
+    fa_runs, pw_runs = runs * 5, max(1000, runs * 5 // 4)
+    patterns = {"equal noise": {}, **cisim.GATE_PATTERNS}
     lines = [
         "",
         "### The regression gate (`distbench compare`, simulated)",
         "",
-        f"{runs} simulated comparisons of two 20-point sweeps per row, exactly as `compare` judges them "
-        "(distbench/gatestats.py: each sweep's run-to-run variances of log throughput moderated across its "
-        "points, Welch t with Welch-Satterthwaite df, Holm across the 20 points at a family-wise 5%, threshold "
-        "5%). Run-to-run noise: sd x t(4) / sqrt 2 per run (heavy tailed); 'spread 3x': the points' sd range "
-        "3x from the quietest to the noisiest; 'one point 5x': 19 points at sd, one at 5 sd (the moderation "
-        "assumes the points of a sweep share a noise level). Family false alarm: share of A/A comparisons with any point "
-        "called a regression (the old within-run gate: 54-91%, issue 20). Power: share of comparisons that "
-        "call a 10% regression of one point a regression. R = 1 with a floor: the variances from a third "
-        "sweep, an A/A rerun of A (`--noise-floor`).",
+        f"{fa_runs} simulated A/A comparisons of two 20-point sweeps per false-alarm cell ({pw_runs} per power "
+        "cell), exactly as `compare` judges them (distbench/gatestats.py: each sweep's run-to-run variances of log "
+        "throughput moderated across its points, robustly (limma robust, Phipson et al. 2016: a point whose "
+        "variance is an outlier gets less prior weight) with the prior's df capped at 4 where every point has 2 df "
+        "or more; Welch t with Welch-Satterthwaite df; Holm across the 20 points at a family-wise 5%; threshold "
+        "5%). Run-to-run noise of log throughput: sd x a unit-variance law: Gaussian, t(4) (heavy tailed) or "
+        "lognormal (shape 0.5, skewed towards slow runs; cisim.run_noise). Patterns: the points' sd equal; "
+        "spread 3x from the quietest to the noisiest; one point 5x noisier; 5 of 20 points 3x noisier. Family "
+        "false alarm: share of A/A comparisons with any point called a regression. Power: share of comparisons "
+        "that call a 10% regression of the median-noise point a regression. R = 1 + floor: the variances from a "
+        "third sweep, an A/A rerun of A (`--noise-floor`).",
         "",
-        "| repeats per side | run-to-run sd | family false alarm, equal noise | spread 3x | one point 5x "
-        "| power, 10% regression |",
-        "|---|---|---|---|---|---|",
+        "| repeats per side | run-to-run sd | noise | "
+        + " | ".join(f"false alarm, {p}" for p in patterns)
+        + " | "
+        + " | ".join(f"power, {p}" for p in patterns)
+        + " |",
+        "|---|---|---|" + "---|" * (2 * len(patterns)),
     ]
-    for r, floor in ((2, False), (3, False), (5, False), (1, True)):
-        for sd in (0.02, 0.03):
-            fa = cisim.gate_sweeps(rng, r=r, run_sd=sd, floor=floor, trials=runs)
-            fh = cisim.gate_sweeps(rng, r=r, run_sd=sd, floor=floor, hetero=3.0, trials=runs)
-            f5 = cisim.gate_sweeps(rng, r=r, run_sd=sd, floor=floor, noisy=5.0, trials=runs)
-            pw = cisim.gate_sweeps(rng, r=r, run_sd=sd, floor=floor, effect=0.9, trials=runs)
-            name = "1 + noise floor" if floor else str(r)
-            lines.append(
-                f"| {name} | {sd:.0%} | {fa['family_false_alarm']:.1%} | {fh['family_false_alarm']:.1%} "
-                f"| {f5['family_false_alarm']:.1%} | {pw['power']:.1%} |"
-            )
+    for r, floor, sds in ((3, False, (0.02, 0.03)), (2, False, (0.02,)), (5, False, (0.02,)), (1, True, (0.02,))):
+        for sd in sds:
+            for law in cisim.NOISE_LAWS:
+                fa, pw = [], []
+                for case in patterns.values():
+                    kw = dict(r=r, run_sd=sd, floor=floor, law=law, **case)
+                    fa.append(cisim.gate_sweeps(rng, trials=fa_runs, **kw)["family_false_alarm"])
+                    pw.append(cisim.gate_sweeps(rng, trials=pw_runs, effect=0.9, **kw)["power"])
+                name = "1 + noise floor" if floor else str(r)
+                cells = " | ".join(f"{v:.1%}" for v in fa + pw)
+                lines.append(f"| {name} | {sd:.0%} | {law} | {cells} |")
+                print(lines[-1], file=sys.stderr, flush=True)
     return lines
 
 

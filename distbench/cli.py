@@ -11,6 +11,7 @@ import click
 
 from distbench import __version__, signals
 from distbench.commands import comm, converge, fit, infer, k8s, models, predict, results, scale, slurm, verify
+from distbench.commands import profile as profile_cmd
 from distbench.errors import DistbenchError
 from distbench.commands.k8s_job import k8s_job
 from distbench.commands.slurm_job import slurm_job
@@ -58,6 +59,7 @@ for command in (
     predict.predict,
     fit.fit,
     converge.converge,
+    profile_cmd.profile,
 ):
     cli.add_command(command)
 

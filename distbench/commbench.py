@@ -8,6 +8,7 @@ import re
 from distbench.launchers import HOROVODRUN, PROCESS, TORCHRUN
 from distbench.errors import BadInput
 from distbench.strategies import Strategy
+from distbench.workers.comm_common import summarize  # noqa: F401 - the workers' (their records' math)
 
 
 def _backend(name: str, description: str, **kw) -> Strategy:
@@ -86,18 +87,3 @@ def get_backend(name: str) -> Strategy:
         return BACKENDS[name]
     except KeyError:
         raise BadInput(f"unknown backend {name!r}; valid backends: {', '.join(BACKENDS)}") from None
-
-
-def summarize(sizes: list[int], per_size_times: list[list[float]], world_size: int) -> dict:
-    """Median/p95 time and bandwidths (GB/s, 1e9 bytes) per size from per-iteration times."""
-    from distbench import stats
-
-    med, p95, alg, bus = [], [], [], []
-    for size, times in zip(sizes, per_size_times):
-        m = stats.percentile(times, 50)
-        a, b = stats.bus_bandwidth(size, m, world_size)
-        med.append(m)
-        p95.append(stats.percentile(times, 95))
-        alg.append(a / 1e9)
-        bus.append(b / 1e9)
-    return {"sizes_bytes": sizes, "time_median_s": med, "time_p95_s": p95, "algbw_gbps": alg, "busbw_gbps": bus}

@@ -6,13 +6,15 @@ from its repeats (R >= 2, moderated across the sweep's points: distbench.gatesta
 A/A pair of sweeps (A and a second run of it, `--noise-floor`). Each ratio gets Welch's t on log throughput
 (Welch-Satterthwaite df), a 95% CI, and a p-value that Holm corrects across the compared points. A change is
 flagged only when it survives the correction AND is larger than the threshold; a point ok in A and broken in
-B is a regression too. Without repeats or a floor the verdict is "not enough repeats to say". The gate's
+B is a regression too. Without repeats or a floor the verdict is "not enough repeats to say", and a gate
+that could not judge a point exits 3 (Undecided), not 0. The gate's
 family-wise false-alarm rate and power are simulated in cisim.gate_sweeps (tests/test_ci_coverage.py).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import datetime
 
 import math
 
@@ -54,6 +56,18 @@ class RegressionFound(DistbenchError):
     """B regressed: one line on stderr, exit 1 (the CI-gate outcome)."""
 
     exit_code = 1
+
+
+class Undecided(DistbenchError):
+    """No regression found, but some points could not be judged (a gate must not pass them silently): one
+    line on stderr, exit 3, unless --allow-undecided."""
+
+    exit_code = 3
+
+
+UNDECIDED_VERDICTS = (NOT_ENOUGH, "no CI", "not measured")
+"""Verdicts that judge nothing: one run on a side and no floor, a missing throughput, a point skipped or
+interrupted on a side (a point failed on both sides is a stable result, not undecided)."""
 
 
 def parse_threshold(text: str) -> float:
@@ -151,6 +165,20 @@ class Comparison:
         return [p for p in self.points if p.verdict in ("regression", "failed in B")]
 
     @property
+    def undecided(self) -> list[str]:
+        """What the gate could not judge, one label each: points whose verdict judges nothing (UNDECIDED_VERDICTS,
+        except failed on both sides), unmatched points, and points measured on another workload."""
+        out = [
+            f"{series_name(p.a)} N={p.key.world_size} ({p.verdict})"
+            for p in self.points
+            if p.verdict in UNDECIDED_VERDICTS and not (p.a.get("status") in BROKEN and p.b.get("status") in BROKEN)
+        ]
+        out += [
+            f"{key_label(k)} (only in {side})" for side, keys in (("A", self.only_a), ("B", self.only_b)) for k in keys
+        ]
+        return out + [f"{key_label(ka)} (workloads differ)" for ka, _, _ in self.differ]
+
+    @property
     def improvements(self) -> list[PointComparison]:
         return [p for p in self.points if p.verdict in ("improvement", "fixed in B")]
 
@@ -163,6 +191,7 @@ class Comparison:
             "alpha": gatestats.ALPHA,
             "regressions": len(self.regressions),
             "improvements": len(self.improvements),
+            "undecided": self.undecided,
             "points": [p.to_json() for p in self.points],
             "unmatched_a": [key_dict(k) for k in self.only_a],
             "unmatched_b": [key_dict(k) for k in self.only_b],
@@ -239,6 +268,51 @@ def noise_floor(index_a: dict[tuple, dict], index_c: dict[tuple, dict]) -> tuple
     return {k: (float(v), float(d)) for k, v, d in zip(keys, post, df_post)}, prior
 
 
+DRIFT_GAP_S = 600.0
+"""Sweeps that started further apart than this are said to have run far apart (repeats run back to back)."""
+DRIFT_LOAD = 0.10
+"""A relative change of the CPU GEMM probe (the records' cpu_gemm_peak, measured at every point) beyond this is
+said to be a change of the machine's load."""
+
+
+def _started(sweep: Sweep) -> float | None:
+    try:
+        return datetime.fromisoformat(str(sweep.info.get("started"))).timestamp()
+    except (TypeError, ValueError):
+        return None
+
+
+def _gemm_probe(index: dict[tuple, dict], keys: list) -> float | None:
+    """Median CPU GEMM probe (flop/s) over the successful points `keys` of one side, or None."""
+    vals = [num((index[k].get("cpu_gemm_peak") or {}).get("flops_per_s")) for k in keys]
+    vals = [v for v in vals if v]
+    return float(np.median(vals)) if vals else None
+
+
+def drift_note(sweep_a: Sweep, sweep_b: Sweep, index_a: dict, index_b: dict) -> str | None:
+    """The verdict's caveat when A and B ran far apart in time (DRIFT_GAP_S) or under another load (the CPU
+    GEMM probe moved by more than DRIFT_LOAD): the repeats' noise, measured back to back inside each sweep,
+    does not include a drift between the sweeps; an A/A rerun (--noise-floor) measures it."""
+    why = []
+    ta, tb = _started(sweep_a), _started(sweep_b)
+    if ta is not None and tb is not None and abs(tb - ta) > DRIFT_GAP_S:
+        why.append(f"they started {abs(tb - ta) / 60:.0f} min apart")
+    keys = [k for k in index_a if k in index_b and index_a[k].get("status") == index_b[k].get("status") == "ok"]
+    ga, gb = _gemm_probe(index_a, keys), _gemm_probe(index_b, keys)
+    if ga and gb and abs(gb / ga - 1) > DRIFT_LOAD:
+        why.append(
+            f"the machine's load differed (CPU GEMM probe {ga / 1e9:.1f} GFLOP/s in A, {gb / 1e9:.1f} in B, "
+            f"{gb / ga - 1:+.0%})"
+        )
+    if not why:
+        return None
+    return (
+        f"A and B may have drifted apart: {' and '.join(why)}; the run-to-run noise comes from repeats run back "
+        "to back inside each sweep and does not include drift between sweeps: judge against an A/A rerun of A "
+        "with --noise-floor"
+    )
+
+
 def compare_sweeps(
     sweep_a: Sweep, sweep_b: Sweep, *, threshold: float = 0.05, floor: Sweep | None = None
 ) -> Comparison:
@@ -253,6 +327,9 @@ def compare_sweeps(
         floor_var, floor_prior = noise_floor(index_a, _index(floor, "the noise floor", result.notes))
         if not floor_var:
             result.notes.append(f"the noise floor {floor.id} shares no successful point with {sweep_a.id}: unused")
+    drift = drift_note(sweep_a, sweep_b, index_a, index_b)
+    if drift and floor is None:
+        result.notes.append(drift)
     if any(is_comm(r) for r in sweep_a.points + sweep_b.points):
         result.notes.append("communication micro-benchmark records (comm-*) are not compared")
     tested: list[PointComparison] = []
@@ -383,14 +460,20 @@ def comparison_table(result: Comparison) -> Table:
     return t
 
 
-def gate(result: Comparison) -> None:
+def gate(result: Comparison, *, allow_undecided: bool = False) -> None:
     """Raise RegressionFound (exit 1) when B regressed beyond the run-to-run noise (Holm-corrected) and the
-    threshold, or broke a point."""
+    threshold, or broke a point; else Undecided (exit 3) when some point could not be judged (Comparison.
+    undecided), unless `allow_undecided`."""
     if result.regressions:
         names = ", ".join(f"{series_name(p.a)} N={p.key.world_size}" for p in result.regressions)
         raise RegressionFound(
             f"{len(result.regressions)} regression(s) in {result.sweep_b} vs {result.sweep_a} "
             f"beyond the run-to-run noise and the {result.threshold:.1%} threshold: {names}"
+        )
+    if result.undecided and not allow_undecided:
+        raise Undecided(
+            f"no regression found, but {len(result.undecided)} point(s) could not be judged: "
+            f"{'; '.join(result.undecided)} (exit 3; --allow-undecided accepts this)"
         )
 
 

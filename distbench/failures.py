@@ -215,3 +215,23 @@ def classify(
             f"{oom_before} to {oom_after} during the point"
         )
     return "failed", None
+
+
+_EXC_LINE = re.compile(
+    r"^(?:\[\d+\]<std(?:err|out)>:|\[rank\d+\]:)?\s*((?:[\w.]+\.)?\w*(?:Error|Exception|Interrupt)\b:?.*)$"
+)
+_LAUNCHER_NOISE = (
+    "Horovod detected that one or more processes exited",
+    "ChildFailedError",
+    "torch.distributed.elastic",
+)
+
+
+def failure_summary(stderr_tail: str) -> str | None:
+    """The worker's own exception line, not the launcher's wrapper error (horovodrun, torchrun)."""
+    found = []
+    for line in stderr_tail.splitlines():
+        m = _EXC_LINE.match(line.strip())
+        if m and not any(noise in line for noise in _LAUNCHER_NOISE):
+            found.append(m.group(1).strip())
+    return found[-1][:300] if found else None

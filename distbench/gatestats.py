@@ -10,15 +10,19 @@ differential expression in microarray experiments", Stat. Appl. Genet. Mol. Biol
 point's variance is shrunk towards a prior s0^2 that counts as d0 degrees of freedom, both estimated from
 the spread of the sweep's own variances. Points with equal noise get d0 large (their variances pooled);
 points whose noise differs widely get d0 small (each keeps most of its own). The moderated degrees of freedom
-are capped at the sweep's total, as in limma. It assumes the points of a sweep share one noise level (up to
-sampling): one point much noisier than the rest does not move d0 much, so its variance is shrunk towards the
-others' and its t comes out too large. At R = 3 per side the family false alarm stays <= 5% with one point
-5x noisier; at R = 2, or one run on a noise floor, it is 10-12% (cisim.gate_sweeps, docs/benchmarks.md), and
-compare says so beside its verdict (compare.MODERATION_CAVEAT).
+are capped at the sweep's total, as in limma. The plain estimate assumes the points of a sweep share one noise
+level (up to sampling): a noisy point's variance is then shrunk towards the others' and its t comes out too
+large (with Gaussian noise and 5 of 20 points 3x noisier the family false alarm was 9% at R = 3). So the
+moderation is robust (limma's robust=TRUE, Phipson et al. 2016: an outlying variance keeps more of its own)
+and, where every point has 2 df or more, d0 is capped at D0_MAX: at R = 3 the family false alarm stays <= 5%
+under Gaussian, t(4) and lognormal noise whether the points' noise spreads 3x, one point is 5x noisier or 5 of
+20 are 3x noisier (cisim.gate_sweeps, docs/benchmarks.md). At R = 2, or one run on a noise floor, it exceeds
+5% where the points' noise differs, and compare says so beside its verdict (compare.MODERATION_CAVEAT).
 """
 
 from __future__ import annotations
 
+import math
 
 import numpy as np
 
@@ -71,11 +75,75 @@ def trigamma_inverse(y):
     return x
 
 
+def log_gamma(x):
+    """log Gamma(x) for x > 0, elementwise: the recurrence up to x >= 8, then Stirling's series (to ~1e-13)."""
+    x = np.maximum(np.asarray(x, dtype=float), 1e-300)
+    shift = np.zeros(x.shape)
+    for _ in range(8):
+        small = x < 8
+        shift = shift - np.where(small, np.log(x), 0.0)
+        x = np.where(small, x + 1, x)
+    f = 1 / (x * x)
+    series = (1 / 12 - f * (1 / 360 - f * (1 / 1260 - f / 1680))) / x
+    return shift + (x - 0.5) * np.log(x) - x + 0.5 * math.log(2 * math.pi) + series
+
+
+def betainc(a, b, x):
+    """The regularized incomplete beta function I_x(a, b), elementwise: the continued fraction of Numerical
+    Recipes (section 6.4, modified Lentz), on the side of x where it converges fast."""
+    a, b, x = np.broadcast_arrays(*(np.asarray(v, dtype=float) for v in (a, b, x)))
+    flip = x > (a + 1) / (a + b + 2)
+    a, b, x = np.where(flip, b, a), np.where(flip, a, b), np.where(flip, 1 - x, x)
+    x = np.clip(x, 0.0, 1.0)
+    tiny = 1e-300
+    with np.errstate(divide="ignore"):
+        front = np.exp(log_gamma(a + b) - log_gamma(a) - log_gamma(b) + a * np.log(x) + b * np.log1p(-x)) / a
+    c, d = np.ones(x.shape), 1 - (a + b) * x / (a + 1)
+    d = 1 / np.where(np.abs(d) < tiny, tiny, d)
+    f = d.copy()
+    for m in range(1, 300):
+        for num in (
+            m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m)),
+            -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1)),
+        ):
+            d = 1 + num * d
+            d = 1 / np.where(np.abs(d) < tiny, tiny, d)
+            c = 1 + num / c
+            c = np.where(np.abs(c) < tiny, tiny, c)
+            f = f * c * d
+        if np.all(np.abs(c * d - 1) < 1e-13):
+            break
+    out = front * f
+    return np.where(flip, 1 - out, out)
+
+
+def f_upper_tail(f, df1, df2):
+    """P(F > f) for F with (df1, df2) degrees of freedom (df2 may be fractional)."""
+    f, df1, df2 = np.broadcast_arrays(*(np.asarray(v, dtype=float) for v in (f, df1, df2)))
+    return betainc(df2 / 2, df1 / 2, df2 / (df2 + df1 * np.maximum(f, 0.0)))
+
+
+D0_MAX = 4.0
+"""The prior degrees of freedom are capped here: a point's own variance (2 df at R = 3) then always weighs at
+least a third. The moment estimate of d0 from 20 points' log variances at 1-2 df each is noisy (the spread of
+log variances that sampling alone gives, 1.6 at 2 df, dwarfs a 3x spread of the points' noise, 0.4), so it
+often comes out large where the noise differs; uncapped, the family false alarm with Gaussian noise and 5 of 20
+points 3x noisier is 7-9% (cisim.gate_sweeps, docs/benchmarks.md). Applied where every point has 2 df or more
+(R >= 3): with 1 df (R = 2, or one run on a noise floor) a point's own variance alone gives almost no power, so
+there d0 is left as estimated (compare.MODERATION_CAVEAT says what that costs)."""
+
+
 def moderate(var, df):
-    """Moderated variances over the last axis: (var_post, df_post, s0^2, d0), each point's variance shrunk
-    towards the prior s0^2 (d0 degrees of freedom) fitted to the spread of log variances (Smyth 2004); d0 is
-    infinite (all pooled) when the variances spread no more than sampling alone would make them. Fewer than
-    3 points: no moderation (d0 = 0, each its own). df_post is capped at the total of df."""
+    """Moderated variances over the last axis, robust to noisy points: (var_post, df_post, s0^2, d0). Each
+    point's variance is shrunk towards the prior s0^2, fitted to the spread of log variances (Smyth 2004) with
+    d0 capped at D0_MAX (infinite, all pooled, when the variances spread no more than sampling alone would make
+    them). Robust (limma's robust=TRUE, Phipson et al. 2016, "Robust hyperparameter estimation protects against
+    hypervariable genes and improves power to detect differential expression", Ann. Appl. Stat. 10(2)): a point
+    whose variance is further in the upper tail of F(df, d0) than its rank among the points makes likely is
+    given less prior weight, d0_i = P(not outlier) d0 + P(outlier) d0_out, where d0_out puts the largest
+    variance at the median of F(df, d0_out); d0_i does not increase with the variance. Fewer than 3 points: no
+    moderation (d0 = 0, each its own). df_post = d0_i + df, capped at the total of df. The fourth value is the
+    sweep's d0 (before the per-point outlier weighting)."""
     var = np.maximum(np.asarray(var, dtype=float), 1e-12)
     df = np.broadcast_to(np.asarray(df, dtype=float), var.shape)
     m = var.shape[-1]
@@ -85,12 +153,36 @@ def moderate(var, df):
     e = np.log(var) - digamma(df / 2) + np.log(df / 2)
     e_mean = e.mean(axis=-1, keepdims=True)
     spread = ((e - e_mean) ** 2).sum(axis=-1, keepdims=True) / (m - 1) - trigamma(df / 2).mean(axis=-1, keepdims=True)
-    d0 = np.where(spread > 0, 2 * trigamma_inverse(np.maximum(spread, 1e-12)), np.inf)
-    d0_finite = np.minimum(d0, 1e8)
-    s0 = np.exp(e_mean + np.where(np.isfinite(d0), digamma(d0_finite / 2) - np.log(d0_finite / 2), 0.0))
-    var_post = (d0_finite * s0 + df * var) / (d0_finite + df)
-    df_post = np.minimum(d0_finite + df, total)
+    cap = D0_MAX if df.min() >= 2 else 1e8  # 1 df per point (R = 2, a noise floor): not capped (D0_MAX)
+    d0 = np.where(spread > 0, np.minimum(2 * trigamma_inverse(np.maximum(spread, 1e-12)), cap), cap)
+    s0 = np.exp(e_mean + digamma(d0 / 2) - np.log(d0 / 2))
+    d0_i = _robust_prior_df(var / s0, df, d0)
+    var_post = (d0_i * s0 + df * var) / (d0_i + df)
+    df_post = np.minimum(d0_i + df, total)
     return var_post, df_post, s0, d0
+
+
+def _robust_prior_df(ratio, df, d0):
+    """Per point prior df (Phipson et al. 2016, limma's fitFDistRobustly): ratio = var / s0^2."""
+    m = ratio.shape[-1]
+    tail = f_upper_tail(ratio, df, d0)
+    rank = ratio.argsort(axis=-1).argsort(axis=-1)  # 0 = the smallest variance
+    empirical = (m - rank - 0.5) / m  # the share of points above it, as limma counts it
+    not_outlier = np.minimum(tail / empirical, 1.0)
+    top = np.take_along_axis(ratio, ratio.argmax(axis=-1)[..., None], axis=-1)
+    df_top = np.take_along_axis(np.broadcast_to(df, ratio.shape), ratio.argmax(axis=-1)[..., None], axis=-1)
+    lo, hi = np.full(top.shape, 1e-3), np.broadcast_to(d0, top.shape).copy()
+    for _ in range(40):  # d0_out: the largest ratio at the median of F(df, d0_out), by bisection in log d0
+        mid = np.sqrt(lo * hi)
+        below = f_upper_tail(top, df_top, mid) >= 0.5
+        lo, hi = np.where(below, mid, lo), np.where(below, hi, mid)
+    d0_out = np.where(f_upper_tail(top, df_top, d0) >= 0.5, d0, lo)
+    d0_i = not_outlier * d0 + (1 - not_outlier) * d0_out
+    order = ratio.argsort(axis=-1)  # non-increasing in the variance
+    ordered = np.minimum.accumulate(np.take_along_axis(d0_i, order, axis=-1), axis=-1)
+    out = np.empty_like(ordered)
+    np.put_along_axis(out, order, ordered, axis=-1)
+    return out
 
 
 def welch(mean_a, var_a, n_a, df_a, mean_b, var_b, n_b, df_b, *, shared: bool = False):

@@ -8,14 +8,15 @@ and turns whatever happened into a result record.
 from __future__ import annotations
 
 import os
-import re
+import select
 import shutil
 import signal
 import subprocess
 import time
 from pathlib import Path
 
-from distbench import failures, rankguard, signals
+from distbench import failures, phases, rankguard, signals
+from distbench.failures import failure_summary  # noqa: F401 - used here and imported from here
 from distbench.config import PointConfig
 from distbench.multinode import check_allocation
 from distbench.record import base_record, build_record, read_record
@@ -24,7 +25,11 @@ from distbench.strategies import Strategy
 STDERR_TAIL_CHARS = 8000
 FAILURE_GRACE_S = 10.0
 """After a rank fails, the launcher gets this long to tear the others down before distbench does."""
-POLL_S = 0.2
+POLL_S = 1.0
+"""How often distbench looks, while a point runs, for a failed rank, a written record and the timeout. The
+launcher's exit wakes it at once where Linux gives a pidfd (ExitWaiter); between looks it sleeps in the
+kernel, so that a 2-core machine's measured workers are not woken away (Popen.wait with a timeout polls
+every 0.5-50 ms: about 45 wakeups a second)."""
 
 
 def build_command(
@@ -98,26 +103,6 @@ def _kill_tree(proc: subprocess.Popen, grace_s: float = 5.0) -> None:
     except ProcessLookupError:
         pass
     proc.wait()
-
-
-_EXC_LINE = re.compile(
-    r"^(?:\[\d+\]<std(?:err|out)>:|\[rank\d+\]:)?\s*((?:[\w.]+\.)?\w*(?:Error|Exception|Interrupt)\b:?.*)$"
-)
-_LAUNCHER_NOISE = (
-    "Horovod detected that one or more processes exited",
-    "ChildFailedError",
-    "torch.distributed.elastic",
-)
-
-
-def failure_summary(stderr_tail: str) -> str | None:
-    """The worker's own exception line, not the launcher's wrapper error (horovodrun, torchrun)."""
-    found = []
-    for line in stderr_tail.splitlines():
-        m = _EXC_LINE.match(line.strip())
-        if m and not any(noise in line for noise in _LAUNCHER_NOISE):
-            found.append(m.group(1).strip())
-    return found[-1][:300] if found else None
 
 
 def classify_failure(returncode: int | None, stderr_tail: str) -> str:
@@ -237,6 +222,41 @@ def outcome_fields(
     return out
 
 
+class ExitWaiter:
+    """wait(seconds) -> the launcher's return code, or None if it still runs after that long: asleep in the
+    kernel on a pidfd (Linux 5.3+), else Popen.wait (which polls every 0.5-50 ms)."""
+
+    def __init__(self, proc: subprocess.Popen):
+        self.proc, self.poller, self.fd = proc, None, None
+        try:
+            self.fd = os.pidfd_open(proc.pid)
+        except (AttributeError, OSError):  # not Linux, an old kernel, or the launcher already reaped
+            return
+        self.poller = select.poll()
+        self.poller.register(self.fd, select.POLLIN)
+
+    def wait(self, seconds: float) -> int | None:
+        if self.poller is None:
+            try:
+                return self.proc.wait(timeout=seconds)
+            except subprocess.TimeoutExpired:
+                return None
+        if self.proc.returncode is None and not self.poller.poll(max(0, round(seconds * 1000))):
+            return None
+        code = self.proc.poll()  # readable: the launcher has exited; poll() reaps it
+        if code is None:  # not yet reapable (its last threads still ending): wait for it the polling way
+            try:
+                return self.proc.wait(timeout=seconds)
+            except subprocess.TimeoutExpired:
+                return None
+        return code
+
+    def close(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = self.poller = None
+
+
 def _wait(
     proc: subprocess.Popen, timeout_s: float, rank_dir: Path, result_path: Path | None = None
 ) -> tuple[int | None, str | None]:
@@ -245,12 +265,21 @@ def _wait(
     collective with a dead peer would otherwise hold the point until the timeout), or ranks still
     running FAILURE_GRACE_S after rank 0 wrote the point's record (hung in teardown: the work is done)."""
     deadline = time.monotonic() + timeout_s
+    waiter = ExitWaiter(proc)
+    try:
+        return _watch(waiter, deadline, rank_dir, result_path)
+    finally:
+        waiter.close()
+
+
+def _watch(
+    waiter: ExitWaiter, deadline: float, rank_dir: Path, result_path: Path | None
+) -> tuple[int | None, str | None]:
     failed_at = done_at = None
     while True:
-        try:
-            return proc.wait(timeout=POLL_S), None
-        except subprocess.TimeoutExpired:
-            pass
+        code = waiter.wait(min(POLL_S, max(0.0, deadline - time.monotonic())))
+        if code is not None:
+            return code, None
         signals.check()  # a signal lost while the launcher was being forked (signals.check) stops it here
         now = time.monotonic()
         if now >= deadline:
@@ -321,7 +350,8 @@ def run_point(
             returncode, stopped = _wait(proc, timeout_s, rank_dir, out_path)
             if stopped:
                 _kill_tree(proc)
-        except BaseException:  # Ctrl-C, SIGTERM, SIGHUP: no worker may outlive the sweep
+        except BaseException as exc:  # Ctrl-C, SIGTERM, SIGHUP: no worker may outlive the sweep
+            exc.distbench_phase = phases.during(rank_dir, started)  # the runner names it in the reason
             _kill_tree(proc, grace_s=2.0)
             raise
         finally:
@@ -331,6 +361,7 @@ def run_point(
     out_tail = log_tail(stdout_path)
     oom_counts = (oom_before, failures.oom_kills())
     if stopped == "timeout":
+        phase, where = phases.during(rank_dir, started, started + wall)
         record = outcome_record(
             cfg,
             strategy,
@@ -338,9 +369,10 @@ def run_point(
             None,
             tail,
             status="timeout",
-            reason=f"timed out after {timeout_s:g}s (--timeout)",
+            reason=f"timed out after {timeout_s:g}s (--timeout) {where}",
             rank_dir=rank_dir,
         )
+        record["stopped_phase"] = phase
     elif stopped == "teardown":  # every rank did its work and rank 0 wrote the record: keep it
         record = outcome_record(cfg, strategy, out_path, 0, tail, rank_dir=rank_dir, oom_counts=oom_counts)
     else:
@@ -383,6 +415,7 @@ def launch_fields(record: dict, launch: dict, *, stopped: str | None, samples, s
         )
         if sampler.gpu_note:
             out["telemetry"]["note"] = sampler.gpu_note
+        out["telemetry"]["sampler_nice"] = sampler.nice  # the sampling thread's priority (telemetry.lowest_priority)
         out["telemetry_samples"] = samples
     out["launch"] = launch
     if record["status"] != "ok":

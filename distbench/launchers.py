@@ -12,13 +12,11 @@ Every rank runs under distbench.rankguard.
 
 from __future__ import annotations
 
-import json
 import re
 import os
 import secrets
 import shlex
 import shutil
-import socket
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +24,7 @@ from typing import Protocol, Sequence
 
 from distbench.config import PointConfig
 from distbench.errors import BadInput
+from distbench.workers.runtime import ACCELERATE_PRECISION, free_port, tf_config  # noqa: F401 - used and re-exported
 
 
 class Strategy(Protocol):
@@ -74,11 +73,6 @@ def build_env(cfg: PointConfig, base: dict | None = None) -> dict:
     return env
 
 
-def worker_module(module: str) -> str:
-    """distbench.workers.<module>, or a full dotted path (a test's worker)."""
-    return module if "." in module else f"distbench.workers.{module}"
-
-
 def tool_path(name: str, python: str = sys.executable) -> str:
     """A console script (torchrun, horovodrun) from the same environment as `python`."""
     if isinstance(python, Shell):
@@ -114,12 +108,6 @@ def srun_prefix(
     return argv
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("", 0))
-        return s.getsockname()[1]
-
-
 @dataclass(frozen=True)
 class Launcher:
     """One way of starting a point's ranks; `name` is the records' launch.launcher."""
@@ -136,7 +124,8 @@ class Launcher:
             "distbench.rankguard",
             python,
             "-m",
-            worker_module(self.module or strategy.module),
+            "distbench.workers",  # the one worker entry point (distbench/workers/__main__.py)
+            self.module or strategy.module,
             "--config",
             config,
             "--out",
@@ -218,6 +207,38 @@ class Torchrun(Launcher):
             endpoint,
             "--rdzv_id",
             rdzv_id,
+            "--max_restarts=0",
+            *self.worker(strategy, config, out, python)[1:],
+        ]
+        return argv, build_env(cfg, base_env)
+
+    def static(
+        self,
+        strategy,
+        cfg,
+        config,
+        out,
+        *,
+        node_rank: str,
+        master_addr: str,
+        master_port: str,
+        python: str = sys.executable,
+        tool: str | None = None,
+        base_env: dict | None = None,
+    ) -> tuple[list[str], dict]:
+        """One torchrun agent per node at the static rendezvous (torchrun's default backend): node rank
+        `node_rank`, the store hosted by node rank 0 at master_addr:master_port, so global rank 0 runs on
+        node rank 0 and no agent has to recognise a host name as its own (Kubernetes: the operator's variables)."""
+        argv = [
+            self.tool(python, tool),
+            f"--nnodes={cfg.nodes}",
+            f"--nproc_per_node={devices_per_node(cfg)}",
+            "--node_rank",
+            node_rank,
+            "--master_addr",
+            master_addr,
+            "--master_port",
+            master_port,
             "--max_restarts=0",
             *self.worker(strategy, config, out, python)[1:],
         ]
@@ -323,13 +344,6 @@ class Horovodrun(Launcher):
         return argv
 
 
-def tf_config(workers: Sequence[str], index: int) -> str:
-    """TF_CONFIG of worker `index` in a cluster of `workers` ('host:port' each)."""
-    if not 0 <= index < len(workers):
-        raise ValueError(f"worker index {index} is outside the cluster of {len(workers)} workers")
-    return json.dumps({"cluster": {"worker": list(workers)}, "task": {"type": "worker", "index": index}})
-
-
 class TFMultiWorker(Launcher):
     def tasks_per_node(self, cfg):
         """MultiWorkerMirroredStrategy uses one CPU device per worker: one worker per CPU worker, else per node."""
@@ -389,9 +403,6 @@ HOROVODRUN = Horovodrun("horovodrun", spans_nodes=True)
 TF_MULTIWORKER = TFMultiWorker("tf-multiworker", spans_nodes=True, module="tf_multiworker")
 
 
-ACCELERATE_PRECISION = {"fp32": "no", "bf16": "bf16", "amp": "fp16"}
-
-
 class AccelerateLaunch(Launcher):
     """`accelerate launch`, one node: at N=1 it runs the rank itself (`--cpu` on CPU workers); at N > 1
     `--multi_gpu` hands the ranks to torch's elastic launcher (on CPU workers too: gloo)."""
@@ -440,7 +451,8 @@ def check_ray_address(value: str) -> str:
 
 class RayTrain(Launcher):
     """Ray Train: one driver process (the worker module run as a script) that joins the Ray cluster at
-    --ray-address, or starts a local Ray head for the point and stops it afterwards; Ray Train's
+    --ray-address, else the sweep's local head (distbench.raycluster: DISTBENCH_RAY_HEAD, inherited
+    through this environment), else starts a local Ray head for the point and stops it afterwards; Ray Train's
     TorchTrainer then starts the N training workers as Ray actors. The ranks are not separate launches, so
     the driver, not a rank guard per rank, reports how they ended; Ray's processes are descendants of the
     driver (a local head) and die with it."""

@@ -162,17 +162,14 @@ def exposed_comm_ci(sync_runs: list[dict], indep_runs: list[dict]) -> tuple[tupl
 
 def _three_terms(record: dict, runs: list[dict], in_process: list[dict[str, list[dict]]]) -> dict:
     """Communication, straggler wait and compute (distbench.split) from the repeats' runs, exposed
-    communication (= the first two) with them, and the real step measured after its variants against the
+    communication, comm overhead and overlap from its communication term (A - T, not the wait), and the real step measured after its variants against the
     point's own (sync_after_variant_ratio): measurement fields for `record` (read, not changed)."""
     reps = [{**extra, "A": [a, *extra.get("A", [])]} for a, extra in zip(runs, in_process)]
     calls = [t.get("tiny_collective_calls") for x in in_process for t in x.get("T", [])]
     out: dict = {"comm_split": split.three_terms(reps, sum(calls) if calls and None not in calls else None)}
     out["tiny"] = [_kept(t) for x in in_process for t in x.get("T", [])]
     out["pair_order"] = [split.ORDER] * len(in_process)
-    exposed, ci, scope = split.term(reps, "A", "B")
-    step_a = out["comm_split"]["step_s"]
-    out.update(stats.comm_metrics(step_a, step_a - exposed, record.get("allreduce_s"), ci and tuple(ci)))
-    out["exposed_comm_ci_scope"] = scope
+    out.update(split.comm_fields(out["comm_split"], record.get("allreduce_s")))  # A - T: without the wait
     closing = [x["A"][0]["throughput"] for x in in_process if x.get("A")]
     if len(closing) == len(runs):
         first = statistics.geometric_mean(a["throughput"] for a in runs)

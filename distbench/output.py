@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import sys
 from functools import partial
 
 from rich import box
@@ -90,10 +92,41 @@ def cells(record: dict, *fields: str) -> list[str]:
 
 
 def table(title: str | None, columns, right=()) -> Table:
-    t = Table(title=title, title_justify="left")
+    """The commands' one table style (the compact style of `scale`'s table); print it with print_table."""
+    t = Table(
+        title=title, title_justify="left", box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, collapse_padding=True
+    )
     for col in columns:
         t.add_column(col, justify="right" if col in right else "left")
     return t
+
+
+class Notes:
+    """Reasons listed under a table instead of inside it: a cell shows `ref(text)` ('[1]'), the same text
+    gets the same number; `lines()` are printed under the table ('[1] text')."""
+
+    def __init__(self) -> None:
+        self.numbers: dict[str, int] = {}
+
+    def ref(self, text) -> str:
+        """'\\[n]': rich markup for a literal '[n]' (the note's number, given on first use)."""
+        return f"\\[{self.numbers.setdefault(str(text), len(self.numbers) + 1)}]"
+
+    def lines(self) -> list[str]:
+        return [f"[{n}] {text}" for text, n in self.numbers.items()]
+
+
+def print_table(console: Console, shown: Table, notes: Notes | list[str] | None = None) -> None:
+    """Print a table so that it fits the width (table_width: COLUMNS, else the terminal's, else 120): rich's
+    fitting wraps its columns (a word too long for its column is folded, never cut off), then the notes
+    under it as plain text, wrapped at the same width."""
+    width = table_width(console)
+    for column in shown.columns:
+        if column.overflow == "ellipsis":  # rich's default cuts a long word off: fold it instead
+            column.overflow = "fold"
+    console.print(shown, width=width)
+    for line in notes.lines() if isinstance(notes, Notes) else notes or ():
+        console.print(line, width=width, markup=False, highlight=False)
 
 
 def fmt_bytes(value) -> str:
@@ -245,7 +278,7 @@ def results_table(records: list[dict], title: str | None = None, columns: tuple[
     )
     for c in shown:  # numbers never wrap or truncate; names and status words wrap when space runs out
         text = c in TEXT_COLUMNS
-        t.add_column(headers[c], justify="left" if text else "right", no_wrap=not text)
+        t.add_column(headers[c], justify="left" if text else "right", no_wrap=not text, overflow="fold")
     numbers = reason_notes(records)
     for r in records:
         label = escape(series_name(r))
@@ -284,11 +317,13 @@ def _any_cpu(records: list[dict]) -> bool:
     return any(r.get("device") == "cpu" for r in records)
 
 
-def table_width(console: Console) -> int:
+def table_width(console: Console | None = None) -> int:
     """The table's width: COLUMNS when set (also when output goes to a file), else the terminal's, else 120."""
     columns = os.environ.get("COLUMNS", "")
     if columns.isdigit() and int(columns) > 0:
         return int(columns)
+    if console is None:
+        return shutil.get_terminal_size((120, 24)).columns if sys.stdout.isatty() else 120
     return console.width if console.is_terminal else min(console.width, 120)
 
 
@@ -394,8 +429,9 @@ def print_summary(
     )
     say(
         "speedup = throughput / the same framework's single-device baseline; efficiency = speedup / N; "
-        "comm overhead = (step - step without gradient sync) / step; overlap = share of the standalone "
-        "all-reduce time hidden behind compute",
+        "comm overhead = communication's exposed time / step (with the three-term split its communication "
+        "term, A - T, without the straggler wait; else step - step without gradient sync); overlap = share of "
+        "the standalone all-reduce time hidden behind compute",
         style="dim",
     )
     say(f"results stored in {store_path} (sweep {sweep_id})")

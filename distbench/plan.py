@@ -6,7 +6,7 @@ import dataclasses
 import os
 from dataclasses import dataclass, field, replace
 
-from distbench import envinfo, horovod_nccl
+from distbench import envinfo, horovod_nccl, raycluster
 from distbench import strategies as registry
 from distbench.config import PointConfig
 from distbench.errors import BadInput
@@ -118,6 +118,28 @@ def resolve_device(requested: str, gpus: list[int], visible: int | None = None, 
     return DeviceChoice("cpu", visible, note)
 
 
+def cpu_image_size(spec, side: int) -> int:
+    """The CPU workers' default input side for an image model: `side`, at least the model's smallest, at most its
+    own input (a model defined on small inputs, such as mlp's 8x8 digits, keeps them)."""
+    return min(spec.default_image_size, max(side, spec.min_image_size))
+
+
+def check_model_input(spec, image_size: int | None, seq_len: int | None, channels_last: bool = False) -> None:
+    """THE input rule of every kind (BadInput naming the flag): a token model takes --seq-len, an image model
+    --image-size (and --channels-last), each within the model's range."""
+    if spec.kind == "tokens":
+        if image_size is not None:
+            raise BadInput(f"--image-size does not apply to {spec.name} (a token model): use --seq-len")
+        if channels_last:
+            raise BadInput(f"--channels-last applies to image models, not {spec.name}")
+    elif seq_len is not None:
+        raise BadInput(f"--seq-len does not apply to {spec.name} (an image model): use --image-size")
+    try:
+        check_input(spec, image_size=image_size, seq_len=seq_len)
+    except ValueError as exc:
+        raise BadInput(str(exc)) from None
+
+
 FRAMEWORK_ONLY = {  # option -> the framework it applies to, and why it does not apply to the other
     "compile": ("torch", "torch.compile is PyTorch-only"),
     "channels_last": ("torch", "a PyTorch memory format"),
@@ -206,17 +228,7 @@ class SweepOptions(Workload, Measurement):
             raise BadInput("--nodes values must be positive")
         if max(self.nodes) > 1 and not any(n % k == 0 and k > 1 for n in self.gpus for k in self.nodes):
             raise BadInput(f"no --gpus value splits evenly over --nodes {','.join(map(str, self.nodes))}")
-        if spec.kind == "tokens":
-            if self.image_size is not None:
-                raise BadInput(f"--image-size does not apply to {spec.name} (a token model): use --seq-len")
-            if self.channels_last:
-                raise BadInput(f"--channels-last applies to image models, not {spec.name}")
-        elif self.seq_len is not None:
-            raise BadInput(f"--seq-len does not apply to {spec.name} (an image model): use --image-size")
-        try:
-            check_input(spec, image_size=self.image_size, seq_len=self.seq_len)
-        except ValueError as exc:
-            raise BadInput(str(exc)) from None
+        check_model_input(spec, self.image_size, self.seq_len, self.channels_last)
         if self.ray_address is not None:
             object.__setattr__(self, "ray_address", check_ray_address(self.ray_address))
             if not any(STRATEGIES[s].launcher is RAY_TRAIN for s in self.strategies):
@@ -262,9 +274,51 @@ class PlannedPoint:
 
 @dataclass
 class Plan:
+    """What every planner returns: the points in run order (each with the plan's skip reason), the device
+    they run on and the notes the command prints."""
+
     points: list[PlannedPoint]
     device: DeviceChoice
     notes: list[str] = field(default_factory=list)
+
+
+AMP_NEEDS_CUDA = "--precision amp (float16 with loss scaling) needs a CUDA GPU; use --precision bf16 on CPU"
+DP_NEEDS_CUDA = "DataParallel needs CUDA devices; it cannot split work across CPU workers (use ddp for CPU workers)"
+
+
+def point_skip(s: Strategy, cfg: PointConfig, choice: DeviceChoice, runs_here: bool = True) -> str | None:
+    """THE plan's skip rules of every kind, first that applies: a module the strategy needs is missing,
+    --precision amp without CUDA, too few GPUs, Horovod without NCCL on GPUs (`runs_here`: this machine's
+    build is the one asked), DataParallel on CPU workers."""
+    if missing := registry.not_installed(s):
+        return missing
+    if cfg.precision == "amp" and choice.device != "cuda":
+        return AMP_NEEDS_CUDA
+    if unfit := choice.unfit(cfg.world_size, cfg.nodes):
+        return unfit
+    if runs_here and (hvd_skip := horovod_nccl.skip_reason(s.requires, choice.device)):
+        return hvd_skip
+    if s.needs_cuda_for_multi and choice.device == "cpu":
+        return DP_NEEDS_CUDA
+    return None
+
+
+def planned(
+    s: Strategy,
+    choice: DeviceChoice,
+    workload: Workload,
+    *,
+    skip: str | None = None,
+    auto_added: bool = False,
+    runs_here: bool = True,
+    **resolved,
+) -> PlannedPoint:
+    """THE one way a point is made, by every kind's planner: its PointConfig (the Workload, the settings the
+    planner resolved, the strategy and the resolved device) and its skip reason (`skip`, the kind's own,
+    else point_skip's)."""
+    fields = {**dataclasses.asdict(workload), **resolved, "strategy": s.name, "device": choice.device}
+    cfg = PointConfig(**fields)
+    return PlannedPoint(s, cfg, skip or point_skip(s, cfg, choice, runs_here), auto_added)
 
 
 def make_plan(opts: SweepOptions, visible_gpus: int | None = None, *, runs_here: bool = True) -> Plan:
@@ -272,6 +326,8 @@ def make_plan(opts: SweepOptions, visible_gpus: int | None = None, *, runs_here:
     the points run on other machines (Slurm, Kubernetes), so this machine's Horovod build is not asked
     whether it has NCCL (each rank checks its own, distbench/workers/comm_common.horovod_init)."""
     spec = get_spec(opts.model)
+    if visible_gpus is None and opts.ray_address:  # a Ray-only sweep's GPUs are the cluster's (issue 31)
+        visible_gpus = raycluster.visible_gpus(opts.ray_address, [STRATEGIES[n] for n in opts.strategies])
     choice = resolve_device(opts.device, list(opts.gpus), visible_gpus, opts.nodes)
     defaults = device_defaults(opts, choice.device)
     notes = [choice.note]
@@ -285,7 +341,7 @@ def make_plan(opts: SweepOptions, visible_gpus: int | None = None, *, runs_here:
             spec.default_seq_len if choice.device == "cuda" else min(spec.default_seq_len, CPU_MAX_SEQ_LEN)
         )
     else:
-        image = defaults["image_size"] and max(defaults["image_size"], spec.min_image_size)
+        image = defaults["image_size"] and cpu_image_size(spec, defaults["image_size"])
         image = (image if opts.image_size is None else opts.image_size) or spec.default_image_size
         seq_len = None
     if opts.scaling == "strong":
@@ -371,7 +427,6 @@ def make_plan(opts: SweepOptions, visible_gpus: int | None = None, *, runs_here:
     points: list[PlannedPoint] = []
     shapes = [(n, k) for n in opts.gpus for k in opts.nodes if n % k == 0]
     for s in strategies:
-        missing = registry.not_installed(s)
         not_applicable = [
             name for name, (framework, _) in FRAMEWORK_ONLY.items() if getattr(opts, name) and s.framework != framework
         ]
@@ -380,9 +435,7 @@ def make_plan(opts: SweepOptions, visible_gpus: int | None = None, *, runs_here:
                 continue
             per_device = batch if opts.scaling == "weak" else batch // n
             resolved = dict(
-                strategy=s.name,
                 world_size=n,
-                device=choice.device,
                 per_device_batch=per_device,
                 image_size=image,
                 seq_len=seq_len,
@@ -398,28 +451,11 @@ def make_plan(opts: SweepOptions, visible_gpus: int | None = None, *, runs_here:
                     **({"ray_address": opts.ray_address} if opts.ray_address and s.launcher is RAY_TRAIN else {}),
                 },
             )
-            cfg = PointConfig(
-                **{
-                    **dataclasses.asdict(opts.workload),
-                    "target_ci": opts.target_ci,
-                    **dict.fromkeys(not_applicable, False),
-                    **resolved,
-                }
-            )
-            skip = None
-            if missing:
-                skip = missing
-            elif opts.precision == "amp" and choice.device != "cuda":
-                skip = "--precision amp (float16 with loss scaling) needs a CUDA GPU; use --precision bf16 on CPU"
-            elif unfit := choice.unfit(n, k):
-                skip = unfit
-            elif runs_here and (hvd_skip := horovod_nccl.skip_reason(s.requires, choice.device)):
-                skip = hvd_skip
-            elif s.needs_cuda_for_multi and choice.device == "cpu":
-                skip = (
-                    "DataParallel needs CUDA devices; it cannot split work across CPU workers (use ddp for CPU workers)"
-                )
-            points.append(PlannedPoint(s, cfg, skip, auto_added=s.name not in opts.strategies))
+            resolved.update(target_ci=opts.target_ci, **dict.fromkeys(not_applicable, False))
+            auto = s.name not in opts.strategies
+            points.append(planned(s, choice, opts.workload, runs_here=runs_here, auto_added=auto, **resolved))
+    if opts.ray_address:  # Ray points: planned from ray.cluster_resources(), not this machine
+        points = raycluster.plan_on_cluster(points, opts.ray_address, notes)
     if choice.device == "cpu":
         points = _with_per_core_baselines(points, notes)
     else:
@@ -466,3 +502,212 @@ def _with_per_core_baselines(points: list[PlannedPoint], notes: list[str]) -> li
             if note not in notes:
                 notes.append(note)
     return out
+
+
+# -- the single-run kinds' planners (options in, Plan out; every point made by `planned`)
+def _spec(model: str):
+    try:
+        return get_spec(model)
+    except ValueError as exc:
+        raise BadInput(str(exc)) from None
+
+
+@dataclass(frozen=True, kw_only=True)
+class VerifyOptions(Workload):
+    """`distbench verify`: one device count, the strategies to check, a GLOBAL batch and k compared steps."""
+
+    gpus: int
+    strategies: tuple[Strategy, ...]
+    global_batch: int
+    steps: int
+    threads: int | None = None
+    """Intra-op threads of a single-device run (divided among N workers); None: this machine's cores."""
+
+
+def plan_verify(opts: VerifyOptions, visible_gpus: int | None = None) -> Plan:
+    """Each framework's single-device baseline at the global batch before the first of its strategies, then
+    each strategy at N with its shard of the batch; no warmup, the worker's verify path."""
+    n = opts.gpus
+    if opts.global_batch % n:
+        raise BadInput(f"--batch-size {opts.global_batch} (global) is not divisible by --gpus {n}")
+    spec = _spec(opts.model)
+    choice = resolve_device(opts.device, [n], visible_gpus)
+    if choice.unfit(n):
+        raise BadInput(f"--gpus {n}: {choice.unfit(n)} (use --device cpu for CPU workers)")
+    size = opts.image_size
+    if spec.kind != "tokens" and size is None:
+        size = spec.default_image_size if choice.device == "cuda" else cpu_image_size(spec, 32)
+    check_model_input(spec, size, opts.seq_len)
+    threads = opts.threads or cpu_cores()
+    same = dict(image_size=size, steps=opts.steps, warmup=0, verify=True)
+    points: list[PlannedPoint] = []
+    for s in opts.strategies:
+        base = STRATEGIES[FRAMEWORK_BASELINE[s.framework]]
+        if not any(p.strategy is base for p in points):
+            points.append(
+                planned(
+                    base,
+                    choice,
+                    opts.workload,
+                    world_size=1,
+                    per_device_batch=opts.global_batch,
+                    threads_per_worker=threads,
+                    **same,
+                )
+            )
+        if not s.baseline:
+            points.append(
+                planned(
+                    s,
+                    choice,
+                    opts.workload,
+                    world_size=n,
+                    per_device_batch=opts.global_batch // n,
+                    threads_per_worker=max(1, threads // n),
+                    **same,
+                )
+            )
+    return Plan(points, choice, [choice.note])
+
+
+@dataclass(frozen=True, kw_only=True)
+class CommOptions:
+    """`distbench comm`: rank counts, the backend (None: the device's), message sizes and iterations."""
+
+    gpus: tuple[int, ...]
+    backend: str | None = None
+    sizes: str | None = None
+    factor: int = 2
+    iters: int = 20
+    warmup: int = 3
+    max_time_per_size: float = 2.0
+    device: str = "auto"
+
+
+def plan_comm(opts: CommOptions, visible_gpus: int | None = None) -> Plan:
+    """One point per rank count: the backend's all-reduce over every message size."""
+    from distbench.commbench import default_backend, get_backend, parse_sizes
+
+    choice = resolve_device(opts.device, list(opts.gpus), visible_gpus)
+    backend, backend_note = default_backend(opts.backend, choice.device)
+    strategy = get_backend(backend)
+    if backend == "nccl" and choice.device != "cuda":
+        raise BadInput("--backend nccl needs CUDA GPUs; none are in use (try --backend gloo)")
+    sizes = parse_sizes(opts.sizes or ("1K:1G" if choice.device == "cuda" else "1K:64M"), opts.factor)
+    extra = dict(backend=backend, sizes=sizes, iters=opts.iters, warmup=opts.warmup)
+    extra["max_time_per_size"] = opts.max_time_per_size
+    workload = Workload(model="none")
+    points = [
+        planned(
+            strategy,
+            choice,
+            workload,
+            image_size=224,
+            world_size=n,
+            per_device_batch=1,
+            steps=1,
+            warmup=0,
+            threads_per_worker=max(1, cpu_cores() // n),
+            extra=dict(extra),
+        )
+        for n in opts.gpus
+    ]
+    return Plan(points, choice, [choice.note, *([backend_note] if backend_note else [])])
+
+
+@dataclass(frozen=True, kw_only=True)
+class InferOptions(Workload):
+    """`distbench infer`: the frameworks, the batch sizes (one worker per framework runs them all), passes."""
+
+    frameworks: tuple[str, ...]
+    batch_sizes: tuple[int, ...]
+    steps: int = 20
+    warmup: int = 3
+
+
+def plan_infer(opts: InferOptions, visible_gpus: int | None = None) -> Plan:
+    """One point per framework on one device, every batch size in its worker (infer.expand splits them)."""
+    from distbench.infer import INFER
+
+    spec = _spec(opts.model)
+    bad = [f for f in opts.frameworks if f not in INFER]
+    if bad or not opts.frameworks:
+        raise BadInput(
+            f"unknown framework {', '.join(bad) or repr(','.join(opts.frameworks))}; valid frameworks: torch, tf"
+        )
+    choice = resolve_device(opts.device, [1], visible_gpus)
+    check_model_input(spec, opts.image_size, opts.seq_len)
+    image = None if spec.kind == "tokens" else opts.image_size or spec.default_image_size
+    notes = [f"running on the CPU ({cpu_cores()} cores): no CUDA GPU is in use"] if choice.device == "cpu" else []
+    points = [
+        planned(
+            INFER[fw],
+            choice,
+            opts.workload,
+            world_size=1,
+            per_device_batch=opts.batch_sizes[0],
+            image_size=image,
+            steps=opts.steps,
+            warmup=opts.warmup,
+            threads_per_worker=cpu_cores(),
+            num_classes=spec.num_classes,
+            extra={"batch_sizes": list(opts.batch_sizes)},
+        )
+        for fw in opts.frameworks
+    ]
+    return Plan(points, choice, notes)
+
+
+def plan_converge(opts, choice: DeviceChoice, *, cores: int, cache: str, image_size: int, num_classes: int) -> Plan:
+    """Every (strategy, N, seed) point of a converge.plan.ConvergeOptions, seeds outermost: each seed runs every
+    (strategy, N) before the next seed, so a drift of the machine's load over the sweep falls on every strategy
+    alike rather than on the ones that happen to run first; baselines at N=1 only. Each runs its framework's
+    converge worker (Strategy.converge_module) driving the strategy's own Distribution."""
+    from distbench.converge import lr as lr_rules
+
+    workload = Workload(model=opts.model, momentum=opts.momentum, tf32=False, num_classes=num_classes)
+    points = []
+    for seed in range(opts.first_seed, opts.first_seed + opts.seeds):
+        for s in opts.strategies:
+            for n in opts.gpus:
+                if s.baseline and n != 1:
+                    continue
+                lr = lr_rules.plan(opts.lr_scaling, opts.lr, opts.batch_size, opts.batch_size * n, opts.warmup_epochs)
+                settings = dict(
+                    target_accuracy=opts.target_accuracy,
+                    max_epochs=opts.max_epochs,
+                    max_steps=opts.max_steps,
+                    max_time_s=opts.max_time_s,
+                    eval_every_epochs=opts.eval_every_epochs,
+                    stop_at_target=opts.stop_at_target,
+                    lr=lr,
+                    cache=cache,
+                    distribution=None if s.baseline else s.module,
+                )
+                threads = (opts.threads or max(1, cores // n)) if choice.device == "cpu" else 1
+                runs = replace(s, module=s.converge_module)
+                points.append(
+                    planned(
+                        runs,
+                        choice,
+                        replace(workload, seed=seed, lr=lr["base_lr"]),
+                        world_size=n,
+                        per_device_batch=opts.batch_size,
+                        image_size=image_size,
+                        threads_per_worker=threads,
+                        extra={"converge": settings},
+                    )
+                )
+    return Plan(points, choice, [choice.note])
+
+
+PLANNERS = {
+    "run": make_plan,
+    "fit": make_plan,
+    "verify": plan_verify,
+    "comm": plan_comm,
+    "infer": plan_infer,
+    "converge": plan_converge,
+}
+"""Each measuring kind's planner: its options in, a Plan out (PointConfigs via `planned`, skip reasons, notes).
+`scale`, `run`, `fit`, `slurm`, `k8s` (and a kind that plans like `run`) use make_plan with SweepOptions."""

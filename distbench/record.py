@@ -135,10 +135,15 @@ class Record(TypedDict, total=False):
     telemetry_samples: list
     energy_per_sample_j: float | None
     power_w_mean: float | None
+    # profiling (distbench profile, --profile: distbench.profile), a few steps after the timed window
+    profile: dict  # the per-category breakdown of the profiled steps (distbench.profile.breakdown)
+    profile_trace: str  # the point's Chrome trace-event JSON file (beside the store)
+    profile_note: str  # why a point asked to be profiled has no breakdown or no trace file
     # launch and faults (distbench.launch, distbench.failures)
     launch: dict  # argv, launcher, exit status, start, wall seconds, work folder
     engine: dict  # ray-ddp: Ray version, cluster address, workers (rank, pid, node), head start and fit seconds
     launch_note: str  # ranks hung (stopped) or failed in teardown after the record was written; the record is kept
+    stopped_phase: str  # a timed-out or stopped point: the phase it was in (distbench.phases.PHASES)
     teardown_tail: str  # stderr tail of a teardown failure after the record was written
     ranks: list[dict]  # how each rank ended (rank guard reports)
     stderr_tail: str

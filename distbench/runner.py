@@ -1,7 +1,8 @@
 """The one point runner of every measuring command (scale, run, fit, comm, infer, converge, verify): its one
 skip rule, its one commit path (the store, else a JSON file) and the sweep row around it.
 
-A command plans its points (PlannedPoint: strategy, config, the plan's skip reason), opens a sweep
+A command plans its points with its kind's planner (plan.PLANNERS: its options in, a Plan out: PlannedPoints
+(strategy, config, the plan's skip reason), the device and notes; every point made by plan.planned), opens a sweep
 (`new_sweep`, or `recorded_sweep` around a store it holds) and hands the points to `run_points` with a
 `Kind`: how a point of that kind is measured (measure_point for training, one run_point for the single-run
 kinds) and what its record becomes before it is stored (derive for training, one record per batch size for
@@ -87,7 +88,19 @@ def single_run(timeout_s: float, telemetry_interval_s: float = 0.0) -> Callable[
 
 
 # -- the runner
-def run_points(
+def run_points(points: Iterable[PlannedPoint], store: Store | None, sweep_id: str | None, kind: Kind, **kw) -> list[dict]:
+    """_run_points inside the sweep's one local Ray head, when it has Ray points to run on one
+    (distbench.raycluster.sweep_head: started before them, stopped when the sweep ends, however it ends)."""
+    from distbench.raycluster import sweep_head
+
+    points = list(points)
+    kept = kw.get("kept") or {}
+    to_run = [p for p in points if point_key(p.strategy.name, p.config.to_dict()) not in kept]
+    with sweep_head(to_run):
+        return _run_points(points, store, sweep_id, kind, **kw)
+
+
+def _run_points(
     points: Iterable[PlannedPoint],
     store: Store | None,
     sweep_id: str | None,
@@ -136,8 +149,11 @@ def run_points(
                 record = kind.measure(point, point_dir)
             except KeyboardInterrupt as exc:  # its worker tree is already gone (launch.run_point)
                 cause = signals.interruption(exc)
-                why = f"stopped by {cause.name if cause else 'SIGINT'} while it was measured"
+                phase, where = getattr(exc, "distbench_phase", (None, "while it was measured"))
+                why = f"stopped by {cause.name if cause else 'SIGINT'} {where}"  # where: distbench.phases.during
                 record = skipped_record(point, why, status="interrupted")
+                if phase:
+                    record["stopped_phase"] = phase
                 record["workdir"] = str(point_dir)
                 stop = exc
         record["sweep_id"] = sweep_id

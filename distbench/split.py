@@ -11,9 +11,12 @@ slowest rank's last step, over its steps: what throughput is computed from); a v
 repeat counts as the mean of its two runs.
 
 * communication = A - T: moving the gradients, beyond meeting once per step;
-* straggler wait = T - B: the ranks meeting once per step, so each step lasts as long as its slowest
+* straggler wait = T - compute: the ranks meeting once per step, so each step lasts as long as its slowest
   rank (plus the tiny all-reduce's own latency, a few bytes);
-* compute = B: the step with nothing exchanged (the slowest rank's own pace).
+* compute = the ranks' own pace, their mean: B (the no-sync step, whose window ends with the slowest rank)
+  less the slowest rank's steady lead over the ranks' mean (stragglers' pace_gap_s, from B's per-rank step
+  times; 0 where B has none). A persistently slow rank is so a wait of the others, not compute: ranks at 100
+  and 110 ms with no jitter give compute 105 ms and a wait of 5 ms plus the tiny collective's latency.
 
 They add up to A exactly. Each has a 95% CI: with R >= 2 repeats a paired t over the repeats' values
 (run to run; the values are kept, `<term>_per_repeat`); with one, Welch from the batch-means standard
@@ -36,7 +39,8 @@ from typing import Sequence
 from distbench import stats
 
 ORDER = "ATBTA"
-TERMS = (("communication", "A", "T"), ("wait", "T", "B"), ("compute", "B", None))
+TERMS = (("communication", "A", "T"), ("wait", "T", "P"), ("compute", "P", None))
+"""(term, minuend, subtrahend) over the runs' letters; P is B at the ranks' own mean pace (pace_runs)."""
 STATISTIC = "window mean time per step (measured window / steps), every run alike"
 WITHIN_RUN_SCOPE = (
     "within-run noise of one repeat's runs (batch means; Welch for a difference, the windows taken as "
@@ -86,9 +90,29 @@ def term(reps: Sequence[dict[str, list[dict]]], hi: str, lo: str | None) -> tupl
     return estimate, [estimate - hw, estimate + hw], scope
 
 
+def pace_gap(per_rank: Sequence[Sequence[float]] | None) -> float:
+    """The slowest rank's steady lead: max over ranks of their mean step time - the ranks' mean (0 without
+    per-rank step times of two ranks or more)."""
+    means = [statistics.fmean(x) for x in per_rank or [] if x]
+    return max(means) - statistics.fmean(means) if len(means) > 1 else 0.0
+
+
+def pace_runs(runs: list[dict]) -> list[dict]:
+    """B's runs at the ranks' own mean pace: each run's window mean and step times less its pace_gap."""
+    out = []
+    for r in runs:
+        gap = pace_gap(r.get("per_rank_step_times_s"))
+        out.append(
+            {**r, "time_per_step_s": r["time_per_step_s"] - gap, "step_times_s": [t - gap for t in r["step_times_s"]]}
+        )
+    return out
+
+
 def three_terms(reps: Sequence[dict[str, list[dict]]], tiny_calls: int | None = None) -> dict:
     """The record's comm_split from R repeats, each {'A': [...], 'T': [...], 'B': [...]} runs (with
-    time_per_step_s and step_times_s)."""
+    time_per_step_s and step_times_s; B's per_rank_step_times_s where measured: compute is the ranks' mean
+    pace)."""
+    reps = [{**rep, "P": pace_runs(rep["B"])} for rep in reps]
     step = statistics.fmean(letter_means(rep)["A"] for rep in reps)
     out: dict = {"step_s": step, "statistic": STATISTIC, "order": ORDER, "repeats": len(reps)}
     means = [letter_means(rep) for rep in reps]
@@ -104,6 +128,28 @@ def three_terms(reps: Sequence[dict[str, list[dict]]], tiny_calls: int | None = 
     return out
 
 
+def comm_fields(comm_split: dict, allreduce_s: float | None) -> dict:
+    """exposed_comm_s, comm_overhead, overlap (stats.comm_metrics) and their CI from the split's communication
+    term (A - T), not A - B: one meaning of communication, without the straggler wait."""
+    step, comm = comm_split["step_s"], comm_split["communication_s"]
+    ci = comm_split.get("communication_ci")
+    out = stats.comm_metrics(step, step - comm, allreduce_s, tuple(ci) if ci else None)
+    out["exposed_comm_ci_scope"] = comm_split.get("ci_scope")
+    return out
+
+
+def with_split_comm(record: dict) -> dict:
+    """The record with its communication fields from its split, where it has one and (stored before issue 34)
+    they still hold A - B: read-time, so old stores' tables and exports do not count the wait twice."""
+    split = record.get("comm_split")
+    if not split or split.get("communication_s") is None or not split.get("step_s"):
+        return record
+    fields = comm_fields(split, record.get("allreduce_s"))
+    if record.get("exposed_comm_s") == fields["exposed_comm_s"]:
+        return record
+    return {**record, **fields}
+
+
 def stragglers(per_rank_runs: Sequence[Sequence[Sequence[float]]], source: str) -> dict | None:
     """Who the stragglers are, from per-rank step times (per run: one list per rank), steps aligned by
     index within each run: per rank, the share of steps it was the slowest, how long the other ranks
@@ -113,9 +159,8 @@ def stragglers(per_rank_runs: Sequence[Sequence[Sequence[float]]], source: str) 
     From the no-sync variant, whose ranks do not meet: step k of two ranks ran at different times, so
     this is what a per-step meeting would cost at each rank's own pace, not a measured wait. The mean wait
     (mean_wait_s) splits into the slowest rank's steady lead (pace_gap_s: max over ranks of their mean
-    step - the ranks' mean; in the three-term split this is compute, B running at the slowest rank's
-    pace) and step-to-step jitter (jitter_wait_s: the rest, the part the straggler wait term T - B is
-    about). A run whose ranks measured different step counts cannot be aligned: left out (skipped_runs)."""
+    step - the ranks' mean; in the three-term split it is wait, compute being the ranks' mean pace) and
+    step-to-step jitter (jitter_wait_s: the rest). A run whose ranks measured different step counts cannot be aligned: left out (skipped_runs)."""
     steps: list[tuple[float, ...]] = []
     skipped = 0
     for per_rank in per_rank_runs:
@@ -187,7 +232,11 @@ def split_line(record: dict) -> str | None:
             f"; rank {worst['rank']} slowest in {worst['slowest_share']:.0%} of steps, "
             f"the others would wait {worst['others_wait_s'] * 1e3:.1f} ms per step on it (at the no-sync pace)"
         )
-    jitter = (record.get("stragglers") or {}).get("jitter_wait_s")
-    if jitter is not None:
-        text += f"; stragglers explain {jitter * 1e3:.1f} ms of the wait, the rest is meeting once per step"
+    info = record.get("stragglers") or {}
+    if info.get("mean_wait_s") is not None:
+        text += (
+            f"; stragglers explain {info['mean_wait_s'] * 1e3:.1f} ms of the wait (steady pace gap "
+            f"{info.get('pace_gap_s', 0) * 1e3:.1f} ms, jitter {info.get('jitter_wait_s', 0) * 1e3:.1f} ms), "
+            "the rest is meeting once per step"
+        )
     return text

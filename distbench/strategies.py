@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from distbench.launchers import ACCELERATE, HOROVODRUN, PROCESS, RAY_TRAIN, TF_MULTIWORKER, TORCHRUN, Launcher
 from distbench.errors import BadInput
+from distbench.workers.runtime import INSTALL_HINT
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -38,6 +39,19 @@ class Strategy:
     group: str = "core"
     """'core' runs when --strategy is not given; 'wrappers', 'sharded' and 'engines' when named (or their group,
     or all)."""
+    traffic: tuple[float, str] = (1.0, "gradient all-reduce (reduce-scatter + all-gather)")
+    """Its gradient traffic pattern for distbench predict: bytes on the wire relative to a ring all-reduce of
+    the gradients (reduce-scatter + all-gather, 2(n-1)/n S), and what moves. A sharded strategy that
+    all-gathers the parameters twice and reduce-scatters the gradients moves 3(n-1)/n S, 1.5x (ZeRO paper,
+    arXiv 1910.02054, section 7.2.2). DDP, Horovod, ZeRO-1/2: 1x."""
+    converge_module: str | None = None
+    """`distbench converge`: its framework's converge worker, which drives this strategy's Distribution
+    (None: converge does not run it)."""
+    reference: bool = False
+    """Its framework's reference data-parallel strategy (FRAMEWORK_REFERENCE): what the wrappers are compared
+    with in the report, and what converge compares a strategy's accuracy with at N > 1."""
+    driver_module: str | None = None
+    """A worker module that only drives the ranks (a launcher, not a rank: telemetry leaves it out)."""
 
     def launcher_for(self, nodes: int) -> Launcher:
         if nodes < 1:
@@ -66,11 +80,14 @@ SHARDED_NO_COMM = (
     "reduce-scatter is not implemented"
 )
 
+ZERO3_TRAFFIC = (1.5, "ZeRO-3: parameter all-gather in forward and backward + gradient reduce-scatter")
+
 STRATEGIES: dict[str, Strategy] = {
     s.name: s
     for s in [
         Strategy(
             name="torch",
+            converge_module="converge_torch",
             framework="torch",
             module="torch_single",
             launcher=PROCESS,
@@ -90,6 +107,8 @@ STRATEGIES: dict[str, Strategy] = {
         ),
         Strategy(
             name="ddp",
+            reference=True,
+            converge_module="converge_torch",
             nosync_in_process=True,
             framework="torch",
             module="torch_ddp",
@@ -100,6 +119,7 @@ STRATEGIES: dict[str, Strategy] = {
         ),
         Strategy(
             name="tf",
+            converge_module="converge_tf",
             framework="tf",
             module="tf_single",
             launcher=PROCESS,
@@ -109,6 +129,8 @@ STRATEGIES: dict[str, Strategy] = {
         ),
         Strategy(
             name="mirrored",
+            reference=True,
+            converge_module="converge_tf",
             nosync_in_process=True,
             framework="tf",
             module="tf_mirrored",
@@ -119,6 +141,7 @@ STRATEGIES: dict[str, Strategy] = {
         ),
         Strategy(
             name="horovod-torch",
+            converge_module="converge_torch",
             nosync_in_process=True,
             framework="torch",
             module="horovod_torch",
@@ -129,6 +152,7 @@ STRATEGIES: dict[str, Strategy] = {
         ),
         Strategy(
             name="horovod-tf",
+            converge_module="converge_tf",
             nosync_in_process=True,
             framework="tf",
             module="horovod_tf",
@@ -193,18 +217,21 @@ STRATEGIES: dict[str, Strategy] = {
             bucket_bytes=DDP_BUCKET,
             framework="torch",
             module="ray_ddp",
+            driver_module="ray_ddp",
             launcher=RAY_TRAIN,
             requires=("torch", "ray"),
             description="ddp's DistributedDataParallel under Ray Train's TorchTrainer (a local Ray head, or --ray-address)",
         ),
         Strategy(
             name="fsdp",
+            converge_module="converge_torch",
             group="sharded",
             framework="torch",
             module="torch_fsdp",
             launcher=TORCHRUN,
             requires=("torch",),
             no_comm_reason=SHARDED_NO_COMM,
+            traffic=(1.5, "FSDP: all-gather in forward, all-gather in backward, reduce-scatter of the gradients"),
             description="FSDP2 fully_shard per top-level module + root, reshard after forward (torchrun)",
         ),
         *(
@@ -216,6 +243,7 @@ STRATEGIES: dict[str, Strategy] = {
                 launcher=TORCHRUN,
                 requires=("torch", "deepspeed"),
                 no_comm_reason=SHARDED_NO_COMM,
+                **({"traffic": ZERO3_TRAFFIC} if k == 3 else {}),
                 description=f"deepspeed.initialize, ZeRO stage {k}: {what}, same torch SGD (torchrun)",
             )
             for k, what in [
@@ -228,6 +256,16 @@ STRATEGIES: dict[str, Strategy] = {
 }
 
 FRAMEWORK_BASELINE = {"torch": "torch", "tf": "tf"}
+FRAMEWORK_REFERENCE = {s.framework: s.name for s in STRATEGIES.values() if s.reference}
+"""framework -> its reference data-parallel strategy (Strategy.reference)."""
+
+DRIVER_MODULES = frozenset(
+    name
+    for s in STRATEGIES.values()
+    if s.driver_module
+    for name in (s.driver_module, f"distbench.workers.{s.driver_module}")
+)
+"""How a driver module (Strategy.driver_module) appears in its process's argv (telemetry leaves it out)."""
 
 
 def strategy_names() -> list[str]:
@@ -263,9 +301,6 @@ def parse_strategies(values: tuple[str, ...] | list[str]) -> list[Strategy]:
     if not names:
         names = {s.name for s in STRATEGIES.values() if s.group == "core"}
     return [s for s in STRATEGIES.values() if s.name in names]
-
-
-INSTALL_HINT = "run `make install` (creates .venv with torch, TensorFlow and Horovod)"
 
 
 def installed(module: str) -> bool:

@@ -14,11 +14,10 @@ import dataclasses
 import tempfile
 from pathlib import Path
 
-from distbench.config import PointConfig
-from distbench.errors import BadInput
-from distbench.plan import PlannedPoint
+from distbench.plan import Plan, PlannedPoint, VerifyOptions, plan_verify
 from distbench.runner import Kind, OpenSweep, single_run
-from distbench.strategies import FRAMEWORK_BASELINE, STRATEGIES, Strategy
+from distbench.strategies import Strategy
+from distbench.workload import Workload
 
 DEFAULT_RTOL = 1e-4
 """fp32 sums taken in a different order (N shard means vs one full-batch mean, all-reduce order) differ by
@@ -84,71 +83,73 @@ def verify(
     device: str,
     global_batch: int,
     steps: int,
-    image_size: int,
+    image_size: int | None,
     num_classes: int,
     rtol: float = DEFAULT_RTOL,
-    lr: float = 0.01,
+    lr: float = Workload.lr,
+    momentum: float = Workload.momentum,
+    seed: int = Workload.seed,
     timeout_s: float = 900.0,
     threads: int = 1,
     progress=lambda what: None,
     workdir: str | None = None,
     sweep: OpenSweep | None = None,
 ) -> list[dict]:
-    """The verdict of each strategy (baselines excluded). Every run is a point of the one runner
-    (distbench.runner): stored in `sweep` (`distbench verify` opens one in --results), each candidate's
-    record with its verdict under "verdict"; without `sweep` nothing is stored."""
-    if global_batch % world_size:
-        raise BadInput(f"--batch-size {global_batch} (global) is not divisible by --gpus {world_size}")
-    if sweep is None:
-        sweep = OpenSweep(None, None, Path(workdir or tempfile.mkdtemp(prefix="distbench-verify-")))
-    base_cfg = PointConfig(
-        strategy="",
+    """The verdict of each strategy (baselines excluded): plan.plan_verify's points, run_plan's verdicts."""
+    opts = VerifyOptions(
         model=model,
-        world_size=1,
+        gpus=world_size,
+        strategies=tuple(strategies),
         device=device,
-        per_device_batch=global_batch,
+        global_batch=global_batch,
+        steps=steps,
         image_size=image_size,
         num_classes=num_classes,
-        steps=steps,
-        warmup=0,
         lr=lr,
-        verify=True,
-        threads_per_worker=threads,
+        momentum=momentum,
+        seed=seed,
+        threads=threads,
     )
+    return run_plan(plan_verify(opts), rtol=rtol, timeout_s=timeout_s, progress=progress, workdir=workdir, sweep=sweep)
+
+
+def run_plan(
+    plan: Plan,
+    *,
+    rtol: float = DEFAULT_RTOL,
+    timeout_s: float = 900.0,
+    progress=lambda what: None,
+    workdir: str | None = None,
+    sweep: OpenSweep | None = None,
+) -> list[dict]:
+    """Run a plan_verify plan: each baseline, then each strategy judged against its framework's baseline.
+    Every run is a point of the one runner (distbench.runner): stored in `sweep` (`distbench verify` opens
+    one in --results), each candidate's record with its verdict under "verdict"; without `sweep` nothing is
+    stored."""
+    if sweep is None:
+        sweep = OpenSweep(None, None, Path(workdir or tempfile.mkdtemp(prefix="distbench-verify-")))
     measure = single_run(timeout_s)
     baselines: dict[str, dict] = {}
     results = []
-    for s in strategies:
-        base_name = FRAMEWORK_BASELINE[s.framework]
-        if base_name not in baselines:
-            progress(f"{base_name} (single device, global batch {global_batch})")
-            point = PlannedPoint(STRATEGIES[base_name], dataclasses.replace(base_cfg, strategy=base_name))
-            [baselines[base_name]] = sweep.run([point], Kind(measure))
-        base = baselines[base_name]
+    for point in plan.points:
+        s, cfg = point.strategy, point.config
         if s.baseline:
+            progress(f"{s.name} (single device, global batch {cfg.per_device_batch})")
+            [baselines[s.framework]] = sweep.run([point], Kind(measure))
             continue
-        if s.needs_cuda_for_multi and device != "cuda":
-            skip = "DataParallel needs CUDA devices; it cannot split work across CPU workers"
-        elif base["status"] != "ok":
-            skip = f"the {base_name} baseline {base['status']}: {base.get('reason')}"
-        else:
-            skip = None
-        cfg = dataclasses.replace(
-            base_cfg,
-            strategy=s.name,
-            world_size=world_size,
-            per_device_batch=global_batch // world_size,
-            threads_per_worker=max(1, threads // world_size),
-        )
+        base = baselines[s.framework]
+        skip = point.skip_reason
+        if not skip and base["status"] != "ok":
+            skip = f"the {base['strategy']} baseline {base['status']}: {base.get('reason')}"
         if not skip:
-            progress(f"{s.name} N={world_size}")
+            progress(f"{s.name} N={cfg.world_size}")
 
         def judged(point: PlannedPoint, record: dict, base=base, skip=skip) -> list[dict]:
             record["verdict"] = _verdict(record, base, rtol, skip)
             results.append(record["verdict"])
             return [record]
 
-        sweep.run([PlannedPoint(s, cfg, skip)], Kind(measure, finish=judged))
+        sweep.run([dataclasses.replace(point, skip_reason=skip)], Kind(measure, finish=judged))
     return results
 
 

@@ -89,6 +89,7 @@ class Workload:
         None,
         low=1,
         high=65536,
+        jobs=True,
         help="Token models (bert_base, lstm): sequence length. Default: the model's (64 at most on CPU).",
     )
     num_classes: int = knob(1000, low=2, high=1_000_000, jobs=True, help="Classifier width of classification models.")
@@ -126,7 +127,9 @@ class Workload:
         identity="disk",
         help="--data disk: DataLoader pinned host memory (GPUs only).",
     )
-    seed: int = knob(0, low=0, high=2**32 - 1, jobs=True, identity=False)
+    seed: int = knob(
+        0, low=0, high=2**32 - 1, jobs=True, identity=False, help="Random seed of the weights and the data."
+    )
     lr: float = knob(
         0.01, low=0, high=10, low_open=True, jobs=True, help="SGD learning rate (every strategy's optimizer)."
     )
@@ -181,6 +184,7 @@ class Measurement:
         1,
         low=1,
         high=1000,
+        jobs=True,
         identity=False,
         help="Run each point this many times (fresh processes); report the median and a 95% CI.",
     )
@@ -211,6 +215,7 @@ class Measurement:
     comm: bool = knob(
         True,
         flag="--comm/--no-comm",
+        jobs=True,
         identity=False,
         help="At N > 1 also run the independent (no-sync) variant and a standalone all-reduce, "
         "to report exposed communication and overlap.",
@@ -220,6 +225,7 @@ class Measurement:
         low=0,
         high=10,
         low_open=True,
+        jobs=True,
         identity=False,
         help="Flag a point 'noisy' when its step-time coefficient of variation exceeds this.",
     )
@@ -229,6 +235,13 @@ class Measurement:
         high=3600,
         identity=False,
         help="Seconds between telemetry samples (NVML per GPU, psutil per CPU worker); 0 turns it off.",
+    )
+    profile: bool = knob(
+        False,
+        identity=False,
+        cli={"is_flag": True},
+        help="After each point's timed window, profile a few steps with the framework's profiler: a "
+        "per-category breakdown in the record and a Chrome trace file beside the store (distbench profile).",
     )
 
 

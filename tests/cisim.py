@@ -221,6 +221,33 @@ def throughput_ratio(
     }
 
 
+NOISE_LAWS = ("t4", "normal", "lognormal")
+"""The run-to-run noise laws of the gate's simulations, each at unit variance."""
+
+
+def run_noise(rng: np.random.Generator, law: str, size) -> np.ndarray:
+    """Run-to-run noise of log throughput at unit variance: 't4' Student-t(4) / sqrt 2 (heavy tailed), 'normal',
+    or 'lognormal': minus a centred lognormal of shape 0.5 (skewed: a few runs much slower), standardized."""
+    if law == "t4":
+        return rng.standard_t(4, size=size) / math.sqrt(2.0)
+    if law == "normal":
+        return rng.standard_normal(size)
+    if law == "lognormal":
+        s = 0.5
+        mean, var = math.exp(s * s / 2), (math.exp(s * s) - 1) * math.exp(s * s)
+        return -(np.exp(s * rng.standard_normal(size)) - mean) / math.sqrt(var)
+    raise ValueError(f"unknown noise law {law!r}")
+
+
+GATE_PATTERNS = {
+    "spread 3x": {"hetero": 3.0},
+    "one point 5x": {"noisy": 5.0},
+    "5 of 20 points 3x": {"noisy": 3.0, "noisy_points": 5},
+}
+"""The heterogeneity patterns of the issue-34 acceptance: the points' sd spread 3x; one point 5x noisier; 5 of 20
+points 3x noisier."""
+
+
 def gate_sweeps(
     rng: np.random.Generator,
     *,
@@ -230,31 +257,35 @@ def gate_sweeps(
     effect: float = 1.0,
     hetero: float = 1.0,
     noisy: float = 1.0,
+    noisy_points: int = 1,
+    law: str = "t4",
     floor: bool = False,
     threshold: float = 0.05,
     trials: int = 4000,
 ) -> dict:
     """`distbench compare` of simulated sweeps A and B of `points` points, exactly as compare._judge judges
     them (distbench.gatestats: moderated variances, Welch t on log throughput, Holm). Each run's log
-    throughput varies run to run by run_sd x t(4) / sqrt 2 (heavy tailed, independent between runs and
-    points); the points' run_sd spread by a factor `hetero` from the quietest to the noisiest
-    (geometrically), and the last point's is `noisy` times that (one point much noisier than the rest: the
-    moderation's assumption, one noise level per sweep, broken). B's point 0 is `effect` times A's (the others
-    are A/A). No shift common to a whole sweep (another time of day, a busier machine) is simulated: repeats
-    do not see one, only a noise floor does. r repeats per side; `floor`: r = 1 and the variances from a
-    third sweep C, an A/A run of A (compare --noise-floor). family_false_alarm: share of comparisons calling
-    any A/A point a regression; power: share calling point 0 one."""
+    throughput varies run to run by run_sd x the unit-variance noise `law` (run_noise; independent between
+    runs and points); the points' run_sd spread by a factor `hetero` from the quietest to the noisiest
+    (geometrically), and the last `noisy_points` points' are `noisy` times that (points much noisier than the
+    rest: the moderation's assumption, one noise level per sweep, broken). B's median-noise point (index
+    points // 2 - 1: among the quiet ones in every pattern) is `effect` times A's (the others are A/A). No
+    shift common to a whole sweep (another time of day, a busier machine) is simulated: repeats do not see
+    one, only a noise floor does. r repeats per side; `floor`: r = 1 and the variances from a third sweep C,
+    an A/A run of A (compare --noise-floor). family_false_alarm: share of comparisons calling any A/A point a
+    regression; power: share calling the changed point one."""
     from distbench import gatestats
 
     sd = run_sd * np.exp(np.linspace(-math.log(hetero) / 2, math.log(hetero) / 2, points))
-    sd[-1] *= noisy
+    sd[points - noisy_points :] *= noisy
     reps = 1 if floor else r
+    target = points // 2 - 1
 
     def runs() -> np.ndarray:
-        return sd[None, :, None] * rng.standard_t(4, size=(trials, points, reps)) / math.sqrt(2.0)
+        return sd[None, :, None] * run_noise(rng, law, (trials, points, reps))
 
     a, b = runs(), runs()
-    b[:, 0, :] += math.log(effect)
+    b[:, target, :] += math.log(effect)
     ma, mb = a.mean(axis=-1), b.mean(axis=-1)
     if floor:
         c = runs()[..., 0]
@@ -266,9 +297,9 @@ def gate_sweeps(
     d, se, df = gatestats.welch(ma, va, reps, da, mb, vb, reps, db, shared=floor)
     _, _, code = gatestats.verdict_codes(d, se, df, threshold)
     regression = code == -1
-    null = regression[:, 1:] if effect != 1.0 else regression
+    null = np.delete(regression, target, axis=1) if effect != 1.0 else regression
     return {
         "family_false_alarm": float(null.any(axis=1).mean()),
-        "power": float(regression[:, 0].mean()) if effect != 1.0 else float("nan"),
+        "power": float(regression[:, target].mean()) if effect != 1.0 else float("nan"),
         "trials": trials,
     }

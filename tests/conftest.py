@@ -66,6 +66,25 @@ def run_json(args: list[str], **kw) -> tuple[subprocess.CompletedProcess, list[d
     return proc, json.loads(proc.stdout)
 
 
+def no_gpu_reason() -> str | None:
+    """Why the `gpu` tests cannot run here (None: a CUDA GPU is visible to torch)."""
+    try:
+        import torch
+    except ImportError:
+        return "needs a CUDA GPU: torch is not installed"
+    if not torch.cuda.is_available():
+        return "needs a CUDA GPU: torch.cuda.is_available() is False on this machine"
+    return None
+
+
+def pytest_collection_modifyitems(config, items):
+    """Tests marked `gpu` are skipped, with the reason, where torch sees no CUDA GPU."""
+    gpu = [item for item in items if item.get_closest_marker("gpu")]
+    reason = no_gpu_reason() if gpu else None
+    for item in gpu if reason else ():
+        item.add_marker(pytest.mark.skip(reason=reason))
+
+
 @pytest.fixture(scope="session")
 def chromium():
     """Debian's chromium (installed with apt when missing and we are root), else the test is skipped."""

@@ -5,7 +5,7 @@ simulated runs and the throughput estimate be within 0.5% of it; the old rule mu
 import numpy as np
 import pytest
 
-from distbench import stats
+from distbench import gatestats, stats
 from tests import cisim
 
 # The grid's hardest cases (benchmarks/ci_coverage.py runs all of cv 1-15% x phi 0-0.8 x outliers):
@@ -110,36 +110,59 @@ def test_lag1_check_rarely_refuses_independent_steps():
         assert res["given"] >= 0.98 and res["coverage"] >= 0.93, (n, res)
 
 
-# -- the regression gate (`distbench compare`, issue 20 item 3) ----------------------------------------------
-GATE_TRIALS = 20000  # a family false alarm near 5% has a standard error of 0.15%
+# -- the regression gate (`distbench compare`, issues 20 and 34) ---------------------------------------------
+GATE_TRIALS = 2000
+"""Per cell in the fast tier (benchmarks/ci_coverage.py runs 20,000): a family false alarm of 5% has a binomial sd
+of 0.49% over 2000 comparisons; the rates asserted <= 5% here are 0.5-3.8% over 8000 (docs/benchmarks.md), so
+<= 5% holds with 2.5 sd or more to spare, and a cell whose rate were above 5.5% would fail it."""
 
 
-@pytest.mark.parametrize("run_sd", [0.02, 0.03])
-def test_gate_family_false_alarm_at_most_5pct_per_20_point_sweep(run_sd):
-    """A/A: 20 points, R = 3 repeats per side, heavy-tailed run-to-run noise (t(4)): the share of sweeps with
-    any false regression stays <= 5% (old gate: 54-91%) whether the points share a noise level, their noise
-    spreads 3x, or one point is 5x noisier than the rest (the moderation's assumption broken; docs/benchmarks.md:
-    1.4-4.7%, the spread at sd 3% being the closest to 5%); and at R = 1 with an A/A noise floor when the
-    points share a noise level."""
+@pytest.mark.parametrize("law", cisim.NOISE_LAWS)
+def test_gate_family_false_alarm_at_most_5pct_and_power_80pct_at_r3(law):
+    """A/A: 20 points, R = 3 repeats per side, run-to-run noise Gaussian, t(4) or lognormal, the points' noise
+    spread 3x, one point 5x noisier, or 5 of 20 points 3x noisier (robust moderation, d0 capped:
+    gatestats.moderate): the share of sweeps with any false regression stays <= 5% (before issue 34, Gaussian
+    noise with 5 noisy points: 9.1%); and a 10% regression of a median-noise point is called in >= 80% of
+    comparisons (1000 each: sd 1.1% at 86%, the lowest rate measured) at a run-to-run sd of 2%."""
     rng = np.random.default_rng(23)
-    trials = GATE_TRIALS if run_sd == 0.03 else 4000  # at sd 2% the rates are 1-4%, far from 5%
-    for case in ({}, {"hetero": 3.0}, {"noisy": 5.0}):
-        res = cisim.gate_sweeps(rng, r=3, run_sd=run_sd, trials=trials, **case)
-        assert res["family_false_alarm"] <= 0.05, (case, res)
-    floor = cisim.gate_sweeps(rng, floor=True, run_sd=run_sd, trials=trials)  # R = 1 with an A/A noise floor
-    assert floor["family_false_alarm"] <= 0.05, floor
+    for name, case in {"equal": {}, **cisim.GATE_PATTERNS}.items():
+        res = cisim.gate_sweeps(rng, r=3, run_sd=0.025, law=law, trials=GATE_TRIALS, **case)
+        assert res["family_false_alarm"] <= 0.05, (name, res)
+        res = cisim.gate_sweeps(rng, r=3, run_sd=0.02, law=law, effect=0.9, trials=1000, **case)
+        assert res["power"] >= 0.80, (name, res)
+    if law != "lognormal":  # R = 1 on an A/A floor (1 df per point): skewed noise gives 6% (MODERATION_CAVEAT)
+        floor = cisim.gate_sweeps(rng, floor=True, run_sd=0.02, law=law, trials=GATE_TRIALS)
+        assert floor["family_false_alarm"] <= 0.05, floor
+
+
+def test_the_robust_moderation_keeps_a_noisy_point_out_of_the_prior():
+    """One point 20x the others' variance: its prior weight drops (limma robust), the quiet points keep theirs."""
+    var = np.full(20, 1e-4) * np.random.default_rng(3).chisquare(2, 20) / 2
+    var[-1] = 2e-3
+    post, df, s0, d0 = gatestats.moderate(var, np.full(20, 2.0))
+    assert df[-1] < df[0] - 1 and df[0] > 2 + 0.9 * d0[0]
+    assert post[-1] > 0.6 * var[-1]  # shrunk less than half way towards the quiet points
 
 
 @pytest.mark.parametrize("case", [{"r": 2}, {"floor": True}], ids=["R=2", "R=1 + noise floor"])
 def test_gate_false_alarm_exceeds_5pct_below_r3_when_one_point_is_noisier(case):
     """What compare warns of at R = 2 or on a noise floor (compare.MODERATION_CAVEAT): with one or two df per
     point, a point 5x noisier than the rest is shrunk towards the others' noise and falsely flagged; the
-    family false alarm is then 10-12% (docs/benchmarks.md), not <= 5%."""
+    family false alarm is then 8-12% even with the robust moderation (docs/benchmarks.md), not <= 5%."""
     res = cisim.gate_sweeps(np.random.default_rng(37), run_sd=0.02, noisy=5.0, **case)
     assert res["family_false_alarm"] > 0.07, res
 
 
-@pytest.mark.parametrize("run_sd", [0.02, 0.03])
-def test_gate_power_at_least_80pct_for_a_10pct_regression_at_r3(run_sd):
-    res = cisim.gate_sweeps(np.random.default_rng(29), r=3, run_sd=run_sd, effect=0.9)
-    assert res["power"] >= 0.80 and res["family_false_alarm"] <= 0.05, res
+def test_short_strongly_autocorrelated_runs_carry_a_ci_note():
+    """150-300 steps at lag-1 above 0.9: the CI covers 83-86% (simulated here: < 90%), so ci_note says it may
+    under-cover; independent steps of the same length get no such note."""
+    rng = np.random.default_rng(41)
+    model = cisim.SeriesModel(phi=0.98, cv=0.05, outlier_p=0.0, outlier_scale=0.0)
+    for n in (150, 300):
+        assert cisim.fixed_steps(rng, model, n, runs=2000)["coverage"] < 0.90, n
+    steps = cisim.step_series(rng, 1, 200, model)[0]
+    assert stats.step_lag1(steps) > 0.9
+    note = stats.within_run_ci(list(steps), 1.0)["ci_note"]
+    assert "over only 200 steps: this CI may under-cover" in note and "--repeats 2 or more" in note
+    iid = cisim.step_series(rng, 1, 200, cisim.SeriesModel(phi=0.0))[0]
+    assert "under-cover" not in (stats.within_run_ci(list(iid), 1.0)["ci_note"] or "")

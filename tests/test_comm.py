@@ -66,6 +66,17 @@ def test_bad_backend_and_nccl_without_gpu(capsys):
     assert capsys.readouterr().err == "Error: --backend nccl needs CUDA GPUs; none are in use (try --backend gloo)\n"
 
 
+def test_one_rank_is_refused_with_one_line(capsys):
+    """An all-reduce over one rank moves nothing: no bandwidth is printed for it (issue 30, defect 4)."""
+    from distbench.cli import main
+
+    for gpus in ("1", "1,2"):
+        assert main(["comm", "--gpus", gpus, "--device", "cpu"]) == 2
+        err = capsys.readouterr().err.strip()
+        assert err.count("\n") == 0 and "Traceback" not in err
+        assert f"--gpus {gpus}: an all-reduce over 1 rank moves no data, so it has no bandwidth" in err
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize(
     "backend,modules", [("gloo", ("torch",)), ("horovod", ("horovod.torch",)), ("tf", ("tensorflow",))]

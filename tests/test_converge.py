@@ -6,12 +6,13 @@ from __future__ import annotations
 import json
 import math
 import random
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from distbench.cli import main
-from distbench.converge import data, loop, summary
+from distbench.converge import data, loop, shapes, summary
 from distbench.converge import lr as lr_rules
 from tests.conftest import require, run_cli
 
@@ -101,6 +102,7 @@ def _run(settings, gain=0.2, loss=0.5):
         per_device_batch=4,
         world=2,
         seed=0,
+        val_samples=100,
         train_step=train_step,
         evaluate=evaluate,
         barrier=lambda: None,
@@ -124,8 +126,11 @@ def test_the_first_evaluation_at_the_target_gives_steps_epochs_and_time():
     result, _ = _run(_settings(), gain=0.5)  # 0.0 (step 0), 0.5, 1.0 at the second evaluation
     assert result["reached"] is True and result["stop_reason"] == "max_epochs"
     every = result["eval_every_steps"]
-    assert result["steps_to_target"] == 2 * every
-    assert result["epochs_to_target"] == pytest.approx(2 * every / 5)
+    assert result["eval_step_at_target"] == 2 * every
+    # interpolated between the evaluations at 0.5 and 1.0, the error of 1.0 floored at half of 100 samples
+    f = math.log(0.1 / 0.5) / math.log(0.005 / 0.5)
+    assert result["steps_to_target"] == pytest.approx((1 + f) * every)
+    assert result["epochs_to_target"] == pytest.approx((1 + f) * every / 5)
     assert 0 <= result["train_s_to_target"] <= result["train_s"]
     stopped, _ = _run(_settings(stop_at_target=True), gain=0.5)
     assert stopped["stop_reason"] == "target" and stopped["steps"] == 2 * every
@@ -179,7 +184,7 @@ def test_summary_counts_non_converged_runs_and_withholds_the_mean_below_half():
     assert rows["torch"]["converged"] == 3 and rows["torch"]["time_to_target_s"] == pytest.approx(1.1)
     assert rows["ddp"]["not_converged"] == 2 and rows["ddp"]["converged"] == 1
     assert rows["ddp"]["time_to_target_s"] is None
-    assert rows["ddp"]["verdict"] == "did not converge within the budget"
+    assert rows["ddp"]["verdict"].startswith("did not converge: 2 of 3 runs did not reach the target")
     assert rows["ddp"]["throughput_speedup"] == pytest.approx(2.0)
 
 
@@ -195,6 +200,182 @@ def test_welch_interval_on_log_times_covers_the_true_ratio():
     assert summary.welch_log_ratio([1.0], [1.0, 2.0]) is None
 
 
+def test_a_non_converged_run_counts_as_the_slowest_and_is_trimmed_mlperf():
+    # MLPerf Training rules, "Benchmark Results": drop the fastest and slowest; a single non-converging run may be
+    # treated as the slowest and dropped; more than one makes the result invalid.
+    assert summary.olympic_mean([50, 52, 54, 56, 60, summary.NOT_CONVERGED]) == pytest.approx(55.5)
+    assert summary.olympic_mean([50, 52, 54, 56, summary.NOT_CONVERGED, summary.NOT_CONVERGED]) is None
+    # from 3 runs on the fastest and slowest are dropped, as MLPerf does for every benchmark: one of 3 may fail
+    assert summary.olympic_mean([50, 52, summary.NOT_CONVERGED]) == 52
+    assert summary.olympic_mean([50, summary.NOT_CONVERGED, summary.NOT_CONVERGED]) is None
+    assert summary.olympic_mean([50, 52]) == 51  # below 3 runs nothing is dropped
+    recs = [_rec("torch", 1, t) for t in (100, 104, 108, 112, 120, 116)]
+    recs += [_rec("ddp", 2, t) for t in (50, 52, 54, 56, 60)] + [_rec("ddp", 2, None, reached=False)]
+    rows = {r["strategy"]: r for r in summary.summarize(recs)}
+    ddp = rows["ddp"]
+    assert ddp["verdict"] == "converged" and ddp["time_to_target_s"] == pytest.approx(55.5)  # not 54.0
+    assert ddp["not_converged_counted_slowest"] == 1
+    assert ddp["time_speedup"] == pytest.approx(rows["torch"]["time_to_target_s"] / 55.5)
+    assert ddp["time_speedup_ci"] is None and "did not converge" in ddp["time_speedup_note"]
+    assert summary.speed_and_time_cells(ddp)[0].endswith("(no CI: a run did not converge)")
+
+
+def test_four_of_six_converged_is_did_not_converge_without_a_speedup():
+    recs = [_rec("torch", 1, t) for t in (100, 104, 108, 112, 120, 116)]
+    recs += [_rec("ddp", 2, t) for t in (50, 52, 54, 56)] + [_rec("ddp", 2, None, reached=False)] * 2
+    ddp = next(r for r in summary.summarize(recs) if r["strategy"] == "ddp")
+    assert ddp["verdict"].startswith("did not converge: 2 of 6 runs") and ddp["time_to_target_s"] is None
+    assert ddp["time_speedup"] is None and ddp["time_speedup_ci"] is None
+    # a crashed run counts too: nothing shows it would have converged; two of four is one too many
+    recs = [_rec("torch", 1, t) for t in (1.0, 1.1)] + [_rec("torch", 1, 1.0, status=s) for s in ("failed", "oom")]
+    torch_row = summary.summarize(recs)[0]
+    assert torch_row["failed"] == 2 and torch_row["verdict"].startswith("did not converge: 2 of 4")
+
+
+def test_three_runs_with_one_not_converged_are_trimmed_as_mlperf_does():
+    recs = [_rec("torch", 1, t) for t in (1.0, 1.1, 1.3)]
+    recs += [_rec("ddp", 2, t) for t in (0.5, 0.6)] + [_rec("ddp", 2, None, reached=False)]
+    rows = {r["strategy"]: r for r in summary.summarize(recs)}
+    assert rows["torch"]["time_to_target_s"] == pytest.approx(1.1)  # 1.0 and 1.3 dropped
+    ddp = rows["ddp"]
+    assert ddp["verdict"] == "converged" and ddp["time_to_target_s"] == pytest.approx(0.6)
+    assert ddp["not_converged_counted_slowest"] == 1 and ddp["time_speedup"] == pytest.approx(1.1 / 0.6)
+
+
+def test_skipped_and_interrupted_runs_are_incomplete_not_non_converged():
+    skipped = [_rec("horovod-torch", 2, None, status="skipped") for _ in range(3)]
+    recs = [_rec("torch", 1, t) for t in (1.0, 1.1, 1.2)] + skipped
+    recs += [_rec("ddp", 2, t) for t in (0.5, 0.6)] + [_rec("ddp", 2, None, status="interrupted")]
+    rows = {r["strategy"]: r for r in summary.summarize(recs)}
+    hvd = rows["horovod-torch"]
+    assert hvd["verdict"] == "incomplete: all 3 runs were skipped or interrupted"
+    assert hvd["runs"] == 0 and hvd["incomplete"] == 3 and hvd["failed"] == 0 and hvd["time_speedup"] is None
+    ddp = rows["ddp"]
+    assert ddp["verdict"] == "converged (1 more skipped or interrupted, not counted)"
+    assert ddp["runs"] == 2 and ddp["failed"] == 0 and ddp["time_to_target_s"] == pytest.approx(0.55)
+
+
+def test_the_speedup_is_the_ratio_of_the_mlperf_means_the_table_shows():
+    recs = [_rec("torch", 1, t) for t in (1.0, 1.1, 1.6, 1.2, 3.0)]
+    recs += [_rec("ddp", 2, t) for t in (0.5, 0.55, 0.9, 0.6, 0.52)]
+    rows = {r["strategy"]: r for r in summary.summarize(recs)}
+    ddp = rows["ddp"]
+    assert ddp["time_speedup"] == pytest.approx(rows["torch"]["time_to_target_s"] / ddp["time_to_target_s"])
+    assert ddp["time_speedup"] != pytest.approx(ddp["time_speedup_ci"]["ratio"], rel=1e-3)  # the CI's centre: logs
+
+
+def _early(t, lo, hi, at, every=10):
+    return {
+        **_rec("torch", 1, t)["converge"],
+        "train_s_bracket": [lo, hi],
+        "eval_step_at_target": at,
+        "eval_every_steps": every,
+    }
+
+
+def test_a_run_crossing_in_the_first_two_evaluations_widens_the_interval_to_its_evaluation_interval():
+    late = [summary.time_bounds(_early(t, t - 1, t + 1, 50)) for t in (10.0, 10.5, 11.0)]
+    assert late == [(10.0, 10.0, 10.0), (10.5, 10.5, 10.5), (11.0, 11.0, 11.0)]
+    second = [summary.time_bounds(_early(t, 1.0, 2.0, 20)) for t in (1.5, 1.6, 1.4)]
+    assert second[0] == (1.5, 1.0, 2.0)
+    plain, note = summary.speedup_interval(late, late)
+    assert note == "" and plain["low"] < 1 < plain["high"]
+    wide, note = summary.speedup_interval(second, late)
+    narrow = summary.welch_log_ratio([1.5, 1.6, 1.4], [10.0, 10.5, 11.0])
+    assert wide["low"] < narrow["low"] and wide["high"] > narrow["high"] and "--eval-every" in note
+    first = [summary.time_bounds(_early(t, 0.0, 1.0, 10)) for t in (0.5, 0.6, 0.7)]
+    ci, note = summary.speedup_interval(first, late)
+    assert ci is None and note.startswith("no interval: a run reached the target at its first evaluation")
+
+
+def test_the_summarys_interval_covers_where_the_baseline_crosses_in_the_first_evaluations():
+    """The review's case: the baseline crosses the target in the first or second evaluation interval, where the
+    interpolation from the initial accuracy fails (coverage 0-0.77 at 0.1-0.3 epoch on a 0.25-epoch grid); the
+    interval summary gives covers at least nominally, or is not given (first-interval crossings)."""
+    from tests import convergesim
+
+    for family in convergesim.FAMILIES:
+        res = {ea: convergesim.speedup_coverage(family, trials=100, epochs_a=ea) for ea in (0.1, 0.3)}
+        assert res[0.1]["interpolated"]["coverage"] < 0.5 and res[0.1]["summary"]["given"] == 0
+        assert res[0.3]["summary"]["given"] == 1 and res[0.3]["summary"]["coverage"] >= 0.95
+    assert convergesim.speedup_coverage("sigmoid", trials=100, epochs_a=0.3)["interpolated"]["coverage"] < 0.5
+
+
+def test_an_accuracy_of_exactly_one_is_not_a_jump():
+    before = {"step": 0, "epoch": 0.0, "train_s": 0.0, "val_accuracy": 0.5}
+    times = [
+        loop.crossing(before, {"step": 10, "epoch": 1.0, "train_s": 10.0, "val_accuracy": a}, 0.9, 0.5 / 359)["train_s"]
+        for a in (0.9999, 0.99999, 1.0)
+    ]
+    assert times[1] == pytest.approx(times[2], rel=0.05) and times[0] == pytest.approx(times[2], rel=0.2)
+
+
+def test_an_initial_accuracy_at_the_target_is_reached_at_step_0():
+    result, lrs = _run(_settings(target_accuracy=0.0), gain=0.1)
+    assert result["reached"] and result["steps_to_target"] == 0 and result["train_s_to_target"] == 0
+    assert result["eval_step_at_target"] == 0 and "the target is too low" in result["result"]
+    assert len(lrs) == 15  # trains its budget
+    stopped, lrs = _run(_settings(target_accuracy=0.0, stop_at_target=True))
+    assert stopped["stop_reason"] == "target" and stopped["steps"] == 0 and lrs == []
+
+
+def test_the_crossing_is_interpolated_between_evaluations():
+    before = {"step": 10, "epoch": 1.0, "train_s": 10.0, "val_accuracy": 0.8}
+    after = {"step": 20, "epoch": 2.0, "train_s": 20.0, "val_accuracy": 0.95}
+    c = loop.crossing(before, after, 0.9, 0.5 / 359)
+    f = math.log(0.1 / 0.2) / math.log(0.05 / 0.2)  # linear in log(1 - accuracy): 0.5
+    assert c["train_s"] == pytest.approx(10 + 10 * f) and c["step"] == pytest.approx(10 + 10 * f)
+    assert c["eval_step"] == 20
+    assert loop.crossing({**before, "val_accuracy": 0.9}, after, 0.9, 0.5 / 359)["train_s"] == pytest.approx(20.0)
+    assert c["train_s_bracket"] == [10.0, 20.0]
+
+
+def test_interpolating_the_crossing_restores_the_speedup_intervals_coverage():
+    """The issue's case: most seeds of a side cross the target in the same evaluation interval. Read off the grid,
+    the 95% interval covers the true speedup about a quarter of the time with a 6% bias; interpolated, near
+    nominal on three curve shapes (benchmarks/converge_ci.py: the full numbers, docs/convergence.md)."""
+    from tests import convergesim
+
+    for family in convergesim.FAMILIES:
+        res = convergesim.speedup_coverage(family, trials=200)
+        assert res["grid"]["coverage"] < 0.5 and res["grid"]["bias"] > 0.04
+        assert res["interpolated"]["coverage"] >= 0.85 and abs(res["interpolated"]["bias"]) < 0.025
+
+
+def test_tost_gives_three_verdicts_at_the_stated_margin():
+    same = [0.95, 0.952, 0.948, 0.951, 0.949]
+    assert summary.tost(same, same, 0.005, paired=True)["verdict"] == "equivalent"
+    assert summary.tost([x - 0.03 for x in same], same, 0.005, paired=True)["verdict"] == "different"
+    noisy = [0.90, 0.99, 0.93, 0.97]
+    assert summary.tost(noisy, [0.95, 0.94, 0.96, 0.92], 0.005)["verdict"] == "inconclusive"
+    assert summary.tost([0.9], same, 0.005) is None
+
+
+def test_tost_error_rates_on_simulated_cases():
+    """Identical training (paired seeds, the same initialization and data order) is equivalent; a 3-point drop is
+    never called equivalent; at a true difference equal to the margin "equivalent" is said at most ~5% (the
+    test's size); with no true difference "different" is never said."""
+    from tests import convergesim
+
+    assert convergesim.equivalence_rates(0.0, 300, paired_sd=1e-4)["equivalent"] == 1.0
+    for paired_sd in (0.0, 0.002):
+        drop = convergesim.equivalence_rates(-0.03, 300, paired_sd=paired_sd)
+        assert drop["equivalent"] == 0.0 and drop["different"] >= 0.95
+        edge = convergesim.equivalence_rates(0.005, 1000, paired_sd=paired_sd)
+        assert edge["equivalent"] <= 0.07
+        null = convergesim.equivalence_rates(0.0, 300, paired_sd=paired_sd)
+        assert null["different"] <= 0.02
+
+
+def test_the_benchmark_reports_the_equivalence_rates_at_the_default_3_seeds(capsys):
+    import runpy
+
+    bench = runpy.run_path(str(Path(__file__).resolve().parents[1] / "benchmarks" / "converge_ci.py"))
+    bench["main"](["--trials", "3"])
+    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith(("| 3 |", "| 5 |"))]
+    assert len(rows) == 12 and sum(r.startswith("| 3 |") for r in rows) == 6
+
+
 def test_a_strategy_whose_final_accuracy_differs_beyond_the_spread_is_flagged():
     recs = [_rec("torch", 1, 1.0, final=f) for f in (0.95, 0.952, 0.948)]
     recs += [_rec("ddp", 1, 1.0, final=f) for f in (0.951, 0.949, 0.95)]
@@ -202,11 +383,13 @@ def test_a_strategy_whose_final_accuracy_differs_beyond_the_spread_is_flagged():
     recs += [_rec("horovod-torch", 2, 0.5, final=f) for f in (0.93, 0.931, 0.929)]
     recs += [_rec("fsdp", 2, 0.5, final=f) for f in (0.80, 0.81, 0.79)]
     rows = {(r["strategy"], r["world_size"]): r for r in summary.summarize(recs)}
-    assert rows[("ddp", 1)]["equivalent"] is True and rows[("ddp", 1)]["equivalence_reference"] == "torch N=1"
-    assert rows[("horovod-torch", 2)]["equivalent"] is True
+    assert rows[("ddp", 1)]["equivalence"] == "equivalent"
+    assert rows[("ddp", 1)]["equivalence_reference"] == "torch N=1"
+    assert rows[("horovod-torch", 2)]["equivalence"] == "equivalent"
     assert rows[("ddp", 2)]["accuracy_diff_vs_baseline"] == pytest.approx(-0.02)
     fsdp = rows[("fsdp", 2)]
-    assert fsdp["equivalent"] is False and "vs ddp N=2" in fsdp["equivalence_note"]
+    assert fsdp["equivalence"] == "different" and fsdp["equivalent"] is False
+    assert "vs ddp N=2" in fsdp["equivalence_note"] and "margin +-0.0050" in fsdp["equivalence_note"]
     rows = {r["strategy"]: r for r in summary.summarize(recs) if r["world_size"] == 2}
     assert rows["ddp"]["time_speedup"] == pytest.approx(2.0)
     assert rows["ddp"]["time_speedup_ci"]["low"] <= 2.0 <= rows["ddp"]["time_speedup_ci"]["high"]
@@ -215,14 +398,27 @@ def test_a_strategy_whose_final_accuracy_differs_beyond_the_spread_is_flagged():
 # ---- data
 
 
-def test_the_default_data_is_scikit_learns_digits(tmp_path):
-    pytest.importorskip("sklearn")
+def test_the_default_data_is_shapes_drawn_by_code(tmp_path):
     path = data.ensure_cache(None, 1, root=tmp_path)
+    xt, yt, xv, yv, meta = data.read_cache(path)
+    assert meta["samples"] == 12_000 and meta["num_classes"] == 10 and meta["image_size"] == 36
+    assert len(xt) == 9600 and xt.shape[1:] == (36, 36, 1) and np.bincount(yt).min() > 900  # about balanced
+    assert abs(float(xt.mean())) < 1e-5
+    assert data.ensure_cache("shapes", 1, root=tmp_path) == path
+    x1, y1 = shapes.generate(50)
+    x2, y2 = shapes.generate(50)
+    assert np.array_equal(x1, x2) and np.array_equal(y1, y2)  # a function of the seed: every run sees the same
+    assert 0.0 <= x1.min() and x1.max() <= 1.0
+
+
+def test_the_digits_are_still_there_by_name(tmp_path):
+    pytest.importorskip("sklearn")
+    path = data.ensure_cache("digits", 1, root=tmp_path)
     xt, yt, xv, yv, meta = data.read_cache(path)
     assert meta["samples"] == 1797 and meta["num_classes"] == 10 and meta["image_size"] == 8
     assert len(xt) + len(xv) == 1797 and xt.shape[1:] == (8, 8, 1) and set(np.unique(yt)) == set(range(10))
     assert abs(float(xt.mean())) < 1e-5  # standardized with the training split's statistics
-    assert data.ensure_cache(None, 1, root=tmp_path) == path  # decoded once
+    assert data.ensure_cache("digits", 1, root=tmp_path) == path  # decoded once
 
 
 def _png_tree(root, sizes=((6, 6),) * 3, classes=("a", "b")):
@@ -279,7 +475,7 @@ def test_a_bad_data_folder_is_a_one_line_error_with_exit_2(tmp_path, capsys, mon
         ),
         (
             ["--strategy", "dp"],
-            "--strategy dp: converge runs torch, ddp, fsdp, horovod-torch, tf, mirrored, horovod-tf",
+            "--strategy dp: converge runs torch, ddp, tf, mirrored, horovod-torch, horovod-tf, fsdp",
         ),
         (
             ["--model", "bert_base"],
@@ -288,8 +484,12 @@ def test_a_bad_data_folder_is_a_one_line_error_with_exit_2(tmp_path, capsys, mon
         (["--seeds", "0"], "Invalid value for '--seeds': 0 is not in the range 1<=x<=100."),
         (["--data", "/nonexistent/digits"], "--data /nonexistent/digits: no such file or folder"),
         (
-            ["--batch-size", "1000", "--gpus", "1,2", "--device", "cpu"],
-            "--batch-size 1000: a global batch of 2000 is more than the 1438 training samples",
+            ["--batch-size", "5000", "--gpus", "1,2", "--device", "cpu"],
+            "--batch-size 5000: a global batch of 10000 is more than the 9600 training samples",
+        ),
+        (
+            ["--equivalence-margin", "0"],
+            "Invalid value for '--equivalence-margin': 0.0 is not in the range 0<x<=1.",
         ),
     ],
 )
@@ -311,6 +511,7 @@ def test_a_malformed_npz_is_a_one_line_error(tmp_path, capsys):
 @require("torch", "sklearn")
 def test_a_real_converge_run_records_time_to_target_and_the_curve(tmp_path):
     args = ["converge", "--strategy", "torch,ddp", "--gpus", "1,2", "--seeds", "1", "--max-epochs", "1"]
+    args += ["--data", "digits", "--model", "mlp"]  # the machinery, quickly: the digits MLP trains in a second
     args += ["--target-accuracy", "0.5", "--device", "cpu", "--format", "json", "--results", str(tmp_path / "r.db")]
     proc = run_cli(args, timeout=600)
     assert proc.returncode == 0, proc.stderr[-2000:]
@@ -368,8 +569,23 @@ def test_the_report_has_a_time_to_accuracy_section_with_curves_table_and_speedup
     ddp = next(row for row in table.rows if row[0] == "ddp")
     assert ddp[4] == "3/3" and ddp[-1] == "-" and ddp[7].startswith("1.69 [")  # the reference at N=2
     fsdp = next(row for row in table.rows if row[0] == "fsdp")
-    assert fsdp[-1] == "yes"
+    assert fsdp[-1] == "equivalent"  # the same final accuracies seed by seed
     assert section_mod.section(Sweep(info={"id": "y"}, points=[{"strategy": "ddp", "status": "ok"}]), None) is None
+
+
+def test_the_report_tests_equivalence_at_the_sweeps_stored_margin():
+    from distbench.analysis import Sweep
+    from distbench.report import converge as section_mod
+
+    points = [_curve_rec("ddp", 2, s, 0.6, 0.90 + 0.001 * s) for s in range(3)]
+    points += [_curve_rec("fsdp", 2, s, 0.6, 0.88 + 0.001 * s) for s in range(3)]  # 2 points lower, every seed
+
+    def verdict(info):
+        table = next(b for b in section_mod.section(Sweep(info=info, points=points), None).blocks if hasattr(b, "rows"))
+        return next(row for row in table.rows if row[0] == "fsdp")[-1]
+
+    assert verdict({"id": "x"}) == "DIFFERENT"  # the default margin, 0.5 points
+    assert verdict({"id": "x", "options": {"equivalence_margin": 0.05}}) == "equivalent"
 
 
 def test_the_points_run_each_strategy_through_its_frameworks_converge_worker():

@@ -19,14 +19,13 @@ from distbench.config import PointConfig
 from distbench.workers import tf_device
 from distbench.workers.comm_common import horovod_backend
 from distbench.workers.tf_multiworker import worker_gpus
+from tests.builders import point_config
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def _cfg(**kw) -> PointConfig:
-    base = dict(strategy="mirrored", model="resnet18", world_size=2, device="cuda", per_device_batch=2)
-    base.update(kw)
-    return PointConfig(**base)
+    return point_config("mirrored", 2, **{"device": "cuda", **kw})
 
 
 # -- item 3: each process sees only the point's GPUs -----------------------------------------------
@@ -411,13 +410,14 @@ def test_comm_defaults_to_nccl_on_cuda_and_gloo_on_cpu_workers(monkeypatch):
     from click.testing import CliRunner
 
     from distbench.commands import comm as cmd
+    from distbench import plan
     from distbench.commbench import default_backend
     from distbench.plan import DeviceChoice
 
     assert default_backend(None, "cuda")[0] == "nccl" and default_backend(None, "cpu") == ("gloo", None)
     assert default_backend("gloo", "cuda") == ("gloo", None)  # an explicit choice stands
     ran = []
-    monkeypatch.setattr(cmd, "resolve_device", lambda device, gpus: DeviceChoice("cuda", 2, "running on 2 GPUs"))
+    monkeypatch.setattr(plan, "resolve_device", lambda device, gpus, visible: DeviceChoice("cuda", 2, "on 2 GPUs"))
     fake = {"status": "skipped", "reason": "test", "strategy": "comm-nccl", "world_size": 2}
     monkeypatch.setattr(cmd.runner, "run_point", lambda s, cfg, *a: ran.append(cfg) or dict(fake))
     monkeypatch.setattr(cmd.runner, "new_sweep", _no_sweep)

@@ -6,10 +6,10 @@ import json
 import pytest
 
 from distbench import datasets
-from distbench.config import PointConfig
 from distbench.workers import common
 from tests.conftest import require
 from tests.test_multinode import run_two_tf_workers
+from tests.builders import point_config, tiny_config
 
 
 def _dataset(tmp_path, samples=8):
@@ -19,24 +19,8 @@ def _dataset(tmp_path, samples=8):
 
 
 def _cfg(folder, **kw):
-    base = dict(
-        strategy="ddp",
-        model="resnet18",
-        world_size=2,
-        nodes=1,
-        device="cpu",
-        per_device_batch=2,
-        image_size=32,
-        num_classes=10,
-        steps=3,
-        warmup=1,
-        threads_per_worker=1,
-        data="disk",
-        data_dir=str(folder),
-        loader_workers=1,
-        prefetch=2,
-    )
-    return PointConfig(**{**base, **kw})
+    disk = dict(nodes=1, num_classes=10, steps=3, data="disk", data_dir=str(folder), loader_workers=1, prefetch=2)
+    return tiny_config("ddp", 2, **{**disk, **kw})
 
 
 @require("torch")
@@ -94,7 +78,7 @@ def have_fincore() -> bool:
 
 def test_data_wait_is_none_when_it_was_not_timed(tmp_path):
     disk = _cfg(tmp_path)
-    synthetic = PointConfig(strategy="ddp", model="resnet18", world_size=2, device="cpu", per_device_batch=2)
+    synthetic = point_config("ddp", 2)
     none = common.data_wait_fields([], [0.1, 0.1], synthetic)
     assert none["data_wait_fraction"] is None and "not measured: no input pipeline" in none["data_wait_note"]
     untimed = common.data_wait_fields([], [0.1, 0.1], disk)

@@ -10,6 +10,7 @@ from distbench import stats
 from distbench.record import undeclared_keys
 
 from tests.conftest import TINY, require, run_cli, run_json
+from tests.builders import point_config
 
 pytestmark = pytest.mark.slow
 
@@ -189,18 +190,8 @@ def test_missing_framework_inside_the_worker_is_skipped_with_hint(tmp_path):
 
     env = {"PYTHONPATH": os.pathsep.join([str(tmp_path / "shim"), os.environ.get("PYTHONPATH", "")])}
     # run the worker module directly: horovodrun itself would need the real package
-    from distbench.config import PointConfig
 
-    cfg = PointConfig(
-        strategy="horovod-torch",
-        model="resnet50",
-        world_size=1,
-        device="cpu",
-        per_device_batch=2,
-        image_size=32,
-        steps=1,
-        warmup=0,
-    )
+    cfg = point_config("horovod-torch", 1, model="resnet50", image_size=32, steps=1, warmup=0)
     (tmp_path / "c.json").write_text(cfg.to_json())
     import subprocess
     import sys
@@ -209,7 +200,8 @@ def test_missing_framework_inside_the_worker_is_skipped_with_hint(tmp_path):
         [
             sys.executable,
             "-m",
-            "distbench.workers.horovod_torch",
+            "distbench.workers",
+            "horovod_torch",
             "--config",
             str(tmp_path / "c.json"),
             "--out",

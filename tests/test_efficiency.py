@@ -9,12 +9,13 @@ import sys
 import pytest
 
 from distbench import plan as plan_mod
-from distbench.config import PointConfig, is_per_core_baseline, point_key
+from distbench.config import is_per_core_baseline, point_key
 from distbench.plan import SweepOptions, make_plan
 from distbench.slurm.plan import plan_sweep
 from distbench.strategies import parse_strategies
 from distbench.sweep import add_baseline, derive
 from tests.conftest import require
+from tests.builders import point_config
 
 
 def _plan(monkeypatch, cores: int, gpus, strategies=("ddp", "horovod-tf"), **kw):
@@ -81,15 +82,8 @@ def test_slurm_jobs_leave_the_per_core_baselines_out(monkeypatch):
 
 
 def _record(strategy, framework, n, threads, throughput, baseline_threads=None, device="cpu"):
-    cfg = PointConfig(
-        strategy=strategy,
-        model="resnet18",
-        world_size=n,
-        device=device,
-        per_device_batch=2,
-        image_size=32,
-        threads_per_worker=threads,
-        baseline_threads=baseline_threads,
+    cfg = point_config(
+        strategy, n, device=device, image_size=32, threads_per_worker=threads, baseline_threads=baseline_threads
     ).to_dict()
     return {
         "strategy": strategy,
@@ -166,14 +160,7 @@ def test_tf_thread_pools_are_capped_at_the_workers_share(monkeypatch, threads, l
 
     fake = _FakeTF()
     monkeypatch.setitem(sys.modules, "tensorflow", fake)
-    cfg = PointConfig(
-        strategy="tf",
-        model="resnet18",
-        world_size=logical,
-        device="cpu",
-        per_device_batch=2,
-        threads_per_worker=threads,
-    )
+    cfg = point_config("tf", logical, threads_per_worker=threads)
     tf_device.configure(cfg, logical_cpus=logical)
     # one worker with one core gets one inter-op thread, not two; a process hosting two replicas gets both shares
     assert ("intra", expected) in fake.calls and ("inter", expected) in fake.calls

@@ -12,6 +12,7 @@ import time
 import pytest
 
 from distbench import failures, rankguard
+from tests.builders import point_config
 
 
 def _report(rank, returncode, ended, error=None, sig=None):
@@ -201,7 +202,6 @@ def test_launcher_exit_summaries_say_how_each_rank_ended():
 
 def test_only_consequences_on_record_means_the_cause_is_unknown_and_the_silent_rank_is_named(tmp_path):
     """Rank 1's rank guard was killed (no exit-1.json); rank 0 only says its peer went away."""
-    from distbench.config import PointConfig
     from distbench.launch import outcome_record
     from distbench.strategies import STRATEGIES
 
@@ -219,7 +219,7 @@ def test_only_consequences_on_record_means_the_cause_is_unknown_and_the_silent_r
     )
     assert failures.only_consequences([aborted], lost_peer)
     assert not failures.only_consequences([aborted], "Fatal Python error: Segmentation fault")  # an abort of its own
-    cfg = PointConfig(strategy="ddp", model="resnet18", world_size=2, device="cpu", per_device_batch=2)
+    cfg = point_config("ddp", 2)
     rec = outcome_record(cfg, STRATEGIES["ddp"], tmp_path / "none.json", 1, TORCHRUN_SUMMARY, rank_dir=tmp_path)
     assert rec["status"] == "failed"
     assert rec["reason"] == (

@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import DISTBENCH, require
+from tests.builders import point_config
 
 pytestmark = pytest.mark.slow
 
@@ -171,9 +172,9 @@ def sweeps():
 
 def _strategy_module(strategy: str) -> str:
     return {
-        "ddp": "distbench.workers.torch_ddp",
-        "horovod-torch": "distbench.workers.horovod_torch",
-        "horovod-tf": "distbench.workers.horovod_tf",
+        "ddp": "torch_ddp",
+        "horovod-torch": "horovod_torch",
+        "horovod-tf": "horovod_tf",
     }[strategy]
 
 
@@ -221,14 +222,11 @@ def test_a_signal_to_distbench_mid_point_leaves_no_process_and_keeps_finished_po
     assert row["status"] == "interrupted"
     assert f"interrupted by {sig.name}" in json.loads(row["notes_json"])
     # the baselines (and, on CPU workers, the per-core baseline) finished before; the running point:
-    assert [p for p in points if p["status"] != "ok"] == [
-        {
-            "strategy": strategy,
-            "world_size": 2,
-            "status": "interrupted",
-            "reason": f"stopped by {sig.name} while it was measured",
-        }
+    stopped = [p for p in points if p["status"] != "ok"]
+    assert [{**p, "reason": None} for p in stopped] == [
+        {"strategy": strategy, "world_size": 2, "status": "interrupted", "reason": None}
     ]
+    assert stopped[0]["reason"].startswith(f"stopped by {sig.name} during "), stopped  # + the phase it was in
 
 
 RANK_CASES = [
@@ -276,7 +274,7 @@ def test_a_stopped_rank_times_out_and_every_process_goes(tmp_path, sweeps):
     assert rc == 0, err[-3000:]
     [point] = sweep.points()
     assert point["status"] == "timeout"
-    assert point["reason"] == "timed out after 25s (--timeout)"
+    assert point["reason"].startswith("timed out after 25s (--timeout) during ")  # + the phase (distbench.phases)
     left, gone_s = wait_gone(sweep.tag)
     assert not left
 
@@ -330,7 +328,6 @@ def test_running_out_of_cpu_memory_is_recorded_oom(tmp_path, sweeps):
 
 @HOROVOD_TORCH
 def test_an_oom_on_a_non_zero_rank_is_oom_within_seconds_not_a_timeout(tmp_path):
-    from distbench.config import PointConfig
     from distbench.launch import run_point
     from distbench.launchers import HOROVODRUN
     from distbench.strategies import Strategy
@@ -338,18 +335,7 @@ def test_an_oom_on_a_non_zero_rank_is_oom_within_seconds_not_a_timeout(tmp_path)
     broken = Strategy(
         name="horovod-torch", framework="torch", module="tests.fault_workers.horovod_oom_rank1", launcher=HOROVODRUN
     )
-    cfg = PointConfig(
-        strategy="horovod-torch",
-        model="resnet18",
-        world_size=2,
-        device="cpu",
-        per_device_batch=2,
-        image_size=32,
-        steps=50,
-        warmup=1,
-        threads_per_worker=1,
-        target_ci=0.0,
-    )
+    cfg = point_config("horovod-torch", 2, image_size=32, steps=50, warmup=1, threads_per_worker=1, target_ci=0.0)
     started = time.monotonic()
     record = run_point(broken, cfg, tmp_path, timeout_s=600)
     took = time.monotonic() - started

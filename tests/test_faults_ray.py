@@ -96,13 +96,10 @@ def test_sigterm_to_distbench_during_a_ray_point_is_interrupted_and_stops_the_he
     assert not ray_process_names(sweep.tag)
     assert rc == 128 + signal.SIGTERM, err[-2000:]
     assert "Traceback" not in err
-    assert sweep.points() == [
-        {
-            "strategy": "ray-ddp",
-            "world_size": 2,
-            "status": "interrupted",
-            "reason": "stopped by SIGTERM while it was measured",
-        }
+    stopped = sweep.points()
+    assert [{**p, "reason": None} for p in stopped] == [
+        {"strategy": "ray-ddp", "world_size": 2, "status": "interrupted", "reason": None}
     ]
+    assert stopped[0]["reason"].startswith("stopped by SIGTERM during "), stopped  # + the phase (distbench.phases)
     assert sweep.sweep_row()["status"] == "interrupted"
     assert ray_temp_dirs() <= before

@@ -15,6 +15,7 @@ from distbench.workers import comm_common, common
 from distbench.plan import SweepOptions, make_plan
 from distbench.slurm.plan import plan_sweep
 from distbench.strategies import parse_strategies
+from tests.builders import point_config
 
 
 def _opts():
@@ -51,7 +52,7 @@ class FakeHvd(types.SimpleNamespace):
 
 
 def _cfg(device: str) -> PointConfig:
-    return PointConfig(strategy="horovod-torch", model="resnet18", world_size=1, device=device, per_device_batch=2)
+    return point_config("horovod-torch", 1, device=device)
 
 
 def test_a_rank_on_cuda_with_a_build_without_nccl_raises_point_skipped():

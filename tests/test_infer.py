@@ -4,21 +4,14 @@ import sqlite3
 
 import pytest
 
-from distbench.config import PointConfig
 from distbench.infer import expand
 from distbench.record import base_record
 from tests.conftest import require, run_cli, run_json
+from tests.builders import point_config
 
 
 def test_expand_keeps_going_past_an_oom_batch():
-    cfg = PointConfig(
-        strategy="infer-torch",
-        model="resnet18",
-        world_size=1,
-        device="cuda",
-        per_device_batch=1,
-        extra={"batch_sizes": [1, 512]},
-    )
+    cfg = point_config("infer-torch", 1, device="cuda", per_device_batch=1, extra={"batch_sizes": [1, 512]})
     rec = base_record(cfg.to_dict(), strategy="infer-torch", framework="torch", status="ok")
     rec["per_batch"] = [
         {"batch": 1, "status": "ok", "times": [0.01, 0.02, 0.01]},

@@ -25,6 +25,10 @@ OVERRIDES = (
     "HOROVOD_CUDA_HOME",
     "VENV",
     "DISTBENCH_INDEX_CHECK",
+    "DISTBENCH_WHEELS",
+    "PYTHONPATH",
+    "TORCH_SYSTEM_MIN",
+    "TORCH_SYSTEM_MAX",
 )
 
 
@@ -439,3 +443,72 @@ def test_tf_spec_none_plans_torch_alone(tmp_path):
     assert "[install] one environment: TF_SPEC=none, torch alone (the TF strategies are skipped here)\n" in done.stderr
     assert "[install] Horovod: 0.28.1 from the sdist with Gloo, without TensorFlow\n" in done.stderr
     assert "[install] checks after the build: import horovod.torch in a fresh interpreter\n" in done.stderr
+
+
+# -- TORCH_SPEC=system: the torch the node already has (issue 30) -------------------------------------------------
+def _system_torch(tmp_path, version: str, cuda: str | None = "13.0", nccl=(2, 27, 7)) -> str:
+    """A stub torch package (what a real one answers: __version__, version.cuda, cuda.nccl.version()) in a folder
+    for PYTHONPATH, and a stub nvidia.nccl wheel folder beside it."""
+    site = tmp_path / "site"
+    (site / "torch").mkdir(parents=True)
+    (site / "torch" / "__init__.py").write_text(
+        f"__version__ = {version!r}\n"
+        f"class version:\n    cuda = {cuda!r}\n"
+        f"class cuda:\n    class nccl:\n        version = staticmethod(lambda: {tuple(nccl)!r})\n"
+    )
+    (site / "nvidia" / "nccl").mkdir(parents=True)
+    for init in (site / "nvidia" / "__init__.py", site / "nvidia" / "nccl" / "__init__.py"):
+        init.write_text("")
+    return str(site)
+
+
+def test_system_torch_plans_a_venv_on_it_and_says_what_horovod_builds_against(tmp_path):
+    site = _system_torch(tmp_path, "2.11.0+cu130")
+    _tool(tmp_path / "bin", "nvidia-smi", 'echo "GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-0)"\n')
+    _tool(tmp_path / "bin", "nvcc", "exit 0\n")
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    done = dry_run(tmp_path, TORCH_SPEC="system", PYTHONPATH=site, DISTBENCH_WHEELS=str(wheels))
+    assert done.returncode == 0, done.stderr
+    err = done.stderr
+    assert (
+        f"[install] torch: the interpreter's own (TORCH_SPEC=system): torch 2.11.0+cu130 ({site}/torch), "
+        "CUDA 13.0, NCCL 2.27.7; supported 2.6 to 2.13" in err
+    )
+    assert "with --system-site-packages (torch is not downloaded)" in err
+    assert "TensorFlow: none (the interpreter has none" in err
+    assert "plus torch==2.11.0+cu130" in err
+    assert f"Horovod's NCCL: {site}/nvidia/nccl (torch uses NCCL 2.27.7)" in err
+    assert "Horovod with NCCL: torch is a CUDA 13.0 build and" in err
+    assert (
+        "[install] Horovod: 0.28.1 from the sdist with Gloo and NCCL, without TensorFlow against torch 2.11.0+cu130"
+        in err
+    )
+    assert f"packages: only from {wheels} (DISTBENCH_WHEELS; pip --no-index)" in err
+    assert "download.pytorch.org" not in err and "index" not in err.replace("--no-index", "")
+
+
+@pytest.mark.parametrize(
+    "version, message",
+    [
+        (
+            "2.4.1+cu121",
+            "install.sh: TORCH_SPEC=system: torch 2.4.1+cu121 (python3) is outside the supported range 2.6 to 2.13",
+        ),
+        ("2.14.0", "install.sh: TORCH_SPEC=system: torch 2.14.0 (python3) is outside the supported range 2.6 to 2.13"),
+        (None, "install.sh: TORCH_SPEC=system: python3 has no importable torch (No module named 'torch')"),
+    ],
+)
+def test_an_unsupported_or_missing_system_torch_is_refused_in_one_line(tmp_path, version, message):
+    env = {"TORCH_SPEC": "system"}
+    if version:
+        env["PYTHONPATH"] = _system_torch(tmp_path, version)
+    done = dry_run(tmp_path, **env)
+    assert done.returncode == 2
+    assert done.stderr.strip() == message
+
+
+def test_a_missing_wheel_folder_is_one_line_and_exit_2(tmp_path):
+    done = dry_run(tmp_path, DISTBENCH_WHEELS=str(tmp_path / "nowhere"))
+    assert done.returncode == 2
+    assert done.stderr.strip() == f"install.sh: DISTBENCH_WHEELS={tmp_path / 'nowhere'} is not a folder"

@@ -8,6 +8,7 @@ is linted with hadolint."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -28,6 +29,7 @@ from distbench.plan import SweepOptions
 from distbench.record import base_record
 from distbench.slurm.plan import plan_sweep
 from distbench.store import Store
+from tests.builders import point_config
 from tests.conftest import ROOT, require
 
 DATA = Path(__file__).parent / "data" / "k8s"
@@ -173,13 +175,22 @@ def test_the_validator_refuses_unknown_fields_wrong_types_bad_names_and_a_bad_pv
         validate(pvc)
 
 
+@pytest.fixture
+def horovod_planned(monkeypatch):
+    """Plan Horovod points whether or not horovod is installed here (the image has it)."""
+    from distbench import plan as plan_module
+
+    real = plan_module.registry.not_installed
+    monkeypatch.setattr(plan_module.registry, "not_installed", lambda s: None if s.name == "horovod-torch" else real(s))
+
+
 # -- every generated manifest validates --------------------------------------------------------------
 SWEEP = ["--gpus", "1,2,4", "--nodes", "1,2", "--strategy", "ddp,fsdp,horovod-torch,mirrored", "--device", "cpu"]
 
 
 @needs_validator
 @pytest.mark.parametrize("api", ["trainer", "v1"])
-def test_cpu_sweep_manifests_validate(capsys, tmp_path, api):
+def test_cpu_sweep_manifests_validate(capsys, tmp_path, api, horovod_planned):
     objects = generate(capsys, tmp_path, *SWEEP, "--api", api, "--pvc-size", "20Gi", "--storage-class", "nfs-rwx")
     kinds = [o["kind"] for o in objects]
     assert kinds[0] == "PersistentVolumeClaim"
@@ -189,7 +200,7 @@ def test_cpu_sweep_manifests_validate(capsys, tmp_path, api):
     assert {"torch-g1-n1", "tf-g1-n1", "ddp-g4-n2", "fsdp-g2-n2", "horovod-torch-g4-n2", "mirrored-g4-n1"} <= keys
     assert not any(k.startswith("mirrored") and k.endswith("-n2") for k in keys)
     if api == "trainer":
-        assert kinds.count("TrainingRuntime") == 2  # the two Horovod points over nodes
+        assert kinds.count("TrainingRuntime") == kinds.count("TrainJob")  # each its own, none retrying
         assert {o["kind"] for o in jobs} == {"TrainJob"}
     else:
         assert {o["kind"] for o in jobs} == {"PyTorchJob", "MPIJob"}
@@ -202,7 +213,7 @@ def test_gpu_sweep_asks_for_gpus_cpus_and_memory_per_node(capsys, tmp_path):
         capsys, tmp_path, "--gpus", "8,16", "--nodes", "1,2", "--gpus-per-node", "8", "--strategy", "ddp",
         "--cpus", "96", "--memory", "900Gi", "--namespace", "ml-bench", "--image", "nvcr.io/acme/distbench:25.08",
     )  # fmt: skip
-    job = next(o for o in objects if o["metadata"]["name"] == "distbench-ddp-g16-n2")
+    job = next(o for o in objects if o["metadata"]["name"] == "distbench-ddp-g16-n2" and o["kind"] == "TrainJob")
     assert job["metadata"]["namespace"] == "ml-bench"
     trainer = job["spec"]["trainer"]
     assert trainer["numNodes"] == 2 and trainer["image"] == "nvcr.io/acme/distbench:25.08"
@@ -214,8 +225,16 @@ def test_gpu_sweep_asks_for_gpus_cpus_and_memory_per_node(capsys, tmp_path):
     assert env["OMP_NUM_THREADS"] == "12" and env["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID"
     command = trainer["command"]
     assert command[command.index("--threads") + 1] == "12"  # 96 CPUs over 8 workers per pod
-    (patch,) = job["spec"]["runtimePatches"][0]["trainingRuntimeSpec"]["template"]["spec"]["replicatedJobs"]
-    pod = patch["template"]["spec"]["template"]
+    runtime = next(
+        o for o in objects if o["kind"] == "TrainingRuntime" and o["metadata"]["name"] == job["metadata"]["name"]
+    )
+    assert job["spec"]["runtimeRef"] == {
+        "apiGroup": "trainer.kubeflow.org",
+        "kind": "TrainingRuntime",
+        "name": "distbench-ddp-g16-n2",
+    }
+    (node,) = runtime["spec"]["template"]["spec"]["replicatedJobs"]
+    pod = node["template"]["spec"]["template"]
     assert pod["metadata"]["labels"]["distbench.io/sweep"] == "distbench"  # `kubectl logs -l` finds the pods
     assert pod["spec"]["terminationGracePeriodSeconds"] >= 60  # time to record 'interrupted' on SIGTERM
     assert {"name": "results", "persistentVolumeClaim": {"claimName": "distbench-results"}} in pod["spec"]["volumes"]
@@ -254,7 +273,7 @@ def _containers(obj: dict):
 
 @needs_validator
 @pytest.mark.parametrize("api", ["trainer", "v1"])
-def test_launch_commands_are_the_builders_commands(api):
+def test_launch_commands_are_the_builders_commands(api, horovod_planned):
     points = _points(api)
     seen = set()
     for po in points:
@@ -265,10 +284,11 @@ def test_launch_commands_are_the_builders_commands(api):
             launcher = {"process": PROCESS, "torchrun": TORCHRUN, "horovodrun": HOROVODRUN}[po.point.launcher.name]
             expected, _ = launcher.local(strategy, cfg, config, out, python=PY, base_env={})
         elif po.point.launcher.name == "torchrun":
-            addr = "$(PET_MASTER_ADDR):$(PET_MASTER_PORT)" if api == "trainer" else "$(MASTER_ADDR):$(MASTER_PORT)"
-            expected, _ = TORCHRUN.rendezvous(
-                strategy, cfg, config, out, endpoint=addr, rdzv_id=name, python=PY, base_env={}
-            )
+            pre = "PET_" if api == "trainer" else ""
+            expected, _ = TORCHRUN.static(
+                strategy, cfg, config, out, node_rank="$(PET_NODE_RANK)", master_addr=f"$({pre}MASTER_ADDR)",
+                master_port=f"$({pre}MASTER_PORT)", python=PY, base_env={},
+            )  # fmt: skip
         else:
             hosts = (
                 [f"{name}-launcher-0-0.{name}", f"{name}-node-0-0.{name}"]
@@ -276,8 +296,9 @@ def test_launch_commands_are_the_builders_commands(api):
                 else [f"{name}-worker-0.{name}", f"{name}-worker-1.{name}"]
             )
             expected, _ = HOROVODRUN.over_hosts(
-                strategy, cfg, config, out, hosts=horovod_hosts(hosts, 2), python=PY, base_env={}
-            )
+                strategy, cfg, config, out, hosts=horovod_hosts(hosts, 2), python=PY, base_env={},
+                launcher_args=["--ssh-identity-file", "/tmp/distbench-ssh/id_rsa"],
+            )  # fmt: skip
         for container in _containers(po.job):
             command = container["command"]
             assert command[: command.index("--")][:5] == [PY, "-m", "distbench.cli", "k8s-job", "run"]
@@ -297,9 +318,194 @@ def test_node_rank_and_rendezvous_come_from_the_operators_environment():
     po = next(p for p in _points("trainer") if p.point.key == "ddp-g4-n2")
     command = po.job["spec"]["trainer"]["command"]
     assert command[command.index("--node-rank") + 1] == "$(PET_NODE_RANK)"
-    assert command[command.index("--rdzv_endpoint") + 1] == "$(PET_MASTER_ADDR):$(PET_MASTER_PORT)"
+    # the static rendezvous: torchrun's node rank and store address are the operator's, no c10d endpoint
+    launch = command[command.index("--") + 1 :]
+    assert launch[launch.index("--node_rank") + 1] == "$(PET_NODE_RANK)"
+    assert launch[launch.index("--master_addr") + 1] == "$(PET_MASTER_ADDR)"
+    assert launch[launch.index("--master_port") + 1] == "$(PET_MASTER_PORT)"
+    assert not any(a.startswith("--rdzv") for a in launch)
     one = next(p for p in _points("trainer") if p.point.key == "ddp-g4-n1")
     assert "--standalone" in one.job["spec"]["trainer"]["command"]
+
+
+# -- what a real cluster does with the objects: the operators' rules, as their code has them -------------
+def trainer_pods(runtime: dict, trainjob: dict) -> dict[str, int]:
+    """Pods per replicated job as Kubeflow Trainer v2.3.0 sizes them: the job labelled as the trainer's
+    ancestor gets the runtime's mlPolicy.numNodes (pkg/runtime/core/trainingruntime.go, newRuntimeInfo); then
+    the torch plugin sets the trainer's job to the TrainJob's numNodes (torch.go EnforceMLPolicy), while the
+    MPI plugin resizes only 'node', to numNodes-1 with runLauncherAsNode (mpi.go EnforceMLPolicy)."""
+    policy, num_nodes = runtime["spec"]["mlPolicy"], trainjob["spec"]["trainer"]["numNodes"]
+    counts = {}
+    for rjob in runtime["spec"]["template"]["spec"]["replicatedJobs"]:
+        count = rjob["template"]["spec"].get("parallelism", 1)
+        ancestor = (
+            rjob["template"].get("metadata", {}).get("labels", {}).get("trainer.kubeflow.org/trainjob-ancestor-step")
+        )
+        if ancestor == "trainer":
+            count = policy.get("numNodes", 1)
+            if "torch" in policy:
+                count = num_nodes
+        if "mpi" in policy and rjob["name"] == "node":
+            count = max(num_nodes - 1, 1) if policy["mpi"].get("runLauncherAsNode") else num_nodes
+        counts[rjob["name"]] = count
+    return counts
+
+
+@needs_validator
+def test_a_horovod_trainjob_has_one_launcher_and_k_pods_in_all(horovod_planned):
+    for nodes in (2, 4):
+        opts = SweepOptions(gpus=(8,), strategies=("horovod-torch",), device="cuda", add_baselines=False)
+        plan = plan_sweep(opts, [nodes], 8)
+        _, points, _ = sweep_objects(plan, K8sSettings(api="trainer"))
+        (po,) = [p for p in points if p.point.nodes == nodes]
+        runtime, job = po.objects
+        for obj in po.objects:
+            validate(obj)
+        counts = trainer_pods(runtime, job)
+        assert counts == {"node": nodes - 1, "launcher": 1}, counts  # not numNodes launchers
+        gpus = int(job["spec"]["trainer"]["resourcesPerNode"]["limits"]["nvidia.com/gpu"])
+        assert sum(counts.values()) * gpus == 8  # the GPUs the point asks for, not 8 + (K-1) x per node
+
+
+@needs_validator
+def test_torch_trainjobs_get_num_nodes_pods_of_their_own_runtime():
+    for po in _points("trainer"):
+        runtime, job = po.objects
+        assert runtime["kind"] == "TrainingRuntime" and job["spec"]["runtimeRef"]["name"] == runtime["metadata"]["name"]
+        assert sum(trainer_pods(runtime, job).values()) == po.point.nodes
+
+
+def _pod_templates(obj: dict) -> list[dict]:
+    if obj["kind"] == "TrainingRuntime":
+        return [r["template"]["spec"]["template"] for r in obj["spec"]["template"]["spec"]["replicatedJobs"]]
+    specs = obj["spec"].get("pytorchReplicaSpecs") or obj["spec"].get("mpiReplicaSpecs") or {}
+    return [s["template"] for s in specs.values()]
+
+
+@needs_validator
+@pytest.mark.parametrize("api", ["trainer", "v1"])
+def test_no_pod_job_or_jobset_ever_retries_a_point(api, horovod_planned):
+    for po in _points(api):
+        for obj in po.objects:
+            for pod in _pod_templates(obj):
+                assert pod["spec"]["restartPolicy"] == "Never"  # JobSet would default OnFailure
+            if obj["kind"] == "TrainingRuntime":
+                spec = obj["spec"]["template"]["spec"]
+                assert spec["failurePolicy"] == {"maxRestarts": 0}
+                assert all(r["template"]["spec"]["backoffLimit"] == 0 for r in spec["replicatedJobs"])  # not 6
+            elif obj["kind"] in ("PyTorchJob", "MPIJob"):
+                assert obj["spec"]["runPolicy"]["backoffLimit"] == 0
+
+
+@needs_validator
+@pytest.mark.parametrize("api", ["trainer", "v1"])
+def test_the_pods_of_a_multi_node_point_repel_each_other_by_host_name(api, horovod_planned):
+    seen = 0
+    for po in _points(api):
+        for obj in po.objects:
+            for pod in _pod_templates(obj):
+                affinity = pod["spec"].get("affinity")
+                if po.point.nodes == 1:
+                    assert affinity is None
+                    continue
+                job_label = pod["metadata"]["labels"].get("distbench.io/job")
+                if job_label is None:  # mpi-operator's launcher: runs no rank, holds no node
+                    assert obj["kind"] == "MPIJob" and affinity is None
+                    assert "--launcher-pod" in pod["spec"]["containers"][0]["command"]
+                    continue
+                (term,) = affinity["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+                assert term == {
+                    "labelSelector": {"matchLabels": {"distbench.io/job": po.name}},
+                    "topologyKey": "kubernetes.io/hostname",
+                }
+                assert job_label == po.name
+                seen += 1
+    assert seen >= 3
+
+
+def test_a_multi_node_point_whose_pods_shared_a_node_is_refused():
+    from distbench.k8s.job import shared_node
+
+    assert shared_node([{"node": "a"}], 1) is None
+    assert shared_node([{"node": "a"}, {"node": "b"}], 2) is None
+    assert "ran on 1 node(s) (a)" in shared_node([{"node": "a"}, {"node": "a"}], 2)
+    assert "nodes are not known" in shared_node([{"node": "a"}], 2)
+    assert "nodes are not known" in shared_node([{"node": "a"}, {"node": None}], 2)
+    # mpi-operator's launcher pod runs no rank: on a worker's node it is no shared node, and it counts for none
+    launcher = {"node": "a", "node_rank": "launcher"}
+    assert shared_node([launcher, {"node": "a"}, {"node": "b"}], 2) is None
+    assert "nodes are not known" in shared_node([launcher, {"node": "b"}], 2)
+
+
+def test_the_wrapper_records_every_pods_node_and_refuses_a_shared_one(capsys, tmp_path, monkeypatch):
+    from distbench.k8s import job as k8s_job
+
+    monkeypatch.setattr(k8s_job, "POD_WAIT_S", 0.0)
+    records = tmp_path / "vol" / "sweep"
+    other = records / "work" / "sweep-ddp-g2-n1" / "pods"
+    other.mkdir(parents=True)
+    (other / "sweep-ddp-g2-n1-node-0-1.json").write_text('{"pod": "p1", "node": "gpu-node-7", "node_rank": "1"}')
+    monkeypatch.setenv("DISTBENCH_NODE_NAME", "gpu-node-7")
+    monkeypatch.setenv("DISTBENCH_POD_NAME", "p0")
+    cfg = point_config("ddp", 2, nodes=2)
+    work = records / "work" / "sweep-ddp-g2-n1"
+    run_point(
+        config_json=cfg.to_json(), key="ddp-g2-n2", job="sweep-ddp-g2-n1", records=str(records), per_node=1,
+        threads=1, node_rank="0", launcher="torchrun", timeout_s=30, nodes=2, network="the pod network",
+        argv=[*_writer(), str(work / "config.json"), str(work / "result.json")],
+    )  # fmt: skip
+    record = json.loads((records / "sweep-ddp-g2-n1.json").read_text())
+    assert record["status"] == "failed" and record["reason"].startswith("refused: its 2 pods ran on 1 node(s)")
+    assert [p["pod"] for p in record["kubernetes"]["pods"]] == ["p0", "p1"]
+    assert record["kubernetes"]["nodes"] == ["gpu-node-7"] and record["kubernetes"]["network"] == "the pod network"
+
+
+def test_the_ssh_key_is_copied_to_a_file_only_its_owner_can_read(tmp_path):
+    from distbench.k8s.job import private_key_copy
+
+    key = tmp_path / "id_rsa"
+    key.write_text("KEY")
+    key.chmod(0o640)  # how Trainer v2.3.0 mounts it; ssh refuses it for its owner
+    private_key_copy(str(key), str(tmp_path / "ssh" / "id_rsa"))
+    assert (tmp_path / "ssh" / "id_rsa").read_text() == "KEY"
+    assert (tmp_path / "ssh" / "id_rsa").stat().st_mode & 0o777 == 0o600
+
+
+@needs_validator
+def test_horovod_runs_with_the_copied_key_and_its_node_pods_note_their_node(horovod_planned):
+    po = next(p for p in _points("trainer") if p.point.key == "horovod-torch-g4-n2")
+    command = po.job["spec"]["trainer"]["command"]
+    assert command[command.index("--ssh-key") + 1] == "/root/.ssh/id_rsa"
+    launch = command[command.index("--") + 1 :]
+    assert launch[launch.index("--ssh-identity-file") + 1] == command[command.index("--ssh-identity") + 1]
+    runtime = po.objects[0]
+    node = next(r for r in runtime["spec"]["template"]["spec"]["replicatedJobs"] if r["name"] == "node")
+    (sshd,) = node["template"]["spec"]["template"]["spec"]["containers"]
+    assert sshd["command"][3:5] == ["k8s-job", "sshd"] and sshd["command"][-2:] == ["/usr/sbin/sshd", "-De"]
+
+
+@needs_validator
+def test_cluster_options_reach_every_pod_and_the_record(capsys, tmp_path):
+    objects = generate(
+        capsys, tmp_path, "--gpus", "8", "--nodes", "2", "--gpus-per-node", "4", "--strategy", "ddp",
+        "--image", "nvcr.io/acme/distbench:1", "--queue", "team-a", "--node-selector", "nvidia.com/gpu.product=H100",
+        "--toleration", "nvidia.com/gpu:NoSchedule", "--toleration", "dedicated=bench", "--priority-class", "bench",
+        "--image-pull-secret", "regcred", "--rdma-resource", "rdma/ib=1", "--nccl-env", "NCCL_IB_HCA=mlx5",
+    )  # fmt: skip
+    runtime, job = [o for o in objects if o["metadata"]["name"] == "distbench-ddp-g8-n2"]
+    assert job["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "team-a"
+    (pod,) = _pod_templates(runtime)
+    spec = pod["spec"]
+    assert spec["nodeSelector"] == {"nvidia.com/gpu.product": "H100"} and spec["priorityClassName"] == "bench"
+    assert spec["tolerations"] == [
+        {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
+        {"key": "dedicated", "operator": "Equal", "value": "bench"},
+    ]
+    assert spec["imagePullSecrets"] == [{"name": "regcred"}]
+    assert job["spec"]["trainer"]["resourcesPerNode"]["limits"]["rdma/ib"] == "1"
+    assert {"name": "NCCL_IB_HCA", "value": "mlx5"} in job["spec"]["trainer"]["env"]
+    command = job["spec"]["trainer"]["command"]
+    assert command[command.index("--network") + 1] == "RDMA (rdma/ib: 1 per pod); NCCL_IB_HCA=mlx5"
 
 
 def test_a_dollar_in_a_value_is_literal_for_kubernetes():
@@ -332,7 +538,15 @@ K8S_NAME = "is not a valid Kubernetes name: use lower-case letters, digits"
         (["--namespace", "ML"], f"--namespace 'ML' {K8S_NAME} and '-', starting and ending"),
         (["--pvc", "results;rm"], f"--pvc 'results;rm' {K8S_NAME}, '-' and '.'"),
         (["--storage-class", "$(x)"], f"--storage-class '$(x)' {K8S_NAME}, '-' and '.'"),
-        (["--torch-runtime", "-x"], f"--torch-runtime '-x' {K8S_NAME}, '-' and '.'"),
+        (["--queue", "Team_A"], f"--queue 'Team_A' {K8S_NAME} and '-', starting and ending"),
+        (["--priority-class", "hi!"], f"--priority-class 'hi!' {K8S_NAME}, '-' and '.'"),
+        (["--image-pull-secret", "a b"], f"--image-pull-secret 'a b' {K8S_NAME}, '-' and '.'"),
+        (["--node-selector", "gpu"], "--node-selector 'gpu' is not NAME=VALUE"),
+        (["--node-selector", "gpu=a b"], "--node-selector 'a b' is not a label value"),
+        (["--toleration", "gpu:Sometimes"], "--toleration 'gpu:Sometimes' is not KEY[=VALUE][:EFFECT]"),
+        (["--rdma-resource", "rdma/ib"], "--rdma-resource 'rdma/ib' is not NAME=VALUE"),
+        (["--rdma-resource", "rdma/ib=x"], "--rdma-resource 'x' is not a count such as 1"),
+        (["--nccl-env", "LD_PRELOAD=/evil.so"], "--nccl-env 'LD_PRELOAD' is not a NCCL_*, UCX_*, GLOO_* or HOROVOD_*"),
         (["--image", "repo/img:1 --privileged"], "--image 'repo/img:1 --privileged' is not an image reference"),
         (["--image", "repo/$(evil)"], "--image 'repo/$(evil)' is not an image reference"),
         (["--memory", "lots"], "--memory 'lots' is not a Kubernetes quantity such as 64Gi or 500M"),
@@ -348,7 +562,7 @@ K8S_NAME = "is not a valid Kubernetes name: use lower-case letters, digits"
         ),
     ],
 )
-def test_bad_input_exits_2_with_one_line_and_writes_nothing(capsys, tmp_path, args, message):
+def test_bad_input_exits_2_with_one_line_and_writes_nothing(capsys, tmp_path, args, message, horovod_planned):
     code, out, err = _cli(capsys, ["k8s", "--out", str(tmp_path / "k8s"), "--device", "cpu", *args])
     assert code == 2
     assert message in err
@@ -382,7 +596,7 @@ def _no_environment_probe(monkeypatch):
 
 
 def _run(tmp_path, argv, *, timeout=30.0, node_rank="0"):
-    cfg = PointConfig(strategy="ddp", world_size=2, device="cpu", model="resnet18", per_device_batch=2)
+    cfg = point_config("ddp", 2)
     records = tmp_path / "vol" / "sweep"
     work = records / "work" / "sweep-ddp-g2-n1"
     rc = run_point(
@@ -414,19 +628,21 @@ def test_wrapper_on_another_node_publishes_nothing(capsys, tmp_path):
 def test_wrapper_records_a_failed_launch_with_its_tail(capsys, tmp_path):
     rc, records = _run(tmp_path, [sys.executable, "-c", "import sys; print('NCCL error: boom'); sys.exit(3)"])
     record = json.loads((records / "sweep-ddp-g2-n1.json").read_text())
-    assert rc == 3 and record["status"] == "failed" and "NCCL error: boom" in record["stderr_tail"]
+    assert record["status"] == "failed" and "NCCL error: boom" in record["stderr_tail"]
+    assert record["launch"]["returncode"] == 3
+    assert rc == 0  # published: the pod ends well, so nothing (a Job's backoffLimit) reruns the point
 
 
 def test_wrapper_stops_a_launch_past_its_timeout(capsys, tmp_path):
     rc, records = _run(tmp_path, [sys.executable, "-c", "import time; time.sleep(60)"], timeout=0.5)
     record = json.loads((records / "sweep-ddp-g2-n1.json").read_text())
-    assert record["status"] == "timeout" and record["reason"] == "timed out after 0.5s (--timeout)"
+    assert record["status"] == "timeout" and record["reason"].startswith("timed out after 0.5s (--timeout) during ")
 
 
 def test_wrapper_records_a_launcher_missing_from_the_image(capsys, tmp_path):
     rc, records = _run(tmp_path, ["/nonexistent/venv/bin/torchrun"])
     record = json.loads((records / "sweep-ddp-g2-n1.json").read_text())
-    assert rc == 127 and record["status"] == "failed"
+    assert record["launch"]["returncode"] == 127 and record["status"] == "failed"
     assert "cannot start /nonexistent/venv/bin/torchrun: No such file or directory" in record["stderr_tail"]
 
 
@@ -445,7 +661,7 @@ def test_wrapper_records_sigterm_as_interrupted_and_stops_the_launch(capsys, tmp
         timer.cancel()
     record = json.loads((records / "sweep-ddp-g2-n1.json").read_text())
     assert record["status"] == "interrupted" and "SIGTERM" in record["reason"]
-    assert rc == -signal.SIGTERM  # the launch's process group was stopped, not left running
+    assert record["launch"]["returncode"] == -signal.SIGTERM  # the launch's process group was stopped
 
 
 def test_collect_reads_the_volume_folder_and_saved_kubectl_logs(capsys, tmp_path):
@@ -518,3 +734,118 @@ def test_point_files_sort_in_sweep_order_past_99_points():
     names = [point_file(i, po, 120) for i in range(120)]
     assert names[0].startswith("001-") and names == sorted(names)
     assert point_file(0, po, 5).startswith("01-")
+
+
+# -- `distbench k8s --apply`, against a stand-in kubectl on PATH ------------------------------------------
+FAKE_KUBECTL = """#!{python}
+import json, os, sys, yaml
+state = os.environ["FAKE_KUBECTL_STATE"]
+args = [a for a in sys.argv[1:]]
+if args[:1] == ["-n"]:
+    args = args[2:]
+with open(os.path.join(state, "calls.log"), "a") as fh:
+    fh.write(json.dumps(args) + "\\n")
+if os.environ.get("FAKE_KUBECTL_DOWN"):
+    sys.stderr.write("error: the server could not find the requested resource\\n"); sys.exit(1)
+if args[0] == "create":
+    docs = list(yaml.safe_load_all(open(args[2])))
+    print("\\n".join(d["kind"].lower() + ".trainer.kubeflow.org/" + d["metadata"]["name"] for d in docs))
+elif args[0] == "get":
+    print("Failed" if args[1].endswith(os.environ.get("FAKE_KUBECTL_FAIL", "-none-")) else "Created Complete")
+elif args[0] == "logs":
+    from distbench.record import base_record
+    point = args[2].split("distbench.io/point=")[1]
+    record = base_record({{"strategy": point.split("-g")[0], "world_size": 1}}, strategy=point.split("-g")[0],
+                         framework="torch", status="ok")
+    print("[pod/" + point + "/node] distbench-record: " + json.dumps(record))
+"""
+
+
+@pytest.fixture
+def fake_kubectl(tmp_path, monkeypatch):
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    (bindir / "kubectl").write_text(FAKE_KUBECTL.format(python=sys.executable))
+    (bindir / "kubectl").chmod(0o755)
+    state = tmp_path / "kubectl-state"
+    state.mkdir()
+    monkeypatch.setenv("PATH", f"{bindir}:{os.environ['PATH']}")
+    monkeypatch.setenv("FAKE_KUBECTL_STATE", str(state))
+    return lambda: [json.loads(line) for line in (state / "calls.log").read_text().splitlines()]
+
+
+APPLY = ["--gpus", "2", "--strategy", "ddp", "--device", "cpu", "--image", "nvcr.io/acme/distbench:1", "--apply"]
+
+
+def test_apply_creates_waits_for_and_collects_each_point_in_order(capsys, tmp_path, fake_kubectl):
+    db = tmp_path / "db.sqlite"
+    code, out, err = _cli(capsys, ["k8s", "--out", str(tmp_path / "k8s"), *APPLY, "--results", str(db)])
+    assert code == 0, err
+    calls = fake_kubectl()
+    assert [c[0] for c in calls] == ["create", "get", "logs", "create", "get", "logs"]
+    assert calls[0][2].endswith("01-distbench-torch-g1-n1.yaml") and calls[3][2].endswith("02-distbench-ddp-g2-n1.yaml")
+    assert "distbench.io/point=ddp-g2-n1" in calls[5][2]
+    assert "collected 2 record(s)" in out
+    with Store(str(db)) as store:
+        [sweep] = store.sweeps(1)
+        assert {p["strategy"] for p in store.points(sweep["id"])} == {"torch", "ddp"}
+
+
+def test_apply_stops_at_a_failed_job_and_keeps_what_ran(capsys, tmp_path, fake_kubectl, monkeypatch):
+    monkeypatch.setenv("FAKE_KUBECTL_FAIL", "distbench-torch-g1-n1")
+    db = tmp_path / "db.sqlite"
+    code, out, err = _cli(capsys, ["k8s", "--out", str(tmp_path / "k8s"), *APPLY, "--results", str(db)])
+    assert code == 1
+    (error,) = [line for line in err.splitlines() if not line.startswith("note: ")]  # one line
+    assert error.startswith("Error: --apply stopped: trainjob.trainer.kubeflow.org/distbench-torch-g1-n1 Failed")
+    assert error.endswith("stopped before the remaining 1 point(s)")
+    assert [c[0] for c in fake_kubectl()] == ["create", "get", "logs"]  # the second point was never created
+    assert "collected 1 record(s)" in out
+
+
+def test_apply_stops_when_kubectl_fails(capsys, tmp_path, fake_kubectl, monkeypatch):
+    monkeypatch.setenv("FAKE_KUBECTL_DOWN", "1")
+    code, out, err = _cli(capsys, ["k8s", "--out", str(tmp_path / "k8s"), *APPLY, "--results", str(tmp_path / "d")])
+    (error,) = [line for line in err.splitlines() if not line.startswith("note: ")]
+    assert code == 1 and error.endswith("error: the server could not find the requested resource")
+    assert [c[0] for c in fake_kubectl()] == ["create"]
+
+
+# -- the measurement knobs of `distbench scale` (issue 33) ---------------------------------------------
+def test_the_manifests_carry_the_measurement_knobs(capsys, tmp_path):
+    objects = generate(
+        capsys, tmp_path, "--gpus", "2", "--strategy", "ddp", "--device", "cpu", "--noisy-cv", "0.3", "--no-comm"
+    )
+    jobs = [o for o in objects if o["kind"] in ("TrainJob", "PyTorchJob")]
+    commands = [json.dumps(c) for o in jobs for c in _containers(o)]
+    assert len(jobs) == 2 and all("k8s-job" in c for c in commands)  # the ddp point and its baseline
+    assert all('"--noisy-cv", "0.3"' in c for c in commands)
+    assert not any('measure_comm\\": true' in c for c in commands)  # --no-comm reached the points' configs
+    assert any('measure_comm\\": false' in c for c in commands)
+
+
+def test_k8s_refuses_repeats_with_the_reason(capsys, tmp_path):
+    code, out, err = _cli(capsys, ["k8s", "--repeats", "2", "--device", "cpu", "--out", str(tmp_path / "k")])
+    assert (code, out) == (2, "")
+    assert err == (
+        "Error: --repeats 2: distbench k8s runs each point once (its pods would have to relaunch together at "
+        "every repeat, which these jobs do not do); repeat with `distbench slurm` or `distbench scale`\n"
+    )
+    assert not (tmp_path / "k").exists()
+
+
+def test_the_wrapper_flags_a_noisy_point_against_noisy_cv(tmp_path, monkeypatch):
+    monkeypatch.setattr("distbench.k8s.job.pods_of", lambda work, nodes: [])
+    work = tmp_path / "records" / "work" / "j"
+    cfg = point_config("ddp", 2, model="resnet50")
+    rec = base_record(cfg.to_dict(), strategy="ddp", framework="torch", status="ok")
+    rec["step_times_s"] = [1.0, 1.2, 0.8]  # CV 0.2
+    work.mkdir(parents=True)
+    (tmp_path / "rec.json").write_text(json.dumps(rec))
+    for noisy_cv, noisy in ((0.1, True), (0.5, False)):
+        run_point(
+            config_json=cfg.to_json(), key="k", job="j", records=str(tmp_path / "records"), per_node=1, threads=1,
+            node_rank="0", launcher="torchrun", timeout_s=30,
+            argv=["/bin/sh", "-c", f"cp {tmp_path / 'rec.json'} {work / 'result.json'}"], noisy_cv=noisy_cv,
+        )  # fmt: skip
+        assert json.loads((tmp_path / "records" / "j.json").read_text())["noisy"] is noisy

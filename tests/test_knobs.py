@@ -8,9 +8,9 @@ import pytest
 from distbench.errors import BadInput
 from distbench.plan import SweepOptions, make_plan
 from distbench.strategies import parse_strategies
+from tests.builders import tiny_config
 from tests.conftest import quick, require, run_json
 
-pytestmark = pytest.mark.slow
 SMALL = quick(device="cpu", timeout=None)
 
 
@@ -49,6 +49,7 @@ def test_amp_is_skipped_on_cpu_with_a_reason():
     assert all("needs a CUDA GPU; use --precision bf16 on CPU" in p.skip_reason for p in plan.points)
 
 
+@pytest.mark.slow
 @require("torch", "tensorflow")
 def test_bf16_changes_the_activation_dtype(tmp_path):
     _, fp32 = run_json(["scale", "--gpus", "1", "--strategy", "torch,tf", "--results", str(tmp_path / "a.db"), *SMALL])
@@ -89,6 +90,7 @@ def _record(tmp_path, point):
     )
 
 
+@pytest.mark.slow
 @require("torch", "tensorflow")
 def test_disk_data_is_read_from_disk_every_step(tmp_path, monkeypatch):
     monkeypatch.setenv("DISTBENCH_DATA", str(tmp_path / "data"))
@@ -121,6 +123,25 @@ def test_disk_data_is_read_from_disk_every_step(tmp_path, monkeypatch):
 
 
 @require("torch")
+def test_channels_last_reaches_the_tensors_the_step_uses():
+    """The worker's own conversions (the model in build_model, each batch in to_device), read back the way the
+    step records them (probe.channels_last): deleting either conversion fails here."""
+    import torch
+
+    from distbench.workers import torch_common as tc
+    from distbench.workers.torch_data import to_device
+
+    cpu = torch.device("cpu")
+    layouts = {}
+    for on in (True, False):
+        cfg = tiny_config("torch", 1, channels_last=on)
+        x = to_device(torch.randn(2, 3, 32, 32), cpu, cfg)
+        layouts[on] = tc.channels_last_layout(x, tc.build_model(cfg, cpu, 0))
+    assert layouts == {True: {"input": True, "weights": True}, False: {"input": False, "weights": False}}
+
+
+@pytest.mark.slow
+@require("torch")
 def test_channels_last_and_compile_run(tmp_path):
     _, points = run_json(
         [
@@ -140,8 +161,11 @@ def test_channels_last_and_compile_run(tmp_path):
     [p] = points
     assert p["status"] == "ok", p
     assert p["config"]["compile"] is True and p["config"]["channels_last"] is True
+    # the layout the step really used (recorded from its tensors): the input batch and the conv weights
+    assert json.loads(_record(tmp_path, p))["probe"]["channels_last"] == {"input": True, "weights": True}
 
 
+@pytest.mark.slow
 @require("tensorflow", "horovod.tensorflow")
 def test_xla_runs_for_every_tf_strategy(tmp_path):
     _, points = run_json(

@@ -1,28 +1,19 @@
 """Builder tests: what would run for each launcher, without running it; and the executor's failure paths."""
 
+import os
 import sys
 
 
 import pytest
 
-from distbench.config import PointConfig
 from distbench.launchers import PROCESS
 from distbench.launch import build_command, classify_failure, run_point
 from distbench.strategies import STRATEGIES, Strategy
+from tests.builders import tiny_config
 
 
 def _cfg(strategy="ddp", n=2, device="cpu"):
-    return PointConfig(
-        strategy=strategy,
-        model="resnet50",
-        world_size=n,
-        device=device,
-        per_device_batch=2,
-        image_size=32,
-        steps=2,
-        warmup=1,
-        threads_per_worker=1,
-    )
+    return tiny_config(strategy, n, model="resnet50", device=device)
 
 
 def test_process_launcher_runs_the_worker_module():
@@ -34,7 +25,8 @@ def test_process_launcher_runs_the_worker_module():
         "distbench.rankguard",
         sys.executable,
         "-m",
-        "distbench.workers.torch_single",
+        "distbench.workers",
+        "torch_single",
         "--config",
         "c.json",
         "--out",
@@ -48,14 +40,14 @@ def test_torchrun_launcher():
     argv, _ = build_command(STRATEGIES["ddp"], _cfg("ddp", 4), "c.json", "r.json", base_env={})
     assert argv[0].endswith("torchrun")
     assert argv[1:4] == ["--standalone", "--nnodes=1", "--nproc_per_node=4"]
-    assert argv[4:9] == ["-m", "distbench.rankguard", sys.executable, "-m", "distbench.workers.torch_ddp"]
+    assert argv[4:10] == ["-m", "distbench.rankguard", sys.executable, "-m", "distbench.workers", "torch_ddp"]
 
 
 def test_horovodrun_launcher_uses_gloo_on_localhost():
     argv, _ = build_command(STRATEGIES["horovod-tf"], _cfg("horovod-tf", 2), "c.json", "r.json", base_env={})
     assert argv[0].endswith("horovodrun")
     assert argv[1:6] == ["-np", "2", "-H", "localhost:2", "--gloo"]
-    assert argv[-6:] == ["-m", "distbench.workers.horovod_tf", "--config", "c.json", "--out", "r.json"]
+    assert argv[-7:] == ["-m", "distbench.workers", "horovod_tf", "--config", "c.json", "--out", "r.json"]
 
 
 def test_cuda_env_leaves_gpus_visible():
@@ -98,7 +90,7 @@ def test_a_hanging_point_times_out_and_its_tree_is_killed(tmp_path, monkeypatch)
     )
     record = run_point(STRATEGIES["torch"], _cfg("torch", 1), tmp_path, timeout_s=1)
     assert record["status"] == "timeout"
-    assert record["reason"] == "timed out after 1s (--timeout)"
+    assert record["reason"].startswith("timed out after 1s (--timeout) during ")  # + the phase (distbench.phases)
     assert record["launch"]["wall_s"] < 30
 
 
@@ -171,3 +163,60 @@ def test_a_rank_that_fails_after_the_record_is_written_keeps_the_measurement(tmp
     assert record["status"] == "ok" and record["step_times_s"] == [0.1, 0.1, 0.1]
     assert record["launch_note"].startswith("a rank failed in teardown, after rank 0 wrote the record")
     assert "SIGABRT" in record["launch_note"] and record["teardown_tail"] == tail
+
+
+def _wakeups() -> int:
+    """Context switches of the calling thread so far (each sleep that ends is one)."""
+    with open("/proc/thread-self/status") as fh:
+        return sum(int(line.split()[1]) for line in fh if "ctxt_switches" in line)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="pidfd and /proc/thread-self are Linux's")
+def test_waiting_for_a_launcher_sleeps_in_the_kernel_and_wakes_at_its_exit():
+    """Issue 34: distbench's wait for a point (Popen.wait with a 0.2 s timeout) woke about 45 times a second
+    on the cores the measured workers use. It now sleeps on a pidfd: a handful of wakeups over 1.5 s, and the
+    launcher's exit still ends the wait at once, long before the look's timeout."""
+    import subprocess
+    import time
+
+    from distbench.launch import ExitWaiter
+
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(1.5)"])
+    waiter = ExitWaiter(proc)
+    try:
+        before, started = _wakeups(), time.monotonic()
+        codes = [waiter.wait(0.5) for _ in range(2)]  # two looks while it runs
+        code = waiter.wait(30.0)  # then its exit
+        waited, woke = time.monotonic() - started, _wakeups() - before
+    finally:
+        waiter.close()
+        proc.kill()
+        proc.wait()
+    assert codes[0] is None and code == 0
+    assert waited < 15  # woken by the exit, not by the 30 s look's end
+    assert woke <= 10, f"{woke} wakeups while waiting {waited:.1f} s"
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="pidfd and /proc/thread-self are Linux's")
+def test_the_rank_guard_watches_the_distbench_process_without_waking():
+    """The rank guard's watch of the distbench process: it polled /proc every 0.5 s beside the measured rank;
+    now it sleeps on a pidfd until that process is gone (and a start time that does not match counts as gone)."""
+    import subprocess
+    import time
+
+    from distbench import rankguard
+
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(2)"])
+    try:
+        ticks = rankguard.start_ticks(proc.pid)
+        before, started = _wakeups(), time.monotonic()
+        rankguard.wait_until_gone(proc.pid, ticks)
+        waited, woke = time.monotonic() - started, _wakeups() - before
+    finally:
+        proc.kill()
+        proc.wait()
+    assert 0.5 < waited < 15
+    assert woke <= 5, f"{woke} wakeups while watching for {waited:.1f} s"
+    started = time.monotonic()
+    rankguard.wait_until_gone(os.getpid(), "1")  # this process, but not the one that started at tick 1
+    assert time.monotonic() - started < 1

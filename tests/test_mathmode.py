@@ -8,17 +8,15 @@ import sys
 import pytest
 
 from distbench.cli import main
-from distbench.config import PointConfig
 from distbench.plan import SweepOptions, make_plan
 from distbench.strategies import parse_strategies
 from tests.conftest import require, run_json
 from tests.test_efficiency import _FakeTF
+from tests.builders import point_config
 
 
 def _cfg(device="cuda", **kw):
-    return PointConfig(
-        strategy="ddp", model="resnet18", world_size=1, device=device, per_device_batch=2, image_size=32, **kw
-    )
+    return point_config("ddp", 1, device=device, image_size=32, **kw)
 
 
 @pytest.fixture

@@ -8,12 +8,12 @@ import pytest
 
 from distbench import measure as measure_mod
 from distbench import stats
-from distbench.config import PointConfig
 from distbench.workers.common import measure, measured_run
 from distbench.measure import combine_repeats, exposed_comm_ci
 from distbench.record import base_record
 from tests.conftest import require
 from distbench.strategies import STRATEGIES
+from tests.builders import point_config
 
 
 def _rec(times, status="ok", window=None):
@@ -65,9 +65,7 @@ def test_a_failed_repeat_fails_the_point_with_its_reason():
 
 
 def _cfg(**kw):
-    base = dict(strategy="torch", model="resnet18", world_size=1, device="cpu", per_device_batch=1, steps=5, warmup=2)
-    base.update(kw)
-    return PointConfig(**base)
+    return point_config("torch", 1, **{"per_device_batch": 1, "steps": 5, "warmup": 2, **kw})
 
 
 def test_measure_excludes_warmup_and_runs_fixed_steps():
@@ -204,7 +202,7 @@ def _segments(t0: float, steps: int, times: dict[str, float]) -> list[dict]:
 def test_measure_point_runs_the_variants_in_the_same_process_tree(monkeypatch, tmp_path):
     """ddp: each repeat is one process tree measuring A T B T A (balanced: a steady drift cancels); the
     variants' runs come from the run's segments; the step splits into communication (A - T), straggler wait
-    (T - B) and compute (B), window means throughout; their time counts as the wall split's no-sync phase."""
+    and compute (B at the ranks' mean pace), window means throughout; their time counts as the wall split's no-sync phase."""
     from distbench.analysis import wall_split
 
     calls = []
@@ -239,13 +237,16 @@ def test_measure_point_runs_the_variants_in_the_same_process_tree(monkeypatch, t
     # A = (0.30 + 0.34) / 2 = 0.32, T = 0.28, B = 0.26: the drift weighs every variant alike
     assert split["step_s"] == pytest.approx(0.32)
     assert split["communication_s"] == pytest.approx(0.04)
-    assert split["wait_s"] == pytest.approx(0.02)
-    assert split["compute_s"] == pytest.approx(0.26)
+    # B's rank 1 runs at 0.95 x rank 0's pace: compute is the ranks' mean pace, 0.26 less the gap 0.0065
+    assert split["wait_s"] == pytest.approx(0.02 + 0.0065)
+    assert split["compute_s"] == pytest.approx(0.26 - 0.0065)
     assert split["communication_s"] + split["wait_s"] + split["compute_s"] == pytest.approx(split["step_s"])
     assert split["ci_scope"] == "run-to-run (paired t over 2 repeats)"
     assert split["communication_ci"] == pytest.approx([0.04, 0.04])  # identical repeats: no spread
     assert split["tiny_collective_calls"] == 4 * 12
-    assert rec["exposed_comm_s"] == pytest.approx(0.06)  # communication + wait, as before the split
+    # one meaning of communication: exposed comm is the split's A - T, not A - B (which adds the wait)
+    assert rec["exposed_comm_s"] == pytest.approx(0.04) and rec["comm_overhead"] == pytest.approx(0.04 / 0.32)
+    assert rec["overlap"] == pytest.approx(1 - 0.04 / 0.1) and rec["exposed_comm_ci_scope"] == split["ci_scope"]
     assert rec["sync_after_variant_ratio"] == pytest.approx(0.30 / 0.34)
     # stragglers from the no-sync variant's per-rank times: rank 1 is slower on every 4th step
     worst = max(rec["stragglers"]["ranks"], key=lambda x: x["slowest_share"])
@@ -332,17 +333,12 @@ def test_cuda_event_path_times_steps_on_the_device_and_syncs_only_at_segment_end
 
 
 @require("torch")
-def test_event_clock_only_for_torch_steps_on_cuda():
-    """The CPU path keeps the host clock (no events); a wrapper that owns its loop (drive overridden) too: its
-    step boundary is a host-side hook. Only a plain torch step on a CUDA device gets the event factory."""
+def test_event_clock_on_cuda_only():
+    """The CPU path keeps the host clock (no events); on a CUDA device every torch strategy run by
+    torch_common.run gets the event factory (wrappers that own their loop too: tests/test_clock.py)."""
     import torch
 
     from distbench.workers import torch_common as tc
 
-    class OwnLoop(tc.Distribution):
-        def drive(self, cfg, step, batches):
-            return step
-
-    assert tc.make_event_clock(torch.device("cpu"), tc.Distribution()) is None
-    assert tc.make_event_clock(torch.device("cuda", 0), OwnLoop()) is None
-    assert callable(tc.make_event_clock(torch.device("cuda", 0), tc.Distribution()))
+    assert tc.make_event_clock(torch.device("cpu")) is None
+    assert callable(tc.make_event_clock(torch.device("cuda", 0)))

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from distbench import mfu
-from distbench.config import PointConfig
 from tests.conftest import require, run_json
+from tests.builders import point_config
 
 
 @pytest.mark.parametrize(
@@ -82,15 +82,8 @@ def test_peaks_by_math_type_with_their_source():
 
 
 def _gpu_record(name, throughput=1000.0, precision="fp32", tf32=True):
-    cfg = PointConfig(
-        strategy="ddp",
-        model="resnet18",
-        world_size=2,
-        device="cuda",
-        per_device_batch=32,
-        image_size=32,
-        precision=precision,
-        tf32=bool(tf32),
+    cfg = point_config(
+        "ddp", 2, device="cuda", per_device_batch=32, image_size=32, precision=precision, tf32=bool(tf32)
     ).to_dict()
     return {
         "status": "ok",

@@ -34,7 +34,7 @@ def tiny(name: str) -> dict:
         return {"seq_len": 8}
     # EfficientNet at 64: at 32 its 1x1 final maps let random weights wash the input out of the
     # outputs, which the same-outputs test needs to see.
-    if name == "mlp":  # its first layer's size is the input's: the reference count is at 8x8
+    if name in ("mlp", "cnn"):  # a layer's size follows the input's: the reference count is at the default side
         return {"image_size": spec.default_image_size}
     return {"image_size": 64 if name == "efficientnet_b4" else max(32, spec.min_image_size)}
 
@@ -100,6 +100,8 @@ def test_reference_counts_of_the_documented_models():
     assert MODEL_SPECS["lstm"].reference_params == v * e + 2 * (4 * h * (e + h) + 2 * 4 * h) + h * v + v
     # mlp: 8x8x1 inputs -> 128 hidden -> 10 classes, weights and biases.
     assert MODEL_SPECS["mlp"].reference_params == 64 * 128 + 128 + 128 * 10 + 10 == 9610
+    # cnn at 20x20: conv 1->32 (3x3), conv 32->64 (3x3), then 64 x 5 x 5 -> 10.
+    assert MODEL_SPECS["cnn"].reference_params == (9 * 32 + 32) + (9 * 32 * 64 + 64) + (64 * 25 * 10 + 10) == 34826
 
 
 @require("torch")

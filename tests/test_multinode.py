@@ -27,6 +27,7 @@ from distbench.launchers import (
 from distbench.multinode import expand_hostlist, expand_tasks_per_node, slurm_tf_workers
 from distbench.strategies import STRATEGIES
 from tests.conftest import require
+from tests.builders import tiny_config
 
 VENV_BIN = os.path.dirname(sys.executable)
 GUARD = ["-m", "distbench.rankguard"]
@@ -45,18 +46,7 @@ def tf_multiworker_command(cfg, config, out, **kw):
 
 
 def _cfg(strategy="ddp", n=2, nodes=2, device="cpu"):
-    return PointConfig(
-        strategy=strategy,
-        model="resnet50",
-        world_size=n,
-        nodes=nodes,
-        device=device,
-        per_device_batch=2,
-        image_size=32,
-        steps=2,
-        warmup=1,
-        threads_per_worker=1,
-    )
+    return tiny_config(strategy, n, model="resnet50", nodes=nodes, device=device)
 
 
 # -- builders --------------------------------------------------------------------------------------
@@ -83,7 +73,8 @@ def test_torchrun_runs_one_agent_per_node_at_one_c10d_rendezvous():
         *GUARD,
         sys.executable,
         "-m",
-        "distbench.workers.torch_ddp",
+        "distbench.workers",
+        "torch_ddp",
         "--config",
         "c.json",
         "--out",
@@ -131,7 +122,8 @@ def test_horovodrun_lists_every_node_with_its_slots():
         *GUARD,
         "/venv/bin/python",
         "-m",
-        "distbench.workers.horovod_torch",
+        "distbench.workers",
+        "horovod_torch",
         "--config",
         "c.json",
         "--out",
@@ -151,7 +143,8 @@ def test_tf_workers_get_their_own_tf_config():
         *GUARD,
         sys.executable,
         "-m",
-        "distbench.workers.tf_multiworker",
+        "distbench.workers",
+        "tf_multiworker",
         "--config",
         "c.json",
         "--out",
@@ -180,7 +173,8 @@ def test_tf_runs_one_worker_per_gpu_node_and_one_per_cpu_device():
         *GUARD,
         "/p/python",
         "-m",
-        "distbench.workers.tf_multiworker",
+        "distbench.workers",
+        "tf_multiworker",
         "--config",
         "c",
         "--out",

@@ -9,11 +9,11 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from distbench.config import PointConfig
 from distbench.launch import run_point
 from distbench.strategies import STRATEGIES
 from tests.conftest import require
 from tests.test_multinode import run_two_tf_workers
+from tests.builders import tiny_config
 
 pytestmark = pytest.mark.slow
 
@@ -27,19 +27,7 @@ PARAMS = [pytest.param(s, marks=require(*mods)) for s, mods in STRATEGY_MODULES.
 
 
 def _cfg(strategy, n, **kw):
-    base = dict(
-        strategy=strategy,
-        model="resnet18",
-        world_size=n,
-        device="cpu",
-        per_device_batch=2,
-        image_size=32,
-        num_classes=10,
-        steps=3,
-        warmup=1,
-        threads_per_worker=1,
-    )
-    return PointConfig(**{**base, **kw})
+    return tiny_config(strategy, n, **{"num_classes": 10, "steps": 3, **kw})
 
 
 def _run(strategy, cfg, tmp_path, name):

@@ -1,4 +1,7 @@
 import json
+import re
+
+import pytest
 
 from distbench.output import json_document, stopping_line, wrapper_lines
 
@@ -187,7 +190,7 @@ def _scale_opts(monkeypatch, *args):
     from distbench.commands import scale as cmd
 
     seen = {}
-    monkeypatch.setattr(cmd, "_execute", lambda opts, **kw: seen.update(opts=opts, **kw))
+    monkeypatch.setattr(cmd, "_execute", lambda opts, **kw: (seen.update(opts=opts, **kw), [], None))
     result = CliRunner().invoke(cmd.scale, list(args))
     assert result.exit_code == 0, result.output
     return seen["opts"]
@@ -262,3 +265,222 @@ def test_bad_columns_on_the_command_line_exit_2_with_one_line(capsys, tmp_path):
         capsys.readouterr().err == f"Error: --columns: unknown column(s) 'bogus'; valid: {', '.join(TABLE_COLUMNS)}\n"
     )
     assert not (tmp_path / "r.db").exists()  # refused before anything ran or was stored
+
+
+# -- issue 30, defect 3: every table fits COLUMNS, reasons under it ----------------------------------------------
+LONG = (
+    "TensorFlow is not installed in this environment: pip install tensorflow-cpu==2.21.0 (the extra [tf]), "
+    "then run the command again"
+)
+
+
+def _no_sweep(*args, **kwargs):
+    """runner.new_sweep without a store: the points run (faked), their records are only kept."""
+    import contextlib
+    from pathlib import Path
+
+    from distbench.runner import OpenSweep
+
+    return contextlib.nullcontext(OpenSweep(None, "s0", Path("/nonexistent")))
+
+
+def _invoke(command, args):
+    from click.testing import CliRunner
+
+    return CliRunner().invoke(command, args).stdout  # the tables; notes and progress go to stderr
+
+
+def _scale(monkeypatch, tmp_path):
+    import io
+
+    from rich.console import Console
+
+    from distbench.commands import options as opt
+    from distbench.output import print_summary
+    from tests.builders import point, scaling_records
+
+    records = scaling_records() + [point("dp", 2, status="skipped", reason=LONG)]
+    buf = io.StringIO()
+    monkeypatch.setattr(opt, "Console", lambda **kw: Console(file=buf, **kw))
+    print_summary(opt.out_console(), records, [], "s0", tmp_path / "r.db")
+    return buf.getvalue()
+
+
+def _store(tmp_path) -> tuple[str, list[str]]:
+    from distbench.store import Store
+    from tests.builders import add_sweep, point, scaling_records
+
+    db = tmp_path / "r.db"
+    with Store(db) as store:
+        ids = [
+            add_sweep(store, scaling_records() + [point("tf", 2, status="skipped", reason=LONG)], command="c " * 80)
+            for _ in range(2)
+        ]
+    return str(db), ids
+
+
+def _results(args):
+    def run(monkeypatch, tmp_path):
+        from distbench.commands import results as cmd
+
+        db, ids = _store(tmp_path)
+        if args[0] == "compare":  # a top-level command: distbench compare A B
+            return _invoke(cmd.compare, [*ids, "--results", db])
+        return _invoke(cmd.results, [*args, "--results", db])
+
+    return run
+
+
+def _comm(monkeypatch, tmp_path):
+    from distbench.commands import comm as cmd
+
+    sizes = [1024 * 4**i for i in range(8)]
+    fake = {
+        "status": "ok",
+        "strategy": "comm-gloo",
+        "world_size": 2,
+        "device": "cpu",
+        "backend": "gloo",
+        "sizes_bytes": sizes,
+        "time_median_s": [1e-4 * (i + 1) for i in range(8)],
+        "time_p95_s": [2e-4 * (i + 1) for i in range(8)],
+        "algbw_gbps": [123.456] * 8,
+        "busbw_gbps": [123.456] * 8,
+        "correct": [True] * 8,
+    }
+    monkeypatch.setattr(cmd.runner, "run_point", lambda *a, **k: dict(fake))
+    monkeypatch.setattr(cmd.runner, "new_sweep", _no_sweep)
+    return _invoke(cmd.comm, ["--gpus", "2", "--device", "cpu", "--sizes", "1K:16M", "--factor", "4"])
+
+
+def _infer(monkeypatch, tmp_path):
+    from distbench.commands import infer as cmd
+
+    def fake(strategy, cfg, *a, **k):
+        return {"status": "failed", "reason": LONG, "strategy": strategy.name, "framework": strategy.framework}
+
+    monkeypatch.setattr(cmd.runner, "run_point", fake)
+    monkeypatch.setattr(cmd.runner, "new_sweep", _no_sweep)
+    return _invoke(cmd.infer, ["--model", "linear", "--batch-sizes", "1,32,256", "--device", "cpu"])
+
+
+def _verify(monkeypatch, tmp_path):
+    from distbench.commands import verify as cmd
+
+    verdicts = [
+        {"strategy": "ddp", "world_size": 2, "passed": True, "loss_max_rel_diff": 1.2e-7},
+        {"strategy": "mirrored", "world_size": 2, "passed": None, "reason": LONG},
+        {"strategy": "horovod-tf", "world_size": 2, "passed": None, "reason": LONG},
+    ]
+    monkeypatch.setattr(cmd, "run_plan", lambda *a, **k: verdicts)
+    monkeypatch.setattr(cmd.runner, "new_sweep", _no_sweep)
+    return _invoke(cmd.verify, ["--model", "linear", "--gpus", "2", "--device", "cpu"])
+
+
+def _fit(monkeypatch, tmp_path):
+    import io
+
+    from rich.console import Console
+
+    from distbench.batchfit import BatchSearch
+    from distbench.commands import fit as cmd
+    from distbench.commands import options as opt
+
+    ok = {"status": "ok", "world_size": 2, "peak_memory_bytes": 3 * 2**30}
+    oom = {"status": "oom", "world_size": 2, "reason": "CUDA out of memory. " + LONG}
+    fits = [
+        (name, BatchSearch(0.05, 4096, [(b, ok) for b in (64, 128, 256)] + [(512, oom)], (256, ok), (512, oom)))
+        for name in ("ddp", "fsdp", "deepspeed-zero3")
+    ]
+    buf = io.StringIO()
+    monkeypatch.setattr(opt, "Console", lambda **kw: Console(file=buf, **kw))
+    cmd._print_table(fits, "s0", str(tmp_path / "r.db"), 0.05, "cuda")
+    return buf.getvalue()
+
+
+def _converge(monkeypatch, tmp_path):
+    import io
+
+    from rich.console import Console
+
+    from distbench.commands import converge as cmd
+    from distbench.commands import options as opt
+
+    row = {
+        "strategy": "horovod-torch",
+        "world_size": 8,
+        "global_batch": 4096,
+        "lr": {"peak_lr": 0.8},
+        "converged": 4,
+        "runs": 5,
+        "epochs_to_target": 12.345,
+        "time_to_target_s": 1234.5,
+        "time_min_s": 1200.0,
+        "time_max_s": 1300.0,
+        "time_speedup": 3.21,
+        "time_speedup_ci": {"low": 2.9, "high": 3.5},
+        "throughput_speedup": 6.54,
+        "final_accuracy": 0.9312,
+        "final_accuracy_std": 0.0021,
+    }
+    buf = io.StringIO()
+    monkeypatch.setattr(opt, "Console", lambda **kw: Console(file=buf, **kw))
+    opt.print_table(opt.out_console(), cmd.render_table([row, dict(row, strategy="ddp")], 0.9))
+    return buf.getvalue()
+
+
+def _predict(monkeypatch, tmp_path):
+    import io
+
+    from rich.console import Console
+
+    from distbench.commands import options as opt
+    from distbench.output import table
+
+    headers = ["workload", "strategy", "N", "predicted throughput samples/s [95%]", "speedup", "efficiency", "limit"]
+    shown = table("PREDICTED (not measured)", headers, headers[2:])
+    for n in (16, 32, 64, 128):
+        shown.add_row(
+            "resnet50 224px batch 256 fp32", "horovod-torch", str(n), "12345.6 [11000.1, 13000.2]", "1", "1", LONG
+        )
+    buf = io.StringIO()
+    monkeypatch.setattr(opt, "Console", lambda **kw: Console(file=buf, **kw))
+    opt.print_table(opt.out_console(), shown)  # commands/predict.py prints its tables with print_table
+    return buf.getvalue()
+
+
+TABLES = {
+    "scale/run": _scale,
+    "results list": _results(["list"]),
+    "results show": _results(["show", "latest"]),
+    "compare": _results(["compare"]),
+    "comm": _comm,
+    "infer": _infer,
+    "verify": _verify,
+    "fit": _fit,
+    "converge": _converge,
+    "predict": _predict,
+}
+
+
+@pytest.mark.parametrize("width", [120, 80])
+@pytest.mark.parametrize("name", list(TABLES))
+def test_every_table_fits_columns_with_reasons_under_it(monkeypatch, tmp_path, name, width):
+    monkeypatch.setenv("COLUMNS", str(width))
+    text = TABLES[name](monkeypatch, tmp_path)
+    lines = text.splitlines()
+    assert len(lines) > 3, text
+    too_wide = [line for line in lines if len(line) > width]
+    assert not too_wide, f"{name} at COLUMNS={width}:\n" + "\n".join(too_wide)
+    if name in ("scale/run", "results show", "infer", "verify", "fit"):
+        # the long reason is printed once, under the table, as a numbered note; no row spends lines on it
+        flat = " ".join(text.split())
+        assert flat.count(" ".join(LONG.split())) == 1, text
+        assert re.search(r"^\[\d+\] .*(CUDA out of memory|TensorFlow is not)", text, re.M), text
+
+
+def test_without_columns_and_without_a_terminal_tables_are_120_wide(monkeypatch):
+    from distbench.commands import options as opt
+
+    monkeypatch.delenv("COLUMNS", raising=False)
+    assert opt.out_console().width == 120 and opt.table_width() == 120

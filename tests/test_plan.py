@@ -3,6 +3,7 @@ import pytest
 from distbench.errors import BadInput
 from distbench.plan import SweepOptions, make_plan, parse_gpus, resolve_device
 from distbench.strategies import STRATEGIES, parse_strategies
+from tests.builders import point_config
 
 
 @pytest.mark.parametrize("text,expected", [("1,2,4", [1, 2, 4]), ("4,1", [1, 4]), (" 2 ", [2])])
@@ -129,17 +130,14 @@ def test_multi_node_points_need_an_allocation(monkeypatch):
 
 
 def test_multi_node_launch_uses_the_allocation(monkeypatch):
-    from distbench.config import PointConfig
     from distbench.launch import build_command
 
     monkeypatch.setenv("SLURM_JOB_NODELIST", "gpu[09-10]")
-    cfg = PointConfig(strategy="ddp", model="resnet50", world_size=4, nodes=2, device="cuda", per_device_batch=8)
+    cfg = point_config("ddp", 4, model="resnet50", nodes=2, device="cuda", per_device_batch=8)
     argv, _ = build_command(STRATEGIES["ddp"], cfg, "c.json", "r.json", base_env={})
     assert argv[:2] == ["srun", "--nodelist=gpu09,gpu10"]
     assert "--nnodes=2" in argv and "--nproc_per_node=2" in argv and "--rdzv_backend=c10d" in argv
     assert argv[argv.index("--rdzv_endpoint") + 1].startswith("gpu09:")
-    hv = PointConfig(
-        strategy="horovod-torch", model="resnet50", world_size=4, nodes=2, device="cuda", per_device_batch=8
-    )
+    hv = point_config("horovod-torch", 4, model="resnet50", nodes=2, device="cuda", per_device_batch=8)
     argv, _ = build_command(STRATEGIES["horovod-torch"], hv, "c.json", "r.json", base_env={})
     assert argv[argv.index("-H") + 1] == "gpu09:2,gpu10:2"

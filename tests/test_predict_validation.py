@@ -1,11 +1,13 @@
-"""`distbench predict` on published scaling tables (tests/data/predict_sources.csv names each table and its
-source): fit on the smallest counts, predict every larger one, score against the naive guess. The tables in
-docs/prediction.md are exactly what this file computes (`python -m tests.test_predict_validation` prints
-them), and the tests below assert it, so the doc's numbers are reproduced by the suite.
+"""`distbench predict` on published scaling tables (tests/data/predict_sources.csv names each table, its source,
+and its role): every constant is chosen on the TUNING sources (role `tune`); the scores are reported only on the
+SCORED sources (role `score`), split by source, each distinct held-out target counted once. The tables in
+docs/prediction.md are exactly what this file computes (`python -m tests.test_predict_validation` prints them),
+and the tests below assert it, so the doc's numbers are reproduced by the suite (pure computation, fast tier).
 
-The interval constants (MODEL_ERROR_PER_DOUBLING, CROSSING_SD) are calibrated on these held-out points;
-coverage is scored leave-one-source-out: each table's intervals use constants calibrated on the tables of the
-other sources (READMEs), never on its own points or its sibling tables'."""
+Two protocols, one check per distinct target (table, workload, N):
+  * extrapolate: fitted on the two smallest distinct N, every larger N predicted;
+  * one node to several: fitted on every N within one node (one N alone: nothing fitted), every N beyond it
+    predicted, the inter-node link from its profile."""
 
 from __future__ import annotations
 
@@ -15,12 +17,25 @@ from functools import cache
 import pytest
 
 from distbench import predict as pr
+from distbench.predict import model as pm
 from distbench.predict.validate import calibrate
 from tests.conftest import ROOT
 
 DATA = ROOT / "tests" / "data"
 DOC = ROOT / "docs" / "prediction.md"
-COLUMNS = ["points", "median |error|", "max", "median / max at >= 4x", "naive median", "beats naive", "coverage"]
+COLUMNS = [
+    "tables",
+    "targets",
+    "median |error|",
+    "max",
+    "naive median",
+    "naive max",
+    "95% PI covers",
+    "median half-width",
+    "no worse than naive + 2 pts",
+    "beats naive (by >= 0.5 pts)",
+    "median margin over naive (pts)",
+]
 
 
 def sources() -> list[dict]:
@@ -36,239 +51,249 @@ def setup(src: dict) -> tuple[dict, float | None, list]:
     return links, bucket, pr.series_from_records(rows, from_csv=True, per_node=int(src["gpus_per_node"]))
 
 
-def checks_for(
-    src: dict, e: float = pr.MODEL_ERROR_PER_DOUBLING, c: float = pr.CROSSING_SD, single: bool = False
-) -> list[dict]:
-    """Held-out checks of one source: fitted on the smallest k >= 2 distinct N; `single`: from the smallest N
-    alone (k = 1: nothing fitted, every tier spans its plausible range), only where that N is one whole node."""
+def checks_for(src: dict, mode: str) -> list[dict]:
+    """Held-out checks of one table with the shipped constants; mode 'extrapolate' or 'one node'."""
     links, bucket, series = setup(src)
     out = []
     for s in series:
         ns = sorted({p.n for p in s.points})
-        if single and ns[0] != s.per_node:
+        keep = 2 if mode == "extrapolate" else sum(n <= s.per_node for n in ns)
+        if keep == 0 or keep >= len(ns):
             continue
-        for keep in [1] if single else range(2, len(ns)):
-            found = pr.holdout(
-                s, links.get("intra"), links.get("inter"), keep=keep, model_error=e, crossing_sd=c, bucket_bytes=bucket
-            )
-            out += [dict(ch, file=src["file"], workload=s.workload) for ch in found]
+        found = pr.holdout(s, links.get("intra"), links.get("inter"), keep=keep, bucket_bytes=bucket)
+        out += [dict(ch, file=src["file"], workload=s.workload, source=src["source"]) for ch in found]
     return out
 
 
 @cache
-def pooled() -> dict[str, list[dict]]:
-    """Per source file: its held-out checks with the shipped constants (their errors do not depend on them)."""
-    return {s["file"]: checks_for(s) for s in sources()}
+def results(mode: str) -> dict[str, list[dict]]:
+    return {s["file"]: checks_for(s, mode) for s in sources()}
 
 
-@cache
-def held_out_constants() -> dict[str, tuple[float, float]]:
-    """Per table: (model error per doubling, node-crossing sd) calibrated on the held-out checks of the OTHER
-    sources. A source is a README (its URL), not a file: tables of one README share runs (the DGX-2 16-GPU row
-    is in two of them) and a campaign, so a sibling table would leak the left-out one into its calibration."""
-    allsrc = sources()
-    url = {s["file"]: s["url"] for s in allsrc}
-    out = {}
-    for s in allsrc:
-        others = [c for f, cs in pooled().items() if url[f] != s["url"] for c in cs]
-        out[s["file"]] = calibrate(others)
-    return out
+def role_checks(role: str, mode: str) -> list[dict]:
+    return [c for s in sources() if s["role"] == role for c in results(mode)[s["file"]]]
 
 
-@cache
-def validation() -> dict[str, list[dict]]:
-    """Per source file: its held-out checks, intervals from constants calibrated on the other sources."""
-    consts = held_out_constants()
-    return {s["file"]: checks_for(s, *consts[s["file"]]) for s in sources()}
-
-
-@cache
-def single_node_only() -> dict[str, list[dict]]:
-    """One measured node, nothing else: the prediction for several nodes from the link figures alone, with the
-    constants calibrated on the other sources (the shipped ones were calibrated on these very measurements)."""
-    consts = held_out_constants()
-    return {s["file"]: cs for s in sources() if (cs := checks_for(s, *consts[s["file"]], single=True))}
-
-
-def single_lines() -> list[str]:
-    lines = ["| table | " + " | ".join(COLUMNS) + " |", "|---" * (len(COLUMNS) + 1) + "|"]
-    results = single_node_only()
-    for f, cs in results.items():
-        lines.append(_row(f, pr.score(cs)))
-    lines.append(_row("**all**", pr.score([c for cs in results.values() for c in cs])))
-    return lines
+def tuned_constants() -> tuple[float, float, float, float]:
+    """(error per doubling, bias per doubling, crossing sd, crossing bias) calibrated on the tuning sources only."""
+    return calibrate(role_checks("tune", "extrapolate"), role_checks("tune", "one node"))
 
 
 def _pct(x) -> str:
     return "n/a" if x is None else f"{x:.1%}"
 
 
-def table_lines() -> list[str]:
-    lines = ["| table | " + " | ".join(COLUMNS) + " |", "|---" * (len(COLUMNS) + 1) + "|"]
-    results = validation()
-    for src in sources():
-        lines.append(_row(src["file"], pr.score(results[src["file"]])))
-    lines.append(_row("**all**", pr.score([c for cs in results.values() for c in cs])))
-    return lines
-
-
-def _row(name: str, s: dict) -> str:
-    far = f"{_pct(s['median_error_4x'])} / {_pct(s['max_error_4x'])} ({s['points_4x']})"
+def _row(name: str, tables: int, s: dict) -> str:
     cells = [
+        str(tables),
         str(s["points"]),
         _pct(s["median_error"]),
         _pct(s["max_error"]),
-        far,
         _pct(s["naive_median_error"]),
+        _pct(s["naive_max_error"]),
+        _pct(s["coverage"]),
+        _pct(s["median_half_width"]),
+        f"{s['no_worse_than_naive']:.0%}",
         f"{s['beats_naive']:.0%}",
-        f"{s['coverage']:.0%}",
+        f"{100 * s['median_margin']:+.2f}",
     ]
     return f"| {name} | " + " | ".join(cells) + " |"
 
 
-def detail_lines() -> list[str]:
-    lines = ["| table | workload | fitted on N | held out N | error | naive error | in 95% PI |", "|---" * 7 + "|"]
-    for f, cs in validation().items():
-        for c in cs:
-            lines.append(
-                f"| {f} | {c['workload']} | {', '.join(map(str, c['fitted_on']))} | {c['n']}"
-                + (" (crosses)" if c["crosses_nodes"] else "")
-                + f" | {c['error']:+.1%} | {c['naive_error']:+.1%} | {'yes' if c['covered'] else '**no**'} |"
-            )
+def table_lines(role: str, mode: str) -> list[str]:
+    """Per source (one README or page), then all of the role's sources together."""
+    lines = ["| source | " + " | ".join(COLUMNS) + " |", "|---" * (len(COLUMNS) + 1) + "|"]
+    by_source: dict[str, list[dict]] = {}
+    for src in sources():
+        if src["role"] == role and results(mode)[src["file"]]:
+            by_source.setdefault(src["source"], []).append(src)
+    every = []
+    for name, srcs in by_source.items():
+        cs = [c for s in srcs for c in results(mode)[s["file"]]]
+        every += cs
+        lines.append(_row(name, len(srcs), pr.score(cs)))
+    lines.append(_row("**all**", sum(len(v) for v in by_source.values()), pr.score(every)))
+    return lines
+
+
+def detail_lines(mode: str) -> list[str]:
+    lines = [
+        "| table | workload | fitted on N | target N | error | naive error | 95% PI (vs measured) | covered |",
+        "|---" * 8 + "|",
+    ]
+    for c in role_checks("score", mode):
+        lo, hi = c["low"] / c["measured"] - 1, c["high"] / c["measured"] - 1
+        lines.append(
+            f"| {c['file']} | {c['workload']} | {', '.join(map(str, c['fitted_on']))} | {c['n']}"
+            + (" (crosses)" if c["crosses_nodes"] else "")
+            + f" | {c['error']:+.1%} | {c['naive_error']:+.1%} | {lo:+.1%} .. {hi:+.1%} | "
+            + ("yes" if c["covered"] else "**no**")
+            + " |"
+        )
     return lines
 
 
 def fit_lines() -> list[str]:
-    """Where the fitted exposed shares land in their bounds (every fit of the validation), and how many held-out
-    points the model and the naive guess predict within 0.1 percentage point of each other."""
-    fits = upper = lower = 0
+    """How the fits of the scored sources use their data: the intra-node achieved bandwidth identified in the
+    interior of its range, pinned at a bound, or not constrained (the value closest to the naive guess)."""
+    fits = interior = pinned = free = 0
     for src in sources():
+        if src["role"] != "score":
+            continue
         links, bucket, series = setup(src)
         for s in series:
             ns = sorted({p.n for p in s.points})
-            for keep in range(2, len(ns)):
+            for keep in {2, sum(n <= s.per_node for n in ns)}:
+                if keep < 2 or keep >= len(ns):
+                    continue
                 train = [p for p in s.points if p.n in ns[:keep]]
                 m = pr.build_model(s, links.get("intra"), links.get("inter"), points=train, bucket_bytes=bucket)
                 t = m.tiers["intra"]
                 fits += 1
-                upper += t.x >= t.hi * (1 - 1e-6)
-                lower += t.x <= t.lo * (1 + 1e-6)
-    checks = [c for cs in validation().values() for c in cs]
-    close = sum(abs(abs(c["error"]) - abs(c["naive_error"])) < 0.001 for c in checks)
+                interior += t.fitted and not t.at_bound
+                pinned += t.fitted and t.at_bound
+                free += not t.fitted
     return [
-        f"Of the {fits} fits above, the intra-node exposed share sits at its upper bound (x = 4, 4x the nominal time) in {upper} and "
-        f"at its lower bound in {lower};",
-        f"on {close} of the {len(checks)} held-out points the model and the naive guess differ by less than 0.1",
+        f"Of the {fits} fits on the scored sources, the intra-node achieved bandwidth is identified inside its "
+        f"plausible range in {interior}, pinned at a bound in {pinned} (a WARNING; the interval spans the whole "
+        f"range) and not constrained by the data in {free} (taken at the value closest to the naive guess)."
     ]
 
 
-SENSITIVITY_F = (1.5, 2.0, 4.0, 8.0)
+SENSITIVITY_LOW = (0.125, 0.25, 0.5)
 
 
 def sensitivity_lines() -> list[str]:
-    """The validation's totals with another upper bound on a nominal link's slowdown (NOMINAL_F[1]): the bound
-    is a physical assumption, not calibrated, so the doc shows how much the scores depend on it."""
-    from distbench.predict import model as pm
-
+    """The scored totals with another lower bound on a nominal link's achieved share (NOMINAL_EFFICIENCY[0]): a
+    physical assumption, not calibrated, so the doc shows how much the scores depend on it."""
     lines = [
-        "| f upper bound | median |error| | max at >= 4x | beats naive | coverage | one node alone: coverage |",
-        "|---|---|---|---|---|---|",
+        "| achieved share lower bound | extrapolate: median, coverage, half-width | one node to several: median, "
+        "coverage, half-width |",
+        "|---|---|---|",
     ]
-    shipped = pm.NOMINAL_F
+    shipped = pm.NOMINAL_EFFICIENCY
     try:
-        for hi in SENSITIVITY_F:
-            pm.NOMINAL_F = (shipped[0], hi)
-            for fn in (pooled, held_out_constants, validation, single_node_only):
-                fn.cache_clear()
-            s = pr.score([c for cs in validation().values() for c in cs])
-            one = pr.score([c for cs in single_node_only().values() for c in cs])
-            name = f"**{hi:g}** (shipped)" if hi == shipped[1] else f"{hi:g}"
-            lines.append(
-                f"| {name} | {_pct(s['median_error'])} | {_pct(s['max_error_4x'])} | {s['beats_naive']:.0%} | "
-                f"{s['coverage']:.0%} | {one['coverage']:.0%} |"
-            )
+        for lo in SENSITIVITY_LOW:
+            pm.NOMINAL_EFFICIENCY = (lo, shipped[1])
+            results.cache_clear()
+            cells = []
+            for mode in ("extrapolate", "one node"):
+                s = pr.score(role_checks("score", mode))
+                cells.append(f"{_pct(s['median_error'])}, {_pct(s['coverage'])}, {_pct(s['median_half_width'])}")
+            name = f"**{lo:g}** (shipped)" if lo == shipped[0] else f"{lo:g}"
+            lines.append(f"| {name} | " + " | ".join(cells) + " |")
     finally:
-        pm.NOMINAL_F = shipped
-        for fn in (pooled, held_out_constants, validation, single_node_only):
-            fn.cache_clear()
+        pm.NOMINAL_EFFICIENCY = shipped
+        results.cache_clear()
     return lines
 
 
-def test_sources_are_cited_and_enough():
+def all_doc_lines() -> list[str]:
+    return (
+        table_lines("score", "extrapolate")
+        + table_lines("score", "one node")
+        + table_lines("tune", "extrapolate")
+        + table_lines("tune", "one node")
+        + detail_lines("extrapolate")
+        + detail_lines("one node")
+    )
+
+
+def test_sources_are_cited_and_counted_by_publisher():
+    """Counted by publisher, not by README URL: NVIDIA (DeepLearningExamples) and TensorFlow (its Benchmarks page)
+    are two publishers, fewer than issue 29's "at least 4 sources"; docs/prediction.md says so."""
     srcs = sources()
-    assert len(srcs) >= 5 and sum(s["multi_node"] == "yes" for s in srcs) >= 3
+    urls = {s["url"] for s in srcs}
+    publishers = {s["publisher"] for s in srcs}
+    assert len(srcs) >= 8 and len(urls) >= 4
+    assert f"{len(srcs)} published tables from {len(publishers)} publishers" in " ".join(DOC.read_text().split())
+    assert {s["role"] for s in srcs} == {"tune", "score"}
+    for role in ("tune", "score"):
+        assert len({s["url"] for s in srcs if s["role"] == role}) >= 2
+    for url in urls:  # a source is tuned on or scored on, never both
+        assert len({s["role"] for s in srcs if s["url"] == url}) == 1
+    described = (DATA / "README.md").read_text() + (DATA / "predict_sources.md").read_text()
     for s in srcs:
         assert s["url"].startswith("https://") and s["table"] and (DATA / s["file"]).exists()
-        described = (DATA / "README.md").read_text() + (DATA / "predict_sources.md").read_text()
         assert s["file"] in described, f"{s['file']} not described in tests/data/README.md or predict_sources.md"
 
 
-def test_shipped_constants_are_the_calibration_on_all_sources():
-    e, c = calibrate([ch for cs in pooled().values() for ch in cs])
+def test_shipped_constants_are_the_calibration_on_the_tuning_sources_only():
+    e, bias, c_sd, c_bias = tuned_constants()
     assert pr.MODEL_ERROR_PER_DOUBLING == pytest.approx(round(e, 3), abs=1e-9)
-    assert pr.CROSSING_SD == pytest.approx(round(c, 3), abs=1e-9)
+    assert pr.MODEL_BIAS_PER_DOUBLING == pytest.approx(round(bias, 3), abs=1e-9)
+    assert pm.CROSSING_SD == pytest.approx(round(c_sd, 3), abs=1e-9)
+    assert pm.CROSSING_BIAS == pytest.approx(round(c_bias, 3), abs=1e-9)
+    # the scored sources would move them: they are not in the calibration
+    everything = calibrate(
+        role_checks("tune", "extrapolate") + role_checks("score", "extrapolate"),
+        role_checks("tune", "one node") + role_checks("score", "one node"),
+    )
+    assert everything != pytest.approx(tuned_constants())
 
 
-def test_held_out_constants_never_see_their_own_source():
-    """Leave-one-source-out: a table's interval constants come from the tables of the other READMEs only."""
-    consts = held_out_constants()
-    by_url: dict[str, list[str]] = {}
-    for s in sources():
-        by_url.setdefault(s["url"], []).append(s["file"])
-    assert len(by_url) >= 3 and any(len(files) > 1 for files in by_url.values())
-    everything = calibrate([ch for cs in pooled().values() for ch in cs])
-    for url, files in by_url.items():
-        own = calibrate([ch for s in sources() if s["url"] != url for ch in pooled()[s["file"]]])
-        assert all(consts[f] == pytest.approx(own) for f in files)
-        assert consts[files[0]] != pytest.approx(everything)  # leaving the source out changes the constants
+def test_no_per_table_bucket_on_a_scored_source():
+    """Review finding 1: a per-table bucket size on a scored table decided a done-when number. Scored tables take
+    the strategy registry's bucket, or (a strategy it does not know) the bucket RANGE carried in the interval."""
+    for src in sources():
+        if src["role"] == "score":
+            assert not src["bucket_mb"], src["file"]
+    links, bucket, series = setup(next(s for s in sources() if s["file"].startswith("tfb_dgx1")))
+    m = pr.build_model(series[0], links.get("intra"), links.get("inter"), bucket_bytes=bucket)
+    assert bucket is None and m.bucket_span[0] == 1 and m.bucket_span[1] == m.buckets > 1
+
+
+def test_each_target_is_scored_once():
+    for mode in ("extrapolate", "one node"):
+        keys = [(c["file"], c["workload"], c["n"]) for cs in results(mode).values() for c in cs]
+        assert keys and len(keys) == len(set(keys))
 
 
 def test_docs_tables_are_what_the_suite_computes():
     doc = DOC.read_text()
-    for line in table_lines() + detail_lines() + single_lines():
+    for line in all_doc_lines():
         assert line in doc, f"docs/prediction.md lacks (or has other numbers than): {line}"
 
 
-def test_docs_say_where_the_fits_sit_in_their_bounds():
+def test_docs_say_how_the_fits_use_their_data():
     doc = " ".join(DOC.read_text().split())
     for line in fit_lines():
         assert line in doc, f"docs/prediction.md lacks (or has other numbers than): {line}"
 
 
-@pytest.mark.slow  # refits the whole validation once per bound (about half a minute)
+@pytest.mark.slow  # refits the scored validation once per bound
 def test_docs_sensitivity_to_the_bound_is_what_the_suite_computes():
     doc = DOC.read_text()
     for line in sensitivity_lines():
         assert line in doc, f"docs/prediction.md lacks (or has other numbers than): {line}"
 
 
-def test_targets_met_or_documented():
-    """The issue's targets, over all held-out points. Where one is missed the doc shows the row and explains
-    it; this asserts what the doc says."""
-    s = pr.score([c for cs in validation().values() for c in cs])
-    assert s["median_error"] <= 0.05 and s["median_error_4x"] <= 0.05
-    assert s["beats_naive"] >= 0.80 and s["median_error"] < s["naive_median_error"]
-    assert s["coverage"] >= 0.90
-    # documented miss: the worst point at >= 4x extrapolation is above 15% (docs/prediction.md, "Misses")
-    assert 0.15 < s["max_error_4x"] < 0.20
+def test_targets_on_the_scored_sources():
+    """Issue 29's targets on the scored sources. Met: all held-out targets (median <= 5%, no worse than naive +
+    2 points on >= 90%, coverage >= 90%, median half-width <= 20%); from one node to several: median <= 10% and <=
+    the naive guess's, half-width <= 20%. Missed, and documented in docs/prediction.md: the one-node-to-several
+    coverage (below 90%: published cross-node losses of BERT on TF2 that no link figure explains) and the
+    extrapolate coverage's upper end (97.1%, above 97%: the intervals are slightly conservative there)."""
+    s = pr.score(role_checks("score", "extrapolate"))
+    assert s["median_error"] <= 0.05 and s["no_worse_than_naive"] >= 0.90
+    assert 0.90 <= s["coverage"] and s["median_half_width"] <= 0.20
+    one = pr.score(role_checks("score", "one node"))
+    assert one["median_error"] <= 0.10 and one["median_error"] <= one["naive_median_error"]
+    assert one["median_half_width"] <= 0.20 and one["no_worse_than_naive"] >= 0.90
+    assert one["coverage"] < 0.90  # the documented miss
 
 
-def test_one_node_to_many_nodes_given_the_link():
-    crossing = [c for cs in validation().values() for c in cs if c["crosses_nodes"]]
-    assert crossing, "some held-out point must cross from one node to several"
-    assert all(c["covered"] for c in crossing)
-    assert max(abs(c["error"]) for c in crossing) < 0.15
+def test_one_node_to_several_crosses_nodes():
+    crossing = role_checks("score", "one node")
+    assert crossing and all(c["crosses_nodes"] for c in crossing)
+    assert len({c["source"] for c in crossing}) >= 2
 
 
 if __name__ == "__main__":  # print the docs' tables
-    e, c = calibrate([ch for s in sources() for ch in checks_for(s)])
-    print(f"calibrated on all sources: model error per doubling {e:.4f}, node-crossing sd {c:.4f}\n")
-    print("\n".join(table_lines()))
-    print()
-    print("\n".join(detail_lines()))
-    print(f"\n{sum(len(cs) for cs in validation().values())} held-out points\n")
-    print("\n".join(single_lines()))
-    print()
-    print("\n".join(fit_lines()))
-    print()
-    print("\n".join(sensitivity_lines()))
+    print("tuned on the tuning sources: error, bias per doubling, crossing sd, crossing bias:", tuned_constants())
+    for role, mode in (("score", "extrapolate"), ("score", "one node"), ("tune", "extrapolate"), ("tune", "one node")):
+        print(f"\n{role} / {mode}\n" + "\n".join(table_lines(role, mode)))
+    for mode in ("extrapolate", "one node"):
+        print(f"\nevery scored target, {mode}\n" + "\n".join(detail_lines(mode)))
+    print("\n" + "\n".join(fit_lines()))
+    print("\n" + "\n".join(sensitivity_lines()))

@@ -41,7 +41,7 @@ def test_the_launcher_runs_the_driver_under_a_rank_guard_with_ray_usage_stats_of
         make_plan(SweepOptions(gpus=(2,), strategies=("ray-ddp",), device="cpu", add_baselines=False)).points[0].config
     )
     argv, env = RAY_TRAIN.local(RAY, cfg, "c.json", "r.json", python="/py", base_env={})
-    assert argv == ["/py", "-m", "distbench.rankguard", "/py", "-m", "distbench.workers.ray_ddp"] + [
+    assert argv == ["/py", "-m", "distbench.rankguard", "/py", "-m", "distbench.workers", "ray_ddp"] + [
         "--config",
         "c.json",
         "--out",
@@ -89,7 +89,10 @@ def test_bad_ray_address_is_one_line_and_exit_2(capsys, monkeypatch, tmp_path, a
     assert capsys.readouterr().err == f"Error: {message}\n"
 
 
-def test_the_address_reaches_ray_points_only():
+def test_the_address_reaches_ray_points_only(monkeypatch):
+    from distbench import raycluster
+
+    monkeypatch.setattr(raycluster, "cluster_resources", lambda address: {"CPU": 8.0})  # planning asks the cluster
     opts = SweepOptions(gpus=(1, 2), strategies=("ddp", "ray-ddp"), device="cpu", ray_address="ray://head:10001")
     extras = {(p.strategy.name, p.config.world_size): p.config.extra for p in make_plan(opts).points}
     assert extras[("ray-ddp", 2)] == {"ray_address": "ray://head:10001"} == extras[("ray-ddp", 1)]
@@ -171,7 +174,7 @@ DDP_WORKER_KEYS = {
 @require("torch", "ray")
 def test_a_ray_ddp_point_on_a_local_head_measures_like_ddp_and_leaves_nothing_running(tmp_path):
     tag = uuid.uuid4().hex
-    before = {p for p in os.listdir("/tmp") if p.startswith(ray_ddp.TEMP_PREFIX)}
+    before = {p for p in os.listdir("/tmp") if p.startswith((ray_ddp.TEMP_PREFIX, "dbrayhead-"))}
     db = tmp_path / "r.db"
     proc = subprocess.run(
         [*DISTBENCH, "run", "--strategy", "ray-ddp", "--gpus", "2", *quick(device="cpu"), "--results", str(db)],
@@ -190,13 +193,15 @@ def test_a_ray_ddp_point_on_a_local_head_measures_like_ddp_and_leaves_nothing_ru
     assert record["backend"] == "gloo" and len(record["per_rank_step_times_s"]) == 2
     assert record["launch"]["launcher"] == "ray-train"
     engine = record["engine"]
-    assert engine["address"] == "local head started for this point" and engine["num_workers"] == 2
+    assert engine["address"] == "the sweep's local head (one per sweep)" and engine["num_workers"] == 2
     assert [w["rank"] for w in engine["workers"]] == [0, 1] and engine["head_start_s"] > 0
+    assert engine["head_shared_by_sweep"] and engine["connect_s"] > 0 and engine["shutdown_s"] >= 0
+    assert 0 < engine["fit_start_s"] < engine["fit_s"] and 0 <= engine["teardown_s"] < engine["fit_s"]
     from distbench.record import undeclared_keys
 
     assert undeclared_keys(record) == set()
     assert not tagged(tag), "Ray processes outlived the point"
-    assert {p for p in os.listdir("/tmp") if p.startswith(ray_ddp.TEMP_PREFIX)} <= before
+    assert {p for p in os.listdir("/tmp") if p.startswith((ray_ddp.TEMP_PREFIX, "dbrayhead-"))} <= before
 
 
 def test_the_worker_module_imports_without_ray():
@@ -228,10 +233,10 @@ def test_telemetry_counts_ray_train_workers_as_ranks_not_rays_own_processes_or_t
         FakeProcess(2, "ray::TrainController.run", ["ray::TrainController.run"]): False,
         FakeProcess(3, "ray::IDLE", ["ray::IDLE"]): False,
         FakeProcess(4, "python", [py, "-u", f"{site}/_private/log_monitor.py"]): False,
-        FakeProcess(5, "python", [py, "-m", "distbench.workers.ray_ddp", "--config", "c"]): False,
+        FakeProcess(5, "python", [py, "-m", "distbench.workers", "ray_ddp", "--config", "c"]): False,
         FakeProcess(6, "raylet", [f"{site}/core/src/ray/raylet/raylet"]): False,
-        FakeProcess(7, "python", [py, "-m", "distbench.workers.torch_ddp", "--config", "c"]): True,
-        FakeProcess(8, "python", [py, "-m", "distbench.rankguard", py, "-m", "distbench.workers.torch_ddp"]): False,
+        FakeProcess(7, "python", [py, "-m", "distbench.workers", "torch_ddp", "--config", "c"]): True,
+        FakeProcess(8, "python", [py, "-m", "distbench.rankguard", py, "-m", "distbench.workers", "torch_ddp"]): False,
     }
     sampler = Sampler(0, gpus=False)
     assert {p.pid: sampler._is_worker(p) for p in processes} == {p.pid: want for p, want in processes.items()}
@@ -270,3 +275,114 @@ print(os.path.isdir({str(folder)!r}))
 """
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.stdout.split() == ["True", "False"], out.stderr[-2000:]
+
+
+# -- planning on a Ray cluster (issue 31, item 9) ------------------------------------------------------
+def test_a_point_the_cluster_has_too_few_gpus_for_is_skipped_with_the_reason():
+    from distbench.raycluster import fit_on_cluster
+
+    why, _ = fit_on_cluster(8, "cuda", {"GPU": 4.0, "CPU": 64.0}, "head:6379")
+    assert why == (
+        "the Ray cluster at head:6379 has 4 GPU(s) in all, the point needs 8 (Ray Train would wait for them until --timeout)"
+    )
+    assert fit_on_cluster(4, "cuda", {"GPU": 4.0, "CPU": 64.0}, "head:6379") == (None, 16)
+    assert "has 2 CPU(s) in all" in fit_on_cluster(4, "cpu", {"CPU": 2.0}, "h:1")[0]
+
+
+def test_a_cpu_only_driver_plans_ray_points_from_the_clusters_resources(monkeypatch):
+    from distbench import envinfo, raycluster
+
+    asked = []
+    monkeypatch.setattr(raycluster, "cluster_resources", lambda a: asked.append(a) or {"GPU": 4.0, "CPU": 96.0})
+    monkeypatch.setattr(envinfo, "visible_gpu_count", lambda: 0)  # the laptop driving the sweep
+    opts = SweepOptions(
+        gpus=(2, 8), strategies=("ray-ddp",), device="auto", add_baselines=False, ray_address="10.0.0.7:6379"
+    )
+    plan = make_plan(opts)
+    by_n = {p.config.world_size: p for p in plan.points if p.strategy is RAY}
+    assert by_n[2].skip_reason is None or "not installed" in by_n[2].skip_reason
+    if by_n[2].skip_reason is None:
+        assert by_n[2].config.threads_per_worker == 48  # 96 cluster CPUs over 2 workers, not this machine's cores
+        assert by_n[8].skip_reason.startswith("the Ray cluster at 10.0.0.7:6379 has 4 GPU(s) in all, the point needs 8")
+    assert set(asked) == {"10.0.0.7:6379"}
+
+
+# -- the workers get what torchrun's ranks get (item 10) -------------------------------------------------
+def test_the_workers_environment_and_placement_are_torchruns():
+    env = {"OMP_NUM_THREADS": "4", "NCCL_IB_HCA": "mlx5", "CUDA_DEVICE_ORDER": "PCI_BUS_ID", "HOME": "/root"}
+    assert ray_ddp.worker_env(env) == {"OMP_NUM_THREADS": "4", "NCCL_IB_HCA": "mlx5", "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
+    cfg = (
+        make_plan(SweepOptions(gpus=(2,), strategies=("ray-ddp",), device="cpu", add_baselines=False)).points[0].config
+    )
+    got = ray_ddp.scaling(dataclasses.replace(cfg, threads_per_worker=6), dict, on_cluster=True)
+    assert got == {"num_workers": 2, "use_gpu": False, "resources_per_worker": {"CPU": 6}, "placement_strategy": "PACK"}
+    assert ray_ddp.scaling(cfg, dict, on_cluster=False)["resources_per_worker"] == {"CPU": 1}
+
+
+# -- one head per sweep (item 11) ---------------------------------------------------------------------
+FAKE_RAY = """#!{python}
+import os, socket, subprocess, sys, time
+args = dict(a.split("=", 1) for a in sys.argv[1:] if "=" in a)
+sock = socket.socket(); sock.bind(("127.0.0.1", int(args["--port"]))); sock.listen()
+child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"])  # a raylet's worker, say
+open(os.path.join(args["--temp-dir"], "child.pid"), "w").write(str(child.pid))
+os.makedirs(os.path.join(args["--temp-dir"], "session_latest", "sockets"))
+open(os.path.join(args["--temp-dir"], "session_latest", "sockets", "raylet"), "w").close()
+time.sleep(300)
+"""
+
+
+def _fake_ray(tmp_path) -> str:
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    (bindir / "ray").write_text(FAKE_RAY.format(python=sys.executable))
+    (bindir / "ray").chmod(0o755)
+    return str(bindir / "python")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    with open(f"/proc/{pid}/stat") as fh:
+        return fh.read().split(") ")[1][0] != "Z"
+
+
+def test_the_sweeps_head_and_everything_it_started_stop_when_the_sweep_fails(tmp_path, monkeypatch):
+    from distbench import raycluster
+    from distbench.plan import PlannedPoint
+
+    monkeypatch.delenv(raycluster.HEAD_ENV, raising=False)
+    python = _fake_ray(tmp_path)
+    cfg = (
+        make_plan(SweepOptions(gpus=(2,), strategies=("ray-ddp",), device="cpu", add_baselines=False)).points[0].config
+    )
+    points = [PlannedPoint(RAY, cfg), PlannedPoint(RAY, dataclasses.replace(cfg, world_size=4))]
+    seen = {}
+    with pytest.raises(RuntimeError, match="a point failed"):
+        with raycluster.sweep_head(points, python=python) as head:
+            seen.update(address=os.environ[raycluster.HEAD_ENV], temp=head.temp, cpus=head.num_cpus)
+            seen["child"] = int((Path(head.temp) / "child.pid").read_text())
+            assert _alive(seen["child"]) and head.start_s > 0
+            raise RuntimeError("a point failed")
+    assert seen["address"] == head.address and seen["cpus"] == 5  # the largest N, plus Train's controller
+    assert not _alive(seen["child"]) and not _alive(head.proc.pid)  # the whole group, not only `ray start`
+    assert not Path(seen["temp"]).exists() and raycluster.HEAD_ENV not in os.environ
+    assert head.stop_s is not None
+
+
+def test_no_head_is_started_for_a_sweep_without_ray_points_or_with_an_address(monkeypatch):
+    from distbench import raycluster
+    from distbench.plan import PlannedPoint
+
+    monkeypatch.delenv(raycluster.HEAD_ENV, raising=False)
+    monkeypatch.setattr(raycluster, "SweepHead", lambda **kw: pytest.fail("a head was started"))
+    cfg = (
+        make_plan(SweepOptions(gpus=(2,), strategies=("ray-ddp",), device="cpu", add_baselines=False)).points[0].config
+    )
+    with raycluster.sweep_head([PlannedPoint(STRATEGIES["ddp"], cfg)]) as head:
+        assert head is None
+    remote = dataclasses.replace(cfg, extra={"ray_address": "h:6379"})
+    with raycluster.sweep_head([PlannedPoint(RAY, remote), PlannedPoint(RAY, cfg, skip_reason="x")]) as head:
+        assert head is None

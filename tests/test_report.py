@@ -19,7 +19,7 @@ from distbench import analysis as an
 from distbench.analysis import load_sweep
 from distbench.report import CSP, MARKER_JS, write_report
 from distbench.store import Store
-from tests.builders import add_sweep, point, run_chromium, scaling_records
+from tests.builders import add_sweep, point, point_config, run_chromium, scaling_records
 
 
 @pytest.fixture
@@ -123,6 +123,13 @@ def test_what_limited_scaling_only_claims_what_was_measured(tmp_path):
 
     with Store(tmp_path / "r2.db") as store:
         sweep = load_sweep(store, add_sweep(store, scaling_records()))
+    limits = an.summarize(sweep).limits
+    assert limits[0].startswith(  # synthetic data (the default): there is no input pipeline to measure
+        "ddp: not determined from these measurements (the records carry no communication measurements)."
+    )
+    disk = [dict(r, config={**r["config"], "data": "disk"}) for r in scaling_records()]
+    with Store(tmp_path / "r3.db") as store:
+        sweep = load_sweep(store, add_sweep(store, disk))
     limits = an.summarize(sweep).limits
     assert limits[0].startswith(
         "ddp: not determined from these measurements (the records carry no "
@@ -346,7 +353,21 @@ def test_every_store_string_is_escaped(tmp_path):
     assert page.count("<script") == 1  # only the report's own marker script
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
     md = files.markdown.read_text()
-    assert "<script" not in md and "boom &lt;script&gt;alert(1)&lt;/script&gt; \\| pipe" in md
+    assert "boom \\<script>alert(1)\\</script> \\| pipe" in md  # a backslash: Markdown shows it as text
+    assert "<script" not in md.replace("\\<", "")  # every '<' that could open a tag is escaped
+
+
+def test_markdown_report_carries_no_html_entities(tmp_path):
+    """Markdown is read as text: '82 < 150' and 'torch<2.7.1' stay as written (issue 30, defect 5)."""
+    recs = [
+        point("torch", 1, 0.1),
+        point("ddp", 2, status="skipped", reason="needs torch<2.7.1 & 82 < 150 MB > free"),
+    ]
+    with Store(tmp_path / "r.db") as store:
+        sweep = load_sweep(store, add_sweep(store, recs, command="distbench scale --gpus 1,2 'a<b'"))
+    text = write_report(sweep, tmp_path / "x.html").markdown.read_text()
+    assert "torch<2.7.1 & 82 < 150 MB > free" in text
+    assert not any(e in text for e in ("&lt;", "&gt;", "&amp;")), "HTML entities in the Markdown"
 
 
 # -- headless Chromium ------------------------------------------------------------------------------------
@@ -405,13 +426,12 @@ def test_the_browser_check_catches_errors_and_network_loads(chromium, tmp_path):
 # -- point keys: the whole workload, nodes included --------------------------------------------------------
 def test_point_key_is_the_whole_workload_from_the_config():
     from distbench import sweep
-    from distbench.config import PointConfig, point_key
+    from distbench.config import point_key
 
-    cfg = PointConfig(
-        strategy="ddp",
+    cfg = point_config(
+        "ddp",
+        4,
         model="resnet50",
-        world_size=4,
-        device="cpu",
         per_device_batch=8,
         image_size=64,
         precision="bf16",

@@ -11,7 +11,7 @@ import pytest
 from distbench import analysis as an
 from distbench import runner
 from distbench.cli import main
-from distbench.config import PointConfig, point_key
+from distbench.config import point_key
 from distbench.launchers import PROCESS
 from distbench.plan import PlannedPoint
 from distbench.record import base_record, undeclared_keys
@@ -21,12 +21,13 @@ from distbench import strategies
 from distbench.strategies import INSTALL_HINT, STRATEGIES, Strategy
 from distbench.verify import verify
 from tests.conftest import require, run_cli
+from tests.builders import point_config
 
 FAKE = Strategy(name="fake", framework="torch", module="fake_worker", launcher=PROCESS)
 
 
 def _point(n=1, batch=4, strategy=FAKE, skip=None, **kw) -> PlannedPoint:
-    cfg = PointConfig(strategy=strategy.name, model="mlp", world_size=n, device="cpu", per_device_batch=batch, **kw)
+    cfg = point_config(strategy.name, n, model="mlp", per_device_batch=batch, **kw)
     return PlannedPoint(strategy, cfg, skip)
 
 

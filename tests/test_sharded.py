@@ -6,13 +6,13 @@ import os
 
 import pytest
 
-from distbench.config import PointConfig
 from distbench.launchers import TORCHRUN
 from distbench.launch import run_point
 from distbench.plan import SweepOptions, make_plan
 from distbench.strategies import STRATEGIES, Strategy, parse_strategies
 from distbench.verify import DEFAULT_RTOL, verify
 from tests.conftest import ROOT, require
+from tests.builders import point_config
 
 SHARDED = {"fsdp": ("torch",), **{f"deepspeed-zero{k}": ("torch", "deepspeed") for k in (1, 2, 3)}}
 PARAMS = [pytest.param(s, marks=require(*mods)) for s, mods in SHARDED.items()]
@@ -52,19 +52,7 @@ def test_a_sweep_plans_no_comm_for_sharded_points():
 @pytest.mark.parametrize("n", [1, 2])
 @pytest.mark.parametrize("strategy", PARAMS)
 def test_each_sharded_strategy_runs_and_records_peak_memory(strategy, n, tmp_path):
-    cfg = PointConfig(
-        strategy=strategy,
-        model="resnet18",
-        world_size=n,
-        device="cpu",
-        per_device_batch=2,
-        image_size=32,
-        num_classes=10,
-        steps=3,
-        warmup=1,
-        threads_per_worker=1,
-        target_ci=0,
-    )
+    cfg = point_config(strategy, n, image_size=32, num_classes=10, steps=3, warmup=1, threads_per_worker=1, target_ci=0)
     record = run_point(STRATEGIES[strategy], cfg, tmp_path / "point", 300)
     assert record["status"] == "ok", (record.get("reason"), record.get("stderr_tail"))
     assert len(record["step_times_s"]) == 3 and min(record["step_times_s"]) > 0 and record["measured_window_s"] > 0

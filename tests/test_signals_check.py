@@ -8,6 +8,7 @@ import subprocess
 import pytest
 
 from distbench import signals
+from tests.builders import point_config
 
 
 class _Finalized:
@@ -34,11 +35,10 @@ def test_no_signal_no_interruption():
 
 def test_the_runner_starts_no_point_after_a_lost_signal(tmp_path):
     from distbench import runner
-    from distbench.config import PointConfig
     from distbench.plan import PlannedPoint
     from distbench.strategies import STRATEGIES
 
-    cfg = PointConfig(strategy="torch", model="mlp", world_size=1, device="cpu", per_device_batch=2)
+    cfg = point_config("torch", 1, model="mlp")
     measured = []
     kind = runner.Kind(measure=lambda point, workdir: measured.append(point) or {})
     with signals.handled():

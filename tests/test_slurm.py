@@ -24,6 +24,7 @@ from distbench.record import base_record, read_record, write_record
 from distbench.store import Store
 from distbench.strategies import STRATEGIES, parse_strategies
 from tests.conftest import DISTBENCH, ROOT, TINY, require
+from tests.builders import point_config
 
 from distbench.collect import stable_record_id
 from distbench.slurm.job import finish_point
@@ -305,12 +306,13 @@ def test_each_points_command_in_the_script_is_the_builders_command(tmp_path, cap
                 "16",
                 "/v/bin/python",
             ]
-            assert argv[8:13] == [
+            assert argv[8:14] == [
                 "-m",
                 "distbench.rankguard",
                 "/v/bin/python",
                 "-m",
-                "distbench.workers.tf_multiworker",
+                "distbench.workers",
+                "tf_multiworker",
             ]
         if p["key"] == "ddp-g4-n1":
             assert argv[:4] == ["/v/bin/torchrun", "--standalone", "--nnodes=1", "--nproc_per_node=4"]
@@ -504,6 +506,7 @@ def test_a_point_past_its_timeout_is_recorded_timeout(cpu_sweep, tmp_path):
     assert proc.returncode == 124
     record = _only_record(records)
     assert record["status"] == "timeout"
+    # a Slurm job's ranks leave no phase marks (no DISTBENCH_RANK_DIR in an allocation): no phase is named
     assert record["reason"] == "timed out after 1s (--timeout)"
 
 
@@ -572,7 +575,7 @@ EOF""",
 def test_a_rank_failing_after_rank0_wrote_its_record_keeps_the_measurement(tmp_path):
     """Rank 0 writes the record after gathering every rank's measurements: a rank failing later (teardown)
     is said beside the point, which stays ok (as locally: launch.outcome_record)."""
-    cfg = PointConfig(strategy="ddp", model="resnet50", world_size=2, device="cpu", per_device_batch=2)
+    cfg = point_config("ddp", 2, model="resnet50")
     result = tmp_path / "result.json"
     ok = base_record(cfg.to_dict(), strategy="ddp", framework="torch", status="ok")
     ok["step_times_s"] = [1.0]
@@ -600,7 +603,7 @@ def test_a_rank_failing_after_rank0_wrote_its_record_keeps_the_measurement(tmp_p
 
 # -- collect ------------------------------------------------------------------------------------------
 def _record(strategy, framework, n, status="ok", step=0.5, **extra):
-    cfg = PointConfig(strategy=strategy, model="resnet50", world_size=n, device="cpu", per_device_batch=2, nodes=1)
+    cfg = point_config(strategy, n, model="resnet50", nodes=1)
     rec = base_record(
         cfg.to_dict(),
         strategy=strategy,
@@ -678,6 +681,8 @@ def local_slurm():
     the session if this session started them."""
     if os.geteuid() != 0:
         pytest.skip("a local Slurm needs root (scripts/slurm-local.sh installs packages and starts daemons)")
+    if os.environ.get("DISTBENCH_NO_LOCAL_SLURM") == "1":
+        pytest.skip("DISTBENCH_NO_LOCAL_SLURM=1: no slurm-wlm, munge or daemons installed or started here")
     if shutil.which("apt-get") is None and shutil.which("slurmctld") is None:
         pytest.skip("no slurmctld and no apt-get to install slurm-wlm")
     was_up = subprocess.run(["bash", str(SLURM_SCRIPT), "status"], capture_output=True, text=True).returncode == 0
@@ -822,3 +827,97 @@ def test_a_sweep_runs_as_slurm_jobs_and_is_collected(local_slurm, tmp_path):
         [*DISTBENCH, "collect", str(records), "--results", str(db)], capture_output=True, text=True, timeout=120
     )
     assert f"{records}: 0 record(s) added, 3 already present" in again.stdout
+
+
+# -- the cluster commands take scale's knobs (issue 33) -----------------------------------------------
+def _params(command) -> set[str]:
+    return {p.name for p in command.params}
+
+
+def test_the_cluster_commands_take_scales_knobs_but_a_declared_explained_few():
+    """Every Workload and Measurement knob of `distbench scale` is an option of `distbench slurm`, `k8s` and
+    the in-job `slurm-job point`, except the ones NOT_IN_JOBS names with a reason (each said in --help);
+    --device is declared by the cluster commands themselves (cuda or cpu)."""
+    from distbench.commands.k8s import k8s
+    from distbench.commands.scale import scale
+    from distbench.commands.slurm import slurm
+    from distbench.commands.slurm_job import point
+    from distbench.slurm.plan import NOT_IN_JOBS, jobs_epilog
+    from distbench.workload import Measurement, Workload, knobs
+
+    declared = set(knobs(Workload)) | set(knobs(Measurement))
+    scale_knobs = _params(scale) & declared
+    for command in (slurm, k8s, point):
+        taken = _params(command) & declared
+        assert scale_knobs - taken == set(NOT_IN_JOBS), command.name
+        assert "device" in taken and not taken - scale_knobs
+    assert {"repeats", "seq_len", "comm", "noisy_cv"} <= _params(slurm)
+    assert all(why for why in NOT_IN_JOBS.values())
+    epilog = jobs_epilog()
+    assert all(f"--{name.replace('_', '-')}:" in epilog for name in NOT_IN_JOBS)
+
+
+def test_the_sweep_script_carries_the_measurement_knobs(tmp_path, capsys):
+    script, _ = _generate(
+        tmp_path, capsys, "--gpus", "2", "--strategy", "ddp", "--device", "cpu", "--repeats", "3",
+        "--noisy-cv", "0.25", "--no-comm", *TINY[:-2],
+    )  # fmt: skip
+    text = script.read_text()
+    assert text.count("repeats=3; noisy_cv=0.25") == 2  # the ddp point and its baseline
+    assert '--repeats "$repeats" --noisy-cv "$noisy_cv"' in text  # finish combines the repeats
+    assert "for ((r = 1; r <= repeats; r++)); do" in text
+    assert '"measure_comm": true' not in text  # --no-comm reached the points' configs
+    assert subprocess.run(["bash", "-n", str(script)], capture_output=True).returncode == 0
+
+
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["--repeats", "0"], "Invalid value for '--repeats': 0 is not in the range 1<=x<=1000."),
+        (["--noisy-cv", "0"], "Invalid value for '--noisy-cv': 0.0 is not in the range 0<x<=10."),
+        (["--seq-len", "16", "--model", "mlp"], "--seq-len does not apply to mlp (an image model): use --image-size"),
+    ],
+)
+def test_bad_measurement_knobs_are_one_line_errors(capsys, tmp_path, args, message):
+    code, out, err = _cli(capsys, _sweep_args(tmp_path, "--device", "cpu", *args))
+    assert (code, err.strip().splitlines()[-1]) == (2, f"Error: {message}")
+    assert not (tmp_path / "sweep.sbatch").exists()
+
+
+def _ok_run(path, steps):
+    cfg = point_config("ddp", 2, model="resnet50")
+    rec = base_record(cfg.to_dict(), strategy="ddp", framework="torch", status="ok")
+    rec["step_times_s"] = steps
+    write_record(path, rec)
+    return cfg
+
+
+def test_finish_combines_the_jobs_repeats_as_scale_does(tmp_path):
+    """The script's --repeats loop leaves repeat-1.json, repeat-2.json and the last run's result; the
+    published record pools them with a run-to-run CI over the 3 repeats (what `compare` judges)."""
+    for r, steps in ((1, [1.0, 1.1, 0.9]), (2, [1.2, 1.0, 1.1])):
+        _ok_run(tmp_path / f"repeat-{r}.json", steps)
+    cfg = _ok_run(tmp_path / "result.json", [1.0, 1.0, 1.05])
+    (tmp_path / "log").write_text("")
+    record = finish_point(
+        config_json=cfg.to_json(), result=str(tmp_path / "result.json"), log=str(tmp_path / "log"),
+        record_path=str(tmp_path / "out.json"), returncode=0, wall_s=9, launcher="torchrun", argv=["torchrun"],
+        environ={}, repeats=3, noisy_cv=0.01,
+    )  # fmt: skip
+    assert record["status"] == "ok" and len(record["repeats"]) == 3 and len(record["step_times_s"]) == 9
+    assert record["ci_scope"] == "run-to-run (t over 3 repeats)"
+    assert record["throughput_ci_low"] < record["throughput"] < record["throughput_ci_high"]
+    assert record["noisy"] is True  # step-time CV above --noisy-cv 0.01
+
+
+def test_finish_names_the_repeat_that_failed(tmp_path):
+    _ok_run(tmp_path / "repeat-1.json", [1.0, 1.1])
+    cfg = point_config("ddp", 2, model="resnet50")
+    (tmp_path / "log").write_text("RuntimeError: boom\n")
+    record = finish_point(
+        config_json=cfg.to_json(), result=str(tmp_path / "result.json"), log=str(tmp_path / "log"),
+        record_path=str(tmp_path / "out.json"), returncode=1, wall_s=9, launcher="torchrun", argv=["torchrun"],
+        environ={}, repeats=2,
+    )  # fmt: skip
+    assert record["status"] == "failed"
+    assert record["reason"] == "repeat 2 of 2: exit status 1: RuntimeError: boom"

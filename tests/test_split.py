@@ -3,13 +3,14 @@ compute = B, window means throughout, with CIs; who the stragglers are; the in-p
 
 from __future__ import annotations
 
+import dataclasses
 import random
 
 import pytest
 
 from distbench import split
-from distbench.config import PointConfig
 from distbench.workers.common import is_tiny, lift_allreduce, segment_configs
+from tests.builders import point_config
 
 
 def _run(times: list[float], window: float | None = None) -> dict:
@@ -89,7 +90,7 @@ def test_stragglers_per_rank():
     assert r1["others_wait_s"] == pytest.approx(0.06 / 3) and r0["others_wait_s"] == pytest.approx(0.01 / 3)
     assert r0["own_wait_s"] == pytest.approx(0.06 / 3) and r1["own_wait_s"] == pytest.approx(0.01 / 3)
     assert out["mean_wait_s"] == pytest.approx(0.07 / 6) and out["steps"] == 3
-    # rank 1's steady lead (mean 0.1233 vs 0.1067: 0.0083 over the ranks' mean) is compute, the rest jitter
+    # rank 1's steady lead (mean 0.1233 vs 0.1067: 0.0083 over the ranks' mean) is wait, the rest jitter
     assert out["pace_gap_s"] == pytest.approx((0.37 - 0.32) / 3 / 2)
     assert out["jitter_wait_s"] == pytest.approx(0.07 / 6 - 0.05 / 6) and out["skipped_runs"] == 0
     assert split.stragglers([[[0.1, 0.1]]], "one rank") is None
@@ -110,28 +111,21 @@ def test_stragglers_per_rank():
     assert line == (
         "step 120.0 ms = compute 100.0 ms [90.0, 110.0] + straggler wait 12.0 ms + communication 8.0 ms [3.0, 13.0]; "
         "rank 1 slowest in 67% of steps, the others would wait 20.0 ms per step on it (at the no-sync pace); "
-        "stragglers explain 3.3 ms of the wait, the rest is meeting once per step"
+        "stragglers explain 11.7 ms of the wait (steady pace gap 8.3 ms, jitter 3.3 ms), the rest is meeting once "
+        "per step"
     )
 
 
 def test_segment_order_marks_the_tiny_variant_and_only_the_first_run_is_adaptive():
-    cfg = PointConfig(
-        strategy="ddp",
-        model="resnet18",
-        device="cpu",
-        per_device_batch=2,
-        world_size=2,
-        target_ci=0.02,
-        measure_comm=True,
-    )
-    segs = segment_configs(PointConfig(**{**cfg.to_dict(), "nosync_order": "ATBTA"}))
+    cfg = point_config("ddp", 2, target_ci=0.02, measure_comm=True)
+    segs = segment_configs(dataclasses.replace(cfg, nosync_order="ATBTA"))
     assert [x for x, _ in segs] == list("ATBTA")
     first, *rest = (c for _, c in segs)
     assert first.target_ci == 0.02 and first.sync and not is_tiny(first)
     assert all(c.target_ci == 0.0 and c.nosync_order is None for c in rest)
     # the standalone all-reduce after the closing A only: no gap on one side of the order
     assert [c.measure_comm for _, c in segs] == [False, False, False, False, True]
-    assert [c.measure_comm for _, c in segment_configs(PointConfig(**{**cfg.to_dict(), "nosync_order": "AB"}))] == [
+    assert [c.measure_comm for _, c in segment_configs(dataclasses.replace(cfg, nosync_order="AB"))] == [
         True,
         False,
     ]
@@ -140,9 +134,7 @@ def test_segment_order_marks_the_tiny_variant_and_only_the_first_run_is_adaptive
     assert segment_configs(cfg) == [("A", cfg)]
     for bad in ("TB", "AXB"):
         with pytest.raises(ValueError, match="nosync_order must be None or runs A/T/B"):
-            PointConfig(
-                strategy="ddp", model="resnet18", device="cpu", per_device_batch=2, world_size=2, nosync_order=bad
-            )
+            point_config("ddp", 2, nosync_order=bad)
 
 
 def test_comm_breakdown_uses_the_window_mean_like_exposed_comm():
@@ -243,17 +235,17 @@ def test_deepspeed_amp_points_say_they_are_not_like_for_like():
     from distbench import analysis as an
     from distbench.workers.deepspeed_zero import AMP_NOTE, ds_config
 
-    cfg = PointConfig(strategy="deepspeed-zero2", model="resnet18", device="cuda", per_device_batch=2, world_size=2)
+    cfg = point_config("deepspeed-zero2", 2, device="cuda")
     assert "fp16" not in ds_config(cfg, 2)
-    assert ds_config(PointConfig(**{**cfg.to_dict(), "precision": "amp"}), 2)["fp16"]["enabled"] is True
+    assert ds_config(dataclasses.replace(cfg, precision="amp"), 2)["fp16"]["enabled"] is True
     rec = {"strategy": "deepspeed-zero2", "world_size": 2, "precision_note": AMP_NOTE}
     assert an.point_name(rec) == "deepspeed-zero2 (fp16 weights and communication) N=2"
     assert "not like-for-like" in AMP_NOTE
 
 
 def test_straggler_wait_splits_into_a_steady_pace_gap_and_jitter():
-    """A rank that is steadily slower is compute in the split (B runs at the slowest rank's pace): its lead is
-    pace_gap_s, not jitter; with no jitter the whole per-rank wait is that gap. A run whose ranks measured
+    """A rank that is steadily slower is a wait of the others in the split (compute is the ranks' mean pace):
+    its lead is pace_gap_s, not jitter; with no jitter the whole per-rank wait is that gap. A run whose ranks measured
     different step counts cannot be aligned by index: left out and counted, never silently truncated."""
     steady = [[0.10] * 4, [0.12] * 4]
     out = split.stragglers([steady, [[0.1] * 3, [0.1] * 4]], "test")
@@ -297,3 +289,61 @@ def test_the_closing_runs_all_reduce_figures_belong_to_the_point():
     assert extra["allreduce_s"] == 0.01 and extra["allreduce_samples_s"] == [0.01]
     assert extra["stopping"]["allreduce_window"] == [9, 10]
     assert "allreduce_s" not in segments[1] and "allreduce_window" not in segments[1]["stopping"]
+
+
+# -- one meaning of communication (issue 34) ----------------------------------------------------------------
+def _abt(a: float, t: float, b: float, per_rank_b=None, steps: int = 200) -> list[dict]:
+    run_b = _run([b] * steps)
+    if per_rank_b:
+        run_b["per_rank_step_times_s"] = per_rank_b
+    return [{"A": [_run([a] * steps)], "T": [_run([t] * steps)], "B": [run_b]}]
+
+
+def test_exposed_comm_overhead_and_overlap_come_from_the_communication_term_not_the_wait():
+    """Issue 34's example: A = 120, T = 112, B = 100 ms, all-reduce 20 ms: communication 8 ms (60% of the
+    all-reduce hidden) plus a wait of 12 ms; exposed comm was A - B = 20 ms, overlap 0%."""
+    out = split.three_terms(_abt(0.120, 0.112, 0.100))
+    fields = split.comm_fields(out, 0.020)
+    assert fields["exposed_comm_s"] == pytest.approx(0.008)
+    assert fields["comm_overhead"] == pytest.approx(0.008 / 0.120)
+    assert fields["overlap"] == pytest.approx(0.60)
+    assert out["wait_s"] == pytest.approx(0.012) and out["compute_s"] == pytest.approx(0.100)
+
+
+def test_stored_records_with_a_minus_b_are_read_with_the_split_s_communication(tmp_path):
+    """A record stored before the fix (exposed_comm_s = A - B = 20 ms beside its split) is read with the
+    split's 8 ms everywhere: the comm table, and the CSV/JSON export, which so no longer counts the wait
+    twice (predict --csv reads it)."""
+    from distbench.analysis import load_sweep
+    from distbench.analysis.export import points_frame
+    from distbench.report.tables import comm_rows
+    from distbench.store import Store
+    from tests.builders import add_sweep, point
+
+    comm_split = split.three_terms(_abt(0.120, 0.112, 0.100))
+    rec = point("ddp", 2, 0.120, comm_split=comm_split, allreduce_s=0.020)
+    rec.update(exposed_comm_s=0.020, comm_overhead=0.020 / 0.120, overlap=0.0, overlap_raw=0.0)  # A - B, as stored
+    with Store(tmp_path / "r.db") as store:
+        sweep = load_sweep(store, add_sweep(store, [point("torch", 1, 0.1), rec]))
+    [ddp] = [r for r in sweep.points if r["strategy"] == "ddp"]
+    assert ddp["exposed_comm_s"] == pytest.approx(0.008) and ddp["overlap"] == pytest.approx(0.6)
+    frame = points_frame(sweep).set_index("strategy")
+    assert frame.loc["ddp", "exposed_comm_s"] == pytest.approx(0.008)
+    assert frame.loc["ddp", "comm_overhead"] == pytest.approx(0.008 / 0.120)
+    headers, rows = comm_rows(sweep)
+    [row] = [r for r in rows if r[0].startswith("ddp")]
+    assert row[headers.index("exposed comm (ms)")] == "8.0" and row[headers.index("overlap")] == "60%"
+
+
+def test_a_persistently_slow_rank_is_wait_not_compute():
+    """Issue 34: ranks at 100 and 110 ms with no jitter: compute is their mean pace, 105 ms; the wait T - 105 =
+    5 ms (T = 110 ms: the tiny collective's latency taken as 0 here); it used to be compute 110 ms + wait 0."""
+    per_rank = [[0.100] * 200, [0.110] * 200]
+    out = split.three_terms(_abt(0.115, 0.110, 0.110, per_rank_b=per_rank))
+    assert out["compute_s"] == pytest.approx(0.105)
+    assert out["wait_s"] == pytest.approx(0.005)
+    assert out["communication_s"] == pytest.approx(0.005)
+    assert out["compute_s"] + out["wait_s"] + out["communication_s"] == pytest.approx(out["step_s"])
+    info = split.stragglers([per_rank], "test")
+    line = split.split_line({"comm_split": out, "stragglers": info})
+    assert "stragglers explain 5.0 ms of the wait (steady pace gap 5.0 ms, jitter 0.0 ms)" in line

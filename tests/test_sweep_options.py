@@ -56,6 +56,8 @@ def test_click_options_are_named_after_fields_and_default_to_theirs():
         ctx = command.make_context(command.name, [])
         workload = {k: v for k, v in ctx.params.items() if k in WORKLOAD}
         assert set(workload) == set(WORKLOAD)
+        if command is run:  # one point: one strategy, ddp unless named
+            assert workload.pop("strategies") == ("ddp",)
         assert SweepOptions(gpus="1", **workload) == SweepOptions(gpus="1")  # click's defaults are the fields'
     slurm_names = {p.name for p in slurm.params}
     assert {name for name, (_, in_slurm, _) in WORKLOAD.items() if in_slurm} <= slurm_names
@@ -83,8 +85,11 @@ def test_bad_options_name_their_flag(kw, message):
 
 def test_resume_replays_every_option(tmp_path, monkeypatch):
     """A sweep started with every field away from its default resumes with exactly those options."""
-    from distbench import datasets, sweep
+    from distbench import datasets, raycluster, sweep
     from distbench.commands import scale as scale_cmd
+
+    # --ray-address plans from the cluster's resources: a cluster of 8 CPUs and 8 GPUs answers here
+    monkeypatch.setattr(raycluster, "cluster_resources", lambda address, **kw: {"CPU": 8.0, "GPU": 8.0})
 
     monkeypatch.setenv("SLURM_JOB_NODELIST", "node[1-2]")  # --nodes 1,2 plans inside an allocation
     monkeypatch.setattr(datasets, "ensure_dataset", lambda *a, **kw: None)  # --data disk: nothing to write

@@ -1,10 +1,10 @@
 import pytest
 
 from distbench.launch import gpu_indices
-from distbench.config import PointConfig
 from distbench.workers.common import combine_ranks
 from distbench.sweep import derive
 from distbench.telemetry import summarize
+from tests.builders import point_config
 
 
 def test_summary_uses_the_measured_window_and_scales_energy():
@@ -30,7 +30,7 @@ def test_summary_uses_the_measured_window_and_scales_energy():
 
 
 def test_gpu_indices_follow_cuda_visible_devices():
-    cfg = PointConfig(strategy="ddp", model="resnet50", world_size=2, device="cuda", per_device_batch=1)
+    cfg = point_config("ddp", 2, model="resnet50", device="cuda", per_device_batch=1)
     assert gpu_indices(cfg, {}) == [0, 1]
     assert gpu_indices(cfg, {"CUDA_VISIBLE_DEVICES": "3,5,7"}) == [3, 5]
     assert gpu_indices(cfg, {"CUDA_VISIBLE_DEVICES": "GPU-abc,GPU-def"}) is None
@@ -81,3 +81,43 @@ def test_cpu_telemetry_samples_the_worker_not_its_rank_guard():
     proc.wait(timeout=60)
     sources = {src for _, src, _, _ in samples}
     assert len(sources) == 1 and sources != {f"pid{proc.pid}"}  # the worker, never the guard (proc)
+
+
+def test_the_sampler_reads_only_the_points_process_tree_at_the_lowest_priority(monkeypatch):
+    """Issue 34: the sampler took a core from an N=1 rank's OpenMP team at each sample: psutil's children()
+    read every process's stat on the machine (2.3 ms a sample, 95% of its CPU), at the workers' priority.
+    It now walks the kernel's lists of the tree's children, and its thread runs at nice 19."""
+    import os
+    import subprocess
+    import sys
+    import time
+
+    import psutil
+
+    from distbench import telemetry
+    from distbench.telemetry import Sampler
+
+    if telemetry.descendants(os.getpid()) is None:
+        pytest.skip("this kernel keeps no /proc/PID/task/TID/children lists")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "distbench.rankguard", sys.executable, "-c", "import time; time.sleep(30)"]
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while not psutil.Process(proc.pid).children() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert telemetry.descendants(proc.pid) == [p.pid for p in psutil.Process(proc.pid).children(recursive=True)]
+
+        def scan(*_a, **_k):
+            raise AssertionError("a scan of every process on the machine")
+
+        monkeypatch.setattr(psutil.Process, "children", scan)
+        sampler = Sampler(proc.pid, interval_s=0.1, gpus=False).start()
+        while not sampler.samples and time.monotonic() < deadline:
+            time.sleep(0.05)
+        samples = sampler.stop()
+    finally:
+        proc.kill()
+        proc.wait()
+    assert sampler.nice == telemetry.SAMPLER_NICE
+    assert samples and {src for _, src, _, _ in samples} != {f"pid{proc.pid}"}  # the worker, not its guard

@@ -9,7 +9,6 @@ from distbench.strategies import Strategy
 from distbench.verify import DEFAULT_RTOL, compare, verify
 from tests.conftest import ROOT, require, run_cli
 
-pytestmark = pytest.mark.slow
 
 ARGS = dict(
     model="resnet18",
@@ -24,6 +23,7 @@ ARGS = dict(
 )
 
 
+@pytest.mark.slow
 @require("torch", "tensorflow", "horovod.torch", "horovod.tensorflow")
 def test_every_strategy_passes_on_cpu_workers(tmp_path):
     proc = run_cli(
@@ -66,6 +66,7 @@ def tests_importable(monkeypatch):
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
 
 
+@pytest.mark.slow
 @require("torch")
 def test_summing_instead_of_averaging_fails(tests_importable):
     [r] = verify(strategies=[_broken("tests.fault_workers.ddp_sum")], **ARGS)
@@ -74,6 +75,7 @@ def test_summing_instead_of_averaging_fails(tests_importable):
     assert r["update_max_rel_diff"] > 0.5  # updates ~2x the single-device ones at N=2
 
 
+@pytest.mark.slow
 @require("torch")
 def test_feeding_every_worker_the_same_data_fails(tests_importable):
     [r] = verify(strategies=[_broken("tests.fault_workers.ddp_same_data")], **ARGS)
@@ -81,6 +83,7 @@ def test_feeding_every_worker_the_same_data_fails(tests_importable):
     assert "losses differ from the single-device run" in r["reason"]
 
 
+@pytest.mark.slow
 @require("torch")
 def test_a_missing_initial_broadcast_fails(tests_importable):
     [r] = verify(strategies=[_broken("tests.fault_workers.ddp_no_broadcast")], **ARGS)

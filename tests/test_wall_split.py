@@ -11,7 +11,6 @@ from rich.console import Console
 
 from distbench import analysis as an
 from distbench.analysis import load_sweep
-from distbench.config import PointConfig
 from distbench.measure import measure_point
 from distbench.output import print_summary
 from distbench.plan import PlannedPoint
@@ -20,6 +19,7 @@ from distbench.report.tables import wall_table
 from distbench.store import Store
 from distbench.strategies import STRATEGIES
 from tests.conftest import require
+from tests.builders import point_config
 
 
 def run(start: float, wall: float, warmup_start: float, window: tuple[float, float], allreduce=None) -> dict:
@@ -126,18 +126,7 @@ def test_report_table_has_a_row_per_point_and_one_for_all(tmp_path):
 def test_a_real_ddp_point_stamps_every_phase(tmp_path):
     """Worker stamps of the sync run (warmup start, window, all-reduce) and the no-sync variant's launch,
     against the clock around the whole point."""
-    cfg = PointConfig(
-        strategy="ddp",
-        model="resnet18",
-        world_size=2,
-        device="cpu",
-        per_device_batch=2,
-        image_size=32,
-        num_classes=10,
-        steps=3,
-        warmup=1,
-        measure_comm=True,
-    )
+    cfg = point_config("ddp", 2, image_size=32, num_classes=10, steps=3, warmup=1, measure_comm=True)
     before = time.time()
     r = measure_point(PlannedPoint(STRATEGIES["ddp"], cfg), tmp_path, timeout_s=300)
     after = time.time()

@@ -7,10 +7,11 @@ import pytest
 
 from distbench.cli import main
 from distbench.commands.options import WORKLOAD
-from distbench.config import IDENTITY, LOADER_FIELDS, PointConfig, point_key
+from distbench.config import IDENTITY, LOADER_FIELDS, point_key
 from distbench.errors import BadInput
 from distbench.plan import SweepOptions, make_plan
 from distbench.workload import Measurement, Workload, device_default, knobs
+from tests.builders import point_config
 
 
 def test_every_knob_a_user_sets_has_one_click_option_with_its_declared_range():
@@ -57,7 +58,7 @@ def test_identity_is_declared_per_field():
     assert {"model", "device", "precision", "lr", "momentum", "tf32"} <= set(IDENTITY)
     assert not {f.name for f in dataclasses.fields(Measurement)} & set(IDENTITY)
     assert set(LOADER_FIELDS) == {"loader_workers", "prefetch", "pin_memory"}
-    cfg = dict(PointConfig(strategy="ddp", model="resnet18", world_size=2, device="cpu", per_device_batch=4).to_dict())
+    cfg = dict(point_config("ddp", 2, per_device_batch=4).to_dict())
     assert point_key("ddp", {**cfg, "steps": 99, "seed": 7, "warmup": 9}) == point_key("ddp", cfg)
     assert point_key("ddp", {**cfg, "lr": 0.1}) != point_key("ddp", cfg)
 

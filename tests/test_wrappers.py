@@ -11,13 +11,13 @@ import time
 import psutil
 import pytest
 
-from distbench.config import PointConfig
 from distbench.launchers import ACCELERATE
 from distbench.launch import run_point
 from distbench.strategies import STRATEGIES
 from distbench.verify import DEFAULT_RTOL, verify
 from distbench.workers.wrapper_loop import TIMING, LoopEnded, SteppedLoop
 from tests.conftest import require
+from tests.builders import tiny_config
 
 WRAPPERS = {
     "accelerate": ("torch", "accelerate"),
@@ -30,20 +30,7 @@ OWN_LOOP = {"lightning", "ignite"}  # the wrapper owns the loop: timed by its ow
 
 
 def _cfg(strategy, n, **kw):
-    base = dict(
-        strategy=strategy,
-        model="resnet18",
-        world_size=n,
-        device="cpu",
-        per_device_batch=2,
-        image_size=32,
-        num_classes=10,
-        steps=3,
-        warmup=1,
-        threads_per_worker=1,
-        target_ci=0,
-    )
-    return PointConfig(**{**base, **kw})
+    return tiny_config(strategy, n, **{"num_classes": 10, "steps": 3, "target_ci": 0, **kw})
 
 
 def _run(cfg, tmp_path, name):
@@ -129,7 +116,8 @@ def test_ignite_spawned_ranks_die_with_the_worker(tmp_path):
         [
             sys.executable,
             "-m",
-            "distbench.workers.ignite_ddp",
+            "distbench.workers",
+            "ignite_ddp",
             "--config",
             str(tmp_path / "config.json"),
             "--out",
@@ -162,7 +150,8 @@ def test_accelerate_launch_commands():
         "distbench.rankguard",
         sys.executable,
         "-m",
-        "distbench.workers.accelerate_ddp",
+        "distbench.workers",
+        "accelerate_ddp",
         "--config",
         "c.json",
         "--out",

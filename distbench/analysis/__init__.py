@@ -35,7 +35,7 @@ from distbench.analysis.records import (
     workload_key,
     workload_label,
 )
-from distbench.analysis.sweep import Sweep, list_sweeps, load_sweep, open_store, resolve_sweep_id
+from distbench.analysis.sweep import Sweep, list_sweeps, load_sweep, open_store, pick_latest, resolve_sweep_id
 from distbench.analysis.cis import (
     Z95,
     ci_df,
@@ -88,6 +88,7 @@ __all__ = [
     "Sweep",
     "list_sweeps",
     "load_sweep",
+    "pick_latest",
     "open_store",
     "resolve_sweep_id",
     # cis

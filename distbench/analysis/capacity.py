@@ -16,6 +16,8 @@ class CapacityRow:
     strategy: str
     measured: list[tuple[int, float]]
     """(N, throughput) for every successful measured point."""
+    cis: list[tuple[float, float | None] | None] = field(default_factory=list)
+    """Each measured point's 95% throughput CI (high None: unbounded), None where it has none."""
     target_throughput: str | None = None
     epoch_times: list[tuple[int, float]] = field(default_factory=list)
     target_epoch: str | None = None
@@ -35,7 +37,12 @@ def capacity(
         word = device_word(pts)
         for strategy, spts in by_strategy(pts).items():
             measured = [(int(r["world_size"]), num(r["throughput"])) for r in spts]
-            row = CapacityRow(workload=workload_label(key, groups), strategy=strategy, measured=measured)
+            row = CapacityRow(
+                workload=workload_label(key, groups),
+                strategy=strategy,
+                measured=measured,
+                cis=[throughput_ci(r) for r in spts],
+            )
             missed = f"not reached at the largest measured N = {measured[-1][0]}"
             if target_throughput is not None:
                 hit = next((r for r in spts if num(r["throughput"]) >= target_throughput), None)

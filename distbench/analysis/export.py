@@ -6,10 +6,11 @@ import json
 
 from distbench.analysis.fields import COMM_FIELDS
 from distbench.analysis.sweep import Sweep
+from distbench.profile.compare import profile_columns
 from distbench.record import HEADLINE_FIELDS
 
 FRAME_COLUMNS = ("sweep_id", "point_id", *HEADLINE_FIELDS, *COMM_FIELDS)
-_SKIP_IN_FRAME = {"step_times_s", "per_rank_step_times_s", "config", "launch", "stderr_tail", "telemetry"}
+_SKIP_IN_FRAME = {"step_times_s", "per_rank_step_times_s", "config", "launch", "stderr_tail", "telemetry", "profile"}
 
 
 def points_frame(sweep: Sweep):
@@ -26,6 +27,8 @@ def points_frame(sweep: Sweep):
         tel = r.get("telemetry") if isinstance(r.get("telemetry"), dict) else {}
         for k, v in tel.items():
             row[f"telemetry.{k}"] = json.dumps(v) if isinstance(v, (list, dict)) else v
+        if isinstance(r.get("profile"), dict):  # the breakdown as columns (distbench profile / --profile)
+            row.update(profile_columns(r["profile"]))
         row["config"] = json.dumps(r.get("config", {}), sort_keys=True, default=str)
         rows.append(row)
     # The fixed columns stay even when the whole sweep lacks them (e.g. CI before it is recorded), so

@@ -112,6 +112,18 @@ def efficiency_drop(points: Sequence[dict]) -> dict | None:
     }
 
 
+CPU_WORKERS_NOTE = (
+    "Measured on CPU workers, not GPUs: the workers share the machine's cores, so these "
+    "numbers describe CPU behaviour and say little about GPU scaling."
+)
+"""The summary's note on a CPU-workers sweep (the HTML/Markdown report says it once, in its callout)."""
+
+
+def synthetic_data(record: dict) -> bool:
+    """The point trained on synthetic tensors made once on the device (--data synthetic): no input pipeline."""
+    return (record.get("config") or {}).get("data", "synthetic") == "synthetic"
+
+
 def limiting_factors(record: dict) -> tuple[list[str], list[str]]:
     """(causes the record's measurements show, measurements it lacks) for one point."""
     causes, missing = [], []
@@ -126,7 +138,8 @@ def limiting_factors(record: dict) -> tuple[list[str], list[str]]:
     causes.extend(wait_causes(record, n))
     wait = num(record.get("data_wait_fraction"))
     if wait is None:
-        missing.append("input-pipeline")
+        if not synthetic_data(record):  # synthetic data has no input pipeline to measure
+            missing.append("input-pipeline")
     elif wait >= DATA_WAIT_LARGE:
         causes.append(f"input pipeline (workers wait for data {wait:.0%} of the step at N={n})")
     if is_noisy(record):
@@ -147,10 +160,7 @@ def summarize(sweep: Sweep) -> Summary:
     if not groups:
         summary.notes.append("The sweep has no successful training points, so nothing about scaling can be said.")
     if sweep.cpu_workers:
-        summary.notes.append(
-            "Measured on CPU workers, not GPUs: the workers share the machine's cores, so these "
-            "numbers describe CPU behaviour and say little about GPU scaling."
-        )
+        summary.notes.append(CPU_WORKERS_NOTE)
     noisy = [r for r in sweep.scaling_points if is_noisy(r)]
     if noisy:
         names = ", ".join(point_name(r) for r in noisy)
@@ -206,11 +216,13 @@ def _summarize_group(sweep: Sweep, points: list[dict], prefix: str, summary: Sum
 def wait_causes(record: dict, n) -> list[str]:
     """The split's straggler-wait term as limiting factors. The term also holds the latency of meeting once
     per step (the tiny collective's), which at short steps can be most of it: where the record has per-rank
-    step times, the ranks' jitter at their own pace (stragglers.jitter_wait_s) is named stragglers and the
-    rest synchronization latency; without them (mirrored: one process) the term is named as both."""
+    step times, what a per-step meeting costs at the ranks' own pace (stragglers.mean_wait_s: a slower rank's
+    steady lead and the step-to-step jitter) is named stragglers and the rest synchronization latency; without
+    them (mirrored: one process) the term is named as both."""
     parts = record.get("comm_split") or {}
     wait, step = num(parts.get("wait_share")), num(parts.get("step_s"))
-    jitter = num((record.get("stragglers") or {}).get("jitter_wait_s"))
+    info = record.get("stragglers") or {}
+    jitter = num(info.get("mean_wait_s", info.get("jitter_wait_s")))
     if wait is None or wait < COMM_LARGE:
         return []
     if jitter is None or not step:
@@ -220,7 +232,9 @@ def wait_causes(record: dict, n) -> list[str]:
         ]
     out, strag = [], jitter / step
     if strag >= COMM_LARGE:
-        out.append(f"stragglers (the ranks' step-to-step jitter costs {strag:.0%} of the step at N={n})")
+        out.append(
+            f"stragglers (waiting for the slowest rank at the ranks' own pace costs {strag:.0%} of the step at N={n})"
+        )
     if wait - strag >= COMM_LARGE:
         out.append(
             f"synchronization latency (meeting once per step, one few-byte collective, is {wait - strag:.0%} of "
@@ -343,6 +357,8 @@ def _limit_line(name: str, points: list[dict], baselines: dict[str, dict]) -> st
         why = (
             f"the records carry no {' or '.join(missing)} measurements"
             if missing
+            else "communication is below its threshold; synthetic data, so no input pipeline"
+            if synthetic_data(last)
             else "communication and input-pipeline measurements are below their thresholds"
         )
         line = f"{name}: not determined from these measurements ({why})."

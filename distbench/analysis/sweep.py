@@ -8,6 +8,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from distbench import split
 from distbench.analysis.records import is_comm, is_verify
 from distbench.config import is_per_core_baseline
 from distbench.errors import BadInput
@@ -19,7 +20,10 @@ def open_store(path: str | os.PathLike) -> Store:
     """Open an existing store for reading; a missing file is an error here (reading must not create one)."""
     path = Path(path)
     if not path.exists():
-        raise BadInput(f"no results store at {path} (run `distbench scale` first, or pass --results PATH)")
+        raise BadInput(
+            f"no results store at {path.resolve()} (run `distbench scale` first, or pass --results PATH or set "
+            "DISTBENCH_RESULTS)"
+        )
     if path.is_dir():
         raise BadInput(f"{path} is a folder, not a results store (pass the .db file to --results)")
     return Store(path)
@@ -38,6 +42,64 @@ def resolve_sweep_id(store: Store, sweep: str) -> str:
             raise BadInput(f"{store.path} has no sweeps yet (run `distbench scale` first)")
         return recent[0]["id"]
     return store.sweep(sweep)["id"]
+
+
+LATEST_SEARCH = 100
+"""How many of the newest sweeps 'latest' looks through for one the command can use."""
+
+
+def _training(data: "Sweep") -> list[dict]:
+    """The sweep's training measurements: successful points that are not comm, verify, inference or per-core."""
+    return [r for r in data.scaling_points if r.get("kind") != "inference"]
+
+
+def _is_converge(record: dict) -> bool:
+    return bool(record.get("converge") or (record.get("config") or {}).get("extra", {}).get("converge"))
+
+
+LATEST_USES = {
+    "any": ("any sweep", lambda data: True),
+    "training": ("training points", lambda data: bool(_training(data))),
+    "scaling": ("training throughput points", lambda data: any(not _is_converge(r) for r in _training(data))),
+}
+"""What 'latest' means per command: `results show/export` any sweep; `report` the newest sweep with training
+points (scale, run, slurm, k8s, converge, ...: not comm, verify or infer alone); `compare` and `predict` the
+newest with training throughput points (time to accuracy alone does not do)."""
+
+
+def pick_latest(store: Store, use: str = "any") -> tuple[str, str]:
+    """'latest' for a command: (the newest sweep it can use (LATEST_USES[use]), one line saying which was picked,
+    naming newer sweeps passed over and `--resume` for an interrupted one). BadInput when none fits."""
+    what, usable = LATEST_USES[use]
+    rows = store.sweeps_with_counts(LATEST_SEARCH)
+    if not rows:
+        raise BadInput(f"{store.path} has no sweeps yet (run `distbench scale` first)")
+    skipped: list[dict] = []
+    for row in rows:
+        if use == "any" or (row["points_ok"] and usable(load_sweep(store, row["id"]))):
+            line = (
+                f"latest: sweep {row['id']} ({row['status']}, {row['points_ok']} of {row['points_total']} point(s) ok: "
+                f"{row['command'] or 'no command recorded'})"
+            )
+            if skipped:
+                line += f"; passed over {len(skipped)} newer sweep(s) without {what}: " + ", ".join(
+                    f"{r['id']} ({r['status']}, {r['points_ok']} ok)" for r in skipped[:3]
+                )
+            return row["id"], line + _resume_hint(row if not skipped else skipped[0])
+        skipped.append(row)
+    raise BadInput(
+        f"none of the {len(rows)} newest sweep(s) in {store.path} has {what}: give a sweep id "
+        f"(`distbench results list`)" + _resume_hint(rows[0])
+    )
+
+
+def _resume_hint(row: dict) -> str:
+    """For an interrupted sweep (or one still marked running): how to finish it."""
+    if row["status"] in ("interrupted", "running") and "distbench scale" in (row["command"] or ""):
+        return f"; `distbench scale --resume {row['id']}` finishes {row['id']}'s missing points"
+    if row["status"] in ("interrupted", "running"):
+        return f"; sweep {row['id']} is {row['status']}"
+    return ""
 
 
 # -- the loaded sweep
@@ -95,7 +157,7 @@ def load_sweep(store: Store, sweep: str) -> Sweep:
     info = dict(store.sweep(sweep_id))
     for key, default in (("env", {}), ("options", {}), ("notes", [])):
         info[key] = _loads(info.pop(f"{key}_json", None), default)
-    points = store.points(sweep_id)
+    points = [split.with_split_comm(record) for record in store.points(sweep_id)]  # one meaning of communication
     for record in points:
         record.setdefault("sweep_id", sweep_id)
     steps = store.sweep_steps(sweep_id)

@@ -4,20 +4,21 @@ from __future__ import annotations
 
 import click
 
-from distbench.commbench import BACKENDS, default_backend, get_backend, parse_sizes
+from distbench.commbench import BACKENDS
 from distbench import runner
 from distbench.commands import options as opt
-from distbench.config import PointConfig
 from distbench.errors import BadInput
 from distbench.output import json_document
-from distbench.plan import PlannedPoint, cpu_cores, parse_gpus, resolve_device
+from distbench.plan import CommOptions, parse_gpus, plan_comm
 
 SERIES = ("sizes_bytes", "time_median_s", "time_p95_s", "algbw_gbps", "busbw_gbps", "correct")
 """A comm record's per-size lists."""
 
 
 @click.command()
-@opt.option("--gpus", "gpus_text", default="2", help="Comma list of rank counts, e.g. 2,4.")
+@opt.option(
+    "--gpus", "gpus_text", default="2", help="Comma list of rank counts, e.g. 2,4 (at least 2: one rank moves no data)."
+)
 @click.option(
     "--backend",
     help=f"Communication library: {', '.join(BACKENDS)}. Default: nccl on CUDA GPUs (gloo would measure "
@@ -59,40 +60,29 @@ def comm(gpus_text, backend, sizes, factor, iters, warmup, max_time_per_size, de
     Example: distbench comm --gpus 2,4 --backend gloo --sizes 1K:64M
     """
     gpus = parse_gpus(gpus_text)
-    choice = resolve_device(device, gpus)
-    backend, backend_note = default_backend(backend, choice.device)
-    strategy = get_backend(backend)
-    if backend == "nccl" and choice.device != "cuda":
-        raise BadInput("--backend nccl needs CUDA GPUs; none are in use (try --backend gloo)")
-    size_list = parse_sizes(sizes or ("1K:1G" if choice.device == "cuda" else "1K:64M"), int(factor))
-    err = opt.err_console()
-    notes = [choice.note, *([backend_note] if backend_note else [])]
-    opt.print_notes(err, notes)
-    options = {"kind": "comm", "backend": backend, "gpus": gpus, "sizes": size_list}
-    points = [
-        PlannedPoint(
-            strategy,
-            PointConfig(
-                strategy=strategy.name,
-                model="none",
-                world_size=n,
-                device=choice.device,
-                per_device_batch=1,
-                steps=1,
-                warmup=0,
-                threads_per_worker=max(1, cpu_cores() // n),
-                extra={
-                    "backend": backend,
-                    "sizes": size_list,
-                    "iters": iters,
-                    "warmup": warmup,
-                    "max_time_per_size": max_time_per_size,
-                },
-            ),
-            choice.unfit(n),
+    if 1 in gpus:  # an all-reduce over one rank moves no bytes: any "bandwidth" would be size / a no-op's time
+        raise BadInput(
+            f"--gpus {gpus_text}: an all-reduce over 1 rank moves no data, so it has no bandwidth; give 2 or more ranks"
         )
-        for n in gpus
-    ]
+    opts = CommOptions(
+        gpus=tuple(gpus),
+        backend=backend,
+        sizes=sizes,
+        factor=int(factor),
+        iters=iters,
+        warmup=warmup,
+        max_time_per_size=max_time_per_size,
+        device=device,
+    )
+    plan = plan_comm(opts)
+    strategy = plan.points[0].strategy
+    extra = plan.points[0].config.extra
+    size_list = extra["sizes"]
+    err = opt.err_console()
+    notes = plan.notes
+    opt.print_notes(err, notes)
+    options = {"kind": "comm", "backend": extra["backend"], "gpus": list(opts.gpus), "sizes": size_list}
+    points = plan.points
 
     def progress(phase, i, total, point, record):
         if phase == "start":
@@ -121,7 +111,7 @@ def comm(gpus_text, backend, sizes, factor, iters, warmup, max_time_per_size, de
                 f"{busbw:.3f}",
                 "yes" if correct else "[red]NO[/]",
             )
-        out.print(table)
+        opt.print_table(out, table)
     out.print("algbw = S / t; busbw = algbw * 2(n-1)/n (nccl-tests definitions); GB/s = 1e9 B/s", style="dim")
     out.print(f"results stored in {results} (sweep {sweep.id})")
     if any(r["status"] not in ("ok", "skipped") for r in records):

@@ -11,18 +11,20 @@ from distbench import runner
 from distbench.commands import options as opt
 from distbench.converge import data as cdata
 from distbench.converge import lr as lr_rules
-from distbench.converge.plan import SUPPORTED, ConvergeOptions, point_configs
-from distbench.converge.summary import fmt, speed_and_time_cells, summarize
+from distbench.converge.plan import SUPPORTED, ConvergeOptions
+from distbench.converge.summary import EQUIVALENCE_MARGIN, fmt, speed_and_time_cells, summarize
 from distbench.errors import BadInput
 from distbench.models.specs import check_input, get_spec
-from distbench.plan import PlannedPoint, cpu_cores, parse_gpus, resolve_device
+from distbench.plan import cpu_cores, parse_gpus, plan_converge, resolve_device
 from distbench.strategies import parse_strategies
 
 DEFAULT_STRATEGIES = "torch,ddp,tf,mirrored"
 
 
 @click.command()
-@opt.option("--model", default="mlp", help="Model to train (an image classifier; mlp suits the default digits).")
+@opt.option(
+    "--model", default="cnn", help="Model to train (an image classifier; cnn suits the default shapes, mlp the digits)."
+)
 @opt.option(
     "--strategy",
     "strategy_text",
@@ -30,26 +32,28 @@ DEFAULT_STRATEGIES = "torch,ddp,tf,mirrored"
     help=f"Comma list of strategies: {', '.join(SUPPORTED)}.",
 )
 @opt.option("--gpus", "gpus_text", default="1,2", help="Device counts N (comma list); baselines run at N=1.")
-@opt.option("--seeds", type=click.IntRange(1, 100), default=3, help="Runs per (strategy, N), seeds 0..S-1.")
+@opt.option("--seeds", type=click.IntRange(1, 100), default=3, help="Runs per (strategy, N): S seeds from --seed.")
 @opt.option(
     "--target-accuracy",
     type=opt.FiniteFloatRange(0, 1, min_open=True),
-    default=0.9,
+    default=0.8,
     help="Held-out validation accuracy to reach (a fraction, 0 < A <= 1).",
 )
 @opt.option(
     "--data",
     "data_path",
     default=None,
-    show_default="scikit-learn's bundled 8x8 digits",
-    help="An image-folder tree (DIR/<class>/<image>), a .npz with arrays x and y, or a folder with x.npy and y.npy.",
+    show_default="shapes: 12,000 20x20 images of ten shapes drawn by code",
+    help="shapes, digits (scikit-learn's bundled 8x8 digits), an image-folder tree (DIR/<class>/<image>), a .npz "
+    "with arrays x and y, or a folder with x.npy and y.npy.",
 )
 @opt.option("--batch-size", type=opt.BATCH, default=32, help="Per-device batch (weak scaling: global = B x N).")
-@opt.option(
-    "--lr",
-    type=opt.FiniteFloatRange(0, 10, min_open=True),
-    default=0.05,
-    help="SGD learning rate at the reference batch (--batch-size, one device); momentum 0.9.",
+@opt.knob_options(
+    "lr",
+    "momentum",
+    "seed",
+    lr={"default": 0.05, "help": "SGD learning rate at the reference batch (--batch-size, one device)."},
+    seed={"help": "The first seed: the runs of each (strategy, N) use seeds --seed .. --seed + S - 1."},
 )
 @opt.option(
     "--lr-scaling",
@@ -77,19 +81,20 @@ DEFAULT_STRATEGIES = "torch,ddp,tf,mirrored"
     default=False,
     help="Stop a run when it reaches the target (final accuracy is then the target's), or train the whole budget.",
 )
-@opt.option(
-    "--device",
-    type=click.Choice(["auto", "cuda", "cpu"]),
-    default="auto",
-    help="auto uses CUDA GPUs when enough are visible, else CPU workers.",
-)
+@opt.workload_option("device")
 @opt.option(
     "--threads",
     type=click.IntRange(1, 1024),
     default=None,
     help="CPU workers: intra-op threads per worker (default: the cores divided among the N workers).",
 )
-@opt.option("--timeout", type=opt.SECONDS, default=900.0, help="Seconds per run before it is killed.")
+@opt.option(
+    "--equivalence-margin",
+    type=opt.FiniteFloatRange(0, 1, min_open=True),
+    default=EQUIVALENCE_MARGIN,
+    help="Margin of the final-accuracy equivalence test (TOST), as a fraction: 0.005 = 0.5 accuracy points.",
+)
+@opt.workload_option("timeout", help="Seconds per run before it is killed.")
 @opt.results_option()
 @opt.format_option("json prints the summary and every run as one JSON document.")
 def converge(
@@ -101,6 +106,8 @@ def converge(
     data_path,
     batch_size,
     lr,
+    momentum,
+    seed,
     lr_scaling,
     warmup_epochs,
     max_epochs,
@@ -110,6 +117,7 @@ def converge(
     stop_at_target,
     device,
     threads,
+    equivalence_margin,
     timeout,
     results,
     fmt,
@@ -129,7 +137,7 @@ def converge(
             f"--model {model}: converge trains image classifiers (mlp, resnet18, ...), not a {spec.kind} model"
         )
     strategies = parse_strategies((strategy_text,))
-    unsupported = [s.name for s in strategies if s.name not in SUPPORTED]
+    unsupported = [s.name for s in strategies if not s.converge_module]
     if unsupported:
         raise BadInput(f"--strategy {', '.join(unsupported)}: converge runs {', '.join(SUPPORTED)}")
     gpus = parse_gpus(gpus_text)
@@ -160,11 +168,13 @@ def converge(
         max_time_s=max_time,
         eval_every_epochs=eval_every,
         stop_at_target=stop_at_target,
+        momentum=momentum,
+        first_seed=seed,
         threads=threads,
     )
-    points = point_configs(
+    plan = plan_converge(
         options,
-        device=choice.device,
+        choice,
         cores=cpu_cores(),
         cache=str(cache),
         image_size=meta["image_size"],
@@ -180,7 +190,8 @@ def converge(
     err = opt.err_console()
     opt.print_notes(err, notes)
     stored = {"kind": "converge", "options": _options_doc(options), "data": meta, "cache": str(cache)}
-    planned = [PlannedPoint(strategy, cfg, choice.unfit(cfg.world_size)) for strategy, cfg in points]
+    stored["equivalence_margin"] = equivalence_margin  # the report's equivalence test reads it back
+    planned = plan.points
 
     def progress(phase, i, total, point, record):
         cfg = point.config
@@ -191,12 +202,12 @@ def converge(
 
     with runner.new_sweep(results, "converge", stored, notes) as sweep:
         records = sweep.run(planned, runner.Kind(runner.single_run(timeout)), progress)
-        summary = summarize(records)
+        summary = summarize(records, equivalence_margin)
     if fmt == "json":
         click.echo(json.dumps({"sweep_id": sweep.id, "summary": summary, "runs": records}, indent=1, default=str))
         return
     out = opt.out_console()
-    out.print(render_table(summary, target_accuracy))
+    opt.print_table(out, render_table(summary, target_accuracy))
     for line in equivalence_lines(summary):
         out.print(line, markup=False)
     err.print(f"sweep {sweep.id} saved in {results}; report: distbench report {sweep.id}", markup=False)
@@ -214,7 +225,7 @@ def _line(record: dict) -> str:
         return f"{record['status']}: {record.get('reason') or ''}".strip()
     if c["reached"]:
         return (
-            f"reached {c['target_accuracy']:g} at step {c['steps_to_target']} (epoch {c['epochs_to_target']:.2f}, "
+            f"reached {c['target_accuracy']:g} at step {c['steps_to_target']:.1f} (epoch {c['epochs_to_target']:.2f}, "
             f"{c['train_s_to_target']:.2f} s training); final accuracy {c['final_accuracy']:.4f}"
         )
     return f"did not converge within the budget ({c['stop_reason']}); final accuracy {c['final_accuracy']:.4f}"
@@ -222,8 +233,8 @@ def _line(record: dict) -> str:
 
 def render_table(summary: list[dict], target: float):
     table = opt.table(
-        f"time to {target:g} validation accuracy (mean of the seeds that reached it; >= 5 runs: fastest and "
-        "slowest dropped)",
+        f"time to {target:g} validation accuracy (mean over the seeds; >= 5 runs: fastest and slowest dropped, a "
+        "run that did not converge counts as the slowest: MLPerf)",
         (
             "strategy",
             "N",
@@ -257,12 +268,19 @@ def render_table(summary: list[dict], target: float):
 def equivalence_lines(summary: list[dict]) -> list[str]:
     lines = []
     for r in summary:
-        if r.get("equivalent") is False:
-            lines.append(f"FLAGGED {r['strategy']} N={r['world_size']}: {r['equivalence_note']}")
+        if r.get("equivalence") in ("different", "inconclusive"):
+            flag = "FLAGGED " if r["equivalence"] == "different" else ""
+            lines.append(f"{flag}{r['strategy']} N={r['world_size']}: {r['equivalence_note']}")
+        if r["verdict"] != "converged":
+            lines.append(f"{r['strategy']} N={r['world_size']}: {r['verdict']}")
         if r["failed"]:
-            lines.append(f"{r['strategy']} N={r['world_size']}: {r['failed']} run(s) failed or were skipped")
+            lines.append(f"{r['strategy']} N={r['world_size']}: {r['failed']} run(s) failed (counted as not converged)")
+        if r.get("time_speedup_note"):
+            lines.append(f"{r['strategy']} N={r['world_size']}: {r['time_speedup_note']}")
     lines.append(
-        "time speedup: the baseline's (N=1) time to target / this one's, 95% Welch t-interval on log times over "
-        "the seeds (run to run); throughput speedup: training samples per second against the same baseline"
+        "time speedup: the baseline's (N=1) time to target / this one's (MLPerf means), 95% Welch t-interval on log "
+        "times over "
+        "the seeds (run to run; only where every run converged); throughput speedup: training samples per second "
+        "against the same baseline"
     )
     return lines

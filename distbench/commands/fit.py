@@ -40,6 +40,17 @@ def _ratio(fit: BatchSearch, ref: BatchSearch) -> float | None:
     return fit.largest[0] / ref.largest[0] if fit.largest and ref.largest else None
 
 
+def _outcome_cell(fit: BatchSearch, notes: opt.Notes) -> str:
+    """_outcome as a table cell (markup): the reason a number, its text under the table."""
+    ended = fit.stopped or fit.first_oom
+    if not ended:
+        return escape(_outcome(fit))
+    batch, r = ended
+    reason = r.get("reason") or ("out of memory" if r["status"] == "oom" else "")
+    where = f"search stopped at {batch}" if fit.stopped else str(batch)
+    return f"{where}: {escape(str(r['status']))}" + (f" {notes.ref(reason)}" if reason else "")
+
+
 def _outcome(fit: BatchSearch) -> str:
     """Why the search ended, for the table's 'did not fit' column."""
     if fit.stopped:
@@ -61,11 +72,7 @@ def _outcome(fit: BatchSearch) -> str:
     "Ratios are against the first.",
 )
 @opt.option("--gpus", default="2", help="Device count (one value).")
-@opt.workload_option("model")
-@opt.workload_option("image_size")
-@opt.workload_option("seq_len")
-@opt.workload_option("precision")
-@opt.workload_option("device")
+@opt.knob_options("model", "image_size", "seq_len", "precision", "device")
 @opt.option(
     "--start",
     type=opt.BATCH,
@@ -229,18 +236,19 @@ def _print_table(
         "trials (in order)",
     )
     table = opt.table("largest per-device batch that fits", cols, right=("N", "largest batch"))
+    notes = opt.Notes()
     for name, f in fits:
         ratio = _ratio(f, ref)
         table.add_row(
             name,
             str(f.trials[0][1].get("world_size")),
             f"{'>= ' if f.reached_max_batch else ''}{f.largest[0]}" if f.largest else "none",
-            escape(_outcome(f)),
+            _outcome_cell(f, notes),
             fmt_bytes(f.largest[1].get("peak_memory_bytes")) if f.largest else "-",
             "-" if ratio is None else f"{ratio:.2f}x",
             ", ".join(f"{b} {r['status']}" for b, r in f.trials),
         )
-    out.print(table)
+    opt.print_table(out, table, notes)
     for name, f in fits[1:]:
         ratio = _ratio(f, ref)
         if ratio is None:

@@ -7,72 +7,58 @@ from rich.markup import escape
 
 from distbench import runner
 from distbench.commands import options as opt
-from distbench.config import PointConfig
-from distbench.errors import BadInput
-from distbench.infer import INFER, TELEMETRY_INTERVAL_S, expand
-from distbench.models.specs import check_input, get_spec, model_names
+from distbench.infer import TELEMETRY_INTERVAL_S, expand
+from distbench.models.specs import model_names
 from distbench.output import fmt_bytes, json_document
-from distbench.plan import MAX_BATCH, PlannedPoint, cpu_cores, parse_counts, resolve_device
+from distbench.plan import MAX_BATCH, InferOptions, parse_counts, plan_infer
 
 
 @click.command()
-@opt.option("--model", default="resnet50", help=f"Model: {', '.join(model_names())}.")
+@opt.workload_option("model", help=f"Model: {', '.join(model_names())}.")
 @opt.option("--batch-sizes", default="1,8,32,128", help="Comma list of batch sizes.")
-@opt.option("--framework", "frameworks", default="torch,tf", help="torch, tf or both.")
-@opt.workload_option("image_size", help="Image models: input side (default: the model's).")
-@opt.workload_option("seq_len", help="Token models: sequence length (default: the model's).")
-@opt.workload_option("precision", help="fp32, amp (float16 autocast, GPUs) or bf16.")
+@opt.option(
+    "--framework", "frameworks", default="torch,tf", help="Comma list of frameworks: torch, tf (torch,tf runs both)."
+)
+@opt.knob_options(
+    "image_size",
+    "seq_len",
+    "precision",
+    image_size={"help": "Image models: input side (default: the model's)."},
+    seq_len={"help": "Token models: sequence length (default: the model's)."},
+)
 @opt.option("--steps", type=click.IntRange(2, 1_000_000), default=20, help="Timed forward passes per batch size.")
 @opt.option("--warmup", type=opt.WARMUP, default=3, help="Untimed passes first.")
-@opt.workload_option("device", help="auto uses a CUDA GPU when one is visible, otherwise the CPU.")
-@opt.workload_option("timeout", help="Seconds per framework.")
+@opt.knob_options(
+    "device",
+    "timeout",
+    device={"help": "auto uses a CUDA GPU when one is visible, otherwise the CPU."},
+    timeout={"help": "Seconds per framework."},
+)
 @opt.results_option()
 @opt.format_option("json prints one JSON document (a list of points).")
-def infer(model, batch_sizes, frameworks, image_size, seq_len, precision, steps, warmup, device, timeout, results, fmt):
+def infer(batch_sizes, frameworks, steps, warmup, timeout, results, fmt, **workload):
     """Inference latency (median, p95) and throughput per batch size, for PyTorch and TensorFlow.
 
     A batch size that does not fit in memory is recorded as 'oom' and the others still run.
 
     Example: distbench infer --model resnet50 --batch-sizes 1,8,32,128
     """
-    spec = opt.checked(get_spec, model)
     sizes = parse_counts(batch_sizes, "--batch-sizes", "batch size", MAX_BATCH)
-    fws = [f.strip() for f in frameworks.split(",") if f.strip()]
-    bad = [f for f in fws if f not in INFER]
-    if bad or not fws:
-        raise BadInput(f"unknown framework {', '.join(bad) or repr(frameworks)}; valid frameworks: torch, tf")
-    choice = resolve_device(device, [1])
-    image_size = None if spec.kind == "tokens" else image_size or spec.default_image_size
-    opt.checked(check_input, spec, image_size=image_size, seq_len=seq_len)
+    fws = tuple(f.strip() for f in frameworks.split(",") if f.strip())
+    opts = InferOptions(frameworks=fws, batch_sizes=tuple(sizes), steps=steps, warmup=warmup, **workload)
+    plan = plan_infer(opts)
+    choice = plan.device
     err = opt.err_console()
-    if choice.device == "cpu":
-        err.print(f"[dim]note:[/] running on the CPU ({cpu_cores()} cores): no CUDA GPU is in use")
-    options = {"kind": "inference", "model": model, "batch_sizes": sizes, "frameworks": fws, "precision": precision}
-    amp = (
-        "--precision amp needs a CUDA GPU; use bf16 on CPU" if precision == "amp" and choice.device != "cuda" else None
-    )
-    points = [
-        PlannedPoint(
-            INFER[fw],
-            PointConfig(
-                strategy=INFER[fw].name,
-                model=model,
-                world_size=1,
-                device=choice.device,
-                per_device_batch=sizes[0],
-                image_size=image_size,
-                seq_len=seq_len,
-                steps=steps,
-                warmup=warmup,
-                precision=precision,
-                threads_per_worker=cpu_cores(),
-                num_classes=spec.num_classes,
-                extra={"batch_sizes": sizes},
-            ),
-            amp,
-        )
-        for fw in fws
-    ]
+    opt.print_notes(err, plan.notes)
+    model, precision = opts.model, opts.precision
+    options = {
+        "kind": "inference",
+        "model": model,
+        "batch_sizes": sizes,
+        "frameworks": list(fws),
+        "precision": precision,
+    }
+    points = plan.points
 
     def progress(phase, i, total, point, record):
         if phase == "start":
@@ -102,6 +88,7 @@ def infer(model, batch_sizes, frameworks, image_size, seq_len, precision, steps,
         "status",
     )
     table = opt.table(f"inference {model} ({choice.device}, {precision})", cols, right=cols[1:-1])
+    notes = opt.Notes()
     for r in records:
         ok = r["status"] == "ok"
         table.add_row(
@@ -113,7 +100,7 @@ def infer(model, batch_sizes, frameworks, image_size, seq_len, precision, steps,
             fmt_bytes(r.get("peak_memory_bytes")),
             f"{r['power_w_mean']:.1f}" if r.get("power_w_mean") is not None else "unknown" if ok else "-",
             f"{r['energy_per_sample_j']:.4g}" if r.get("energy_per_sample_j") is not None else "unknown" if ok else "-",
-            escape(r["status"] + (f": {r['reason']}" if r.get("reason") else "")),
+            escape(r["status"]) + (f" {notes.ref(r['reason'])}" if r.get("reason") else ""),
         )
-    out.print(table)
+    opt.print_table(out, table, notes)
     out.print(f"results stored in {results} (sweep {sweep.id})")

@@ -9,15 +9,25 @@ import click
 
 from distbench.commands import options as opt
 from distbench.errors import BadInput
-from distbench.k8s.manifests import APIS, DEFAULT_IMAGE, DEFAULT_PYTHON, K8sSettings, sweep_objects
+from distbench.k8s.manifests import (
+    APIS,
+    DEFAULT_IMAGE,
+    DEFAULT_PYTHON,
+    K8sSettings,
+    parse_pair,
+    parse_toleration,
+    sweep_objects,
+)
 from distbench.k8s.render import write_manifests
 from distbench.plan import SweepOptions, parse_gpus
-from distbench.slurm.plan import check_name, plan_sweep
+from distbench.slurm.plan import DEVICE_WHY, GPUS_WHY, check_name, jobs_epilog, plan_sweep
 from distbench.sweep import command_line
 
 
-@click.command()
-@opt.option("--gpus", "gpus_text", default="1,2,4,8", help="Comma list of total device counts (over all nodes).")
+@click.command(epilog=jobs_epilog())
+@opt.option(
+    "--gpus", "gpus_text", default="1,2,4,8", help=f"Comma list of total device counts (over all nodes). {GPUS_WHY}"
+)
 @opt.option("--nodes", "nodes_text", default="1", help="Comma list of node (pod) counts; K must divide N.")
 @click.option(
     "--gpus-per-node", type=click.IntRange(1, 1024), help="Devices per node; points needing more are left out."
@@ -27,7 +37,7 @@ from distbench.sweep import command_line
     "--device",
     type=click.Choice(["cuda", "cpu"]),
     default="cuda",
-    help="cuda: each pod asks for its GPUs (--gpu-resource); cpu: each 'GPU' is a CPU worker process.",
+    help=DEVICE_WHY.replace("the jobs ask for GPUs", "each pod asks for its GPUs (--gpu-resource)") + ".",
 )
 @opt.option(
     "--api",
@@ -45,7 +55,22 @@ from distbench.sweep import command_line
 @click.option("--cpus", type=click.IntRange(1, 4096), help="CPUs per pod (request = limit); sets threads per worker.")
 @click.option("--memory", help="Memory per pod (request = limit), e.g. 64Gi.")
 @opt.option("--gpu-resource", default="nvidia.com/gpu", help="Extended resource name of a GPU.")
-@opt.option("--torch-runtime", default="torch-distributed", help="ClusterTrainingRuntime of torch and one-node points.")
+@click.option("--queue", help="Kueue LocalQueue: label kueue.x-k8s.io/queue-name on every job.")
+@click.option("--node-selector", multiple=True, metavar="KEY=VALUE", help="Pods' nodeSelector (repeatable).")
+@click.option("--toleration", multiple=True, metavar="KEY[=VALUE][:EFFECT]", help="Pods' toleration (repeatable).")
+@click.option("--priority-class", help="Pods' priorityClassName.")
+@click.option("--image-pull-secret", multiple=True, help="Secret for pulling --image (repeatable).")
+@click.option(
+    "--rdma-resource",
+    metavar="NAME=COUNT",
+    help="RDMA devices per pod, an extended resource (e.g. rdma/ib=1); recorded as the point's network.",
+)
+@click.option(
+    "--nccl-env",
+    multiple=True,
+    metavar="NAME=VALUE",
+    help="Fabric setting for every container (NCCL_*, UCX_*, GLOO_*, HOROVOD_*; repeatable), e.g. NCCL_IB_HCA=mlx5.",
+)
 @opt.option("--python", default=DEFAULT_PYTHON, help="Python in the image, of the environment holding distbench.")
 @opt.option(
     "--out",
@@ -53,7 +78,23 @@ from distbench.sweep import command_line
     default="distbench-k8s",
     help="Folder for the YAML files: one per point, plus 00-shared.yaml with --pvc-size.",
 )
-def k8s(gpus_text, nodes_text, gpus_per_node, device, out, strategies=(), **kw):
+@click.option(
+    "--apply",
+    "apply_now",
+    is_flag=True,
+    help="Also run the sweep with kubectl (its current context): create each point, wait for it, save its "
+    "pods' logs in OUT/logs and collect the records into --results; stops at the first point that fails.",
+)
+@click.option(
+    "--apply-slack",
+    type=click.FloatRange(0),
+    default=600.0,
+    show_default=True,
+    help="--apply: seconds past a point's deadline (--timeout + 1800 s) before a job that has not finished "
+    "(suspended, queued) stops the sweep.",
+)
+@opt.results_option("--apply: SQLite results store the records are collected into.")
+def k8s(gpus_text, nodes_text, gpus_per_node, device, out, apply_now, apply_slack, results, strategies=(), **kw):
     """Write a sweep as Kubernetes jobs: one Kubeflow job per point, to apply one at a time.
 
     A point is (strategy, total GPUs N, nodes K) with K dividing N, plus each framework's single-device
@@ -70,8 +111,19 @@ def k8s(gpus_text, nodes_text, gpus_per_node, device, out, strategies=(), **kw):
         if part.strip():
             check_name("--strategy", part.strip())
     knobs = ("api", "image", "name", "namespace", "pvc", "pvc_size", "storage_class", "cpus", "memory")
-    cluster = {k: kw.pop(k) for k in (*knobs, "gpu_resource", "torch_runtime", "python")}
+    cluster = {k: kw.pop(k) for k in (*knobs, "gpu_resource", "python", "queue", "priority_class")}
+    cluster["node_selector"] = tuple(parse_pair("--node-selector", v) for v in kw.pop("node_selector"))
+    cluster["tolerations"] = tuple(parse_toleration(v) for v in kw.pop("toleration"))
+    cluster["image_pull_secrets"] = tuple(kw.pop("image_pull_secret"))
+    rdma = kw.pop("rdma_resource")
+    cluster["rdma_resource"] = parse_pair("--rdma-resource", rdma) if rdma else None
+    cluster["nccl_env"] = tuple(parse_pair("--nccl-env", v) for v in kw.pop("nccl_env"))
     check_name("--model", kw["model"])
+    if kw["repeats"] > 1:
+        raise BadInput(
+            f"--repeats {kw['repeats']}: distbench k8s runs each point once (its pods would have to relaunch "
+            "together at every repeat, which these jobs do not do); repeat with `distbench slurm` or `distbench scale`"
+        )
     opts = SweepOptions(gpus=gpus_text, strategies=strategies, device=device, add_baselines=True, **kw)
     settings = K8sSettings(command=command_line(), point_timeout_s=opts.timeout, **cluster)
     if opts.batch_size and len(opts.batch_size) > 1:
@@ -91,8 +143,11 @@ def k8s(gpus_text, nodes_text, gpus_per_node, device, out, strategies=(), **kw):
         click.echo(
             f"  {path.name:<44} {po.job['kind']:<11} {po.point.launcher.name:<11} {po.point.nodes:>5} {po.point.per_node:>8}"
         )
+    if apply_now:
+        run_on_cluster(Path(out), files, shared, points, settings, results, apply_slack)
+        return
     ns = f" -n {settings.namespace}" if settings.namespace else ""
-    click.echo("apply one point at a time (points must not share nodes), e.g.:")
+    click.echo("apply one point at a time (points must not share nodes), or pass --apply; e.g.:")
     if shared:
         click.echo(f"  kubectl apply{ns} -f {shlex.quote(str(files[0]))}")
     click.echo(f"  kubectl create{ns} -f {shlex.quote(str(files[-1]))}")
@@ -101,3 +156,34 @@ def k8s(gpus_text, nodes_text, gpus_per_node, device, out, strategies=(), **kw):
         f"`distbench collect FOLDER`, or `kubectl logs{ns} -l distbench.io/sweep={settings.name} "
         "--tail=-1 --prefix > pods.log` and `distbench collect pods.log`"
     )
+
+
+def run_on_cluster(out: Path, files, shared, points, settings: K8sSettings, results: str, slack_s: float) -> None:
+    """--apply: each point created, waited for and its logs saved (distbench.k8s.apply), then the records
+    collected into the store; a point that went wrong stops the sweep (exit 1) after its records are in."""
+    from distbench.collect import collect_records
+    from distbench.k8s.apply import ApplyFailed, Kubectl, apply_sweep
+    from distbench.store import Store
+
+    logs = out / "logs"
+    pairs = list(zip(files[len(files) - len(points) :], points))
+    failure = None
+    try:
+        apply_sweep(
+            files[0] if shared else None, pairs, settings, logs, kubectl=Kubectl(namespace=settings.namespace),
+            slack_s=slack_s, echo=click.echo,
+        )  # fmt: skip
+    except ApplyFailed as exc:
+        failure = str(exc)
+    if logs.is_dir() and any(logs.glob("*.log")):
+        with Store(results) as store:
+            report = collect_records(logs, store, command=settings.command or None)
+        click.echo(
+            f"collected {len(report.added)} record(s) ({len(report.present)} already present) from {logs} into {results}"
+        )
+        for name, record in report.failed:
+            click.echo(
+                f"  {record.get('strategy')} N={record.get('world_size')}: {record.get('status')}: {record.get('reason')}"
+            )
+    if failure:
+        raise click.ClickException(f"--apply stopped: {failure}")

@@ -7,7 +7,8 @@ import sys
 
 import click
 
-from distbench.k8s.job import run_point
+from distbench.k8s.job import run_point, run_sshd
+from distbench.measure import NOISY_CV
 
 
 @click.group("k8s-job", hidden=True)
@@ -25,8 +26,31 @@ def k8s_job():
 @click.option("--node-rank", required=True, help="This pod's node rank; rank 0 publishes the record.")
 @click.option("--launcher", required=True)
 @click.option("--timeout", type=float, required=True)
+@click.option("--nodes", type=click.IntRange(1), default=1, help="The point's node (pod) count.")
+@click.option("--noisy-cv", type=click.FloatRange(0, min_open=True), default=NOISY_CV, help="The sweep's --noisy-cv.")
+@click.option("--network", help="What the point asked the cluster for to carry the gradients (for the record).")
+@click.option("--ssh-key", help="The operator's private key, copied to --ssh-identity (0600) before the launch.")
+@click.option("--ssh-identity", help="Where horovodrun's --ssh-identity-file expects the key.")
+@click.option("--launcher-pod", is_flag=True, help="This pod runs the launcher only, no rank (mpi-operator's).")
 @click.argument("argv", nargs=-1, required=True, type=click.UNPROCESSED)
-def run(config_json, key, job, records, per_node, threads, node_rank, launcher, timeout, argv):
+def run(
+    config_json,
+    key,
+    job,
+    records,
+    per_node,
+    threads,
+    node_rank,
+    launcher,
+    timeout,
+    nodes,
+    noisy_cv,
+    network,
+    ssh_key,
+    ssh_identity,
+    launcher_pod,
+    argv,
+):
     """Run the point's launch command (ARGV) and publish its record."""
     rc = run_point(
         config_json=config_json,
@@ -39,5 +63,20 @@ def run(config_json, key, job, records, per_node, threads, node_rank, launcher, 
         launcher=launcher,
         timeout_s=timeout,
         argv=list(argv),
+        nodes=nodes,
+        noisy_cv=noisy_cv,
+        network=network,
+        ssh_key=ssh_key,
+        ssh_identity=ssh_identity,
+        launcher_pod=launcher_pod,
     )
     sys.exit(rc)
+
+
+@k8s_job.command("sshd", context_settings={"ignore_unknown_options": True})
+@click.option("--records", required=True, help="The sweep's folder on the results volume.")
+@click.option("--job", required=True, help="The job's name: its work folder.")
+@click.argument("argv", nargs=-1, required=True, type=click.UNPROCESSED)
+def sshd(records, job, argv):
+    """Note this pod's node for the point's record, then exec ARGV (sshd)."""
+    run_sshd(records=records, job=job, argv=list(argv))

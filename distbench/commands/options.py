@@ -6,14 +6,13 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import sys
 
 import click
 from rich.console import Console
 from rich.markup import escape
 
 from distbench.errors import BadInput
-from distbench.output import table  # noqa: F401 - the commands' one table builder (opt.table)
+from distbench.output import Notes, print_table, table, table_width  # noqa: F401 - the commands' tables (opt.table)
 from distbench.plan import MAX_BATCH, SweepOptions, flag, parse_counts
 from distbench.store import DEFAULT_PATH
 from distbench.workload import Knob, Workload, knobs
@@ -54,8 +53,20 @@ def option(*decls: str, **attrs):
     return click.option(*decls, **{"show_default": True, **attrs})
 
 
+RESULTS_ENV = "DISTBENCH_RESULTS"
+"""The environment variable naming the results store when --results is not given (else DEFAULT_PATH, relative to
+the working directory)."""
+
+
 def results_option(help: str = "SQLite results store."):
-    return option("--results", type=click.Path(dir_okay=False), default=str(DEFAULT_PATH), help=help)
+    return option(
+        "--results",
+        type=click.Path(dir_okay=False),
+        default=str(DEFAULT_PATH),
+        envvar=RESULTS_ENV,
+        show_envvar=True,
+        help=f"{help} Relative to the working directory; ${RESULTS_ENV} sets it for every command.",
+    )
 
 
 def format_option(help: str):
@@ -67,7 +78,8 @@ def err_console() -> Console:
 
 
 def out_console() -> Console:
-    return Console(highlight=False, width=None if sys.stdout.isatty() else 160)
+    """stdout's console, as wide as the tables: COLUMNS, else the terminal's width, else 120 (output.table_width)."""
+    return Console(highlight=False, width=table_width())
 
 
 def print_notes(err: Console, notes) -> None:
@@ -132,14 +144,28 @@ def workload_option(name: str, **attrs):
 _DEFAULTS = {f.name: f.default for f in dataclasses.fields(SweepOptions)}
 
 
-def workload_options(*, slurm: bool = False):
+def knob_options(*names: str, **overrides: dict):
+    """Decorator: the WORKLOAD options of the knobs `names`, in that order (`overrides`: knob name -> click
+    attributes to change, e.g. a command's own default), so every command that takes a knob takes it with its
+    declared flag, type, range and help."""
+
+    def decorate(fn):
+        for name in reversed(names):  # click lists options in the order their decorators are written
+            fn = workload_option(name, **overrides.get(name, {}))(fn)
+        return fn
+
+    return decorate
+
+
+def workload_options(*, slurm: bool = False, **overrides: dict):
     """Decorator: the WORKLOAD options (only those cluster jobs take when `slurm`), in WORKLOAD's order, so
-    `scale`, `run`, `slurm` and `k8s` accept them with the same names, defaults and help."""
+    `scale`, `run`, `slurm` and `k8s` accept them with the same names, defaults and help (`overrides`: knob
+    name -> click attributes a command changes, e.g. `run`'s single --strategy)."""
     chosen = [name for name, (_, jobs, _) in WORKLOAD.items() if jobs or not slurm]
 
     def decorate(fn):
         for name in reversed(chosen):  # click lists options in the order their decorators are written
-            fn = workload_option(name)(fn)
+            fn = workload_option(name, **overrides.get(name, {}))(fn)
         return fn
 
     return decorate

@@ -11,7 +11,7 @@ from distbench import analysis as an, mfu, predict as pr
 from distbench.commands import options as opt
 from distbench.commands.results import format_option
 from distbench.errors import BadInput
-from distbench.output import table
+from distbench.output import print_table, table
 from distbench.plan import parse_counts
 from distbench.strategies import STRATEGIES
 from distbench.sweep import command_line
@@ -160,6 +160,9 @@ def predict(
     if not csv_path or comm_sweeps:
         with an.open_store(results) as store:
             if not csv_path:
+                if sweep == "latest":  # the newest sweep with training throughput points, named on stderr
+                    sweep, line = an.pick_latest(store, "scaling")
+                    click.echo(line, err=True)
                 data = an.load_sweep(store, sweep)
                 records, sweep_id, store_path = data.points, data.id, results
                 cores = sweep_cores(data.info)
@@ -209,7 +212,7 @@ def predict(
             shown = table(title, headers, right)
             for row in rows:
                 shown.add_row(*row)
-            out.print(shown)
+            print_table(out, shown)
     for line in pr.summary_lines(doc):
         out.print(line, markup=False)
     if "time_to_train" in doc:
@@ -245,7 +248,7 @@ def print_time_to_train(out, ttt: dict) -> None:
             r["epochs_source"],
             interval,
         )
-    out.print(shown)
+    print_table(out, shown)
     out.print(f"{ttt['note']}; measured global batches: {ttt['measured_global_batches']}", markup=False)
 
 

@@ -9,16 +9,23 @@ import click
 
 from distbench import analysis, report as report_mod
 from distbench.commands import options as opt
+from distbench.commands.profile import print_profiles
 from distbench.compare import compare_sweeps, comparison_table, gate, parse_threshold, summary_lines
 from distbench.errors import BadInput
+from distbench.profile.compare import profiled
 
 
 results_option = opt.results_option("SQLite results store to read.")
 format_option = opt.format_option("table for people, json for scripts (one JSON document on stdout).")
 
 
-def _load(results: str, sweep: str) -> analysis.Sweep:
+def _load(results: str, sweep: str, use: str = "any") -> analysis.Sweep:
+    """The sweep `sweep` names; 'latest' is the newest one this command can use (analysis.LATEST_USES[use]),
+    named on stderr."""
     with analysis.open_store(results) as store:
+        if sweep == "latest":
+            sweep, line = analysis.pick_latest(store, use)
+            _err(line)
         return analysis.load_sweep(store, sweep)
 
 
@@ -50,7 +57,8 @@ def list_cmd(results, limit, fmt):
     elif not rows:
         _err(f"{results} has no sweeps yet (run `distbench scale` first)")
     else:
-        opt.out_console().print(report_mod.sweeps_table(rows, results))
+        out = opt.out_console()
+        opt.print_table(out, report_mod.sweeps_table(rows, results))
 
 
 @results.command()
@@ -69,9 +77,12 @@ def show(sweep, results, fmt):
     out = opt.out_console()
     for line in report_mod.sweep_header(data):
         out.print(line, markup=False)
-    out.print(report_mod.points_table(data))
+    notes = opt.Notes()
+    opt.print_table(out, report_mod.points_table(data, notes), notes)
     for line in analysis.summarize(data).wrapper:
         out.print(f"1-device wrapper cost: {line}", markup=False)
+    if profiled(data.points):  # distbench profile / --profile: the breakdowns and their comparison
+        print_profiles(out, data.points)
 
 
 @results.command()
@@ -128,7 +139,7 @@ def report(sweep, results, out, target_throughput, epoch_samples, epoch_time):
 
     Example: distbench report latest --out report.html --target-throughput 2000
     """
-    data = _load(results, sweep)
+    data = _load(results, sweep, "training")
     files = report_mod.write_report(
         data, out, target_throughput=target_throughput, epoch_samples=epoch_samples, epoch_time=epoch_time
     )
@@ -156,19 +167,26 @@ def report(sweep, results, out, target_throughput, epoch_samples, epoch_time):
     help="A second run of SWEEP_A (an A/A pair, in --results): its differences from A measure the run-to-run "
     "noise for points that ran once (--repeats 1).",
 )
+@opt.option(
+    "--allow-undecided",
+    is_flag=True,
+    help="Exit 0, not 3, when no point regressed but some could not be judged (one run and no --noise-floor, "
+    "skipped or interrupted, unmatched).",
+)
 @opt.option("--seed", type=int, default=0, hidden=True, help="Ignored (kept for scripts that pass it).")
 @format_option
-def compare(sweep_a, sweep_b, results, results_b, threshold, noise_floor, seed, fmt):
+def compare(sweep_a, sweep_b, results, results_b, threshold, noise_floor, allow_undecided, seed, fmt):
     """Compare sweep B against sweep A (ids or 'latest'): throughput ratio B/A per matching point, judged on
     run-to-run noise (each side's repeats, or a --noise-floor A/A sweep): Welch t on log throughput, Holm
-    across the points. Exits 1 when a point regressed beyond that noise and the threshold (or failed in B),
-    else 0, so it works as a CI gate; a point that ran once without a floor is "not enough repeats to say".
+    across the points. Exits 1 when a point regressed beyond that noise and the threshold (or failed in B);
+    else 3 when some point could not be judged (ran once without a floor: "not enough repeats to say";
+    skipped or interrupted; unmatched), unless --allow-undecided; else 0. So it works as a CI gate.
 
     Example: distbench compare 20250101-120000-ab12 latest --threshold 5%
     """
     limit = parse_threshold(threshold)
-    a = _load(results, sweep_a)
-    b = _load(results_b or results, sweep_b)
+    a = _load(results, sweep_a, "scaling")
+    b = _load(results_b or results, sweep_b, "scaling")
     floor = None
     if noise_floor is not None:
         try:
@@ -182,9 +200,9 @@ def compare(sweep_a, sweep_b, results, results_b, threshold, noise_floor, seed, 
         click.echo(json.dumps(result.to_json(), indent=2, default=str))
     else:
         out = opt.out_console()
-        out.print(comparison_table(result))
+        opt.print_table(out, comparison_table(result))
         for line in summary_lines(result):
             out.print(line, markup=False)
     if not result.points:
         raise BadInput(result.no_match_message())
-    gate(result)
+    gate(result, allow_undecided=allow_undecided)

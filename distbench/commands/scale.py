@@ -11,7 +11,10 @@ from distbench.commands import options as opt
 from distbench.errors import BadInput
 from distbench.output import DEFAULT_COLUMNS, TABLE_COLUMNS, json_document, parse_columns, print_summary
 from distbench.plan import SweepOptions, make_plan
+from distbench.profile.request import with_profiling
+from distbench.profile.trace import trace_folder
 from distbench.store import Store
+from distbench.strategies import strategy_names
 from distbench.sweep import command_line, run_plan, stored_options
 
 
@@ -129,9 +132,14 @@ def _execute(
     resume: str | None = None,
     columns_text: str | None = None,
     wide: bool = False,
-) -> None:
+    trace_dir: str | None = None,
+):
+    """Run the sweep and print its table (or JSON); returns (sweep id, records, the Profiling of --profile or
+    None: its `finish()` raises the one-line error of a point that could not be profiled as asked)."""
     columns = table_columns(columns_text, wide)
     plan = make_plan(opts)
+    profiling = with_profiling(plan, trace_dir or trace_folder(results)) if opts.profile else None
+    plan = profiling.plan if profiling else plan
     err = opt.err_console()
     store = Store(results)  # before any note: a file that is not a results store is refused first
     err.print(duration_line(plan, opts.repeats), markup=False, highlight=False)
@@ -175,6 +183,15 @@ def _execute(
         click.echo(json_document(records, extra_fields=("peak_memory_bytes", "peak_memory_source", "after_oom")))
     else:
         print_summary(opt.out_console(), records, [], sweep_id, results, columns=columns)
+    if profiling and fmt != "json":
+        done = sum(1 for r in records if r.get("profile"))
+        err.print(
+            f"profiled {done} point(s) after their timed windows: `distbench results show {sweep_id}` shows the "
+            f"breakdowns; trace files in {profiling.trace_dir or '(none kept)'}",
+            markup=False,
+            highlight=False,
+        )
+    return sweep_id, records, profiling
 
 
 @click.command()
@@ -214,14 +231,35 @@ def scale(gpus_text, nodes_text, resume, results, records_dir, fmt, columns_text
             opts = dataclasses.replace(opts, timeout=workload["timeout"])  # e.g. points that timed out, more time
     else:
         opts = SweepOptions(gpus=gpus_text, nodes=nodes_text, add_baselines=True, **honour_steps(workload))
-    _execute(
+    _, _, profiling = _execute(
         opts, results=results, records_dir=records_dir, fmt=fmt, resume=resume, columns_text=columns_text, wide=wide
     )
+    if profiling:
+        profiling.finish()
+
+
+RUN_DEFAULT_STRATEGY = "ddp"
+ONE_POINT = {
+    "strategies": {
+        "multiple": False,
+        "default": RUN_DEFAULT_STRATEGY,
+        "metavar": "NAME",
+        "show_default": True,
+        "callback": lambda ctx, param, value: (value,),
+        "help": f"The one strategy to run: {', '.join(strategy_names())}.",
+    },
+    "batch_size": {
+        "metavar": "B",
+        "help": "Per-device batch (weak scaling) or global batch (strong); one value. "
+        "Default: 32 on GPUs, 8 on CPU workers.",
+    },
+}
+"""`run`'s own --strategy and --batch-size: one value each (scale's take lists)."""
 
 
 @click.command()
 @opt.option("--gpus", "gpus_text", default="1", help="Device count for this point.")
-@opt.workload_options()
+@opt.workload_options(**ONE_POINT)
 @output_options
 def run(gpus_text, results, records_dir, fmt, columns_text, wide, **workload):
     """Run one point (one strategy at one device count) with the same options and output as scale.
@@ -235,4 +273,8 @@ def run(gpus_text, results, records_dir, fmt, columns_text, wide, **workload):
         raise BadInput("run measures one point: give exactly one --strategy (use `distbench scale` for several)")
     if opts.batch_size and len(opts.batch_size) != 1:
         raise BadInput("run measures one point: --batch-size takes one value (use `distbench scale` for several)")
-    _execute(opts, results=results, records_dir=records_dir, fmt=fmt, columns_text=columns_text, wide=wide)
+    _, _, profiling = _execute(
+        opts, results=results, records_dir=records_dir, fmt=fmt, columns_text=columns_text, wide=wide
+    )
+    if profiling:
+        profiling.finish()

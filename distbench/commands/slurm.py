@@ -13,16 +13,19 @@ from distbench.errors import BadInput
 from distbench.plan import SweepOptions, parse_gpus
 from distbench.collect import collect_records, tail_lines
 from distbench.slurm.plan import check_name, plan_sweep, time_seconds
-from distbench.slurm.plan import SlurmSettings
+from distbench.slurm.plan import DEVICE_WHY, GPUS_WHY, SlurmSettings, jobs_epilog
 from distbench.slurm.render import SIGNAL_LEAD_S, write_sweep
 from distbench.slurm.submit import sbatch_argv, submit_sweep
 from distbench.store import Store
 from distbench.sweep import command_line
 
 
-@click.command()
+@click.command(epilog=jobs_epilog())
 @opt.option(
-    "--gpus", "gpus_text", default="1,2,4,8", help="Comma list of total device counts (over all nodes of a point)."
+    "--gpus",
+    "gpus_text",
+    default="1,2,4,8",
+    help=f"Comma list of total device counts (over all nodes of a point). {GPUS_WHY}",
 )
 @opt.option(
     "--nodes",
@@ -40,7 +43,7 @@ from distbench.sweep import command_line
     "--device",
     type=click.Choice(["cuda", "cpu"]),
     default="cuda",
-    help="cuda: the jobs ask for GPUs (--gres=gpu:G); cpu: each 'GPU' is a CPU worker process.",
+    help=DEVICE_WHY.replace("ask for GPUs", "ask for GPUs (--gres=gpu:G)") + ".",
 )
 @click.option("--partition", help="Slurm partition (#SBATCH --partition).")
 @click.option("--account", help="Slurm account to charge (#SBATCH --account).")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import click
 
 from distbench.commands.options import workload_options
+from distbench.measure import NOISY_CV
 from distbench.slurm.job import finish_point, prepare
 from distbench.slurm.plan import plan_point
 from distbench.slurm.render import render_point
@@ -46,8 +47,10 @@ def prepare_command(config_json, local_workers, out):
 @click.option("--timeout", type=float, default=None)
 @click.option("--status", type=click.Choice(["failed", "timeout", "oom", "interrupted"]), default=None)
 @click.option("--reason", default=None)
+@click.option("--repeats", type=click.IntRange(1), default=1, help="How many times the script launched the point.")
+@click.option("--noisy-cv", type=click.FloatRange(0, min_open=True), default=NOISY_CV)
 @click.argument("argv", nargs=-1, type=click.UNPROCESSED)
-def finish(config_json, result, log, record, launcher, rc, wall, timeout, status, reason, argv):
+def finish(config_json, result, log, record, launcher, rc, wall, timeout, status, reason, repeats, noisy_cv, argv):
     """Publish the point's record (a failed one if the launch failed); ARGV is the launch command."""
     out = finish_point(
         config_json=config_json,
@@ -61,6 +64,8 @@ def finish(config_json, result, log, record, launcher, rc, wall, timeout, status
         timeout_s=timeout,
         status=status,
         reason=reason,
+        repeats=repeats,
+        noisy_cv=noisy_cv,
     )
     click.echo(
         f"distbench: {out['strategy']} N={out['world_size']} nodes={out.get('nodes')}: {out['status']}"

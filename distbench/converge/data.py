@@ -3,8 +3,11 @@ frameworks read, split into training and held-out validation samples, and the se
 takes its shard from.
 
 Sources (--data):
-  * none: scikit-learn's bundled 8x8 handwritten digits (1,797 images, 10 classes; UCI "optdigits" test
-    set, shipped inside the scikit-learn package: nothing is downloaded);
+  * none (or `shapes`): 12,000 20x20 images of ten shapes drawn by code (distbench.converge.shapes: nothing is
+    downloaded), the default: a small CNN takes tens of seconds to reach its target on a CPU worker;
+  * `digits`: scikit-learn's bundled 8x8 handwritten digits (1,797 images, 10 classes; UCI "optdigits" test
+    set, shipped inside the scikit-learn package: nothing is downloaded), the earlier default (an MLP reaches
+    0.9 in about 20 steps: too fast to time);
   * an image-folder tree: one subdirectory per class, the images in it (any format Pillow decodes), all
     of one size;
   * a .npz file with arrays `x` (N, H, W) or (N, H, W, C) and `y` (N,) integer classes, or a folder
@@ -24,6 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
+from distbench.converge import shapes
 from distbench.datasets import DEFAULT_ROOT
 from distbench.errors import BadInput
 
@@ -34,6 +38,9 @@ SPLIT_SEED = 12345
 held-out samples."""
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".tif", ".tiff", ".webp", ".ppm", ".pgm")
 DIGITS = "sklearn-digits"
+SHAPES = f"synthetic-shapes-v{shapes.VERSION}"
+BUILTIN = {"digits": DIGITS, "shapes": SHAPES}
+"""--data names of the built-in sources (no file or folder of that name is looked up)."""
 DIGITS_NOTE = (
     "scikit-learn's bundled 8x8 handwritten digits (1,797 images, 10 classes; the UCI optdigits test set, "
     "shipped inside the scikit-learn package)"
@@ -147,8 +154,11 @@ def _fingerprint(path: Path) -> str:
 
 
 def load_source(data: str | None, channels: int) -> tuple[np.ndarray, np.ndarray, dict]:
-    """(images float32 NHWC in [0, 1], labels int64, description) from --data (None: the digits)."""
-    if data is None:
+    """(images float32 NHWC in [0, 1], labels int64, description) from --data (None: the shapes)."""
+    if data is None or data == "shapes":
+        x, y = shapes.generate()
+        return x, y, {"source": SHAPES, "note": shapes.NOTE, "classes": list(shapes.CLASSES)}
+    if data == "digits":
         x, y = _digits()
         return x, y, {"source": DIGITS, "note": DIGITS_NOTE, "classes": [str(i) for i in range(10)]}
     path = Path(data)
@@ -184,7 +194,10 @@ def ensure_cache(data: str | None, channels: int, root: str | os.PathLike | None
     """Decode the source once into a cache file (atomically) under `root` (default: DISTBENCH_DATA) and return
     its path."""
     root = DEFAULT_ROOT if root is None else root
-    key = DIGITS if data is None else f"{Path(data).name}-{_fingerprint(Path(data))}" if Path(data).exists() else None
+    if data is None or data in BUILTIN:
+        key = BUILTIN[data or "shapes"]
+    else:
+        key = f"{Path(data).name}-{_fingerprint(Path(data))}" if Path(data).exists() else None
     if key is None:
         raise _bad(f"{data}: no such file or folder")
     out = Path(root) / "converge" / f"{key}-c{channels}-v{CACHE_VERSION}.npz"

@@ -1,19 +1,21 @@
-"""The points of a converge run: (strategy, N, seed), each a PointConfig whose `extra['converge']` carries the
-target, the budget, the LR rule and the data cache, run by the strategy's own launcher with the converge worker
-of its framework in place of its benchmark worker."""
+"""The options of a converge run. Its points (plan.plan_converge): (strategy, N, seed), each a PointConfig whose
+`extra['converge']` carries the target, the budget, the LR rule, the data cache and the strategy's Distribution,
+run by the strategy's own launcher with the converge worker of its framework (Strategy.converge_module) in place
+of its benchmark worker."""
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from distbench.config import PointConfig
-from distbench.converge import lr as lr_rules
-from distbench.strategies import Strategy
+from distbench.strategies import STRATEGIES, Strategy
+from distbench.workload import Workload
 
-WORKERS = {"torch": "converge_torch", "tf": "converge_tf"}
-SUPPORTED = ("torch", "ddp", "fsdp", "horovod-torch", "tf", "mirrored", "horovod-tf")
-"""Strategies whose Distribution the converge workers drive (distbench/workers/converge_*.py)."""
+if TYPE_CHECKING:
+    from distbench.config import PointConfig
+
+SUPPORTED = tuple(s.name for s in STRATEGIES.values() if s.converge_module)
+"""Strategies whose Distribution the converge workers drive (Strategy.converge_module)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -34,54 +36,18 @@ class ConvergeOptions:
     max_time_s: float | None
     eval_every_epochs: float
     stop_at_target: bool
-    momentum: float = 0.9
+    momentum: float = Workload.momentum
     first_seed: int = 0
     threads: int | None = None
     """CPU workers: intra-op threads per worker (None: the machine's cores divided among the N workers)."""
 
 
-def converge_strategy(strategy: Strategy) -> Strategy:
-    """The strategy with its framework's converge worker as the module its launcher starts."""
-    return dataclasses.replace(strategy, module=WORKERS[strategy.framework])
-
-
 def point_configs(
     opts: ConvergeOptions, *, device: str, cores: int, cache: str, image_size: int, num_classes: int
 ) -> list[tuple[Strategy, PointConfig]]:
-    """Every (strategy, N, seed) point, seeds outermost: each seed runs every (strategy, N) before the next seed,
-    so a drift of the machine's load over the sweep falls on every strategy alike rather than on the ones that
-    happen to run first; baselines at N=1 only."""
-    out = []
-    for seed in range(opts.first_seed, opts.first_seed + opts.seeds):
-        for strategy in opts.strategies:
-            for n in opts.gpus:
-                if strategy.baseline and n != 1:
-                    continue
-                plan = lr_rules.plan(opts.lr_scaling, opts.lr, opts.batch_size, opts.batch_size * n, opts.warmup_epochs)
-                settings = {
-                    "target_accuracy": opts.target_accuracy,
-                    "max_epochs": opts.max_epochs,
-                    "max_steps": opts.max_steps,
-                    "max_time_s": opts.max_time_s,
-                    "eval_every_epochs": opts.eval_every_epochs,
-                    "stop_at_target": opts.stop_at_target,
-                    "lr": plan,
-                    "cache": cache,
-                }
-                cfg = PointConfig(
-                    strategy=strategy.name,
-                    model=opts.model,
-                    world_size=n,
-                    device=device,
-                    per_device_batch=opts.batch_size,
-                    image_size=image_size,
-                    num_classes=num_classes,
-                    lr=plan["base_lr"],
-                    momentum=opts.momentum,
-                    seed=seed,
-                    threads_per_worker=(opts.threads or max(1, cores // n)) if device == "cpu" else 1,
-                    tf32=False,
-                    extra={"converge": settings},
-                )
-                out.append((converge_strategy(strategy), cfg))
-    return out
+    """The (strategy, config) of every point plan.plan_converge plans on `device` (seeds outermost)."""
+    from distbench.plan import DeviceChoice, plan_converge
+
+    choice = DeviceChoice(device, 0, "")
+    plan = plan_converge(opts, choice, cores=cores, cache=cache, image_size=image_size, num_classes=num_classes)
+    return [(p.strategy, p.config) for p in plan.points]

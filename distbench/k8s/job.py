@@ -4,11 +4,17 @@ It writes the point's config (threads from --threads, else the pod's CPUs divide
 runs the launch command (torchrun / horovodrun / the worker) under --timeout in its own process group,
 copies its output to the pod's log and to a log file on the results volume, and on node rank 0 publishes
 the point's record twice: as a file on the results volume and as one line on stdout (RECORD_MARKER), so
-`distbench collect` can read it from the volume or from saved `kubectl logs`."""
+`distbench collect` can read it from the volume or from saved `kubectl logs`.
+
+Every pod of the point (Horovod's sshd pods through `k8s-job sshd`) notes the Kubernetes node it runs on
+in the point's work folder; node rank 0 puts them all in the record, and refuses (status 'failed') a
+multi-node point whose pods shared a node. Node rank 0 exits 0 once the record is published: the record
+carries the outcome, and nothing is left for Kubernetes to retry."""
 
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import signal
 import subprocess
@@ -19,15 +25,18 @@ from pathlib import Path
 
 import click
 
+from distbench import phases, stats
 from distbench.config import PointConfig
 from distbench.k8s.collect import record_line
 from distbench.launch import log_tail, outcome_record
+from distbench.measure import NOISY_CV
 from distbench.plan import cpu_cores
 from distbench.record import write_record
 from distbench.strategies import get_strategy
 
-RESULT_WAIT_S = 120.0
-"""After the launch exits 0, how long node rank 0 waits for rank 0's record (rank 0 may run on another pod)."""
+LAUNCHER_ROLE = "launcher"
+POD_WAIT_S = 30.0
+"""After the launch, how long node rank 0 waits for every pod's node note (all were written before it ran)."""
 KILL_GRACE_S = 30.0
 
 
@@ -42,6 +51,65 @@ def kubernetes_info(job: str, node_rank: str, environ: dict | None = None) -> di
         if env.get(var):
             info[key] = env[var]
     return info
+
+
+def note_pod(work: Path, node_rank: str, environ: dict | None = None) -> None:
+    """pods/<host>.json in the point's work folder: this pod, its Kubernetes node and node rank (the host
+    name is the pod's stable name within its job, so a rerun overwrites its own note)."""
+    env = os.environ if environ is None else environ
+    info = {"pod": env.get("DISTBENCH_POD_NAME") or os.uname().nodename, "node": env.get("DISTBENCH_NODE_NAME")}
+    write_record(work / "pods" / f"{node_rank}-{os.uname().nodename}.json", {**info, "node_rank": node_rank})
+
+
+def pods_of(work: Path, nodes: int, wait_s: float = POD_WAIT_S) -> list[dict]:
+    """Every pod's note (see note_pod), waiting up to wait_s for `nodes` of them (a launcher pod that runs
+    no rank, mpi-operator's, is listed but not counted)."""
+    folder, deadline = work / "pods", time.monotonic() + wait_s
+    while True:
+        pods = []
+        for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
+            try:
+                pods.append(json.loads(path.read_text()))
+            except (OSError, ValueError):
+                continue
+        if len(ranked(pods)) >= nodes or time.monotonic() >= deadline:
+            return sorted(pods, key=lambda p: str(p.get("node_rank")))
+        time.sleep(1.0)
+
+
+def ranked(pods: list[dict]) -> list[dict]:
+    return [p for p in pods if p.get("node_rank") != LAUNCHER_ROLE]
+
+
+def shared_node(pods: list[dict], nodes: int) -> str | None:
+    """Why a multi-node point is not what it claims: its pods ran on fewer nodes than asked (None: fine)."""
+    if nodes <= 1:
+        return None
+    seen = [p.get("node") for p in ranked(pods)]
+    if len(seen) < nodes or None in seen:
+        return f"only {len(seen)} of its {nodes} pods said which node they ran on; the nodes are not known"
+    distinct = sorted(set(seen))
+    if len(distinct) < nodes:
+        return (
+            f"its {nodes} pods ran on {len(distinct)} node(s) ({', '.join(distinct)}): a {nodes}-node point "
+            "measured on fewer nodes does not measure the network between them"
+        )
+    return None
+
+
+def private_key_copy(source: str, target: str) -> None:
+    """The operator's ssh key as a 0600 file of our own: ssh refuses a key its owner's group can read."""
+    Path(target).parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(Path(source).read_bytes())
+    os.chmod(target, 0o600)
+
+
+def run_sshd(*, records: str, job: str, argv: list[str]) -> None:
+    """A Horovod node pod: note its node, then become sshd (exec: sshd is the container's process)."""
+    note_pod(Path(records) / "work" / job, "sshd")
+    os.execv(argv[0], argv)
 
 
 class Launch:
@@ -98,6 +166,12 @@ def run_point(
     launcher: str,
     timeout_s: float,
     argv: list[str],
+    nodes: int = 1,
+    noisy_cv: float = NOISY_CV,
+    network: str | None = None,
+    ssh_key: str | None = None,
+    ssh_identity: str | None = None,
+    launcher_pod: bool = False,
 ) -> int:
     cfg = PointConfig.from_json(config_json)
     threads = threads or max(1, cpu_cores() // max(1, per_node))
@@ -107,15 +181,22 @@ def run_point(
     write_record(work / "config.json", cfg.to_dict())  # the path the launch command names; atomic
     if node_rank == "0":
         result.unlink(missing_ok=True)  # a previous run of a job of this name
+    note_pod(work, LAUNCHER_ROLE if launcher_pod else node_rank)
     log = Path(records) / "logs" / f"{job}-node{node_rank}.log"
-    env = dict(os.environ, OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
-    start = time.monotonic()
+    log.parent.mkdir(parents=True, exist_ok=True)
+    rank_dir = work / f"ranks-node{node_rank}"  # the ranks' phase marks and exit notes, as in a local launch
+    rank_dir.mkdir(parents=True, exist_ok=True)
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads), DISTBENCH_RANK_DIR=str(rank_dir))
+    start, started_at = time.monotonic(), time.time()
     stopped = None
     try:
+        if ssh_key and ssh_identity:
+            private_key_copy(ssh_key, ssh_identity)
         launch = Launch(argv, env, log, timeout_s)
-    except OSError as exc:  # the image lacks the launcher: a failed record, not a traceback
+    except OSError as exc:  # the image lacks the launcher (or the key): a failed record, not a traceback
         with open(log, "a") as fh:
-            fh.write(f"[distbench] cannot start {argv[0]}: {exc.strerror or exc}\n")
+            where = f": {exc.filename}" if exc.filename and exc.filename != argv[0] else ""
+            fh.write(f"[distbench] cannot start {argv[0]}: {exc.strerror or exc}{where}\n")
         rc = 127
     else:
         stop = lambda *_: threading.Thread(target=launch.stop, args=("sigterm",)).start()  # noqa: E731
@@ -127,16 +208,19 @@ def run_point(
         stopped = launch.stopped
     if node_rank != "0":
         return rc
-    waited = time.monotonic()
-    while rc == 0 and not result.exists() and time.monotonic() - waited < RESULT_WAIT_S:
-        time.sleep(1.0)
+    # global rank 0 runs here (static rendezvous; horovodrun's first host), so its record exists by now
+    pods = pods_of(work, nodes)
     status = reason = None
     if stopped == "timeout":
-        status, reason = "timeout", f"timed out after {timeout_s:g}s (--timeout)"
+        _, where = phases.during(rank_dir, started_at)
+        status, reason = "timeout", f"timed out after {timeout_s:g}s (--timeout) {where}"
     elif stopped == "sigterm":
         status, reason = "interrupted", "the pod was stopped by SIGTERM (deleted, preempted or past its deadline)"
     strategy = get_strategy(cfg.strategy)
     record = outcome_record(cfg, strategy, result, rc, log_tail(log), status=status, reason=reason)
+    cv = stats.step_stats(record["step_times_s"], 1, None)["step_time_cv"] if record.get("step_times_s") else None
+    if record.get("status") == "ok" and cv is not None:  # --noisy-cv, as scale flags it (measure.repeat_fields)
+        record["noisy"] = cv > noisy_cv
     record["launch"] = {
         "argv": list(argv),
         "returncode": rc,
@@ -145,7 +229,15 @@ def run_point(
         "workdir": str(work),
         "log": str(log),
     }
-    record["kubernetes"] = kubernetes_info(job, node_rank)
+    record["kubernetes"] = {
+        **kubernetes_info(job, node_rank),
+        "pods": pods,
+        "nodes": sorted({p["node"] for p in pods if p.get("node")}),
+    }
+    if network:
+        record["kubernetes"]["network"] = network
+    if (shared := shared_node(pods, nodes)) and record.get("status") == "ok":
+        record.update(status="failed", reason=f"refused: {shared}")
     if "environment" not in record:
         try:
             from distbench import envinfo
@@ -156,4 +248,4 @@ def run_point(
     write_record(Path(records) / f"{job}.json", record)
     click.echo(record_line(record))
     click.echo(f"distbench: {key}: {record['status']}" + (f" ({record['reason']})" if record.get("reason") else ""))
-    return rc
+    return 0  # published: the record holds the outcome, and a pod that exits 0 is not retried

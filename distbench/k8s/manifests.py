@@ -1,10 +1,10 @@
 """A sweep's Kubernetes objects as plain dicts: one Kubeflow job per point (planned as `distbench slurm`
-plans it), its command line from the shared launcher builders (distbench.launchers), and the checks on every
-user value that ends up in an object.
+plans it), its command line from the shared launcher builders (distbench.launchers); the settings and
+their checks are in distbench.k8s.settings.
 
-  --api trainer   trainer.kubeflow.org/v1alpha1 TrainJob: torchrun and one-node points on the
-                  ClusterTrainingRuntime `torch-distributed`; Horovod over nodes on a TrainingRuntime of
-                  its own (MPI policy, OpenMPI, SSH), written next to the TrainJob
+  --api trainer   trainer.kubeflow.org/v1alpha1 TrainJob (Kubeflow Trainer >= v2.3.0) on a TrainingRuntime
+                  of distbench's own, written next to it: torch policy for torchrun and one-node points, MPI
+                  policy (OpenMPI, SSH) for Horovod over nodes; no retries (restartPolicy Never, backoffLimit 0)
   --api v1        kubeflow.org/v1 PyTorchJob (training-operator) for torchrun and one-node points;
                   kubeflow.org/v2beta1 MPIJob (mpi-operator) for Horovod over nodes
 
@@ -16,19 +16,33 @@ a `$` in any other value is written as `$$` (a literal `$`).
 from __future__ import annotations
 
 import dataclasses
-import re
 from dataclasses import dataclass
 
-from distbench.launchers import Horovodrun, Process, Torchrun, build_env, devices_per_node, horovod_hosts
 from distbench.errors import BadInput
+from distbench.k8s.settings import (  # noqa: F401 - re-exported: the settings' module is settings.py
+    APIS,
+    DEFAULT_IMAGE,
+    DEFAULT_PYTHON,
+    DNS1035,
+    RESULTS_MOUNT,
+    EnvRef,
+    K8sSettings,
+    check_k8s_name,
+    k8s_arg,
+    parse_pair,
+    parse_toleration,
+)
+from distbench.launchers import Horovodrun, Process, Torchrun, build_env, devices_per_node, horovod_hosts
 from distbench.slurm.plan import SlurmPlan, SlurmPoint
 
-APIS = ("trainer", "v1")
-RESULTS_MOUNT = "/results"
-DEFAULT_PYTHON = "/opt/distbench/venv/bin/python"
-DEFAULT_IMAGE = "ghcr.io/your-org/distbench:latest"
 SSH_DIR = "/root/.ssh"
+SSH_KEY = f"{SSH_DIR}/id_rsa"
+"""The operator's private key: Trainer mounts it 0640 (0644 before v2.3.0), which ssh refuses for its owner."""
+SSH_IDENTITY = "/tmp/distbench-ssh/id_rsa"
+"""Where `k8s-job run --ssh-key` copies it, mode 0600, for horovodrun's --ssh-identity-file."""
 SSHD = ["/usr/sbin/sshd", "-De"]
+HOSTNAME_TOPOLOGY = "kubernetes.io/hostname"
+KUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 MAX_JOB_NAME = 45
 """Pods' host names add up to 18 characters ('-launcher-0-0', '-worker-12'...) within DNS's 63."""
 FIELD_MANAGER = "distbench"
@@ -40,104 +54,6 @@ START_SLACK_S = 1800
 TRAINER_GROUP = "trainer.kubeflow.org"
 TRAINER_API = f"{TRAINER_GROUP}/v1alpha1"
 ANCESTOR_LABEL = f"{TRAINER_GROUP}/trainjob-ancestor-step"
-
-LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")  # RFC 1123 label
-DNS1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
-SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?$")
-RESOURCE = re.compile(
-    r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[a-z0-9]([-a-z0-9_.]*[a-z0-9])?$"
-)
-_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
-IMAGE = re.compile(
-    rf"^(?:[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)*(?::[0-9]+)?/)?"
-    rf"{_COMPONENT}(?:/{_COMPONENT})*(?::[A-Za-z0-9_][A-Za-z0-9_.-]{{0,127}})?(?:@sha256:[a-f0-9]{{64}})?$"
-)
-PATH = re.compile(r"^(/[A-Za-z0-9._+-]+)+$")
-
-
-class EnvRef(str):
-    """Text with `$(NAME)` references that Kubernetes fills from the container's environment (only
-    distbench's own text is ever an EnvRef, never user input)."""
-
-    __slots__ = ()
-
-
-def k8s_arg(value: str) -> str:
-    """An argv word as Kubernetes must receive it: `$` doubled (a literal `$`) unless it is an EnvRef."""
-    return str(value) if isinstance(value, EnvRef) else str(value).replace("$", "$$")
-
-
-def check_k8s_name(option: str, value: str, *, pattern=SUBDOMAIN, limit: int = 253) -> str:
-    rules = {
-        LABEL.pattern: "lower-case letters, digits and '-', starting and ending with a letter or digit",
-        DNS1035.pattern: "lower-case letters, digits and '-', starting with a letter and ending with a letter or digit",
-        SUBDOMAIN.pattern: "lower-case letters, digits, '-' and '.', starting and ending with a letter or digit",
-    }
-    if not isinstance(value, str) or len(value) > limit or not pattern.fullmatch(value):
-        raise BadInput(
-            f"{option} {value!r} is not a valid Kubernetes name: use {rules[pattern.pattern]}, "
-            f"at most {limit} characters"
-        )
-    return value
-
-
-def _check(option: str, value: str, pattern: re.Pattern, what: str) -> str:
-    if not isinstance(value, str) or not pattern.fullmatch(value):
-        raise BadInput(f"{option} {value!r} is not {what}")
-    return value
-
-
-@dataclass(frozen=True, kw_only=True)
-class K8sSettings:
-    """Cluster-side knobs of a generated sweep (the workload is in each point's PointConfig)."""
-
-    image: str = DEFAULT_IMAGE
-    api: str = "trainer"
-    name: str = "distbench"
-    """The sweep: job names' prefix, label distbench.io/sweep, and its folder on the results volume."""
-    namespace: str | None = None
-    pvc: str = "distbench-results"
-    pvc_size: str | None = None
-    """Also write the PersistentVolumeClaim (ReadWriteMany) of this size; None: it exists already."""
-    storage_class: str | None = None
-    python: str = DEFAULT_PYTHON
-    cpus: int | None = None
-    memory: str | None = None
-    gpu_resource: str = "nvidia.com/gpu"
-    torch_runtime: str = "torch-distributed"
-    point_timeout_s: float = 900.0
-    """--timeout: the launch is stopped after this and the point recorded as 'timeout'."""
-    command: str = ""
-
-    def __post_init__(self):
-        if self.api not in APIS:
-            raise BadInput(f"--api must be one of {', '.join(APIS)}, got {self.api!r}")
-        _check(
-            "--image",
-            self.image,
-            IMAGE,
-            "an image reference such as nvcr.io/my-org/distbench:25.08 (no spaces or quotes)",
-        )
-        check_k8s_name("--name", self.name, pattern=DNS1035, limit=30)
-        if self.namespace is not None:
-            check_k8s_name("--namespace", self.namespace, pattern=LABEL, limit=63)
-        check_k8s_name("--pvc", self.pvc)
-        if self.storage_class is not None:
-            check_k8s_name("--storage-class", self.storage_class)
-        check_k8s_name("--torch-runtime", self.torch_runtime)
-        for option, value in (("--pvc-size", self.pvc_size), ("--memory", self.memory)):
-            if value is not None:
-                _check(option, value, QUANTITY, "a Kubernetes quantity such as 64Gi or 500M")
-        _check("--gpu-resource", self.gpu_resource, RESOURCE, "a resource name such as nvidia.com/gpu")
-        _check("--python", self.python, PATH, "an absolute path in the image (letters, digits, '._+-' and '/')")
-        if self.cpus is not None and self.cpus < 1:
-            raise BadInput(f"--cpus must be >= 1, got {self.cpus}")
-
-    @property
-    def records(self) -> str:
-        """The sweep's folder on the results volume, as the pods see it."""
-        return f"{RESULTS_MOUNT}/{self.name}"
 
 
 def supported(point: SlurmPoint) -> str | None:
@@ -185,17 +101,37 @@ def launch_argv(settings: K8sSettings, point: SlurmPoint, name: str) -> list[str
     config, out = f"{work}/config.json", f"{work}/result.json"
     if point.nodes == 1:
         argv, _ = launcher.local(s, cfg, config, out, python=py, base_env={})
-    elif isinstance(launcher, Torchrun):
+    elif isinstance(launcher, Torchrun):  # static rendezvous: global rank 0 is on node rank 0
         prefix = "PET_" if settings.api == "trainer" else ""
-        endpoint = EnvRef(f"$({prefix}MASTER_ADDR):$({prefix}MASTER_PORT)")
-        argv, _ = launcher.rendezvous(s, cfg, config, out, endpoint=endpoint, rdzv_id=name, python=py, base_env={})
+        argv, _ = launcher.static(
+            s,
+            cfg,
+            config,
+            out,
+            node_rank=EnvRef("$(PET_NODE_RANK)"),
+            master_addr=EnvRef(f"$({prefix}MASTER_ADDR)"),
+            master_port=EnvRef(f"$({prefix}MASTER_PORT)"),
+            python=py,
+            base_env={},
+        )
     else:
         hosts = horovod_hosts(mpi_hosts(settings, name, point.nodes), devices_per_node(cfg))
-        argv, _ = launcher.over_hosts(s, cfg, config, out, hosts=hosts, python=py, base_env={})
+        argv, _ = launcher.over_hosts(
+            s,
+            cfg,
+            config,
+            out,
+            hosts=hosts,
+            launcher_args=["--ssh-identity-file", SSH_IDENTITY],
+            python=py,
+            base_env={},
+        )
     return argv
 
 
-def wrapper_argv(settings: K8sSettings, point: SlurmPoint, name: str, node_rank: str) -> list[str]:
+def wrapper_argv(
+    settings: K8sSettings, point: SlurmPoint, name: str, node_rank: str, *, launcher_pod: bool = False
+) -> list[str]:
     """The container's command: `distbench k8s-job run` (distbench.k8s.job) around the launch command; it
     writes the point's config, runs the launch under --timeout and publishes the record (node rank 0)."""
     cfg = point.config
@@ -224,33 +160,58 @@ def wrapper_argv(settings: K8sSettings, point: SlurmPoint, name: str, node_rank:
         point.launcher.name,
         "--timeout",
         f"{settings.point_timeout_s:g}",
+        "--nodes",
+        str(point.nodes),
+        "--noisy-cv",
+        f"{point.noisy_cv:g}",
+        "--network",
+        network(settings),
+        *(["--ssh-key", SSH_KEY, "--ssh-identity", SSH_IDENTITY] if multi_node_mpi(point) else []),
+        *(["--launcher-pod"] if launcher_pod else []),
         "--",
         *launch_argv(settings, point, name),
     ]
     return [k8s_arg(a) for a in argv]
 
 
-def labels(settings: K8sSettings, point: SlurmPoint | None = None) -> dict:
+def labels(settings: K8sSettings, point: SlurmPoint | None = None, name: str | None = None) -> dict:
     out = {"app.kubernetes.io/name": "distbench", "distbench.io/sweep": settings.name}
     if point is not None:
         out["distbench.io/point"] = point.key
+    if name is not None:
+        out["distbench.io/job"] = name  # what the pods' anti-affinity selects
     return out
 
 
-def metadata(settings: K8sSettings, name: str, point: SlurmPoint | None = None) -> dict:
+def metadata(settings: K8sSettings, name: str, point: SlurmPoint | None = None, *, queue: bool = False) -> dict:
     meta = {"name": name, "labels": labels(settings, point)}
+    if queue and settings.queue:
+        meta["labels"][KUEUE_LABEL] = settings.queue  # Kueue admits the job (all its pods) as one workload
     if settings.namespace:
         meta["namespace"] = settings.namespace
     return meta
 
 
+def network(settings: K8sSettings) -> str:
+    """What the point asked the cluster for to carry the gradients (recorded in each point's record)."""
+    fabric = (
+        f"RDMA ({settings.rdma_resource[0]}: {settings.rdma_resource[1]} per pod)"
+        if settings.rdma_resource
+        else ("the pod network (TCP; no RDMA resource requested)")
+    )
+    nccl = ", ".join(f"{k}={v}" for k, v in settings.nccl_env)
+    return fabric + (f"; {nccl}" if nccl else "")
+
+
 def container_env(settings: K8sSettings, point: SlurmPoint) -> list[dict]:
-    """build_env's variables (thread counts only where --cpus fixes them), plus the pod's identity for the record."""
+    """build_env's variables (thread counts only where --cpus fixes them), --nccl-env, plus the pod's
+    identity for the record."""
     threads = threads_per_worker(settings, point)
     env = build_env(dataclasses.replace(point.config, threads_per_worker=max(1, threads)), base={})
     if not threads:
         env = {k: v for k, v in env.items() if k not in ("OMP_NUM_THREADS", "MKL_NUM_THREADS")}
-    items = [{"name": k, "value": v} for k, v in sorted(env.items())]
+    env.update(settings.nccl_env)
+    items = [{"name": k, "value": k8s_arg(v)} for k, v in sorted(env.items())]
     for var, path in (
         ("DISTBENCH_POD_NAME", "metadata.name"),
         ("DISTBENCH_POD_NAMESPACE", "metadata.namespace"),
@@ -261,15 +222,17 @@ def container_env(settings: K8sSettings, point: SlurmPoint) -> list[dict]:
 
 
 def resources(settings: K8sSettings, point: SlurmPoint) -> dict:
-    """Per node (pod): its GPUs, and --cpus / --memory as request = limit (a Guaranteed pod)."""
+    """Per node (pod): its GPUs, --rdma-resource, and --cpus / --memory as request = limit (a Guaranteed pod)."""
     limits: dict = {}
     if point.config.device == "cuda":
         limits[settings.gpu_resource] = str(devices_per_node(point.config))
+    if settings.rdma_resource:
+        limits[settings.rdma_resource[0]] = settings.rdma_resource[1]
     if settings.cpus:
         limits["cpu"] = str(settings.cpus)
     if settings.memory:
         limits["memory"] = settings.memory
-    requests = {k: v for k, v in limits.items() if k != settings.gpu_resource}
+    requests = {k: v for k, v in limits.items() if k in ("cpu", "memory")}
     return {**({"limits": limits} if limits else {}), **({"requests": requests} if requests else {})}
 
 
@@ -299,28 +262,53 @@ def pvc(settings: K8sSettings) -> dict:
     }
 
 
-def pod_spec(settings: K8sSettings, containers: list[dict]) -> dict:
-    """The pods' spec: the results volume and /dev/shm, and time to publish an 'interrupted' record on SIGTERM."""
-    return {"containers": containers, "volumes": volumes(settings), "terminationGracePeriodSeconds": GRACE_S}
+def anti_affinity(name: str) -> dict:
+    """No two pods of the job on one node: a K-node point must run on K nodes, or not at all."""
+    term = {"labelSelector": {"matchLabels": {"distbench.io/job": name}}, "topologyKey": HOSTNAME_TOPOLOGY}
+    return {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}
+
+
+def pod_spec(settings: K8sSettings, point: SlurmPoint, name: str, containers: list[dict], spread: bool = True) -> dict:
+    """The pods' spec: never restarted (a failed point is recorded once, not rerun), one pod per node,
+    the results volume and /dev/shm, time to publish an 'interrupted' record on SIGTERM, and the
+    cluster's scheduling knobs (--node-selector, --toleration, --priority-class, --image-pull-secret)."""
+    spec: dict = {"restartPolicy": "Never", "containers": containers}
+    if point.nodes > 1 and spread:
+        spec["affinity"] = anti_affinity(name)
+    if settings.node_selector:
+        spec["nodeSelector"] = dict(settings.node_selector)
+    if settings.tolerations:
+        spec["tolerations"] = [dict(t) for t in settings.tolerations]
+    if settings.priority_class:
+        spec["priorityClassName"] = settings.priority_class
+    if settings.image_pull_secrets:
+        spec["imagePullSecrets"] = [{"name": s} for s in settings.image_pull_secrets]
+    spec["volumes"] = volumes(settings)
+    spec["terminationGracePeriodSeconds"] = GRACE_S
+    return spec
 
 
 def _replicated_job(name: str, pod: dict, pod_labels: dict, job_labels: dict | None = None, **extra) -> dict:
-    """A JobSet replicatedJob (of a TrainingRuntime or a runtime patch): its pods' labels and spec."""
-    template = {"spec": {"template": {"metadata": {"labels": pod_labels}, "spec": pod}}}
+    """A JobSet replicatedJob of a TrainingRuntime: its pods' labels and spec; the Job never retries a pod."""
+    template = {"spec": {"backoffLimit": 0, "template": {"metadata": {"labels": pod_labels}, "spec": pod}}}
     if job_labels:
         template = {"metadata": {"labels": job_labels}, **template}
     return {"name": name, **extra, "template": template}
 
 
 def trainjob(settings: K8sSettings, point: SlurmPoint, name: str) -> list[dict]:
-    """A TrainJob; for Horovod over nodes also its TrainingRuntime (MPI policy), written as Trainer's own MPI
-    runtime (deepspeed-distributed) is: the launcher is node 0 (runLauncherAsNode), the other nodes run sshd."""
+    """A TrainJob and its TrainingRuntime (distbench's own, so that no pod is retried: Trainer's runtimes
+    leave JobSet's defaults, restartPolicy OnFailure and backoffLimit 6, and a TrainJob can change neither).
+    torchrun and one-node points: torch policy, one 'node' job of numNodes pods. Horovod over nodes: MPI
+    policy written as Trainer's own deepspeed-distributed runtime is: the launcher is node 0
+    (runLauncherAsNode) and the runtime's numNodes is 1, because Trainer sizes the job carrying the trainer
+    label (our launcher) from the runtime's numNodes and the MPI plugin resizes only 'node' (to K-1)."""
     mpi = multi_node_mpi(point)
     env = container_env(settings, point)
     rank = "0" if mpi or point.nodes == 1 else EnvRef("$(PET_NODE_RANK)")
-    pod_labels = labels(settings, point)  # for `kubectl logs -l distbench.io/sweep=...`
+    pod_labels = labels(settings, point, name)  # `kubectl logs -l distbench.io/sweep=...`; the anti-affinity
     spec = {
-        "runtimeRef": {"apiGroup": TRAINER_GROUP, "kind": "ClusterTrainingRuntime", "name": settings.torch_runtime},
+        "runtimeRef": {"apiGroup": TRAINER_GROUP, "kind": "TrainingRuntime", "name": name},
         "trainer": {
             "image": settings.image,
             "command": wrapper_argv(settings, point, name, rank),
@@ -331,48 +319,76 @@ def trainjob(settings: K8sSettings, point: SlurmPoint, name: str) -> list[dict]:
     }
     if res := resources(settings, point):
         spec["trainer"]["resourcesPerNode"] = res
-    job = {"apiVersion": TRAINER_API, "kind": "TrainJob", "metadata": metadata(settings, name, point), "spec": spec}
-    if not mpi:  # the torch runtime's pods ('node' jobs, 'node' containers) get the results volume
-        patch = _replicated_job("node", pod_spec(settings, [{"name": "node", "volumeMounts": MOUNTS}]), pod_labels)
-        replicated = {"template": {"spec": {"replicatedJobs": [patch]}}}
-        spec["runtimePatches"] = [{"manager": FIELD_MANAGER, "trainingRuntimeSpec": replicated}]
-        return [job]
-    spec["runtimeRef"].update(kind="TrainingRuntime", name=name)
-    spec["trainer"]["numProcPerNode"] = devices_per_node(point.config)
-    base = {"name": "node", "image": settings.image, "env": env, "volumeMounts": MOUNTS}
-    sshd = {**base, "command": SSHD, "readinessProbe": {"tcpSocket": {"port": 22}, "initialDelaySeconds": 5}}
-    runtime_spec = {
-        "mlPolicy": {
-            "numNodes": point.nodes,
-            "mpi": {
-                "numProcPerNode": devices_per_node(point.config),
-                "mpiImplementation": "OpenMPI",
-                "sshAuthMountPath": SSH_DIR,
-                "runLauncherAsNode": True,
-            },
-        },
-        "template": {
-            "spec": {
-                "network": {"publishNotReadyAddresses": True},
-                "successPolicy": {"operator": "All", "targetReplicatedJobs": ["launcher"]},
-                "replicatedJobs": [
-                    _replicated_job("node", pod_spec(settings, [sshd]), pod_labels),
-                    _replicated_job(  # its command is the TrainJob's trainer.command
-                        "launcher",
-                        pod_spec(settings, [base]),
-                        pod_labels,
-                        {ANCESTOR_LABEL: "trainer"},
-                        dependsOn=[{"name": "node", "status": "Ready"}],
-                    ),
-                ],
-            }
-        },
+    job = {
+        "apiVersion": TRAINER_API,
+        "kind": "TrainJob",
+        "metadata": metadata(settings, name, point, queue=True),
+        "spec": spec,
     }
+    trainer = {ANCESTOR_LABEL: "trainer"}
+    failure = {"maxRestarts": 0}  # JobSet: a failed job fails the point, never restarts it
+    if not mpi:  # the trainer's container is 'node' in the 'node' job; Trainer sets its command and PET_*
+        node = {"name": "node", "image": settings.image, "volumeMounts": MOUNTS}
+        runtime_spec = {
+            "mlPolicy": {"numNodes": 1, "torch": {}},
+            "template": {
+                "spec": {
+                    "failurePolicy": failure,
+                    "replicatedJobs": [
+                        _replicated_job("node", pod_spec(settings, point, name, [node]), pod_labels, trainer)
+                    ],
+                }
+            },
+        }
+    else:
+        spec["trainer"]["numProcPerNode"] = devices_per_node(point.config)
+        base = {"name": "node", "image": settings.image, "env": env, "volumeMounts": MOUNTS}
+        sshd = {
+            **base,
+            "command": sshd_argv(settings, name),
+            "readinessProbe": {"tcpSocket": {"port": 22}, "initialDelaySeconds": 5},
+        }
+        runtime_spec = {
+            "mlPolicy": {
+                "numNodes": 1,  # the launcher job's size; the TrainJob's numNodes sizes 'node' (K-1 pods)
+                "mpi": {
+                    "numProcPerNode": devices_per_node(point.config),
+                    "mpiImplementation": "OpenMPI",
+                    "sshAuthMountPath": SSH_DIR,
+                    "runLauncherAsNode": True,
+                },
+            },
+            "template": {
+                "spec": {
+                    "failurePolicy": failure,
+                    "network": {"publishNotReadyAddresses": True},
+                    "successPolicy": {"operator": "All", "targetReplicatedJobs": ["launcher"]},
+                    "replicatedJobs": [
+                        _replicated_job("node", pod_spec(settings, point, name, [sshd]), pod_labels),
+                        _replicated_job(  # its command is the TrainJob's trainer.command
+                            "launcher",
+                            pod_spec(settings, point, name, [base]),
+                            pod_labels,
+                            trainer,
+                            dependsOn=[{"name": "node", "status": "Ready"}],
+                        ),
+                    ],
+                }
+            },
+        }
     runtime = {"apiVersion": TRAINER_API, "kind": "TrainingRuntime", "metadata": metadata(settings, name, point)}
     return [{**runtime, "spec": runtime_spec}, job]
 
 
-def _replica(settings: K8sSettings, container: str, command: list[str], replicas: int, point, res: dict | None) -> dict:
+def sshd_argv(settings: K8sSettings, name: str) -> list[str]:
+    """A Horovod node pod's command: note its node on the volume (`k8s-job sshd`), then exec sshd."""
+    argv = [settings.python, "-m", "distbench.cli", "k8s-job", "sshd", "--records", settings.records, "--job", name]
+    return [k8s_arg(a) for a in [*argv, "--", *SSHD]]
+
+
+def _replica(settings: K8sSettings, container: str, command: list[str], replicas: int, point, name, res) -> dict:
+    """A replica spec; `name` None: not one of the point's nodes (mpi-operator's launcher runs no rank, so
+    neither carries the job's label nor repels its nodes)."""
     spec = {"name": container, "image": settings.image, "command": command, "env": container_env(settings, point)}
     if res:
         spec["resources"] = res
@@ -381,8 +397,10 @@ def _replica(settings: K8sSettings, container: str, command: list[str], replicas
         "replicas": replicas,
         "restartPolicy": "Never",
         "template": {
-            "metadata": {"labels": labels(settings, point)},
-            "spec": pod_spec(settings, [spec]),
+            "metadata": {"labels": labels(settings, point, name)},
+            "spec": pod_spec(settings, point, name, [spec])
+            if name
+            else pod_spec(settings, point, "", [spec], spread=False),
         },
     }
 
@@ -391,21 +409,15 @@ def v1_job(settings: K8sSettings, point: SlurmPoint, name: str) -> list[dict]:
     """PyTorchJob (training-operator) or, for Horovod over nodes, MPIJob v2beta1 (mpi-operator, SSH)."""
     res = resources(settings, point)
     run_policy = {"cleanPodPolicy": "None", "backoffLimit": 0, "activeDeadlineSeconds": deadline(settings)}
+    meta = metadata(settings, name, point, queue=True)
     if not multi_node_mpi(point):
         rank = "0" if point.nodes == 1 else EnvRef("$(PET_NODE_RANK)")
         command = wrapper_argv(settings, point, name, rank)
-        specs = {"Master": _replica(settings, "pytorch", command, 1, point, res)}
+        specs = {"Master": _replica(settings, "pytorch", command, 1, point, name, res)}
         if point.nodes > 1:
-            specs["Worker"] = _replica(settings, "pytorch", command, point.nodes - 1, point, res)
+            specs["Worker"] = _replica(settings, "pytorch", command, point.nodes - 1, point, name, res)
         spec = {"runPolicy": run_policy, "pytorchReplicaSpecs": specs}
-        return [
-            {
-                "apiVersion": "kubeflow.org/v1",
-                "kind": "PyTorchJob",
-                "metadata": metadata(settings, name, point),
-                "spec": spec,
-            }
-        ]
+        return [{"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": meta, "spec": spec}]
     spec = {
         "slotsPerWorker": devices_per_node(point.config),
         "runPolicy": {**run_policy, "cleanPodPolicy": "Running"},
@@ -413,18 +425,13 @@ def v1_job(settings: K8sSettings, point: SlurmPoint, name: str) -> list[dict]:
         "sshAuthMountPath": SSH_DIR,
         "launcherCreationPolicy": "WaitForWorkersReady",
         "mpiReplicaSpecs": {
-            "Launcher": _replica(settings, "launcher", wrapper_argv(settings, point, name, "0"), 1, point, None),
-            "Worker": _replica(settings, "worker", SSHD, point.nodes, point, res),
+            "Launcher": _replica(
+                settings, "launcher", wrapper_argv(settings, point, name, "0", launcher_pod=True), 1, point, None, None
+            ),
+            "Worker": _replica(settings, "worker", sshd_argv(settings, name), point.nodes, point, name, res),
         },
     }
-    return [
-        {
-            "apiVersion": "kubeflow.org/v2beta1",
-            "kind": "MPIJob",
-            "metadata": metadata(settings, name, point),
-            "spec": spec,
-        }
-    ]
+    return [{"apiVersion": "kubeflow.org/v2beta1", "kind": "MPIJob", "metadata": meta, "spec": spec}]
 
 
 @dataclass

@@ -2,7 +2,7 @@
 a synthetic batch, the losses). The networks are defined per architecture family, layer for layer the same
 as their torch_* twins:
 
-  keras_resnet (resnet18/50/152), keras_plain (vgg16, linear, mlp), keras_mobilenet (mobilenet_v2,
+  keras_resnet (resnet18/50/152), keras_plain (vgg16, linear, mlp, cnn), keras_mobilenet (mobilenet_v2,
   efficientnet_b4), keras_unet (unet), keras_transformer (bert_base), keras_recurrent (lstm).
 
 Conventions every family follows: channels-last (NHWC) because TensorFlow's CPU kernels need it. Strided
@@ -27,7 +27,7 @@ import keras
 from keras import ops
 
 from distbench.models.keras_mobilenet import build_efficientnet_b4, build_mobilenet_v2
-from distbench.models.keras_plain import build_linear, build_mlp, build_vgg16
+from distbench.models.keras_plain import build_cnn, build_linear, build_mlp, build_vgg16
 from distbench.models.keras_recurrent import build_lstm
 from distbench.models.keras_resnet import build_resnet
 from distbench.models.keras_transformer import build_bert_base
@@ -46,6 +46,7 @@ MODELS: dict[str, Callable[..., keras.Model]] = {
     "lstm": build_lstm,
     "linear": build_linear,
     "mlp": build_mlp,
+    "cnn": build_cnn,
 }
 """Name -> builder(*, num_classes, channels, image_size, seq_len) (keys: the same as torch_models.MODELS)."""
 

@@ -7,7 +7,7 @@ import keras
 import numpy as np
 from keras import layers, ops
 
-from distbench.models.specs import MLP_HIDDEN, VGG16_CFG
+from distbench.models.specs import CNN_CHANNELS, MLP_HIDDEN, VGG16_CFG
 
 
 class AdaptiveAveragePooling2D(layers.Layer):
@@ -79,3 +79,15 @@ def build_mlp(*, num_classes: int, channels: int, image_size: int, **_) -> keras
     inp = keras.Input(shape=(image_size, image_size, channels), name="image")
     x = layers.Dense(MLP_HIDDEN, activation="relu", name="hidden")(layers.Flatten()(inp))
     return keras.Model(inp, layers.Dense(num_classes, name="fc")(x), name="mlp")
+
+
+def build_cnn(*, num_classes: int, channels: int, image_size: int, **_) -> keras.Model:
+    """Two 3x3 convolutions (ReLU, 2x2 max pool each), a dense classifier on the flattened map (spec 'cnn');
+    the layers' defaults: Glorot-uniform weights, zero biases (torch_plain.build_cnn sets the same)."""
+    inp = keras.Input(shape=(image_size, image_size, channels), name="image")
+    x = inp
+    for i, width in enumerate(CNN_CHANNELS):
+        x = layers.Conv2D(width, 3, padding="same", activation="relu", name=f"conv{i + 1}")(x)
+        x = layers.MaxPooling2D(2, 2, padding="valid")(x)
+    out = layers.Dense(num_classes, name="fc")(layers.Flatten()(x))
+    return keras.Model(inp, out, name="cnn")

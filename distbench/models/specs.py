@@ -58,7 +58,12 @@ class ModelSpec:
 
 
 MLP_HIDDEN = 128
-"""Hidden units of the 'mlp' model (distbench converge's default)."""
+"""Hidden units of the 'mlp' model."""
+CNN_CHANNELS = (32, 64)
+"""Output channels of the 'cnn' model's two 3x3 convolutions (distbench converge's default model)."""
+CNN_SIDE = 20
+"""The side the 'cnn' model's parameter count is given at (distbench converge's shapes): its classifier
+takes the 2x2-pooled-twice feature map, (side // 4)^2 x 64 values."""
 
 # ---- architecture tables shared by torch_models and keras_models (one source, both frameworks) ----
 
@@ -272,11 +277,29 @@ MODEL_SPECS: dict[str, ModelSpec] = {
         reference_params=MLP_HIDDEN * (8 * 8 + 1) + 10 * (MLP_HIDDEN + 1),
         reference="computed (64 -> 128 -> 10, weights + biases)",
     ),
+    "cnn": ModelSpec(
+        name="cnn",
+        description=(
+            "small CNN: two 3x3 convolutions (32, 64 channels, ReLU, 2x2 max pool each), a linear classifier on the "
+            "flattened map (distbench converge's default, on its 20x20 synthetic shapes); Glorot-uniform weights "
+            "and zero biases in both frameworks"
+        ),
+        kind="image",
+        loss="cross_entropy",
+        channels=1,
+        num_classes=10,
+        default_image_size=CNN_SIDE,
+        min_image_size=4,
+        reference_params=(9 * CNN_CHANNELS[0] + CNN_CHANNELS[0])
+        + (9 * CNN_CHANNELS[0] * CNN_CHANNELS[1] + CNN_CHANNELS[1])
+        + (CNN_CHANNELS[1] * (CNN_SIDE // 4) ** 2 * 10 + 10),
+        reference="computed (conv 1->32, conv 32->64, 64x5x5 -> 10 at 20x20, weights + biases)",
+    ),
     "linear": ModelSpec(
         name="linear",
         description=(
             "global average pooling + one linear layer (3 -> classes): a model whose gradients are a few "
-            "bytes (32 at --num-classes 2), for checking that communication measures ~0 (issue 20)"
+            "bytes (32 at --num-classes 2), for checking that communication measures ~0"
         ),
         kind="image",
         loss="cross_entropy",

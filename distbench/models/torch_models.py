@@ -2,7 +2,7 @@
 a synthetic batch, the loss, forward FLOPs). The networks are defined per architecture family, layer for
 layer the same as their keras_* twins (torchvision's structure):
 
-  torch_resnet (resnet18/50/152), torch_plain (vgg16, linear, mlp), torch_mobilenet (mobilenet_v2,
+  torch_resnet (resnet18/50/152), torch_plain (vgg16, linear, mlp, cnn), torch_mobilenet (mobilenet_v2,
   efficientnet_b4), torch_unet (unet), torch_transformer (bert_base), torch_recurrent (lstm).
 
 Weight initialisation is torch's default (it does not change shapes, parameter counts or step cost).
@@ -18,7 +18,7 @@ from torch import nn
 
 from distbench.models.specs import ModelSpec, check_input, output_size, registered_spec
 from distbench.models.torch_mobilenet import build_efficientnet_b4, build_mobilenet_v2
-from distbench.models.torch_plain import build_linear, build_mlp, build_vgg16
+from distbench.models.torch_plain import build_cnn, build_linear, build_mlp, build_vgg16
 from distbench.models.torch_recurrent import build_lstm
 from distbench.models.torch_resnet import build_resnet
 from distbench.models.torch_transformer import build_bert_base
@@ -36,6 +36,7 @@ MODELS: dict[str, Callable[..., nn.Module]] = {
     "lstm": build_lstm,
     "linear": build_linear,
     "mlp": build_mlp,
+    "cnn": build_cnn,
 }
 """Name -> builder(*, num_classes, channels, image_size, seq_len) (keys: the same as keras_models.MODELS)."""
 
@@ -142,7 +143,7 @@ def forward_flops_per_sample(
     spec = _spec(name)
     check_input(spec, image_size=image_size, seq_len=seq_len)
     with torch.device("meta"):
-        model = build_model(name, num_classes=num_classes).eval()
+        model = build_model(name, num_classes=num_classes, image_size=image_size).eval()  # mlp, cnn: sized by it
         if spec.kind == "tokens":
             x = torch.zeros(1, seq_len or spec.default_seq_len, dtype=torch.long)
         else:

@@ -1,5 +1,5 @@
 """Plain feed-forward networks (no skip connections) in PyTorch: VGG-16, and the two small probes
-'linear' and 'mlp'. keras_plain.py holds the same networks.
+'linear' and 'mlp', and converge's small 'cnn'. keras_plain.py holds the same networks.
 
 VGG's module names follow torchvision (`features.N`, `classifier.N`) so state_dict keys line up.
 """
@@ -9,7 +9,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from distbench.models.specs import MLP_HIDDEN, VGG16_CFG
+from distbench.models.specs import CNN_CHANNELS, CNN_SIDE, MLP_HIDDEN, VGG16_CFG
 
 
 class VGG(nn.Module):
@@ -57,6 +57,28 @@ def build_mlp(*, num_classes: int, channels: int, image_size: int | None, **_) -
     )
     for m in model:
         if isinstance(m, nn.Linear):
+            nn.init.xavier_uniform_(m.weight)
+            nn.init.zeros_(m.bias)
+    return model
+
+
+def build_cnn(*, num_classes: int, channels: int, image_size: int | None, **_) -> nn.Module:
+    """Two 3x3 convolutions (ReLU, 2x2 max pool each), a linear classifier on the flattened map (spec 'cnn');
+    Glorot-uniform weights and zero biases, Keras' defaults, as build_mlp."""
+    side = (image_size or CNN_SIDE) // 4
+    c1, c2 = CNN_CHANNELS
+    model = nn.Sequential(
+        nn.Conv2d(channels, c1, 3, padding=1),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
+        nn.Conv2d(c1, c2, 3, padding=1),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
+        nn.Flatten(),
+        nn.Linear(c2 * side * side, num_classes),
+    )
+    for m in model:
+        if isinstance(m, (nn.Conv2d, nn.Linear)):
             nn.init.xavier_uniform_(m.weight)
             nn.init.zeros_(m.bias)
     return model

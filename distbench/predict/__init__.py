@@ -3,7 +3,7 @@ from a physical step-time model (docs/prediction.md). One job per module:
 
   links      links, the alpha-beta cost per tier, fitted / named links, traffic of each strategy
   sources    measured points (store or CSV) grouped into series, overlap, per-rank spread
-  model      the step-time model: compute + bounded exposed communication per tier + straggler wait
+  model      the step-time model: compute + communication exposed beyond its overlap window + straggler wait
   validate   held-out checks against the naive guess, scores, what to measure next
   document   the prediction document (rows, parameters, warnings, what-ifs, order checks)
   render     tables, summary lines, plot images
@@ -26,9 +26,9 @@ from distbench.predict.links import (  # noqa: F401
     tree_allreduce_time,
 )
 from distbench.predict.model import (  # noqa: F401
-    CROSSING_SD,
+    MODEL_BIAS_PER_DOUBLING,
     MODEL_ERROR_PER_DOUBLING,
-    NOMINAL_F,
+    NOMINAL_EFFICIENCY,
     StepTimeModel,
     build_model,
     per_device_batch,

@@ -18,7 +18,7 @@ import numpy as np
 from distbench import analysis as an
 from distbench.errors import BadInput
 from distbench.linkprofiles import get_profile
-from distbench.strategies import STRATEGIES
+from distbench.strategies import STRATEGIES, Strategy
 
 ALGORITHMS = ("auto", "ring", "tree", "hierarchical")
 MIN_LATENCY_S = 1e-7
@@ -28,17 +28,14 @@ MAX_BANDWIDTH = 5e12
 """A fitted bandwidth above 5 TB/s per rank is beyond every link in linkprofiles (NVLink 5: 0.9 TB/s
 one way); it means the timings did not resolve the bandwidth term."""
 
-TRAFFIC = {
-    "fsdp": (1.5, "FSDP: all-gather in forward, all-gather in backward, reduce-scatter of the gradients"),
-    "deepspeed-zero3": (1.5, "ZeRO-3: parameter all-gather in forward and backward + gradient reduce-scatter"),
-}
-"""Bytes on the wire relative to a ring all-reduce of the gradients (reduce-scatter + all-gather, 2(n-1)/n S):
-a sharded strategy that all-gathers the parameters twice and reduce-scatters the gradients moves 3(n-1)/n S,
-1.5x (ZeRO paper, arXiv 1910.02054, section 7.2.2). DDP, Horovod, ZeRO-1/2: 1x."""
+TRAFFIC = {name: s.traffic for name, s in STRATEGIES.items() if s.traffic[0] != 1.0}
+"""Bytes on the wire relative to a ring all-reduce of the gradients, where a strategy moves more than it
+(Strategy.traffic, in the registry: its pattern and the source of the factor)."""
+DEFAULT_TRAFFIC = Strategy.__dataclass_fields__["traffic"].default
 
 
 def traffic_factor(strategy: str) -> tuple[float, str]:
-    return TRAFFIC.get(strategy, (1.0, "gradient all-reduce (reduce-scatter + all-gather)"))
+    return TRAFFIC.get(strategy, DEFAULT_TRAFFIC)
 
 
 def default_bucket_bytes(name: str) -> int | None:
@@ -215,7 +212,7 @@ def explicit_links(
             f"profile {p.name}: {p.description}" + (f", x{k} NICs" if k > 1 else ""),
             False,
         )
-    bw = {t: _positive(v, "--link-bw", "GB/s", allow_inf=True) for t, v in _tiered(bws).items()}
+    bw = {t: _positive(v, "--link-bw", "GB/s") for t, v in _tiered(bws).items()}
     lat = {t: _positive(v, "--link-latency", "us", zero=True) for t, v in _tiered(lats).items()}
     for tier in set(bw) | set(lat):
         base = out.get(tier)

@@ -1,23 +1,28 @@
-"""The step-time model: every parameter is physical, measured where it can be, bounded where it is fitted.
+"""The step-time model: overlap as time, every parameter a physical quantity with a unit and a source.
 
     t(N) = a * b(N)                                   compute (seconds per sample x per-device batch)
-         + x_intra * C_intra(N) + x_inter * C_inter(N) exposed communication per tier
+         + max(tail(N), T(N) - W(N))                  exposed communication
          + sigma * m(N)                               waiting for the slowest of N ranks
     throughput(N) = N * b(N) / t(N)
 
-C_tier is the nominal alpha-beta time of the strategy's traffic on that tier (links.py). x_tier is the
-exposed share of it, x = (1 - h) * f: h the measured overlap, f >= 1 how much slower than nominal the link
-runs. f is bounded (NOMINAL_F on a nominal link, MEASURED_F on one measured by `distbench comm`), so a
-fitted x implies an effective bandwidth B / x that is printed and must be plausible; where the data ask
-for more, the model clips and warns. With no measured overlap, h may be anything up to H_MAX.
+T(N) is the alpha-beta time of the strategy's traffic over both tiers (links.py: ring inside a node,
+hierarchical / ring / tree across nodes) at the ACHIEVED bandwidth of each tier (GB/s) and the link's latency.
+Gradients travel in k buckets; the first is ready once 1/k of backward has run, so the time that can hide behind
+compute is the backward compute after it: W = beta * a * b(N) * (1 - 1/k) (beta: backward share of the
+compute, assumed; or the hidden time a sweep measured, scaled with compute). The last bucket can never hide:
+tail = T / k. With one bucket nothing hides.
 
-`a` is anchored at the largest measured N (where the workload already runs as it will at larger N), so the
-model predicts only what changes beyond it: more communication, a new tier, more ranks to wait for.
-sigma is the measured per-rank step-time spread (never fitted).
+What the data identify is fitted (a tier's achieved bandwidth, where measured points exercise that tier and the
+fit's sum of squares rejects part of its plausible range); what they do not is taken at the value of its
+plausible range closest to the naive guess (the physics forces the rest), and its whole range enters the interval.
+A fit pinned at a bound says the lost efficiency is not (all) communication: a warning, and the range enters the
+interval too. `a` is anchored at the largest measured N, so with no communication and no spread the prediction
+IS the naive guess.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass, field
 from statistics import NormalDist
@@ -28,29 +33,44 @@ import numpy as np
 from distbench import analysis as an
 from distbench.errors import BadInput
 from distbench.predict.links import Link, buckets_for, tier_times, traffic_factor
+from distbench.strategies import STRATEGIES
 from distbench.predict.sources import Observed, Series
 
-NOMINAL_F = (1.0, 4.0)
-"""A nominal (profile) link delivers between its full rate and a quarter of it to the collective: NCCL
-all-reduce bus bandwidth reaches 70-95% of NVLink / InfiniBand line rate; 4x slower than nominal is
-beyond any healthy link and means the loss is not communication."""
-MEASURED_F = (1 / 1.5, 1.5)
+NOMINAL_EFFICIENCY = (0.25, 1.0)
+"""Achieved share of a nominal (profile, --link-bw) link's figure a collective gets: up to the full rate (NCCL's
+all-reduce bus bandwidth reaches 70-95% of NVLink / InfiniBand line rate, TCP about 90% of Ethernet's), down to a
+quarter (beyond that the link is not healthy, or the loss is not communication)."""
+MEASURED_EFFICIENCY = (1 / 1.5, 1.5)
 """A link measured with `distbench comm` is what the collective gets: only bucketing and contention move it."""
-H_MAX = 0.9
-"""Unmeasured overlap: at most 90% of the communication hides behind compute (the last bucket never can)."""
-MODEL_ERROR_PER_DOUBLING = 0.026
-"""Standard deviation of log throughput added per doubling of N beyond the largest fitted N; calibrated on
-the held-out published points of tests/data (docs/prediction.md), checked leave-one-source-out."""
-CROSSING_SD = 0.0
-"""Extra standard deviation of log throughput for a prediction that crosses from one node to several without
-any measured multi-node point, on top of the plausible range of the unmeasured inter-node link (which the
-interval always spans). Calibrated (validate.calibrate) on the published one-node-to-many-node points: their
-errors stay within the model error per doubling, so the calibration gives 0; the range term remains."""
+BACKWARD_SHARE = (0.5, 2 / 3)
+"""Share of the step's compute that is backward: the backward pass costs about twice the forward (gradients of
+the weights and of the inputs), 2/3 of forward + backward; at least half once the optimizer, data and
+kernel-launch time that cannot overlap are counted. Assumed (not fitted): the window W uses it."""
+MODEL_ERROR_PER_DOUBLING = 0.014
+"""Standard deviation of log throughput per doubling of N beyond the largest fitted N, around the bias below.
+Calibrated (validate.calibrate) on the tuning sources only (tests/data/predict_sources.csv, role = tune); the
+scores in docs/prediction.md are on the other sources."""
+MODEL_BIAS_PER_DOUBLING = 0.012
+"""Mean log over-prediction per doubling (prediction above the truth when positive), calibrated with the spread
+above. The point prediction is not moved by it; the interval extends by it on its side only (asymmetric)."""
+CROSSING_SD = 0.058
+"""Extra standard deviation of log throughput for a prediction that crosses from one node to several with no
+measured multi-node point (the inter-node tier unconstrained), on top of its bandwidth range; calibrated with
+CROSSING_BIAS on the tuning sources' one-node-to-several checks (validate.calibrate)."""
+CROSSING_BIAS = -0.029
+"""Mean log over-prediction of such a crossing, beyond the bias per doubling; on its side of the interval only."""
 DEFAULT_MEASUREMENT_SE = 0.02
 """Relative standard error assumed for a measured throughput with no CI (published tables)."""
-GRID = 41
-WANT_RANGE = (1e-3, 1e3)
-"""Where the unbounded fit is looked for (a warning only): 1000x the nominal time is 1/1000 of the link."""
+CHI2_95 = 3.841
+"""A parameter value is rejected by the data when it raises the fit's sum of squared log errors by more than
+CHI2_95 x the measurement variance (the profile-likelihood 95% region)."""
+GRID = 49
+UNKNOWN_BUCKET_BYTES = min(s.bucket_bytes for s in STRATEGIES.values() if s.bucket_bytes)
+"""Smallest bucket the strategy registry knows (DDP's 25 MiB). A strategy the registry does not know (a published
+table's own framework) and no --bucket-mb: its bucketing is a RANGE, from buckets of this size to one message;
+the point prediction takes the smallest buckets (closest to the naive guess), the interval spans the range."""
+WANT_RANGE = (1e-3, 1e1)
+"""Where the unbounded fit is looked for (a warning only): 1/1000 to 10x the link's figure."""
 
 
 @dataclass
@@ -58,19 +78,28 @@ class Tier:
     name: str
     link: Link | None
     nominal_bw: float
+    """bytes/s: the link's figure (profile, --link-bw, comm fit)."""
     lo: float
     hi: float
-    x: float
-    fitted: bool
+    """bytes/s: the plausible range of the achieved bandwidth."""
+    bw: float
+    """bytes/s: the achieved bandwidth used."""
+    source: str = "assumed"
+    """fitted | measured | profile | assumed: where the value comes from."""
+    exercised: bool = False
+    """some measured point moves traffic over this tier."""
+    identified: bool = False
+    """the data reject part of the plausible range."""
+    at_bound: bool = False
+    span: tuple[float, float] = (0.0, 0.0)
+    """the values the interval spans."""
     wanted: float | None = None
-    """the unbounded best fit, when it lies outside [lo, hi]."""
+    """the unbounded best fit (bytes/s), when it lies outside [lo, hi]."""
     wanted_beyond: bool = False
-    """the unbounded fit sits at the edge of its search (WANT_RANGE): it asks for that much or more."""
 
-    def bandwidth(self, x: float | None = None) -> float:
-        """the effective bandwidth x implies (if nothing were hidden)."""
-        x = self.x if x is None else x
-        return math.inf if x <= 0 else self.nominal_bw / x
+    @property
+    def fitted(self) -> bool:
+        return self.source == "fitted"
 
 
 @dataclass
@@ -79,36 +108,99 @@ class StepTimeModel:
     a: float
     ref_n: int
     tiers: dict[str, Tier]
-    comm_fn: object
+    algorithm: str
     sigma: float
     fitted_ns: list[int]
     anchor_se: float
     model_error: float
+    model_bias: float
     crossing_sd: float
+    crossing_bias: float
     buckets: int
     traffic: float
-    resid_se: float | None
+    strategy: str
+    beta: float
+    beta_span: tuple[float, float]
+    beta_source: str
+    resid_se: float | None = None
     warnings: list[str] = field(default_factory=list)
+    bucket_span: tuple[int, int] = (1, 1)
+    """bucket counts the interval spans (a range only where the strategy's bucketing is not known)."""
+    bucket_source: str = "registry"
+    anchor_se_source: str = "measured: the anchor point's CI"
+    model_error_source: str = "calibrated on the tuning sources"
+    ref_points: list = field(default_factory=list)
+    """the measured points at ref_n: every corner of the interval is re-anchored on them."""
+    base: "StepTimeModel | None" = None
+    """a what-if's fitted model: its corners take the compute the base's anchor implies."""
 
     def batch(self, n: int) -> float:
         return per_device_batch(self.series, n)
 
-    def parts(self, n: int, x_intra: float | None = None, x_inter: float | None = None) -> dict[str, float]:
-        ci, ce = self.comm_fn(n)
-        xi = self.tiers["intra"].x if x_intra is None else x_intra
-        xe = self.tiers["inter"].x if x_inter is None else x_inter
+    def transfer(
+        self, n: int, bw_intra: float | None = None, bw_inter: float | None = None, buckets: int | None = None
+    ) -> tuple[float, float]:
+        """(intra, inter) seconds to move the step's traffic at the given achieved bandwidths."""
+        size = (self.series.grad_bytes or 0.0) * self.traffic
+        if n <= 1 or not size:
+            return 0.0, 0.0
+        links = []
+        for name, bw in (("intra", bw_intra), ("inter", bw_inter)):
+            t = self.tiers[name]
+            if t.link is None:
+                links.append(None)
+                continue
+            links.append(Link(t.bw if bw is None else bw, t.link.latency, t.link.source, t.link.measured))
+        return tier_times(
+            size,
+            n,
+            self.series.per_node,
+            *links,
+            algorithm=self.algorithm,
+            buckets=buckets or self.buckets,
+            strategy=self.strategy,
+        )
+
+    def window(self, n: int, beta: float | None = None, bw_intra=None, bw_inter=None, buckets=None) -> float:
+        """Seconds of backward compute after the first bucket is ready (what communication can hide behind): the
+        backward share of the compute after 1/k of it; or, where the sweep measured an overlap h that left more
+        than the last bucket exposed, the time it hid at the largest measured N (h x the transfer there) scaled
+        with the compute per step (an overlap that left only the tail exposed bounds the window from below only:
+        the backward share is used)."""
+        k = buckets or self.buckets
+        if k <= 1:
+            return 0.0
+        compute = self.a * self.batch(n)
+        if self.measured_window(k):  # the measured exposure is more than the tail: W = h T_ref
+            ref_compute = self.a * self.batch(self.ref_n)
+            hidden = self.series.overlap * sum(self.transfer(self.ref_n, bw_intra, bw_inter, k))
+            return hidden * compute / ref_compute if ref_compute > 0 else 0.0
+        return (self.beta if beta is None else beta) * compute * (1 - 1 / k)
+
+    def measured_window(self, k: int | None = None) -> bool:
+        """The sweep measured an overlap h that left more than the last of k buckets exposed (h < 1 - 1/k): the
+        window is the time it hid. A higher h only bounds the window from below: the assumed share is used."""
+        k = k or self.buckets
+        h = self.series.overlap
+        return h is not None and k > 1 and h < 1 - 1 / k
+
+    def parts(self, n: int, bw_intra=None, bw_inter=None, beta=None, buckets=None) -> dict[str, float]:
+        k = buckets or self.buckets
+        ti, te = self.transfer(n, bw_intra, bw_inter, k)
+        total = ti + te
+        exposed = max(total / k, total - self.window(n, beta, bw_intra, bw_inter, k)) if total > 0 else 0.0
         return {
             "compute_s": self.a * self.batch(n),
-            "comm_intra_s": xi * ci,
-            "comm_inter_s": xe * ce,
+            "comm_intra_s": exposed * ti / total if total else 0.0,
+            "comm_inter_s": exposed * te / total if total else 0.0,
             "straggler_s": straggler(self.sigma, n),
         }
 
-    def step_time(self, n: int, **xs) -> float:
-        return sum(self.parts(n, **xs).values())
+    def step_time(self, n: int, **kw) -> float:
+        return sum(self.parts(n, **kw).values())
 
-    def throughput(self, n: int, **xs) -> float:
-        return n * self.batch(n) / self.step_time(n, **xs)
+    def throughput(self, n: int, **kw) -> float:
+        return n * self.batch(n) / self.step_time(n, **kw)
 
     def naive(self, n: int) -> float:
         """Per-device throughput stays what it was at the largest measured N."""
@@ -116,23 +208,80 @@ class StepTimeModel:
         return n * float(np.mean([p.throughput / p.n for p in ref]))
 
     def crosses(self, n: int) -> bool:
-        return n > self.series.per_node and not self.tiers["inter"].fitted
+        return n > self.series.per_node and not self.tiers["inter"].exercised
+
+    def doublings(self, n: int) -> float:
+        return max(0.0, math.log2(n / self.ref_n))
 
     def sd(self, n: int) -> float:
-        doublings = max(0.0, math.log2(n / self.ref_n))
         cross = self.crossing_sd if self.crosses(n) else 0.0
-        return math.sqrt(self.anchor_se**2 + (self.model_error * doublings) ** 2 + cross**2)
+        return math.sqrt(self.anchor_se**2 + (self.model_error * self.doublings(n)) ** 2 + cross**2)
+
+    def bias(self, n: int) -> float:
+        """Calibrated mean log over-prediction at n (positive: the truth tends to lie below the prediction)."""
+        return self.model_bias * self.doublings(n) + (self.crossing_bias if self.crosses(n) else 0.0)
+
+    def anchor_at(self, bw_intra=None, bw_inter=None, beta=None, buckets=None) -> float:
+        """Compute per sample (s) that reproduces the measured anchor point at these parameter values (<= 0: the
+        values leave no compute time there, so the measured point rules them out)."""
+        if self.base is not None:  # a what-if: the base's workload at the base's own traffic and buckets
+            return self.base.anchor_at(bw_intra, bw_inter, beta)
+        if not self.ref_points:
+            return self.a
+        keep = self.a
+        try:
+            return _anchor(self, self.ref_points, bw_intra=bw_intra, bw_inter=bw_inter, beta=beta, buckets=buckets)
+        finally:
+            self.a = keep
+
+    def corner_values(self, n: int) -> list[tuple[float, float]]:
+        """(throughput at n, compute per sample) at every corner of the parameters' spans (each tier's
+        bandwidth, the backward share, the bucket count), each corner RE-ANCHORED: its compute is what reproduces
+        the measured point at the largest measured N with that corner's communication, so every corner passes
+        through the anchor point. Corners the anchor rules out (no compute time left) are dropped."""
+        spans = [self.tiers["intra"].span, self.tiers["inter"].span, self.beta_span, sorted(set(self.bucket_span))]
+        out = [(self.throughput(n), self.a)]
+        keep = self.a
+        try:
+            for bi, be, beta, k in itertools.product(*spans):
+                kw = {"bw_intra": bi or None, "bw_inter": be or None, "beta": beta, "buckets": k}
+                a = self.anchor_at(**kw)
+                if a <= 0:
+                    continue
+                self.a = a
+                out.append((self.throughput(n, **kw), a))
+                self.a = keep
+        finally:
+            self.a = keep
+        return out
+
+    def corners(self, n: int) -> list[float]:
+        return [thr for thr, _ in self.corner_values(n)]
+
+    def compute_limit(self, n: int, values: list[tuple[float, float]] | None = None) -> float:
+        """Throughput at n with no communication and no waiting, at the fastest compute any corner's anchor
+        allows, widened by the anchor's own measurement error: n / a x exp(1.96 se). Compute per sample is the
+        same at every N (the model's assumption, weak and strong scaling), so nothing predicts above it."""
+        values = values if values is not None else self.corner_values(n)
+        return n / min(a for _, a in values) * math.exp(an.Z95 * self.anchor_se)
 
     def interval(self, n: int) -> tuple[float, float, float]:
-        """(throughput, 95% low, 95% high): every tier not fitted on measured points spans its plausible range."""
+        """(throughput, 95% low, 95% high): the parameters' spans (each corner re-anchored), then the calibrated
+        bias (on its side only) and spread per doubling, and the anchor's own error; the high side capped at the
+        compute-only limit (no communication, no waiting)."""
         thr = self.throughput(n)
-        corners = [thr]
-        ranges = {k: (t.lo, t.hi) for k, t in self.tiers.items() if not t.fitted}
-        for xi in ranges.get("intra", (None,)):
-            for xe in ranges.get("inter", (None,)):
-                corners.append(self.throughput(n, x_intra=xi, x_inter=xe))
-        sd = self.sd(n)
-        return thr, min(corners) * math.exp(-an.Z95 * sd), max(corners) * math.exp(an.Z95 * sd)
+        values = self.corner_values(n)
+        corners = [t for t, _ in values]
+        sd, shift = self.sd(n), self.bias(n)
+        low = min(corners) * math.exp(-an.Z95 * sd - max(0.0, shift))
+        high = max(corners) * math.exp(an.Z95 * sd + max(0.0, -shift))
+        return thr, low, max(thr, min(high, self.compute_limit(n, values)))
+
+    def capped(self, n: int) -> bool:
+        """The interval's high side would pass the compute-only limit (it is cut there)."""
+        values = self.corner_values(n)
+        high = max(t for t, _ in values) * math.exp(an.Z95 * self.sd(n) + max(0.0, -self.bias(n)))
+        return high > self.compute_limit(n, values)
 
 
 def expected_max(n: int) -> float:
@@ -148,6 +297,11 @@ def straggler(sigma: float, n: int) -> float:
     return sigma * expected_max(n) if sigma and n > 1 else 0.0
 
 
+def _unknown_bucket(strategy: str) -> float | None:
+    """Where the registry does not know the strategy: the smallest bucket of the range (None: it knows)."""
+    return None if strategy in STRATEGIES else UNKNOWN_BUCKET_BYTES
+
+
 def per_device_batch(series: Series, n: int) -> float:
     if series.scaling == "strong":
         ref = series.points[0]
@@ -155,12 +309,12 @@ def per_device_batch(series: Series, n: int) -> float:
     return series.points[-1].per_device_batch
 
 
-def bounds(link: Link | None, overlap: float | None) -> tuple[float, float]:
-    """Plausible range of the exposed share x = (1 - h) f on a tier."""
-    f_lo, f_hi = MEASURED_F if link is not None and link.measured else NOMINAL_F
-    if overlap is None:
-        return (1 - H_MAX) * f_lo, f_hi
-    return max(1e-3, (1 - overlap)) * f_lo, max(1e-3, (1 - overlap)) * f_hi
+def bandwidth_range(link: Link | None) -> tuple[float, float]:
+    """Plausible achieved bandwidth (bytes/s) of a link."""
+    if link is None or math.isinf(link.bandwidth):
+        return (math.inf, math.inf)
+    lo, hi = MEASURED_EFFICIENCY if link.measured else NOMINAL_EFFICIENCY
+    return link.bandwidth * lo, link.bandwidth * hi
 
 
 def build_model(
@@ -172,169 +326,216 @@ def build_model(
     bucket_bytes: float | None = None,
     points: Sequence[Observed] | None = None,
     model_error: float = MODEL_ERROR_PER_DOUBLING,
+    model_bias: float = MODEL_BIAS_PER_DOUBLING,
     crossing_sd: float = CROSSING_SD,
+    crossing_bias: float = CROSSING_BIAS,
     traffic_of: str | None = None,
     base: StepTimeModel | None = None,
 ) -> StepTimeModel:
     """Fit the model on `points` (default: all of the series). `traffic_of` / `base`: the what-if of another
-    strategy's traffic on `base`'s fitted workload (its compute, exposed shares and straggler term)."""
+    strategy's traffic on `base`'s fitted workload (its compute, achieved bandwidths and straggler term)."""
     points = sorted(points if points is not None else series.points, key=lambda p: p.n)
     strategy = traffic_of or series.strategy
     traffic, _ = traffic_factor(strategy)
-    buckets = buckets_for(strategy, series.grad_bytes, bucket_bytes)
-    size = (series.grad_bytes or 0.0) * traffic
-
-    def comm(n: int) -> tuple[float, float]:
-        if n <= 1 or not size:
-            return 0.0, 0.0
-        return tier_times(
-            size, n, series.per_node, intra, inter, algorithm=algorithm, buckets=buckets, strategy=strategy
-        )
-
-    sigma = series.rank_sd or 0.0
     ref_n = points[-1].n
     ref = [p for p in points if p.n == ref_n]
-    anchor_se = float(np.mean([p.se if p.se is not None else DEFAULT_MEASUREMENT_SE for p in ref]))
     tiers = {}
     for name, link in (("intra", intra), ("inter", inter)):
-        lo, hi = bounds(link, series.overlap)
-        nominal = link.bandwidth if link else math.inf
-        has = [p for p in points if comm(p.n)[0 if name == "intra" else 1] > 0]
-        fitted = bool(has) and len({p.n for p in points}) >= 2 and base is None
-        tiers[name] = Tier(name, link, nominal, lo, hi, math.sqrt(lo * hi), fitted)
+        lo, hi = bandwidth_range(link)
+        source = "measured" if link is not None and link.measured else "profile"
+        tiers[name] = Tier(name, link, link.bandwidth if link else math.inf, lo, hi, hi, source, span=(hi, hi))
+    beta_lo, beta_hi = BACKWARD_SHARE
     model = StepTimeModel(
-        series,
-        0.0,
-        ref_n,
-        tiers,
-        comm,
-        sigma,
-        sorted({p.n for p in points}),
-        anchor_se,
-        model_error,
-        crossing_sd,
-        buckets,
-        traffic,
-        None,
+        series=series,
+        a=0.0,
+        ref_n=ref_n,
+        tiers=tiers,
+        algorithm=algorithm,
+        sigma=series.rank_sd or 0.0,
+        fitted_ns=sorted({p.n for p in points}),
+        anchor_se=float(np.mean([p.se if p.se is not None else DEFAULT_MEASUREMENT_SE for p in ref])),
+        model_error=model_error,
+        model_bias=model_bias,
+        crossing_sd=crossing_sd,
+        crossing_bias=crossing_bias,
+        buckets=buckets_for(strategy, series.grad_bytes, bucket_bytes or _unknown_bucket(strategy)),
+        traffic=traffic,
+        strategy=strategy,
+        beta=beta_hi,
+        beta_span=(beta_lo, beta_hi),
+        beta_source="assumed",
+        ref_points=ref,
     )
-    if base is not None:  # the what-if: the same workload, another strategy's bytes
-        model.a, model.sigma = base.a, base.sigma
+    if any(p.se is None for p in ref):
+        model.anchor_se_source = f"assumed {DEFAULT_MEASUREMENT_SE:.0%}: the anchor point has no CI"
+    if not bucket_bytes and _unknown_bucket(strategy) and series.grad_bytes:
+        model.bucket_span = (1, model.buckets)
+        model.bucket_source = (
+            f"not known for {strategy}: from {UNKNOWN_BUCKET_BYTES / 2**20:g} MiB buckets (the registry's smallest) "
+            "to one message"
+        )
+    elif bucket_bytes:
+        model.bucket_source = "--bucket-mb"
+    model.bucket_span = model.bucket_span if model.bucket_span != (1, 1) else (model.buckets, model.buckets)
+    if base is not None:  # the what-if: the same workload, another strategy's bytes and buckets
+        model.a, model.sigma, model.ref_n = base.a, base.sigma, base.ref_n
+        model.anchor_se, model.model_error, model.model_bias = base.anchor_se, base.model_error, base.model_bias
+        model.crossing_sd, model.crossing_bias = base.crossing_sd, base.crossing_bias
+        model.beta, model.beta_span, model.beta_source = base.beta, base.beta_span, base.beta_source
+        model.base, model.ref_points = base, base.ref_points
+        model.anchor_se_source, model.model_error_source = base.anchor_se_source, base.model_error_source
         for name, t in model.tiers.items():
-            t.x, t.fitted, t.lo, t.hi = (
-                base.tiers[name].x,
-                base.tiers[name].fitted,
-                base.tiers[name].lo,
-                base.tiers[name].hi,
-            )
-        model.ref_n, model.anchor_se, model.model_error = base.ref_n, base.anchor_se, base.model_error
-        model.crossing_sd = base.crossing_sd
+            b = base.tiers[name]
+            t.bw, t.span, t.source, t.exercised, t.identified = b.bw, b.span, b.source, b.exercised, b.identified
         return model
+    for name, t in tiers.items():
+        t.exercised = (
+            any(model.transfer(p.n)[0 if name == "intra" else 1] > 0 for p in points)
+            and len({p.n for p in points}) >= 2
+        )
     _fit(model, points, ref)
     return model
 
 
-def _anchor(model: StepTimeModel, ref: Sequence[Observed], xi: float, xe: float) -> float:
-    parts = model.parts(model.ref_n, x_intra=xi, x_inter=xe)
-    other = parts["comm_intra_s"] + parts["comm_inter_s"] + parts["straggler_s"]
-    return float(np.mean([(p.step_time - other) / p.per_device_batch for p in ref]))
+def _anchor(model: StepTimeModel, ref: Sequence[Observed], **kw) -> float:
+    """Compute per sample at the largest measured N: its step time less what the other terms take there. The
+    window depends on the compute, so the anchor is found by a few fixed-point steps."""
+    a = float(np.mean([p.step_time / p.per_device_batch for p in ref]))
+    for _ in range(30):
+        model.a = a
+        parts = model.parts(model.ref_n, **kw)
+        other = parts["comm_intra_s"] + parts["comm_inter_s"] + parts["straggler_s"]
+        new = float(np.mean([(p.step_time - other) / p.per_device_batch for p in ref]))
+        if new <= 0:
+            return new
+        if abs(new - a) <= 1e-12 * a:
+            a = new
+            break
+        a = new
+    return a
 
 
-def _sse(model: StepTimeModel, points: Sequence[Observed], ref: Sequence[Observed], xi: float, xe: float) -> float:
-    a = _anchor(model, ref, xi, xe)
+def _sse(model: StepTimeModel, points: Sequence[Observed], ref: Sequence[Observed], bi: float, be: float) -> float:
+    a = _anchor(model, ref, bw_intra=bi, bw_inter=be)
     if a <= 0:
         return math.inf
     model.a = a
-    return sum(math.log(model.step_time(p.n, x_intra=xi, x_inter=xe) / p.step_time) ** 2 for p in points)
-
-
-def _golden(f, lo: float, hi: float, x0: float, step: float, iters: int = 40) -> float:
-    """Minimise f on [x0 / step, x0 * step] within [lo, hi] by golden sections in log x."""
-    a, b = math.log(max(lo, x0 / step)), math.log(min(hi, x0 * step))
-    g = (math.sqrt(5) - 1) / 2
-    c, d = b - g * (b - a), a + g * (b - a)
-    fc, fd = f(math.exp(c)), f(math.exp(d))
-    for _ in range(iters):
-        if fc < fd:
-            b, d, fd = d, c, fc
-            c = b - g * (b - a)
-            fc = f(math.exp(c))
-        else:
-            a, c, fc = c, d, fd
-            d = a + g * (b - a)
-            fd = f(math.exp(d))
-    best = min((f(x0), x0), (f(math.exp((a + b) / 2)), math.exp((a + b) / 2)))
-    return best[1]
+    return sum(math.log(model.step_time(p.n, bw_intra=bi, bw_inter=be) / p.step_time) ** 2 for p in points)
 
 
 def _fit(model: StepTimeModel, points: Sequence[Observed], ref: Sequence[Observed]) -> None:
     ti, te = model.tiers["intra"], model.tiers["inter"]
-    grid_i = np.geomspace(ti.lo, ti.hi, GRID) if ti.fitted else [ti.x]
-    grid_e = np.geomspace(te.lo, te.hi, GRID) if te.fitted else [None]
-    best = (math.inf, ti.x, te.x)
-    for xi in grid_i:
-        for xe in grid_e:
-            xe_ = xi if xe is None else xe  # fit intra with the inter share following it (only matters if measured)
-            sse = _sse(model, points, ref, xi, xe_)
-            if sse < best[0] - 1e-15:
-                best = (sse, xi, xe_)
-    if math.isfinite(best[0]):  # refine the grid's best: golden sections in log x, one tier at a time
-        step = (ti.hi / ti.lo) ** (1 / (GRID - 1)) if ti.fitted else 1.0
-        xi, xe = best[1], best[2]
-        for _ in range(3):
-            if ti.fitted:
-                xi = _golden(lambda v: _sse(model, points, ref, v, v if not te.fitted else xe), ti.lo, ti.hi, xi, step)
-                xe = xe if te.fitted else xi
-            if te.fitted:
-                xe = _golden(lambda v: _sse(model, points, ref, xi, v), te.lo, te.hi, xe, step)
-        sse = _sse(model, points, ref, xi, xe)
-        if sse <= best[0]:
-            best = (sse, xi, xe)
-    if not math.isfinite(best[0]):
-        raise BadInput(
-            f"{model.series.strategy} ({model.series.workload}): even the least communication the link allows "
-            "leaves no compute time at the largest measured N: check the link figures (--link, --link-bw, "
-            "--link-latency, --comm) and the throughput column"
+    if model.measured_window() and model.bucket_span[0] == model.bucket_span[1]:  # the hidden time a sweep measured
+        model.beta_source = f"measured (overlap {model.series.overlap:.2f}: the window is the time it hid)"
+        model.beta_span = (model.beta, model.beta)
+    elif model.series.overlap is not None and model.buckets > 1:
+        model.beta_source = (
+            f"assumed (the measured overlap {model.series.overlap:.2f} leaves only the last bucket exposed: it "
+            "bounds the window from below only)"
         )
-    ti.x = float(best[1])
-    te.x = float(min(te.hi, max(te.lo, best[2])))
-    # what the data would ask for without the bounds: a warning, never a figure used
-    for tier, other in ((ti, te), (te, ti)):
-        if not tier.fitted:
+    free = [t for t in (ti, te) if t.exercised and math.isfinite(t.hi)]
+    grids = {t.name: np.geomspace(t.lo, t.hi, GRID) for t in free}
+    gi = grids.get("intra", [ti.hi])
+    ge = grids.get("inter", [te.hi])
+    table = np.full((len(gi), len(ge)), math.inf)
+    for i, bi in enumerate(gi):
+        for j, be in enumerate(ge):
+            table[i, j] = _sse(model, points, ref, bi, be)
+    if not np.isfinite(table).any():
+        raise BadInput(
+            f"{model.series.strategy} ({model.series.workload}): even the fastest link the figures allow leaves no "
+            "compute time at the largest measured N: check the link figures (--link, --link-bw, --link-latency, "
+            "--comm) and the throughput column"
+        )
+    noise = CHI2_95 * float(np.mean([(p.se if p.se is not None else DEFAULT_MEASUREMENT_SE) ** 2 for p in points]))
+    best = float(np.nanmin(table))
+    accept = table <= best + noise
+    i, j = np.unravel_index(int(np.argmin(table)), table.shape)
+    for t, axis, grid, idx in ((ti, 1, gi, i), (te, 0, ge, j)):
+        if t not in free:
+            t.bw, t.span = t.hi, (t.lo, t.hi)  # not constrained: closest to the naive guess, its range in the interval
             continue
-        wide = np.geomspace(*WANT_RANGE, 121)
-        key = "x_intra" if tier.name == "intra" else "x_inter"
-
-        def cost(x, tier=tier, other=other, key=key):
-            xs = {key: x, ("x_inter" if key == "x_intra" else "x_intra"): other.x}
-            return _sse(model, points, ref, xs["x_intra"], xs["x_inter"])
-
-        costs = [cost(x) for x in wide]
-        want = float(wide[int(np.argmin(costs))])
-        if min(costs) < best[0] * 0.5 - 1e-12 and not (tier.lo <= want <= tier.hi):
-            tier.wanted, tier.wanted_beyond = want, want in (wide[0], wide[-1])
-    model.a = _anchor(model, ref, ti.x, te.x)
+        ok = accept.any(axis=axis)
+        t.identified = not ok.all()
+        if not t.identified:
+            t.bw, t.span = t.hi, (t.lo, t.hi)
+            continue
+        t.source = "fitted"
+        t.at_bound = idx in (0, len(grid) - 1)
+        t.bw = float(grid[idx])
+        accepted = [float(g) for g, keep in zip(grid, ok) if keep]
+        # pinned at the slow end, the data ask for more loss than communication can be: the whole range; at the
+        # fast end (or inside) the values the data accept
+        t.span = (t.lo, t.hi) if idx == 0 else (min(accepted), max(accepted))
+    for t, grid, idx in ((ti, gi, i), (te, ge, j)):
+        if t.fitted and not t.at_bound:
+            t.bw = _refine(model, points, ref, t, grid, idx)
+    model.a = _anchor(model, ref)
+    _wanted(model, points, ref)
     others = [p for p in points if p.n != model.ref_n]
     if len(others) > 1:
         resid = [math.log(model.step_time(p.n) / p.step_time) for p in others]
         model.resid_se = float(np.sqrt(np.mean(np.square(resid))))
-    for tier in (ti, te):
-        if tier.wanted is None or tier.link is None:
-            continue
-        side = "more" if tier.wanted > tier.hi else "less"
-        why = (
-            "the lost efficiency is not (all) communication: a one-device effect, memory, data loading or the"
-            " wrong link"
-            if side == "more"
-            else "communication hides better than the bounds allow, or the link is faster than its figure"
-        )
-        bw = tier.bandwidth(tier.wanted) / 1e9
-        if tier.wanted_beyond:  # the edge of the search: that much or more
-            asked = f"x {'>=' if side == 'more' else '<='} {tier.wanted:.3g}, an effective {bw:.3g} GB/s or "
-            asked += "less" if side == "more" else "more"
+
+
+def _refine(model, points, ref, tier: Tier, grid, idx: int) -> float:
+    """The grid's best interior value refined by golden sections in log bandwidth between its neighbours (the
+    other tier held at its grid best)."""
+    other = model.tiers["inter" if tier.name == "intra" else "intra"]
+
+    def cost(logb: float) -> float:
+        kw = {tier.name: math.exp(logb), other.name: other.bw}
+        return _sse(model, points, ref, kw["intra"], kw["inter"])
+
+    lo, hi = math.log(grid[idx - 1]), math.log(grid[idx + 1])
+    g = (math.sqrt(5) - 1) / 2
+    c, d = hi - g * (hi - lo), lo + g * (hi - lo)
+    fc, fd = cost(c), cost(d)
+    for _ in range(40):
+        if fc < fd:
+            hi, d, fd = d, c, fc
+            c = hi - g * (hi - lo)
+            fc = cost(c)
         else:
-            asked = f"x = {tier.wanted:.3g}, an effective {bw:.3g} GB/s"
-        model.warnings.append(
-            f"{tier.name}-node: the measured points ask for {side} exposed communication than is physical "
-            f"({asked} against {tier.nominal_bw / 1e9:.3g} GB/s nominal; plausible {tier.lo:.2g}..{tier.hi:.2g}): "
-            f"{why}; kept at {tier.x:.3g}"
+            lo, c, fc = c, d, fd
+            d = lo + g * (hi - lo)
+            fd = cost(d)
+    best = (lo + hi) / 2
+    return float(math.exp(best)) if cost(best) <= cost(math.log(grid[idx])) else float(grid[idx])
+
+
+def _wanted(model: StepTimeModel, points: Sequence[Observed], ref: Sequence[Observed]) -> None:
+    """Where a fitted bandwidth sits at a bound: what the data would ask for without it (a warning, never used)."""
+    for t in model.tiers.values():
+        if not (t.fitted and t.at_bound and t.link is not None):
+            continue
+        other = model.tiers["inter" if t.name == "intra" else "intra"]
+        wide = np.geomspace(t.nominal_bw * WANT_RANGE[0], t.nominal_bw * WANT_RANGE[1], 121)
+
+        def cost(b, t=t, other=other):
+            kw = {t.name: b, other.name: other.bw}
+            return _sse(model, points, ref, kw["intra"], kw["inter"])
+
+        costs = [cost(b) for b in wide]
+        k = int(np.argmin(costs))
+        want = float(wide[k])
+        if not (t.lo <= want <= t.hi):
+            t.wanted, t.wanted_beyond = want, k in (0, len(wide) - 1)
+        side = "slower" if t.bw <= t.lo * (1 + 1e-9) else "faster"
+        why = (
+            "the lost efficiency is not (all) communication: a one-device effect, memory, data loading or the wrong "
+            "link; the interval spans the whole range"
+            if side == "slower"
+            else "communication hides better than the window allows, or the link is faster than its figure"
         )
+        asked = ""
+        if t.wanted is not None:
+            edge = ("<=" if side == "slower" else ">=") if t.wanted_beyond else ""
+            asked = f"; the unbounded fit asks for {edge}"
+            asked += f"{t.wanted / 1e9:.3g} GB/s"
+        model.warnings.append(
+            f"{t.name}-node: the fitted achieved bandwidth sits at its {'lower' if side == 'slower' else 'upper'} "
+            f"bound, {t.bw / 1e9:.3g} GB/s (plausible {t.lo / 1e9:.3g}..{t.hi / 1e9:.3g} GB/s against "
+            f"{t.nominal_bw / 1e9:.3g} GB/s nominal){asked}: {why}"
+        )
+    model.a = _anchor(model, ref)

@@ -9,10 +9,11 @@ from typing import Callable
 import numpy as np
 
 from distbench import analysis as an
+from distbench.predict.document import parameter_lines
 
 PREDICTION_NOTE = (
-    "PREDICTED, not measured: from `distbench predict` (compute anchored at the largest measured N, bounded "
-    "per-tier communication, measured straggler spread; docs/prediction.md). These rows are never part of the "
+    "PREDICTED, not measured: from `distbench predict` (compute anchored at the largest measured N, communication "
+    "exposed beyond the backward compute it can hide behind, measured straggler spread; docs/prediction.md). These rows are never part of the "
     "measured tables above. Intervals are 95% prediction intervals; 'naive' keeps the per-device throughput of the "
     "largest measured N."
 )
@@ -36,10 +37,11 @@ def table_rows(doc: dict) -> tuple[list[str], list[list[str]]]:
         "strategy",
         "N",
         "nodes",
-        "predicted throughput [95% PI]",
-        "naive",
+        "predicted throughput (samples/s) [95% PI]",
+        "naive (samples/s)",
         "speedup [95% PI]",
         "efficiency [95% PI]",
+        "step (ms) = compute + exposed comm + wait",
     ]
     if has_epoch:
         headers.append(f"time per epoch of {doc['epoch_samples']:,} samples")
@@ -52,10 +54,11 @@ def table_rows(doc: dict) -> tuple[list[str], list[list[str]]]:
                 s["strategy"],
                 str(p["n"]),
                 str(p["nodes"]) + (" *" if p.get("crosses_nodes_unmeasured") else ""),
-                _row_pi(p, "throughput", ".4g"),
-                _num(p.get("naive_throughput"), ".4g"),
+                _row_pi(p, "throughput", throughput_text) + (" ^" if p.get("capped_at_compute_limit") else ""),
+                "n/a" if p.get("naive_throughput") is None else throughput_text(p["naive_throughput"]),
                 _row_pi(p, "speedup", ".3g"),
                 _row_pi(p, "efficiency", ".0%"),
+                _breakdown(p),
             ]
             if has_epoch:
                 cells.append(_row_pi(p, "epoch_s", an.format_duration))
@@ -65,14 +68,38 @@ def table_rows(doc: dict) -> tuple[list[str], list[list[str]]]:
     return headers, rows
 
 
+def throughput_text(x: float) -> str:
+    """A throughput as a plain number (no e-notation): thousands separated, at least 3 significant digits."""
+    if abs(x) >= 100:
+        return f"{x:,.0f}"
+    return f"{x:.1f}" if abs(x) >= 10 else f"{x:.3f}" if abs(x) >= 0.01 else f"{x:.6f}"
+
+
+def _ms(x: float) -> str:
+    x *= 1e3
+    if x == 0:
+        return "0"
+    return f"{x:,.0f}" if abs(x) >= 100 else f"{x:.1f}" if abs(x) >= 1 else f"{x:.3f}"
+
+
+def _breakdown(row: dict) -> str:
+    """The predicted step in milliseconds: compute + exposed communication + waiting for the slowest rank."""
+    if "compute_s" not in row:  # a prediction stored before the breakdown was kept
+        return "n/a"
+    return (
+        f"{_ms(row['step_time_s'])} = {_ms(row['compute_s'])} + {_ms(row['exposed_comm_s'])} + "
+        f"{_ms(row['straggler_s'])}"
+    )
+
+
 def validation_rows(doc: dict) -> tuple[list[str], list[list[str]]]:
     multi = len({s["workload"] for s in doc["series"]}) > 1
     headers = (["workload"] if multi else []) + [
         "strategy",
         "held out",
         "fitted on N",
-        "measured",
-        "predicted [95% PI]",
+        "measured (samples/s)",
+        "predicted (samples/s) [95% PI]",
         "error",
         "naive error",
         "inside PI",
@@ -83,8 +110,8 @@ def validation_rows(doc: dict) -> tuple[list[str], list[list[str]]]:
             s["strategy"],
             f"N={c['n']}",
             ", ".join(map(str, c["fitted_on"])),
-            f"{c['measured']:.4g}",
-            _pi(c["predicted"], c["low"], c["high"], ".4g"),
+            throughput_text(c["measured"]),
+            _pi(c["predicted"], c["low"], c["high"], throughput_text),
             f"{c['error']:+.1%}",
             _num(c.get("naive_error"), "+.1%"),
             "yes" if c["covered"] else "no",
@@ -95,30 +122,33 @@ def validation_rows(doc: dict) -> tuple[list[str], list[list[str]]]:
     return headers, rows
 
 
-def _tier_line(name: str, t: dict) -> str:
-    bw = t.get("implied_effective_gbps")
-    how = "fitted on measured points" if t["fitted_on_measured_points"] else "not measured: carried over"
-    text = (
-        f"{name} exposed share {t['exposed_share']:.3g} (plausible {t['bounds'][0]:.2g}..{t['bounds'][1]:.2g}, {how})"
-    )
-    if bw is not None and t.get("nominal_gbps"):
-        text += f" = an effective {bw:.3g} GB/s against {t['nominal_gbps']:.3g} GB/s nominal"
-    return text
-
-
 def summary_lines(doc: dict) -> list[str]:
     lines = [f"WARNING: {w}" for w in doc.get("warnings", [])]
     for s in doc["series"]:
         par, links = s["parameters"], s["inputs"]["links"]
         lines.append(
-            f"{s['strategy']} ({s['workload']}): compute {par['compute_s_per_sample'] * 1e3:.4g} ms/sample "
-            f"(at N={par.get('anchored_at_n')}), straggler sigma {par.get('straggler_sigma_s', 0) * 1e3:.3g} ms, "
-            f"{par['buckets']} bucket(s); intra link {links['intra']}"
+            f"{s['strategy']} ({s['workload']}): intra link {links['intra']}"
             + (f"; inter link {links['inter']}" if links["inter"] else "")
         )
-        for name, t in par.get("tiers", {}).items():
-            if t.get("nominal_gbps") is not None:
-                lines.append(f"  {_tier_line(name, t)}")
+        if "achieved_gbps" in next(iter(par.get("tiers", {}).values()), {}):
+            lines += [f"  {line}" for line in parameter_lines(par)]
+        else:  # a prediction stored before the time-overlap model
+            lines.append(f"  compute {par['compute_s_per_sample'] * 1e3:.4g} ms/sample, {par['buckets']} bucket(s)")
+        fit = [m for m in s.get("measured", []) if m.get("fitted")]
+        if fit:
+            lines.append(
+                "  fit at the measured N (samples/s): "
+                + "; ".join(
+                    f"N={m['n']} {throughput_text(m['fitted'])} vs {throughput_text(m['throughput'])} measured "
+                    f"({m['fitted'] / m['throughput'] - 1:+.1%})"
+                    for m in fit
+                )
+                + (
+                    f"; residual rms {par['fit_residual_se']:.1%} (log step time, N below the anchor)"
+                    if par.get("fit_residual_se") is not None
+                    else ""
+                )
+            )
         lines += [f"  {what}: " + "; ".join(s["inputs"][what]) for what in ("measured", "assumed")]
         for key, what in (
             ("gpus_for_throughput", f"{doc.get('target_throughput')} samples/s"),
@@ -145,14 +175,19 @@ def summary_lines(doc: dict) -> list[str]:
                 f"+-{nxt['half_width_now']:.1%} to +-{nxt['half_width_after']:.1%} (if it lands on the prediction)"
             )
         for w in s.get("what_if", []):
-            cells = ", ".join(f"N={r['n']}: {_row_pi(r, 'throughput', '.4g')}" for r in w["predicted"])
+            cells = ", ".join(f"N={r['n']}: {_row_pi(r, 'throughput', throughput_text)}" for r in w["predicted"])
             lines.append(f"  what-if {w['strategy']} traffic ({w['traffic']}): {cells}")
             if w.get("assumes"):
                 lines.append(f"    assumes: {w['assumes']}")
+    if any(p.get("capped_at_compute_limit") for s in doc["series"] for p in s["predicted"]):
+        lines.append(
+            "^ the interval's high side is cut at the compute-only limit (no communication, no waiting, the fastest "
+            "compute the anchor allows): compute per sample is taken as the same at every N"
+        )
     if any(p.get("crosses_nodes_unmeasured") for s in doc["series"] for p in s["predicted"]):
         lines.append(
             "* crosses from one node to several with no measured multi-node point: the interval spans the plausible "
-            "inter-node link and a node-crossing term (docs/prediction.md)"
+            "range of the inter-node link's achieved bandwidth (docs/prediction.md)"
         )
     for c in doc.get("order_checks", []):
         lines.append(
@@ -160,8 +195,9 @@ def summary_lines(doc: dict) -> list[str]:
             + ("predicted order matches the measured order" if c["agrees"] else "predicted order DIFFERS from measured")
         )
     lines.append(
-        "intervals: 95% = the anchor's measurement error + a model error per doubling of N beyond the largest fitted N"
-        " + a node-crossing term, over the plausible range of every unmeasured tier (docs/prediction.md)"
+        "intervals: 95% = over the range of every parameter the measured points do not pin down, widened by the"
+        " anchor's measurement error, a model error per doubling of N beyond the largest fitted N and, on its side"
+        " only, the calibrated bias per doubling (docs/prediction.md)"
     )
     return lines
 

@@ -9,7 +9,14 @@ from typing import Sequence
 
 import numpy as np
 
-from distbench.predict.model import CROSSING_SD, MODEL_ERROR_PER_DOUBLING, StepTimeModel, build_model
+from distbench.predict.model import (
+    CROSSING_BIAS,
+    CROSSING_SD,
+    MODEL_BIAS_PER_DOUBLING,
+    MODEL_ERROR_PER_DOUBLING,
+    StepTimeModel,
+    build_model,
+)
 from distbench.predict.sources import Observed, Series
 
 
@@ -22,7 +29,9 @@ def holdout(
     algorithm: str = "auto",
     bucket_bytes: float | None = None,
     model_error: float = MODEL_ERROR_PER_DOUBLING,
+    model_bias: float = MODEL_BIAS_PER_DOUBLING,
     crossing_sd: float = CROSSING_SD,
+    crossing_bias: float = CROSSING_BIAS,
 ) -> list[dict]:
     """Fit on the smallest `keep` distinct N (default: all but the largest, at least 2) and predict every larger
     measured N, beside the naive guess (per-device throughput of the largest fitted N)."""
@@ -41,7 +50,9 @@ def holdout(
         bucket_bytes=bucket_bytes,
         points=train,
         model_error=model_error,
+        model_bias=model_bias,
         crossing_sd=crossing_sd,
+        crossing_bias=crossing_bias,
     )
     checks = []
     for p in series.points:
@@ -63,6 +74,7 @@ def holdout(
                     "naive_error": naive_err,
                     "beats_naive": _beats(err, naive_err),
                     "covered": lo <= p.throughput <= hi,
+                    "half_width": (hi - lo) / 2 / thr,
                     "extrapolation": p.n / fitted_on[-1],
                     "crosses_nodes": model.crosses(p.n),
                     "doublings": math.log2(p.n / fitted_on[-1]),
@@ -71,10 +83,16 @@ def holdout(
     return checks
 
 
+NO_WORSE_MARGIN = 0.02
+"""A prediction is "no worse than the naive guess" when its |error| is at most the naive guess's + 2 points."""
+BEATS_MARGIN = 0.005
+"""A prediction "beats the naive guess" only when its |error| is at least half a point below the naive guess's:
+a 0.01-point win (the model reduced to the naive guess plus a sliver of forced communication) is a tie."""
+
+
 def _beats(err: float, naive_err: float) -> bool:
-    """Strictly closer than the naive guess: a tie (no communication, no spread: the model IS the naive guess)
-    is not a win."""
-    return abs(err) < abs(naive_err) and not math.isclose(abs(err), abs(naive_err), rel_tol=1e-9, abs_tol=1e-12)
+    """Closer than the naive guess by at least BEATS_MARGIN (half a percentage point)."""
+    return abs(naive_err) - abs(err) >= BEATS_MARGIN - 1e-12
 
 
 def own_error_per_doubling(checks: Sequence[dict]) -> float:
@@ -97,8 +115,12 @@ def score(checks: Sequence[dict]) -> dict:
         "max_error_4x": float(max(far)) if far else None,
         "points_4x": len(far),
         "naive_median_error": float(np.median(naive)),
-        "beats_naive": sum(c["beats_naive"] for c in checks) / len(checks),
+        "naive_max_error": float(max(naive)),
+        "beats_naive": sum(_beats(c["error"], c["naive_error"]) for c in checks) / len(checks),
+        "median_margin": float(np.median([n - e for e, n in zip(err, naive)])),
+        "no_worse_than_naive": sum(e <= n + NO_WORSE_MARGIN for e, n in zip(err, naive)) / len(checks),
         "coverage": sum(c["covered"] for c in checks) / len(checks),
+        "median_half_width": float(np.median([c["half_width"] for c in checks])) if "half_width" in checks[0] else None,
     }
 
 
@@ -109,13 +131,15 @@ def verdict_lines(checks: Sequence[dict], who: str = "this sweep") -> list[str]:
         return []
     lines = [
         f"held out on {who}: model median |error| {s['median_error']:.1%} (worst {s['max_error']:.1%}), naive guess "
-        f"{s['naive_median_error']:.1%}; the model beats naive on {s['beats_naive']:.0%} of {s['points']} point(s); "
+        f"{s['naive_median_error']:.1%}; median margin over naive {100 * s['median_margin']:+.2f} points; the model "
+        f"beats naive (by >= {100 * BEATS_MARGIN:g} points) on {s['beats_naive']:.0%} of {s['points']} point(s); "
         f"95% intervals cover {s['coverage']:.0%}"
     ]
-    ties = sum(math.isclose(abs(c["error"]), abs(c["naive_error"]), rel_tol=1e-9, abs_tol=1e-12) for c in checks)
+    ties = sum(abs(abs(c["error"]) - abs(c["naive_error"])) < BEATS_MARGIN for c in checks)
     if ties == len(checks):
         lines.append(
-            "  the model IS the naive guess on these points (no communication or spread to model): nothing to beat"
+            f"  the model is within {100 * BEATS_MARGIN:g} points of the naive guess on every point (little "
+            "communication or spread to model): it neither beats nor loses to it"
         )
     elif s["beats_naive"] < 0.5 or s["median_error"] > s["naive_median_error"]:
         lines.append(
@@ -136,7 +160,7 @@ def next_measurement(model: StepTimeModel, series: Series, intra, inter, target:
     candidates = []
     if top < g:
         candidates.append((min(g, 2 * top), f"measure N={min(g, 2 * top)} on one node"))
-    if target > g and not model.tiers["inter"].fitted and inter is not None:
+    if target > g and not model.tiers["inter"].exercised and inter is not None:
         candidates.append((2 * g, f"measure 2 nodes (N={2 * g})"))
     elif top >= g and target > 2 * top:
         candidates.append((2 * top, f"measure N={2 * top} ({math.ceil(2 * top / g)} nodes)"))
@@ -146,7 +170,7 @@ def next_measurement(model: StepTimeModel, series: Series, intra, inter, target:
         m2 = build_model(series, intra, inter, points=[*base, synth], model_error=model.model_error, **kw)
         _, lo, hi = m2.interval(target)
         options.append((math.log(hi / lo) / 2, what))
-    if target > g and inter is not None and not inter.measured and not model.tiers["inter"].fitted:
+    if target > g and inter is not None and not inter.measured and not model.tiers["inter"].exercised:
         measured = replace(inter, measured=True, source="distbench comm across 2 nodes")
         m2 = build_model(series, intra, measured, points=base, model_error=model.model_error, **kw)
         _, lo, hi = m2.interval(target)
@@ -162,13 +186,20 @@ def next_measurement(model: StepTimeModel, series: Series, intra, inter, target:
     }
 
 
-def calibrate(checks: Sequence[dict]) -> tuple[float, float]:
-    """(model error per doubling, node-crossing sd) from held-out checks: the root mean square of the log error
-    per doubling over all checks, then the root mean square excess of the node-crossing checks over it."""
-    logs = [(math.log(1 + c["error"]), c["doublings"], c["crosses_nodes"]) for c in checks if c["doublings"] > 0]
-    if not logs:
-        return MODEL_ERROR_PER_DOUBLING, CROSSING_SD
-    e = math.sqrt(float(np.mean([(r / d) ** 2 for r, d, _ in logs])))
-    excess = [r**2 - (e * d) ** 2 for r, d, cross in logs if cross]
-    c = math.sqrt(max(0.0, float(np.mean(excess)))) if excess else 0.0
-    return e, c
+def calibrate(checks: Sequence[dict], crossing: Sequence[dict] = ()) -> tuple[float, float, float, float]:
+    """(error per doubling, bias per doubling, crossing sd, crossing bias) from held-out checks. Bias and spread
+    apart: the bias per doubling is the mean log error per doubling (positive: the model over-predicts), the
+    error the root mean square around it. `crossing`: checks from one measured node to several; their log error
+    less the bias per doubling gives the crossing bias (its mean) and sd (its spread beyond the error per
+    doubling)."""
+    per = [math.log(1 + c["error"]) / c["doublings"] for c in checks if c["doublings"] > 0]
+    if not per:
+        return MODEL_ERROR_PER_DOUBLING, MODEL_BIAS_PER_DOUBLING, CROSSING_SD, CROSSING_BIAS
+    bias = float(np.mean(per))
+    e = float(np.sqrt(np.mean([(r - bias) ** 2 for r in per])))
+    rest = [(math.log(1 + c["error"]) - bias * c["doublings"], c["doublings"]) for c in crossing if c["crosses_nodes"]]
+    if not rest:
+        return e, bias, 0.0, 0.0
+    c_bias = float(np.mean([r for r, _ in rest]))
+    excess = float(np.mean([(r - c_bias) ** 2 - (e * d) ** 2 for r, d in rest]))
+    return e, bias, math.sqrt(max(0.0, excess)), c_bias

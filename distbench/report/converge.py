@@ -7,16 +7,19 @@ from __future__ import annotations
 import io
 
 from distbench.analysis import Sweep
-from distbench.converge.summary import CI_SCOPE, fmt, speed_and_time_cells, summarize
+from distbench.converge.summary import CI_SCOPE, EQUIVALENCE_MARGIN, fmt, speed_and_time_cells, summarize
 from distbench.report.blocks import Bullets, Figure, Plot, Report, Section, Table, Text
 
 NOTE = (
     "Each run trains the same model on the same data (a seeded shard of each global batch per rank; no sample "
     "twice per epoch) with the LR rule shown, and is evaluated on the held-out split every few steps (evaluation "
-    "time excluded). Time to target: training seconds until the first evaluation at or above the target, without "
-    "the first step (tracing, lazy initialization: recorded apart); the mean over the seeds that reached it, "
-    "fastest and slowest dropped at 5 or more seeds (MLPerf). Throughput speedup can exceed time-to-target "
-    "speedup: a larger global batch may need more epochs."
+    "time excluded). Time to target: training seconds until the validation accuracy crossed the target, "
+    "interpolated between the two evaluations around the crossing, without the first step (tracing, lazy "
+    "initialization: recorded apart); the mean over the seeds, fastest and slowest dropped at 5 or more seeds, a "
+    "run that did not converge counting as the slowest; with more such runs than are dropped (any, below 5 seeds) "
+    "the point did not converge (MLPerf Training's rule). Throughput speedup can exceed time-to-target "
+    "speedup: a larger global batch may need more epochs. Same as 1 device?: two one-sided tests of the final "
+    "accuracy at the stated margin (equivalent, DIFFERENT, inconclusive)."
 )
 
 
@@ -43,7 +46,9 @@ def table_rows(rows: list[dict]) -> tuple[list[str], list[list[str]]]:
     for r in rows:
         speed, t = speed_and_time_cells(r)
         lr = r.get("lr") or {}
-        same = {True: "yes", False: "FLAGGED", None: "-"}[r.get("equivalent")]
+        same = {"equivalent": "equivalent", "different": "DIFFERENT", "inconclusive": "inconclusive"}.get(
+            r.get("equivalence") or "", "-"
+        )
         out.append(
             [
                 r["strategy"],
@@ -110,9 +115,12 @@ def section(sweep: Sweep, plot: Plot | None) -> Section | None:
     points = converge_points(sweep)
     if not points:
         return None
-    rows = summarize(points)
+    margin = (sweep.info.get("options") or {}).get("equivalence_margin") or EQUIVALENCE_MARGIN
+    rows = summarize(points, margin)
     flags = [
-        f"{r['strategy']} N={r['world_size']}: {r['equivalence_note']}" for r in rows if r.get("equivalent") is False
+        f"{r['strategy']} N={r['world_size']}: {r['equivalence_note']}"
+        for r in rows
+        if r.get("equivalence") in ("different", "inconclusive")
     ]
     gaps = [
         f"{r['strategy']} N={r['world_size']}: throughput x{r['throughput_speedup']:.2f}, time to target "
@@ -127,14 +135,18 @@ def section(sweep: Sweep, plot: Plot | None) -> Section | None:
     blocks.append(Text(f"Confidence intervals: {CI_SCOPE}.", "muted"))
     if gaps:
         blocks.append(Bullets(["Throughput speedup vs time-to-target speedup (against the N=1 baseline)", *gaps]))
+    notes = [f"{r['strategy']} N={r['world_size']}: {r['verdict']}" for r in rows if r["verdict"] != "converged"]
+    notes += [f"{r['strategy']} N={r['world_size']}: {r['time_speedup_note']}" for r in rows if r["time_speedup_note"]]
+    if notes:
+        blocks.append(Bullets(["Runs and intervals", *notes]))
     blocks.append(
         Text(
             "; ".join(flags)
             if flags
-            else "No strategy's final accuracy differs from its baseline's beyond the "
-            "seed-to-seed spread (or too few seeds to tell: '-').",
+            else "Every strategy's final accuracy is within the margin of its reference's (TOST), or there were "
+            "too few seeds to tell ('-').",
             "callout" if flags else "",
-            "Not the same training as one device:" if flags else "Equivalence:",
+            "Not shown to be the same training as one device:" if flags else "Equivalence:",
         )
     )
     return Section("converge", "Time to accuracy", blocks, "Time to accuracy")

@@ -12,6 +12,7 @@ from distbench import analysis as an
 from distbench.analysis import Sweep, num
 from distbench.output import fmt_bytes
 from distbench.report.blocks import Plot
+from distbench.profile.plot import CAPTION as PROFILE_CAPTION, plot_profile
 from distbench.report.tables import batch_of, batch_series, batch_values, busbw_pairs, telemetry_rows
 
 
@@ -389,6 +390,7 @@ PLOTS: list[PlotSpec] = [  # drawn in this order, so a strategy's colour is set 
         "Per-GPU and per-worker values are shown as their maximum.",
     ),
     PlotSpec("batch", "Throughput, step time, memory and power against batch size", plot_batch, "batch"),
+    PlotSpec("profile", "Where a profiled step goes, per operation category", plot_profile, "profile", PROFILE_CAPTION),
 ]
 
 

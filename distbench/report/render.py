@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import base64
-import html
+import re
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -51,9 +51,17 @@ def render_html(report: Report) -> str:
 
 
 # -- Markdown
+_MD_HTML = re.compile(r"<(?=[A-Za-z/!?])|&(?=[A-Za-z#])")
+"""A '<' that could open an HTML tag, comment or autolink, an '&' that could open an entity: only these are
+escaped (with a backslash), so '82 < 150' and 'torch<2.7.1' read as written."""
+
+
 def md(text) -> str:
-    """Store text for Markdown tables and paragraphs: HTML escaped, pipes and line breaks neutralised."""
-    return html.escape(str(text), quote=False).replace("|", "\\|").replace("\r", " ").replace("\n", " ")
+    """Store text for Markdown tables and paragraphs as text, not HTML: a '<' or '&' that Markdown would read
+    as a tag or an entity gets a backslash (no HTML entities: the raw file reads as text), backslashes and
+    pipes are escaped, line breaks neutralised."""
+    text = str(text).replace("\\", "\\\\")
+    return _MD_HTML.sub(lambda m: "\\" + m.group(0), text).replace("|", "\\|").replace("\r", " ").replace("\n", " ")
 
 
 def md_table(headers, rows) -> str:

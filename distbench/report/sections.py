@@ -25,6 +25,8 @@ from distbench.report.tables import (
     telemetry_table,
     wall_table,
 )
+from distbench.profile.categories import CATEGORIES, LABELS, MEANING
+from distbench.profile.compare import point_label, profiled, sentences, side_by_side
 from distbench.report.wrappers import is_wrapper, timing_lines, wrapper_answer, wrapper_rows
 
 # -- what the sections say
@@ -34,8 +36,17 @@ CAPACITY_NOTE = (
     "beyond the measured device counts."
 )
 CAPACITY_HINT = (
-    "Pass --target-throughput SAMPLES_PER_S and/or --epoch-samples N [--epoch-time S] to see how many "
-    "devices each strategy needs; measured throughput per N:"
+    "The measured throughput of each strategy at each N, with its 95% CI, and per device. Pass "
+    "--target-throughput SAMPLES_PER_S and/or --epoch-samples N [--epoch-time S] to `distbench report` for "
+    "the devices each strategy needs; `distbench predict SWEEP --gpus 16,32,64` predicts device counts "
+    "beyond the measured ones (the Predicted section, once a prediction is saved)."
+)
+COMM_RELATION = (
+    "How these figures relate: exposed comm is the time per step that gradient synchronization adds to "
+    "the step, and comm overhead is that time as a share of the step; all-reduce is the same gradients' "
+    "all-reduce timed on its own, and overlap the share of it hidden behind compute; the step split's "
+    "communication (below, when measured) is the synchronized step's time left to communication once "
+    "compute and straggler wait are set apart, measured another way, so it need not equal exposed comm."
 )
 DEFINITIONS = (
     "throughput = global samples per second over the measured steps; speedup = throughput / the same "
@@ -76,6 +87,10 @@ MEMORY_NOTE = (
     "energy come from NVML, on GPUs only."
 )
 
+PROFILE_NOTE = (
+    "Categories: " + "; ".join(f"{LABELS[c]}: {MEANING[c]}" for c in CATEGORIES) + ". Each point's trace file "
+    "(Chrome trace-event JSON: Perfetto, chrome://tracing) is named in its record (profile_trace)."
+)
 WRAPPERS_NOTE = (
     "Each ratio is throughput(strategy) / throughput(reference) for the same workload and batch: "
     "against plain 'torch' at 1 device, and against 'ddp' at the same N. Below 1.0 the strategy is "
@@ -108,7 +123,11 @@ def table_or(headers_rows, empty: str) -> Table | Text:
 
 
 def summary_section(c: Inputs) -> Section:
-    blocks = [block for title, lines in c.summary.sections() for block in (Heading(title), Bullets(lines))]
+    blocks = []
+    for title, lines in c.summary.sections():
+        if c.sweep.cpu_workers:  # said once, in the report's CPU-workers callout
+            lines = [line for line in lines if line != an.summary.CPU_WORKERS_NOTE]
+        blocks += [Heading(title), Bullets(lines)] if lines else []
     return Section("summary", "Summary", blocks)
 
 
@@ -124,7 +143,11 @@ def scaling_section(c: Inputs) -> Section:
 
 
 def communication_section(c: Inputs) -> Section:
-    blocks = [*c.figures("comm"), Table(*comm_rows(c.sweep))] if "comm" in c.plots else [Text(NO_COMM)]
+    blocks = (
+        [*c.figures("comm"), Table(*comm_rows(c.sweep)), Text(COMM_RELATION, "muted")]
+        if "comm" in c.plots
+        else [Text(NO_COMM)]
+    )
     if "split" in c.plots:
         blocks += [Heading("Compute, straggler wait, communication"), *c.figures("split"), Table(*split_rows(c.sweep))]
     if "busbw" in c.plots:
@@ -169,6 +192,19 @@ def wrappers_section(c: Inputs) -> Section | None:
     return Section("wrappers", "Wrappers", blocks, "Wrapper and sharded strategies")
 
 
+def profile_section(c: Inputs) -> Section | None:
+    """distbench profile / --profile: the stacked bar per point, the side-by-side table and its sentences."""
+    points = profiled(c.sweep.points)
+    if not points:
+        return None
+    blocks: list = [*c.figures("profile"), Table(*side_by_side(points))]
+    blocks += [Bullets(lines)] if (lines := sentences(points)) else []
+    notes = [f"{point_label(r)}: {r['profile_note']}" for r in c.sweep.points if r.get("profile_note")]
+    blocks += [Bullets(notes)] if notes else []
+    blocks.append(Text(PROFILE_NOTE, "muted"))
+    return Section("profile", "Profile", blocks, "Where the step goes: operation categories")
+
+
 def steps_section(c: Inputs) -> Section:
     blocks = c.figures("steps") or [Text("No per-step samples in this sweep.")]
     return Section("steps", "Step times", blocks, "Step-time distributions")
@@ -205,8 +241,8 @@ def batch_section(c: Inputs) -> Section | None:
 
 
 def capacity_section(c: Inputs) -> Section:
-    blocks = [] if c.capacity_asked else [Text(CAPACITY_HINT, "muted")]
-    blocks += [Text(CAPACITY_NOTE), table_or(c.capacity, "No successful points to plan with.")]
+    blocks = [Text(CAPACITY_NOTE)] if c.capacity_asked else [Text(CAPACITY_HINT, "muted")]
+    blocks += [table_or(c.capacity, "No successful points to plan with.")]
     return Section("capacity", "Capacity", blocks, "Capacity planning")
 
 
@@ -237,6 +273,8 @@ def problems_section(c: Inputs) -> Section:
 
 def environment_section(c: Inputs) -> Section:
     notes = c.sweep.info.get("notes") or []
+    if c.sweep.cpu_workers:  # the plan's CPU-workers note: the report's callout says it
+        notes = [n for n in notes if not str(n).startswith("CPU workers (")]
     blocks = [*([Bullets(list(notes))] if notes else []), Table(["", "value"], env_rows(c.sweep), numeric=False)]
     return Section("environment", "Environment", blocks)
 
@@ -247,6 +285,7 @@ SECTIONS: list[Callable[[Inputs], Section | None]] = [  # in page order; None: t
     scaling_section,
     communication_section,
     wrappers_section,  # only when the sweep has wrapper or sharded strategies (their `group`)
+    profile_section,  # only when points were profiled (distbench profile, --profile)
     steps_section,
     telemetry_section,
     wall_section,

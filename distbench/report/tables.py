@@ -52,18 +52,28 @@ def scaling_columns(sweep: Sweep, br: str = " ") -> tuple[list[str], Callable[[d
     return [*headers, "MFU"], row
 
 
+def workload_cells(r: dict) -> list[str]:
+    """Per-device batch, precision, and the input ('64 px' or 'seq 64'): what a capacity planner must match."""
+    config = r.get("config") or {}
+    batch = r.get("per_device_batch", config.get("per_device_batch"))
+    seq, side = config.get("seq_len"), config.get("image_size")
+    size = f"seq {seq}" if seq else f"{side} px" if side else "-"
+    return [str(batch if batch is not None else "-"), str(config.get("precision") or "fp32"), size]
+
+
 def points_rows(sweep: Sweep) -> tuple[list[str], list[list[str]], list[str]]:
     """The training points: headers, rows and a class per row ("bad" where the point did not run)."""
     scaling, scaling_cells = scaling_columns(sweep)
-    headers = ["strategy", "N", "model", "device", "backend", "status", *scaling, "math mode"]
+    headers = ["strategy", "N", "model", "batch (per device)", "precision", "input", "device", "backend", "status"]
+    headers += [*scaling, "math mode"]
     headers += ["step median (ms)", "step p5 (ms)", "step p95 (ms)", "CV", "noisy"]
     rows, classes = [], []
     for r in sweep.points:
         if an.is_comm(r):
             continue
         ok = r.get("status") == "ok"
-        row = [an.series_name(r), *(str(r.get(k)) for k in ("world_size", "model", "device"))]
-        row += [str(r.get("backend") or "-"), str(r.get("status"))]  # what carried the gradients (issue 22)
+        row = [an.series_name(r), str(r.get("world_size")), str(r.get("model")), *workload_cells(r)]
+        row += [str(r.get("device")), str(r.get("backend") or "-"), str(r.get("status"))]  # backend: gradients' carrier
         row += [*scaling_cells(r), math_text(r.get("math_mode"))]
         row += cells(r, "step_time_median_s", "step_time_p5_s", "step_time_p95_s", "step_time_cv")
         rows.append([*row, "yes" if ok and an.is_noisy(r) else ""])
@@ -146,6 +156,18 @@ def telemetry_rows(sweep: Sweep) -> tuple[list[str], list[tuple[dict, dict]]]:
     return list(dict.fromkeys(m for _, t in rows for m in t)), rows
 
 
+TELEMETRY_UNITS = {
+    "cpu_util_mean": "% of one core",
+    "gpu_util_mean": "%",
+    "power_w_mean": "W",
+    "energy_j": "J",
+    "energy_per_sample_j": "J",
+    "sm_clock_mhz_min": "MHz",
+    "mem_imbalance": "max / mean",
+}
+"""The unit of each telemetry metric the table shows as a number (byte counts carry theirs in the cell)."""
+
+
 def telemetry_table(sweep: Sweep) -> Rows:
     metrics, rows = telemetry_rows(sweep)
 
@@ -154,7 +176,8 @@ def telemetry_table(sweep: Sweep) -> Rows:
             return "yes" if v else "no"
         return fmt_bytes(v) if "bytes" in m else fmt_num(v, ".4g")
 
-    return ["point", *metrics], [[an.point_name(r), *(cell(m, t.get(m)) for m in metrics)] for r, t in rows]
+    headers = ["point", *(f"{m} ({TELEMETRY_UNITS[m]})" if m in TELEMETRY_UNITS else m for m in metrics)]
+    return headers, [[an.point_name(r), *(cell(m, t.get(m)) for m in metrics)] for r, t in rows]
 
 
 def energy_notes(sweep: Sweep) -> list[str]:
@@ -247,12 +270,24 @@ def batch_fit_table(sweep: Sweep) -> Rows:
     return ["point", "largest batch that fit", "ran out of memory at"], rows
 
 
+def _ci_text(ci) -> str:
+    """' [lo, hi]' of a throughput CI ('' without one; an unbounded high end as 'unbounded')."""
+    if not ci:
+        return ""
+    return f" [{ci[0]:.2f}, {'unbounded' if ci[1] is None else f'{ci[1]:.2f}'}]"
+
+
 def capacity_table(sweep: Sweep, target_throughput, epoch_samples, epoch_time) -> Rows:
     rows = an.capacity(
         sweep.scaling_points, target_throughput=target_throughput, epoch_samples=epoch_samples, epoch_time_s=epoch_time
     )
     multi = len({r.workload for r in rows}) > 1
-    headers = (["workload"] if multi else []) + ["strategy", "measured throughput (samples/s)"]
+    word = an.device_word(sweep.scaling_points)[:-1] or "device"
+    headers = (["workload"] if multi else []) + [
+        "strategy",
+        "measured throughput (samples/s) [95% CI]",
+        f"per {word} (samples/s)",
+    ]
     if target_throughput is not None:
         headers.append(f"devices for {target_throughput:g} samples/s")
     if epoch_samples:
@@ -263,7 +298,8 @@ def capacity_table(sweep: Sweep, target_throughput, epoch_samples, epoch_time) -
     for row in rows:
         cells = ([row.workload] if multi else []) + [
             row.strategy,
-            ", ".join(f"N={n}: {fmt_num(t, '.2f')}" for n, t in row.measured),
+            ", ".join(f"N={n}: {fmt_num(t, '.2f')}{_ci_text(ci)}" for (n, t), ci in zip(row.measured, row.cis)),
+            ", ".join(f"N={n}: {fmt_num(t / n, '.2f')}" for n, t in row.measured),
         ]
         if target_throughput is not None:
             cells.append(row.target_throughput or "-")

@@ -9,7 +9,7 @@ from rich.table import Table
 
 from distbench import analysis as an
 from distbench.analysis import Sweep
-from distbench.output import cells, status_cell, table
+from distbench.output import Notes, cells, status_cell, table
 from distbench.report.tables import scaling_columns, sweep_when
 
 
@@ -27,13 +27,17 @@ def sweeps_table(rows: Sequence[dict], store_path) -> Table:
     return t
 
 
-def points_table(sweep: Sweep) -> Table:
-    """The sweep's points like `distbench scale` prints them, plus the 95% CI and noise when recorded."""
+def points_table(sweep: Sweep, notes: Notes | None = None) -> Table:
+    """The sweep's points like `distbench scale` prints them, plus the 95% CI and noise when recorded; with
+    `notes`, a point's reason is a number in its status cell and the text goes under the table."""
     scaling, scaling_cells = scaling_columns(sweep, "\n")
     columns = ["strategy", "N", *scaling, "step median\n(ms)", "step p95\n(ms)", "CV", "status"]
     t = table(f"sweep {rich_escape(sweep.id)}", columns, right=columns[1:-1])
     for r in sweep.points:
-        shown = status_cell(r, " [yellow](noisy)[/]" if an.is_noisy(r) else "")
+        if notes is not None and r.get("status") != "ok" and r.get("reason"):
+            shown = status_cell({"status": r.get("status")}) + " " + notes.ref(r["reason"])
+        else:
+            shown = status_cell(r, " [yellow](noisy)[/]" if an.is_noisy(r) else "")
         shown += " (comm benchmark)" if an.is_comm(r) else " (verify run)" if an.is_verify(r) else ""
         t.add_row(
             rich_escape(an.series_name(r)),

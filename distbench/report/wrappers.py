@@ -9,7 +9,7 @@ from distbench import analysis as an
 from distbench.analysis import Sweep, num
 from distbench.output import fmt_bytes, fmt_num
 from distbench.report.tables import batch_values
-from distbench.strategies import STRATEGIES
+from distbench.strategies import FRAMEWORK_REFERENCE, STRATEGIES
 
 STEPS_SCOPE = "within-run noise (batch means over the point's stored step times)"
 
@@ -63,7 +63,8 @@ def wrapper_rows(sweep: Sweep, points: list[dict], scopes: set[str]) -> tuple[li
         (r for r in points if is_wrapper(r)),
         key=lambda r: (order.index(r["strategy"]), int(r.get("nodes") or 1), int(r["world_size"])),
     )
-    ddp = {(int(r["world_size"]), int(r.get("nodes") or 1)): r for r in points if r.get("strategy") == "ddp"}
+    reference = FRAMEWORK_REFERENCE["torch"]  # the wrappers wrap torch's DistributedDataParallel
+    ddp = {(int(r["world_size"]), int(r.get("nodes") or 1)): r for r in points if r.get("strategy") == reference}
     rows, words, one_device = [], [], {}
     for r in wrappers:
         n, name = int(r["world_size"]), an.series_name(r)
@@ -78,15 +79,15 @@ def wrapper_rows(sweep: Sweep, points: list[dict], scopes: set[str]) -> tuple[li
                 str(n),
                 fmt_num(r.get("throughput"), ".2f"),
                 vs_torch.cell() if vs_torch else "no 'torch' baseline" if n == 1 else "-",
-                vs_ddp.cell() if vs_ddp else f"no 'ddp' point at N={n}",
+                vs_ddp.cell() if vs_ddp else f"no '{reference}' point at N={n}",
                 fmt_bytes(mem or None),
                 fmt_bytes(ref_mem or None),
                 fmt_num(mem_ratio, ".2f") + ("x" if mem_ratio else ""),
             ]
         )
         parts = [vs_torch.words("plain torch")] if vs_torch else []
-        parts += [vs_ddp.words("ddp")] if vs_ddp else []
-        parts += [f"peak memory {mem_ratio:.2f}x ddp's"] if mem_ratio else []
+        parts += [vs_ddp.words(reference)] if vs_ddp else []
+        parts += [f"peak memory {mem_ratio:.2f}x {reference}'s"] if mem_ratio else []
         parts += [loop_cost_words(r)] if loop_cost_words(r) else []
         words.append(f"{name} at N={n}: " + ("; ".join(parts) or "no reference point to compare with") + ".")
         if n == 1:

@@ -9,8 +9,9 @@ from pathlib import Path
 
 from distbench.config import PointConfig
 from distbench.launch import log_tail, outcome_record
+from distbench.measure import NOISY_CV, combine_repeats
 from distbench.plan import cpu_cores
-from distbench.record import write_record
+from distbench.record import read_record, write_record
 from distbench.strategies import get_strategy
 
 SLURM_KEYS = [
@@ -47,8 +48,14 @@ def finish_point(
     status: str | None = None,
     reason: str | None = None,
     environ: dict | None = None,
+    repeats: int = 1,
+    noisy_cv: float = NOISY_CV,
 ) -> dict:
-    """Turn whatever the job's launch left behind into the point's record (as launch.run_point does) at `record_path`."""
+    """Turn whatever the job's launches left behind into the point's record at `record_path`: the last launch's
+    outcome as launch.run_point makes it, combined with the earlier repeats' records (repeat-R.json beside
+    `result`, written by the script's --repeats loop) as `distbench scale` combines them (measure.combine_repeats:
+    pooled steps, the run-to-run CI over R > 1 repeats, the noisy flag against `noisy_cv`; a failed repeat
+    makes the point failed, naming which of the `repeats`)."""
     cfg = PointConfig.from_json(config_json)
     strategy = get_strategy(cfg.strategy)
     tail = log_tail(Path(log))
@@ -56,6 +63,13 @@ def finish_point(
     if status is None and timed_out and not Path(result).exists():
         status, reason = "timeout", f"timed out after {timeout_s:g}s (--timeout)"
     record = outcome_record(cfg, strategy, result, returncode, tail, status=status, reason=reason)
+    earlier = [
+        read_record(path)
+        for path in sorted(Path(result).parent.glob("repeat-*.json"), key=lambda p: int(p.stem.split("-")[1]))
+    ]
+    record = combine_repeats([*earlier, record], noisy_cv)
+    if len(earlier) + 1 < repeats and record["status"] == "ok":  # cannot happen from the script's loop
+        record.update(status="failed", reason=f"only {len(earlier) + 1} of {repeats} repeats ran")
     record["launch"] = {
         "argv": list(argv),
         "returncode": returncode,

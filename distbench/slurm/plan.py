@@ -12,12 +12,47 @@ from pathlib import Path
 from distbench.config import PointConfig
 from distbench.launchers import Launcher, devices_per_node
 from distbench.errors import BadInput
+from distbench.measure import NOISY_CV
 from distbench.plan import SweepOptions, make_plan
 from distbench.strategies import Strategy, get_strategy
 
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 TIME_PATTERN = re.compile(r"^(\d+-)?\d+(:\d{1,2}){0,2}$")
 CONSTRAINT_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.&|,:*()\[\]!-]*$")
+
+
+DEVICE_WHY = (
+    "cuda (default): the jobs ask for GPUs; cpu: each 'GPU' is a CPU worker process. No `auto` (scale's "
+    "default): auto looks at the GPUs of the machine it runs on, and a cluster sweep describes the compute nodes"
+)
+"""Why the cluster commands declare --device themselves (cuda or cpu, default cuda) instead of scale's."""
+GPUS_WHY = "Default 1,2,4,8 (scale's is 1,2,4): up to one 8-GPU node, the common cluster node."
+NOT_IN_JOBS = {
+    "data": "--data disk reads a dataset that `distbench scale` builds in a cache on the machine it runs on "
+    "before the sweep; a cluster job has no step that builds it on the compute nodes",
+    "loader_workers": "an input-pipeline setting of --data disk (not taken, see --data)",
+    "prefetch": "an input-pipeline setting of --data disk (not taken, see --data)",
+    "pin_memory": "an input-pipeline setting of --data disk (not taken, see --data)",
+    "telemetry_interval": "the telemetry sampler runs inside distbench's own launcher, beside the process tree it "
+    "starts on one machine; a cluster job's ranks are started by srun / torchrun / horovodrun / the operator on "
+    "the compute nodes, so its records carry no telemetry",
+    "profile": "the profiler's trace files go beside the local results store, which a cluster job does not have",
+}
+"""The Workload and Measurement knobs of `distbench scale` that `distbench slurm` and `distbench k8s` do not
+take (Knob.jobs is False), and why; every other one they take, with scale's meaning and default."""
+
+
+def jobs_epilog() -> str:
+    """The --help epilog of the cluster commands: the scale options they do not take, and why."""
+    from distbench.workload import flag
+
+    lines = [f"{flag(name)}: {why}." for name, why in NOT_IN_JOBS.items()]
+    return (
+        "Every other Workload and Measurement option of `distbench scale` is taken here with scale's meaning "
+        "and default, except --device (see its help) and --gpus (1,2,4,8). With --comm the jobs measure the "
+        "standalone all-reduce but not the no-sync variant, so their records carry no exposed communication "
+        "or overlap.\n\n\b\nOptions of `distbench scale` not taken here:\n" + "\n".join(f"  {line}" for line in lines)
+    )
 
 
 def check_name(option: str, value: str) -> str:
@@ -60,6 +95,10 @@ class SlurmPoint:
     index: int
     strategy: Strategy
     config: PointConfig
+    repeats: int = 1
+    """--repeats: the job launches the point this many times, one after the other, and combines them as
+    `distbench scale` does (measure.combine_repeats: a run-to-run CI over R > 1)."""
+    noisy_cv: float = NOISY_CV
 
     @property
     def nodes(self) -> int:
@@ -124,7 +163,8 @@ def plan_sweep(opts: SweepOptions, nodes: list[int], gpus_per_node: int | None =
         for k in [1] if s.baseline else nodes:
             fits = gpus_per_node is None or n // k <= gpus_per_node
             if n % k == 0 and fits and (k == 1 or s.cluster_launcher is not None):
-                points.append(SlurmPoint(len(points), s, dataclasses.replace(cfg, nodes=k)))
+                cfg_k = dataclasses.replace(cfg, nodes=k)
+                points.append(SlurmPoint(len(points), s, cfg_k, repeats=opts.repeats, noisy_cv=opts.noisy_cv))
     spanning = {p.strategy.name for p in points if p.nodes > 1}
     single = sorted({p.strategy.name for p in points if not p.strategy.baseline} - spanning)
     if max(nodes) > 1 and single:

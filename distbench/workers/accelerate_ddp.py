@@ -7,9 +7,6 @@ optimizer wrapper's step. At N=1 Accelerate does not wrap the model in DDP (the 
 
 from __future__ import annotations
 
-import sys
-
-from distbench.workers import common
 
 FRAMEWORK = "torch"
 
@@ -31,7 +28,7 @@ def make_distribution():
         def start(self, cfg):
             from accelerate import Accelerator
 
-            from distbench.launchers import ACCELERATE_PRECISION
+            from distbench.workers.runtime import ACCELERATE_PRECISION
 
             # The flag `accelerate launch --mixed_precision` got too (multi-node points start under torchrun).
             self.accelerator = Accelerator(cpu=cfg.device == "cpu", mixed_precision=ACCELERATE_PRECISION[cfg.precision])
@@ -78,7 +75,3 @@ def body(cfg, out_path):
     from distbench.workers import torch_common as tc
 
     tc.run(cfg, out_path, make_distribution())
-
-
-if __name__ == "__main__":
-    sys.exit(common.run_worker(FRAMEWORK, body))

@@ -6,7 +6,6 @@ import time
 from typing import Callable
 
 from distbench import horovod_nccl
-from distbench.commbench import summarize
 from distbench.workers import common
 
 
@@ -90,3 +89,18 @@ def emit_comm(cfg, out_path, strategy, framework, result: dict, backend: str) ->
     common.emit(
         cfg, out_path, strategy=strategy, framework=framework, status=status, reason=reason, backend=backend, **result
     )
+
+
+def summarize(sizes: list[int], per_size_times: list[list[float]], world_size: int) -> dict:
+    """Median/p95 time and bandwidths (GB/s, 1e9 bytes) per size from per-iteration times."""
+    from distbench import stats
+
+    med, p95, alg, bus = [], [], [], []
+    for size, times in zip(sizes, per_size_times):
+        m = stats.percentile(times, 50)
+        a, b = stats.bus_bandwidth(size, m, world_size)
+        med.append(m)
+        p95.append(stats.percentile(times, 95))
+        alg.append(a / 1e9)
+        bus.append(b / 1e9)
+    return {"sizes_bytes": sizes, "time_median_s": med, "time_p95_s": p95, "algbw_gbps": alg, "busbw_gbps": bus}

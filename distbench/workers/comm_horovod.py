@@ -6,9 +6,6 @@ synchronized before every clock read, so NCCL (when Horovod was built with it) i
 
 from __future__ import annotations
 
-import sys
-
-from distbench.workers import common
 
 FRAMEWORK = "torch"
 
@@ -45,7 +42,3 @@ def body(cfg, out_path):
             emit_comm(cfg, out_path, "comm-horovod", FRAMEWORK, result, horovod_backend(hvd, cfg.device))
     finally:
         hvd.shutdown()
-
-
-if __name__ == "__main__":
-    sys.exit(common.run_worker(FRAMEWORK, body))

@@ -3,9 +3,6 @@ devices on CPU workers), one process."""
 
 from __future__ import annotations
 
-import sys
-
-from distbench.workers import common
 
 FRAMEWORK = "tf"
 
@@ -56,7 +53,3 @@ def body(cfg, out_path):
         gather=lambda obj: [obj],
     )
     emit_comm(cfg, out_path, "comm-tf", FRAMEWORK, result, type(ops).__name__ if ops is not None else "mirrored")
-
-
-if __name__ == "__main__":
-    sys.exit(common.run_worker(FRAMEWORK, body))

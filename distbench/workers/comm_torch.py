@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import os
-import sys
 
-from distbench.workers import common
 
 FRAMEWORK = "torch"
 
@@ -54,7 +52,3 @@ def body(cfg, out_path):
             emit_comm(cfg, out_path, f"comm-{backend}", FRAMEWORK, result, backend)
     finally:
         dist.destroy_process_group()
-
-
-if __name__ == "__main__":
-    sys.exit(common.run_worker(FRAMEWORK, body))

@@ -13,12 +13,12 @@ import time
 import traceback
 from typing import Any, Callable
 
-from distbench import stats
+from distbench import phases, stats
 from distbench.config import PointConfig
 from distbench.failures import OOM_MARKERS
 from distbench.rankguard import rank_of
 from distbench.record import base_record, write_record
-from distbench.strategies import INSTALL_HINT  # the same hint as the parent's skip rule
+from distbench.workers.runtime import INSTALL_HINT  # the same hint as the parent's skip rule
 
 Gather = Callable[[Any], list]
 
@@ -76,6 +76,7 @@ def measure(
     """
     out = None
     sync(None)
+    phases.mark("warmup")
     warmup_start = time.time()  # wall clock: the parent splits the point's wall time with it
     for _ in range(cfg.warmup):
         out = step()
@@ -85,6 +86,7 @@ def measure(
     stopping: dict = {"rule": "fixed_steps", "target_ci": cfg.target_ci or None}
     goal, limit = cfg.steps, None
     gather(None)  # the barrier: all ranks start the measured window together
+    phases.mark("measuring")
     window_start = time.time()  # wall clock, so the parent's telemetry can pick the measured window
     while True:
         t0 = seg_start = time.perf_counter()
@@ -340,6 +342,7 @@ def emit(
     record["step_times_s"] = list(step_times or [])
     record.update(extra)
     write_record(out_path, record)
+    phases.mark("teardown")  # the record is written: what is left is shutting down
 
 
 def check_loss(loss: float) -> None:
@@ -450,12 +453,10 @@ def max_rel_diff(replicas: list) -> float:
     return worst
 
 
-def strategy_distribution(name: str, modules: dict[str, str | None], framework: str, plain: Callable[[], Any]):
-    """The Distribution of strategy `name` from its worker module's make_distribution() (`modules`: strategy
-    -> worker module under distbench.workers, None for the framework's plain single-device one, `plain()`)."""
+def strategy_distribution(module: str | None, plain: Callable[[], Any]):
+    """The Distribution of a strategy from its worker module's make_distribution() (`module`: its module under
+    distbench.workers, as the plan put it in the config; None: the framework's plain single-device one,
+    `plain()`)."""
     import importlib
 
-    if name not in modules:
-        raise ValueError(f"converge runs {', '.join(modules)} in {framework}, not {name!r}")
-    module = modules[name]
     return plain() if module is None else importlib.import_module(f"distbench.workers.{module}").make_distribution()

@@ -6,7 +6,6 @@ and records the point `skipped` with the conflict named; it imports neither torc
 
 from __future__ import annotations
 
-import sys
 from importlib import metadata
 
 from distbench.workers import common
@@ -38,7 +37,3 @@ def conflict() -> str:
 
 def body(cfg, out_path):
     common.emit(cfg, out_path, framework=FRAMEWORK, status="skipped", reason=conflict())
-
-
-if __name__ == "__main__":
-    sys.exit(common.run_worker(FRAMEWORK, body))

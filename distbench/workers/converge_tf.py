@@ -5,35 +5,35 @@ evaluated on the whole validation split."""
 
 from __future__ import annotations
 
-import sys
 
 from distbench.workers import common
 
 FRAMEWORK = "tf"
-DISTRIBUTIONS = {"tf": None, "mirrored": "tf_mirrored", "horovod-tf": "horovod_tf"}
 
 
-def make_distribution(name: str):
+def make_distribution(module: str | None):
     from distbench.workers import tf_common as tfc
 
-    return common.strategy_distribution(name, DISTRIBUTIONS, "TensorFlow", tfc.Distribution)
+    return common.strategy_distribution(module, tfc.Distribution)
 
 
 def body(cfg, out_path):
     import numpy as np
 
-    from distbench.converge import data, loop
+    from distbench.converge import data
+    from distbench.workers import converge_common
     from distbench.workers import tf_common as tfc
     from distbench.models import keras_models
 
     settings = cfg.extra["converge"]
-    dist = make_distribution(cfg.strategy)
+    dist = make_distribution(settings["distribution"])
     tf = dist.start(cfg)
     tfc.set_precision(cfg)
     try:
         if dist.world != cfg.world_size:
             raise RuntimeError(f"launched with {dist.world} replicas but the point asks for {cfg.world_size}")
-        x_tr, y_tr, x_va, y_va, meta = data.read_cache(settings["cache"])
+        cache = data.read_cache(settings["cache"])
+        x_tr, y_tr, x_va, y_va, _ = cache
         strategy = getattr(dist, "strategy", None)
         b, world = cfg.per_device_batch, dist.world
         current: dict = {}
@@ -79,34 +79,24 @@ def body(cfg, out_path):
             return acc, float(loss_fn(out, yv))
 
         barrier = getattr(dist, "barrier", None) or (lambda: dist.mean(0.0))
-        result = loop.run(
-            settings,
-            train_samples=len(x_tr),
-            per_device_batch=b,
+        converge_common.run_and_emit(
+            cfg,
+            out_path,
+            framework=FRAMEWORK,
+            rank=dist.rank,
             world=world,
-            seed=cfg.seed,
+            data=cache,
             train_step=train_step,
             evaluate=evaluate,
             barrier=barrier,
             agree=dist.mean,
+            distribution=type(dist).__name__,
+            record={
+                "params": params,
+                "backend": dist.backend,
+                "runtime": tfc.runtime_info(),
+                "math_mode": tfc.math_mode(cfg, tf),
+            },
         )
-        result.update(val_samples=len(x_va), train_samples=len(x_tr), data=meta, distribution=type(dist).__name__)
-        if dist.rank == 0:
-            common.emit(
-                cfg,
-                out_path,
-                framework=FRAMEWORK,
-                status="ok",
-                step_times=[],
-                params=params,
-                backend=dist.backend,
-                runtime=tfc.runtime_info(),
-                math_mode=tfc.math_mode(cfg, tf),
-                converge=result,
-            )
     finally:
         dist.stop()
-
-
-if __name__ == "__main__":
-    sys.exit(common.run_worker(FRAMEWORK, body))

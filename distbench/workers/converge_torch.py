@@ -4,18 +4,16 @@ of each global batch in the seeded order (distbench.converge.data), evaluated on
 
 from __future__ import annotations
 
-import sys
 
 from distbench.workers import common
 
 FRAMEWORK = "torch"
-DISTRIBUTIONS = {"torch": None, "ddp": "torch_ddp", "fsdp": "torch_fsdp", "horovod-torch": "horovod_torch"}
 
 
-def make_distribution(name: str):
+def make_distribution(module: str | None):
     from distbench.workers import torch_common as tc
 
-    return common.strategy_distribution(name, DISTRIBUTIONS, "torch", tc.Distribution)
+    return common.strategy_distribution(module, tc.Distribution)
 
 
 class Feed:
@@ -32,19 +30,21 @@ class Feed:
 def body(cfg, out_path):
     import torch
 
-    from distbench.converge import data, loop
+    from distbench.converge import data
+    from distbench.workers import converge_common
     from distbench.workers import torch_common as tc
     from distbench.models import torch_models
 
     settings = cfg.extra["converge"]
-    dist = make_distribution(cfg.strategy)
+    dist = make_distribution(settings["distribution"])
     dist.start(cfg)
     try:
         if dist.world != cfg.world_size:
             raise RuntimeError(f"launched with {dist.world} processes but the point asks for {cfg.world_size}")
         math_mode = tc.configure_threads(cfg)
         device = tc.device_for(cfg, dist.local_rank)
-        x_tr, y_tr, x_va, y_va, meta = data.read_cache(settings["cache"])
+        cache = data.read_cache(settings["cache"])
+        x_tr, y_tr, x_va, y_va, _ = cache
         to = lambda a: torch.from_numpy(a).to(device)  # noqa: E731
         xt, yt = to(x_tr).permute(0, 3, 1, 2).contiguous(), to(y_tr)  # NHWC -> NCHW
         xv, yv = to(x_va).permute(0, 3, 1, 2).contiguous(), to(y_va)
@@ -71,31 +71,25 @@ def body(cfg, out_path):
             wrapped.train()
             return acc, loss
 
-        result = loop.run(
-            settings,
-            train_samples=len(x_tr),
-            per_device_batch=cfg.per_device_batch,
+        converge_common.run_and_emit(
+            cfg,
+            out_path,
+            framework=FRAMEWORK,
+            rank=dist.rank,
             world=dist.world,
-            seed=cfg.seed,
+            data=cache,
             train_step=train_step,
             evaluate=evaluate,
             barrier=dist.barrier,
             agree=dist.mean,
+            distribution=dist.name,
+            record={
+                "params": params,
+                "backend": dist.backend,
+                "runtime": tc.runtime_info(device),
+                "math_mode": math_mode,
+            },
         )
-        result.update(val_samples=len(x_va), train_samples=len(x_tr), data=meta, distribution=dist.name)
-        if dist.rank == 0:
-            common.emit(
-                cfg,
-                out_path,
-                framework=FRAMEWORK,
-                status="ok",
-                step_times=[],
-                params=params,
-                backend=dist.backend,
-                runtime=tc.runtime_info(device),
-                math_mode=math_mode,
-                converge=result,
-            )
         dist.barrier()  # every rank leaves together, after the record is written: no rank tears down alone
     except BaseException:
         dist.stop()
@@ -104,7 +98,3 @@ def body(cfg, out_path):
     # aborted a rank now and then on CPU workers ("terminate called without an active exception", 2 of ~40
     # ddp N=2 runs), after the run was complete; the benchmark workers skip TensorFlow's teardown alike.
     common.exit_now(0)
-
-
-if __name__ == "__main__":
-    sys.exit(common.run_worker(FRAMEWORK, body))

@@ -1,7 +1,7 @@
 """Strategies `deepspeed-zero1`, `-zero2`, `-zero3`: `deepspeed.initialize` with that ZeRO stage,
 one process per device, launched by torchrun (DeepSpeed reads its environment).
 
-The same torch SGD (momentum 0.9) as every torch strategy, as DeepSpeed's client optimizer
+The same torch SGD (--lr, --momentum) as every torch strategy, as DeepSpeed's client optimizer
 (`zero_allow_untested_optimizer`); the step is DeepSpeed's own: `engine.backward(loss)`,
 `engine.step()`. DeepSpeed clips the gradient norm at 1.0 unless told otherwise: here
 `gradient_clipping` is 0 (off), as in the other strategies. bf16 is torch autocast around the
@@ -11,7 +11,6 @@ Backend: NCCL on CUDA, gloo on CPU workers (DeepSpeed's CPU accelerator). The wh
 
 from __future__ import annotations
 
-import sys
 
 from distbench.workers import common
 
@@ -110,8 +109,3 @@ def body(cfg, out_path):
     # aborted a rank in interpreter teardown ("terminate called without an active exception", about 1 run
     # in 30 here), which fails a finished point: end this rank without running the C++ destructors.
     common.exit_now(0)
-
-
-if __name__ == "__main__":
-    # One module for the three stages: the point's config names the strategy, so its stage.
-    sys.exit(common.run_worker(FRAMEWORK, body))

@@ -8,9 +8,6 @@ user of Fabric on one device gets, so its 1-device cost is Fabric's own, not DDP
 
 from __future__ import annotations
 
-import sys
-
-from distbench.workers import common
 
 FRAMEWORK = "torch"
 
@@ -69,7 +66,3 @@ def body(cfg, out_path):
     from distbench.workers import torch_common as tc
 
     tc.run(cfg, out_path, make_distribution())
-
-
-if __name__ == "__main__":
-    sys.exit(common.run_worker(FRAMEWORK, body))

@@ -7,7 +7,6 @@ let Keras' train_step bypass Horovod so gradients would silently not be averaged
 
 from __future__ import annotations
 
-import sys
 
 from distbench.workers import common
 
@@ -103,7 +102,3 @@ def body(cfg, out_path):
     from distbench.workers import tf_common as tfc
 
     tfc.run(cfg, out_path, make_distribution())
-
-
-if __name__ == "__main__":
-    sys.exit(common.run_worker(FRAMEWORK, body))

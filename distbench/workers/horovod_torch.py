@@ -5,7 +5,6 @@ Launched by horovodrun (Gloo controller here; MPI where Horovod was built with i
 
 from __future__ import annotations
 
-import sys
 
 from distbench.workers import common
 
@@ -98,7 +97,3 @@ def body(cfg, out_path):
     from distbench.workers import torch_common as tc
 
     tc.run(cfg, out_path, make_distribution())
-
-
-if __name__ == "__main__":
-    sys.exit(common.run_worker(FRAMEWORK, body))

@@ -23,9 +23,7 @@ measured part as wrapper.loop_around_step_s (SteppedLoop.around_s); the report s
 from __future__ import annotations
 
 import os
-import sys
 
-from distbench.workers import common
 
 FRAMEWORK = "torch"
 
@@ -109,7 +107,7 @@ def training(local_rank, cfg, out_path, parent_pid):
 def body(cfg, out_path):
     from ignite import distributed as idist
 
-    from distbench.launchers import free_port
+    from distbench.workers.runtime import free_port
 
     backend = "nccl" if cfg.device == "cuda" else "gloo"
     if cfg.device == "cuda":
@@ -119,7 +117,3 @@ def body(cfg, out_path):
         os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(ids[: cfg.world_size])
     with idist.Parallel(backend=backend, nproc_per_node=cfg.world_size, master_port=free_port()) as parallel:
         parallel.run(training, cfg, out_path, os.getpid())
-
-
-if __name__ == "__main__":
-    sys.exit(common.run_worker(FRAMEWORK, body))

@@ -38,5 +38,11 @@ def sweep_batches(cfg, run_batch, sync, is_oom) -> list[dict]:
     return entries
 
 
+def sweep_and_emit(cfg, out_path: str, framework: str, run_batch, sync, is_oom, *, params, runtime) -> None:
+    """Every batch size's timed passes (sweep_batches), then the worker's one record (its only rank)."""
+    entries = sweep_batches(cfg, run_batch, sync, is_oom)
+    common.emit(cfg, out_path, framework=framework, status="ok", per_batch=entries, params=params, runtime=runtime)
+
+
 def is_oom_text(exc: BaseException) -> bool:
     return any(m in f"{type(exc).__name__}: {exc}" for m in common.OOM_MARKERS)

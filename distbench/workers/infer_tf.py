@@ -2,16 +2,12 @@
 
 from __future__ import annotations
 
-import sys
-
-from distbench.workers import common
-
 FRAMEWORK = "tf"
 
 
 def body(cfg, out_path):
     from distbench.workers import tf_common as tfc
-    from distbench.workers.infer_common import is_oom_text, sweep_batches
+    from distbench.workers.infer_common import is_oom_text, sweep_and_emit
     from distbench.models import keras_models
 
     tf = tfc.configure(cfg)
@@ -28,17 +24,5 @@ def body(cfg, out_path):
     def sync(out):
         out.numpy()
 
-    entries = sweep_batches(cfg, run_batch, sync, is_oom_text)
-    common.emit(
-        cfg,
-        out_path,
-        framework=FRAMEWORK,
-        status="ok",
-        per_batch=entries,
-        params=tfc.param_count(model),
-        runtime=tfc.runtime_info(),
-    )
-
-
-if __name__ == "__main__":
-    sys.exit(common.run_worker(FRAMEWORK, body))
+    params, runtime = tfc.param_count(model), tfc.runtime_info()
+    sweep_and_emit(cfg, out_path, FRAMEWORK, run_batch, sync, is_oom_text, params=params, runtime=runtime)

@@ -2,10 +2,6 @@
 
 from __future__ import annotations
 
-import sys
-
-from distbench.workers import common
-
 FRAMEWORK = "torch"
 
 
@@ -13,7 +9,7 @@ def body(cfg, out_path):
     import torch
 
     from distbench.workers import torch_common as tc
-    from distbench.workers.infer_common import is_oom_text, sweep_batches
+    from distbench.workers.infer_common import is_oom_text, sweep_and_emit
     from distbench.workers.torch_data import to_device
     from distbench.models import torch_models
 
@@ -49,17 +45,5 @@ def body(cfg, out_path):
             torch.cuda.empty_cache()
         return isinstance(exc, torch.cuda.OutOfMemoryError) or is_oom_text(exc)
 
-    entries = sweep_batches(cfg, run_batch, lambda out: sync_dev(out), is_oom)
-    common.emit(
-        cfg,
-        out_path,
-        framework=FRAMEWORK,
-        status="ok",
-        per_batch=entries,
-        params=tc.param_count(model),
-        runtime=tc.runtime_info(device),
-    )
-
-
-if __name__ == "__main__":
-    sys.exit(common.run_worker(FRAMEWORK, body))
+    params, runtime = tc.param_count(model), tc.runtime_info(device)
+    sweep_and_emit(cfg, out_path, FRAMEWORK, run_batch, sync_dev, is_oom, params=params, runtime=runtime)

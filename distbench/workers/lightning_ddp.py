@@ -14,9 +14,7 @@ Lightning registers no signal handlers (it does so only in the main thread); not
 from __future__ import annotations
 
 import os
-import sys
 
-from distbench.workers import common
 
 FRAMEWORK = "torch"
 DEFAULTS_ON = "logger, progress bar, model summary, checkpointing (Trainer defaults, unchanged)"
@@ -134,7 +132,3 @@ def body(cfg, out_path):
     from distbench.workers import torch_common as tc
 
     tc.run(cfg, out_path, make_distribution(out_path))
-
-
-if __name__ == "__main__":
-    sys.exit(common.run_worker(FRAMEWORK, body))

@@ -1,12 +1,20 @@
 """Strategy `ray-ddp`: ddp's workload under Ray Train, the way Ray users run it.
 
 This module is the Ray *driver*: it joins the cluster at --ray-address (PointConfig.extra["ray_address"]),
-or starts a local Ray head for the point (its temp dir and logs in a folder this module removes), and runs
-Ray Train's `TorchTrainer` with `ScalingConfig(num_workers=N, use_gpu=<cuda>)`. Ray starts the N training
-workers as actors and sets up the torch process group (gloo on CPU workers, NCCL on GPUs); each worker runs
-the same torch workload, step, timing and in-process no-sync variant as `ddp` (distbench/workers/torch_common.py and
-torch_ddp's Distribution; only how ranks start differs). Rank 0's record comes back through a small actor, so
-it reaches the driver from any node.
+else the sweep's local head (DISTBENCH_RAY_HEAD: one per sweep, distbench.raycluster), else starts a local
+head for the point (its temp dir and logs in a folder this module removes), and runs Ray Train's
+`TorchTrainer` with `ScalingConfig(num_workers=N, use_gpu=<cuda>, resources_per_worker, placement_strategy)`
+and the workers' environment (threads, NCCL_*, CUDA_DEVICE_ORDER) as the job's runtime_env, as torchrun's
+ranks get it. Ray starts the N training workers as actors and sets up the torch process group (gloo on CPU
+workers, NCCL on GPUs); each worker runs the same torch workload, step, timing and in-process no-sync variant
+as `ddp` (distbench/workers/torch_common.py and torch_ddp's Distribution; only how ranks start differs).
+Rank 0's record comes back through Ray Train itself, from any node: the training function's return value
+(`Result.return_value`, rank 0's, in Train v2, whose `Result.metrics` holds only metrics reported with a
+checkpoint) and its `ray.train.report` metrics (`Result.metrics`, Train v1).
+
+Ray's fixed cost is recorded split (engine): head_start_s (the sweep's head, paid once per sweep, or this
+point's own head), connect_s (ray.init), fit_start_s (fit() called until rank 0 runs the training function:
+the Train controller and worker group), teardown_s (rank 0 done until fit() returns) and shutdown_s.
 
 Ray's ranks are actors, not processes a launcher starts under a rank guard: when training fails, the driver
 names the rank from Ray Train's per-rank failures (a rank whose process died, else one that raised an error
@@ -64,25 +72,31 @@ def make_distribution():
     return RayDDPDistribution()
 
 
-def train_loop(config: dict) -> None:
-    """Each Ray Train worker: the torch workload; rank 0 sends its record to the driver's sink."""
-    import ray
+def train_loop(config: dict) -> dict:
+    """Each Ray Train worker: the torch workload; every rank reports (ray.train.report is a barrier) and
+    returns, rank 0 its record, its start and end times and every rank's pid and host."""
     import ray.train
+    import torch.distributed as dist
 
     from distbench.config import PointConfig
     from distbench.workers import torch_common as tc
 
+    began = time.time()
     cfg = PointConfig.from_dict(config["cfg"])
     ctx = ray.train.get_context()
     rank = ctx.get_world_rank()
     me = {"rank": rank, "pid": os.getpid(), "host": os.uname().nodename}
-    ray.get(config["sink"].started.remote(me))
     note_worker(config.get("rank_dir"), me)
+    workers = [None] * ctx.get_world_size()
+    dist.all_gather_object(workers, me)
     with tempfile.TemporaryDirectory(prefix="distbench-ray-rank-") as tmp:
         out = os.path.join(tmp, "result.json")
         tc.run(cfg, out, make_distribution())
+        metrics = {}
         if rank == 0:
-            ray.get(config["sink"].put.remote(Path(out).read_text()))
+            metrics = {"record": Path(out).read_text(), "workers": workers, "began": began, "done": time.time()}
+        ray.train.report(metrics)
+        return metrics
 
 
 def note_worker(rank_dir: str | None, me: dict) -> None:
@@ -93,6 +107,39 @@ def note_worker(rank_dir: str | None, me: dict) -> None:
     with open(f"{path}.tmp", "w") as fh:
         json.dump(me, fh)
     os.replace(f"{path}.tmp", path)
+
+
+WORKER_ENV = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "CUDA_DEVICE_ORDER", "PYTHONUNBUFFERED", "TF_CPP_MIN_LOG_LEVEL")
+WORKER_ENV_PREFIXES = ("NCCL_", "GLOO_", "UCX_", "TORCH_NCCL_", "TORCH_DISTRIBUTED_")
+
+
+def worker_env(environ) -> dict:
+    """What the launcher set for the ranks (launchers.build_env: threads, CUDA_DEVICE_ORDER) and the fabric's
+    settings (NCCL_*, GLOO_*, UCX_*): the job's runtime_env, so that workers on other nodes get them too."""
+    return {k: v for k, v in environ.items() if k in WORKER_ENV or k.startswith(WORKER_ENV_PREFIXES)}
+
+
+def scaling(cfg, scaling_config, *, on_cluster: bool):
+    """ScalingConfig as a torchrun point's ranks are placed: N workers, one GPU each on CUDA, packed on as
+    few nodes as fit (PACK); on a cluster each worker also holds the CPUs its threads use (planned from the
+    cluster's CPUs), on a local head one CPU (the head has N+1)."""
+    cpus = cfg.threads_per_worker if on_cluster else 1
+    return scaling_config(
+        num_workers=cfg.world_size,
+        use_gpu=cfg.device == "cuda",
+        resources_per_worker={"CPU": cpus, **({"GPU": 1} if cfg.device == "cuda" else {})},
+        placement_strategy="PACK",
+    )
+
+
+def noted_workers(rank_dir: str | None) -> dict[int, dict]:
+    """The ranks' own notes (note_worker) of a failed fit: which pid ran which rank, where readable here."""
+    out = {}
+    for path in Path(rank_dir).glob("ray-worker-*.json") if rank_dir and os.path.isdir(rank_dir) else []:
+        with contextlib.suppress(OSError, ValueError):
+            me = json.loads(path.read_text())
+            out[int(me["rank"])] = me
+    return out
 
 
 def temp_root() -> str:
@@ -115,7 +162,7 @@ def failure_of(worker_failures: dict, pids: dict[int, int]) -> tuple[int, str, b
     """(rank, reason, died) of the root cause among Ray Train's per-rank failures ({rank: exception or
     text}): a rank whose worker process died comes first, then one that raised an error of its own; errors
     a rank prints because a peer went away (failures.SECONDARY_MARKERS) are consequences."""
-    from distbench.launch import failure_summary
+    from distbench.failures import failure_summary
 
     def key(item):
         rank, text = item
@@ -175,20 +222,28 @@ def body(cfg, out_path):
 
     handle(stop)
 
+    published: list[dict] = []
     address = (cfg.extra or {}).get("ray_address")
+    sweep_head = None if address else os.environ.get("DISTBENCH_RAY_HEAD")
     temp = None
     started = time.time()
     engine = {
         "engine": "ray-train",
         "ray": ray.__version__,
-        "address": address or "local head started for this point",
+        "address": address
+        or ("the sweep's local head (one per sweep)" if sweep_head else "local head started for this point"),
         "num_workers": cfg.world_size,
         "use_gpu": cfg.device == "cuda",
         "train_api": "v2" if os.environ.get("RAY_TRAIN_V2_ENABLED", "1") != "0" else "v1",
     }
+    runtime_env = {"env_vars": worker_env(os.environ)}
     try:
-        if address:
-            ray.init(address=address, log_to_driver=True)
+        if address or sweep_head:
+            ray.init(address=address or sweep_head, log_to_driver=True, runtime_env=runtime_env)
+            engine["connect_s"] = time.time() - started
+            if sweep_head:
+                engine["head_start_s"] = float(os.environ.get("DISTBENCH_RAY_HEAD_START_S") or "nan")
+                engine["head_shared_by_sweep"] = True
         else:
             root = temp_root()
             remove_stale_temp_dirs(root)
@@ -196,33 +251,19 @@ def body(cfg, out_path):
             temp = tempfile.mkdtemp(prefix=f"{TEMP_PREFIX}{os.getpid()}-{ticks}-", dir=root)
             remove_on_signal(temp)
             ray.init(
-                num_cpus=max(cfg.world_size, os.cpu_count() or 1),
+                num_cpus=cfg.world_size + 1,  # its workers and Train's controller; Ray prestarts one process per CPU
                 include_dashboard=False,
                 _temp_dir=temp,
                 log_to_driver=True,
+                runtime_env=runtime_env,
             )
+            engine["head_start_s"] = time.time() - started
         handle(stop)  # again: ray.init may install handlers of its own
-        engine["head_start_s"] = time.time() - started
 
-        @ray.remote(num_cpus=0)
-        class Sink:
-            def __init__(self):
-                self.record, self.workers = None, {}
-
-            def started(self, me):
-                self.workers[me["rank"]] = me
-
-            def put(self, text):
-                self.record = text
-
-            def get(self):
-                return self.record, self.workers
-
-        sink = Sink.remote()
         trainer = TorchTrainer(
             train_loop,
-            train_loop_config={"cfg": cfg.to_dict(), "sink": sink, "rank_dir": os.environ.get("DISTBENCH_RANK_DIR")},
-            scaling_config=ScalingConfig(num_workers=cfg.world_size, use_gpu=cfg.device == "cuda"),
+            train_loop_config={"cfg": cfg.to_dict(), "rank_dir": os.environ.get("DISTBENCH_RANK_DIR")},
+            scaling_config=scaling(cfg, ScalingConfig, on_cluster=bool(address)),
             torch_config=TorchConfig(backend="nccl" if cfg.device == "cuda" else "gloo"),
             run_config=RunConfig(
                 name=f"distbench-{cfg.strategy}-{cfg.world_size}",
@@ -232,21 +273,24 @@ def body(cfg, out_path):
         )
         oom_before = failures.oom_kills()
         fit_start = time.time()
-        error = None
+        error = metrics = None
         try:
-            trainer.fit()
+            result = trainer.fit()
+            metrics = getattr(result, "return_value", None) or result.metrics or {}
         except ray.train.TrainingFailedError as exc:
             error = exc
-        engine["fit_s"] = time.time() - fit_start
-        text, workers = ray.get(sink.get.remote())
-        engine["workers"] = [workers[r] for r in sorted(workers)]
-        if error is None and text:
-            record = json.loads(text)
+        fit_end = time.time()
+        engine["fit_s"] = fit_end - fit_start
+        if metrics and metrics.get("record"):
+            engine["workers"] = metrics["workers"]
+            engine["fit_start_s"] = metrics["began"] - fit_start
+            engine["teardown_s"] = fit_end - metrics["done"]
+            record = json.loads(metrics["record"])
             record["engine"] = engine
-            from distbench.record import write_record
-
-            write_record(out_path, record)
+            published.append(record)
             return
+        workers = noted_workers(os.environ.get("DISTBENCH_RANK_DIR"))
+        engine["workers"] = [workers[r] for r in sorted(workers)]
         pids = {r: w["pid"] for r, w in workers.items()}
         per_rank = getattr(error, "worker_failures", None) or {}
         if per_rank:
@@ -285,12 +329,14 @@ def body(cfg, out_path):
         raise
     finally:
         handle(signal.SIG_IGN)  # the head is being stopped: a second signal must not cut it short
+        shutdown = time.time()
         try:
             ray.shutdown()
         finally:
             if temp:
                 shutil.rmtree(temp, ignore_errors=True)
+        engine["shutdown_s"] = time.time() - shutdown
+        if published:  # written after Ray is down, so the record holds the shutdown's cost too
+            from distbench.record import write_record
 
-
-if __name__ == "__main__":
-    sys.exit(common.run_worker(FRAMEWORK, body))
+            write_record(out_path, published[0])

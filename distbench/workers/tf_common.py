@@ -12,8 +12,9 @@ import contextlib
 import time
 from typing import Any
 
-from distbench import datasets, mfu
+from distbench import datasets, mfu, phases
 from distbench.config import PointConfig
+from distbench.profile import hooks as profile_hooks
 from distbench.workers import common
 from distbench.workers.tf_data import Source, disk_dataset, make_batch
 from distbench.workers.tf_device import (
@@ -28,6 +29,7 @@ from distbench.workers.tf_device import (
 
 
 def build_model(cfg: PointConfig, seed: int):
+    phases.mark("model build")
     import keras
 
     from distbench.models import keras_models
@@ -410,6 +412,8 @@ def run(cfg: PointConfig, out_path: str, dist: Distribution) -> None:
         common.lift_allreduce(extra, segments)
         if segments:
             extra["segments"] = segments
+        if profile_hooks.request(cfg):  # a few steps after the timed window, under tf.profiler
+            extra.update(profile_hooks.profile_tf(cfg, step, make_sync(cfg, tf), dist.rank, times))
         if cfg.verify:
             extra["determinism"] = determinism
             start = [np.asarray(w.numpy(), dtype=np.float64) for w in model.trainable_weights]

@@ -9,9 +9,6 @@ each replica applying its own gradients) are tf_common.StrategyDistribution's.
 
 from __future__ import annotations
 
-import sys
-
-from distbench.workers import common
 
 FRAMEWORK = "tf"
 
@@ -37,7 +34,3 @@ def body(cfg, out_path):
     from distbench.workers import tf_common as tfc
 
     tfc.run(cfg, out_path, make_distribution())
-
-
-if __name__ == "__main__":
-    sys.exit(common.run_worker(FRAMEWORK, body))

@@ -24,7 +24,6 @@ import json
 import os
 import sys
 
-from distbench.workers import common
 
 FRAMEWORK = "tf"
 TF_STRATEGY = "MultiWorkerMirroredStrategy"
@@ -33,12 +32,13 @@ TF_STRATEGY = "MultiWorkerMirroredStrategy"
 def resolve_cluster(environ=os.environ) -> dict:
     """TF_CONFIG as a dict: the one given, or one derived from the Slurm step (then also set in
     `environ`, before TensorFlow reads it)."""
-    from distbench import launchers, multinode
+    from distbench import multinode
+    from distbench.workers.runtime import tf_config
 
     text = environ.get("TF_CONFIG")
     if not text and "SLURM_PROCID" in environ and "SLURM_STEP_NODELIST" in environ:
         workers, index = multinode.slurm_tf_workers(environ, int(environ.get("DISTBENCH_TF_PORT", "8888")))
-        text = environ["TF_CONFIG"] = launchers.tf_config(workers, index)
+        text = environ["TF_CONFIG"] = tf_config(workers, index)
     if not text:
         raise RuntimeError("no cluster: set TF_CONFIG, or run inside a Slurm step (srun)")
     return json.loads(text)
@@ -155,10 +155,10 @@ def body(cfg, out_path):
         write_record(out_path, record)
 
 
-if __name__ == "__main__":
-    # run_worker lets only rank 0 write 'skipped'/'oom' records; it reads RANK.
+def prepare() -> None:
+    """Before run_worker (distbench.workers.__main__): it lets only rank 0 write 'skipped'/'oom' records, and
+    reads RANK, which a TF cluster gives as its task index."""
     try:
         os.environ.setdefault("RANK", str(task_rank(resolve_cluster())))
     except (RuntimeError, ValueError, KeyError):
         pass
-    sys.exit(common.run_worker(FRAMEWORK, body))

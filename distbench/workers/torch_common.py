@@ -9,11 +9,13 @@ the identical workload.
 from __future__ import annotations
 
 import gc
+import os
 import time
 from typing import Any
 
-from distbench import datasets, mfu
+from distbench import datasets, mfu, phases
 from distbench.config import PointConfig
+from distbench.profile import hooks as profile_hooks
 from distbench.workers import common
 from distbench.workers.torch_data import Batches, make_batches
 from distbench.workers.torch_device import configure_threads, device_for, make_sync, runtime_info, verify_determinism
@@ -105,18 +107,33 @@ class Distribution:
         pass
 
 
-def make_event_clock(device, dist: "Distribution"):
+def make_event_clock(device):
     """torch on CUDA: a factory of timing events (common.measure's event path), so the host is not made to
-    wait for the device every step; None on CPU workers (the host clock, as before) and for wrappers that
-    own their loop (their step boundary is a host-side hook: wrapper_loop)."""
+    wait for the device every step; None on CPU workers (the host clock). Every torch strategy on CUDA gets it
+    (one clock for all; dp builds the same events over its devices: torch_dp.event_clock), wrappers that own
+    their loop (Lightning's Trainer, Ignite's Engine: wrapper_loop.SteppedLoop) included: their step boundary
+    is a host-side hook, and the measuring thread records the step's event after the hand-over from it, on
+    the device's current stream, which the wrapper's thread launches on too (the device's default stream,
+    shared by threads), so the event follows all the work the step queued. DISTBENCH_STEP_CLOCK=host in the
+    workers' environment (HOST_CLOCK_ENV) selects the host clock with a device synchronize per step instead: a diagnostic, to
+    measure what the clock changes on a short GPU step (the record's stopping.clock names the clock used)."""
     import torch
 
-    if device.type != "cuda" or type(dist).drive is not Distribution.drive:
+    if device.type != "cuda" or host_clock_forced():
         return None
     return lambda: torch.cuda.Event(enable_timing=True)
 
 
+HOST_CLOCK_ENV = "DISTBENCH_STEP_CLOCK"
+
+
+def host_clock_forced() -> bool:
+    """The diagnostic of make_event_clock: DISTBENCH_STEP_CLOCK=host."""
+    return os.environ.get(HOST_CLOCK_ENV, "").strip().lower() == "host"
+
+
 def build_model(cfg: PointConfig, device, seed: int):
+    phases.mark("model build")
     import torch
 
     from distbench.models import torch_models
@@ -152,6 +169,19 @@ def make_optimizer(cfg: PointConfig, model):
     import torch
 
     return torch.optim.SGD(model.parameters(), lr=cfg.lr, momentum=cfg.momentum)
+
+
+def channels_last_layout(x, model) -> dict:
+    """Whether the step's 4-D tensors are laid out channels-last (NHWC strides), as the step used them: the
+    input batch and every 4-D weight (None: the step has none)."""
+    import torch
+
+    weights = [p for p in model.parameters() if p.dim() == 4]
+    fmt = torch.channels_last
+    return {
+        "input": x.is_contiguous(memory_format=fmt) if torch.is_tensor(x) and x.dim() == 4 else None,
+        "weights": all(p.is_contiguous(memory_format=fmt) for p in weights) if weights else None,
+    }
 
 
 def make_step(
@@ -204,6 +234,7 @@ def make_step(
             loss = loss_fn(out.float() if cfg.precision != "fp32" else out, y)
         if probe is not None and "activation_dtype" not in probe:
             probe["activation_dtype"] = str(out.dtype).replace("torch.", "")
+            probe["channels_last"] = channels_last_layout(x, model)
         if scaler is None:
             backward(loss)
             dist.optimizer_step(optimizer)
@@ -292,7 +323,7 @@ def run(cfg: PointConfig, out_path: str, dist: Distribution) -> None:
                 dist.gather,
                 batches.waits,
                 lambda: dist.allreduce_seconds(seg_cfg, model, wrapped),
-                make_event_clock(device, dist),
+                make_event_clock(device),
             )
             if letter == "A" and not times:  # the point itself
                 times, loss = seg_times, seg_loss
@@ -305,6 +336,9 @@ def run(cfg: PointConfig, out_path: str, dist: Distribution) -> None:
         common.lift_allreduce(extra, segments)
         if segments:
             extra["segments"] = segments
+        if profile_hooks.request(cfg):  # a few steps after the timed window, under torch.profiler
+            other_thread = type(dist).drive is not Distribution.drive  # the wrapper's loop: its own thread
+            extra.update(profile_hooks.profile_torch(cfg, step, sync, device, dist.rank, times, other_thread))
         if cfg.verify:
             extra["probe"] = probe
             start = dist.full_parameters(model)

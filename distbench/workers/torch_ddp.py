@@ -8,7 +8,6 @@ slowest rank took.
 from __future__ import annotations
 
 import os
-import sys
 
 from distbench.workers import common
 
@@ -136,7 +135,3 @@ def body(cfg, out_path):
     from distbench.workers import torch_common as tc
 
     tc.run(cfg, out_path, make_distribution())
-
-
-if __name__ == "__main__":
-    sys.exit(common.run_worker(FRAMEWORK, body))

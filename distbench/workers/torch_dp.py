@@ -10,7 +10,6 @@ communication.
 
 from __future__ import annotations
 
-import sys
 
 from distbench.workers import common
 
@@ -19,6 +18,37 @@ NOSYNC_VARIANT = (
     "N plain model copies, one per GPU, each stepped in its own thread like DataParallel's "
     "replicas: DataParallel's scatter, replicate, output gather and gradient reduce to GPU 0 removed"
 )
+
+
+def event_clock(devices):
+    """dp's step clock: the CUDA events every torch strategy is timed with (torch_common.make_event_clock),
+    each recorded on device 0 after its stream has waited for every other device's (a join on the devices,
+    not a host wait). DataParallel's own step already ends on device 0 (outputs gathered and gradients
+    reduced there), so there the join waits for nothing; the no-sync variant's replicas end on their own
+    devices, and the join makes its step last until the slowest replica's work is done, as the host's
+    per-step synchronize of every device did before, without stopping the host. None under torch_common's
+    host-clock diagnostic (DISTBENCH_STEP_CLOCK=host)."""
+    import torch
+
+    from distbench.workers import torch_common as tc
+
+    if tc.host_clock_forced():
+        return None
+
+    class JoinedEvent:
+        def __init__(self):
+            self.event = torch.cuda.Event(enable_timing=True)
+
+        def record(self):
+            main = torch.cuda.current_stream(devices[0])
+            for d in devices[1:]:
+                main.wait_event(torch.cuda.current_stream(d).record_event())
+            self.event.record(main)
+
+        def elapsed_time(self, other):
+            return self.event.elapsed_time(other.event)
+
+    return JoinedEvent
 
 
 def body(cfg, out_path):
@@ -136,7 +166,7 @@ def body(cfg, out_path):
         return common.time_collective(op, lambda: sync(None))
 
     times, loss, fields = common.measured_run(
-        step, sync, cfg, common.single_gather, batches.waits, replicate_and_reduce_seconds
+        step, sync, cfg, common.single_gather, batches.waits, replicate_and_reduce_seconds, event_clock(devices)
     )
     common.check_loss(loss)
     common.emit(
@@ -149,7 +179,3 @@ def body(cfg, out_path):
         **fields,
         **extra,
     )
-
-
-if __name__ == "__main__":
-    sys.exit(common.run_worker(FRAMEWORK, body))

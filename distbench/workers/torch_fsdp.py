@@ -9,9 +9,6 @@ and SGD steps each rank's shard. Backend: NCCL on CUDA, gloo on CPU workers.
 
 from __future__ import annotations
 
-import sys
-
-from distbench.workers import common
 
 FRAMEWORK = "torch"
 RESHARD_AFTER_FORWARD = True
@@ -98,7 +95,3 @@ def body(cfg, out_path):
     from distbench.workers import torch_common as tc
 
     tc.run(cfg, out_path, make_distribution())
-
-
-if __name__ == "__main__":
-    sys.exit(common.run_worker(FRAMEWORK, body))

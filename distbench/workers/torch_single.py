@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import sys
-
-from distbench.workers import common
 
 FRAMEWORK = "torch"
 
@@ -13,7 +10,3 @@ def body(cfg, out_path):
     from distbench.workers import torch_common as tc
 
     tc.run(cfg, out_path, tc.Distribution())
-
-
-if __name__ == "__main__":
-    sys.exit(common.run_worker(FRAMEWORK, body))

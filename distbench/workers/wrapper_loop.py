@@ -12,8 +12,9 @@ measuring code (common.measure, run by torch_common.run) asks for the next step.
 threads runs at any time, so the measured time of a step is boundary to boundary: everything the
 wrapper does per step (its hooks, callbacks, progress bar, logging) is inside it, plus the hand-over of
 two semaphores (a median 0.1 ms measured on the loaded 2-core machine, benchmarks/wrapper_cost.py;
-TIMING says so in the record). Warmup, the barrier, the synchronized clock reads and the stopping rule
-are common.measure's, unchanged.
+TIMING says so in the record). On CUDA devices the measuring thread records each step's CUDA event after
+the hand-over (torch_common.make_event_clock), as for every torch strategy. Warmup, the barrier, the clock
+reads and the stopping rule are common.measure's, unchanged.
 """
 
 from __future__ import annotations
@@ -25,7 +26,8 @@ import time
 
 TIMING = (
     "wrapper callback at step boundaries: the wrapper's own loop runs in a thread and pauses at its "
-    "end-of-step hook; step time = boundary to boundary, device synchronized, common.measure's warmup, "
+    "end-of-step hook; step time = boundary to boundary (on GPUs a CUDA event recorded at each boundary, the "
+    "clock of every torch strategy; on CPU workers the host clock), common.measure's warmup, "
     "barrier and stopping rule. The hand-off between the threads is inside each step and not subtracted "
     "(a round trip took a median 0.1 ms on a loaded 2-core CPU machine, benchmarks/wrapper_cost.py: about 0.15% "
     "of a 70 ms CPU-worker step, 1-5% of a 2-10 ms GPU step)"

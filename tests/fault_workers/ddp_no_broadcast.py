@@ -1,11 +1,11 @@
 """A deliberately broken data-parallel worker: gradients are averaged by hand, but the initial
 weights are never broadcast, so replicas start (and stay) different."""
 
-import sys
-
 import torch.distributed as dist
 
-from distbench.workers import common, torch_ddp
+from distbench.workers import torch_ddp
+
+FRAMEWORK = "torch"
 
 
 def body(cfg, out_path):
@@ -29,7 +29,3 @@ def body(cfg, out_path):
 
     base.wrap = lambda cfg, model, optimizer, device: (model, AveragingOptimizer(model, optimizer, base.world))
     tc.run(cfg, out_path, base)
-
-
-if __name__ == "__main__":
-    sys.exit(common.run_worker("torch", body))

@@ -1,8 +1,8 @@
 """A deliberately broken DDP worker: every rank trains on rank 0's shard (a sampler bug)."""
 
-import sys
+from distbench.workers import torch_ddp
 
-from distbench.workers import common, torch_ddp
+FRAMEWORK = "torch"
 
 
 def body(cfg, out_path):
@@ -12,7 +12,3 @@ def body(cfg, out_path):
     make_batch = torch_data.make_batch
     torch_data.make_batch = lambda cfg, device, rank, batch: make_batch(cfg, device, 0, batch)
     tc.run(cfg, out_path, torch_ddp.make_distribution())
-
-
-if __name__ == "__main__":
-    sys.exit(common.run_worker("torch", body))

@@ -1,10 +1,10 @@
 """A deliberately broken DDP worker: gradients are summed across ranks instead of averaged."""
 
-import sys
-
 import torch.distributed as dist
 
-from distbench.workers import common, torch_ddp
+from distbench.workers import torch_ddp
+
+FRAMEWORK = "torch"
 
 
 def sum_hook(state, bucket):
@@ -25,7 +25,3 @@ def body(cfg, out_path):
 
     base.wrap = broken_wrap
     tc.run(cfg, out_path, base)
-
-
-if __name__ == "__main__":
-    sys.exit(common.run_worker("torch", body))

@@ -2,9 +2,9 @@
 of their mean (FSDP's own divide-factor knob needs PREMUL_SUM, which gloo lacks, so the reduced
 gradients are multiplied back by N after backward)."""
 
-import sys
+from distbench.workers import torch_fsdp
 
-from distbench.workers import common, torch_fsdp
+FRAMEWORK = "torch"
 
 
 def body(cfg, out_path):
@@ -26,7 +26,3 @@ def body(cfg, out_path):
 
     base.wrap = broken_wrap
     tc.run(cfg, out_path, base)
-
-
-if __name__ == "__main__":
-    sys.exit(common.run_worker("torch", body))

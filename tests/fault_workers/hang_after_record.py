@@ -6,6 +6,8 @@ import time
 
 from distbench.workers import common
 
+FRAMEWORK = "torch"
+
 
 def body(cfg, out_path):
     common.emit(
@@ -18,7 +20,3 @@ def body(cfg, out_path):
         measured_window_s=0.3,
     )
     threading.Thread(target=time.sleep, args=(3600,)).start()
-
-
-if __name__ == "__main__":
-    common.run_worker("torch", body)

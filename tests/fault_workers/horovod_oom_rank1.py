@@ -3,9 +3,10 @@ own address space and then asks torch's CPU allocator for more than fits. Rank 0
 the next all-reduce: the point must end as `oom` on rank 1 within seconds, not at the timeout."""
 
 import resource
-import sys
 
-from distbench.workers import common, horovod_torch
+from distbench.workers import horovod_torch
+
+FRAMEWORK = "torch"
 
 
 def body(cfg, out_path):
@@ -34,7 +35,3 @@ def body(cfg, out_path):
 
     tc.make_step = exhausting_make_step
     tc.run(cfg, out_path, horovod_torch.make_distribution())
-
-
-if __name__ == "__main__":
-    sys.exit(common.run_worker("torch", body))

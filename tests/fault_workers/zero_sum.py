@@ -1,9 +1,9 @@
 """A deliberately broken DeepSpeed ZeRO-2 worker: gradients are summed over the ranks instead of
 averaged (DeepSpeed's own "gradient_allreduce_op": "sum")."""
 
-import sys
+from distbench.workers import deepspeed_zero
 
-from distbench.workers import common, deepspeed_zero
+FRAMEWORK = "torch"
 
 
 def body(cfg, out_path):
@@ -17,7 +17,3 @@ def body(cfg, out_path):
 
     deepspeed_zero.ds_config = summing_config
     tc.run(cfg, out_path, base)
-
-
-if __name__ == "__main__":
-    sys.exit(common.run_worker("torch", body))

@@ -1,0 +1,59 @@
+"""What a sweep asks its points when it profiles them (`--profile` on run/scale, `distbench profile`): the
+request rides to the worker in PointConfig.extra['profile'] ({'steps', 'trace_dir'}, not part of a point's
+identity), put on the planned points here (the plan itself is plan.make_plan's). A strategy whose worker has
+no profiling hook, or a trace folder that cannot be written, does not stop the sweep: its points are measured
+(without a profile, or without a trace file) and the command then ends with one line naming the flag
+(`Profiling.problem`, exit 2)."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+from distbench.errors import BadInput
+from distbench.profile.hooks import STEPS
+from distbench.profile.trace import check_trace_folder
+
+NO_PROFILER = {
+    "dp": "its own loop (distbench/workers/torch_dp.py) has no profiling hook",
+    "composer": "Composer's Trainer runs its own loop (distbench/workers/composer_trainer.py), with no profiling hook",
+}
+"""Strategies whose worker does not run torch_common.run / tf_common.run (where the hooks are)."""
+
+
+@dataclasses.dataclass
+class Profiling:
+    plan: object
+    """The plan with the request on every point that can be profiled."""
+    trace_dir: Path | None
+    problem: str | None = None
+    """One line naming the flag, raised as BadInput after the points were measured (None: nothing wrong)."""
+
+    def finish(self) -> None:
+        if self.problem:
+            raise BadInput(self.problem)
+
+
+def with_profiling(plan, trace_dir: str | Path, *, flag: str = "--profile", dir_flag: str = "--results", steps=STEPS):
+    """`plan` with its points asking to be profiled (PointConfig.extra['profile']); traces into `trace_dir`.
+    A strategy with no profiler is measured unprofiled; an unwritable `trace_dir` means breakdowns without
+    trace files. Either is the returned Profiling's `problem`."""
+    problems = []
+    try:
+        folder: Path | None = check_trace_folder(trace_dir, dir_flag)
+    except BadInput as exc:
+        folder = None
+        problems.append(f"{exc}; the points were measured and profiled, their trace files not kept")
+    points, unprofiled = [], []
+    for p in plan.points:
+        if p.strategy.name in NO_PROFILER:
+            if not p.skip_reason and p.strategy.name not in unprofiled:
+                unprofiled.append(p.strategy.name)
+            points.append(p)
+            continue
+        ask = {"steps": steps, "trace_dir": str(folder) if folder else None}
+        cfg = dataclasses.replace(p.config, extra={**p.config.extra, "profile": ask})
+        points.append(dataclasses.replace(p, config=cfg))
+    for name in unprofiled:
+        problems.insert(0, f"{flag}: strategy {name} has no profiler ({NO_PROFILER[name]}); it was measured unprofiled")
+    return Profiling(dataclasses.replace(plan, points=points), folder, "; ".join(problems) or None)
