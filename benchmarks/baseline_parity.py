@@ -40,8 +40,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from harness_overhead import RunFailed, distbench_run, handwritten_run, median_ci, metered, plan  # noqa: E402
 from mdsection import write_section  # noqa: E402
-from distbench import envinfo, launch, rankguard, telemetry  # noqa: E402
-from distbench.plan import cpu_cores  # noqa: E402
+from distbench.core import envinfo  # noqa: E402
+from distbench.run import launch, rankguard, telemetry
+from distbench.run.plan import cpu_cores  # noqa: E402
 
 TARGET = 0.98
 POINTS = (("torch", 1, "none"), ("ddp", 2, "ddp"))
@@ -88,7 +89,7 @@ def guarded_sleeper(seconds: float) -> subprocess.Popen:
     """A point's shape: a rank guard and its worker."""
     env = dict(os.environ, **rankguard.parent_env())
     code = f"import time; time.sleep({seconds})"
-    return subprocess.Popen([sys.executable, "-m", "distbench.rankguard", sys.executable, "-c", code], env=env)
+    return subprocess.Popen([sys.executable, "-m", "distbench.run.rankguard", sys.executable, "-c", code], env=env)
 
 
 def parent_wait(old: bool, seconds: float):

@@ -134,7 +134,7 @@ def gate_table(runs: int) -> list[str]:
         "### The regression gate (`distbench compare`, simulated)",
         "",
         f"{fa_runs} simulated A/A comparisons of two 20-point sweeps per false-alarm cell ({pw_runs} per power "
-        "cell), exactly as `compare` judges them (distbench/gatestats.py: each sweep's run-to-run variances of log "
+        "cell), exactly as `compare` judges them (distbench/results/gatestats.py: each sweep's run-to-run variances of log "
         "throughput moderated across its points, robustly (limma robust, Phipson et al. 2016: a point whose "
         "variance is an outlier gets less prior weight) with the prior's df capped at 4 where every point has 2 df "
         "or more; Welch t with Welch-Satterthwaite df; Holm across the 20 points at a family-wise 5%; threshold "

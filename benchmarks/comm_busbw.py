@@ -18,15 +18,15 @@ import sys
 import tempfile
 from pathlib import Path
 
-from distbench import envinfo
+from distbench.core import envinfo
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from mdsection import write_section  # noqa: E402
-from distbench.commbench import BACKENDS
-from distbench.config import PointConfig
-from distbench.launchers import build_env
-from distbench.launch import run_point
-from distbench.plan import cpu_cores
+from distbench.kinds.commbench import BACKENDS
+from distbench.core.config import PointConfig
+from distbench.run.launchers import build_env
+from distbench.run.launch import run_point
+from distbench.run.plan import cpu_cores
 
 HERE = Path(__file__).resolve().parent
 TARGET = 0.95

@@ -39,12 +39,12 @@ import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from mdsection import write_section  # noqa: E402
-from distbench import envinfo
-from distbench.config import PointConfig
-from distbench.launchers import build_env
-from distbench.measure import measure_point
-from distbench.plan import PlannedPoint, SweepOptions, cpu_cores, make_plan
-from distbench.strategies import STRATEGIES
+from distbench.core import envinfo
+from distbench.core.config import PointConfig
+from distbench.run.launchers import build_env
+from distbench.kinds.measure import measure_point
+from distbench.run.plan import PlannedPoint, SweepOptions, cpu_cores, make_plan
+from distbench.core.strategies import STRATEGIES
 
 HERE = Path(__file__).resolve().parent
 TRAIN = HERE / "handwritten" / "train.py"

@@ -6,7 +6,7 @@ even ones), each point planned and measured as `distbench run --strategy S --gpu
 Reported per N: the median throughput of each side, the ratio of medians (ray-ddp / ddp), the per-round
 ratios and the distribution-free CI of their median (run to run: fresh processes each round); and the
 point's wall time on each side, whose difference is Ray's fixed cost per point. As `distbench run` does, the
-ray-ddp points share one local Ray head for the whole run (distbench.raycluster.SweepHead: started once,
+ray-ddp points share one local Ray head for the whole run (distbench.run.raycluster.SweepHead: started once,
 stopped at the end); its start and stop are reported once, and each point's fixed cost split as its record
 holds it: connect (ray.init), fit start (fit() until rank 0 trains: Train's controller and worker group),
 teardown (rank 0 done until fit() returns) and shutdown (ray.shutdown). Each pair waits (at most
@@ -29,8 +29,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from harness_overhead import RunFailed, metered, plan, point_arguments, summarize, wait_quiet  # noqa: E402
 from mdsection import write_section  # noqa: E402
 
-from distbench.measure import measure_point  # noqa: E402
-from distbench.raycluster import SweepHead  # noqa: E402
+from distbench.kinds.measure import measure_point  # noqa: E402
+from distbench.run.raycluster import SweepHead  # noqa: E402
 
 SPLIT = ("connect_s", "fit_start_s", "teardown_s", "shutdown_s")
 

@@ -18,7 +18,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from distbench.store import Store
+from distbench.results.store import Store
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from mdsection import write_section  # noqa: E402

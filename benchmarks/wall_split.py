@@ -22,7 +22,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from mdsection import write_section  # noqa: E402
 from distbench import analysis as an  # noqa: E402
-from distbench import envinfo, measure  # noqa: E402
+from distbench.core import envinfo  # noqa: E402
+from distbench.kinds import measure
 from distbench.cli import main as distbench_main  # noqa: E402
 
 TARGET = 0.75

@@ -36,7 +36,7 @@ VARIANTS = ("torch", "thread", "ignite")
 
 
 def _cfg(args):
-    from distbench.config import PointConfig
+    from distbench.core.config import PointConfig
 
     return PointConfig(
         strategy="ignite",
@@ -202,7 +202,7 @@ def main(argv=None) -> int:
     if args.spawned:
         from ignite import distributed as idist
 
-        from distbench.launchers import free_port
+        from distbench.run.launchers import free_port
 
         with idist.Parallel(backend="gloo", nproc_per_node=1, master_port=free_port()) as parallel:
             parallel.run(_child, args)

@@ -9,16 +9,17 @@ import sys
 
 import click
 
-from distbench import __version__, signals
+from distbench import __version__
+from distbench.run import signals
 from distbench.commands import comm, converge, fit, infer, k8s, models, predict, results, scale, slurm, verify
 from distbench.commands import profile as profile_cmd
-from distbench.errors import DistbenchError
+from distbench.core.errors import DistbenchError
 from distbench.commands.k8s_job import k8s_job
 from distbench.commands.slurm_job import slurm_job
 
 
 class EchoErr(logging.Handler):
-    """What the core modules log (the faults distbench.store survives) reaches the user as its one line on
+    """What the core modules log (the faults distbench.results.store survives) reaches the user as its one line on
     stderr: the store prints nothing itself."""
 
     def emit(self, record: logging.LogRecord) -> None:

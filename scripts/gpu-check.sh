@@ -41,8 +41,10 @@ step() { STEPS+=("$1"$'\t'"$2"); }  # title, command (run by bash -c)
 DISTBENCH="'$PY' -c 'import sys; from distbench.cli import main; sys.exit(main())'"
 step "versions" "nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv; '$PY' -c 'import torch; print(\"torch\", torch.__version__, \"CUDA\", torch.version.cuda, \"NCCL\", torch.cuda.nccl.version(), \"cuDNN\", torch.backends.cudnn.version())'"
 step "torch baseline vs the hand-written loop, interleaved (amp)" "'$PY' scripts/gpu_check.py pairs --model $MODEL --batch-size $BATCH --max-time $T ${DB_ARGS[*]}"
-step "1-device cost at N=1: dp, ddp, fsdp, wrappers, deepspeed" "$DISTBENCH run --strategy torch,dp,ddp,fsdp,accelerate,lightning,fabric,ignite,deepspeed-zero1,deepspeed-zero2,deepspeed-zero3 --gpus 1 --precision amp --max-time 5 ${W[*]} ${DB_ARGS[*]}"
-step "host clock vs CUDA events (dp and torch, N=1, short step)" "$DISTBENCH run --strategy torch,dp --gpus 1 --model resnet18 --image-size 32 --batch-size 8 --max-time 3 --device cuda --format json ${DB_ARGS[*]} | '$PY' scripts/gpu_check.py clock"
+step "1-device cost at N=1: dp, ddp, fsdp, wrappers, deepspeed" "$DISTBENCH scale --strategy torch,dp,ddp,fsdp,accelerate,lightning,fabric,ignite,deepspeed-zero1,deepspeed-zero2,deepspeed-zero3 --gpus 1 --precision amp --max-time 5 ${W[*]} ${DB_ARGS[*]}"
+step "host clock vs CUDA events (torch, dp, lightning at N=1, short step; 3 alternated rounds)" "for i in 1 2 3; do for c in host events; do echo \"round \$i, clock \$c:\"; env \$([ \$c = host ] && echo DISTBENCH_STEP_CLOCK=host) $DISTBENCH scale --strategy torch,dp,lightning --gpus 1 --model resnet18 --image-size 32 --batch-size 8 --max-time 3 --device cuda --format json ${DB_ARGS[*]} | '$PY' scripts/gpu_check.py clock; done; done"
+step "profile: torch vs ddp, per-operation breakdown with CUDA kernels" "$DISTBENCH profile --strategy torch,ddp --gpus 1 ${W[*]} --max-time 5 ${DB_ARGS[*]}"
+step "the test suite's GPU tests (pytest -m gpu)" "'$PY' -m pytest -q -m gpu tests"
 if [ "$GPUS" -ge 2 ]; then
     NS=$(seq -s, 2 "$GPUS")
     step "every strategy at N=$NS" "$DISTBENCH scale --gpus $NS --strategy all --precision amp --max-time 5 ${W[*]} ${DB_ARGS[*]}"

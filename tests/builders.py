@@ -1,7 +1,7 @@
 """Builders of records and sweeps whose numbers can be worked out by hand, and the headless Chromium
 runner: the tests' shared library (fixtures that use them are in conftest.py).
 
-Records come from distbench.record.base_record with known step times:
+Records come from distbench.core.record.base_record with known step times:
 torch baseline, per-device batch 4, 0.1 s/step -> 40 samples/s.
 """
 
@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from distbench.config import PointConfig
-from distbench.record import base_record
-from distbench.store import Store
-from distbench.sweep import derive
+from distbench.core.config import PointConfig
+from distbench.core.record import base_record
+from distbench.results.store import Store
+from distbench.kinds.sweep import derive
 
 
 # -- point configs ---------------------------------

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from distbench import stats
+from distbench.results import stats
 
 
 @dataclass(frozen=True)
@@ -169,7 +169,7 @@ def paired_exposed(
 ) -> dict:
     """Paired t-interval of exposed communication (sync - no-sync time per step) over r pairs of runs.
     The speed drifts from pair to pair (sd drift_sd) and trends by `trend` per run; sync steps are
-    `exposed` longer on average. `alternate`: pairs run A B, B A, ... (as distbench.measure does). The
+    `exposed` longer on average. `alternate`: pairs run A B, B A, ... (as distbench.kinds.measure does). The
     truth is the exposed time at the mean speed of the whole measurement."""
     drift = np.exp(drift_sd * rng.standard_normal((trials, r)))
     swap = np.array([alternate and i % 2 for i in range(r)], dtype=int)
@@ -264,7 +264,7 @@ def gate_sweeps(
     trials: int = 4000,
 ) -> dict:
     """`distbench compare` of simulated sweeps A and B of `points` points, exactly as compare._judge judges
-    them (distbench.gatestats: moderated variances, Welch t on log throughput, Holm). Each run's log
+    them (distbench.results.gatestats: moderated variances, Welch t on log throughput, Holm). Each run's log
     throughput varies run to run by run_sd x the unit-variance noise `law` (run_noise; independent between
     runs and points); the points' run_sd spread by a factor `hetero` from the quietest to the noisiest
     (geometrically), and the last `noisy_points` points' are `noisy` times that (points much noisier than the
@@ -274,7 +274,7 @@ def gate_sweeps(
     one, only a noise floor does. r repeats per side; `floor`: r = 1 and the variances from a third sweep C,
     an A/A run of A (compare --noise-floor). family_false_alarm: share of comparisons calling any A/A point a
     regression; power: share calling the changed point one."""
-    from distbench import gatestats
+    from distbench.results import gatestats
 
     sd = run_sd * np.exp(np.linspace(-math.log(hetero) / 2, math.log(hetero) / 2, points))
     sd[points - noisy_points :] *= noisy

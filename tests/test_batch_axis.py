@@ -13,10 +13,10 @@ import pytest
 
 from distbench.analysis import load_sweep
 from distbench.cli import main
-from distbench.plan import SweepOptions, make_plan
+from distbench.run.plan import SweepOptions, make_plan
 from distbench.report import write_report
-from distbench.store import Store
-from distbench.strategies import parse_strategies
+from distbench.results.store import Store
+from distbench.core.strategies import parse_strategies
 from tests.conftest import DISTBENCH, quick, require, run_cli, run_json
 from tests.builders import add_sweep, point, run_chromium
 
@@ -243,7 +243,7 @@ def test_infer_reports_memory_and_power_per_batch(tmp_path):
 def test_terminal_table_names_the_batch_when_a_sweep_has_several():
     from rich.console import Console
 
-    from distbench.output import results_table
+    from distbench.results.output import results_table
 
     console = Console(width=300, color_system=None)
     with console.capture() as cap:

@@ -5,7 +5,7 @@ simulated runs and the throughput estimate be within 0.5% of it; the old rule mu
 import numpy as np
 import pytest
 
-from distbench import gatestats, stats
+from distbench.results import gatestats, stats
 from tests import cisim
 
 # The grid's hardest cases (benchmarks/ci_coverage.py runs all of cv 1-15% x phi 0-0.8 x outliers):

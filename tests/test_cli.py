@@ -5,7 +5,7 @@ import pytest
 
 from distbench.cli import cli, main
 from distbench.models.specs import model_names
-from distbench.strategies import STRATEGIES
+from distbench.core.strategies import STRATEGIES
 
 
 def _run(capsys, args):
@@ -56,7 +56,7 @@ def test_bad_input_exits_2_with_one_line(capsys, args, message):
 
 
 def test_cuda_with_no_visible_gpu(capsys, monkeypatch):
-    from distbench import plan
+    from distbench.run import plan
 
     monkeypatch.setattr(plan.envinfo, "visible_gpu_count", lambda: 0)
     code, _, err = _run(capsys, ["scale", "--gpus", "1", "--device", "cuda"])
@@ -65,7 +65,7 @@ def test_cuda_with_no_visible_gpu(capsys, monkeypatch):
 
 
 def test_more_gpus_than_visible(capsys, monkeypatch):
-    from distbench import plan
+    from distbench.run import plan
 
     monkeypatch.setattr(plan.envinfo, "visible_gpu_count", lambda: 2)
     code, _, err = _run(capsys, ["scale", "--gpus", "1,8", "--device", "cuda"])

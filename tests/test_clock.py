@@ -5,7 +5,7 @@ import inspect
 
 import pytest
 
-from distbench.strategies import STRATEGIES
+from distbench.core.strategies import STRATEGIES
 from distbench.workers import common
 from tests.conftest import require
 from tests.builders import point_config

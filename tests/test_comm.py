@@ -5,9 +5,9 @@ import sqlite3
 
 import pytest
 
-from distbench import stats
-from distbench.commbench import parse_size, parse_sizes, summarize
-from distbench.errors import BadInput
+from distbench.results import stats
+from distbench.kinds.commbench import parse_size, parse_sizes, summarize
+from distbench.core.errors import BadInput
 from tests.conftest import require, run_cli
 
 

@@ -14,8 +14,8 @@ from distbench import analysis as an
 from distbench.analysis import load_sweep
 import numpy as np
 from distbench.cli import main
-from distbench import gatestats, stats
-from distbench.compare import (
+from distbench.results import gatestats, stats
+from distbench.results.compare import (
     MODERATION_CAVEAT,
     NOT_ENOUGH,
     RegressionFound,
@@ -24,8 +24,8 @@ from distbench.compare import (
     gate,
     parse_threshold,
 )
-from distbench.errors import BadInput
-from distbench.store import Store
+from distbench.core.errors import BadInput
+from distbench.results.store import Store
 from tests.builders import add_sweep, point
 from tests.conftest import TINY, require, run_cli
 
@@ -69,7 +69,7 @@ def test_log_se_of_a_t_interval_uses_t_not_z():
     assert math.log(hi) == pytest.approx(stats.t_crit(2) * math.sqrt(2), rel=1e-6)
 
 
-# -- the gate's statistics (distbench.gatestats) -----------------------------------------------------------
+# -- the gate's statistics (distbench.results.gatestats) -----------------------------------------------------------
 def test_one_t_cdf_scalar_and_vectorised():
     """stats.t_cdf is the project's one t CDF: the gate's p-values (arrays) and t_quantile (scalars) use it."""
     assert not hasattr(gatestats, "t_cdf")

@@ -401,8 +401,8 @@ def test_a_strategy_whose_final_accuracy_differs_beyond_the_spread_is_flagged():
 def test_the_default_data_is_shapes_drawn_by_code(tmp_path):
     path = data.ensure_cache(None, 1, root=tmp_path)
     xt, yt, xv, yv, meta = data.read_cache(path)
-    assert meta["samples"] == 12_000 and meta["num_classes"] == 10 and meta["image_size"] == 36
-    assert len(xt) == 9600 and xt.shape[1:] == (36, 36, 1) and np.bincount(yt).min() > 900  # about balanced
+    assert meta["samples"] == 18_000 and meta["num_classes"] == 10 and meta["image_size"] == 40
+    assert len(xt) == 14_400 and xt.shape[1:] == (40, 40, 1) and np.bincount(yt).min() > 1350  # about balanced
     assert abs(float(xt.mean())) < 1e-5
     assert data.ensure_cache("shapes", 1, root=tmp_path) == path
     x1, y1 = shapes.generate(50)
@@ -484,8 +484,8 @@ def test_a_bad_data_folder_is_a_one_line_error_with_exit_2(tmp_path, capsys, mon
         (["--seeds", "0"], "Invalid value for '--seeds': 0 is not in the range 1<=x<=100."),
         (["--data", "/nonexistent/digits"], "--data /nonexistent/digits: no such file or folder"),
         (
-            ["--batch-size", "5000", "--gpus", "1,2", "--device", "cpu"],
-            "--batch-size 5000: a global batch of 10000 is more than the 9600 training samples",
+            ["--batch-size", "8000", "--gpus", "1,2", "--device", "cpu"],
+            "--batch-size 8000: a global batch of 16000 is more than the 14400 training samples",
         ),
         (
             ["--equivalence-margin", "0"],
@@ -518,7 +518,7 @@ def test_a_real_converge_run_records_time_to_target_and_the_curve(tmp_path):
     doc = json.loads(proc.stdout)
     runs = {(r["strategy"], r["world_size"]): r for r in doc["runs"]}
     assert set(runs) == {("torch", 1), ("ddp", 1), ("ddp", 2)}
-    from distbench.record import undeclared_keys
+    from distbench.core.record import undeclared_keys
 
     for r in runs.values():
         assert undeclared_keys(r) == set()
@@ -590,7 +590,7 @@ def test_the_report_tests_equivalence_at_the_sweeps_stored_margin():
 
 def test_the_points_run_each_strategy_through_its_frameworks_converge_worker():
     from distbench.converge.plan import ConvergeOptions, point_configs
-    from distbench.strategies import parse_strategies
+    from distbench.core.strategies import parse_strategies
 
     opts = ConvergeOptions(
         model="mlp",
@@ -659,7 +659,7 @@ def test_time_to_train_uses_measured_epochs_and_marks_extrapolated_batches():
 
 
 def test_predict_epochs_to_target_refuses_a_sweep_without_converge_runs(tmp_path, capsys):
-    from distbench.store import Store
+    from distbench.results.store import Store
 
     db = tmp_path / "r.db"
     with Store(db) as store:

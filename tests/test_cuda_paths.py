@@ -14,8 +14,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from distbench import telemetry
-from distbench.config import PointConfig
+from distbench.run import telemetry
+from distbench.core.config import PointConfig
 from distbench.workers import tf_device
 from distbench.workers.comm_common import horovod_backend
 from distbench.workers.tf_multiworker import worker_gpus
@@ -300,7 +300,7 @@ def _python(code: str) -> str:
 def test_mirrored_amp_skips_the_step_when_any_replica_overflows():
     out = _python("""
         import numpy as np
-        from distbench.config import PointConfig
+        from distbench.core.config import PointConfig
         from distbench.workers import tf_common as tfc
         from distbench.workers import tf_device
 
@@ -410,14 +410,16 @@ def test_comm_defaults_to_nccl_on_cuda_and_gloo_on_cpu_workers(monkeypatch):
     from click.testing import CliRunner
 
     from distbench.commands import comm as cmd
-    from distbench import plan
-    from distbench.commbench import default_backend
-    from distbench.plan import DeviceChoice
+    from distbench.kinds.commbench import default_backend
+    from distbench.run import plan_kinds
+    from distbench.run.plan import DeviceChoice
 
     assert default_backend(None, "cuda")[0] == "nccl" and default_backend(None, "cpu") == ("gloo", None)
     assert default_backend("gloo", "cuda") == ("gloo", None)  # an explicit choice stands
     ran = []
-    monkeypatch.setattr(plan, "resolve_device", lambda device, gpus, visible: DeviceChoice("cuda", 2, "on 2 GPUs"))
+    monkeypatch.setattr(
+        plan_kinds, "resolve_device", lambda device, gpus, visible: DeviceChoice("cuda", 2, "on 2 GPUs")
+    )
     fake = {"status": "skipped", "reason": "test", "strategy": "comm-nccl", "world_size": 2}
     monkeypatch.setattr(cmd.runner, "run_point", lambda s, cfg, *a: ran.append(cfg) or dict(fake))
     monkeypatch.setattr(cmd.runner, "new_sweep", _no_sweep)
@@ -429,15 +431,15 @@ def test_comm_defaults_to_nccl_on_cuda_and_gloo_on_cpu_workers(monkeypatch):
 
 def _no_sweep(*args):
     """runner.new_sweep without a store: the points run, their records are only kept."""
-    from distbench.runner import OpenSweep
+    from distbench.run.runner import OpenSweep
 
     return contextlib.nullcontext(OpenSweep(None, "s0", Path("/nonexistent")))
 
 
 # -- issue 22, item 2: Horovod without NCCL is not tabulated next to NCCL DDP on GPUs ---------------
 def test_horovod_points_are_skipped_on_cuda_when_horovod_has_no_nccl(monkeypatch):
-    from distbench import horovod_nccl, strategies
-    from distbench.plan import SweepOptions, make_plan
+    from distbench.core import horovod_nccl, strategies
+    from distbench.run.plan import SweepOptions, make_plan
 
     built = {"horovod.torch": False, "horovod.tensorflow": True}
     monkeypatch.setattr(horovod_nccl, "nccl_built", lambda module: built[module])
@@ -454,7 +456,7 @@ def test_horovod_points_are_skipped_on_cuda_when_horovod_has_no_nccl(monkeypatch
 
 
 def test_the_nccl_probe_asks_a_fresh_interpreter(tmp_path, monkeypatch):
-    from distbench import horovod_nccl
+    from distbench.core import horovod_nccl
 
     (tmp_path / "fakehvd_nccl.py").write_text("def nccl_built():\n    return 2708\n")
     (tmp_path / "fakehvd_gloo.py").write_text("def nccl_built():\n    return 0\n")
@@ -469,7 +471,7 @@ def test_the_nccl_probe_asks_a_fresh_interpreter(tmp_path, monkeypatch):
 @pytest.mark.slow
 def test_the_nccl_probe_agrees_with_the_installed_horovod():
     pytest.importorskip("horovod.torch")
-    from distbench import horovod_nccl
+    from distbench.core import horovod_nccl
 
     horovod_nccl.nccl_built.cache_clear()
     asked = subprocess.run(

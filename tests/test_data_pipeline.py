@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from distbench import datasets
+from distbench.core import datasets
 from distbench.workers import common
 from tests.conftest import require
 from tests.test_multinode import run_two_tf_workers

@@ -8,12 +8,12 @@ import sys
 
 import pytest
 
-from distbench import plan as plan_mod
-from distbench.config import is_per_core_baseline, point_key
-from distbench.plan import SweepOptions, make_plan
+from distbench.run import plan as plan_mod
+from distbench.core.config import is_per_core_baseline, point_key
+from distbench.run.plan import SweepOptions, make_plan
 from distbench.slurm.plan import plan_sweep
-from distbench.strategies import parse_strategies
-from distbench.sweep import add_baseline, derive
+from distbench.core.strategies import parse_strategies
+from distbench.kinds.sweep import add_baseline, derive
 from tests.conftest import require
 from tests.builders import point_config
 
@@ -170,7 +170,7 @@ def test_tf_thread_pools_are_capped_at_the_workers_share(monkeypatch, threads, l
 @require("tensorflow")
 def test_real_tf_runtime_keeps_the_cap():
     code = (
-        "from distbench.config import PointConfig\n"
+        "from distbench.core.config import PointConfig\n"
         "from distbench.workers import tf_device\n"
         "cfg = PointConfig(strategy='tf', model='resnet18', world_size=1, device='cpu', per_device_batch=2,"
         " threads_per_worker=1)\n"
@@ -186,8 +186,8 @@ def test_real_tf_runtime_keeps_the_cap():
 def test_per_core_efficiency_counts_physical_cores_not_smt_siblings(monkeypatch):
     """Issue 20 item 5: 4 logical CPUs that are 2 cores with 2 hyperthreads each: 2 one-thread workers run
     at once, not 4."""
-    from distbench import mfu
-    from distbench import sweep as sweep_mod
+    from distbench.core import mfu
+    from distbench.kinds import sweep as sweep_mod
 
     assert mfu.physical_cores(4, machine_logical=8, machine_physical=4) == 2
     assert mfu.physical_cores(3, machine_logical=None, machine_physical=None) >= 1
@@ -205,7 +205,7 @@ def test_per_core_efficiency_counts_physical_cores_not_smt_siblings(monkeypatch)
 def test_per_core_efficiency_counts_only_the_workers_that_can_run_at_once(monkeypatch):
     """4 one-thread workers on 2 cores: perfect scaling is 2x the one-thread baseline, so a point at
     exactly 2x reads 100% per core (dividing by N would read 50% for perfect data parallelism)."""
-    from distbench import sweep as sweep_mod
+    from distbench.kinds import sweep as sweep_mod
 
     monkeypatch.setattr(sweep_mod, "cpu_cores", lambda: 2)
     monkeypatch.setattr(sweep_mod.mfu, "physical_cores", lambda logical: logical)  # no SMT

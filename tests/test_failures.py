@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from distbench import failures, rankguard
+from distbench.run import failures, rankguard
 from tests.builders import point_config
 
 
@@ -65,7 +65,9 @@ def test_rank_reports_are_read_from_the_rank_folder_in_order_of_ending(tmp_path)
 
 def _guard(tmp_path, code: str, env: dict | None = None, **kw):
     full = dict(os.environ, DISTBENCH_RANK_DIR=str(tmp_path), RANK="3", **(env or {}))
-    return subprocess.Popen([sys.executable, "-m", "distbench.rankguard", sys.executable, "-c", code], env=full, **kw)
+    return subprocess.Popen(
+        [sys.executable, "-m", "distbench.run.rankguard", sys.executable, "-c", code], env=full, **kw
+    )
 
 
 def test_the_guard_reports_exit_status_and_signal_and_passes_the_status_on(tmp_path):
@@ -127,7 +129,7 @@ def test_rank_of_reads_every_launchers_variable(rank_vars, expected):
 def test_a_reason_with_rich_markup_characters_prints_as_text(capsys):
     from rich.console import Console
 
-    from distbench.output import print_summary
+    from distbench.results.output import print_summary
 
     record = {
         "strategy": "ddp",
@@ -202,8 +204,8 @@ def test_launcher_exit_summaries_say_how_each_rank_ended():
 
 def test_only_consequences_on_record_means_the_cause_is_unknown_and_the_silent_rank_is_named(tmp_path):
     """Rank 1's rank guard was killed (no exit-1.json); rank 0 only says its peer went away."""
-    from distbench.launch import outcome_record
-    from distbench.strategies import STRATEGIES
+    from distbench.run.launch import outcome_record
+    from distbench.core.strategies import STRATEGIES
 
     survivor = _report(0, 1, 2.0, error="RuntimeError: [pair.cc:534] Read error: Connection reset by peer")
     (tmp_path / "exit-0.json").write_text(json.dumps(survivor))

@@ -19,7 +19,7 @@ from click.testing import CliRunner
 from distbench.cli import cli, main
 from distbench.commands import scale as scale_cmd
 from distbench.models.specs import MODEL_SPECS
-from distbench.store import Store
+from distbench.results.store import Store
 from tests.builders import add_sweep, point, scaling_records
 
 
@@ -57,7 +57,7 @@ def test_run_takes_one_strategy_and_one_batch_and_says_so(capsys, monkeypatch):
 
 
 def test_verify_and_infer_help_state_the_real_defaults():
-    from distbench.strategies import parse_strategies
+    from distbench.core.strategies import parse_strategies
 
     text = _help("verify")
     assert "default: all" not in text and "Default: core." in text
@@ -140,7 +140,7 @@ def test_latest_with_no_usable_sweep_is_a_one_line_error(capsys, tmp_path):
 # -- every listed model runs with the defaults (CPU), in this process through the worker's code
 def _cpu_config(name: str):
     """The torch point the planner makes for model `name` on CPU workers with every default but a batch of 2."""
-    from distbench.plan import SweepOptions, make_plan
+    from distbench.run.plan import SweepOptions, make_plan
 
     opts = SweepOptions(gpus=(1,), strategies=("torch",), model=name, device="cpu", batch_size=(2,), steps=2, warmup=1)
     return dataclasses.replace(make_plan(opts).points[0].config, target_ci=0.0, threads_per_worker=1)
@@ -149,7 +149,7 @@ def _cpu_config(name: str):
 def test_every_listed_model_keeps_a_valid_cpu_input_and_its_flops_are_counted():
     """The CPU default input is 64 px, at most the model's own (mlp's 8x8 digits, cnn's 20x20 shapes stay) and
     the FLOPs behind MFU are counted on the model built at that input (mlp's first layer depends on it)."""
-    from distbench.mfu import train_flops_per_sample
+    from distbench.core.mfu import train_flops_per_sample
 
     sides = {name: _cpu_config(name).image_size for name in MODEL_SPECS}
     assert sides["mlp"] == 8 and sides["cnn"] == 20 and sides["resnet50"] == 64 and sides["bert_base"] is None
@@ -166,7 +166,7 @@ def test_every_listed_model_trains_with_the_cpu_defaults(tmp_path):
     """`distbench models` lists each model as trainable: each one's CPU point as the planner makes it (the CPU
     default input: 64 px, a model defined on smaller inputs keeping its own, e.g. mlp's 8x8 digits) takes
     1 warmup + 2 steps in torch's single-device worker, and its FLOPs (MFU) are counted at that input."""
-    from distbench.mfu import train_flops_per_sample
+    from distbench.core.mfu import train_flops_per_sample
     from distbench.workers import torch_common as tc
 
     for name in MODEL_SPECS:  # the rows of `distbench models`

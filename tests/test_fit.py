@@ -1,4 +1,4 @@
-"""`distbench fit`: the search (distbench.batchfit) over fake trials, the command's bad input, and one real
+"""`distbench fit`: the search (distbench.kinds.batchfit) over fake trials, the command's bad input, and one real
 search on a CPU worker under an address-space limit, where torch's allocator runs out at a small batch."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import subprocess
 
 import pytest
 
-from distbench.batchfit import find_largest_batch
+from distbench.kinds.batchfit import find_largest_batch
 from distbench.cli import main
 from tests.conftest import DISTBENCH, require
 from tests.test_batch_axis import _torch_vm_peak_bytes

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from distbench import store as store_mod
+from distbench.results import store as store_mod
 from distbench.cli import main
-from distbench.store import Store
+from distbench.results.store import Store
 from tests.builders import add_sweep, point, scaling_records
 
 GOLDEN = Path(__file__).parent / "data" / "golden"

@@ -9,12 +9,12 @@ import types
 
 import pytest
 
-from distbench import horovod_nccl
-from distbench.config import PointConfig
+from distbench.core import horovod_nccl
+from distbench.core.config import PointConfig
 from distbench.workers import comm_common, common
-from distbench.plan import SweepOptions, make_plan
+from distbench.run.plan import SweepOptions, make_plan
 from distbench.slurm.plan import plan_sweep
-from distbench.strategies import parse_strategies
+from distbench.core.strategies import parse_strategies
 from tests.builders import point_config
 
 

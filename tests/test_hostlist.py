@@ -4,7 +4,7 @@ import os
 
 import pytest
 
-from distbench.multinode import expand_hostlist
+from distbench.run.multinode import expand_hostlist
 
 
 @pytest.fixture

@@ -4,8 +4,8 @@ import sqlite3
 
 import pytest
 
-from distbench.infer import expand
-from distbench.record import base_record
+from distbench.kinds.infer import expand
+from distbench.core.record import base_record
 from tests.conftest import require, run_cli, run_json
 from tests.builders import point_config
 

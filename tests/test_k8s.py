@@ -20,15 +20,15 @@ import pytest
 import yaml
 
 from distbench.cli import main
-from distbench.config import PointConfig
-from distbench.launchers import HOROVODRUN, PROCESS, TORCHRUN, horovod_hosts
+from distbench.core.config import PointConfig
+from distbench.run.launchers import HOROVODRUN, PROCESS, TORCHRUN, horovod_hosts
 from distbench.k8s.collect import RECORD_MARKER, records_from_log
 from distbench.k8s.job import run_point
 from distbench.k8s.manifests import K8sSettings, EnvRef, k8s_arg, sweep_objects
-from distbench.plan import SweepOptions
-from distbench.record import base_record
+from distbench.run.plan import SweepOptions
+from distbench.core.record import base_record
 from distbench.slurm.plan import plan_sweep
-from distbench.store import Store
+from distbench.results.store import Store
 from tests.builders import point_config
 from tests.conftest import ROOT, require
 
@@ -178,7 +178,7 @@ def test_the_validator_refuses_unknown_fields_wrong_types_bad_names_and_a_bad_pv
 @pytest.fixture
 def horovod_planned(monkeypatch):
     """Plan Horovod points whether or not horovod is installed here (the image has it)."""
-    from distbench import plan as plan_module
+    from distbench.run import plan as plan_module
 
     real = plan_module.registry.not_installed
     monkeypatch.setattr(plan_module.registry, "not_installed", lambda s: None if s.name == "horovod-torch" else real(s))
@@ -580,7 +580,7 @@ def test_click_refuses_an_unknown_api_and_no_cpus(capsys, tmp_path):
 def _writer(result_field: str = "") -> list[str]:
     """A stand-in launch command: writes an 'ok' record to the --out path of the point (as rank 0 does)."""
     code = (
-        "import json,sys; from distbench.record import base_record, write_record; "
+        "import json,sys; from distbench.core.record import base_record, write_record; "
         "cfg=json.load(open(sys.argv[1])); r=base_record(cfg, strategy='ddp', framework='torch', status='ok'); "
         "r.update(throughput=123.0, step_times_s=[0.1, 0.1, 0.1]); write_record(sys.argv[2], r); print('worker done')"
     )
@@ -590,7 +590,7 @@ def _writer(result_field: str = "") -> list[str]:
 @pytest.fixture(autouse=True)
 def _no_environment_probe(monkeypatch):
     """The record's environment (imports both frameworks: seconds) is not what these tests check."""
-    from distbench import envinfo
+    from distbench.core import envinfo
 
     monkeypatch.setattr(envinfo, "capture_environment", lambda: {"probe": "skipped in tests"})
 
@@ -753,7 +753,7 @@ if args[0] == "create":
 elif args[0] == "get":
     print("Failed" if args[1].endswith(os.environ.get("FAKE_KUBECTL_FAIL", "-none-")) else "Created Complete")
 elif args[0] == "logs":
-    from distbench.record import base_record
+    from distbench.core.record import base_record
     point = args[2].split("distbench.io/point=")[1]
     record = base_record({{"strategy": point.split("-g")[0], "world_size": 1}}, strategy=point.split("-g")[0],
                          framework="torch", status="ok")

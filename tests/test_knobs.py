@@ -5,9 +5,9 @@ import json
 
 import pytest
 
-from distbench.errors import BadInput
-from distbench.plan import SweepOptions, make_plan
-from distbench.strategies import parse_strategies
+from distbench.core.errors import BadInput
+from distbench.run.plan import SweepOptions, make_plan
+from distbench.core.strategies import parse_strategies
 from tests.builders import tiny_config
 from tests.conftest import quick, require, run_json
 

@@ -6,9 +6,9 @@ import sys
 
 import pytest
 
-from distbench.launchers import PROCESS
-from distbench.launch import build_command, classify_failure, run_point
-from distbench.strategies import STRATEGIES, Strategy
+from distbench.run.launchers import PROCESS
+from distbench.run.launch import build_command, classify_failure, run_point
+from distbench.core.strategies import STRATEGIES, Strategy
 from tests.builders import tiny_config
 
 
@@ -22,7 +22,7 @@ def test_process_launcher_runs_the_worker_module():
     assert argv == [
         sys.executable,
         "-m",
-        "distbench.rankguard",
+        "distbench.run.rankguard",
         sys.executable,
         "-m",
         "distbench.workers",
@@ -40,7 +40,7 @@ def test_torchrun_launcher():
     argv, _ = build_command(STRATEGIES["ddp"], _cfg("ddp", 4), "c.json", "r.json", base_env={})
     assert argv[0].endswith("torchrun")
     assert argv[1:4] == ["--standalone", "--nnodes=1", "--nproc_per_node=4"]
-    assert argv[4:10] == ["-m", "distbench.rankguard", sys.executable, "-m", "distbench.workers", "torch_ddp"]
+    assert argv[4:10] == ["-m", "distbench.run.rankguard", sys.executable, "-m", "distbench.workers", "torch_ddp"]
 
 
 def test_horovodrun_launcher_uses_gloo_on_localhost():
@@ -83,19 +83,19 @@ def test_a_crashing_worker_is_recorded_failed_with_its_stderr(tmp_path):
 
 
 def test_a_hanging_point_times_out_and_its_tree_is_killed(tmp_path, monkeypatch):
-    import distbench.launch as launch
+    import distbench.run.launch as launch
 
     monkeypatch.setattr(
         launch, "build_command", lambda *a, **k: ([sys.executable, "-c", "import time; time.sleep(60)"], {})
     )
     record = run_point(STRATEGIES["torch"], _cfg("torch", 1), tmp_path, timeout_s=1)
     assert record["status"] == "timeout"
-    assert record["reason"].startswith("timed out after 1s (--timeout) during ")  # + the phase (distbench.phases)
+    assert record["reason"].startswith("timed out after 1s (--timeout) during ")  # + the phase (distbench.run.phases)
     assert record["launch"]["wall_s"] < 30
 
 
 def test_failure_summary_prefers_the_workers_exception_over_the_launchers():
-    from distbench.launch import failure_summary
+    from distbench.run.launch import failure_summary
 
     tail = (
         "[0]<stderr>:Traceback (most recent call last):\n"
@@ -120,7 +120,7 @@ def test_ranks_hung_in_teardown_after_the_record_is_written_are_stopped_and_the_
     point into a timeout: distbench stops the ranks FAILURE_GRACE_S later and keeps the record."""
     import time
 
-    import distbench.launch as launch
+    import distbench.run.launch as launch
 
     hung = Strategy(name="torch", framework="torch", module="tests.fault_workers.hang_after_record", launcher=PROCESS)
     started = time.monotonic()
@@ -137,7 +137,7 @@ def test_a_workers_record_is_named_by_the_registry_not_by_the_worker(tmp_path):
     import re
 
     from distbench.workers import common
-    from distbench.record import read_record
+    from distbench.core.record import read_record
 
     for path in pathlib.Path(common.__file__).parent.glob("*.py"):
         assert not re.search(r"^STRATEGY\b", path.read_text(), re.M), path.name
@@ -151,8 +151,8 @@ def test_a_rank_that_fails_after_the_record_is_written_keeps_the_measurement(tmp
     """Rank 0 writes the record after gathering every rank's measurements, so a rank that aborts later (a
     destructor at interpreter exit: 'terminate called without an active exception') broke nothing that was
     measured: the point stays ok, with a note naming what happened and the tail kept."""
-    from distbench.launch import outcome_record
-    from distbench.record import base_record, write_record
+    from distbench.run.launch import outcome_record
+    from distbench.core.record import base_record, write_record
 
     cfg = _cfg("ddp", 2)
     ok = base_record(cfg.to_dict(), strategy="ddp", framework="torch", status="ok")
@@ -179,7 +179,7 @@ def test_waiting_for_a_launcher_sleeps_in_the_kernel_and_wakes_at_its_exit():
     import subprocess
     import time
 
-    from distbench.launch import ExitWaiter
+    from distbench.run.launch import ExitWaiter
 
     proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(1.5)"])
     waiter = ExitWaiter(proc)
@@ -204,7 +204,7 @@ def test_the_rank_guard_watches_the_distbench_process_without_waking():
     import subprocess
     import time
 
-    from distbench import rankguard
+    from distbench.run import rankguard
 
     proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(2)"])
     try:

@@ -8,8 +8,8 @@ import sys
 import pytest
 
 from distbench.cli import main
-from distbench.plan import SweepOptions, make_plan
-from distbench.strategies import parse_strategies
+from distbench.run.plan import SweepOptions, make_plan
+from distbench.core.strategies import parse_strategies
 from tests.conftest import require, run_json
 from tests.test_efficiency import _FakeTF
 from tests.builders import point_config

@@ -6,13 +6,13 @@ import time
 
 import pytest
 
-from distbench import measure as measure_mod
-from distbench import stats
+from distbench.kinds import measure as measure_mod
+from distbench.results import stats
 from distbench.workers.common import measure, measured_run
-from distbench.measure import combine_repeats, exposed_comm_ci
-from distbench.record import base_record
+from distbench.kinds.measure import combine_repeats, exposed_comm_ci
+from distbench.core.record import base_record
 from tests.conftest import require
-from distbench.strategies import STRATEGIES
+from distbench.core.strategies import STRATEGIES
 from tests.builders import point_config
 
 

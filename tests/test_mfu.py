@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from distbench import mfu
+from distbench.core import mfu
 from tests.conftest import require, run_json
 from tests.builders import point_config
 

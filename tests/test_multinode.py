@@ -1,4 +1,4 @@
-"""Multi-node launches: builder tests of argv/env (distbench.launchers), and real two-"node" runs over
+"""Multi-node launches: builder tests of argv/env (distbench.run.launchers), and real two-"node" runs over
 loopback on this machine (torchrun c10d rendezvous, horovodrun with two hosts, TF multi-worker), each
 producing one result record with world size 2 and 2 nodes."""
 
@@ -11,10 +11,10 @@ import sys
 
 import pytest
 
-from distbench.config import PointConfig
-from distbench.errors import BadInput
+from distbench.core.config import PointConfig
+from distbench.core.errors import BadInput
 from distbench.workers import tf_multiworker
-from distbench.launchers import (
+from distbench.run.launchers import (
     HOROVODRUN,
     TF_MULTIWORKER,
     TORCHRUN,
@@ -24,13 +24,13 @@ from distbench.launchers import (
     srun_prefix,
     tf_config,
 )
-from distbench.multinode import expand_hostlist, expand_tasks_per_node, slurm_tf_workers
-from distbench.strategies import STRATEGIES
+from distbench.run.multinode import expand_hostlist, expand_tasks_per_node, slurm_tf_workers
+from distbench.core.strategies import STRATEGIES
 from tests.conftest import require
 from tests.builders import tiny_config
 
 VENV_BIN = os.path.dirname(sys.executable)
-GUARD = ["-m", "distbench.rankguard"]
+GUARD = ["-m", "distbench.run.rankguard"]
 
 
 def torchrun_command(strategy, cfg, config, out, *, rdzv_endpoint, rdzv_id, **kw):

@@ -3,7 +3,7 @@ import re
 
 import pytest
 
-from distbench.output import json_document, stopping_line, wrapper_lines
+from distbench.results.output import json_document, stopping_line, wrapper_lines
 
 
 def test_stopping_line_says_which_points_met_the_target():
@@ -55,8 +55,8 @@ def test_an_unbounded_ci_is_shown_not_crashed_on():
     from rich.console import Console
 
     from distbench.commands.scale import _ok_detail
-    from distbench.output import results_table
-    from distbench.stats import rate_ci
+    from distbench.results.output import results_table
+    from distbench.results.stats import rate_ci
 
     low, high = rate_ci(10.0, 1.2)
     assert high is None
@@ -122,7 +122,7 @@ def _summary(monkeypatch, columns_env=None, width=160, **kw) -> str:
 
     from rich.console import Console
 
-    from distbench.output import print_summary
+    from distbench.results.output import print_summary
 
     if columns_env is None:
         monkeypatch.delenv("COLUMNS", raising=False)
@@ -154,7 +154,7 @@ def test_the_table_fits_120_columns_with_short_status_words_and_reasons_under_it
 
 
 def test_columns_env_and_choice_of_columns(monkeypatch):
-    from distbench.output import TABLE_COLUMNS, parse_columns
+    from distbench.results.output import TABLE_COLUMNS, parse_columns
 
     narrow = _summary(monkeypatch, columns_env=100)
     assert max(len(ln.rstrip()) for ln in narrow.splitlines()) <= 100
@@ -175,7 +175,7 @@ def test_bad_columns_are_one_line_errors_naming_the_flag():
     import pytest
 
     from distbench.commands.scale import table_columns
-    from distbench.errors import BadInput
+    from distbench.core.errors import BadInput
 
     with pytest.raises(BadInput, match=r"^--columns: unknown column\(s\) 'thruput'; valid: strategy, N, backend"):
         table_columns("strategy,thruput", False)
@@ -197,7 +197,7 @@ def _scale_opts(monkeypatch, *args):
 
 
 def test_an_explicit_steps_turns_adaptive_stopping_off_unless_target_ci_is_given(monkeypatch):
-    from distbench.plan import make_plan
+    from distbench.run.plan import make_plan
 
     assert _scale_opts(monkeypatch, "--gpus", "1,2").target_ci == 0.02
     fixed = _scale_opts(monkeypatch, "--gpus", "1,2", "--steps", "3", "--device", "cpu")
@@ -214,7 +214,7 @@ def test_an_explicit_steps_turns_adaptive_stopping_off_unless_target_ci_is_given
 
 def test_the_opening_line_says_roughly_how_long_and_offers_max_time():
     from distbench.commands.scale import POINT_OVERHEAD_S, duration_line
-    from distbench.plan import SweepOptions, make_plan
+    from distbench.run.plan import SweepOptions, make_plan
 
     demo = make_plan(SweepOptions(gpus="1,2", model="resnet50", device="cpu", add_baselines=True))
     runnable = [p for p in demo.points if not p.skip_reason]
@@ -248,7 +248,7 @@ def test_the_backend_is_in_the_report_and_the_json():
 
 def test_a_short_sweep_is_estimated_in_seconds():
     from distbench.commands.scale import duration_line
-    from distbench.plan import SweepOptions, make_plan
+    from distbench.run.plan import SweepOptions, make_plan
 
     one = make_plan(SweepOptions(gpus="1", strategies=("torch",), device="cpu", steps=2, target_ci=0.0))
     assert duration_line(one).startswith(
@@ -258,7 +258,7 @@ def test_a_short_sweep_is_estimated_in_seconds():
 
 def test_bad_columns_on_the_command_line_exit_2_with_one_line(capsys, tmp_path):
     from distbench.cli import main
-    from distbench.output import TABLE_COLUMNS
+    from distbench.results.output import TABLE_COLUMNS
 
     assert main(["run", "--strategy", "torch", "--columns", "strategy,bogus", "--results", str(tmp_path / "r.db")]) == 2
     assert (
@@ -279,7 +279,7 @@ def _no_sweep(*args, **kwargs):
     import contextlib
     from pathlib import Path
 
-    from distbench.runner import OpenSweep
+    from distbench.run.runner import OpenSweep
 
     return contextlib.nullcontext(OpenSweep(None, "s0", Path("/nonexistent")))
 
@@ -296,7 +296,7 @@ def _scale(monkeypatch, tmp_path):
     from rich.console import Console
 
     from distbench.commands import options as opt
-    from distbench.output import print_summary
+    from distbench.results.output import print_summary
     from tests.builders import point, scaling_records
 
     records = scaling_records() + [point("dp", 2, status="skipped", reason=LONG)]
@@ -307,7 +307,7 @@ def _scale(monkeypatch, tmp_path):
 
 
 def _store(tmp_path) -> tuple[str, list[str]]:
-    from distbench.store import Store
+    from distbench.results.store import Store
     from tests.builders import add_sweep, point, scaling_records
 
     db = tmp_path / "r.db"
@@ -382,7 +382,7 @@ def _fit(monkeypatch, tmp_path):
 
     from rich.console import Console
 
-    from distbench.batchfit import BatchSearch
+    from distbench.kinds.batchfit import BatchSearch
     from distbench.commands import fit as cmd
     from distbench.commands import options as opt
 
@@ -435,7 +435,7 @@ def _predict(monkeypatch, tmp_path):
     from rich.console import Console
 
     from distbench.commands import options as opt
-    from distbench.output import table
+    from distbench.results.output import table
 
     headers = ["workload", "strategy", "N", "predicted throughput samples/s [95%]", "speedup", "efficiency", "limit"]
     shown = table("PREDICTED (not measured)", headers, headers[2:])

@@ -7,8 +7,8 @@ import sys
 
 import pytest
 
-from distbench import phases
-from distbench.strategies import STRATEGIES
+from distbench.run import phases
+from distbench.core.strategies import STRATEGIES
 from tests.builders import point_config
 
 
@@ -46,14 +46,14 @@ def test_no_marks_means_launch_and_imports(tmp_path):
 
 SLOW_WARMUP = (
     "import os, time\n"
-    "from distbench import phases\n"
+    "from distbench.run import phases\n"
     "phases.mark('model build'); time.sleep(0.3)\n"
     "phases.mark('warmup'); time.sleep(60)\n"  # the slow fake phase
 )
 
 
 def test_a_point_that_overruns_its_warmup_says_so(tmp_path, monkeypatch):
-    import distbench.launch as launch
+    import distbench.run.launch as launch
 
     monkeypatch.setattr(launch, "build_command", lambda *a, **k: ([sys.executable, "-c", SLOW_WARMUP], {}))
     record = launch.run_point(STRATEGIES["torch"], _cfg(), tmp_path, timeout_s=3)
@@ -66,8 +66,8 @@ def test_a_point_that_overruns_its_warmup_says_so(tmp_path, monkeypatch):
 def test_a_signal_names_the_phase_the_point_was_stopped_in(tmp_path, monkeypatch):
     import time
 
-    import distbench.launch as launch
-    from distbench.signals import Interrupted
+    import distbench.run.launch as launch
+    from distbench.run.signals import Interrupted
 
     monkeypatch.setattr(launch, "build_command", lambda *a, **k: ([sys.executable, "-c", SLOW_WARMUP], {}))
 
@@ -87,9 +87,9 @@ def test_a_signal_names_the_phase_the_point_was_stopped_in(tmp_path, monkeypatch
 
 
 def test_the_runner_puts_the_phase_in_the_interrupted_points_reason(tmp_path):
-    from distbench import runner
-    from distbench.signals import Interrupted
-    from distbench.store import Store
+    from distbench.run import runner
+    from distbench.run.signals import Interrupted
+    from distbench.results.store import Store
     from tests.test_runner import _fake_measure, _point
 
     def measure(point, workdir):

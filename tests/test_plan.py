@@ -1,8 +1,8 @@
 import pytest
 
-from distbench.errors import BadInput
-from distbench.plan import SweepOptions, make_plan, parse_gpus, resolve_device
-from distbench.strategies import STRATEGIES, parse_strategies
+from distbench.core.errors import BadInput
+from distbench.run.plan import SweepOptions, make_plan, parse_gpus, resolve_device
+from distbench.core.strategies import STRATEGIES, parse_strategies
 from tests.builders import point_config
 
 
@@ -105,7 +105,7 @@ def test_plan_rejects_bad_values():
 
 
 def test_plan_skips_strategy_whose_framework_is_missing(monkeypatch):
-    from distbench import strategies as strategies_mod
+    from distbench.core import strategies as strategies_mod
 
     monkeypatch.setattr(
         strategies_mod, "missing_modules", lambda s: ["horovod.torch"] if s.name == "horovod-torch" else []
@@ -130,7 +130,7 @@ def test_multi_node_points_need_an_allocation(monkeypatch):
 
 
 def test_multi_node_launch_uses_the_allocation(monkeypatch):
-    from distbench.launch import build_command
+    from distbench.run.launch import build_command
 
     monkeypatch.setenv("SLURM_JOB_NODELIST", "gpu[09-10]")
     cfg = point_config("ddp", 4, model="resnet50", nodes=2, device="cuda", per_device_batch=8)

@@ -16,7 +16,7 @@ from distbench.analysis import load_sweep
 from distbench.cli import main
 from distbench.report import write_report
 from tests.conftest import ROOT
-from distbench.store import Store
+from distbench.results.store import Store
 from tests.conftest import require, run_cli
 from tests.builders import add_sweep, point
 

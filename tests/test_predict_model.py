@@ -9,9 +9,10 @@ import math
 import numpy as np
 import pytest
 
-from distbench import mfu, predict as pr
+from distbench.core import mfu
+from distbench import predict as pr
 from distbench.cli import main
-from distbench.errors import BadInput
+from distbench.core.errors import BadInput
 from distbench.predict.model import bandwidth_range
 from distbench.predict.sources import hidden_share, rank_spread
 from distbench.predict.validate import _beats

@@ -8,8 +8,8 @@ import json
 
 import pytest
 
-from distbench.errors import BadInput
-from distbench.plan import SweepOptions, make_plan
+from distbench.core.errors import BadInput
+from distbench.run.plan import SweepOptions, make_plan
 from distbench.profile import breakdown as bd
 from distbench.profile import compare
 from distbench.profile.categories import CATEGORIES, classify, parse_filter
@@ -353,7 +353,7 @@ def test_profile_command_torch_and_tf(tmp_path):
 @pytest.fixture
 def measured_nothing(monkeypatch):
     """The commands plan, open their sweep and store it, and run no point (sweep.run_points returns none)."""
-    from distbench import sweep
+    from distbench.kinds import sweep
 
     monkeypatch.setattr(sweep, "run_points", lambda *a, **kw: [])
 

@@ -13,12 +13,12 @@ from pathlib import Path
 import pytest
 
 from distbench.cli import main
-from distbench.launchers import RAY_TRAIN, check_ray_address
-from distbench.errors import BadInput
+from distbench.run.launchers import RAY_TRAIN, check_ray_address
+from distbench.core.errors import BadInput
 from distbench.workers import ray_ddp
-from distbench.plan import SweepOptions, make_plan
-from distbench.store import Store
-from distbench.strategies import STRATEGIES, parse_strategies
+from distbench.run.plan import SweepOptions, make_plan
+from distbench.results.store import Store
+from distbench.core.strategies import STRATEGIES, parse_strategies
 from tests.conftest import DISTBENCH, quick, require
 
 RAY = STRATEGIES["ray-ddp"]
@@ -41,7 +41,7 @@ def test_the_launcher_runs_the_driver_under_a_rank_guard_with_ray_usage_stats_of
         make_plan(SweepOptions(gpus=(2,), strategies=("ray-ddp",), device="cpu", add_baselines=False)).points[0].config
     )
     argv, env = RAY_TRAIN.local(RAY, cfg, "c.json", "r.json", python="/py", base_env={})
-    assert argv == ["/py", "-m", "distbench.rankguard", "/py", "-m", "distbench.workers", "ray_ddp"] + [
+    assert argv == ["/py", "-m", "distbench.run.rankguard", "/py", "-m", "distbench.workers", "ray_ddp"] + [
         "--config",
         "c.json",
         "--out",
@@ -90,7 +90,7 @@ def test_bad_ray_address_is_one_line_and_exit_2(capsys, monkeypatch, tmp_path, a
 
 
 def test_the_address_reaches_ray_points_only(monkeypatch):
-    from distbench import raycluster
+    from distbench.run import raycluster
 
     monkeypatch.setattr(raycluster, "cluster_resources", lambda address: {"CPU": 8.0})  # planning asks the cluster
     opts = SweepOptions(gpus=(1, 2), strategies=("ddp", "ray-ddp"), device="cpu", ray_address="ray://head:10001")
@@ -102,7 +102,7 @@ def test_the_address_reaches_ray_points_only(monkeypatch):
 
 
 def test_without_ray_the_points_are_skipped_with_the_install_hint(monkeypatch):
-    from distbench import strategies
+    from distbench.core import strategies
 
     monkeypatch.setattr(strategies, "installed", lambda module: module != "ray")
     points = make_plan(SweepOptions(gpus=(2,), strategies=("ray-ddp",), device="cpu", add_baselines=False)).points
@@ -197,7 +197,7 @@ def test_a_ray_ddp_point_on_a_local_head_measures_like_ddp_and_leaves_nothing_ru
     assert [w["rank"] for w in engine["workers"]] == [0, 1] and engine["head_start_s"] > 0
     assert engine["head_shared_by_sweep"] and engine["connect_s"] > 0 and engine["shutdown_s"] >= 0
     assert 0 < engine["fit_start_s"] < engine["fit_s"] and 0 <= engine["teardown_s"] < engine["fit_s"]
-    from distbench.record import undeclared_keys
+    from distbench.core.record import undeclared_keys
 
     assert undeclared_keys(record) == set()
     assert not tagged(tag), "Ray processes outlived the point"
@@ -224,7 +224,7 @@ class FakeProcess:
 
 
 def test_telemetry_counts_ray_train_workers_as_ranks_not_rays_own_processes_or_the_driver():
-    from distbench.telemetry import Sampler
+    from distbench.run.telemetry import Sampler
 
     py = "/home/ray/anaconda3/bin/python"  # Ray's images run as the user 'ray'
     site = "/home/ray/anaconda3/lib/python3.11/site-packages/ray"
@@ -236,14 +236,16 @@ def test_telemetry_counts_ray_train_workers_as_ranks_not_rays_own_processes_or_t
         FakeProcess(5, "python", [py, "-m", "distbench.workers", "ray_ddp", "--config", "c"]): False,
         FakeProcess(6, "raylet", [f"{site}/core/src/ray/raylet/raylet"]): False,
         FakeProcess(7, "python", [py, "-m", "distbench.workers", "torch_ddp", "--config", "c"]): True,
-        FakeProcess(8, "python", [py, "-m", "distbench.rankguard", py, "-m", "distbench.workers", "torch_ddp"]): False,
+        FakeProcess(
+            8, "python", [py, "-m", "distbench.run.rankguard", py, "-m", "distbench.workers", "torch_ddp"]
+        ): False,
     }
     sampler = Sampler(0, gpus=False)
     assert {p.pid: sampler._is_worker(p) for p in processes} == {p.pid: want for p, want in processes.items()}
 
 
 def test_telemetry_sees_a_ray_worker_become_a_rank():
-    from distbench.telemetry import Sampler
+    from distbench.run.telemetry import Sampler
 
     worker = FakeProcess(
         9, "python", ["/py", "/venv/lib/python3.11/site-packages/ray/_private/workers/default_worker.py"]
@@ -279,7 +281,7 @@ print(os.path.isdir({str(folder)!r}))
 
 # -- planning on a Ray cluster (issue 31, item 9) ------------------------------------------------------
 def test_a_point_the_cluster_has_too_few_gpus_for_is_skipped_with_the_reason():
-    from distbench.raycluster import fit_on_cluster
+    from distbench.run.raycluster import fit_on_cluster
 
     why, _ = fit_on_cluster(8, "cuda", {"GPU": 4.0, "CPU": 64.0}, "head:6379")
     assert why == (
@@ -290,7 +292,8 @@ def test_a_point_the_cluster_has_too_few_gpus_for_is_skipped_with_the_reason():
 
 
 def test_a_cpu_only_driver_plans_ray_points_from_the_clusters_resources(monkeypatch):
-    from distbench import envinfo, raycluster
+    from distbench.core import envinfo
+    from distbench.run import raycluster
 
     asked = []
     monkeypatch.setattr(raycluster, "cluster_resources", lambda a: asked.append(a) or {"GPU": 4.0, "CPU": 96.0})
@@ -350,8 +353,8 @@ def _alive(pid: int) -> bool:
 
 
 def test_the_sweeps_head_and_everything_it_started_stop_when_the_sweep_fails(tmp_path, monkeypatch):
-    from distbench import raycluster
-    from distbench.plan import PlannedPoint
+    from distbench.run import raycluster
+    from distbench.run.plan import PlannedPoint
 
     monkeypatch.delenv(raycluster.HEAD_ENV, raising=False)
     python = _fake_ray(tmp_path)
@@ -373,8 +376,8 @@ def test_the_sweeps_head_and_everything_it_started_stop_when_the_sweep_fails(tmp
 
 
 def test_no_head_is_started_for_a_sweep_without_ray_points_or_with_an_address(monkeypatch):
-    from distbench import raycluster
-    from distbench.plan import PlannedPoint
+    from distbench.run import raycluster
+    from distbench.run.plan import PlannedPoint
 
     monkeypatch.delenv(raycluster.HEAD_ENV, raising=False)
     monkeypatch.setattr(raycluster, "SweepHead", lambda **kw: pytest.fail("a head was started"))

@@ -1,5 +1,5 @@
-"""The record built in one place (distbench.record.build_record and the stages that return their fields) and
-stored once (distbench.store: step times in `steps` only, the config in record_json only; store schema 1
+"""The record built in one place (distbench.core.record.build_record and the stages that return their fields) and
+stored once (distbench.results.store: step times in `steps` only, the config in record_json only; store schema 1
 migrated on open). Fast: no processes."""
 
 from __future__ import annotations
@@ -10,10 +10,10 @@ import sqlite3
 
 import pytest
 
-from distbench import record as rec
-from distbench import store as store_mod
-from distbench.record import base_record, build_record
-from distbench.store import Store
+from distbench.core import record as rec
+from distbench.results import store as store_mod
+from distbench.core.record import base_record, build_record
+from distbench.results.store import Store
 
 # Store schema 1 as distbench wrote it up to this change (config_json column, step times in record_json too).
 V1_SCHEMA = """
@@ -69,7 +69,7 @@ def test_build_record_merges_the_stages_in_their_order_in_place():
 def test_build_record_refuses_an_unknown_stage_or_an_undeclared_key():
     with pytest.raises(ValueError, match=r"unknown record stage\(s\) \['peaks'\]"):
         build_record(_record(), peaks={"mfu": 0.1})
-    with pytest.raises(ValueError, match=r"mfu fields not declared in distbench.record.Record: \['mfu_pct'\]"):
+    with pytest.raises(ValueError, match=r"mfu fields not declared in distbench.core.record.Record: \['mfu_pct'\]"):
         build_record(_record(), mfu={"mfu_pct": 10})
     assert build_record(_record(), launch=None, mfu={})["status"] == "ok"  # nothing to add
 
@@ -171,7 +171,7 @@ class _Lines(logging.Handler):
 def test_the_store_logs_its_survived_faults_instead_of_printing(tmp_path, monkeypatch, capfd):
     assert not hasattr(store_mod, "click")
     lines = _Lines()
-    logger = logging.getLogger("distbench.store")
+    logger = logging.getLogger("distbench.results.store")
     logger.addHandler(lines)
     monkeypatch.setattr(logger, "propagate", False)  # only this handler: nothing reaches stderr
     monkeypatch.setattr(store_mod, "WRITE_BACKOFF_S", 0.0)
@@ -199,7 +199,7 @@ def _frozen(record: dict) -> str:
 
 
 def test_the_launch_stage_returns_its_fields():
-    from distbench.launch import launch_fields, outcome_fields
+    from distbench.run.launch import launch_fields, outcome_fields
 
     assert outcome_fields("ok", 0, "tail", []) == {}
     failed = outcome_fields("failed", 1, "Traceback\nRuntimeError: boom\n", [{"rank": 1}])
@@ -218,7 +218,7 @@ def test_the_launch_stage_returns_its_fields():
 
 
 def test_the_measurement_stage_returns_its_fields():
-    from distbench.measure import combine_repeats, repeat_fields
+    from distbench.kinds.measure import combine_repeats, repeat_fields
 
     runs = [_record(times=[0.1] * 5), _record(times=[0.2] * 5)]
     first = _record(times=[0.1] * 5)
@@ -232,8 +232,8 @@ def test_the_measurement_stage_returns_its_fields():
 
 
 def test_derive_merges_mfu_then_the_derived_fields(monkeypatch):
-    from distbench import mfu
-    from distbench.sweep import derive, derived_fields
+    from distbench.core import mfu
+    from distbench.kinds.sweep import derive, derived_fields
 
     monkeypatch.setattr(mfu, "train_flops_per_sample", lambda config: (None, "not counted here"))  # no torch import
 

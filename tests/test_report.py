@@ -1,7 +1,7 @@
 """The analysis behind the report (best strategy, 80% drop, wrapper cost, limits, capacity), the report
 files themselves (content, escaping) and a real headless Chromium load + screenshot.
 
-Stores are built here with Store.start_sweep/add_point and records from distbench.record.base_record
+Stores are built here with Store.start_sweep/add_point and records from distbench.core.record.base_record
 whose step times are known, so every expected number can be worked out by hand:
 torch baseline, per-device batch 4, 0.1 s/step -> 40 samples/s.
 """
@@ -18,7 +18,7 @@ import pytest
 from distbench import analysis as an
 from distbench.analysis import load_sweep
 from distbench.report import CSP, MARKER_JS, write_report
-from distbench.store import Store
+from distbench.results.store import Store
 from tests.builders import add_sweep, point, point_config, run_chromium, scaling_records
 
 
@@ -425,8 +425,8 @@ def test_the_browser_check_catches_errors_and_network_loads(chromium, tmp_path):
 
 # -- point keys: the whole workload, nodes included --------------------------------------------------------
 def test_point_key_is_the_whole_workload_from_the_config():
-    from distbench import sweep
-    from distbench.config import point_key
+    from distbench.kinds import sweep
+    from distbench.core.config import point_key
 
     cfg = point_config(
         "ddp",
@@ -519,7 +519,7 @@ def _gpu_samples(gpus: int, joules_per_gpu: float, window=(10.0, 20.0)) -> list[
 
 
 def test_energy_per_sample_counts_only_the_sampled_nodes_samples():
-    from distbench.telemetry import summarize
+    from distbench.run.telemetry import summarize
 
     # 8 devices over 2 nodes, per-device batch 32, 10 steps: 2560 samples in all, 1280 on node 0,
     # whose 4 sampled GPUs used 4 x 1000 J.
@@ -534,7 +534,7 @@ def test_energy_per_sample_counts_only_the_sampled_nodes_samples():
 
 
 def test_report_says_what_energy_per_sample_covers(tmp_path):
-    from distbench.telemetry import summarize
+    from distbench.run.telemetry import summarize
 
     tel = summarize(_gpu_samples(4, 1000.0), (10.0, 20.0), 2560, world_size=8, nodes=2)
     unscoped = dict(tel, energy_per_sample_j=4000.0 / 2560)

@@ -13,7 +13,7 @@ import pytest
 from distbench import report as report_mod
 from distbench.cli import cli, main
 from distbench.commands import results as results_cmd
-from distbench.store import SCHEMA_VERSION, Store
+from distbench.results.store import SCHEMA_VERSION, Store
 from tests.builders import add_sweep, point, scaling_records
 
 

@@ -91,7 +91,7 @@ def test_resume_reruns_failed_points_with_a_longer_timeout(tmp_path):
 
 def test_resume_unknown_sweep(tmp_path, capsys):
     from distbench.cli import main
-    from distbench.store import Store
+    from distbench.results.store import Store
 
     Store(tmp_path / "r.db").close()
     assert main(["scale", "--resume", "nope", "--results", str(tmp_path / "r.db")]) == 2

@@ -1,4 +1,4 @@
-"""The one point runner (distbench.runner): its skip rule, its commit path, Ctrl-C, and the commands that use
+"""The one point runner (distbench.run.runner): its skip rule, its commit path, Ctrl-C, and the commands that use
 it (verify's points stored like the others). Fake measure hooks: no process is started."""
 
 from __future__ import annotations
@@ -9,17 +9,17 @@ from pathlib import Path
 import pytest
 
 from distbench import analysis as an
-from distbench import runner
+from distbench.run import runner
 from distbench.cli import main
-from distbench.config import point_key
-from distbench.launchers import PROCESS
-from distbench.plan import PlannedPoint
-from distbench.record import base_record, undeclared_keys
-from distbench.signals import Interrupted
-from distbench.store import Store, StoreWriteError
-from distbench import strategies
-from distbench.strategies import INSTALL_HINT, STRATEGIES, Strategy
-from distbench.verify import verify
+from distbench.core.config import point_key
+from distbench.run.launchers import PROCESS
+from distbench.run.plan import PlannedPoint
+from distbench.core.record import base_record, undeclared_keys
+from distbench.run.signals import Interrupted
+from distbench.results.store import Store, StoreWriteError
+from distbench.core import strategies
+from distbench.core.strategies import INSTALL_HINT, STRATEGIES, Strategy
+from distbench.kinds.verify import verify
 from tests.conftest import require, run_cli
 from tests.builders import point_config
 

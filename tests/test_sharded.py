@@ -6,11 +6,11 @@ import os
 
 import pytest
 
-from distbench.launchers import TORCHRUN
-from distbench.launch import run_point
-from distbench.plan import SweepOptions, make_plan
-from distbench.strategies import STRATEGIES, Strategy, parse_strategies
-from distbench.verify import DEFAULT_RTOL, verify
+from distbench.run.launchers import TORCHRUN
+from distbench.run.launch import run_point
+from distbench.run.plan import SweepOptions, make_plan
+from distbench.core.strategies import STRATEGIES, Strategy, parse_strategies
+from distbench.kinds.verify import DEFAULT_RTOL, verify
 from tests.conftest import ROOT, require
 from tests.builders import point_config
 

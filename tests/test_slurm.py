@@ -16,17 +16,17 @@ from pathlib import Path
 import pytest
 
 from distbench.cli import main
-from distbench.config import PointConfig
+from distbench.core.config import PointConfig
 from distbench.models.specs import model_names
-from distbench.launchers import TORCHRUN
-from distbench.plan import SweepOptions
-from distbench.record import base_record, read_record, write_record
-from distbench.store import Store
-from distbench.strategies import STRATEGIES, parse_strategies
+from distbench.run.launchers import TORCHRUN
+from distbench.run.plan import SweepOptions
+from distbench.core.record import base_record, read_record, write_record
+from distbench.results.store import Store
+from distbench.core.strategies import STRATEGIES, parse_strategies
 from tests.conftest import DISTBENCH, ROOT, TINY, require
 from tests.builders import point_config
 
-from distbench.collect import stable_record_id
+from distbench.results.collect import stable_record_id
 from distbench.slurm.job import finish_point
 from distbench.slurm.plan import plan_sweep, time_seconds
 from distbench.slurm.plan import SlurmSettings
@@ -237,7 +237,7 @@ def _case_block(text: str) -> str:
 
 def test_each_points_command_in_the_script_is_the_builders_command(tmp_path, capsys):
     """Run the script's point table in bash with stand-in values: the launch array of a multi-node
-    ddp point is exactly distbench.launchers.TORCHRUN.rendezvous's argv, and every config parses back."""
+    ddp point is exactly distbench.run.launchers.TORCHRUN.rendezvous's argv, and every config parses back."""
     script, _ = _generate(
         tmp_path,
         capsys,
@@ -308,7 +308,7 @@ def test_each_points_command_in_the_script_is_the_builders_command(tmp_path, cap
             ]
             assert argv[8:14] == [
                 "-m",
-                "distbench.rankguard",
+                "distbench.run.rankguard",
                 "/v/bin/python",
                 "-m",
                 "distbench.workers",
@@ -551,7 +551,7 @@ def test_a_finished_point_is_published_with_its_launch_and_slurm_facts(cpu_sweep
 out="${{@: -1}}"; cfg="${{@: -3:1}}"
 {shlex.quote(sys.executable)} - "$cfg" "$out" <<'EOF'
 import json, sys
-from distbench.record import base_record, write_record
+from distbench.core.record import base_record, write_record
 cfg = json.load(open(sys.argv[1]))
 rec = base_record(cfg, strategy="ddp", framework="torch", status="ok")
 rec["step_times_s"] = [0.5, 0.5]
@@ -843,7 +843,7 @@ def test_the_cluster_commands_take_scales_knobs_but_a_declared_explained_few():
     from distbench.commands.slurm import slurm
     from distbench.commands.slurm_job import point
     from distbench.slurm.plan import NOT_IN_JOBS, jobs_epilog
-    from distbench.workload import Measurement, Workload, knobs
+    from distbench.core.workload import Measurement, Workload, knobs
 
     declared = set(knobs(Workload)) | set(knobs(Measurement))
     scale_knobs = _params(scale) & declared

@@ -1,4 +1,4 @@
-"""The three-term split of a step (distbench.split): communication = A - T, straggler wait = T - B,
+"""The three-term split of a step (distbench.results.split): communication = A - T, straggler wait = T - B,
 compute = B, window means throughout, with CIs; who the stragglers are; the in-process run order."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import random
 
 import pytest
 
-from distbench import split
+from distbench.results import split
 from distbench.workers.common import is_tiny, lift_allreduce, segment_configs
 from tests.builders import point_config
 
@@ -188,9 +188,9 @@ def test_summary_lines_name_the_three_terms_and_the_straggler():
 
 def test_report_has_a_stacked_bar_and_a_table_row_per_split_point(tmp_path):
     from distbench.analysis import load_sweep
-    from distbench.record import base_record
+    from distbench.core.record import base_record
     from distbench.report import plots, tables
-    from distbench.store import Store
+    from distbench.results.store import Store
 
     r = base_record({"world_size": 2, "per_device_batch": 4}, strategy="ddp", framework="torch", status="ok")
     r.update(step_times_s=[0.01] * 5, throughput=800.0, time_per_step_s=0.01)
@@ -317,7 +317,7 @@ def test_stored_records_with_a_minus_b_are_read_with_the_split_s_communication(t
     from distbench.analysis import load_sweep
     from distbench.analysis.export import points_frame
     from distbench.report.tables import comm_rows
-    from distbench.store import Store
+    from distbench.results.store import Store
     from tests.builders import add_sweep, point
 
     comm_split = split.three_terms(_abt(0.120, 0.112, 0.100))

@@ -3,7 +3,7 @@ import statistics
 
 import pytest
 
-from distbench import stats
+from distbench.results import stats
 
 
 def test_percentile_matches_linear_interpolation():

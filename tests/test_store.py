@@ -4,9 +4,9 @@ import threading
 
 import pytest
 
-from distbench.errors import BadInput
-from distbench.record import base_record
-from distbench.store import SCHEMA_VERSION, Store
+from distbench.core.errors import BadInput
+from distbench.core.record import base_record
+from distbench.results.store import SCHEMA_VERSION, Store
 
 
 def _record(strategy="ddp", n=2, status="ok", times=(0.1, 0.2)):

@@ -18,12 +18,12 @@ from pathlib import Path
 
 import pytest
 
-from distbench import store as store_mod
-from distbench import sweep as sweep_mod
+from distbench.results import store as store_mod
+from distbench.kinds import sweep as sweep_mod
 from distbench.cli import main
-from distbench.errors import BadInput
-from distbench.record import read_record
-from distbench.store import Store, StoreWriteError
+from distbench.core.errors import BadInput
+from distbench.core.record import read_record
+from distbench.results.store import Store, StoreWriteError
 from tests.builders import point
 from tests.conftest import quick
 

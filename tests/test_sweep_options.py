@@ -10,11 +10,11 @@ from distbench.cli import main
 from distbench.commands.options import WORKLOAD
 from distbench.commands.scale import _execute, run, scale
 from distbench.commands.slurm import slurm
-from distbench.errors import BadInput
-from distbench.measure import NOISY_CV
-from distbench.plan import SweepOptions
-from distbench.store import Store
-from distbench.sweep import stored_options
+from distbench.core.errors import BadInput
+from distbench.kinds.measure import NOISY_CV
+from distbench.run.plan import SweepOptions
+from distbench.results.store import Store
+from distbench.kinds.sweep import stored_options
 
 FIELDS = {f.name: f for f in dataclasses.fields(SweepOptions)}
 COMMAND_ONLY = {"gpus", "nodes", "add_baselines"}  # each command declares these itself (own defaults and help)
@@ -85,7 +85,9 @@ def test_bad_options_name_their_flag(kw, message):
 
 def test_resume_replays_every_option(tmp_path, monkeypatch):
     """A sweep started with every field away from its default resumes with exactly those options."""
-    from distbench import datasets, raycluster, sweep
+    from distbench.core import datasets
+    from distbench.run import raycluster
+    from distbench.kinds import sweep
     from distbench.commands import scale as scale_cmd
 
     # --ray-address plans from the cluster's resources: a cluster of 8 CPUs and 8 GPUs answers here

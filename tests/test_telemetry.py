@@ -1,9 +1,9 @@
 import pytest
 
-from distbench.launch import gpu_indices
+from distbench.run.launch import gpu_indices
 from distbench.workers.common import combine_ranks
-from distbench.sweep import derive
-from distbench.telemetry import summarize
+from distbench.kinds.sweep import derive
+from distbench.run.telemetry import summarize
 from tests.builders import point_config
 
 
@@ -63,13 +63,13 @@ def test_cpu_telemetry_samples_the_worker_not_its_rank_guard():
     import sys
     import time
 
-    from distbench.telemetry import Sampler
+    from distbench.run.telemetry import Sampler
 
     proc = subprocess.Popen(
         [
             sys.executable,
             "-m",
-            "distbench.rankguard",
+            "distbench.run.rankguard",
             sys.executable,
             "-c",
             "import time\nfor _ in range(10**7): pass\ntime.sleep(1)",
@@ -94,13 +94,13 @@ def test_the_sampler_reads_only_the_points_process_tree_at_the_lowest_priority(m
 
     import psutil
 
-    from distbench import telemetry
-    from distbench.telemetry import Sampler
+    from distbench.run import telemetry
+    from distbench.run.telemetry import Sampler
 
     if telemetry.descendants(os.getpid()) is None:
         pytest.skip("this kernel keeps no /proc/PID/task/TID/children lists")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "distbench.rankguard", sys.executable, "-c", "import time; time.sleep(30)"]
+        [sys.executable, "-m", "distbench.run.rankguard", sys.executable, "-c", "import time; time.sleep(30)"]
     )
     try:
         deadline = time.monotonic() + 30

@@ -3,7 +3,7 @@ naming the flag and the allowed range, exit 2, before anything runs or is stored
 
 import pytest
 
-from distbench import plan
+from distbench.run import plan
 from distbench.cli import main
 
 

@@ -4,9 +4,9 @@ import os
 
 import pytest
 
-from distbench.launchers import TORCHRUN
-from distbench.strategies import Strategy
-from distbench.verify import DEFAULT_RTOL, compare, verify
+from distbench.run.launchers import TORCHRUN
+from distbench.core.strategies import Strategy
+from distbench.kinds.verify import DEFAULT_RTOL, compare, verify
 from tests.conftest import ROOT, require, run_cli
 
 

@@ -11,13 +11,13 @@ from rich.console import Console
 
 from distbench import analysis as an
 from distbench.analysis import load_sweep
-from distbench.measure import measure_point
-from distbench.output import print_summary
-from distbench.plan import PlannedPoint
-from distbench.record import base_record
+from distbench.kinds.measure import measure_point
+from distbench.results.output import print_summary
+from distbench.run.plan import PlannedPoint
+from distbench.core.record import base_record
 from distbench.report.tables import wall_table
-from distbench.store import Store
-from distbench.strategies import STRATEGIES
+from distbench.results.store import Store
+from distbench.core.strategies import STRATEGIES
 from tests.conftest import require
 from tests.builders import point_config
 

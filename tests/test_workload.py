@@ -1,4 +1,4 @@
-"""The one declaration of the knobs (distbench.workload): the click options, the checks, the device defaults and
+"""The one declaration of the knobs (distbench.core.workload): the click options, the checks, the device defaults and
 a point's identity all come from it."""
 
 import dataclasses
@@ -7,10 +7,10 @@ import pytest
 
 from distbench.cli import main
 from distbench.commands.options import WORKLOAD
-from distbench.config import IDENTITY, LOADER_FIELDS, point_key
-from distbench.errors import BadInput
-from distbench.plan import SweepOptions, make_plan
-from distbench.workload import Measurement, Workload, device_default, knobs
+from distbench.core.config import IDENTITY, LOADER_FIELDS, point_key
+from distbench.core.errors import BadInput
+from distbench.run.plan import SweepOptions, make_plan
+from distbench.core.workload import Measurement, Workload, device_default, knobs
 from tests.builders import point_config
 
 

@@ -11,10 +11,10 @@ import time
 import psutil
 import pytest
 
-from distbench.launchers import ACCELERATE
-from distbench.launch import run_point
-from distbench.strategies import STRATEGIES
-from distbench.verify import DEFAULT_RTOL, verify
+from distbench.run.launchers import ACCELERATE
+from distbench.run.launch import run_point
+from distbench.core.strategies import STRATEGIES
+from distbench.kinds.verify import DEFAULT_RTOL, verify
 from distbench.workers.wrapper_loop import TIMING, LoopEnded, SteppedLoop
 from tests.conftest import require
 from tests.builders import tiny_config
@@ -147,7 +147,7 @@ def test_accelerate_launch_commands():
     assert argv[:2] == ["accelerate", "launch"] and "--cpu" in argv and "--multi_gpu" not in argv
     assert argv[argv.index("--cpu") + 1 :] == [
         "-m",
-        "distbench.rankguard",
+        "distbench.run.rankguard",
         sys.executable,
         "-m",
         "distbench.workers",
@@ -266,7 +266,7 @@ def test_stepped_loop_measures_what_the_wrapper_s_loop_adds_around_the_step():
 def test_the_report_says_how_much_of_a_wrapper_s_step_is_its_own_loop(tmp_path):
     from distbench.analysis import load_sweep
     from distbench.report import wrappers
-    from distbench.store import Store
+    from distbench.results.store import Store
     from tests.builders import add_sweep, point
 
     recs = [

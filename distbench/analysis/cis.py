@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from typing import Sequence
 
-from distbench import stats
+from distbench.results import stats
 from distbench.analysis.records import num
 from distbench.analysis.sweep import Sweep
 

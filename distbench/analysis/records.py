@@ -6,8 +6,8 @@ from __future__ import annotations
 import math
 from typing import Iterable, Sequence
 
-from distbench.config import PointKey, point_key
-from distbench.strategies import STRATEGIES
+from distbench.core.config import PointKey, point_key
+from distbench.core.strategies import STRATEGIES
 
 CV_NOISY = 0.10
 """Step-time coefficient of variation above which a point counts as noisy (when the record has no `noisy`)."""

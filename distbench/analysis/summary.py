@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Iterable, Sequence
 
-from distbench import split, stats
+from distbench.results import split, stats
 from distbench.analysis.cis import ci_df, efficiency_ratio_ci, throughput_ratio_ci
 from distbench.analysis.records import (
     CV_NOISY,
@@ -22,7 +22,7 @@ from distbench.analysis.records import (
     workload_label,
 )
 from distbench.analysis.sweep import Sweep
-from distbench.strategies import FRAMEWORK_BASELINE
+from distbench.core.strategies import FRAMEWORK_BASELINE
 
 EFFICIENCY_TARGET = 0.80
 """Efficiency below this is reported as 'scaling drops'."""
@@ -244,7 +244,7 @@ def wait_causes(record: dict, n) -> list[str]:
 
 
 def split_lines(records: Iterable[dict]) -> list[str]:
-    """Per successful point at N > 1: where its step goes (distbench.split: compute, straggler wait and
+    """Per successful point at N > 1: where its step goes (distbench.results.split: compute, straggler wait and
     communication, each with its CI; the rank that was slowest most often), or why it has no such split."""
     out = []
     for r in records:

@@ -8,11 +8,11 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from distbench import split
+from distbench.results import split
 from distbench.analysis.records import is_comm, is_verify
-from distbench.config import is_per_core_baseline
-from distbench.errors import BadInput
-from distbench.store import Store
+from distbench.core.config import is_per_core_baseline
+from distbench.core.errors import BadInput
+from distbench.results.store import Store
 
 
 # -- opening the store and finding a sweep

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import click
 
-from distbench.commbench import BACKENDS
-from distbench import runner
+from distbench.kinds.commbench import BACKENDS
+from distbench.run import runner
 from distbench.commands import options as opt
-from distbench.errors import BadInput
-from distbench.output import json_document
-from distbench.plan import CommOptions, parse_gpus, plan_comm
+from distbench.core.errors import BadInput
+from distbench.results.output import json_document
+from distbench.run.plan import parse_gpus
+from distbench.run.plan_kinds import CommOptions, plan_comm
 
 SERIES = ("sizes_bytes", "time_median_s", "time_p95_s", "algbw_gbps", "busbw_gbps", "correct")
 """A comm record's per-size lists."""

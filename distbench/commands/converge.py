@@ -7,16 +7,17 @@ import json
 
 import click
 
-from distbench import runner
+from distbench.run import runner
 from distbench.commands import options as opt
 from distbench.converge import data as cdata
 from distbench.converge import lr as lr_rules
 from distbench.converge.plan import SUPPORTED, ConvergeOptions
 from distbench.converge.summary import EQUIVALENCE_MARGIN, fmt, speed_and_time_cells, summarize
-from distbench.errors import BadInput
+from distbench.core.errors import BadInput
 from distbench.models.specs import check_input, get_spec
-from distbench.plan import cpu_cores, parse_gpus, plan_converge, resolve_device
-from distbench.strategies import parse_strategies
+from distbench.run.plan import cpu_cores, parse_gpus, resolve_device
+from distbench.run.plan_kinds import plan_converge
+from distbench.core.strategies import parse_strategies
 
 DEFAULT_STRATEGIES = "torch,ddp,tf,mirrored"
 
@@ -43,7 +44,7 @@ DEFAULT_STRATEGIES = "torch,ddp,tf,mirrored"
     "--data",
     "data_path",
     default=None,
-    show_default="shapes: 12,000 20x20 images of ten shapes drawn by code",
+    show_default="shapes: 18,000 40x40 images of ten shapes drawn by code",
     help="shapes, digits (scikit-learn's bundled 8x8 digits), an image-folder tree (DIR/<class>/<image>), a .npz "
     "with arrays x and y, or a folder with x.npy and y.npy.",
 )

@@ -1,4 +1,4 @@
-"""`distbench fit` (the search is distbench.batchfit's)."""
+"""`distbench fit` (the search is distbench.kinds.batchfit's)."""
 
 from __future__ import annotations
 
@@ -9,14 +9,14 @@ from pathlib import Path
 import click
 from rich.markup import escape
 
-from distbench.batchfit import BatchSearch, find_largest_batch
-from distbench import runner
+from distbench.kinds.batchfit import BatchSearch, find_largest_batch
+from distbench.run import runner
 from distbench.commands import options as opt
-from distbench.errors import BadInput
-from distbench.output import fmt_bytes
-from distbench.plan import MAX_BATCH, SweepOptions, make_plan
-from distbench.strategies import strategy_names
-from distbench.sweep import run_points
+from distbench.core.errors import BadInput
+from distbench.results.output import fmt_bytes
+from distbench.run.plan import MAX_BATCH, SweepOptions, make_plan
+from distbench.core.strategies import strategy_names
+from distbench.kinds.sweep import run_points
 
 FIT_STEPS, FIT_WARMUP = 2, 1
 """Each trial: one warmup step (allocates activations, gradients and optimizer state) and two measured

@@ -5,12 +5,13 @@ from __future__ import annotations
 import click
 from rich.markup import escape
 
-from distbench import runner
+from distbench.run import runner
 from distbench.commands import options as opt
-from distbench.infer import TELEMETRY_INTERVAL_S, expand
+from distbench.kinds.infer import TELEMETRY_INTERVAL_S, expand
 from distbench.models.specs import model_names
-from distbench.output import fmt_bytes, json_document
-from distbench.plan import MAX_BATCH, InferOptions, parse_counts, plan_infer
+from distbench.results.output import fmt_bytes, json_document
+from distbench.run.plan import MAX_BATCH, parse_counts
+from distbench.run.plan_kinds import InferOptions, plan_infer
 
 
 @click.command()

@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from distbench.commands import options as opt
-from distbench.errors import BadInput
+from distbench.core.errors import BadInput
 from distbench.k8s.manifests import (
     APIS,
     DEFAULT_IMAGE,
@@ -19,9 +19,9 @@ from distbench.k8s.manifests import (
     sweep_objects,
 )
 from distbench.k8s.render import write_manifests
-from distbench.plan import SweepOptions, parse_gpus
+from distbench.run.plan import SweepOptions, parse_gpus
 from distbench.slurm.plan import DEVICE_WHY, GPUS_WHY, check_name, jobs_epilog, plan_sweep
-from distbench.sweep import command_line
+from distbench.kinds.sweep import command_line
 
 
 @click.command(epilog=jobs_epilog())
@@ -161,9 +161,9 @@ def k8s(gpus_text, nodes_text, gpus_per_node, device, out, apply_now, apply_slac
 def run_on_cluster(out: Path, files, shared, points, settings: K8sSettings, results: str, slack_s: float) -> None:
     """--apply: each point created, waited for and its logs saved (distbench.k8s.apply), then the records
     collected into the store; a point that went wrong stops the sweep (exit 1) after its records are in."""
-    from distbench.collect import collect_records
+    from distbench.results.collect import collect_records
     from distbench.k8s.apply import ApplyFailed, Kubectl, apply_sweep
-    from distbench.store import Store
+    from distbench.results.store import Store
 
     logs = out / "logs"
     pairs = list(zip(files[len(files) - len(points) :], points))

@@ -8,7 +8,7 @@ import sys
 import click
 
 from distbench.k8s.job import run_point, run_sshd
-from distbench.measure import NOISY_CV
+from distbench.kinds.measure import NOISY_CV
 
 
 @click.group("k8s-job", hidden=True)

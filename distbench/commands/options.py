@@ -11,11 +11,11 @@ import click
 from rich.console import Console
 from rich.markup import escape
 
-from distbench.errors import BadInput
-from distbench.output import Notes, print_table, table, table_width  # noqa: F401 - the commands' tables (opt.table)
-from distbench.plan import MAX_BATCH, SweepOptions, flag, parse_counts
-from distbench.store import DEFAULT_PATH
-from distbench.workload import Knob, Workload, knobs
+from distbench.core.errors import BadInput
+from distbench.results.output import Notes, print_table, table, table_width  # noqa: F401 - the commands' tables (opt.table)
+from distbench.run.plan import MAX_BATCH, SweepOptions, flag, parse_counts
+from distbench.results.store import DEFAULT_PATH
+from distbench.core.workload import Knob, Workload, knobs
 
 
 class FiniteFloatRange(click.FloatRange):
@@ -96,7 +96,7 @@ def checked(fn, *args, **kwargs):
 
 
 def _click_attrs(f: dataclasses.Field, k: Knob) -> dict:
-    """A knob's click attributes, from its declaration (distbench.workload): help, type or range, parsing."""
+    """A knob's click attributes, from its declaration (distbench.core.workload): help, type or range, parsing."""
     attrs = {"help": k.help} if k.help else {}
     if k.parse == "percent":
         attrs["callback"] = percent
@@ -126,7 +126,7 @@ WORKLOAD = {
 }
 """The click option of each SweepOptions knob a user sets (field name -> its declared flags (default:
 --name-in-kebab-case), whether `distbench slurm` and `k8s` take it too, click attributes), generated from
-the declaration in distbench.workload and plan.SweepOptions. It defaults to the field's default."""
+the declaration in distbench.core.workload and plan.SweepOptions. It defaults to the field's default."""
 
 SECONDS = WORKLOAD["timeout"][2]["type"]
 """Seconds, as the sweep's --timeout declares them (other commands' timeouts and budgets)."""

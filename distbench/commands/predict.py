@@ -7,14 +7,15 @@ import socket
 
 import click
 
-from distbench import analysis as an, mfu, predict as pr
+from distbench import analysis as an, predict as pr
+from distbench.core import mfu
 from distbench.commands import options as opt
 from distbench.commands.results import format_option
-from distbench.errors import BadInput
-from distbench.output import print_table, table
-from distbench.plan import parse_counts
-from distbench.strategies import STRATEGIES
-from distbench.sweep import command_line
+from distbench.core.errors import BadInput
+from distbench.results.output import print_table, table
+from distbench.run.plan import parse_counts
+from distbench.core.strategies import STRATEGIES
+from distbench.kinds.sweep import command_line
 
 
 @click.command()

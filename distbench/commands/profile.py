@@ -9,15 +9,15 @@ import json
 import click
 
 from distbench.commands import options as opt
-from distbench.errors import BadInput
-from distbench.plan import SweepOptions, make_plan
+from distbench.core.errors import BadInput
+from distbench.run.plan import SweepOptions, make_plan
 from distbench.profile import compare
 from distbench.profile.categories import parse_filter
 from distbench.profile.hooks import STEPS
 from distbench.profile.request import with_profiling
 from distbench.profile.trace import trace_folder
-from distbench.store import Store
-from distbench.sweep import command_line, run_plan
+from distbench.results.store import Store
+from distbench.kinds.sweep import command_line, run_plan
 
 DEFAULT_STRATEGIES = ("torch", "tf")
 

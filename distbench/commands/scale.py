@@ -6,16 +6,16 @@ import dataclasses
 
 import click
 
-from distbench import split
+from distbench.results import split
 from distbench.commands import options as opt
-from distbench.errors import BadInput
-from distbench.output import DEFAULT_COLUMNS, TABLE_COLUMNS, json_document, parse_columns, print_summary
-from distbench.plan import SweepOptions, make_plan
+from distbench.core.errors import BadInput
+from distbench.results.output import DEFAULT_COLUMNS, TABLE_COLUMNS, json_document, parse_columns, print_summary
+from distbench.run.plan import SweepOptions, make_plan
 from distbench.profile.request import with_profiling
 from distbench.profile.trace import trace_folder
-from distbench.store import Store
-from distbench.strategies import strategy_names
-from distbench.sweep import command_line, run_plan, stored_options
+from distbench.results.store import Store
+from distbench.core.strategies import strategy_names
+from distbench.kinds.sweep import command_line, run_plan, stored_options
 
 
 def _ok_detail(record: dict) -> str:
@@ -145,7 +145,7 @@ def _execute(
     err.print(duration_line(plan, opts.repeats), markup=False, highlight=False)
     opt.print_notes(err, plan.notes)
     if opts.data == "disk":
-        from distbench import datasets
+        from distbench.core import datasets
 
         cfg = plan.points[0].config
         datasets.ensure_dataset(

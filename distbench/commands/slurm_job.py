@@ -6,7 +6,7 @@ from __future__ import annotations
 import click
 
 from distbench.commands.options import workload_options
-from distbench.measure import NOISY_CV
+from distbench.kinds.measure import NOISY_CV
 from distbench.slurm.job import finish_point, prepare
 from distbench.slurm.plan import plan_point
 from distbench.slurm.render import render_point

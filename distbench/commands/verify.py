@@ -6,12 +6,13 @@ import json
 
 import click
 
-from distbench import runner
+from distbench.run import runner
 from distbench.commands import options as opt
-from distbench.plan import VerifyOptions, parse_gpus, plan_verify
-from distbench.strategies import parse_strategies, strategy_names
-from distbench.verify import DEFAULT_RTOL, run_plan
-from distbench.errors import BadInput
+from distbench.run.plan import parse_gpus
+from distbench.run.plan_kinds import VerifyOptions, plan_verify
+from distbench.core.strategies import parse_strategies, strategy_names
+from distbench.kinds.verify import DEFAULT_RTOL, run_plan
+from distbench.core.errors import BadInput
 
 
 @click.command()

@@ -3,7 +3,7 @@ frameworks read, split into training and held-out validation samples, and the se
 takes its shard from.
 
 Sources (--data):
-  * none (or `shapes`): 12,000 20x20 images of ten shapes drawn by code (distbench.converge.shapes: nothing is
+  * none (or `shapes`): 18,000 40x40 images of ten shapes drawn by code (distbench.converge.shapes: nothing is
     downloaded), the default: a small CNN takes tens of seconds to reach its target on a CPU worker;
   * `digits`: scikit-learn's bundled 8x8 handwritten digits (1,797 images, 10 classes; UCI "optdigits" test
     set, shipped inside the scikit-learn package: nothing is downloaded), the earlier default (an MLP reaches
@@ -28,8 +28,8 @@ from pathlib import Path
 import numpy as np
 
 from distbench.converge import shapes
-from distbench.datasets import DEFAULT_ROOT
-from distbench.errors import BadInput
+from distbench.core.datasets import DEFAULT_ROOT
+from distbench.core.errors import BadInput
 
 CACHE_VERSION = 1
 VAL_FRACTION = 0.2
@@ -38,7 +38,7 @@ SPLIT_SEED = 12345
 held-out samples."""
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".tif", ".tiff", ".webp", ".ppm", ".pgm")
 DIGITS = "sklearn-digits"
-SHAPES = f"synthetic-shapes-v{shapes.VERSION}"
+SHAPES = f"synthetic-shapes-v{shapes.VERSION}-{shapes.SIDE}px-{shapes.SAMPLES}"
 BUILTIN = {"digits": DIGITS, "shapes": SHAPES}
 """--data names of the built-in sources (no file or folder of that name is looked up)."""
 DIGITS_NOTE = (

@@ -15,11 +15,13 @@ import numpy as np
 
 SHAPES_SEED = 20261127
 VERSION = 2
-"""Part of the cache key: bump it when the drawing changes (2: 36x36, was 20x20)."""
-SIDE = 36
-"""36 px (the shapes scaled with it): about 31 ms of CPU per step of the cnn at batch 32 on one thread, about 900
-steps to the default target, so an idle core takes about 28 s to the target (docs/convergence.md)."""
-SAMPLES = 12_000
+"""Part of the cache key with SIDE and SAMPLES: bump it when the drawing changes."""
+SIDE = 40
+"""40 px (the shapes scaled with it): about 31 ms of CPU per step of the cnn at batch 32 on one thread, against
+about 9 at 20 px, so one core spends tens of CPU seconds to the default target (docs/convergence.md)."""
+SAMPLES = 18_000
+"""18,000 (14,400 for training: 450 steps per epoch at batch 32), so the default 5-epoch budget holds the
+steps a 40 px run needs to the target with room to spare."""
 CLASSES = ("disk", "ring", "square", "square outline", "plus", "triangle", "bars", "ellipse", "L", "T")
 NOISE = 0.15
 """Standard deviation of the Gaussian pixel noise (the shape's intensity is 0.5 to 1)."""

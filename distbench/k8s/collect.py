@@ -7,7 +7,7 @@ import json
 import os
 from pathlib import Path
 
-from distbench.record import SCHEMA_VERSION
+from distbench.core.record import SCHEMA_VERSION
 
 RECORD_MARKER = "distbench-record: "
 LOG_SUFFIXES = (".log", ".txt")

@@ -25,14 +25,15 @@ from pathlib import Path
 
 import click
 
-from distbench import phases, stats
-from distbench.config import PointConfig
+from distbench.run import phases
+from distbench.results import stats
+from distbench.core.config import PointConfig
 from distbench.k8s.collect import record_line
-from distbench.launch import log_tail, outcome_record
-from distbench.measure import NOISY_CV
-from distbench.plan import cpu_cores
-from distbench.record import write_record
-from distbench.strategies import get_strategy
+from distbench.run.launch import log_tail, outcome_record
+from distbench.kinds.measure import NOISY_CV
+from distbench.run.plan import cpu_cores
+from distbench.core.record import write_record
+from distbench.core.strategies import get_strategy
 
 LAUNCHER_ROLE = "launcher"
 POD_WAIT_S = 30.0
@@ -240,7 +241,7 @@ def run_point(
         record.update(status="failed", reason=f"refused: {shared}")
     if "environment" not in record:
         try:
-            from distbench import envinfo
+            from distbench.core import envinfo
 
             record["environment"] = envinfo.capture_environment()
         except Exception as exc:  # noqa: BLE001 - the record matters more than its environment

@@ -1,5 +1,5 @@
 """A sweep's Kubernetes objects as plain dicts: one Kubeflow job per point (planned as `distbench slurm`
-plans it), its command line from the shared launcher builders (distbench.launchers); the settings and
+plans it), its command line from the shared launcher builders (distbench.run.launchers); the settings and
 their checks are in distbench.k8s.settings.
 
   --api trainer   trainer.kubeflow.org/v1alpha1 TrainJob (Kubeflow Trainer >= v2.3.0) on a TrainingRuntime
@@ -18,7 +18,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from distbench.errors import BadInput
+from distbench.core.errors import BadInput
 from distbench.k8s.settings import (  # noqa: F401 - re-exported: the settings' module is settings.py
     APIS,
     DEFAULT_IMAGE,
@@ -32,7 +32,7 @@ from distbench.k8s.settings import (  # noqa: F401 - re-exported: the settings' 
     parse_pair,
     parse_toleration,
 )
-from distbench.launchers import Horovodrun, Process, Torchrun, build_env, devices_per_node, horovod_hosts
+from distbench.run.launchers import Horovodrun, Process, Torchrun, build_env, devices_per_node, horovod_hosts
 from distbench.slurm.plan import SlurmPlan, SlurmPoint
 
 SSH_DIR = "/root/.ssh"

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import yaml
 
-from distbench.errors import BadInput
+from distbench.core.errors import BadInput
 from distbench.k8s.manifests import K8sSettings, PointObjects
 
 SHARED_FILE = "00-shared.yaml"

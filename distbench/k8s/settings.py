@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from distbench.errors import BadInput
+from distbench.core.errors import BadInput
 
 DEFAULT_IMAGE = "ghcr.io/your-org/distbench:latest"
 DEFAULT_PYTHON = "/opt/distbench/venv/bin/python"

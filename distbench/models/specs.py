@@ -281,7 +281,7 @@ MODEL_SPECS: dict[str, ModelSpec] = {
         name="cnn",
         description=(
             "small CNN: two 3x3 convolutions (32, 64 channels, ReLU, 2x2 max pool each), a linear classifier on the "
-            "flattened map (distbench converge's default, on its 20x20 synthetic shapes); Glorot-uniform weights "
+            "flattened map (distbench converge's default, on its synthetic shapes); Glorot-uniform weights "
             "and zero biases in both frameworks"
         ),
         kind="image",

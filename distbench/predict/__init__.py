@@ -25,12 +25,12 @@ from distbench.predict.links import (  # noqa: F401
     traffic_factor,
     tree_allreduce_time,
 )
+from distbench.predict.fit import build_model  # noqa: F401
 from distbench.predict.model import (  # noqa: F401
     MODEL_BIAS_PER_DOUBLING,
     MODEL_ERROR_PER_DOUBLING,
     NOMINAL_EFFICIENCY,
     StepTimeModel,
-    build_model,
     per_device_batch,
     straggler,
 )

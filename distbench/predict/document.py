@@ -7,10 +7,12 @@ import datetime as _dt
 import math
 from typing import Callable, Sequence
 
-from distbench import mfu, plan
-from distbench.errors import BadInput
+from distbench.core import mfu
+from distbench.run import plan
+from distbench.core.errors import BadInput
 from distbench.predict.links import Link, default_bucket_bytes, reduces_to_one, traffic_factor
-from distbench.predict.model import StepTimeModel, build_model, per_device_batch
+from distbench.predict.fit import build_model
+from distbench.predict.model import StepTimeModel, per_device_batch
 from distbench.predict.sources import Series
 from distbench.predict.validate import holdout, next_measurement, own_error_per_doubling, score, verdict_lines
 

@@ -16,9 +16,9 @@ from typing import Callable, Iterable, Sequence
 import numpy as np
 
 from distbench import analysis as an
-from distbench.errors import BadInput
-from distbench.linkprofiles import get_profile
-from distbench.strategies import STRATEGIES, Strategy
+from distbench.core.errors import BadInput
+from distbench.predict.linkprofiles import get_profile
+from distbench.core.strategies import STRATEGIES, Strategy
 
 ALGORITHMS = ("auto", "ring", "tree", "hierarchical")
 MIN_LATENCY_S = 1e-7

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from distbench.store import latest_prediction
+from distbench.results.store import latest_prediction
 
 
 def save(store, sweep_id: str | None, command: str, document: dict) -> int:

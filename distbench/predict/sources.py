@@ -11,7 +11,7 @@ from typing import Sequence
 import numpy as np
 
 from distbench import analysis as an
-from distbench.errors import BadInput
+from distbench.core.errors import BadInput
 
 CSV_REQUIRED = ("strategy", "world_size", "per_device_batch", "throughput")
 CSV_OPTIONAL = tuple(

@@ -15,8 +15,8 @@ from distbench.predict.model import (
     MODEL_BIAS_PER_DOUBLING,
     MODEL_ERROR_PER_DOUBLING,
     StepTimeModel,
-    build_model,
 )
+from distbench.predict.fit import build_model
 from distbench.predict.sources import Observed, Series
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from distbench.errors import BadInput
+from distbench.core.errors import BadInput
 from distbench.profile.hooks import STEPS
 from distbench.profile.trace import check_trace_folder
 

@@ -9,7 +9,7 @@ import os
 import tempfile
 from pathlib import Path
 
-from distbench.errors import BadInput
+from distbench.core.errors import BadInput
 
 _NUMBER = (int, float)
 

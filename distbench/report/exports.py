@@ -11,7 +11,7 @@ from pathlib import Path
 
 from distbench import analysis as an
 from distbench.analysis import Sweep
-from distbench.errors import BadInput
+from distbench.core.errors import BadInput
 
 
 def check_writable(path: str | Path) -> None:

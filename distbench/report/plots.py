@@ -10,7 +10,7 @@ from typing import Callable, Sequence
 
 from distbench import analysis as an
 from distbench.analysis import Sweep, num
-from distbench.output import fmt_bytes
+from distbench.results.output import fmt_bytes
 from distbench.report.blocks import Plot
 from distbench.profile.plot import CAPTION as PROFILE_CAPTION, plot_profile
 from distbench.report.tables import batch_of, batch_series, batch_values, busbw_pairs, telemetry_rows
@@ -177,7 +177,7 @@ SPLIT_TERMS = (
 
 
 def plot_split(sweep: Sweep, colors, title: str):
-    """A stacked bar per point with a three-term split (distbench.split); each term's 95% CI as an error bar
+    """A stacked bar per point with a three-term split (distbench.results.split); each term's 95% CI as an error bar
     at the top of its segment. A negative term (within its noise) is drawn as 0; the table keeps its value."""
     rows = [r for r in sweep.scaling_points if r.get("comm_split")]
     if not rows:

@@ -13,7 +13,7 @@ import jinja2
 from distbench import analysis as an
 from distbench import predict as predict_mod
 from distbench.analysis import Sweep
-from distbench.errors import BadInput
+from distbench.core.errors import BadInput
 from distbench.report import converge as converge_report
 from distbench.report.exports import check_writable, safe_csv, spreadsheet_safe
 from distbench.report.blocks import Bullets, Details, Figure, Grid, Heading, Plot, Report, Table, Text

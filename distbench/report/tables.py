@@ -7,10 +7,10 @@ import json
 from typing import Callable
 
 from distbench import analysis as an
-from distbench import split as split_mod
+from distbench.results import split as split_mod
 from distbench.analysis import Sweep, num
-from distbench.config import swept_batch
-from distbench.output import cells, fmt_bytes, fmt_ms, fmt_num
+from distbench.core.config import swept_batch
+from distbench.results.output import cells, fmt_bytes, fmt_ms, fmt_num
 from distbench.report.blocks import Table
 
 Rows = tuple[list[str], list[list[str]]]  # (headers, rows)

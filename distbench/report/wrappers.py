@@ -7,9 +7,9 @@ from dataclasses import dataclass
 
 from distbench import analysis as an
 from distbench.analysis import Sweep, num
-from distbench.output import fmt_bytes, fmt_num
+from distbench.results.output import fmt_bytes, fmt_num
 from distbench.report.tables import batch_values
-from distbench.strategies import FRAMEWORK_REFERENCE, STRATEGIES
+from distbench.core.strategies import FRAMEWORK_REFERENCE, STRATEGIES
 
 STEPS_SCOPE = "within-run noise (batch means over the point's stored step times)"
 

@@ -7,12 +7,12 @@ import dataclasses
 import os
 from pathlib import Path
 
-from distbench.config import PointConfig
-from distbench.launch import log_tail, outcome_record
-from distbench.measure import NOISY_CV, combine_repeats
-from distbench.plan import cpu_cores
-from distbench.record import read_record, write_record
-from distbench.strategies import get_strategy
+from distbench.core.config import PointConfig
+from distbench.run.launch import log_tail, outcome_record
+from distbench.kinds.measure import NOISY_CV, combine_repeats
+from distbench.run.plan import cpu_cores
+from distbench.core.record import read_record, write_record
+from distbench.core.strategies import get_strategy
 
 SLURM_KEYS = [
     "SLURM_" + k
@@ -81,7 +81,7 @@ def finish_point(
     record["slurm"] = slurm_info(environ)
     if "environment" not in record:
         try:
-            from distbench import envinfo
+            from distbench.core import envinfo
 
             record["environment"] = envinfo.capture_environment()
         except Exception as exc:  # noqa: BLE001 - the record matters more than its environment

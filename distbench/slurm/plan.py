@@ -9,12 +9,12 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from distbench.config import PointConfig
-from distbench.launchers import Launcher, devices_per_node
-from distbench.errors import BadInput
-from distbench.measure import NOISY_CV
-from distbench.plan import SweepOptions, make_plan
-from distbench.strategies import Strategy, get_strategy
+from distbench.core.config import PointConfig
+from distbench.run.launchers import Launcher, devices_per_node
+from distbench.core.errors import BadInput
+from distbench.kinds.measure import NOISY_CV
+from distbench.run.plan import SweepOptions, make_plan
+from distbench.core.strategies import Strategy, get_strategy
 
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 TIME_PATTERN = re.compile(r"^(\d+-)?\d+(:\d{1,2}){0,2}$")
@@ -44,7 +44,7 @@ take (Knob.jobs is False), and why; every other one they take, with scale's mean
 
 def jobs_epilog() -> str:
     """The --help epilog of the cluster commands: the scale options they do not take, and why."""
-    from distbench.workload import flag
+    from distbench.core.workload import flag
 
     lines = [f"{flag(name)}: {why}." for name, why in NOT_IN_JOBS.items()]
     return (

@@ -11,8 +11,8 @@ from pathlib import Path
 import jinja2
 
 from distbench import __version__
-from distbench.launchers import build_env, shell_join
-from distbench.errors import BadInput
+from distbench.run.launchers import build_env, shell_join
+from distbench.core.errors import BadInput
 from distbench.slurm.plan import SlurmPlan, SlurmPoint, SlurmSettings
 from distbench.slurm.submit import sbatch_argv, sbatch_value
 

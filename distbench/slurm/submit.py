@@ -8,7 +8,7 @@ import shutil
 import subprocess
 from typing import TYPE_CHECKING
 
-from distbench.errors import DistbenchError
+from distbench.core.errors import DistbenchError
 
 if TYPE_CHECKING:
     from distbench.slurm.plan import SlurmPlan, SlurmPoint, SlurmSettings

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from typing import Callable
 
-from distbench import horovod_nccl
+from distbench.core import horovod_nccl
 from distbench.workers import common
 
 
@@ -93,7 +93,7 @@ def emit_comm(cfg, out_path, strategy, framework, result: dict, backend: str) ->
 
 def summarize(sizes: list[int], per_size_times: list[list[float]], world_size: int) -> dict:
     """Median/p95 time and bandwidths (GB/s, 1e9 bytes) per size from per-iteration times."""
-    from distbench import stats
+    from distbench.results import stats
 
     med, p95, alg, bus = [], [], [], []
     for size, times in zip(sizes, per_size_times):

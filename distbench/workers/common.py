@@ -13,11 +13,12 @@ import time
 import traceback
 from typing import Any, Callable
 
-from distbench import phases, stats
-from distbench.config import PointConfig
-from distbench.failures import OOM_MARKERS
-from distbench.rankguard import rank_of
-from distbench.record import base_record, write_record
+from distbench.run import phases
+from distbench.results import stats
+from distbench.core.config import PointConfig
+from distbench.run.failures import OOM_MARKERS
+from distbench.run.rankguard import rank_of
+from distbench.core.record import base_record, write_record
 from distbench.workers.runtime import INSTALL_HINT  # the same hint as the parent's skip rule
 
 Gather = Callable[[Any], list]
@@ -420,7 +421,7 @@ def exit_now(status: int) -> None:
 
 
 def _report_error(rank: str, text: str) -> None:
-    """This rank's own exception line for the parent (distbench.failures), next to its exit report."""
+    """This rank's own exception line for the parent (distbench.run.failures), next to its exit report."""
     folder = os.environ.get("DISTBENCH_RANK_DIR")
     if not folder:
         return

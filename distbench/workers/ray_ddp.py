@@ -1,7 +1,7 @@
 """Strategy `ray-ddp`: ddp's workload under Ray Train, the way Ray users run it.
 
 This module is the Ray *driver*: it joins the cluster at --ray-address (PointConfig.extra["ray_address"]),
-else the sweep's local head (DISTBENCH_RAY_HEAD: one per sweep, distbench.raycluster), else starts a local
+else the sweep's local head (DISTBENCH_RAY_HEAD: one per sweep, distbench.run.raycluster), else starts a local
 head for the point (its temp dir and logs in a folder this module removes), and runs Ray Train's
 `TorchTrainer` with `ScalingConfig(num_workers=N, use_gpu=<cuda>, resources_per_worker, placement_strategy)`
 and the workers' environment (threads, NCCL_*, CUDA_DEVICE_ORDER) as the job's runtime_env, as torchrun's
@@ -34,7 +34,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from distbench import failures, rankguard
+from distbench.run import failures, rankguard
 from distbench.workers import common
 
 FRAMEWORK = "torch"
@@ -78,7 +78,7 @@ def train_loop(config: dict) -> dict:
     import ray.train
     import torch.distributed as dist
 
-    from distbench.config import PointConfig
+    from distbench.core.config import PointConfig
     from distbench.workers import torch_common as tc
 
     began = time.time()
@@ -162,7 +162,7 @@ def failure_of(worker_failures: dict, pids: dict[int, int]) -> tuple[int, str, b
     """(rank, reason, died) of the root cause among Ray Train's per-rank failures ({rank: exception or
     text}): a rank whose worker process died comes first, then one that raised an error of its own; errors
     a rank prints because a peer went away (failures.SECONDARY_MARKERS) are consequences."""
-    from distbench.failures import failure_summary
+    from distbench.run.failures import failure_summary
 
     def key(item):
         rank, text = item
@@ -337,6 +337,6 @@ def body(cfg, out_path):
                 shutil.rmtree(temp, ignore_errors=True)
         engine["shutdown_s"] = time.time() - shutdown
         if published:  # written after Ray is down, so the record holds the shutdown's cost too
-            from distbench.record import write_record
+            from distbench.core.record import write_record
 
             write_record(out_path, published[0])

@@ -12,8 +12,9 @@ import contextlib
 import time
 from typing import Any
 
-from distbench import datasets, mfu, phases
-from distbench.config import PointConfig
+from distbench.core import datasets, mfu
+from distbench.run import phases
+from distbench.core.config import PointConfig
 from distbench.profile import hooks as profile_hooks
 from distbench.workers import common
 from distbench.workers.tf_data import Source, disk_dataset, make_batch

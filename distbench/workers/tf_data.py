@@ -1,11 +1,11 @@
 """Where a TensorFlow worker's batches come from: one synthetic batch made once on the device (`--data
-synthetic`), or a tf.data pipeline over a distbench.datasets folder (`--data disk`), with the time each step
+synthetic`), or a tf.data pipeline over a distbench.core.datasets folder (`--data disk`), with the time each step
 waited for its batch."""
 
 from __future__ import annotations
 
-from distbench import datasets
-from distbench.config import PointConfig
+from distbench.core import datasets
+from distbench.core.config import PointConfig
 from distbench.workers import common
 
 
@@ -23,7 +23,7 @@ def make_batch(cfg: PointConfig, rank: int, batch: int):
 
 
 def disk_dataset(cfg: PointConfig, batch: int, shard: tuple[int, int] | None = None):
-    """tf.data over a distbench.datasets folder: shuffle, (shard), parallel read + decode, batch,
+    """tf.data over a distbench.core.datasets folder: shuffle, (shard), parallel read + decode, batch,
     prefetch. Decoding uint8 images to normalized float32 happens in the parallel map."""
     import tensorflow as tf
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 
-from distbench.config import PointConfig
+from distbench.core.config import PointConfig
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")

@@ -1,12 +1,12 @@
 """Where a PyTorch worker's batches come from: one synthetic batch made once on the device (`--data synthetic`),
-or a DataLoader over a distbench.datasets folder (`--data disk`), with the time each step waited for its batch."""
+or a DataLoader over a distbench.core.datasets folder (`--data disk`), with the time each step waited for its batch."""
 
 from __future__ import annotations
 
 import time
 
-from distbench import datasets
-from distbench.config import PointConfig
+from distbench.core import datasets
+from distbench.core.config import PointConfig
 from distbench.workers import common
 
 
@@ -37,7 +37,7 @@ def make_batch(cfg: PointConfig, device, rank: int, batch: int):
 
 
 class DiskDataset:
-    """Samples of a distbench.datasets folder; decoding (uint8 -> normalized float32) happens here,
+    """Samples of a distbench.core.datasets folder; decoding (uint8 -> normalized float32) happens here,
     in the DataLoader's worker processes."""
 
     def __init__(self, folder: str):

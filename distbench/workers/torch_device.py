@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from distbench.config import PointConfig
+from distbench.core.config import PointConfig
 
 
 def configure_threads(cfg: PointConfig) -> dict:

@@ -1,0 +1,1 @@
+"""The measuring kinds that fit in one module: training sweeps (sweep: derive; measure: repeats and variants), verify, comm (commbench), infer, fit (batchfit). converge/ and profile/ are kinds with packages of their own."""

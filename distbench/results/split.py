@@ -1,0 +1,242 @@
+"""Where a synchronized step's time goes (issue 20): communication, waiting for stragglers, compute.
+
+A point whose strategy measures its variants in its own processes (Strategy.nosync_in_process) runs,
+per repeat, ORDER in one process tree (distbench/workers/common.segment_configs): the real step (A), the tiny
+variant (T: the no-sync step plus one all-reduce of a single float per step over every rank, where the
+gradient reduction was) and the no-sync variant (B). ORDER is a palindrome, so a steady drift of the
+machine over the run weighs A, T and B alike and cancels in their differences, at every repeat count.
+
+One statistic throughout: each run's window mean time per step (its measured window, barrier to the
+slowest rank's last step, over its steps: what throughput is computed from); a variant run twice in a
+repeat counts as the mean of its two runs.
+
+* communication = A - T: moving the gradients, beyond meeting once per step;
+* straggler wait = T - compute: the ranks meeting once per step, so each step lasts as long as its slowest
+  rank (plus the tiny all-reduce's own latency, a few bytes);
+* compute = the ranks' own pace, their mean: B (the no-sync step, whose window ends with the slowest rank)
+  less the slowest rank's steady lead over the ranks' mean (stragglers' pace_gap_s, from B's per-rank step
+  times; 0 where B has none). A persistently slow rank is so a wait of the others, not compute: ranks at 100
+  and 110 ms with no jitter give compute 105 ms and a wait of 5 ms plus the tiny collective's latency.
+
+They add up to A exactly. Each has a 95% CI: with R >= 2 repeats a paired t over the repeats' values
+(run to run; the values are kept, `<term>_per_repeat`); with one, Welch from the batch-means standard
+errors of the runs involved (the noise within those runs only, the windows taken as independent: a
+non-linear drift between the windows, which the palindrome does not cancel, is not covered).
+
+The tiny collective's own latency (one all-reduce of a few bytes per step) lands in the straggler wait,
+not in communication: communication = A - T is the cost of the gradient bytes beyond the latency floor of
+meeting once per step. At short steps that floor can be most of the "wait" (gloo on CPU workers: 1-4 ms).
+For a strategy whose replicas step together in one process (mirrored), the no-sync step itself ends
+with its slowest replica, so the per-step wait for stragglers is in compute and T - B is that floor alone.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from typing import Sequence
+
+from distbench.results import stats
+
+ORDER = "ATBTA"
+TERMS = (("communication", "A", "T"), ("wait", "T", "P"), ("compute", "P", None))
+"""(term, minuend, subtrahend) over the runs' letters; P is B at the ranks' own mean pace (pace_runs)."""
+STATISTIC = "window mean time per step (measured window / steps), every run alike"
+WITHIN_RUN_SCOPE = (
+    "within-run noise of one repeat's runs (batch means; Welch for a difference, the windows taken as "
+    "independent: drift between them beyond a steady trend not covered)"
+)
+
+
+def letter_means(rep: dict[str, list[dict]]) -> dict[str, float]:
+    """One repeat's runs by letter -> each letter's mean window time per step."""
+    return {k: statistics.fmean(r["time_per_step_s"] for r in runs) for k, runs in rep.items() if runs}
+
+
+def _within_run_se(runs: list[dict]) -> tuple[float, float] | None:
+    """(standard error, Satterthwaite df) of the mean of `runs`' window means, from each run's batch
+    means (scaled to its window mean); None when a run is too short for batch means."""
+    parts = []
+    for r in runs:
+        ci = stats.step_time_ci(r["step_times_s"])
+        if ci is None:
+            return None
+        parts.append((ci["se"] * r["time_per_step_s"] / ci["mean"] / len(runs), ci["df"]))
+    var = sum(se**2 for se, _ in parts)
+    if var == 0:
+        return 0.0, float(sum(df for _, df in parts))
+    return math.sqrt(var), var**2 / sum(se**4 / df for se, df in parts)
+
+
+def term(reps: Sequence[dict[str, list[dict]]], hi: str, lo: str | None) -> tuple[float, list | None, str]:
+    """(estimate, [low, high] or None, what the CI covers) of mean(hi) - mean(lo) (or mean(hi) alone)."""
+    means = [letter_means(rep) for rep in reps]
+    values = [m[hi] - (m[lo] if lo else 0.0) for m in means]
+    estimate = statistics.fmean(values)
+    if len(values) > 1:
+        _, low, high = stats.mean_ci(values)
+        return estimate, [low, high], f"run-to-run (paired t over {len(values)} repeats)"
+    a = _within_run_se(reps[0][hi])
+    b = _within_run_se(reps[0][lo]) if lo else (0.0, 1.0)
+    if a is None or b is None:
+        return estimate, None, f"no CI: a within-run CI needs at least {stats.MIN_CI_STEPS} steps per run"
+    scope = WITHIN_RUN_SCOPE
+    if a[0] == 0 and b[0] == 0:
+        return estimate, [estimate, estimate], scope
+    if lo:
+        low, high = stats.difference_ci(means[0][hi], a[0], a[1], means[0][lo], b[0], b[1])
+        return estimate, [low, high], scope
+    hw = stats.t_crit(max(1, math.floor(a[1]))) * a[0]
+    return estimate, [estimate - hw, estimate + hw], scope
+
+
+def pace_gap(per_rank: Sequence[Sequence[float]] | None) -> float:
+    """The slowest rank's steady lead: max over ranks of their mean step time - the ranks' mean (0 without
+    per-rank step times of two ranks or more)."""
+    means = [statistics.fmean(x) for x in per_rank or [] if x]
+    return max(means) - statistics.fmean(means) if len(means) > 1 else 0.0
+
+
+def pace_runs(runs: list[dict]) -> list[dict]:
+    """B's runs at the ranks' own mean pace: each run's window mean and step times less its pace_gap."""
+    out = []
+    for r in runs:
+        gap = pace_gap(r.get("per_rank_step_times_s"))
+        out.append(
+            {**r, "time_per_step_s": r["time_per_step_s"] - gap, "step_times_s": [t - gap for t in r["step_times_s"]]}
+        )
+    return out
+
+
+def three_terms(reps: Sequence[dict[str, list[dict]]], tiny_calls: int | None = None) -> dict:
+    """The record's comm_split from R repeats, each {'A': [...], 'T': [...], 'B': [...]} runs (with
+    time_per_step_s and step_times_s; B's per_rank_step_times_s where measured: compute is the ranks' mean
+    pace)."""
+    reps = [{**rep, "P": pace_runs(rep["B"])} for rep in reps]
+    step = statistics.fmean(letter_means(rep)["A"] for rep in reps)
+    out: dict = {"step_s": step, "statistic": STATISTIC, "order": ORDER, "repeats": len(reps)}
+    means = [letter_means(rep) for rep in reps]
+    for name, hi, lo in TERMS:
+        value, ci, scope = term(reps, hi, lo)
+        out[f"{name}_per_repeat"] = [m[hi] - (m[lo] if lo else 0.0) for m in means]
+        out[f"{name}_s"] = value
+        out[f"{name}_ci"] = ci
+        out[f"{name}_share"] = value / step if step else None
+        out["ci_scope"] = scope  # the same for every term
+    if tiny_calls is not None:
+        out["tiny_collective_calls"] = tiny_calls
+    return out
+
+
+def comm_fields(comm_split: dict, allreduce_s: float | None) -> dict:
+    """exposed_comm_s, comm_overhead, overlap (stats.comm_metrics) and their CI from the split's communication
+    term (A - T), not A - B: one meaning of communication, without the straggler wait."""
+    step, comm = comm_split["step_s"], comm_split["communication_s"]
+    ci = comm_split.get("communication_ci")
+    out = stats.comm_metrics(step, step - comm, allreduce_s, tuple(ci) if ci else None)
+    out["exposed_comm_ci_scope"] = comm_split.get("ci_scope")
+    return out
+
+
+def with_split_comm(record: dict) -> dict:
+    """The record with its communication fields from its split, where it has one and (stored before issue 34)
+    they still hold A - B: read-time, so old stores' tables and exports do not count the wait twice."""
+    split = record.get("comm_split")
+    if not split or split.get("communication_s") is None or not split.get("step_s"):
+        return record
+    fields = comm_fields(split, record.get("allreduce_s"))
+    if record.get("exposed_comm_s") == fields["exposed_comm_s"]:
+        return record
+    return {**record, **fields}
+
+
+def stragglers(per_rank_runs: Sequence[Sequence[Sequence[float]]], source: str) -> dict | None:
+    """Who the stragglers are, from per-rank step times (per run: one list per rank), steps aligned by
+    index within each run: per rank, the share of steps it was the slowest, how long the other ranks
+    would wait on it per step (averaged over all steps: its contribution to the wait), and how long it
+    would wait itself per step (max over ranks - its own). None with fewer than two ranks.
+
+    From the no-sync variant, whose ranks do not meet: step k of two ranks ran at different times, so
+    this is what a per-step meeting would cost at each rank's own pace, not a measured wait. The mean wait
+    (mean_wait_s) splits into the slowest rank's steady lead (pace_gap_s: max over ranks of their mean
+    step - the ranks' mean; in the three-term split it is wait, compute being the ranks' mean pace) and
+    step-to-step jitter (jitter_wait_s: the rest). A run whose ranks measured different step counts cannot be aligned: left out (skipped_runs)."""
+    steps: list[tuple[float, ...]] = []
+    skipped = 0
+    for per_rank in per_rank_runs:
+        if not per_rank or len(per_rank) < 2:
+            continue
+        if len({len(x) for x in per_rank}) > 1:
+            skipped += 1
+            continue
+        steps.extend(zip(*per_rank))
+    if not steps:
+        return None
+    ranks = len(steps[0])
+    slowest, others_wait, own_wait = [0] * ranks, [0.0] * ranks, [0.0] * ranks
+    for step in steps:
+        worst = max(step)
+        k = step.index(worst)
+        slowest[k] += 1
+        others_wait[k] += sum(worst - t for t in step) / (ranks - 1)
+        for r, t in enumerate(step):
+            own_wait[r] += worst - t
+    n = len(steps)
+    means = [sum(step[r] for step in steps) / n for r in range(ranks)]
+    mean_wait = sum(own_wait) / (n * ranks)
+    pace_gap = max(means) - sum(means) / ranks
+    return {
+        "source": source,
+        "steps": n,
+        "skipped_runs": skipped,
+        "mean_wait_s": mean_wait,
+        "pace_gap_s": pace_gap,
+        "jitter_wait_s": mean_wait - pace_gap,
+        "ranks": [
+            {
+                "rank": r,
+                "slowest_share": slowest[r] / n,
+                "others_wait_s": others_wait[r] / n,
+                "own_wait_s": own_wait[r] / n,
+            }
+            for r in range(ranks)
+        ],
+    }
+
+
+def worst_straggler(record: dict) -> dict | None:
+    """The rank that was slowest most often, from the record's stragglers, or None."""
+    info = record.get("stragglers") or {}
+    ranks = info.get("ranks") or []
+    return max(ranks, key=lambda r: r["slowest_share"]) if ranks else None
+
+
+def split_line(record: dict) -> str | None:
+    """'step 120 ms = compute 100 ms + straggler wait 12 ms [8, 16] + communication 8 ms [3, 13]' (ms,
+    95% CIs) or None when the record has no three-term split."""
+    split = record.get("comm_split")
+    if not split:
+        return None
+
+    def ms(name: str) -> str:
+        value, ci = split[f"{name}_s"] * 1e3, split.get(f"{name}_ci")
+        return f"{value:.1f} ms" + (f" [{ci[0] * 1e3:.1f}, {ci[1] * 1e3:.1f}]" if ci else "")
+
+    text = (
+        f"step {split['step_s'] * 1e3:.1f} ms = compute {ms('compute')} + straggler wait {ms('wait')} "
+        f"+ communication {ms('communication')}"
+    )
+    worst = worst_straggler(record)
+    if worst is not None:
+        text += (
+            f"; rank {worst['rank']} slowest in {worst['slowest_share']:.0%} of steps, "
+            f"the others would wait {worst['others_wait_s'] * 1e3:.1f} ms per step on it (at the no-sync pace)"
+        )
+    info = record.get("stragglers") or {}
+    if info.get("mean_wait_s") is not None:
+        text += (
+            f"; stragglers explain {info['mean_wait_s'] * 1e3:.1f} ms of the wait (steady pace gap "
+            f"{info.get('pace_gap_s', 0) * 1e3:.1f} ms, jitter {info.get('jitter_wait_s', 0) * 1e3:.1f} ms), "
+            "the rest is meeting once per step"
+        )
+    return text

@@ -1,0 +1,466 @@
+"""How a strategy's ranks are started: one Launcher per engine. Each builds its command, as pure
+functions, for one node (`local`), several nodes in the current Slurm allocation (`allocation`) and a
+step of a generated sbatch script (`sbatch_step`, with `Shell` values the job computes at run time).
+Every rank runs under distbench.run.rankguard.
+
+  process         one process (plain loops, DataParallel, MirroredStrategy)
+  torchrun        --standalone on one node; on several, one agent per node at a c10d rendezvous (srun)
+  horovodrun      one horovodrun over every node's slots, Gloo controller (remote ranks over ssh)
+  tf-multiworker  MultiWorkerMirroredStrategy: one worker per node (per CPU worker on CPU), the cluster
+                  from TF_CONFIG or the Slurm step
+"""
+
+from __future__ import annotations
+
+import re
+import os
+import secrets
+import shlex
+import shutil
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol, Sequence
+
+from distbench.core.config import PointConfig
+from distbench.core.errors import BadInput
+from distbench.workers.runtime import ACCELERATE_PRECISION, free_port, tf_config  # noqa: F401 - used and re-exported
+
+
+class Strategy(Protocol):
+    """What a launcher needs of a strategy (distbench.core.strategies.Strategy has it): its worker module."""
+
+    module: str
+
+
+DEFAULT_START_TIMEOUT_S = 120
+
+
+class Shell(str):
+    """Shell text the job script evaluates at run time, written verbatim by `shell_join`. Only
+    distbench's own template text is ever a Shell, never user input."""
+
+    __slots__ = ()
+
+
+def shell_join(argv: Sequence[str]) -> str:
+    return " ".join(a if isinstance(a, Shell) else shlex.quote(str(a)) for a in argv)
+
+
+# Defined by distbench.slurm's template at run time.
+JOB_PYTHON = Shell('"$PY"')
+JOB_CONFIG = Shell('"$config"')
+JOB_RESULT = Shell('"$result"')
+
+
+def build_env(cfg: PointConfig, base: dict | None = None) -> dict:
+    """The workers' environment: thread counts, quiet TF, only the devices the point may use."""
+    env = dict(os.environ if base is None else base)
+    threads = str(cfg.threads_per_worker)
+    env.update(
+        {
+            "OMP_NUM_THREADS": threads,
+            "MKL_NUM_THREADS": threads,
+            "PYTHONUNBUFFERED": "1",
+            "TF_CPP_MIN_LOG_LEVEL": env.get("TF_CPP_MIN_LOG_LEVEL", "2"),
+            "KERAS_BACKEND": "tensorflow",
+        }
+    )
+    if cfg.device == "cpu":
+        env["CUDA_VISIBLE_DEVICES"] = ""
+    else:  # CUDA numbers GPUs fastest-first by default, NVML by PCI bus: the telemetry's GPU i is device i
+        env.setdefault("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
+    return env
+
+
+def tool_path(name: str, python: str = sys.executable) -> str:
+    """A console script (torchrun, horovodrun) from the same environment as `python`."""
+    if isinstance(python, Shell):
+        raise ValueError("pass the tool's path explicitly when python is a Shell value")
+    local = Path(python).parent / name
+    if local.exists() or python != sys.executable:
+        return str(local)
+    return shutil.which(name) or name
+
+
+def devices_per_node(cfg: PointConfig) -> int:
+    if cfg.nodes < 1 or cfg.world_size % cfg.nodes:
+        raise BadInput(f"{cfg.world_size} devices cannot be split evenly over {cfg.nodes} nodes")
+    return cfg.world_size // cfg.nodes
+
+
+def srun_prefix(
+    nodes: int, tasks_per_node: int, cpus_per_task: str | None = None, hosts: Sequence[str] = ()
+) -> list[str]:
+    """`srun` of `tasks_per_node` tasks on each of `nodes` nodes; --ntasks too, since alone
+    --ntasks-per-node yields to the job's own task count."""
+    argv = [
+        "srun",
+        f"--nodes={nodes}",
+        f"--ntasks={nodes * tasks_per_node}",
+        f"--ntasks-per-node={tasks_per_node}",
+        "--kill-on-bad-exit=1",
+    ]
+    if hosts:
+        argv.insert(1, f"--nodelist={','.join(hosts)}")
+    if cpus_per_task is not None:
+        argv += ["--cpus-per-task", cpus_per_task]
+    return argv
+
+
+@dataclass(frozen=True)
+class Launcher:
+    """One way of starting a point's ranks; `name` is the records' launch.launcher."""
+
+    name: str
+    spans_nodes: bool = False
+    module: str | None = None
+    """Run instead of the strategy's own worker module."""
+
+    def worker(self, strategy: Strategy, config: str, out: str, python: str = sys.executable) -> list[str]:
+        return [
+            python,
+            "-m",
+            "distbench.run.rankguard",
+            python,
+            "-m",
+            "distbench.workers",  # the one worker entry point (distbench/workers/__main__.py)
+            self.module or strategy.module,
+            "--config",
+            config,
+            "--out",
+            out,
+        ]
+
+    def tasks_per_node(self, cfg: PointConfig) -> int:
+        """Slurm tasks per node; 1 where one process starts the rest."""
+        return 1
+
+    def local(self, strategy, cfg, config, out, *, python=sys.executable, tool=None, base_env=None):
+        """(argv, env) on one node: every launcher has it."""
+        raise NotImplementedError
+
+    def allocation(
+        self,
+        strategy: Strategy,
+        cfg: PointConfig,
+        config: str,
+        out: str,
+        *,
+        hosts: Sequence[str],
+        base_env: dict | None = None,
+    ) -> tuple[list[str], dict]:
+        raise BadInput(f"{self.name} cannot span nodes")
+
+    def one_node(self, cfg: PointConfig) -> None:
+        if cfg.nodes != 1:
+            raise BadInput(f"{self.name} cannot span nodes")
+
+    def sbatch_step(self, strategy: Strategy, cfg: PointConfig) -> list[str]:
+        self.one_node(cfg)
+        argv, _ = self.local(
+            strategy, cfg, JOB_CONFIG, JOB_RESULT, python=JOB_PYTHON, tool=Shell(f'"${self.name.upper()}"'), base_env={}
+        )
+        return argv
+
+
+class Process(Launcher):
+    def local(self, strategy, cfg, config, out, *, python=sys.executable, tool=None, base_env=None):
+        return self.worker(strategy, config, out, python), build_env(cfg, base_env)
+
+
+class Torchrun(Launcher):
+    def tool(self, python: str, tool: str | None) -> str:
+        return tool or tool_path("torchrun", python)
+
+    def local(self, strategy, cfg, config, out, *, python=sys.executable, tool=None, base_env=None):
+        # torchrun runs the rank with its own interpreter: `-m rankguard PY -m worker`
+        argv = [
+            self.tool(python, tool),
+            "--standalone",
+            "--nnodes=1",
+            f"--nproc_per_node={cfg.world_size}",
+            *self.worker(strategy, config, out, python)[1:],
+        ]
+        return argv, build_env(cfg, base_env)
+
+    def rendezvous(
+        self,
+        strategy,
+        cfg,
+        config,
+        out,
+        *,
+        endpoint: str,
+        rdzv_id: str,
+        python: str = sys.executable,
+        tool: str | None = None,
+        base_env: dict | None = None,
+    ) -> tuple[list[str], dict]:
+        """One torchrun agent per node, all meeting at the c10d rendezvous at `endpoint` (HOST:PORT)."""
+        argv = [
+            self.tool(python, tool),
+            f"--nnodes={cfg.nodes}",
+            f"--nproc_per_node={devices_per_node(cfg)}",
+            "--rdzv_backend=c10d",
+            "--rdzv_endpoint",
+            endpoint,
+            "--rdzv_id",
+            rdzv_id,
+            "--max_restarts=0",
+            *self.worker(strategy, config, out, python)[1:],
+        ]
+        return argv, build_env(cfg, base_env)
+
+    def static(
+        self,
+        strategy,
+        cfg,
+        config,
+        out,
+        *,
+        node_rank: str,
+        master_addr: str,
+        master_port: str,
+        python: str = sys.executable,
+        tool: str | None = None,
+        base_env: dict | None = None,
+    ) -> tuple[list[str], dict]:
+        """One torchrun agent per node at the static rendezvous (torchrun's default backend): node rank
+        `node_rank`, the store hosted by node rank 0 at master_addr:master_port, so global rank 0 runs on
+        node rank 0 and no agent has to recognise a host name as its own (Kubernetes: the operator's variables)."""
+        argv = [
+            self.tool(python, tool),
+            f"--nnodes={cfg.nodes}",
+            f"--nproc_per_node={devices_per_node(cfg)}",
+            "--node_rank",
+            node_rank,
+            "--master_addr",
+            master_addr,
+            "--master_port",
+            master_port,
+            "--max_restarts=0",
+            *self.worker(strategy, config, out, python)[1:],
+        ]
+        return argv, build_env(cfg, base_env)
+
+    def allocation(self, strategy, cfg, config, out, *, hosts, base_env=None):
+        argv, env = self.rendezvous(
+            strategy,
+            cfg,
+            config,
+            out,
+            endpoint=f"{hosts[0]}:{free_port()}",
+            rdzv_id=secrets.token_hex(4),
+            base_env=base_env,
+        )
+        return [*srun_prefix(cfg.nodes, 1, hosts=hosts[: cfg.nodes]), *argv], env
+
+    def sbatch_step(self, strategy, cfg):
+        if cfg.nodes == 1:
+            return super().sbatch_step(strategy, cfg)
+        argv, _ = self.rendezvous(
+            strategy,
+            cfg,
+            JOB_CONFIG,
+            JOB_RESULT,
+            endpoint=Shell('"$head_node:$MASTER_PORT"'),
+            rdzv_id=Shell('"$job_tag"'),
+            python=JOB_PYTHON,
+            tool=Shell('"$TORCHRUN"'),
+            base_env={},
+        )
+        return [*srun_prefix(cfg.nodes, 1, Shell('"$SLURM_CPUS_ON_NODE"')), *argv]
+
+
+def horovod_hosts(hosts: Sequence[str], slots: int) -> str:
+    """-H value: 'host1:4,host2:4'."""
+    if not hosts:
+        raise BadInput("horovodrun needs at least one host")
+    return ",".join(f"{h}:{slots}" for h in hosts)
+
+
+class Horovodrun(Launcher):
+    def over_hosts(
+        self,
+        strategy,
+        cfg,
+        config,
+        out,
+        *,
+        hosts: str,
+        network_interface: str | None = None,
+        launcher_args: Sequence[str] = (),
+        python: str = sys.executable,
+        tool: str | None = None,
+        start_timeout_s: int = DEFAULT_START_TIMEOUT_S,
+        base_env: dict | None = None,
+    ) -> tuple[list[str], dict]:
+        """One horovodrun over every node's slots (`hosts`: horovod_hosts), Gloo controller."""
+        argv = [tool or tool_path("horovodrun", python), "-np", str(cfg.world_size), "-H", hosts, "--gloo"]
+        if network_interface:
+            argv += ["--network-interface", network_interface]
+        argv += ["--start-timeout", str(start_timeout_s), *launcher_args, *self.worker(strategy, config, out, python)]
+        return argv, build_env(cfg, base_env)
+
+    def local(self, strategy, cfg, config, out, *, python=sys.executable, tool=None, base_env=None):
+        return self.over_hosts(
+            strategy,
+            cfg,
+            config,
+            out,
+            hosts=f"localhost:{cfg.world_size}",
+            network_interface="lo",
+            python=python,
+            tool=tool,
+            base_env=base_env,
+        )
+
+    def allocation(self, strategy, cfg, config, out, *, hosts, base_env=None):
+        return self.over_hosts(
+            strategy,
+            cfg,
+            config,
+            out,
+            hosts=horovod_hosts(hosts[: cfg.nodes], devices_per_node(cfg)),
+            base_env=base_env,
+        )
+
+    def sbatch_step(self, strategy, cfg):
+        if cfg.nodes == 1:
+            return super().sbatch_step(strategy, cfg)
+        interface = Shell('${HOROVOD_NETWORK_INTERFACE:+--network-interface "$HOROVOD_NETWORK_INTERFACE"}')
+        argv, _ = self.over_hosts(
+            strategy,
+            cfg,
+            JOB_CONFIG,
+            JOB_RESULT,
+            hosts=Shell('"$(horovod_hosts %d)"' % devices_per_node(cfg)),
+            launcher_args=[interface],
+            python=JOB_PYTHON,
+            tool=Shell('"$HOROVODRUN"'),
+            base_env={},
+        )
+        return argv
+
+
+class TFMultiWorker(Launcher):
+    def tasks_per_node(self, cfg):
+        """MultiWorkerMirroredStrategy uses one CPU device per worker: one worker per CPU worker, else per node."""
+        return devices_per_node(cfg) if cfg.device == "cpu" else 1
+
+    def cluster_worker(
+        self,
+        strategy,
+        cfg,
+        config,
+        out,
+        *,
+        workers: Sequence[str],
+        index: int,
+        python: str = sys.executable,
+        base_env: dict | None = None,
+    ) -> tuple[list[str], dict]:
+        if len(workers) != cfg.nodes * self.tasks_per_node(cfg):
+            raise ValueError(
+                f"{len(workers)} TF workers for {cfg.nodes} node(s) x {self.tasks_per_node(cfg)} worker(s) per node"
+            )
+        env = build_env(cfg, base_env)
+        env["TF_CONFIG"] = tf_config(workers, index)
+        return self.worker(strategy, config, out, python), env
+
+    def srun(
+        self,
+        strategy,
+        cfg,
+        config,
+        out,
+        *,
+        cpus_per_task: str | None = None,
+        hosts: Sequence[str] = (),
+        python: str = sys.executable,
+        base_env: dict | None = None,
+    ) -> tuple[list[str], dict]:
+        """srun starts the TF workers; they find their cluster with SlurmClusterResolver (port DISTBENCH_TF_PORT)."""
+        argv = [
+            *srun_prefix(cfg.nodes, self.tasks_per_node(cfg), cpus_per_task, hosts),
+            *self.worker(strategy, config, out, python),
+        ]
+        return argv, build_env(cfg, base_env)
+
+    def allocation(self, strategy, cfg, config, out, *, hosts, base_env=None):
+        return self.srun(strategy, cfg, config, out, hosts=hosts[: cfg.nodes], base_env=base_env)
+
+    def sbatch_step(self, strategy, cfg):
+        cpus = Shell('"$(( SLURM_CPUS_ON_NODE / %d ))"' % self.tasks_per_node(cfg))
+        argv, _ = self.srun(strategy, cfg, JOB_CONFIG, JOB_RESULT, python=JOB_PYTHON, base_env={}, cpus_per_task=cpus)
+        return argv
+
+
+PROCESS = Process("process")
+TORCHRUN = Torchrun("torchrun", spans_nodes=True)
+HOROVODRUN = Horovodrun("horovodrun", spans_nodes=True)
+TF_MULTIWORKER = TFMultiWorker("tf-multiworker", spans_nodes=True, module="tf_multiworker")
+
+
+class AccelerateLaunch(Launcher):
+    """`accelerate launch`, one node: at N=1 it runs the rank itself (`--cpu` on CPU workers); at N > 1
+    `--multi_gpu` hands the ranks to torch's elastic launcher (on CPU workers too: gloo)."""
+
+    def command(self, cfg: PointConfig, *, tool: str, port: str) -> list[str]:
+        argv = [
+            tool,
+            "launch",
+            f"--num_processes={cfg.world_size}",
+            "--num_machines=1",
+            f"--mixed_precision={ACCELERATE_PRECISION[cfg.precision]}",
+            "--dynamo_backend=no",
+            f"--num_cpu_threads_per_process={cfg.threads_per_worker}",
+        ]
+        if cfg.world_size > 1:
+            argv += ["--multi_gpu", "--main_process_port", port]
+        elif cfg.device == "cpu":
+            argv.append("--cpu")
+        return argv
+
+    def local(self, strategy, cfg, config, out, *, python=sys.executable, tool=None, base_env=None):
+        argv = self.command(cfg, tool=tool or tool_path("accelerate", python), port=str(free_port()))
+        return [*argv, *self.worker(strategy, config, out, python)[1:]], build_env(cfg, base_env)
+
+    def sbatch_step(self, strategy, cfg):
+        self.one_node(cfg)
+        argv = self.command(cfg, tool=Shell('"$(dirname "$PY")/accelerate"'), port=Shell('"$MASTER_PORT"'))
+        return [*argv, *self.worker(strategy, JOB_CONFIG, JOB_RESULT, JOB_PYTHON)[1:]]
+
+
+ACCELERATE = AccelerateLaunch("accelerate-launch")
+
+
+RAY_ADDRESS = re.compile(r"^(?:ray://)?(?:[A-Za-z0-9](?:[A-Za-z0-9.-]{0,252})|\[[0-9A-Fa-f:.]+\]):(\d{1,5})$")
+
+
+def check_ray_address(value: str) -> str:
+    """--ray-address: 'auto' (the cluster `ray start` runs on this machine), ray://HOST:PORT (Ray Client) or
+    HOST:PORT (the head's GCS); anything else is refused in one line naming the flag."""
+    text = value.strip()
+    m = RAY_ADDRESS.match(text)
+    if text == "auto" or (m and 0 < int(m.group(1)) < 65536):
+        return text
+    raise BadInput(f"--ray-address must be 'auto', ray://HOST:PORT or HOST:PORT, got {value!r}")
+
+
+class RayTrain(Launcher):
+    """Ray Train: one driver process (the worker module run as a script) that joins the Ray cluster at
+    --ray-address, else the sweep's local head (distbench.run.raycluster: DISTBENCH_RAY_HEAD, inherited
+    through this environment), else starts a local Ray head for the point and stops it afterwards; Ray Train's
+    TorchTrainer then starts the N training workers as Ray actors. The ranks are not separate launches, so
+    the driver, not a rank guard per rank, reports how they ended; Ray's processes are descendants of the
+    driver (a local head) and die with it."""
+
+    def local(self, strategy, cfg, config, out, *, python=sys.executable, tool=None, base_env=None):
+        env = build_env(cfg, base_env)
+        env.setdefault("RAY_USAGE_STATS_ENABLED", "0")  # nothing reaches the network at run time
+        return self.worker(strategy, config, out, python), env
+
+
+RAY_TRAIN = RayTrain("ray-train")

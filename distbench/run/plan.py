@@ -1,0 +1,505 @@
+"""Sweep planning: validate options, resolve the device, and list the points to run."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass, field, replace
+
+from distbench.core import envinfo, horovod_nccl
+from distbench.run import raycluster
+from distbench.core import strategies as registry
+from distbench.core.config import PointConfig
+from distbench.core.errors import BadInput
+from distbench.run.launchers import RAY_TRAIN, check_ray_address
+from distbench.models.specs import check_input, get_spec
+from distbench.core.strategies import FRAMEWORK_BASELINE, STRATEGIES, Strategy, parse_strategies, strategy_names
+from distbench.core.workload import MAX_BATCH, Measurement, Workload, check, device_default, knob, knobs
+from distbench.core.workload import flag as knob_flag
+
+
+CPU_MAX_SEQ_LEN = 64
+
+
+MAX_DEVICES = 65536
+"""Upper bound of any --gpus / --nodes value (resolve_device checks the device's own)."""
+CPU_WORKERS_PER_CORE = 8
+"""CPU workers per core and node at most (beyond it only the scheduler is measured)."""
+
+
+def parse_counts(text: str, flag: str, noun: str, maximum: int) -> list[int]:
+    """'1,2,4' -> [1, 2, 4], each value checked."""
+    if text is None or not text.strip():
+        raise BadInput(f"{flag} is empty: give a comma list of {noun}s, e.g. {flag} 1,2,4")
+    values: list[int] = []
+    for part in text.split(","):
+        raw = part.strip()
+        if not raw:
+            raise BadInput(f"{flag} {text!r} has an empty entry: give a comma list such as 1,2,4")
+        try:
+            n = int(raw)
+        except ValueError:
+            raise BadInput(f"{flag} value {raw!r} is not a whole number") from None
+        if n <= 0:
+            raise BadInput(f"{flag} value {raw!r} must be a positive {noun}")
+        if n > maximum:
+            raise BadInput(f"{flag} value {raw!r} is not in the range 1..{maximum}")
+        if n in values:
+            raise BadInput(f"{flag} value {raw!r} is duplicated")
+        values.append(n)
+    return sorted(values)
+
+
+def parse_gpus(text: str, flag: str = "--gpus", noun: str = "device") -> list[int]:
+    return parse_counts(text, flag, f"{noun} count", MAX_DEVICES)
+
+
+def cpu_cores() -> int:
+    return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
+
+
+@dataclass(frozen=True)
+class DeviceChoice:
+    device: str
+    visible_gpus: int
+    note: str
+    """What a 'GPU' means in this run, for the user."""
+
+    def unfit(self, n: int, nodes: int = 1) -> str | None:
+        """Why N devices over `nodes` nodes cannot run on these GPUs (None: they fit)."""
+        per_node = n // nodes
+        if self.device != "cuda" or per_node <= self.visible_gpus:
+            return None
+        return f"needs {per_node} GPUs{' per node' if nodes > 1 else ''}, {self.visible_gpus} visible"
+
+
+def per_node_counts(gpus: list[int], nodes=(1,)) -> dict[int, int]:
+    """N -> the fewest devices per node any of its shapes (N over K nodes, K dividing N) needs."""
+    return {n: min(n // k for k in nodes if n % k == 0) for n in gpus if any(n % k == 0 for k in nodes)}
+
+
+def resolve_device(requested: str, gpus: list[int], visible: int | None = None, nodes=(1,)) -> DeviceChoice:
+    """CUDA GPUs whenever one is visible (`auto`), else CPU workers. Per node, points needing more GPUs
+    than visible are skipped under `auto`, refused under `cuda`."""
+    visible = envinfo.visible_gpu_count() if visible is None else visible
+    need = per_node_counts(gpus, nodes) or {max(gpus): max(gpus)}
+    worst = max(need, key=need.get)
+    per_node = " per node" if need[worst] != worst else ""
+    gpu_word = lambda k: f"{k} GPU{'s' if k != 1 else ''}"  # noqa: E731
+    if requested == "cuda" or (requested == "auto" and visible > 0):
+        if visible == 0:
+            raise BadInput("--device cuda: no CUDA GPU is visible on this machine (use --device cpu)")
+        if requested == "cuda" and need[worst] > visible:
+            raise BadInput(
+                f"--gpus asks for {gpu_word(need[worst])}{per_node} but only {visible} "
+                f"{'is' if visible == 1 else 'are'} visible"
+            )
+        note = f"running on {visible} visible CUDA GPU(s)"
+        if need[worst] > visible:
+            note += (
+                f"; points needing more than {gpu_word(visible)}{per_node} are skipped "
+                "(--nodes runs them across a Slurm allocation; --device cpu uses CPU workers)"
+            )
+        return DeviceChoice("cuda", visible, note)
+    cores = cpu_cores()
+    cap = CPU_WORKERS_PER_CORE * cores
+    if need[worst] > cap:
+        raise BadInput(
+            f"--gpus {worst}: CPU workers are limited to {cap}{per_node} on this machine "
+            f"({CPU_WORKERS_PER_CORE} per core, {cores} core(s))"
+        )
+    why = "no CUDA GPU is visible" if requested == "auto" else "--device cpu"
+    note = (
+        f"CPU workers ({why}): each 'GPU' below is a CPU worker process (gloo for torch.distributed "
+        f"and Horovod, logical CPU devices for MirroredStrategy) sharing {cores} CPU core(s); "
+        f"absolute numbers are CPU numbers, not GPU numbers"
+    )
+    if need[worst] > cores:
+        note += f"; N > {cores} oversubscribes the cores, so speedup there is bounded by the CPU"
+    return DeviceChoice("cpu", visible, note)
+
+
+def cpu_image_size(spec, side: int) -> int:
+    """The CPU workers' default input side for an image model: `side`, at least the model's smallest, at most its
+    own input (a model defined on small inputs, such as mlp's 8x8 digits, keeps them)."""
+    return min(spec.default_image_size, max(side, spec.min_image_size))
+
+
+def check_model_input(spec, image_size: int | None, seq_len: int | None, channels_last: bool = False) -> None:
+    """THE input rule of every kind (BadInput naming the flag): a token model takes --seq-len, an image model
+    --image-size (and --channels-last), each within the model's range."""
+    if spec.kind == "tokens":
+        if image_size is not None:
+            raise BadInput(f"--image-size does not apply to {spec.name} (a token model): use --seq-len")
+        if channels_last:
+            raise BadInput(f"--channels-last applies to image models, not {spec.name}")
+    elif seq_len is not None:
+        raise BadInput(f"--seq-len does not apply to {spec.name} (an image model): use --image-size")
+    try:
+        check_input(spec, image_size=image_size, seq_len=seq_len)
+    except ValueError as exc:
+        raise BadInput(str(exc)) from None
+
+
+FRAMEWORK_ONLY = {  # option -> the framework it applies to, and why it does not apply to the other
+    "compile": ("torch", "torch.compile is PyTorch-only"),
+    "channels_last": ("torch", "a PyTorch memory format"),
+    "xla": ("tf", "XLA is TensorFlow's compiler"),
+}
+
+
+@dataclass(frozen=True, kw_only=True)
+class SweepOptions(Workload, Measurement):
+    """What `distbench scale` / `run` / `slurm` / `k8s` is asked to measure: the sweep's axes (below) plus the
+    Workload and Measurement knobs (distbench.core.workload, where each is declared once with its flag, help, range
+    and device default). From flag (commands/options.py generates one click option per knob) to plan; checked
+    once here (BadInput naming the flag), stored whole by the sweep so `--resume` replays it. Checks needing
+    the resolved device are make_plan's."""
+
+    gpus: tuple[int, ...] = knob(identity=False, command_only=True)
+    """Device counts; a comma list such as '1,2,4' is parsed (so are nodes)."""
+    nodes: tuple[int, ...] = knob((1,), identity=False, command_only=True)
+    """> 1 runs multi-node points inside the current Slurm allocation."""
+    strategies: tuple[str, ...] = knob(
+        (),
+        flag="--strategy",
+        jobs=True,
+        identity=False,
+        cli={"multiple": True, "metavar": "NAME[,NAME]", "show_default": False},
+        help=f"Strategies to run (repeatable or comma list): {', '.join(strategy_names())}, or a group: "
+        "core, wrappers, sharded, engines, all. Default: core (the wrapper, sharded and engine strategies "
+        "run when named).",
+    )
+    """Strategy names in registry order (comma lists and Strategy objects accepted); empty = the core group."""
+    add_baselines: bool = knob(True, identity=False, command_only=True)
+    """Add each framework's single-device baseline for speedup (`scale`; not `run`)."""
+    batch_size: tuple[int, ...] | None = knob(
+        None,
+        jobs=True,
+        identity=False,
+        parse="counts",
+        by_device={"cuda": 32, "cpu": 8},
+        cli={"metavar": "B[,B]"},
+        help="Per-device batch (weak scaling) or global batch (strong); a comma list sweeps them "
+        "(an 'oom' batch skips the larger ones). Default: 32 on GPUs, 8 on CPU workers.",
+    )
+    """Per-device (weak scaling) or global (strong) batch sizes to sweep; None = device default."""
+    dataset_size: int = knob(
+        512,
+        low=1,
+        high=10_000_000,
+        identity=False,
+        help="Samples in the --data disk dataset (written once to ~/.cache/distbench/data).",
+    )
+    ray_address: str | None = knob(
+        None,
+        identity=False,
+        cli={"metavar": "auto|ray://HOST:PORT|HOST:PORT"},
+        help="Ray strategies (ray-ddp) only: run on this existing Ray cluster. Default: a local Ray head "
+        "started for each point and stopped after it.",
+    )
+    """Ray strategies: join this Ray cluster ('auto', ray://HOST:PORT, HOST:PORT); None = a local head per point."""
+
+    def __post_init__(self):
+        put = lambda name, value: object.__setattr__(self, name, value)  # noqa: E731 (frozen)
+        put("gpus", tuple(parse_gpus(self.gpus) if isinstance(self.gpus, str) else self.gpus))
+        put("nodes", tuple(parse_gpus(self.nodes, "--nodes", "node") if isinstance(self.nodes, str) else self.nodes))
+        put("strategies", tuple(s.name for s in parse_strategies([getattr(s, "name", s) for s in self.strategies])))
+        batches = (self.batch_size,) if isinstance(self.batch_size, int) else tuple(self.batch_size or ())
+        put("batch_size", batches or None)
+        self._check()
+
+    def _check(self) -> None:
+        try:
+            spec = get_spec(self.model)
+        except ValueError as exc:
+            raise BadInput(str(exc)) from None
+        for b in self.batch_size or ():
+            if not 0 < b <= MAX_BATCH:
+                raise BadInput(f"--batch-size value {b} is not in the range 1..{MAX_BATCH}")
+        if self.batch_size and len(set(self.batch_size)) != len(self.batch_size):
+            raise BadInput(f"--batch-size {','.join(map(str, self.batch_size))} has a duplicated value")
+        check(self)  # every knob's declared range or choices
+        if self.max_time is not None and self.max_time == 0 and self.target_ci > 0:
+            raise BadInput(
+                f"--max-time must be positive while --target-ci is on, got {self.max_time:g} "
+                "(use --target-ci 0 for a fixed number of steps)"
+            )
+        if any(k < 1 for k in self.nodes):
+            raise BadInput("--nodes values must be positive")
+        if max(self.nodes) > 1 and not any(n % k == 0 and k > 1 for n in self.gpus for k in self.nodes):
+            raise BadInput(f"no --gpus value splits evenly over --nodes {','.join(map(str, self.nodes))}")
+        check_model_input(spec, self.image_size, self.seq_len, self.channels_last)
+        if self.ray_address is not None:
+            object.__setattr__(self, "ray_address", check_ray_address(self.ray_address))
+            if not any(STRATEGIES[s].launcher is RAY_TRAIN for s in self.strategies):
+                ray = ", ".join(s.name for s in STRATEGIES.values() if s.launcher is RAY_TRAIN)
+                raise BadInput(f"--ray-address applies only to Ray strategies ({ray}), none of which is selected")
+        frameworks = {STRATEGIES[s].framework for s in self.strategies}
+        for name, (framework, why) in FRAMEWORK_ONLY.items():
+            if getattr(self, name) and framework not in frameworks:
+                raise BadInput(
+                    f"{flag(name)} does not apply to the selected strategies ({', '.join(self.strategies)}): {why}"
+                )
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "SweepOptions":
+        """The options a sweep stored (keys that are not fields, e.g. notes beside them, left out)."""
+        return cls(**{f.name: data[f.name] for f in dataclasses.fields(cls) if f.name in data})
+
+
+def device_defaults(opts: SweepOptions, device: str) -> dict:
+    """The knobs that have a default per device (workload.Knob.by_device): the value given, else `device`'s."""
+    return {
+        name: k.by_device[device] if getattr(opts, name) is None else getattr(opts, name)
+        for name, (_, k) in knobs(opts).items()
+        if k.by_device
+    }
+
+
+def flag(name: str) -> str:
+    """The command-line flag of a SweepOptions field (workload.flag)."""
+    return knob_flag(name, SweepOptions)
+
+
+@dataclass(frozen=True)
+class PlannedPoint:
+    strategy: Strategy
+    config: PointConfig
+    skip_reason: str | None = None
+    auto_added: bool = False
+
+
+@dataclass
+class Plan:
+    """What every planner returns: the points in run order (each with the plan's skip reason), the device
+    they run on and the notes the command prints."""
+
+    points: list[PlannedPoint]
+    device: DeviceChoice
+    notes: list[str] = field(default_factory=list)
+
+
+AMP_NEEDS_CUDA = "--precision amp (float16 with loss scaling) needs a CUDA GPU; use --precision bf16 on CPU"
+DP_NEEDS_CUDA = "DataParallel needs CUDA devices; it cannot split work across CPU workers (use ddp for CPU workers)"
+
+
+def point_skip(s: Strategy, cfg: PointConfig, choice: DeviceChoice, runs_here: bool = True) -> str | None:
+    """THE plan's skip rules of every kind, first that applies: a module the strategy needs is missing,
+    --precision amp without CUDA, too few GPUs, Horovod without NCCL on GPUs (`runs_here`: this machine's
+    build is the one asked), DataParallel on CPU workers."""
+    if missing := registry.not_installed(s):
+        return missing
+    if cfg.precision == "amp" and choice.device != "cuda":
+        return AMP_NEEDS_CUDA
+    if unfit := choice.unfit(cfg.world_size, cfg.nodes):
+        return unfit
+    if runs_here and (hvd_skip := horovod_nccl.skip_reason(s.requires, choice.device)):
+        return hvd_skip
+    if s.needs_cuda_for_multi and choice.device == "cpu":
+        return DP_NEEDS_CUDA
+    return None
+
+
+def planned(
+    s: Strategy,
+    choice: DeviceChoice,
+    workload: Workload,
+    *,
+    skip: str | None = None,
+    auto_added: bool = False,
+    runs_here: bool = True,
+    **resolved,
+) -> PlannedPoint:
+    """THE one way a point is made, by every kind's planner: its PointConfig (the Workload, the settings the
+    planner resolved, the strategy and the resolved device) and its skip reason (`skip`, the kind's own,
+    else point_skip's)."""
+    fields = {**dataclasses.asdict(workload), **resolved, "strategy": s.name, "device": choice.device}
+    cfg = PointConfig(**fields)
+    return PlannedPoint(s, cfg, skip or point_skip(s, cfg, choice, runs_here), auto_added)
+
+
+def make_plan(opts: SweepOptions, visible_gpus: int | None = None, *, runs_here: bool = True) -> Plan:
+    """The points of a sweep: the checked options with the device's defaults filled in. `runs_here` False:
+    the points run on other machines (Slurm, Kubernetes), so this machine's Horovod build is not asked
+    whether it has NCCL (each rank checks its own, distbench/workers/comm_common.horovod_init)."""
+    spec = get_spec(opts.model)
+    if visible_gpus is None and opts.ray_address:  # a Ray-only sweep's GPUs are the cluster's (issue 31)
+        visible_gpus = raycluster.visible_gpus(opts.ray_address, [STRATEGIES[n] for n in opts.strategies])
+    choice = resolve_device(opts.device, list(opts.gpus), visible_gpus, opts.nodes)
+    defaults = device_defaults(opts, choice.device)
+    notes = [choice.note]
+    batches = sorted(defaults["batch_size"] if isinstance(defaults["batch_size"], tuple) else [defaults["batch_size"]])
+    batch_text = ",".join(map(str, batches))
+    steps, warmup = defaults["steps"], defaults["warmup"]
+    tokens = spec.kind == "tokens"
+    if tokens:
+        image = None
+        seq_len = opts.seq_len or (
+            spec.default_seq_len if choice.device == "cuda" else min(spec.default_seq_len, CPU_MAX_SEQ_LEN)
+        )
+    else:
+        image = defaults["image_size"] and cpu_image_size(spec, defaults["image_size"])
+        image = (image if opts.image_size is None else opts.image_size) or spec.default_image_size
+        seq_len = None
+    if opts.scaling == "strong":
+        for n in opts.gpus:
+            for batch in batches:
+                if batch % n:
+                    raise BadInput(f"--scaling strong: the global batch {batch} is not divisible by N={n}")
+    if choice.device == "cpu" and (opts.image_size is None or opts.batch_size is None):
+        size = f"sequence {seq_len}" if tokens else f"image {image}px"
+        notes.append(
+            f"CPU-sized defaults: {size}, batch {batch_text} "
+            f"({'per device' if opts.scaling == 'weak' else 'global'}), {steps} measured steps "
+            f"after {warmup} warmup"
+            + (
+                f", measuring up to {device_default('max_time', 'cpu'):.0f} s a point unless the CI target is met first"
+                if opts.target_ci > 0
+                else ""
+            )
+            + "; pass --image-size/--batch-size/--steps/--max-time to change"
+        )
+    if opts.steps is not None and opts.target_ci == 0:
+        notes.append(
+            f"--steps {opts.steps}: each point measures exactly {opts.steps} steps after warmup (adaptive "
+            "stopping off; add --target-ci, e.g. 2%, to keep measuring past --steps until the CI target)"
+        )
+    notes.append(
+        f"weak scaling: the per-device batch is fixed at {batch_text}, the global batch grows with N"
+        if opts.scaling == "weak"
+        else f"strong scaling: the global batch is fixed at {batch_text} and divided among N devices"
+    )
+    if len(batches) > 1:
+        notes.append(
+            f"batch sizes {batch_text}: each strategy and N runs every batch, smallest first; after an "
+            "'oom' the larger batches of that strategy and N are skipped"
+        )
+
+    strategies = [STRATEGIES[name] for name in opts.strategies]
+    selected = set(opts.strategies)
+    if opts.add_baselines:
+        for s in list(strategies):
+            base = STRATEGIES[FRAMEWORK_BASELINE[s.framework]]
+            if base.name not in selected:
+                strategies.append(base)
+                selected.add(base.name)
+                notes.append(f"added the {base.name!r} baseline so {s.framework} speedups can be computed")
+    # Baselines first: speedups can then be computed (and stored) as each point finishes.
+    strategies.sort(key=lambda s: (not s.baseline, list(STRATEGIES).index(s.name)))
+    for name, (framework, why) in FRAMEWORK_ONLY.items():
+        skipped = [s.name for s in strategies if getattr(opts, name) and s.framework != framework]
+        if skipped:
+            notes.append(
+                f"{flag(name)} does not apply to {', '.join(skipped)} ({why}): recorded there as not applicable"
+            )
+    data_dir = None
+    if opts.data == "disk":
+        from distbench.core import datasets
+
+        data_dir = str(
+            datasets.DEFAULT_ROOT / datasets.dataset_key(spec.name, image, seq_len, opts.num_classes, opts.dataset_size)
+        )
+        notes.append(
+            f"--data disk: {opts.dataset_size} samples cached in {data_dir}, read every step by "
+            f"DataLoader / tf.data ({opts.loader_workers} workers, prefetch {opts.prefetch})"
+        )
+    if opts.precision != "fp32":
+        notes.append(
+            f"precision {opts.precision}: "
+            + (
+                "bfloat16 autocast (torch) / mixed_bfloat16 policy (Keras)"
+                if opts.precision == "bf16"
+                else "float16 autocast + GradScaler (torch) / mixed_float16 + LossScaleOptimizer (Keras)"
+            )
+        )
+    if max(opts.nodes) > 1:
+        from distbench.run.multinode import check_allocation
+
+        hosts = check_allocation(max(opts.nodes))
+        notes.append(
+            f"multi-node points run inside this Slurm allocation ({', '.join(hosts)}); "
+            "N is the total device count over the nodes"
+        )
+    cores = cpu_cores()
+    points: list[PlannedPoint] = []
+    shapes = [(n, k) for n in opts.gpus for k in opts.nodes if n % k == 0]
+    for s in strategies:
+        not_applicable = [
+            name for name, (framework, _) in FRAMEWORK_ONLY.items() if getattr(opts, name) and s.framework != framework
+        ]
+        for batch, (n, k) in ((b, nk) for nk in ([(1, 1)] if s.baseline else shapes) for b in batches):
+            if k > 1 and s.cluster_launcher is None:
+                continue
+            per_device = batch if opts.scaling == "weak" else batch // n
+            resolved = dict(
+                world_size=n,
+                per_device_batch=per_device,
+                image_size=image,
+                seq_len=seq_len,
+                steps=steps,
+                warmup=warmup,
+                nodes=k,
+                threads_per_worker=max(1, cores // (n // k)),
+                measure_comm=opts.comm and n > 1 and not s.baseline and s.no_comm_reason is None,
+                max_time_s=defaults["max_time"],
+                data_dir=data_dir,
+                extra={
+                    **({"not_applicable": [flag(name) for name in not_applicable]} if not_applicable else {}),
+                    **({"ray_address": opts.ray_address} if opts.ray_address and s.launcher is RAY_TRAIN else {}),
+                },
+            )
+            resolved.update(target_ci=opts.target_ci, **dict.fromkeys(not_applicable, False))
+            auto = s.name not in opts.strategies
+            points.append(planned(s, choice, opts.workload, runs_here=runs_here, auto_added=auto, **resolved))
+    if opts.ray_address:  # Ray points: planned from ray.cluster_resources(), not this machine
+        points = raycluster.plan_on_cluster(points, opts.ray_address, notes)
+    if choice.device == "cpu":
+        points = _with_per_core_baselines(points, notes)
+    else:
+        notes.append(
+            f"math mode, the same in both frameworks: TF32 {'on' if opts.tf32 else 'off'} for float32 "
+            "matmuls and convolutions (--tf32/--no-tf32), cuDNN autotuning on; recorded per point"
+        )
+    return Plan(points=points, device=choice, notes=notes)
+
+
+def _with_per_core_baselines(points: list[PlannedPoint], notes: list[str]) -> list[PlannedPoint]:
+    """CPU workers divide the cores, so against a baseline on every core perfect data parallelism reads
+    1/N. After each baseline, the same baseline at every other threads-per-worker count its N-worker
+    points use (per batch size): their per-core efficiency compares with it."""
+    out: list[PlannedPoint] = []
+    for p in points:
+        out.append(p)
+        if not p.strategy.baseline:
+            continue
+        cfg = p.config
+        counts = sorted(
+            {
+                q.config.threads_per_worker
+                for q in points
+                if not q.strategy.baseline
+                and not q.skip_reason
+                and q.strategy.framework == p.strategy.framework
+                and q.config.swept_batch == cfg.swept_batch
+            }
+            - {cfg.threads_per_worker},
+            reverse=True,
+        )
+        for t in counts:
+            out.append(
+                PlannedPoint(
+                    p.strategy, replace(cfg, threads_per_worker=t, baseline_threads=t), p.skip_reason, auto_added=True
+                )
+            )
+            note = (
+                f"added {p.strategy.name!r} at {t} thread(s) (the threads of each worker at the larger N): "
+                "efficiency per core compares with it, efficiency (whole machine) with the baseline on all "
+                f"{cfg.threads_per_worker} threads"
+            )
+            if note not in notes:
+                notes.append(note)
+    return out

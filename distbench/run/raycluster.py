@@ -1,0 +1,259 @@
+"""Ray for a sweep: the cluster its Ray points are planned on, and the one local head a sweep shares.
+
+--ray-address: the points are planned from what the cluster has (`ray.cluster_resources()`, asked once,
+in a child process so that this process never becomes a Ray driver), not from the machine that drives the
+sweep: a point needing more GPUs than the cluster has is skipped with the reason (Ray Train would otherwise
+wait for them until --timeout), and threads per worker come from the cluster's CPUs.
+
+No --ray-address: one local head for the whole sweep (`SweepHead`), started before its first Ray point and
+stopped when the sweep ends, however it ends (done, failed, Ctrl-C): `ray start --head --block` in a
+process group of its own, stopped with the group; Linux's parent-death signal stops it should the sweep's
+process die without cleaning up. The points' drivers join it (DISTBENCH_RAY_HEAD); a driver run without
+it (a Slurm or Kubernetes job, `distbench run` of a lone point outside a sweep) starts its own.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import dataclasses
+import functools
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+import psutil
+from pathlib import Path
+
+from distbench.core.errors import BadInput
+
+HEAD_ENV = "DISTBENCH_RAY_HEAD"
+"""The sweep head's GCS address, for the points' drivers (inherited through the launch's environment)."""
+HEAD_START_ENV = "DISTBENCH_RAY_HEAD_START_S"
+"""Seconds the sweep's head took to start: paid once per sweep, copied into each Ray point's record."""
+START_TIMEOUT_S = 120.0
+STOP_GRACE_S = 15.0
+PROBE_TIMEOUT_S = 120.0
+_PR_SET_PDEATHSIG = 1
+
+
+# -- planning on a cluster ---------------------------------------------------------------------------
+@functools.lru_cache(maxsize=8)
+def cluster_resources(address: str, timeout_s: float = PROBE_TIMEOUT_S, python: str = sys.executable) -> dict:
+    """`ray.cluster_resources()` of the cluster at `address`, asked from a child process (once per address)."""
+    code = (
+        "import json, sys, ray; ray.init(address=sys.argv[1], log_to_driver=False, logging_level='ERROR'); "
+        "print('distbench-resources:' + json.dumps(ray.cluster_resources())); ray.shutdown()"
+    )
+    env = dict(os.environ, RAY_USAGE_STATS_ENABLED="0")
+    try:
+        proc = subprocess.run([python, "-c", code, address], capture_output=True, text=True, timeout=timeout_s, env=env)
+    except subprocess.TimeoutExpired:
+        raise BadInput(f"--ray-address {address}: no answer from the Ray cluster in {timeout_s:.0f}s") from None
+    for line in proc.stdout.splitlines():
+        if line.startswith("distbench-resources:"):
+            return json.loads(line.split(":", 1)[1])
+    last = (proc.stderr.strip().splitlines() or ["no output"])[-1][:300]
+    raise BadInput(f"--ray-address {address}: cannot read the Ray cluster's resources: {last}")
+
+
+def fit_on_cluster(world_size: int, device: str, resources: dict, address: str) -> tuple[str | None, int]:
+    """(why the point cannot run on the cluster or None, threads per worker from the cluster's CPUs)."""
+    gpus, cpus = float(resources.get("GPU", 0)), float(resources.get("CPU", 0))
+    if device == "cuda" and gpus < world_size:
+        return (
+            f"the Ray cluster at {address} has {gpus:g} GPU(s) in all, the point needs {world_size} "
+            "(Ray Train would wait for them until --timeout)",
+            1,
+        )
+    if cpus < world_size:
+        return (
+            f"the Ray cluster at {address} has {cpus:g} CPU(s) in all, the point needs one per worker ({world_size})",
+            1,
+        )
+    return None, max(1, int(cpus // world_size))
+
+
+def plan_on_cluster(points: list, address: str, notes: list[str], resources: dict | None = None) -> list:
+    """The plan's Ray points re-planned on the cluster at `address` (other points unchanged): skip reasons
+    from its GPUs (this machine's GPU count does not apply), threads per worker from its CPUs."""
+    from distbench.run.launchers import RAY_TRAIN
+
+    ray_points = [p for p in points if p.strategy.launcher is RAY_TRAIN]
+    if not ray_points or any(p.skip_reason and "not installed" in p.skip_reason for p in ray_points):
+        return points
+    resources = cluster_resources(address) if resources is None else resources
+    notes.append(
+        f"Ray points planned on the cluster at {address}: {float(resources.get('GPU', 0)):g} GPU(s), "
+        f"{float(resources.get('CPU', 0)):g} CPU(s) in all (ray.cluster_resources())"
+    )
+    out = []
+    for p in points:
+        if p.strategy.launcher is RAY_TRAIN:
+            why, threads = fit_on_cluster(p.config.world_size, p.config.device, resources, address)
+            cfg = dataclasses.replace(p.config, threads_per_worker=threads)
+            p = dataclasses.replace(p, config=cfg, skip_reason=why)
+        out.append(p)
+    return out
+
+
+def visible_gpus(address: str, strategies) -> int | None:
+    """A Ray-only sweep's GPUs: the cluster's, which its device choice counts as visible (a CPU-only
+    laptop can drive a GPU cluster); None when some strategy runs on this machine."""
+    from distbench.run.launchers import RAY_TRAIN
+
+    if not strategies or any(s.launcher is not RAY_TRAIN for s in strategies):
+        return None
+    return int(float(cluster_resources(address).get("GPU", 0)))
+
+
+# -- one local head per sweep ------------------------------------------------------------------------
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _die_with_parent() -> None:  # in the child, before exec: its own group, SIGTERM when we die
+    os.setsid()
+    with contextlib.suppress(Exception):
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+@dataclasses.dataclass
+class SweepHead:
+    """A local Ray head for one sweep. `with SweepHead(num_cpus=N) as head:` starts it and exports
+    DISTBENCH_RAY_HEAD for the points' drivers; leaving the block (normally, on an error, on Ctrl-C) stops
+    the head's whole process group and removes its folder."""
+
+    num_cpus: int
+    num_gpus: int | None = None
+    python: str = sys.executable
+    address: str | None = None
+    start_s: float | None = None
+    stop_s: float | None = None
+    proc: subprocess.Popen | None = None
+    temp: str | None = None
+
+    def start(self) -> str:
+        ray = str(Path(self.python).parent / "ray")
+        ray = ray if os.path.exists(ray) else shutil.which("ray") or "ray"
+        port = _free_port()
+        root = tempfile.gettempdir() if len(tempfile.gettempdir()) <= 24 else "/tmp"
+        self.temp = tempfile.mkdtemp(prefix="dbrayhead-", dir=root)  # Ray's socket paths must stay short
+        argv = [
+            ray, "start", "--head", "--block", f"--port={port}", f"--num-cpus={self.num_cpus}",
+            "--include-dashboard=false", "--disable-usage-stats", f"--temp-dir={self.temp}",
+        ]  # fmt: skip
+        if self.num_gpus is not None:
+            argv.append(f"--num-gpus={self.num_gpus}")
+        started = time.monotonic()
+        self.proc = subprocess.Popen(
+            argv,
+            stdout=subprocess.DEVNULL,
+            stderr=open(os.path.join(self.temp, "ray-start.log"), "wb"),
+            preexec_fn=_die_with_parent,
+            env=dict(os.environ, RAY_USAGE_STATS_ENABLED="0"),
+        )
+        raylet = Path(self.temp) / "session_latest" / "sockets" / "raylet"
+        while not (raylet.exists() and _accepts(port)):
+            if self.proc.poll() is not None or time.monotonic() - started > START_TIMEOUT_S:
+                log = Path(self.temp, "ray-start.log").read_text(errors="replace").strip().splitlines()
+                self.stop()
+                raise RuntimeError(f"the sweep's Ray head did not start: {(log or ['no output'])[-1][:300]}")
+            time.sleep(0.1)
+        self.start_s = time.monotonic() - started
+        self.address = f"127.0.0.1:{port}"
+        return self.address
+
+    def stop(self) -> None:
+        """Stop the head's process group (SIGTERM, then SIGKILL after a grace) and remove its folder."""
+        started = time.monotonic()
+        if self.proc is not None and self.proc.poll() is None:
+            for sig, wait in ((signal.SIGTERM, STOP_GRACE_S), (signal.SIGKILL, 5.0)):
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(self.proc.pid, sig)
+                try:
+                    self.proc.wait(timeout=wait)
+                    break
+                except subprocess.TimeoutExpired:
+                    continue
+        if self.proc is not None:  # what `ray start` left in its group (raylet's workers, GCS)
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            _wait_group_gone(self.proc.pid, timeout_s=5.0)
+        if self.temp:
+            shutil.rmtree(self.temp, ignore_errors=True)
+        self.stop_s = time.monotonic() - started
+
+    def __enter__(self) -> SweepHead:
+        self.start()
+        self._saved = {k: os.environ.get(k) for k in (HEAD_ENV, HEAD_START_ENV)}
+        os.environ[HEAD_ENV] = self.address
+        os.environ[HEAD_START_ENV] = f"{self.start_s:.3f}"
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for key, value in self._saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+        self.stop()
+
+
+def _group_alive(pgid: int) -> list[int]:
+    """The live (not zombie) processes of process group `pgid`."""
+    alive = []
+    for proc in psutil.process_iter(["pid", "status"]):
+        try:
+            if os.getpgid(proc.pid) == pgid and proc.info["status"] != psutil.STATUS_ZOMBIE:
+                alive.append(proc.pid)
+        except (ProcessLookupError, psutil.Error):
+            continue
+    return alive
+
+
+def _wait_group_gone(pgid: int, timeout_s: float) -> None:
+    """Return once every process of the killed group has exited (a SIGKILL lands asynchronously), or after
+    `timeout_s`: the sweep ends only when nothing it started is still running."""
+    deadline = time.monotonic() + timeout_s
+    while _group_alive(pgid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
+def _accepts(port: int) -> bool:
+    with socket.socket() as s:
+        s.settimeout(0.2)
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+@contextlib.contextmanager
+def sweep_head(points, progress=None, python: str = sys.executable):
+    """One local head for the Ray points of a sweep that names no --ray-address (none: nothing started)."""
+    from distbench.run.launchers import RAY_TRAIN
+
+    ray_points = [
+        p
+        for p in points
+        if p.strategy.launcher is RAY_TRAIN and not p.skip_reason and not (p.config.extra or {}).get("ray_address")
+    ]
+    if not ray_points or os.environ.get(HEAD_ENV):
+        yield None
+        return
+    cuda = any(p.config.device == "cuda" for p in ray_points)
+    # one CPU per training worker and one for Ray Train's controller: Ray prestarts a worker process per CPU
+    cpus = max(p.config.world_size for p in ray_points) + 1
+    head = SweepHead(num_cpus=cpus, num_gpus=None if cuda else 0, python=python)
+    with head:
+        if progress:
+            progress(f"Ray head for the sweep started in {head.start_s:.1f}s at {head.address}")
+        yield head
+    if progress:
+        progress(f"Ray head stopped in {head.stop_s:.1f}s")
