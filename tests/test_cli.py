@@ -56,18 +56,16 @@ def test_bad_input_exits_2_with_one_line(capsys, args, message):
 
 
 def test_cuda_with_no_visible_gpu(capsys, monkeypatch):
-    from distbench.run import plan
 
-    monkeypatch.setattr(plan.envinfo, "visible_gpu_count", lambda: 0)
+    monkeypatch.setattr("distbench.core.envinfo.visible_gpu_count", lambda: 0)
     code, _, err = _run(capsys, ["scale", "--gpus", "1", "--device", "cuda"])
     assert code == 2
     assert err == "Error: --device cuda: no CUDA GPU is visible on this machine (use --device cpu)\n"
 
 
 def test_more_gpus_than_visible(capsys, monkeypatch):
-    from distbench.run import plan
 
-    monkeypatch.setattr(plan.envinfo, "visible_gpu_count", lambda: 2)
+    monkeypatch.setattr("distbench.core.envinfo.visible_gpu_count", lambda: 2)
     code, _, err = _run(capsys, ["scale", "--gpus", "1,8", "--device", "cuda"])
     assert code == 2
     assert err == "Error: --gpus asks for 8 GPUs but only 2 are visible\n"

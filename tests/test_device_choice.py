@@ -85,7 +85,7 @@ def test_comm_skips_rank_counts_beyond_the_visible_gpus(capsys, monkeypatch, tmp
     from distbench.cli import main
 
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(plan_mod.envinfo, "visible_gpu_count", lambda: 1)
+    monkeypatch.setattr("distbench.core.envinfo.visible_gpu_count", lambda: 1)
     # N=2 does not fit on 1 GPU: recorded skipped without launching anything; exit 0 (nothing failed)
     assert main(["comm", "--gpus", "2", "--backend", "gloo", "--sizes", "1K", "--format", "json"]) == 0
     out = capsys.readouterr().out
@@ -96,6 +96,6 @@ def test_verify_refuses_a_count_beyond_the_visible_gpus(capsys, monkeypatch, tmp
     from distbench.cli import main
 
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(plan_mod.envinfo, "visible_gpu_count", lambda: 1)
+    monkeypatch.setattr("distbench.core.envinfo.visible_gpu_count", lambda: 1)
     assert main(["verify", "--gpus", "2"]) == 2
     assert capsys.readouterr().err == "Error: --gpus 2: needs 2 GPUs, 1 visible (use --device cpu for CPU workers)\n"

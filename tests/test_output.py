@@ -224,6 +224,9 @@ def test_the_opening_line_says_roughly_how_long_and_offers_max_time():
     assert line.startswith(f"roughly {minutes:.0f} minutes: {len(runnable)} point(s) x up to 60 s of measuring each")
     assert "--max-time 10 for a quicker run (about " in line
     assert duration_line(demo, repeats=3).startswith(f"roughly {3 * minutes:.0f} minutes")
+    # a sweep already at (or under) the quick budget is not offered a "quicker" run with a longer one
+    short = make_plan(SweepOptions(gpus="1,2", model="resnet18", device="cpu", max_time=5))
+    assert "quicker" not in duration_line(short) and duration_line(short).startswith("roughly ")
     fixed = make_plan(SweepOptions(gpus="1,2", model="resnet50", device="cpu", steps=3, target_ci=0.0))
     n = sum(not p.skip_reason for p in fixed.points)
     assert duration_line(fixed).startswith(

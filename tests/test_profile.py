@@ -4,6 +4,8 @@ report; one real-process run of the whole command (slow)."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import json
 
 import pytest
@@ -13,7 +15,8 @@ from distbench.run.plan import SweepOptions, make_plan
 from distbench.profile import breakdown as bd
 from distbench.profile import compare
 from distbench.profile.categories import CATEGORIES, classify, parse_filter
-from distbench.profile.request import NO_PROFILER, with_profiling
+from distbench.core.strategies import STRATEGIES
+from distbench.profile.request import with_profiling
 from distbench.profile.trace import check_trace_folder, load_trace, trace_folder, trace_problems, write_trace
 from tests.conftest import have, quick, require, run_cli
 
@@ -287,7 +290,9 @@ def test_no_profiler_and_unwritable_folder_are_measured_then_refused(tmp_path):
     assert "profile" not in points["composer"].config.extra  # measured, unprofiled
     assert points["ddp"].config.extra["profile"]["trace_dir"] is None  # profiled, trace not kept
     if not points["composer"].skip_reason:
-        assert prof.problem.startswith(f"--profile: strategy composer has no profiler ({NO_PROFILER['composer']})")
+        assert prof.problem.startswith(
+            f"--profile: strategy composer has no profiler ({STRATEGIES['composer'].no_profiler_reason})"
+        )
     assert "--trace-dir: cannot write traces into" in prof.problem
     with pytest.raises(BadInput) as exc:
         prof.finish()
@@ -360,9 +365,12 @@ def measured_nothing(monkeypatch):
 
 def test_run_profile_with_a_strategy_without_profiler_exits_2(tmp_path, monkeypatch, capsys, measured_nothing):
     from distbench.cli import main
-    from distbench.profile import request
+    from distbench.core import strategies
 
-    monkeypatch.setitem(request.NO_PROFILER, "torch", "a test's stand-in for a loop without the hook")
+    torch_ = dataclasses.replace(
+        strategies.STRATEGIES["torch"], no_profiler_reason="a test's stand-in for a loop without the hook"
+    )
+    monkeypatch.setitem(strategies.STRATEGIES, "torch", torch_)
     args = ["run", "--strategy", "torch", "--profile", *quick(), "--results", str(tmp_path / "r.db")]
     assert main(args) == 2
     assert capsys.readouterr().err.strip().splitlines()[-1] == (

@@ -3,7 +3,6 @@ naming the flag and the allowed range, exit 2, before anything runs or is stored
 
 import pytest
 
-from distbench.run import plan
 from distbench.cli import main
 
 
@@ -81,7 +80,7 @@ CASES = [
 @pytest.mark.parametrize("args,message", CASES, ids=[" ".join(a) for a, _ in CASES])
 def test_out_of_range_numbers_are_one_line_errors(capsys, monkeypatch, tmp_path, args, message):
     monkeypatch.chdir(tmp_path)  # a store opened by mistake would land here, and is checked for below
-    monkeypatch.setattr(plan.envinfo, "visible_gpu_count", lambda: 0)
+    monkeypatch.setattr("distbench.core.envinfo.visible_gpu_count", lambda: 0)
     assert main(args) == 2
     assert capsys.readouterr().err == f"Error: {message}\n"
     assert not list(tmp_path.rglob("*.db")), "nothing may be stored for a refused command"
@@ -90,8 +89,8 @@ def test_out_of_range_numbers_are_one_line_errors(capsys, monkeypatch, tmp_path,
 @pytest.mark.parametrize("args", [["scale"], ["comm"], ["verify", "--batch-size", "32"]])
 def test_more_cpu_workers_than_the_machine_can_host_is_refused(capsys, monkeypatch, tmp_path, args):
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(plan.envinfo, "visible_gpu_count", lambda: 0)
-    monkeypatch.setattr(plan, "cpu_cores", lambda: 2)
+    monkeypatch.setattr("distbench.core.envinfo.visible_gpu_count", lambda: 0)
+    monkeypatch.setattr("distbench.run.devices.cpu_cores", lambda: 2)  # the rule lives in resolve_device
     assert main([*args, "--gpus", "32"]) == 2
     assert capsys.readouterr().err == (
         "Error: --gpus 32: CPU workers are limited to 16 on this machine (8 per core, 2 core(s))\n"

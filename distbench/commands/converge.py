@@ -234,7 +234,7 @@ def _line(record: dict) -> str:
 
 def render_table(summary: list[dict], target: float):
     table = opt.table(
-        f"time to {target:g} validation accuracy (mean over the seeds; >= 5 runs: fastest and slowest dropped, a "
+        f"time to {target:g} validation accuracy (mean over the seeds; >= 3 runs: fastest and slowest dropped, a "
         "run that did not converge counts as the slowest: MLPerf)",
         (
             "strategy",

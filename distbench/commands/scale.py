@@ -95,13 +95,15 @@ def duration_line(plan, repeats: int = 1) -> str:
             f"{POINT_OVERHEAD_S:.0f} s launch and teardown: at least {_about(len(runnable) * repeats * POINT_OVERHEAD_S)}"
             ", more as steps take time (a step's time is not known before it runs)"
         )
-    quick = _budget_s(plan, repeats, QUICK_MAX_TIME_S)
     budget = max(p.config.max_time_s for p in runnable)
-    return (
+    line = (
         f"roughly {_about(total)}: {len(runnable)} point(s) x up to {budget:g} s of measuring each "
-        f"(up to 5 times at N > 1 for the variants) + ~{POINT_OVERHEAD_S:.0f} s launch and teardown; "
-        f"--max-time {QUICK_MAX_TIME_S:g} for a quicker run (about {_about(quick)}, wider CIs)"
+        f"(up to 5 times at N > 1 for the variants) + ~{POINT_OVERHEAD_S:.0f} s launch and teardown"
     )
+    if budget <= QUICK_MAX_TIME_S:  # already as quick as the suggestion: suggesting it would be slower
+        return line
+    quick = _budget_s(plan, repeats, QUICK_MAX_TIME_S)
+    return line + f"; --max-time {QUICK_MAX_TIME_S:g} for a quicker run (about {_about(quick)}, wider CIs)"
 
 
 def honour_steps(workload: dict) -> dict:

@@ -4,7 +4,7 @@ takes its shard from.
 
 Sources (--data):
   * none (or `shapes`): 18,000 40x40 images of ten shapes drawn by code (distbench.converge.shapes: nothing is
-    downloaded), the default: a small CNN takes tens of seconds to reach its target on a CPU worker;
+    downloaded), the default: a small CNN spends 20-40 CPU-seconds (one core) to reach its target;
   * `digits`: scikit-learn's bundled 8x8 handwritten digits (1,797 images, 10 classes; UCI "optdigits" test
     set, shipped inside the scikit-learn package: nothing is downloaded), the earlier default (an MLP reaches
     0.9 in about 20 steps: too fast to time);

@@ -30,6 +30,9 @@ class Strategy:
     description: str = ""
     no_comm_reason: str | None = None
     """Why its no-sync variant and communication overhead cannot be measured (the record's comm_note)."""
+    no_profiler_reason: str | None = None
+    """Why `--profile` cannot profile it (its worker does not run torch_common.run / tf_common.run, where the
+    profiling hooks are); None: it is profiled."""
     bucket_bytes: int | None = None
     """Its default gradient bucket / fusion size, for distbench predict (None: one message)."""
     reduce_to_one: bool = False
@@ -99,6 +102,7 @@ STRATEGIES: dict[str, Strategy] = {
             name="dp",
             framework="torch",
             module="torch_dp",
+            no_profiler_reason="its own loop (distbench/workers/torch_dp.py) has no profiling hook",
             launcher=PROCESS,
             reduce_to_one=True,
             needs_cuda_for_multi=True,
@@ -207,6 +211,8 @@ STRATEGIES: dict[str, Strategy] = {
             group="wrappers",
             framework="torch",
             module="composer_trainer",
+            no_profiler_reason="Composer's Trainer runs its own loop (distbench/workers/composer_trainer.py), with no "
+            "profiling hook",
             launcher=PROCESS,
             description="MosaicML Composer Trainer: skipped, its worker names the version conflict with the pinned torch",
         ),

@@ -14,12 +14,6 @@ from distbench.core.errors import BadInput
 from distbench.profile.hooks import STEPS
 from distbench.profile.trace import check_trace_folder
 
-NO_PROFILER = {
-    "dp": "its own loop (distbench/workers/torch_dp.py) has no profiling hook",
-    "composer": "Composer's Trainer runs its own loop (distbench/workers/composer_trainer.py), with no profiling hook",
-}
-"""Strategies whose worker does not run torch_common.run / tf_common.run (where the hooks are)."""
-
 
 @dataclasses.dataclass
 class Profiling:
@@ -46,14 +40,16 @@ def with_profiling(plan, trace_dir: str | Path, *, flag: str = "--profile", dir_
         problems.append(f"{exc}; the points were measured and profiled, their trace files not kept")
     points, unprofiled = [], []
     for p in plan.points:
-        if p.strategy.name in NO_PROFILER:
-            if not p.skip_reason and p.strategy.name not in unprofiled:
-                unprofiled.append(p.strategy.name)
+        if p.strategy.no_profiler_reason:  # the registry says why (Strategy.no_profiler_reason)
+            if not p.skip_reason and p.strategy not in unprofiled:
+                unprofiled.append(p.strategy)
             points.append(p)
             continue
         ask = {"steps": steps, "trace_dir": str(folder) if folder else None}
         cfg = dataclasses.replace(p.config, extra={**p.config.extra, "profile": ask})
         points.append(dataclasses.replace(p, config=cfg))
-    for name in unprofiled:
-        problems.insert(0, f"{flag}: strategy {name} has no profiler ({NO_PROFILER[name]}); it was measured unprofiled")
+    for s in unprofiled:
+        problems.insert(
+            0, f"{flag}: strategy {s.name} has no profiler ({s.no_profiler_reason}); it was measured unprofiled"
+        )
     return Profiling(dataclasses.replace(plan, points=points), folder, "; ".join(problems) or None)

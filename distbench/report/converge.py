@@ -15,9 +15,10 @@ NOTE = (
     "twice per epoch) with the LR rule shown, and is evaluated on the held-out split every few steps (evaluation "
     "time excluded). Time to target: training seconds until the validation accuracy crossed the target, "
     "interpolated between the two evaluations around the crossing, without the first step (tracing, lazy "
-    "initialization: recorded apart); the mean over the seeds, fastest and slowest dropped at 5 or more seeds, a "
-    "run that did not converge counting as the slowest; with more such runs than are dropped (any, below 5 seeds) "
-    "the point did not converge (MLPerf Training's rule). Throughput speedup can exceed time-to-target "
+    "initialization: recorded apart); the mean over the seeds, fastest and slowest dropped at 3 or more seeds, a "
+    "run that did not converge counting as the slowest; with more such runs than are dropped (any, below 3 seeds) "
+    "the point did not converge (MLPerf Training's rule); skipped or interrupted runs are not counted. Time "
+    "speedup: the ratio of these means. Throughput speedup can exceed time-to-target "
     "speedup: a larger global batch may need more epochs. Same as 1 device?: two one-sided tests of the final "
     "accuracy at the stated margin (equivalent, DIFFERENT, inconclusive)."
 )
