@@ -230,7 +230,7 @@ def section(a, live, planned, bg, rounds, failed, extra, minutes) -> str:
         "## CPU baseline parity (`benchmarks/baseline_parity.py`)",
         "",
         f"Run {datetime.date.today().isoformat()} on {env['cpu_model']} ({cpu_cores()} cores), torch "
-        f"{env['packages']['torch']}, {minutes:.0f} min in all. Issue 34: the `torch` baseline (N=1: one rank, "
+        f"{env['packages']['torch']}, {minutes:.0f} min in all. The `torch` baseline (N=1: one rank, "
         "one OpenMP thread a core) paid for distbench's own background work. Fixed: the parent waits for the "
         "launcher asleep on a pidfd (1 s looks; was Popen.wait, ~45 wakeups a second), the rank guard watches "
         "the distbench process on a pidfd (was /proc every 0.5 s), and the telemetry sampler reads only the "

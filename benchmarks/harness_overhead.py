@@ -272,7 +272,7 @@ def main() -> int:
         f"{a.rounds} rounds; in each, every point runs distbench (A) and the hand-written loop (B) back to back, "
         "A B in odd rounds, B A in even ones.",
         "",
-        f"**The machine was shared and loaded**: other sessions' jobs used {statistics.median(loads):.2f} cores "
+        f"**The machine was shared and loaded**: other jobs used {statistics.median(loads):.2f} cores "
         f"(median over the runs; {min(loads):.2f}..{max(loads):.2f}) of the {cpu_cores()} while a run was going "
         f"(machine busy CPU minus this benchmark's own). Each pair waited up to {a.max_wait:g} s for that to fall "
         f"below {a.quiet_below:g} cores before starting; the load was measured during every run, not used to drop any.",

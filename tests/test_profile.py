@@ -330,19 +330,19 @@ def test_profile_command_torch_and_tf(tmp_path):
     """The whole command on CPU workers: both breakdowns, within 10% of the profiled steps, trace files that
     parse with the expected events, the side-by-side sentences, results show, export and the report."""
     db = str(tmp_path / "r.db")
-    args = ["profile", "--strategy", "torch,tf", *quick(), "--profile-steps", "2", "--results", db]
+    args = ["profile", "--strategy", "torch,tf", *quick(), "--profile-steps", "4", "--results", db]
     proc = run_cli([*args, "--format", "json"], timeout=900)
     assert proc.returncode == 0, proc.stderr[-3000:]
     doc = json.loads(proc.stdout)
     assert [p["strategy"] for p in doc["points"]] == ["torch", "tf"]
     for point in doc["points"]:
         prof = point["profile"]
-        assert prof["steps"] == 2 and prof["within_tolerance"], prof
+        assert prof["steps"] == 4 and prof["within_tolerance"], prof
         assert prof["categories"]["memcpy"] == {"not_applicable": "not on a GPU"}
         assert prof["categories"]["convolution"]["s"] > 0 and prof["categories"]["convolution"]["ops"] > 0
         trace = load_trace(point["profile_trace"])
         names = [e["name"] for e in trace["traceEvents"] if e.get("ph") == "X"]
-        assert sum(n.startswith(bd.MARKERS) for n in names) == 2
+        assert sum(n.startswith(bd.MARKERS) for n in names) == 4
         assert any(classify(n) == "convolution" for n in names)
     assert doc["sentences"][0].startswith("Profiled step: torch N=1")
     shown = run_cli(["results", "show", "latest", "--results", db], timeout=120)

@@ -209,7 +209,7 @@ class Measurement:
         help="Seconds of measured steps after which adaptive stopping gives up (per point and "
         "repeat). Default: 30 on GPUs, 60 on CPU workers.",
     )
-    """CPU workers measure up to 60 s a point: a point's launch, imports, tracing and teardown take 5 to 20 s
+    """CPU workers measure up to 60 s a point: a point's launch, imports, tracing and teardown take 6 to 36 s (docs/benchmarks.md, wall-time table)
     on 2 cores, so with 15 s windows (the earlier default) they were half of a sweep's wall time, and few
     points reached the 150 steps a within-run CI needs (docs/benchmarks.md, the wall-time split)."""
     comm: bool = knob(

@@ -208,23 +208,27 @@ class SweepHead:
         self.stop()
 
 
-def _group_alive(pgid: int) -> list[int]:
-    """The live (not zombie) processes of process group `pgid`."""
+def _session_alive(sid: int) -> list[int]:
+    """The live (not zombie) processes of session `sid`: the head (setsid in _die_with_parent) and everything it
+    started, Ray's workers included, which put themselves in process groups of their own."""
     alive = []
     for proc in psutil.process_iter(["pid", "status"]):
         try:
-            if os.getpgid(proc.pid) == pgid and proc.info["status"] != psutil.STATUS_ZOMBIE:
+            if proc.pid != os.getpid() and os.getsid(proc.pid) == sid and proc.info["status"] != psutil.STATUS_ZOMBIE:
                 alive.append(proc.pid)
-        except (ProcessLookupError, psutil.Error):
+        except (ProcessLookupError, PermissionError, psutil.Error):
             continue
     return alive
 
 
-def _wait_group_gone(pgid: int, timeout_s: float) -> None:
-    """Return once every process of the killed group has exited (a SIGKILL lands asynchronously), or after
-    `timeout_s`: the sweep ends only when nothing it started is still running."""
+def _wait_group_gone(sid: int, timeout_s: float) -> None:
+    """Kill what is left of the head's session and return once all of it has exited (a SIGKILL lands
+    asynchronously), or after `timeout_s`: the sweep ends only when nothing it started is still running."""
     deadline = time.monotonic() + timeout_s
-    while _group_alive(pgid) and time.monotonic() < deadline:
+    while (left := _session_alive(sid)) and time.monotonic() < deadline:
+        for pid in left:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
         time.sleep(0.05)
 
 
