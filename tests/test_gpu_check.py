@@ -49,14 +49,18 @@ def test_print_lists_every_step_for_the_gpus_found(tmp_path):
         "versions",
         "torch baseline vs the hand-written loop, interleaved (amp)",
         "1-device cost at N=1: dp, ddp, fsdp, wrappers, deepspeed",
-        "host clock vs CUDA events (dp and torch, N=1, short step)",
+        "host clock vs CUDA events (torch, dp, lightning at N=1, short step; 3 alternated rounds)",
+        "profile: torch vs ddp, per-operation breakdown with CUDA kernels",
+        "the test suite's GPU tests (pytest -m gpu)",
         "every strategy at N=2,3,4",
         "comm",
         "infer with power",
         "verify",
     ]
     out = done.stdout
-    assert "run --strategy torch,dp,ddp,fsdp,accelerate,lightning,fabric,ignite,deepspeed-zero1" in out
+    # run takes one strategy: the N=1 costs are a scale over one device count
+    assert "scale --strategy torch,dp,ddp,fsdp,accelerate,lightning,fabric,ignite,deepspeed-zero1" in out
+    assert "DISTBENCH_STEP_CLOCK=host" in out and "pytest -q -m gpu tests" in out
     assert "scale --gpus 2,3,4 --strategy all" in out and "comm --gpus 2,3,4" in out
     assert (
         "infer --model resnet50 --batch-sizes 1,32,256 --device cuda" in out
