@@ -106,3 +106,27 @@ def test_the_first_run_runs(tmp_path):
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     assert "results stored in" in proc.stdout + proc.stderr
     assert " ok" in proc.stdout
+
+
+def help_examples() -> list[tuple[str, str]]:
+    """Each command's `Example: distbench ...` line from its --help."""
+    found = []
+
+    def walk(command: click.Command, path: list[str]) -> None:
+        if isinstance(command, click.Group):
+            for name, sub in command.commands.items():
+                walk(sub, [*path, name])
+        for example in re.findall(r"Example:\s*(distbench[^\n]*)", command.help or ""):
+            found.append((" ".join(path), example.strip()))
+
+    walk(cli, [])
+    return found
+
+
+@pytest.mark.parametrize(("command", "example"), help_examples())
+def test_every_help_example_is_accepted(command, example):
+    parse(cli, command_words(example)[1:])
+
+
+def test_help_examples_are_found():
+    assert len(help_examples()) >= 15
