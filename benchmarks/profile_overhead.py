@@ -1,15 +1,16 @@
 """What `--profile` costs a point's throughput figures (issue 32): the same point with and without it,
-interleaved, several rounds.
+interleaved, several rounds, beside an A/A control.
 
 The profiled steps run after the timed window, so the figures should not move; what could move them is
-anything profiling changes before or during the window (imports, memory, the request in the config). Each
-round runs `distbench run` once with and once without `--profile` (the order alternating: A B, B A, ...),
-each a fresh process tree measuring a fixed number of steps, every run into its own store. Reported per
-strategy: every run's throughput (the window's: a few slow steps move it) and step-time median, their medians,
-the ratio profiled / unprofiled, and each round's ratio (their range; with a handful of rounds no CI is
-claimed). The machine's load average before and after.
+anything profiling changes before or during the window (imports, memory, the request in the config). Every
+run is a fresh `distbench run` process tree measuring a fixed number of steps into its own store. Each round runs
+three arms, plain, profiled and plain again (the A/A control), the order rotating so each arm comes first,
+second and third equally often. Reported per strategy: every run's step-time median, and per round the ratio
+profiled / plain beside plain again / plain: a profiling cost shows as the first ratio sitting above the
+second's spread, and as a small Mann-Whitney p-value for the profiled runs against both plain arms (the
+A/A arms' own p-value beside it). The machine's load average before and after.
 
-    .venv/bin/python benchmarks/profile_overhead.py --strategies torch,tf --rounds 3
+    .venv/bin/python benchmarks/profile_overhead.py --strategies torch,tf --rounds 9
 """
 
 from __future__ import annotations
@@ -22,8 +23,10 @@ import subprocess
 import sys
 import tempfile
 
+from scipy.stats import mannwhitneyu  # scipy comes with the project's environment (a dependency of its dependencies)
 
-def run_point(strategy: str, profile: bool, args, folder: str, i: int) -> tuple[float, float]:
+
+def run_point(strategy: str, profile: bool, args, folder: str, i) -> tuple[float, float]:
     db = os.path.join(folder, f"{strategy}-{i}-{'p' if profile else 'n'}.db")
     cmd = [sys.executable, "-m", "distbench.cli", "run", "--strategy", strategy, "--model", args.model]
     cmd += ["--image-size", str(args.image_size)] if args.image_size else []
@@ -37,39 +40,53 @@ def run_point(strategy: str, profile: bool, args, folder: str, i: int) -> tuple[
     return record["throughput"], record["step_time_median_s"]
 
 
+ARMS = ("plain", "profile", "plain again")
+"""Three arms per round: 'plain again' is an A/A control (the same unprofiled point a second time), so the
+profiled arm's ratio is read against the spread two identical runs show on this machine."""
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--strategies", default="torch,tf")
-    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--rounds", type=int, default=6)
     ap.add_argument("--model", default="resnet18")
     ap.add_argument("--image-size", type=int, default=32, help="0: the model's CPU default")
     ap.add_argument("--batch-size", type=int, default=8)
-    ap.add_argument("--steps", type=int, default=20)
+    ap.add_argument("--steps", type=int, default=60)
     args = ap.parse_args()
     print(f"load average before: {os.getloadavg()}")
     out = {}
     with tempfile.TemporaryDirectory(prefix="distbench-profile-overhead-") as folder:
         for strategy in args.strategies.split(","):
-            runs = {False: [], True: []}
+            runs: dict[str, list] = {a: [] for a in ARMS}
             for r in range(args.rounds):
-                for profile in (False, True) if r % 2 == 0 else (True, False):
-                    runs[profile].append(run_point(strategy, profile, args, folder, r))
-                    thr, med = runs[profile][-1]
-                    print(
-                        f"{strategy} round {r + 1} {'--profile' if profile else 'plain    '}: {thr:.3f} samples/s, "
-                        f"step median {med * 1e3:.1f} ms"
-                    )
+                order = ARMS[r % 3 :] + ARMS[: r % 3]  # each arm first, second and third equally often
+                for arm in order:
+                    runs[arm].append(run_point(strategy, arm == "profile", args, folder, f"{r}-{ARMS.index(arm)}"))
+                    thr, med = runs[arm][-1]
+                    print(f"{strategy} round {r + 1} {arm:<11}: {thr:.3f} samples/s, step median {med * 1e3:.2f} ms")
             summary = {}
-            for i, what in ((0, "throughput"), (1, "step_median_s")):
-                plain = statistics.median(x[i] for x in runs[False])
-                prof = statistics.median(x[i] for x in runs[True])
-                ratios = [p[i] / n[i] for p, n in zip(runs[True], runs[False])]
-                summary[what] = {"ratio_of_medians": prof / plain, "round_ratios": ratios}
+            for arm in ("profile", "plain again"):
+                ratios = sorted(p[1] / n[1] for p, n in zip(runs[arm], runs["plain"]))
+                summary[arm] = {"step_median_ratios": ratios, "median_ratio": statistics.median(ratios)}
                 print(
-                    f"{strategy} {what}: median {plain:.4g} plain, {prof:.4g} with --profile: ratio "
-                    f"{prof / plain:.3f}; per-round ratios {min(ratios):.3f}..{max(ratios):.3f}"
+                    f"{strategy} {arm} / plain, step-time median: median ratio {statistics.median(ratios):.3f}, "
+                    f"range {ratios[0]:.3f}..{ratios[-1]:.3f}, slower in {sum(x > 1 for x in ratios)}/{len(ratios)}"
                 )
-            out[strategy] = {"plain": runs[False], "profile": runs[True], **summary}
+            prof = [x[1] for x in runs["profile"]]
+            plain = [x[1] for x in runs["plain"]]
+            again = [x[1] for x in runs["plain again"]]
+            summary["mann_whitney_p"] = {
+                "profile vs both plain arms": mannwhitneyu(prof, plain + again).pvalue,
+                "plain again vs plain (A/A)": mannwhitneyu(again, plain).pvalue,
+            }
+            print(
+                f"{strategy} Mann-Whitney U, two-sided p: "
+                + "; ".join(f"{k} {v:.2f}" for k, v in summary["mann_whitney_p"].items())
+            )
+            for arm in ARMS:
+                print(f"{strategy} {arm}: step medians (ms) {', '.join(f'{x[1] * 1e3:.1f}' for x in runs[arm])}")
+            out[strategy] = {"runs": runs, **summary}
     print(f"load average after: {os.getloadavg()}")
     print(json.dumps(out))
     return 0
