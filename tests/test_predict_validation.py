@@ -61,7 +61,9 @@ def checks_for(src: dict, mode: str) -> list[dict]:
         if keep == 0 or keep >= len(ns):
             continue
         found = pr.holdout(s, links.get("intra"), links.get("inter"), keep=keep, bucket_bytes=bucket)
-        out += [dict(ch, file=src["file"], workload=s.workload, source=src["source"]) for ch in found]
+        out += [
+            dict(ch, file=src["file"], workload=f"{s.strategy}: {s.workload}", source=src["source"]) for ch in found
+        ]
     return out
 
 
@@ -118,7 +120,7 @@ def table_lines(role: str, mode: str) -> list[str]:
 
 def detail_lines(mode: str) -> list[str]:
     lines = [
-        "| table | workload | fitted on N | target N | error | naive error | 95% PI (vs measured) | covered |",
+        "| table | strategy: workload | fitted on N | target N | error | naive error | 95% PI (vs measured) | covered |",
         "|---" * 8 + "|",
     ]
     for c in role_checks("score", mode):
@@ -200,12 +202,12 @@ def all_doc_lines() -> list[str]:
 
 
 def test_sources_are_cited_and_counted_by_publisher():
-    """Counted by publisher, not by README URL: NVIDIA (DeepLearningExamples) and TensorFlow (its Benchmarks page)
-    are two publishers, fewer than issue 29's "at least 4 sources"; docs/prediction.md says so."""
+    """Counted by publisher, not by README URL: NVIDIA (DeepLearningExamples), TensorFlow (its Benchmarks page),
+    Lambda, OneFlow (DLPerf) and Baidu (PaddlePaddle FleetX), at least the 4 sources issue 29 asks for."""
     srcs = sources()
     urls = {s["url"] for s in srcs}
     publishers = {s["publisher"] for s in srcs}
-    assert len(srcs) >= 8 and len(urls) >= 4
+    assert len(srcs) >= 8 and len(urls) >= 4 and len(publishers) >= 4
     assert f"{len(srcs)} published tables from {len(publishers)} publishers" in " ".join(DOC.read_text().split())
     assert {s["role"] for s in srcs} == {"tune", "score"}
     for role in ("tune", "score"):
@@ -269,18 +271,36 @@ def test_docs_sensitivity_to_the_bound_is_what_the_suite_computes():
 
 
 def test_targets_on_the_scored_sources():
-    """Issue 29's targets on the scored sources. Met: all held-out targets (median <= 5%, no worse than naive +
-    2 points on >= 90%, coverage >= 90%, median half-width <= 20%); from one node to several: median <= 10% and <=
-    the naive guess's, half-width <= 20%. Missed, and documented in docs/prediction.md: the one-node-to-several
-    coverage (below 90%: published cross-node losses of BERT on TF2 that no link figure explains) and the
-    extrapolate coverage's upper end (97.1%, above 97%: the intervals are slightly conservative there)."""
+    """Issue 29's targets on the scored sources, each protocol apart: median |error| <= 5% (and, from one node to
+    several, <= 10% and <= the naive guess's), no worse than naive + 2 points on >= 90%, coverage 90-97%, median
+    half-width <= 20%."""
     s = pr.score(role_checks("score", "extrapolate"))
     assert s["median_error"] <= 0.05 and s["no_worse_than_naive"] >= 0.90
-    assert 0.90 <= s["coverage"] and s["median_half_width"] <= 0.20
+    assert 0.90 <= s["coverage"] <= 0.97 and s["median_half_width"] <= 0.20
     one = pr.score(role_checks("score", "one node"))
     assert one["median_error"] <= 0.10 and one["median_error"] <= one["naive_median_error"]
     assert one["median_half_width"] <= 0.20 and one["no_worse_than_naive"] >= 0.90
-    assert one["coverage"] < 0.90  # the documented miss
+    assert 0.90 <= one["coverage"] <= 0.97
+
+
+UNSEEN = {"Lambda", "OneFlow", "Baidu (PaddlePaddle)"}
+"""Publishers whose tables were added after every constant, range and default was fixed (predict_sources.md)."""
+
+
+def test_targets_on_the_unseen_sources_alone():
+    """The same targets on the tables no choice saw (docs/prediction.md quotes these numbers)."""
+    unseen = {s["file"] for s in sources() if s["publisher"] in UNSEEN}
+    assert unseen and all(s["role"] == "score" for s in sources() if s["file"] in unseen)
+    ext = pr.score([c for c in role_checks("score", "extrapolate") if c["file"] in unseen])
+    one = pr.score([c for c in role_checks("score", "one node") if c["file"] in unseen])
+    assert (ext["points"], one["points"]) == (70, 42)
+    assert ext["median_error"] <= 0.05 and ext["coverage"] >= 0.90 and ext["median_half_width"] <= 0.20
+    assert one["median_error"] <= 0.10 and one["median_error"] <= one["naive_median_error"]
+    assert one["coverage"] >= 0.90 and one["median_half_width"] <= 0.20
+    assert ext["no_worse_than_naive"] == one["no_worse_than_naive"] == 1.0
+    doc = " ".join(DOC.read_text().split())
+    assert f"extrapolate 70 targets, median {ext['median_error']:.1%}" in doc
+    assert f"one node to several 42 targets, median {one['median_error']:.1%}" in doc
 
 
 def test_one_node_to_several_crosses_nodes():

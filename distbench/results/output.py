@@ -352,6 +352,10 @@ def stopping_line(records: list[dict]) -> str | None:
     parts = []
     if rules.get("target_ci_met"):
         parts.append(f"{len(rules['target_ci_met'])} point(s) reached the CI target")
+    if rules.get("two_stage"):
+        parts.append(
+            f"{len(rules['two_stage'])} point(s) with a split measured windows sized to the CI target by a pilot"
+        )
     if rules.get("max_time"):
         parts.append(
             f"{len(rules['max_time'])} stopped at --max-time before reaching it ({', '.join(rules['max_time'])})"

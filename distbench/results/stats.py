@@ -357,6 +357,33 @@ def next_look(n: int) -> int:
     return look
 
 
+PILOT_STEPS = MIN_CI_STEPS
+"""Steps of the pilot that sizes a two-stage window (two_stage_steps): the fewest a within-run CI is given for."""
+
+
+def two_stage_steps(
+    ci: dict | None, pilot_steps: int, pilot_s: float, target: float, min_steps: int, max_steps: int, max_time_s: float
+) -> tuple[int, str]:
+    """(K, why): the steps of a window sized in advance by a pilot (Stein's two-stage rule). The window's own
+    steps then decide nothing about its length, so its mean carries no optional-stopping bias (a window that
+    stops at the first look whose CI is narrow enough stops more often on a run of steps that happened to be
+    alike, and its mean is biased). K is the pilot's step count scaled by (pilot CI half-width / target)^2,
+    the steps at which a CI shrinking as 1/sqrt(n) meets the target, at least `min_steps`; capped by
+    `max_steps` and by `max_time_s` at the pilot's pace. why: 'target', 'max_steps' or 'max_time' (a pilot
+    with no CI, its batch means autocorrelated at every batch size, takes the cap, as adaptive stopping
+    would run to it)."""
+    k, why = max_steps, "max_steps"
+    if ci is not None and target > 0:
+        k, why = max(min_steps, math.ceil(pilot_steps * (ci["rel_half_width"] / target) ** 2)), "target"
+        if k > max_steps:
+            k, why = max_steps, "max_steps"
+    if max_time_s > 0 and pilot_s > 0:
+        fits = max(min_steps, int(max_time_s * pilot_steps / pilot_s))
+        if fits < k:
+            k, why = fits, "max_time"
+    return max(k, 1), why
+
+
 def window_throughput(
     per_rank_segments: Sequence[Sequence[float]], steps: int, global_batch: int
 ) -> tuple[float, float]:

@@ -75,6 +75,8 @@ def measure(
     look is brought forward to end at about the time limit) or cfg.max_steps is reached. Every rank
     takes the same decision from the same gathered data.
     """
+    if cfg.target_ci > 0 and cfg.extra.get(TWO_STAGE):
+        return measure_two_stage(step, sync, cfg, gather, new_event)
     out = None
     sync(None)
     phases.mark("warmup")
@@ -130,6 +132,50 @@ def measure(
     stopping["window"] = [window_start, time.time()]
     stopping["warmup_start"] = warmup_start
     stopping["segments_s"] = segments
+    return times, out, stopping
+
+
+TWO_STAGE = "two_stage"
+"""PointConfig.extra key (segment_configs sets it on the first run of an in-process order): that run is sized
+by a pilot in advance (measure_two_stage) instead of stopping adaptively."""
+
+
+def measure_two_stage(
+    step: Callable[[], Any],
+    sync: Callable[[Any], None],
+    cfg: PointConfig,
+    gather: Gather,
+    new_event: Callable[[], Any] | None = None,
+) -> tuple[list[float], Any, dict]:
+    """The point's window when every run of an in-process order (A T B T A) must follow the same rule: a pilot
+    of stats.PILOT_STEPS steps (after the warmup, not part of any figure; its step times kept in the record),
+    then a window of K steps fixed in advance from the pilot's CI (stats.two_stage_steps), which every later
+    run repeats (fixed_steps). Adaptive stopping on the first run alone biased its mean against the fixed-length
+    runs beside it, and the split takes differences of these means. Every rank takes K from the same gathered
+    pilot."""
+    plain = dataclasses.replace(cfg, target_ci=0.0, extra={k: v for k, v in cfg.extra.items() if k != TWO_STAGE})
+    pilot_times, _, pilot = measure(step, sync, dataclasses.replace(plain, steps=stats.PILOT_STEPS), gather, new_event)
+    gathered = gather([pilot_times, pilot["segments_s"]])
+    combined = combine_ranks([g[0] for g in gathered], cfg.sync)
+    pilot_s = sum(max(seg) for seg in zip(*(g[1] for g in gathered)))
+    ci = stats.step_time_ci(combined)
+    k, why = stats.two_stage_steps(
+        ci, len(combined), pilot_s, cfg.target_ci, max(cfg.steps, stats.PILOT_STEPS), cfg.max_steps, cfg.max_time_s
+    )
+    times, out, stopping = measure(step, sync, dataclasses.replace(plain, warmup=0, steps=k), gather, new_event)
+    stopping.update(
+        rule="two_stage" if why == "target" else why,
+        target_ci=cfg.target_ci,
+        warmup_start=pilot["warmup_start"],
+        two_stage={
+            "pilot_steps": len(pilot_times),
+            "pilot_step_times_s": pilot_times,
+            "pilot_window": pilot["window"],
+            "pilot_ci_half_width": ci["rel_half_width"] if ci else None,
+            "steps": k,
+            "sized_by": why,
+        },
+    )
     return times, out, stopping
 
 
@@ -266,7 +312,8 @@ def segment_configs(cfg: PointConfig) -> list[tuple[str, PointConfig]]:
     itself (its first 'A') and, with cfg.nosync_order (e.g. 'ATBTA', a palindrome so a steady drift of
     the machine weighs every variant alike), the variants and a closing real run: the same replicas,
     only the collective removed (B) or replaced by one tiny all-reduce (T) (Strategy.nosync_in_process).
-    Every run after the first runs as many steps as the point itself (fixed_steps), none of them adaptive.
+    Every run has the same rule: a length fixed before it starts. With a CI target the first run is sized by a
+    pilot (measure_two_stage), and every later run repeats its step count (fixed_steps).
     The standalone all-reduce benchmark (cfg.measure_comm) runs after the last synchronized run (the closing
     A of A T B T A), not between the first two: there it would put a gap on one side of the order only, and
     a drift of the machine across that gap would land on the split's terms (lift_allreduce moves its
@@ -277,7 +324,7 @@ def segment_configs(cfg: PointConfig) -> list[tuple[str, PointConfig]]:
     variant = dataclasses.replace(run, sync=False, measure_comm=False, target_ci=0.0)
     tiny = dataclasses.replace(variant, extra={**run.extra, "tiny_collective": True})
     again = dataclasses.replace(run, measure_comm=False, target_ci=0.0)
-    first = dataclasses.replace(run, measure_comm=False)
+    first = dataclasses.replace(run, measure_comm=False, extra={**run.extra, TWO_STAGE: True})
     out: list[tuple[str, PointConfig]] = []
     for letter in cfg.nosync_order:
         first_a = letter == "A" and all(x != "A" for x, _ in out)
