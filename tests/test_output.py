@@ -18,6 +18,11 @@ def test_stopping_line_says_which_points_met_the_target():
     assert (
         stopping_line([{"status": "ok", "strategy": "t", "world_size": 1, "stopping": {"rule": "fixed_steps"}}]) is None
     )
+    split = recs[1:2] + [{"status": "ok", "strategy": "ddp", "world_size": 2, "stopping": {"rule": "two_stage"}}]
+    assert stopping_line(split) == (
+        "stopping: 1 point(s) reached the CI target; 1 point(s) with a split ran windows sized in advance to the CI "
+        "target by a pilot (two-stage, not adaptive)"
+    )
 
 
 def test_wrapper_lines_and_json_fields():

@@ -288,19 +288,25 @@ UNSEEN = {"Lambda", "OneFlow", "Baidu (PaddlePaddle)"}
 
 
 def test_targets_on_the_unseen_sources_alone():
-    """The same targets on the tables no choice saw (docs/prediction.md quotes these numbers)."""
+    """The targets on the tables no choice saw; docs/prediction.md quotes every figure, and the one miss: the
+    one-node-to-several coverage above the 97% upper end (conservative intervals)."""
     unseen = {s["file"] for s in sources() if s["publisher"] in UNSEEN}
     assert unseen and all(s["role"] == "score" for s in sources() if s["file"] in unseen)
     ext = pr.score([c for c in role_checks("score", "extrapolate") if c["file"] in unseen])
     one = pr.score([c for c in role_checks("score", "one node") if c["file"] in unseen])
-    assert (ext["points"], one["points"]) == (70, 42)
-    assert ext["median_error"] <= 0.05 and ext["coverage"] >= 0.90 and ext["median_half_width"] <= 0.20
+    assert ext["median_error"] <= 0.05 and 0.90 <= ext["coverage"] <= 0.97 and ext["median_half_width"] <= 0.20
     assert one["median_error"] <= 0.10 and one["median_error"] <= one["naive_median_error"]
-    assert one["coverage"] >= 0.90 and one["median_half_width"] <= 0.20
+    assert one["median_half_width"] <= 0.20 and one["coverage"] > 0.97  # the stated miss
     assert ext["no_worse_than_naive"] == one["no_worse_than_naive"] == 1.0
     doc = " ".join(DOC.read_text().split())
-    assert f"extrapolate 70 targets, median {ext['median_error']:.1%}" in doc
-    assert f"one node to several 42 targets, median {one['median_error']:.1%}" in doc
+    sentence = (
+        f"extrapolate {ext['points']} targets, median {ext['median_error']:.1%} against the naive guess's "
+        f"{ext['naive_median_error']:.1%}, coverage {ext['coverage']:.1%}, half-width {ext['median_half_width']:.1%}, "
+        f"no worse than naive + 2 points on all; one node to several {one['points']} targets, median "
+        f"{one['median_error']:.1%} against {one['naive_median_error']:.1%}, coverage {one['coverage']:.0%}, "
+        f"half-width {one['median_half_width']:.1%}, no worse than naive + 2 points on all."
+    )
+    assert sentence in doc, sentence
 
 
 def test_one_node_to_several_crosses_nodes():

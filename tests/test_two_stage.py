@@ -46,23 +46,41 @@ def test_the_window_runs_the_steps_its_pilot_planned(monkeypatch):
     plan = stopping["two_stage"]
     assert plan["pilot_steps"] == stats.PILOT_STEPS == len(plan["pilot_step_times_s"])
     ci = stats.step_time_ci(plan["pilot_step_times_s"])
-    expected, why = stats.two_stage_steps(
-        ci, stats.PILOT_STEPS, sum(plan["pilot_step_times_s"]), 0.01, stats.PILOT_STEPS, cfg.max_steps, 0
-    )
+    expected, why = stats.two_stage_steps(ci, stats.PILOT_STEPS, plan["pilot_s"], 0.01, 20, cfg.max_steps, 0)
     assert why == "target" and stopping["rule"] == "two_stage"
     assert len(times) == plan["steps"] == expected > stats.PILOT_STEPS
     assert plan["pilot_ci_half_width"] == pytest.approx(ci["rel_half_width"])
-    # the window's own steps decide nothing: after the pilot's look, only the window's barrier and its end
-    assert looks == [None, stats.PILOT_STEPS, None]
+    assert plan["pilot_s"] == pytest.approx(sum(plan["pilot_step_times_s"]))
+    # the pilot: --steps (20), a look, its other 130 steps, a look at all 150; then the window's barrier and
+    # nothing else: its own steps decide nothing
+    assert looks == [None, 20, None, 150, None]
+
+
+def test_max_time_bounds_the_pilot_and_the_window(monkeypatch):
+    """--max-time 2 s at 0.1 s a step: the pilot stops at half of it (10 steps), the window takes what is left
+    (10 steps, under the 150 a CI needs, as adaptive stopping would have run out of time), not 150 each."""
+    step = _fake_clock(monkeypatch, lambda: 0.1)
+    cfg = _cfg(world_size=1, steps=5, warmup=0, target_ci=0.02, extra={common.TWO_STAGE: True}, max_time_s=2)
+    times, _, stopping = common.measure(step, lambda o: None, cfg)
+    assert stopping["two_stage"]["pilot_steps"] == 10 and len(times) == 10
+    assert stopping["rule"] == "max_time" and stopping["two_stage"]["pilot_ci_half_width"] is None
+    assert sum(times) + stopping["two_stage"]["pilot_s"] == pytest.approx(2.0)
 
 
 def test_the_plan_is_capped_by_the_step_cap_and_the_time_limit():
-    ci = {"rel_half_width": 0.10}
-    assert stats.two_stage_steps(ci, 150, 1.5, 0.01, 150, 100_000, 0) == (15000, "target")
-    assert stats.two_stage_steps(ci, 150, 1.5, 0.01, 150, 2000, 0) == (2000, "max_steps")
-    assert stats.two_stage_steps(ci, 150, 1.5, 0.01, 150, 100_000, 60) == (6000, "max_time")  # 60 s at 10 ms
-    assert stats.two_stage_steps({"rel_half_width": 0.001}, 150, 1.5, 0.01, 300, 2000, 0) == (300, "target")
-    assert stats.two_stage_steps(None, 150, 1.5, 0.01, 150, 2000, 60) == (2000, "max_steps")  # no CI: the cap
+    ci = {"rel_half_width": 0.10, "batches": stats.MAX_BATCHES}  # a pilot CI over as many batches as the window's
+    assert stats.two_stage_steps(ci, 150, 1.5, 0.01, 10, 100_000, 0) == (15000, "target")
+    assert stats.two_stage_steps(ci, 150, 1.5, 0.01, 10, 2000, 0) == (2000, "max_steps")
+    assert stats.two_stage_steps(ci, 150, 1.5, 0.01, 10, 100_000, 61.5) == (6000, "max_time")  # 60 s left at 10 ms
+    assert stats.two_stage_steps(ci, 150, 1.5, 0.01, 10, 100_000, 1.6) == (10, "max_time")  # --steps at the least
+    tight = {"rel_half_width": 0.001, "batches": stats.MAX_BATCHES}
+    assert stats.two_stage_steps(tight, 150, 1.5, 0.01, 10, 2000, 0) == (stats.MIN_CI_STEPS, "target")  # a CI
+    assert stats.two_stage_steps(None, 150, 1.5, 0.01, 10, 2000, 60) == (2000, "max_steps")  # no CI: the caps
+    # 5 pilot batches: their t quantile (4 df) is wider than the window's (19 df), so the pilot needs fewer steps
+    few = stats.two_stage_steps({"rel_half_width": 0.10, "batches": 5}, 150, 1.5, 0.01, 10, 100_000, 0)[0]
+    assert few == math.ceil(15000 * (stats.t_crit(19) / stats.t_crit(4)) ** 2)
+    assert stats.two_stage_pilot_steps(10, 1.0, 0) == stats.PILOT_STEPS - 10
+    assert stats.two_stage_pilot_steps(10, 1.0, 4) == 10  # half of 4 s at 0.1 s a step: 20 in all
 
 
 def _bias(monkeypatch, two_stage: bool, trials: int, seed: int) -> tuple[float, float]:
@@ -89,6 +107,6 @@ def test_adaptive_stopping_biases_the_mean_and_the_two_stage_window_does_not(mon
     short: that is spread, not bias). Deterministic (a seeded fake clock); judged in standard errors."""
     for seed in (11, 12):
         adaptive, se_a = _bias(monkeypatch, False, 400, seed)
-        two_stage, se_t = _bias(monkeypatch, True, 400, seed)
+        two_stage, se_t = _bias(monkeypatch, True, 1200, seed)
         assert adaptive < -0.003 and adaptive / se_a < -3  # the defect the fix removes
-        assert abs(two_stage / se_t) < 2.5
+        assert abs(two_stage / se_t) < 2.5 and abs(two_stage) < abs(adaptive) / 2

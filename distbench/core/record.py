@@ -50,8 +50,9 @@ class Record(TypedDict, total=False):
     per_rank_step_times_s: list[list[float]]
     measured_window_s: float  # barrier to the last rank's last step: throughput's denominator
     measured_steps: int
-    stopping: dict  # which rule ended the run (steps, target CI, max time), the window; nosync_span: the
-    # wall-clock span of the no-sync run in the same processes (PointConfig.nosync_order)
+    stopping: dict  # which rule ended the run (steps, target CI, max time, two_stage), the window; two_stage:
+    # the pilot that sized a split's first window (its slowest-rank step times, seconds, CI, the K it chose);
+    # nosync_span: the wall-clock span of the no-sync run in the same processes (PointConfig.nosync_order)
     throughput: float | None
     throughput_ci_low: float | None
     throughput_ci_high: float | None

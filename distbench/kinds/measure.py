@@ -5,7 +5,8 @@ the strategy allows (Strategy.nosync_in_process) each repeat runs A T B T A in o
 real step, the tiny-collective variant, the no-sync variant, re-wrapping the same replicas: PointConfig.
 nosync_order), which splits the step into communication, straggler wait and compute (distbench.results.split);
 otherwise the synchronized (A) and independent (B) runs alternate as process trees of their own, A B,
-B A, ..., R pairs. Every run after the first A runs as many steps, with no adaptive stopping of its own. Throughput: one run's
+B A, ..., R pairs. The first A sets the step count (adaptive stopping; where A T B T A runs in one process
+tree, a pilot sizes it in advance: workers/common.measure_two_stage); every run after it runs as many steps. Throughput: one run's
 over its measured window, or over R repeats the geometric mean, with a 95% CI that says what it
 covers (`ci_scope`): within-run noise (batch means over the steps of one run) or run to run (t over
 R repeats). Every measured step time is kept for the step-time distribution.
@@ -234,8 +235,10 @@ def measure_point(
     with its variants: in its own processes, split.ORDER (A T B T A: balanced within every repeat, so a
     steady trend of the machine cancels at any repeat count; three terms, distbench.results.split), or, where the
     variant is a process tree of its own, B in alternating order A B, B A, A B ... (the trend cancels over
-    pairs). The first A sets the step count (adaptive stopping); every other run of the point runs
-    exactly that many steps, with the same telemetry sampling, so the runs are like for like."""
+    pairs). The first A sets the step count (adaptive stopping, or, for A T B T A in one process tree, a window
+    sized in advance by a pilot: workers/common.measure_two_stage); every other run of the point runs exactly
+    that many steps, with the same telemetry sampling, so the runs are like for like (a later repeat's first A
+    follows only its warmup, where repeat 1's followed the pilot too)."""
     cfg = point.config
     runs, indeps, in_process = [], [], []
 

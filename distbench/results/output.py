@@ -354,7 +354,8 @@ def stopping_line(records: list[dict]) -> str | None:
         parts.append(f"{len(rules['target_ci_met'])} point(s) reached the CI target")
     if rules.get("two_stage"):
         parts.append(
-            f"{len(rules['two_stage'])} point(s) with a split measured windows sized to the CI target by a pilot"
+            f"{len(rules['two_stage'])} point(s) with a split ran windows sized in advance to the CI target by a "
+            "pilot (two-stage, not adaptive)"
         )
     if rules.get("max_time"):
         parts.append(
@@ -362,7 +363,7 @@ def stopping_line(records: list[dict]) -> str | None:
         )
     if rules.get("max_steps"):
         parts.append(f"{len(rules['max_steps'])} stopped at the step cap")
-    return "adaptive stopping: " + "; ".join(parts)
+    return ("stopping: " if rules.get("two_stage") else "adaptive stopping: ") + "; ".join(parts)
 
 
 def print_summary(

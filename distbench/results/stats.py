@@ -358,7 +358,17 @@ def next_look(n: int) -> int:
 
 
 PILOT_STEPS = MIN_CI_STEPS
-"""Steps of the pilot that sizes a two-stage window (two_stage_steps): the fewest a within-run CI is given for."""
+"""Steps of the pilot that sizes a two-stage window (two_stage_steps): the fewest a within-run CI is given for.
+Under a time limit the pilot takes at most half of it (two_stage_pilot_steps), the window the rest."""
+
+
+def two_stage_pilot_steps(first_steps: int, first_s: float, max_time_s: float) -> int:
+    """Steps the pilot adds after its first `first_steps` (which took `first_s` seconds, the slowest rank's):
+    up to PILOT_STEPS in all, within half of `max_time_s` (0: no limit)."""
+    more = PILOT_STEPS - first_steps
+    if max_time_s > 0 and first_s > 0:
+        more = min(more, int(max_time_s / 2 * first_steps / first_s) - first_steps)
+    return max(0, more)
 
 
 def two_stage_steps(
@@ -367,18 +377,20 @@ def two_stage_steps(
     """(K, why): the steps of a window sized in advance by a pilot (Stein's two-stage rule). The window's own
     steps then decide nothing about its length, so its mean carries no optional-stopping bias (a window that
     stops at the first look whose CI is narrow enough stops more often on a run of steps that happened to be
-    alike, and its mean is biased). K is the pilot's step count scaled by (pilot CI half-width / target)^2,
-    the steps at which a CI shrinking as 1/sqrt(n) meets the target, at least `min_steps`; capped by
-    `max_steps` and by `max_time_s` at the pilot's pace. why: 'target', 'max_steps' or 'max_time' (a pilot
-    with no CI, its batch means autocorrelated at every batch size, takes the cap, as adaptive stopping
-    would run to it)."""
+    alike, and its mean is biased). K is where a CI shrinking as 1/sqrt(n) meets the target, from the pilot's
+    half-width, rescaled from the pilot's t quantile (its few batches) to the one of a CI over MAX_BATCHES
+    batches, and at least MIN_CI_STEPS (so the window gets a CI); then capped by `max_steps` and by what fits in
+    `max_time_s` after the pilot at the pilot's pace, down to `min_steps` (--steps) at the least, as adaptive
+    stopping always measured --steps. why: 'target', 'max_steps' or 'max_time'. A pilot with no CI (too short, or
+    its batch means autocorrelated at every batch size) takes the caps, as adaptive stopping would run to them."""
     k, why = max_steps, "max_steps"
     if ci is not None and target > 0:
-        k, why = max(min_steps, math.ceil(pilot_steps * (ci["rel_half_width"] / target) ** 2)), "target"
-        if k > max_steps:
-            k, why = max_steps, "max_steps"
+        scale = t_crit(MAX_BATCHES - 1) / t_crit(max(1, ci["batches"] - 1))
+        need = max(MIN_CI_STEPS, min_steps, math.ceil(pilot_steps * (ci["rel_half_width"] * scale / target) ** 2))
+        if need <= max_steps:
+            k, why = need, "target"
     if max_time_s > 0 and pilot_s > 0:
-        fits = max(min_steps, int(max_time_s * pilot_steps / pilot_s))
+        fits = max(min_steps, int((max_time_s - pilot_s) * pilot_steps / pilot_s))
         if fits < k:
             k, why = fits, "max_time"
     return max(k, 1), why

@@ -148,19 +148,30 @@ def measure_two_stage(
     new_event: Callable[[], Any] | None = None,
 ) -> tuple[list[float], Any, dict]:
     """The point's window when every run of an in-process order (A T B T A) must follow the same rule: a pilot
-    of stats.PILOT_STEPS steps (after the warmup, not part of any figure; its step times kept in the record),
-    then a window of K steps fixed in advance from the pilot's CI (stats.two_stage_steps), which every later
-    run repeats (fixed_steps). Adaptive stopping on the first run alone biased its mean against the fixed-length
-    runs beside it, and the split takes differences of these means. Every rank takes K from the same gathered
-    pilot."""
+    (after the warmup; up to stats.PILOT_STEPS steps within half of --max-time; not part of any figure, its
+    slowest-rank step times kept in the record), then a window of K steps fixed in advance from the pilot's CI
+    and what is left of --max-time (stats.two_stage_steps), which every later run repeats (fixed_steps).
+    Adaptive stopping on the first run alone biased its mean against the fixed-length runs beside it, and the
+    split takes differences of these means. Every rank takes the same decisions from the same gathered data."""
     plain = dataclasses.replace(cfg, target_ci=0.0, extra={k: v for k, v in cfg.extra.items() if k != TWO_STAGE})
-    pilot_times, _, pilot = measure(step, sync, dataclasses.replace(plain, steps=stats.PILOT_STEPS), gather, new_event)
-    gathered = gather([pilot_times, pilot["segments_s"]])
-    combined = combine_ranks([g[0] for g in gathered], cfg.sync)
-    pilot_s = sum(max(seg) for seg in zip(*(g[1] for g in gathered)))
+    first = min(max(cfg.steps, 1), stats.PILOT_STEPS)
+    pilot_times, _, pilot = measure(step, sync, dataclasses.replace(plain, steps=first), gather, new_event)
+    segments = list(pilot["segments_s"])
+
+    def slowest() -> tuple[list[float], float]:
+        gathered = gather([pilot_times, segments])
+        return combine_ranks([g[0] for g in gathered], cfg.sync), sum(max(s) for s in zip(*(g[1] for g in gathered)))
+
+    combined, pilot_s = slowest()
+    more = stats.two_stage_pilot_steps(len(combined), pilot_s, cfg.max_time_s)
+    if more:
+        extra_times, _, rest = measure(step, sync, dataclasses.replace(plain, warmup=0, steps=more), gather, new_event)
+        pilot_times = pilot_times + extra_times
+        segments += rest["segments_s"]
+        combined, pilot_s = slowest()
     ci = stats.step_time_ci(combined)
     k, why = stats.two_stage_steps(
-        ci, len(combined), pilot_s, cfg.target_ci, max(cfg.steps, stats.PILOT_STEPS), cfg.max_steps, cfg.max_time_s
+        ci, len(combined), pilot_s, cfg.target_ci, max(cfg.steps, 1), cfg.max_steps, cfg.max_time_s
     )
     times, out, stopping = measure(step, sync, dataclasses.replace(plain, warmup=0, steps=k), gather, new_event)
     stopping.update(
@@ -168,9 +179,10 @@ def measure_two_stage(
         target_ci=cfg.target_ci,
         warmup_start=pilot["warmup_start"],
         two_stage={
-            "pilot_steps": len(pilot_times),
-            "pilot_step_times_s": pilot_times,
-            "pilot_window": pilot["window"],
+            "pilot_steps": len(combined),
+            "pilot_step_times_s": combined,
+            "pilot_s": pilot_s,
+            "pilot_window": [pilot["window"][0], stopping["window"][0]],
             "pilot_ci_half_width": ci["rel_half_width"] if ci else None,
             "steps": k,
             "sized_by": why,
