@@ -373,7 +373,7 @@ def test_scale_comm_predict_report_end_to_end(tmp_path):
     ]
     proc = run_cli(["scale", "--gpus", "1,2", "--strategy", "ddp", *tiny, "--results", db])
     assert proc.returncode == 0, proc.stderr[-2000:]
-    proc = run_cli(["comm", "--gpus", "2", "--sizes", "1K:1M", "--iters", "3", "--results", db, "--device", "cpu"])
+    proc = run_cli(["comm", "--gpus", "2", "--sizes", "1K:8M", "--iters", "3", "--results", db, "--device", "cpu"])
     assert proc.returncode == 0, proc.stderr[-2000:]
     sweeps = json.loads(run_cli(["results", "list", "--results", db, "--format", "json"]).stdout)
     scale_id, comm_id = (

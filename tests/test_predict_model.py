@@ -111,6 +111,22 @@ def test_bandwidth_range_nominal_and_measured():
     assert bandwidth_range(link(10, 1, measured=True)) == pytest.approx((10e9 / 1.5, 15e9))
 
 
+def test_a_link_measured_on_small_messages_only_widens_upward_with_a_warning():
+    """A comm sweep of sizes up to 1 MiB says little about 25 MiB buckets: its range reaches 4x up, as a nominal
+    figure's does, and the model says why; measured on sizes up to the bucket, the measured range stays."""
+    l = link(5, 1)
+    small = pr.fit_link([(2, 2**k, pr.ring_allreduce_time(2**k, 2, l), 1) for k in range(10, 21)], "t")
+    assert small.largest_bytes == 2**20 and small.measured
+    assert bandwidth_range(small) == pytest.approx((5e9 / 1.5, 7.5e9))  # message size not known: as before
+    assert bandwidth_range(small, 25 * 2**20) == pytest.approx((5e9 / 1.5, 4 * 5e9 / 1.5))
+    assert bandwidth_range(small, 4 * 2**20) == pytest.approx((5e9 / 1.5, 7.5e9))  # within 4x of what was timed
+    s = series(PTS[:2], grad=100e6)
+    model = pr.build_model(s, small, None)
+    assert any("measured on messages up to 1 MiB" in w and "extrapolated" in w for w in model.warnings)
+    large = pr.fit_link([(2, 2**k, pr.ring_allreduce_time(2**k, 2, l), 1) for k in range(10, 27)], "t")
+    assert not pr.build_model(s, large, None).warnings
+
+
 def _fixed(model, a=0.01, bw=10e9):
     model.a = a
     model.tiers["intra"].bw = bw

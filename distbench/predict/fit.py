@@ -23,8 +23,10 @@ from distbench.predict.model import (
     WANT_RANGE,
     StepTimeModel,
     Tier,
+    NOMINAL_EFFICIENCY,
     anchor,
     bandwidth_range,
+    extrapolated,
     unknown_bucket,
 )
 from distbench.predict.sources import Observed, Series
@@ -53,8 +55,10 @@ def build_model(
     ref_n = points[-1].n
     ref = [p for p in points if p.n == ref_n]
     tiers = {}
+    n_buckets = buckets_for(strategy, series.grad_bytes, bucket_bytes or unknown_bucket(strategy))
+    message = series.grad_bytes / n_buckets if series.grad_bytes else None
     for name, link in (("intra", intra), ("inter", inter)):
-        lo, hi = bandwidth_range(link)
+        lo, hi = bandwidth_range(link, message)
         source = "measured" if link is not None and link.measured else "profile"
         tiers[name] = Tier(name, link, link.bandwidth if link else math.inf, lo, hi, hi, source, span=(hi, hi))
     beta_lo, beta_hi = BACKWARD_SHARE
@@ -71,7 +75,7 @@ def build_model(
         model_bias=model_bias,
         crossing_sd=crossing_sd,
         crossing_bias=crossing_bias,
-        buckets=buckets_for(strategy, series.grad_bytes, bucket_bytes or unknown_bucket(strategy)),
+        buckets=n_buckets,
         traffic=traffic,
         strategy=strategy,
         beta=beta_hi,
@@ -79,6 +83,14 @@ def build_model(
         beta_source="assumed",
         ref_points=ref,
     )
+    for name, link in (("intra", intra), ("inter", inter)):
+        if extrapolated(link, message):
+            model.warnings.append(
+                f"the {name}-node link was measured on messages up to {link.largest_bytes / 2**20:.3g} MiB, the "
+                f"gradients move in {message / 2**20:.3g} MiB messages: its bandwidth there is extrapolated, so its "
+                f"range reaches {NOMINAL_EFFICIENCY[1] / NOMINAL_EFFICIENCY[0]:g}x up (measure larger sizes with "
+                "`distbench comm --sizes` to narrow it)"
+            )
     if any(p.se is None for p in ref):
         model.anchor_se_source = f"assumed {DEFAULT_MEASUREMENT_SE:.0%}: the anchor point has no CI"
     if not bucket_bytes and unknown_bucket(strategy) and series.grad_bytes:

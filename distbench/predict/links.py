@@ -63,6 +63,8 @@ class Link:
     source: str
     measured: bool
     warnings: list[str] = field(default_factory=list)
+    largest_bytes: float | None = None
+    """The largest message the measurement timed (a measured link): beyond it the bandwidth is extrapolated."""
 
     def describe(self) -> str:
         bw = "inf" if math.isinf(self.bandwidth) else f"{self.bandwidth / 1e9:.3g} GB/s"
@@ -151,7 +153,7 @@ def fit_link(samples: Iterable[tuple[int, float, float, int]], source: str) -> L
             "do not resolve the latency; its term is left out (measure smaller messages to resolve it)"
         )
         alpha = 0.0
-    return Link(1 / inv_bw, float(alpha), source, True, warnings)
+    return Link(1 / inv_bw, float(alpha), source, True, warnings, max(float(s[1]) for s in samples))
 
 
 def links_from_comm(records: Sequence[dict], sweep_id: str) -> dict[str, Link]:

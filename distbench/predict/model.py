@@ -308,11 +308,26 @@ def per_device_batch(series: Series, n: int) -> float:
     return series.points[-1].per_device_batch
 
 
-def bandwidth_range(link: Link | None) -> tuple[float, float]:
-    """Plausible achieved bandwidth (bytes/s) of a link."""
+EXTRAPOLATED_SIZE = 4
+"""A measured link whose messages were all more than this many times smaller than the ones the gradients move in
+(a `distbench comm` sweep of small sizes) says little about the large ones: per-message costs the fit folds into
+its bandwidth, and pipelining small messages cannot fill, make large messages faster. Its range then reaches up
+as far as a nominal figure's does (NOMINAL_EFFICIENCY's ratio, 4x), with a warning."""
+
+
+def extrapolated(link: Link | None, message_bytes: float | None) -> bool:
+    """Whether a measured link's bandwidth is applied to messages far larger than any it timed."""
+    big = link is not None and link.measured and link.largest_bytes and message_bytes
+    return bool(big and message_bytes > EXTRAPOLATED_SIZE * link.largest_bytes)
+
+
+def bandwidth_range(link: Link | None, message_bytes: float | None = None) -> tuple[float, float]:
+    """Plausible achieved bandwidth (bytes/s) of a link, for messages of `message_bytes` (None: not known)."""
     if link is None or math.isinf(link.bandwidth):
         return (math.inf, math.inf)
     lo, hi = MEASURED_EFFICIENCY if link.measured else NOMINAL_EFFICIENCY
+    if extrapolated(link, message_bytes):
+        hi = lo * NOMINAL_EFFICIENCY[1] / NOMINAL_EFFICIENCY[0]
     return link.bandwidth * lo, link.bandwidth * hi
 
 
