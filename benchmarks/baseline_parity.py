@@ -1,4 +1,4 @@
-"""CPU baseline parity (issue 34): distbench's `torch` point (N=1) and `ddp` point (N=2) against the
+"""CPU baseline parity: distbench's `torch` point (N=1) and `ddp` point (N=2) against the
 hand-written loop (benchmarks/handwritten/train.py), interleaved, and the background work distbench runs
 beside a point's workers, measured directly with the code before and after the fix.
 

@@ -1,4 +1,4 @@
-"""Where a point's launch goes on this machine, per worker process (issue 30, defect 2): a fresh interpreter,
+"""Where a point's launch goes on this machine, per worker process: a fresh interpreter,
 distbench's worker module imports without a framework, torch, and the torch worker's imports together;
 each a whole `python -c` process, the variants interleaved round by round, medians over --rounds.
 

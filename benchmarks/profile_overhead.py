@@ -1,4 +1,4 @@
-"""What `--profile` costs a point's throughput figures (issue 32): the same point with and without it,
+"""What `--profile` costs a point's throughput figures: the same point with and without it,
 interleaved, several rounds, beside an A/A control.
 
 The profiled steps run after the timed window, so the figures should not move; what could move them is

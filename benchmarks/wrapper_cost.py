@@ -1,4 +1,4 @@
-"""Where a loop-owning wrapper's 1-device cost goes (issue 20 item 5): ignite's Engine against the plain
+"""Where a loop-owning wrapper's 1-device cost goes: ignite's Engine against the plain
 torch step, in ONE process, interleaved step block by step block, on distbench's own workload.
 
 Three ways of running the identical step (torch_common.make_step over the same model, optimizer and
