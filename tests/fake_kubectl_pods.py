@@ -59,17 +59,19 @@ def create(state: Path, volume: Path, path: str) -> None:
             k8s_pods.start_pod(state, name, k8s_pods.local_argv(container["command"], env, volume), env)
             names.append(f"pod/{name}")
             continue
-        names.append(f"{kind.lower()}.trainer.kubeflow.org/{name}")
-        if kind != "TrainJob":
+        group = "trainer.kubeflow.org" if kind in ("TrainJob", "TrainingRuntime") else "kubeflow.org"
+        names.append(f"{kind.lower()}.{group}/{name}")
+        if kind not in ("TrainJob", "PyTorchJob"):
             continue
-        trainer, pods = doc["spec"]["trainer"], k8s_pods.torch_pods(doc, free_port())
-        for rank, (pod, node, extra) in enumerate(pods):
-            env = k8s_pods.pod_env(trainer["env"], pod, node, extra)
-            wrapper = k8s_pods.local_argv(trainer["command"], env, volume)
+        pods = k8s_pods.torch_pods(doc, free_port())
+        for rank, (pod, node, extra, container) in enumerate(pods):
+            env = k8s_pods.pod_env(container["env"], pod, node, extra)
+            wrapper = k8s_pods.local_argv(container["command"], env, volume)
             cut = wrapper.index("--")
             argv = [*wrapper[: cut + 1], *launch_for(name, rank, wrapper, volume)]
             k8s_pods.start_pod(state, pod, argv, env)
-        (state / f"{name}.pods").write_text("\n".join(p for p, _, _ in pods))
+        (state / f"{name}.pods").write_text("\n".join(p[0] for p in pods))
+        (state / f"{name}.kind").write_text(kind)
     print("\n".join(names))
 
 
@@ -83,13 +85,15 @@ def get(state: Path, ref: str) -> None:
         rc = k8s_pods.exit_status(state, name)
         print("Running" if rc is None else "Succeeded" if rc == 0 else "Failed")
         return
-    if not kind.startswith("trainjob"):
+    if not kind.startswith(("trainjob", "pytorchjob")):
         print("")
         return
     pods = job_pods(state, name)
     codes = [k8s_pods.exit_status(state, p) for p in pods]
     if any(rc not in (None, 0) for rc in codes) or (state / f"{name}.failed").exists():
-        # backoffLimit 0: the Job fails and terminates its running pods; JobSet fails and deletes its jobs
+        # Trainer: at backoffLimit 0 the Job fails and terminates its running pods, and JobSet (maxRestarts 0)
+        # fails and deletes its jobs; PyTorchJob: a failed replica (restartPolicy Never) fails the job and
+        # cleanPodPolicy Running deletes its running pods
         (state / f"{name}.failed").write_text("Failed")
         for pod in pods:
             k8s_pods.terminate(state, pod)
@@ -107,9 +111,12 @@ def logs(state: Path, args: list[str]) -> None:
     point = option(args, "-l").split("distbench.io/point=")[1]
     for jobfile in sorted(state.glob("*.pods")):
         name = jobfile.name[: -len(".pods")]
-        if not name.endswith("-" + point) or (state / f"{name}.failed").exists():
-            continue  # a failed JobSet's jobs were deleted, and their pods' logs with them
+        if not name.endswith("-" + point):
+            continue
+        failed, trainer = (state / f"{name}.failed").exists(), (state / f"{name}.kind").read_text() == "TrainJob"
         for pod in job_pods(state, name):
+            if failed and (trainer or (state / f"{pod}.terminated").exists()):
+                continue  # a deleted pod (JobSet deletes a failed one's jobs), and its log with it
             for line in (state / f"{pod}.out").read_text(errors="replace").splitlines():
                 print(f"[pod/{pod}/node] {line}")
 

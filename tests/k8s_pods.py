@@ -105,19 +105,32 @@ def wait_pods(state: Path, pods: list[str], timeout_s: float) -> dict:
     return {p: exit_status(state, p) for p in pods}
 
 
-def torch_pods(job: dict, port: int) -> list[tuple[str, str, dict]]:
-    """A torch TrainJob's pods: (pod name, node name, the operator's variables) per node rank."""
-    name, nodes = job["metadata"]["name"], job["spec"]["trainer"]["numNodes"]
+def torch_pods(job: dict, port: int) -> list[tuple[str, str, dict, dict]]:
+    """A torch TrainJob's or PyTorchJob's pods: (pod name, node name, the operator's variables, the
+    container: its command and env) per node rank, node rank 0 first."""
+    name = job["metadata"]["name"]
+    if job["kind"] == "TrainJob":
+        nodes, trainer = job["spec"]["trainer"]["numNodes"], job["spec"]["trainer"]
+        containers = [(f"{name}-node-0-{i}", trainer) for i in range(nodes)]
+        prefix = "PET_"
+    else:  # PyTorchJob: a Master, then the Workers
+        specs = job["spec"]["pytorchReplicaSpecs"]
+        containers = [(f"{name}-master-0", specs["Master"]["template"]["spec"]["containers"][0])]
+        workers = specs.get("Worker", {"replicas": 0})
+        containers += [
+            (f"{name}-worker-{i}", workers["template"]["spec"]["containers"][0]) for i in range(workers["replicas"])
+        ]
+        nodes, prefix = len(containers), ""
     pods = []
-    for i in range(nodes):
+    for i, (pod, container) in enumerate(containers):
         extra = {
             "PET_NODE_RANK": str(i),
             "PET_NNODES": str(nodes),
-            "PET_MASTER_ADDR": "127.0.0.1",
-            "PET_MASTER_PORT": str(port),
+            f"{prefix}MASTER_ADDR": "127.0.0.1",
+            f"{prefix}MASTER_PORT": str(port),
             "JOB_COMPLETION_INDEX": str(i),
         }
-        pods.append((f"{name}-node-0-{i}", f"kind-worker-{i}", extra))
+        pods.append((pod, f"kind-worker-{i}", extra, container))
     return pods
 
 

@@ -99,7 +99,10 @@ def test_node_zero_stopped_by_sigterm_names_the_node_that_failed_first(capsys, t
     assert rc == 0 and record["status"] == "oom"
     assert record["reason"].startswith("on node rank 1 (Kubernetes node gpu-node-2), the first node to fail: ")
     assert "CUDA out of memory" in record["reason"]
-    assert [(o["node_rank"], o["status"]) for o in record["kubernetes"]["outcomes"]] == [("0", "interrupted"), ("1", "oom")]
+    assert [(o["node_rank"], o["status"]) for o in record["kubernetes"]["outcomes"]] == [
+        ("0", "interrupted"),
+        ("1", "oom"),
+    ]
     assert record["kubernetes"]["first_failure"]["node"] == "gpu-node-2"
 
 
@@ -156,11 +159,11 @@ def test_node_rank_one_runs_out_of_memory_in_a_real_two_node_point(tmp_path):
     (fault / "sitecustomize.py").write_text(FAULT)
     port = __import__("tests.fake_kubectl_pods", fromlist=["free_port"]).free_port()
     names = []
-    for pod, node, extra in k8s_pods.torch_pods(job, port):
+    for pod, node, extra, container in k8s_pods.torch_pods(job, port):
         if extra["PET_NODE_RANK"] == "1":
             extra["PYTHONPATH"] = f"{fault}:{ROOT}"
-        env = k8s_pods.pod_env(job["spec"]["trainer"]["env"], pod, node, extra)
-        k8s_pods.start_pod(state, pod, k8s_pods.local_argv(job["spec"]["trainer"]["command"], env, volume), env)
+        env = k8s_pods.pod_env(container["env"], pod, node, extra)
+        k8s_pods.start_pod(state, pod, k8s_pods.local_argv(container["command"], env, volume), env)
         names.append(pod)
     try:
         codes = {}
@@ -207,14 +210,17 @@ def pods_kubectl(tmp_path, monkeypatch):
 
 
 @pytest.mark.slow
-def test_apply_reads_a_failed_points_record_from_the_volume_and_goes_on(capsys, tmp_path, pods_kubectl, monkeypatch):
+@pytest.mark.parametrize("api", ["trainer", "v1"])
+def test_apply_reads_a_failed_points_record_from_the_volume_and_goes_on(
+    capsys, tmp_path, pods_kubectl, monkeypatch, api
+):
     state, volume = pods_kubectl
     launches = {"distbench-ddp-g2-n2/1": OOM, "distbench-ddp-g2-n2/0": BLOCKED}
     monkeypatch.setenv("FAKE_KUBECTL_LAUNCH", json.dumps(launches))
     db = tmp_path / "db.sqlite"
     args = ["k8s", "--out", str(tmp_path / "k8s"), "--gpus", "2,4", "--nodes", "2", "--strategy", "ddp",
             "--device", "cpu", "--image", "nvcr.io/acme/distbench:1", "--apply", "--apply-poll", "0.5",
-            "--results", str(db)]  # fmt: skip
+            "--api", api, "--results", str(db)]  # fmt: skip
     code, out, err = _cli(capsys, args)
     assert code == 0, out + err
     calls = [json.loads(line) for line in (state / "calls.log").read_text().splitlines()]
@@ -230,7 +236,7 @@ def test_apply_reads_a_failed_points_record_from_the_volume_and_goes_on(capsys, 
         by_n = {p["world_size"]: p for p in store.points(sweep["id"])}
     assert by_n[2]["status"] == "oom" and by_n[4]["status"] == "ok" and by_n[1]["status"] == "ok"
     assert by_n[2]["reason"].startswith("on node rank 1 (Kubernetes node kind-worker-1), the first node to fail: ")
-    # node rank 0 was stopped by SIGTERM (the Job's), and still published: its record, not the reader's
+    # node rank 0 was stopped by SIGTERM (the Job's, or cleanPodPolicy's), and still published its record
     record = k8s_pods.record_of(volume, "distbench", "distbench-ddp-g2-n2")
     assert record["kubernetes"]["node_rank"] == "0"
     assert [o["stopped"] for o in record["kubernetes"]["outcomes"]] == ["sigterm", None]

@@ -151,12 +151,13 @@ def read_volume(kubectl: Kubectl, po: PointObjects, settings: K8sSettings, logs:
     path.write_text(to_yaml([reader_pod(settings, po)], [f"distbench sweep {settings.name}: reads {po.name}'s record"]))
     ref = kubectl("create", "-f", str(path), "-o", "name").split()[-1]
     try:
-        started, phase = time.monotonic(), ""
-        while phase not in ("Succeeded", "Failed"):
+        started = time.monotonic()
+        while kubectl("get", ref, "-o", "jsonpath={.status.phase}").strip() not in ("Succeeded", "Failed"):
             if time.monotonic() - started > READER_WAIT_S + 600:
-                raise ApplyFailed(f"{ref}, the reader of {po.name}'s record, has not finished: see `kubectl describe {ref}`")
+                raise ApplyFailed(
+                    f"{ref}, the reader of {po.name}'s record, has not finished: see `kubectl describe {ref}`"
+                )
             time.sleep(poll_s)
-            phase = kubectl("get", ref, "-o", "jsonpath={.status.phase}").strip()
         text = kubectl("logs", ref, "--tail=-1")
     finally:
         try:

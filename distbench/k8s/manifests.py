@@ -408,7 +408,9 @@ def _replica(settings: K8sSettings, container: str, command: list[str], replicas
 def v1_job(settings: K8sSettings, point: SlurmPoint, name: str) -> list[dict]:
     """PyTorchJob (training-operator) or, for Horovod over nodes, MPIJob v2beta1 (mpi-operator, SSH)."""
     res = resources(settings, point)
-    run_policy = {"cleanPodPolicy": "None", "backoffLimit": 0, "activeDeadlineSeconds": deadline(settings)}
+    # cleanPodPolicy Running: once the job has Failed (a pod failed, restartPolicy Never), the operator
+    # deletes its pods still running, so node rank 0 publishes the record instead of waiting in a collective
+    run_policy = {"cleanPodPolicy": "Running", "backoffLimit": 0, "activeDeadlineSeconds": deadline(settings)}
     meta = metadata(settings, name, point, queue=True)
     if not multi_node_mpi(point):
         rank = "0" if point.nodes == 1 else EnvRef("$(PET_NODE_RANK)")
@@ -420,7 +422,7 @@ def v1_job(settings: K8sSettings, point: SlurmPoint, name: str) -> list[dict]:
         return [{"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": meta, "spec": spec}]
     spec = {
         "slotsPerWorker": devices_per_node(point.config),
-        "runPolicy": {**run_policy, "cleanPodPolicy": "Running"},
+        "runPolicy": run_policy,
         "mpiImplementation": "OpenMPI",
         "sshAuthMountPath": SSH_DIR,
         "launcherCreationPolicy": "WaitForWorkersReady",

@@ -71,8 +71,10 @@ def read_outcomes(work: Path, nodes: int, wait_s: float = 0.0) -> list[dict]:
 
 def is_consequence(outcome: dict) -> bool:
     """A node stopped by Kubernetes (SIGTERM), or one whose error is a peer going away: not a root cause."""
-    return outcome.get("stopped") == "sigterm" or outcome.get("status") == "interrupted" or is_secondary(
-        outcome.get("reason")
+    return (
+        outcome.get("stopped") == "sigterm"
+        or outcome.get("status") == "interrupted"
+        or is_secondary(outcome.get("reason"))
     )
 
 
