@@ -289,6 +289,7 @@ def test_launch_commands_are_the_builders_commands(api, horovod_planned):
                 strategy, cfg, config, out, node_rank="$(PET_NODE_RANK)", master_addr=f"$({pre}MASTER_ADDR)",
                 master_port=f"$({pre}MASTER_PORT)", python=PY, base_env={},
             )  # fmt: skip
+            expected = [expected[0], "--rdzv-conf=timeout=600", *expected[1:]]  # --rendezvous-timeout's default
         else:
             hosts = (
                 [f"{name}-launcher-0-0.{name}", f"{name}-node-0-0.{name}"]
@@ -296,7 +297,7 @@ def test_launch_commands_are_the_builders_commands(api, horovod_planned):
                 else [f"{name}-worker-0.{name}", f"{name}-worker-1.{name}"]
             )
             expected, _ = HOROVODRUN.over_hosts(
-                strategy, cfg, config, out, hosts=horovod_hosts(hosts, 2), python=PY, base_env={},
+                strategy, cfg, config, out, hosts=horovod_hosts(hosts, 2), python=PY, base_env={}, start_timeout_s=600,
                 launcher_args=["--ssh-identity-file", "/tmp/distbench-ssh/id_rsa"],
             )  # fmt: skip
         for container in _containers(po.job):
@@ -323,7 +324,10 @@ def test_node_rank_and_rendezvous_come_from_the_operators_environment():
     assert launch[launch.index("--node_rank") + 1] == "$(PET_NODE_RANK)"
     assert launch[launch.index("--master_addr") + 1] == "$(PET_MASTER_ADDR)"
     assert launch[launch.index("--master_port") + 1] == "$(PET_MASTER_PORT)"
-    assert not any(a.startswith("--rdzv") for a in launch)
+    assert not any(
+        a.startswith(("--rdzv-backend", "--rdzv_backend", "--rdzv-endpoint", "--rdzv_endpoint")) for a in launch
+    )
+    assert "--rdzv-conf=timeout=600" in launch  # the static rendezvous' wait, --rendezvous-timeout
     one = next(p for p in _points("trainer") if p.point.key == "ddp-g4-n1")
     assert "--standalone" in one.job["spec"]["trainer"]["command"]
 
@@ -505,7 +509,7 @@ def test_cluster_options_reach_every_pod_and_the_record(capsys, tmp_path):
     assert job["spec"]["trainer"]["resourcesPerNode"]["limits"]["rdma/ib"] == "1"
     assert {"name": "NCCL_IB_HCA", "value": "mlx5"} in job["spec"]["trainer"]["env"]
     command = job["spec"]["trainer"]["command"]
-    assert command[command.index("--network") + 1] == "RDMA (rdma/ib: 1 per pod); NCCL_IB_HCA=mlx5"
+    assert command[command.index("--network") + 1] == "asked for RDMA (rdma/ib: 1 per pod); NCCL_IB_HCA=mlx5"
 
 
 def test_a_dollar_in_a_value_is_literal_for_kubernetes():

@@ -418,3 +418,33 @@ def test_no_head_is_started_for_a_sweep_without_ray_points_or_with_an_address(mo
     remote = dataclasses.replace(cfg, extra={"ray_address": "h:6379"})
     with raycluster.sweep_head([PlannedPoint(RAY, remote), PlannedPoint(RAY, cfg, skip_reason="x")]) as head:
         assert head is None
+
+
+# -- no silent retry, and the nodes the workers ran on ----------------------------------------------------
+@require("ray")
+def test_ray_train_may_retry_nothing_not_even_after_a_preemption():
+    from ray.train import FailureConfig
+
+    config = ray_ddp.failure_config(FailureConfig)
+    assert config.max_failures == 0
+    assert getattr(config, "max_preemption_failures", 0) == 0  # Train v2's default is -1: unlimited
+    assert getattr(config, "controller_failure_limit", 0) == 0
+
+
+def test_the_record_counts_the_nodes_the_workers_ran_on_and_refuses_another_placement():
+    cfg = dataclasses.replace(
+        make_plan(SweepOptions(gpus=(2,), strategies=("ray-ddp",), device="cpu", add_baselines=False)).points[0].config,
+        extra={"ray_placement": {"nodes": 2, "per_node": 1, "strategy": "STRICT_SPREAD", "cpus": 1, "gpus": 0}},
+    )
+    engine = {}
+    spread = [{"rank": 0, "node_id": "a"}, {"rank": 1, "node_id": "b"}]
+    assert ray_ddp.placed_fields(cfg, spread, engine) == {"nodes": 2} and engine["node_ids"] == ["a", "b"]
+    packed = [{"rank": 0, "node_id": "a"}, {"rank": 1, "node_id": "a"}]
+    assert ray_ddp.placed_fields(cfg, packed, {}) == {
+        "nodes": 1,
+        "status": "failed",
+        "reason": "refused: planned on 2 node(s) (STRICT_SPREAD), its workers ran on 1",
+    }
+    assert ray_ddp.scaling(cfg, dict, on_cluster=True) == {
+        "num_workers": 2, "use_gpu": False, "resources_per_worker": {"CPU": 1}, "placement_strategy": "STRICT_SPREAD"
+    }  # fmt: skip

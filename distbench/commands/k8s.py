@@ -66,6 +66,20 @@ from distbench.kinds.sweep import command_line
     help="RDMA devices per pod, an extended resource (e.g. rdma/ib=1); recorded as the point's network.",
 )
 @click.option(
+    "--rdma-network",
+    metavar="[NS/]NAME[,...]",
+    help="Multus network(s) attaching the pods' RDMA interface (pod annotation k8s.v1.cni.cncf.io/networks).",
+)
+@click.option("--ipc-lock", is_flag=True, help="Give the containers the IPC_LOCK capability (RDMA pins memory).")
+@click.option(
+    "--rendezvous-timeout",
+    type=click.IntRange(1, 86400),
+    default=600,
+    show_default=True,
+    help="Seconds a started node waits for the point's other nodes (torchrun's static rendezvous, horovodrun's "
+    "--start-timeout); without --queue the pods are not gang-scheduled, so a partly scheduled point waits this long.",
+)
+@click.option(
     "--nccl-env",
     multiple=True,
     metavar="NAME=VALUE",
@@ -122,6 +136,8 @@ def k8s(
     rdma = kw.pop("rdma_resource")
     cluster["rdma_resource"] = parse_pair("--rdma-resource", rdma) if rdma else None
     cluster["nccl_env"] = tuple(parse_pair("--nccl-env", v) for v in kw.pop("nccl_env"))
+    cluster["rdma_network"], cluster["ipc_lock"] = kw.pop("rdma_network"), kw.pop("ipc_lock")
+    cluster["rendezvous_timeout_s"] = kw.pop("rendezvous_timeout")
     check_name("--model", kw["model"])
     if kw["repeats"] > 1:
         raise BadInput(
@@ -138,6 +154,11 @@ def k8s(
     if settings.image == DEFAULT_IMAGE:
         notes.append(
             f"no --image: the pods would pull the placeholder {DEFAULT_IMAGE}; build docker/Dockerfile, push it, pass --image"
+        )
+    if not settings.queue and any(po.point.nodes > 1 for po in points):
+        notes.append(
+            "no --queue: the pods of a multi-node point are not gang-scheduled (Kueue admits a job's pods together); "
+            f"started nodes wait up to --rendezvous-timeout ({settings.rendezvous_timeout_s} s) for the others"
         )
     for note in [*plan.notes, *notes]:
         click.echo(f"note: {note}", err=True)

@@ -31,6 +31,7 @@ from distbench.run import phases
 from distbench.results import stats
 from distbench.core.config import PointConfig
 from distbench.k8s.collect import record_line
+from distbench.k8s.fabric import network_fields
 from distbench.k8s.outcomes import (
     OUTCOME_WAIT_S,
     name_first_failure,
@@ -261,8 +262,8 @@ def run_point(
         "pods": pods,
         "nodes": sorted({p["node"] for p in pods if p.get("node")}),
     }
-    if network:
-        record["kubernetes"]["network"] = network
+    if network:  # what carried the gradients, from NCCL's log: RDMA only where it says NET/IB
+        record["kubernetes"].update(network_fields(network, log.read_text(errors="replace")))
     if each_node:
         name_first_failure(record, outcomes)
     if (shared := shared_node(pods, nodes)) and record.get("status") == "ok":
