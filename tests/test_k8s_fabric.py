@@ -17,8 +17,6 @@ from distbench.slurm.plan import plan_sweep
 from tests.builders import point_config
 from tests.test_k8s import _cli, _containers, _pod_templates, horovod_planned, needs_validator, validate  # noqa: F401
 
-RDMA = ("--rdma-resource", "rdma/ib=1", "--rdma-network", "default/rdma-net", "--ipc-lock")
-
 
 @pytest.fixture(autouse=True)
 def _no_environment_probe(monkeypatch):
@@ -38,7 +36,8 @@ def _objects(api: str, **settings):
 
 @needs_validator
 @pytest.mark.parametrize("api", ["trainer", "v1"])
-def test_every_pod_carries_what_rdma_needs(api, horovod_planned):
+@pytest.mark.usefixtures("horovod_planned")
+def test_every_pod_carries_what_rdma_needs(api):
     points = _objects(api, rdma_resource=("rdma/ib", "1"), rdma_network="default/rdma-net", ipc_lock=True)
     pods = [pod for po in points for obj in po.objects for pod in _pod_templates(obj)]
     assert pods and all(pod["metadata"]["annotations"] == {MULTUS_ANNOTATION: "default/rdma-net"} for pod in pods)
@@ -70,7 +69,7 @@ NCCL_SOCKET = (
 )
 
 
-def test_the_transport_is_the_one_ncclls_log_names():
+def test_the_transport_is_the_one_nccls_log_names():
     assert transport(NCCL_IB) == "NET/IB" and transport(NCCL_SOCKET) == "NET/Socket"
     assert transport("NCCL INFO NET/IB : No device found.\n") is None and transport("") is None
     asked = "asked for RDMA (rdma/ib: 1 per pod)"
@@ -103,7 +102,8 @@ def test_the_record_says_rdma_only_where_nccl_used_it(tmp_path, capsys, log, net
 
 @needs_validator
 @pytest.mark.parametrize("api", ["trainer", "v1"])
-def test_horovod_over_nodes_uses_the_interface_nccl_is_told_to(api, horovod_planned):
+@pytest.mark.usefixtures("horovod_planned")
+def test_horovod_over_nodes_uses_the_interface_nccl_is_told_to(api):
     points = _objects(api, nccl_env=(("NCCL_SOCKET_IFNAME", "=eth1"),), rendezvous_timeout_s=300)
     (po,) = [p for p in points if p.point.nodes > 1 and p.point.launcher.name == "horovodrun"]
     (launcher,) = _containers(po.job)
@@ -117,7 +117,8 @@ def test_horovod_over_nodes_uses_the_interface_nccl_is_told_to(api, horovod_plan
 
 
 @needs_validator
-def test_the_v1_mpijobs_node_pods_are_ready_once_sshd_accepts(horovod_planned):
+@pytest.mark.usefixtures("horovod_planned")
+def test_the_v1_mpijobs_node_pods_are_ready_once_sshd_accepts():
     (po,) = [p for p in _objects("v1") if p.job["kind"] == "MPIJob"]
     worker = po.job["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
     assert worker["readinessProbe"]["tcpSocket"] == {"port": 22}
