@@ -150,4 +150,4 @@ def test_ray_points_run_on_the_nodes_they_were_planned_on(tmp_path, two_node_clu
         "of one node's CPUs over that many nodes (its nodes' CPUs: 2 x 1)"
     )
     lines = [ln for ln in (runs[3].stdout + runs[3].stderr).splitlines() if "cannot be placed" in ln]
-    assert lines and all(three["reason"] in ln for ln in lines)  # said whole, on one line (progress, summary)
+    assert any(three["reason"] in ln for ln in lines)  # said whole on one line (the progress line shortens it)
