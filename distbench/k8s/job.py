@@ -192,8 +192,9 @@ def run_point(
     work = Path(records) / "work" / job
     result = work / "result.json"
     write_record(work / "config.json", cfg.to_dict())  # the path the launch command names; atomic
-    if node_rank == "0":
-        result.unlink(missing_ok=True)  # a previous run of a job of this name
+    if node_rank == "0":  # a previous run of a job of this name: its result, and its record on the volume
+        result.unlink(missing_ok=True)
+        (Path(records) / f"{job}.json").unlink(missing_ok=True)
     note_pod(work, LAUNCHER_ROLE if launcher_pod else node_rank)
     outcome_path(work, node_rank).unlink(missing_ok=True)  # a previous run's
     log = Path(records) / "logs" / f"{job}-node{node_rank}.log"
