@@ -289,6 +289,7 @@ def test_launch_commands_are_the_builders_commands(api, horovod_planned):
                 strategy, cfg, config, out, node_rank="$(PET_NODE_RANK)", master_addr=f"$({pre}MASTER_ADDR)",
                 master_port=f"$({pre}MASTER_PORT)", python=PY, base_env={},
             )  # fmt: skip
+            expected = [expected[0], "--rdzv-conf=timeout=600", *expected[1:]]  # --rendezvous-timeout's default
         else:
             hosts = (
                 [f"{name}-launcher-0-0.{name}", f"{name}-node-0-0.{name}"]
@@ -296,7 +297,7 @@ def test_launch_commands_are_the_builders_commands(api, horovod_planned):
                 else [f"{name}-worker-0.{name}", f"{name}-worker-1.{name}"]
             )
             expected, _ = HOROVODRUN.over_hosts(
-                strategy, cfg, config, out, hosts=horovod_hosts(hosts, 2), python=PY, base_env={},
+                strategy, cfg, config, out, hosts=horovod_hosts(hosts, 2), python=PY, base_env={}, start_timeout_s=600,
                 launcher_args=["--ssh-identity-file", "/tmp/distbench-ssh/id_rsa"],
             )  # fmt: skip
         for container in _containers(po.job):
@@ -323,7 +324,10 @@ def test_node_rank_and_rendezvous_come_from_the_operators_environment():
     assert launch[launch.index("--node_rank") + 1] == "$(PET_NODE_RANK)"
     assert launch[launch.index("--master_addr") + 1] == "$(PET_MASTER_ADDR)"
     assert launch[launch.index("--master_port") + 1] == "$(PET_MASTER_PORT)"
-    assert not any(a.startswith("--rdzv") for a in launch)
+    assert not any(
+        a.startswith(("--rdzv-backend", "--rdzv_backend", "--rdzv-endpoint", "--rdzv_endpoint")) for a in launch
+    )
+    assert "--rdzv-conf=timeout=600" in launch  # the static rendezvous' wait, --rendezvous-timeout
     one = next(p for p in _points("trainer") if p.point.key == "ddp-g4-n1")
     assert "--standalone" in one.job["spec"]["trainer"]["command"]
 
@@ -505,7 +509,7 @@ def test_cluster_options_reach_every_pod_and_the_record(capsys, tmp_path):
     assert job["spec"]["trainer"]["resourcesPerNode"]["limits"]["rdma/ib"] == "1"
     assert {"name": "NCCL_IB_HCA", "value": "mlx5"} in job["spec"]["trainer"]["env"]
     command = job["spec"]["trainer"]["command"]
-    assert command[command.index("--network") + 1] == "RDMA (rdma/ib: 1 per pod); NCCL_IB_HCA=mlx5"
+    assert command[command.index("--network") + 1] == "asked for RDMA (rdma/ib: 1 per pod); NCCL_IB_HCA=mlx5"
 
 
 def test_a_dollar_in_a_value_is_literal_for_kubernetes():
@@ -747,11 +751,20 @@ with open(os.path.join(state, "calls.log"), "a") as fh:
     fh.write(json.dumps(args) + "\\n")
 if os.environ.get("FAKE_KUBECTL_DOWN"):
     sys.stderr.write("error: the server could not find the requested resource\\n"); sys.exit(1)
+failed = os.environ.get("FAKE_KUBECTL_FAIL", "-none-")
 if args[0] == "create":
     docs = list(yaml.safe_load_all(open(args[2])))
-    print("\\n".join(d["kind"].lower() + ".trainer.kubeflow.org/" + d["metadata"]["name"] for d in docs))
+    print("\\n".join(("pod" if d["kind"] == "Pod" else d["kind"].lower() + ".trainer.kubeflow.org") + "/"
+                     + d["metadata"]["name"] for d in docs))
 elif args[0] == "get":
-    print("Failed" if args[1].endswith(os.environ.get("FAKE_KUBECTL_FAIL", "-none-")) else "Created Complete")
+    if args[1].startswith("pod/"):  # the reader pod: it found nothing on the volume (no pod ran)
+        print("Failed")
+    else:
+        print("Failed" if args[1].endswith(failed) else "Created Complete")
+elif args[0] == "logs" and args[1].startswith("pod/"):
+    print("distbench: x: no record and no node outcome on the volume (no node of it ran)")
+elif args[0] == "logs" and args[2].endswith(failed.split("distbench-")[-1]):
+    pass  # a failed job's pods were deleted, and their logs with them
 elif args[0] == "logs":
     from distbench.core.record import base_record
     point = args[2].split("distbench.io/point=")[1]
@@ -791,15 +804,32 @@ def test_apply_creates_waits_for_and_collects_each_point_in_order(capsys, tmp_pa
         assert {p["strategy"] for p in store.points(sweep["id"])} == {"torch", "ddp"}
 
 
-def test_apply_stops_at_a_failed_job_and_keeps_what_ran(capsys, tmp_path, fake_kubectl, monkeypatch):
-    monkeypatch.setenv("FAKE_KUBECTL_FAIL", "distbench-torch-g1-n1")
+def test_apply_stops_at_a_failed_job_that_left_nothing_on_the_volume(capsys, tmp_path, fake_kubectl, monkeypatch):
+    monkeypatch.setenv("FAKE_KUBECTL_FAIL", "distbench-ddp-g2-n1")
     db = tmp_path / "db.sqlite"
-    code, out, err = _cli(capsys, ["k8s", "--out", str(tmp_path / "k8s"), *APPLY, "--results", str(db)])
+    args = ["k8s", "--out", str(tmp_path / "k8s"), *APPLY, "--apply-poll", "0.1", "--results", str(db)]
+    code, out, err = _cli(capsys, args)
     assert code == 1
     (error,) = [line for line in err.splitlines() if not line.startswith("note: ")]  # one line
-    assert error.startswith("Error: --apply stopped: trainjob.trainer.kubeflow.org/distbench-torch-g1-n1 Failed")
-    assert error.endswith("stopped before the remaining 1 point(s)")
-    assert [c[0] for c in fake_kubectl()] == ["create", "get", "logs"]  # the second point was never created
+    assert error.startswith(
+        "Error: --apply stopped: trainjob.trainer.kubeflow.org/distbench-ddp-g2-n1 Failed and none of its nodes "
+        "left an outcome on the volume (no pod ran: image, scheduling or its deadline)"
+    )
+    assert error.endswith("stopped before the remaining 0 point(s)")
+    calls = fake_kubectl()
+    assert [c[0] for c in calls] == [
+        "create",
+        "get",
+        "logs",
+        "create",
+        "get",
+        "logs",
+        "create",
+        "get",
+        "logs",
+        "delete",
+    ]
+    assert calls[6][2].endswith("collect/distbench-ddp-g2-n1.yaml")  # the reader pod of the volume
     assert "collected 1 record(s)" in out
 
 

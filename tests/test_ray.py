@@ -92,10 +92,11 @@ def test_bad_ray_address_is_one_line_and_exit_2(capsys, monkeypatch, tmp_path, a
 def test_the_address_reaches_ray_points_only(monkeypatch):
     from distbench.run import raycluster
 
-    monkeypatch.setattr(raycluster, "cluster_resources", lambda address: {"CPU": 8.0})  # planning asks the cluster
+    node = {"node_id": "n1", "address": "10.0.0.1", "CPU": 8.0, "GPU": 0.0}
+    monkeypatch.setattr(raycluster, "cluster_nodes", lambda address: (node,))  # planning asks the cluster
     opts = SweepOptions(gpus=(1, 2), strategies=("ddp", "ray-ddp"), device="cpu", ray_address="ray://head:10001")
     extras = {(p.strategy.name, p.config.world_size): p.config.extra for p in make_plan(opts).points}
-    assert extras[("ray-ddp", 2)] == {"ray_address": "ray://head:10001"} == extras[("ray-ddp", 1)]
+    assert extras[("ray-ddp", 2)]["ray_address"] == "ray://head:10001" == extras[("ray-ddp", 1)]["ray_address"]
     assert all("ray_address" not in e for (name, _), e in extras.items() if name != "ray-ddp")
     local = make_plan(dataclasses.replace(opts, ray_address=None)).points
     assert all("ray_address" not in p.config.extra for p in local)
@@ -280,33 +281,61 @@ print(os.path.isdir({str(folder)!r}))
 
 
 # -- planning on a Ray cluster (issue 31, item 9) ------------------------------------------------------
-def test_a_point_the_cluster_has_too_few_gpus_for_is_skipped_with_the_reason():
-    from distbench.run.raycluster import fit_on_cluster
-
-    why, _ = fit_on_cluster(8, "cuda", {"GPU": 4.0, "CPU": 64.0}, "head:6379")
-    assert why == (
-        "the Ray cluster at head:6379 has 4 GPU(s) in all, the point needs 8 (Ray Train would wait for them until --timeout)"
+def _nodes(*shape):
+    return tuple(
+        {"node_id": f"n{i}", "address": f"10.0.0.{i}", "GPU": float(g), "CPU": float(c)}
+        for i, (g, c) in enumerate(shape)
     )
-    assert fit_on_cluster(4, "cuda", {"GPU": 4.0, "CPU": 64.0}, "head:6379") == (None, 16)
-    assert "has 2 CPU(s) in all" in fit_on_cluster(4, "cpu", {"CPU": 2.0}, "h:1")[0]
 
 
-def test_a_cpu_only_driver_plans_ray_points_from_the_clusters_resources(monkeypatch):
+def test_ray_points_are_placed_per_node_within_one_node_or_over_whole_nodes():
+    from distbench.run.raycluster import Placement, place
+
+    two_by_four = _nodes((4, 4), (4, 4))  # the review's cluster: 2 nodes x (4 GPUs, 4 CPUs)
+    assert place(1, "cuda", two_by_four, "h:1") == (None, Placement(1, 1, "STRICT_PACK", 4, 1))  # not 8 CPUs
+    assert place(4, "cuda", two_by_four, "h:1") == (None, Placement(1, 4, "STRICT_PACK", 1, 1))
+    assert place(8, "cuda", two_by_four, "h:1") == (None, Placement(2, 4, "PACK", 1, 1))
+    assert place(2, "cuda", _nodes((1, 8), (1, 8)), "h:1") == (None, Placement(2, 1, "STRICT_SPREAD", 8, 1))
+    why, placement = place(6, "cuda", two_by_four, "head:6379")
+    assert placement is None and why == (
+        "cannot be placed on the Ray cluster at head:6379: N=6 GPUs is neither within one node nor a multiple "
+        "of one node's GPUs over that many nodes (its nodes' GPUs: 2 x 4)"
+    )
+    assert "N=16 GPUs" in place(16, "cuda", two_by_four, "h:1")[0]  # more nodes than the cluster has
+    assert place(2, "cpu", _nodes((0, 1), (0, 1)), "h:1") == (None, Placement(2, 1, "STRICT_SPREAD", 1, 0))
+    assert "its nodes' CPUs: 2 x 1" in place(3, "cpu", _nodes((0, 1), (0, 1)), "h:1")[0]
+
+
+def test_a_cpu_only_driver_plans_ray_points_from_the_clusters_nodes(monkeypatch):
     from distbench.core import envinfo
     from distbench.run import raycluster
 
     asked = []
-    monkeypatch.setattr(raycluster, "cluster_resources", lambda a: asked.append(a) or {"GPU": 4.0, "CPU": 96.0})
+    monkeypatch.setattr(raycluster, "cluster_nodes", lambda a: asked.append(a) or _nodes((4, 96), (4, 96)))
     monkeypatch.setattr(envinfo, "visible_gpu_count", lambda: 0)  # the laptop driving the sweep
     opts = SweepOptions(
-        gpus=(2, 8), strategies=("ray-ddp",), device="auto", add_baselines=False, ray_address="10.0.0.7:6379"
+        gpus=(2, 6, 8), strategies=("ray-ddp",), device="auto", add_baselines=False, ray_address="10.0.0.7:6379"
     )
     plan = make_plan(opts)
     by_n = {p.config.world_size: p for p in plan.points if p.strategy is RAY}
     assert by_n[2].skip_reason is None or "not installed" in by_n[2].skip_reason
     if by_n[2].skip_reason is None:
-        assert by_n[2].config.threads_per_worker == 48  # 96 cluster CPUs over 2 workers, not this machine's cores
-        assert by_n[8].skip_reason.startswith("the Ray cluster at 10.0.0.7:6379 has 4 GPU(s) in all, the point needs 8")
+        assert by_n[2].config.threads_per_worker == 48  # 96 CPUs of its node over 2 workers, not this machine's
+        assert by_n[2].config.extra["ray_placement"] == {
+            "nodes": 1,
+            "per_node": 2,
+            "strategy": "STRICT_PACK",
+            "cpus": 48,
+            "gpus": 1,
+        }
+        assert by_n[8].config.extra["ray_placement"] == {
+            "nodes": 2,
+            "per_node": 4,
+            "strategy": "PACK",
+            "cpus": 24,
+            "gpus": 1,
+        }
+        assert by_n[6].skip_reason.startswith("cannot be placed on the Ray cluster at 10.0.0.7:6379: N=6 GPUs")
     assert set(asked) == {"10.0.0.7:6379"}
 
 
@@ -389,3 +418,33 @@ def test_no_head_is_started_for_a_sweep_without_ray_points_or_with_an_address(mo
     remote = dataclasses.replace(cfg, extra={"ray_address": "h:6379"})
     with raycluster.sweep_head([PlannedPoint(RAY, remote), PlannedPoint(RAY, cfg, skip_reason="x")]) as head:
         assert head is None
+
+
+# -- no silent retry, and the nodes the workers ran on ----------------------------------------------------
+@require("ray")
+def test_ray_train_may_retry_nothing_not_even_after_a_preemption():
+    from ray.train import FailureConfig
+
+    config = ray_ddp.failure_config(FailureConfig)
+    assert config.max_failures == 0
+    assert getattr(config, "max_preemption_failures", 0) == 0  # Train v2's default is -1: unlimited
+    assert getattr(config, "controller_failure_limit", 0) == 0
+
+
+def test_the_record_counts_the_nodes_the_workers_ran_on_and_refuses_another_placement():
+    cfg = dataclasses.replace(
+        make_plan(SweepOptions(gpus=(2,), strategies=("ray-ddp",), device="cpu", add_baselines=False)).points[0].config,
+        extra={"ray_placement": {"nodes": 2, "per_node": 1, "strategy": "STRICT_SPREAD", "cpus": 1, "gpus": 0}},
+    )
+    engine = {}
+    spread = [{"rank": 0, "node_id": "a"}, {"rank": 1, "node_id": "b"}]
+    assert ray_ddp.placed_fields(cfg, spread, engine) == {"nodes": 2} and engine["node_ids"] == ["a", "b"]
+    packed = [{"rank": 0, "node_id": "a"}, {"rank": 1, "node_id": "a"}]
+    assert ray_ddp.placed_fields(cfg, packed, {}) == {
+        "nodes": 1,
+        "status": "failed",
+        "reason": "refused: planned on 2 node(s) (STRICT_SPREAD), its workers ran on 1",
+    }
+    assert ray_ddp.scaling(cfg, dict, on_cluster=True) == {
+        "num_workers": 2, "use_gpu": False, "resources_per_worker": {"CPU": 1}, "placement_strategy": "STRICT_SPREAD"
+    }  # fmt: skip

@@ -90,8 +90,9 @@ def test_resume_replays_every_option(tmp_path, monkeypatch):
     from distbench.kinds import sweep
     from distbench.commands import scale as scale_cmd
 
-    # --ray-address plans from the cluster's resources: a cluster of 8 CPUs and 8 GPUs answers here
-    monkeypatch.setattr(raycluster, "cluster_resources", lambda address, **kw: {"CPU": 8.0, "GPU": 8.0})
+    # --ray-address plans from the cluster's nodes: one node of 8 CPUs and 8 GPUs answers here
+    node = {"node_id": "n1", "address": "10.0.0.1", "CPU": 8.0, "GPU": 8.0}
+    monkeypatch.setattr(raycluster, "cluster_nodes", lambda address, **kw: (node,))
 
     monkeypatch.setenv("SLURM_JOB_NODELIST", "node[1-2]")  # --nodes 1,2 plans inside an allocation
     monkeypatch.setattr(datasets, "ensure_dataset", lambda *a, **kw: None)  # --data disk: nothing to write

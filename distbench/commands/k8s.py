@@ -66,6 +66,20 @@ from distbench.kinds.sweep import command_line
     help="RDMA devices per pod, an extended resource (e.g. rdma/ib=1); recorded as the point's network.",
 )
 @click.option(
+    "--rdma-network",
+    metavar="[NS/]NAME[,...]",
+    help="Multus network(s) attaching the pods' RDMA interface (pod annotation k8s.v1.cni.cncf.io/networks).",
+)
+@click.option("--ipc-lock", is_flag=True, help="Give the containers the IPC_LOCK capability (RDMA pins memory).")
+@click.option(
+    "--rendezvous-timeout",
+    type=click.IntRange(1, 86400),
+    default=600,
+    show_default=True,
+    help="Seconds a started node waits for the point's other nodes (torchrun's static rendezvous, horovodrun's "
+    "--start-timeout); without --queue the pods are not gang-scheduled, so a partly scheduled point waits this long.",
+)
+@click.option(
     "--nccl-env",
     multiple=True,
     metavar="NAME=VALUE",
@@ -83,8 +97,10 @@ from distbench.kinds.sweep import command_line
     "apply_now",
     is_flag=True,
     help="Also run the sweep with kubectl (its current context): create each point, wait for it, save its "
-    "pods' logs in OUT/logs and collect the records into --results; stops at the first point that fails.",
+    "pods' logs in OUT/logs (a point whose job Failed: its record, read from the volume by a reader pod) and "
+    "collect the records into --results; stops when kubectl fails or a point left no record.",
 )
+@click.option("--apply-poll", type=click.FloatRange(0.1), default=10.0, hidden=True, help="--apply: poll seconds.")
 @click.option(
     "--apply-slack",
     type=click.FloatRange(0),
@@ -94,7 +110,9 @@ from distbench.kinds.sweep import command_line
     "(suspended, queued) stops the sweep.",
 )
 @opt.results_option("--apply: SQLite results store the records are collected into.")
-def k8s(gpus_text, nodes_text, gpus_per_node, device, out, apply_now, apply_slack, results, strategies=(), **kw):
+def k8s(
+    gpus_text, nodes_text, gpus_per_node, device, out, apply_now, apply_slack, apply_poll, results, strategies=(), **kw
+):
     """Write a sweep as Kubernetes jobs: one Kubeflow job per point, to apply one at a time.
 
     A point is (strategy, total GPUs N, nodes K) with K dividing N, plus each framework's single-device
@@ -118,6 +136,8 @@ def k8s(gpus_text, nodes_text, gpus_per_node, device, out, apply_now, apply_slac
     rdma = kw.pop("rdma_resource")
     cluster["rdma_resource"] = parse_pair("--rdma-resource", rdma) if rdma else None
     cluster["nccl_env"] = tuple(parse_pair("--nccl-env", v) for v in kw.pop("nccl_env"))
+    cluster["rdma_network"], cluster["ipc_lock"] = kw.pop("rdma_network"), kw.pop("ipc_lock")
+    cluster["rendezvous_timeout_s"] = kw.pop("rendezvous_timeout")
     check_name("--model", kw["model"])
     if kw["repeats"] > 1:
         raise BadInput(
@@ -135,6 +155,11 @@ def k8s(gpus_text, nodes_text, gpus_per_node, device, out, apply_now, apply_slac
         notes.append(
             f"no --image: the pods would pull the placeholder {DEFAULT_IMAGE}; build docker/Dockerfile, push it, pass --image"
         )
+    if not settings.queue and any(po.point.nodes > 1 for po in points):
+        notes.append(
+            "no --queue: the pods of a multi-node point are not gang-scheduled (Kueue admits a job's pods together); "
+            f"started nodes wait up to --rendezvous-timeout ({settings.rendezvous_timeout_s} s) for the others"
+        )
     for note in [*plan.notes, *notes]:
         click.echo(f"note: {note}", err=True)
     click.echo(f"wrote {len(files)} file(s) in {out}: {len(points)} points of {opts.model}, one job each")
@@ -144,7 +169,7 @@ def k8s(gpus_text, nodes_text, gpus_per_node, device, out, apply_now, apply_slac
             f"  {path.name:<44} {po.job['kind']:<11} {po.point.launcher.name:<11} {po.point.nodes:>5} {po.point.per_node:>8}"
         )
     if apply_now:
-        run_on_cluster(Path(out), files, shared, points, settings, results, apply_slack)
+        run_on_cluster(Path(out), files, shared, points, settings, results, apply_slack, apply_poll)
         return
     ns = f" -n {settings.namespace}" if settings.namespace else ""
     click.echo("apply one point at a time (points must not share nodes), or pass --apply; e.g.:")
@@ -158,9 +183,12 @@ def k8s(gpus_text, nodes_text, gpus_per_node, device, out, apply_now, apply_slac
     )
 
 
-def run_on_cluster(out: Path, files, shared, points, settings: K8sSettings, results: str, slack_s: float) -> None:
+def run_on_cluster(
+    out: Path, files, shared, points, settings: K8sSettings, results: str, slack_s: float, poll_s: float = 10.0
+) -> None:
     """--apply: each point created, waited for and its logs saved (distbench.k8s.apply), then the records
-    collected into the store; a point that went wrong stops the sweep (exit 1) after its records are in."""
+    collected into the store; a sweep stopped by kubectl or by a point that left no record exits 1 after
+    the records that ran are in."""
     from distbench.results.collect import collect_records
     from distbench.k8s.apply import ApplyFailed, Kubectl, apply_sweep
     from distbench.results.store import Store
@@ -171,7 +199,7 @@ def run_on_cluster(out: Path, files, shared, points, settings: K8sSettings, resu
     try:
         apply_sweep(
             files[0] if shared else None, pairs, settings, logs, kubectl=Kubectl(namespace=settings.namespace),
-            slack_s=slack_s, echo=click.echo,
+            slack_s=slack_s, poll_s=poll_s, echo=click.echo,
         )  # fmt: skip
     except ApplyFailed as exc:
         failure = str(exc)

@@ -4,10 +4,13 @@ distbench.k8s.job's; this module only parses the options)."""
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import click
 
+from distbench.k8s.collect import record_line
 from distbench.k8s.job import run_point, run_sshd
+from distbench.k8s.outcomes import volume_record
 from distbench.kinds.measure import NOISY_CV
 
 
@@ -80,3 +83,19 @@ def run(
 def sshd(records, job, argv):
     """Note this pod's node for the point's record, then exec ARGV (sshd)."""
     run_sshd(records=records, job=job, argv=list(argv))
+
+
+@k8s_job.command("collect")
+@click.option("--records", required=True, help="The sweep's folder on the results volume.")
+@click.option("--job", required=True, help="The point's job name.")
+@click.option("--nodes", type=click.IntRange(1), default=1, help="The point's node (pod) count.")
+@click.option("--wait", type=click.FloatRange(0), default=120.0, help="Seconds to wait for node rank 0's record.")
+def collect(records, job, nodes, wait):
+    """Print a point's record from the volume (the reader pod of `distbench k8s --apply`): node rank 0's, or
+    one built from the nodes' published outcomes; exit 1 when no node of the point ran."""
+    record = volume_record(Path(records), job, nodes, wait)
+    if record is None:
+        click.echo(f"distbench: {job}: no record and no node outcome on the volume (no node of it ran)")
+        click.get_current_context().exit(1)
+    click.echo(record_line(record))
+    click.echo(f"distbench: {job}: {record['status']}" + (f" ({record['reason']})" if record.get("reason") else ""))

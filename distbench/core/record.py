@@ -154,6 +154,7 @@ class Record(TypedDict, total=False):
     point_id: int
     collected_from: str  # distbench collect: the record's JSON file
     slurm: dict  # job id, array task, nodes of a Slurm point
+    kubernetes: dict  # job, node rank, pods, nodes, network, transport; each node's outcome and the first failure
     # `distbench comm` records
     kind: str
     sizes_bytes: list[int]

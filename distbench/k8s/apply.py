@@ -3,9 +3,12 @@ that no two points share nodes), and bring the records back.
 
 For each point file, in sweep order: `kubectl create` it, wait until its job has finished (a condition
 Complete, Succeeded or Failed is True), save its pods' logs (`kubectl logs --prefix`, where each point
-prints its record) under the sweep's folder, and go on. It stops at the first point that does not finish
-well: kubectl failing (no cluster, a refused object), a job that Failed (a pod that could not run: the
-in-pod wrapper itself records a failed launch and ends well), or one not finished within the point's
+prints its record) under the sweep's folder, and go on. A job that Failed is what a failing node leaves
+(its wrapper published its outcome and exited non-zero; Kubernetes then stopped the other pods, and the
+failed Job's pods, with their logs, are deleted): the point's record is read from the results volume by a
+reader pod (`k8s-job collect`, distbench.k8s.outcomes) and saved beside the logs, and the sweep goes on.
+It stops when kubectl fails (no cluster, a refused object), when a Failed point left nothing on the volume
+(no node ran: the image, scheduling or its deadline), or when a point has not finished within its
 deadline plus --apply-slack (suspended, or waiting for quota). The records of the points that ran are
 collected into the store either way.
 """
@@ -17,11 +20,17 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from distbench.k8s.manifests import K8sSettings, PointObjects, deadline
+from distbench.k8s.collect import RECORD_MARKER
+from distbench.k8s.manifests import GRACE_S, K8sSettings, MOUNTS, PointObjects, deadline, metadata, volumes
+from distbench.k8s.render import to_yaml
+from distbench.k8s.settings import k8s_arg
 
 DONE = ("Complete", "Succeeded")
 FAILED = "Failed"
 CONDITIONS = '{.status.conditions[?(@.status=="True")].type}'
+READER_WAIT_S = GRACE_S + 60
+"""How long the reader pod waits for node rank 0's record (node 0 publishes within its grace period)."""
+READER_SUFFIX = "-collect"
 
 
 class ApplyFailed(Exception):
@@ -104,9 +113,59 @@ def apply_sweep(
                 log.write_text(text)
                 saved.append(log)
         echo(f"  {po.point.key}: {outcome}")
-        if outcome == FAILED:
-            raise ApplyFailed(
-                f"{ref} Failed (a pod could not run: image, scheduling or its deadline): see `kubectl describe {ref}`"
-                f"; stopped before the remaining {len(points) - i} point(s)"
-            )
+        if outcome == FAILED and not (log.exists() and RECORD_MARKER in log.read_text(errors="replace")):
+            read = read_volume(kubectl, po, settings, logs, poll_s)
+            if read is None:
+                raise ApplyFailed(
+                    f"{ref} Failed and none of its nodes left an outcome on the volume (no pod ran: image, "
+                    f"scheduling or its deadline): see `kubectl describe {ref}`; stopped before the remaining "
+                    f"{len(points) - i} point(s)"
+                )
+            saved.append(read)
+            echo(f"  {po.point.key}: record read from the volume ({read.name})")
+    return saved
+
+
+def reader_pod(settings: K8sSettings, po: PointObjects) -> dict:
+    """A pod that prints a point's record from the results volume (`k8s-job collect`), for a point whose
+    own pods, and their logs, are gone."""
+    argv = [settings.python, "-m", "distbench.cli", "k8s-job", "collect", "--records", settings.records]
+    argv += ["--job", po.name, "--nodes", str(po.point.nodes), "--wait", f"{READER_WAIT_S:g}"]
+    container = {"name": "collect", "image": settings.image, "command": [k8s_arg(a) for a in argv]}
+    container["volumeMounts"] = MOUNTS[:1]
+    spec: dict = {"restartPolicy": "Never", "containers": [container], "volumes": volumes(settings)[:1]}
+    if settings.node_selector:
+        spec["nodeSelector"] = dict(settings.node_selector)
+    if settings.tolerations:
+        spec["tolerations"] = [dict(t) for t in settings.tolerations]
+    if settings.image_pull_secrets:
+        spec["imagePullSecrets"] = [{"name": s} for s in settings.image_pull_secrets]
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata(settings, po.name + READER_SUFFIX), "spec": spec}
+
+
+def read_volume(kubectl: Kubectl, po: PointObjects, settings: K8sSettings, logs: Path, poll_s: float) -> Path | None:
+    """Run the reader pod of a Failed point, save what it printed (logs/<job>-volume.log) and delete it; the
+    saved file, or None when it found no record and no outcome (exit 1) or did not finish in time."""
+    path = logs.parent / "collect" / f"{po.name}.yaml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(to_yaml([reader_pod(settings, po)], [f"distbench sweep {settings.name}: reads {po.name}'s record"]))
+    ref = kubectl("create", "-f", str(path), "-o", "name").split()[-1]
+    try:
+        started = time.monotonic()
+        while kubectl("get", ref, "-o", "jsonpath={.status.phase}").strip() not in ("Succeeded", "Failed"):
+            if time.monotonic() - started > READER_WAIT_S + 600:
+                raise ApplyFailed(
+                    f"{ref}, the reader of {po.name}'s record, has not finished: see `kubectl describe {ref}`"
+                )
+            time.sleep(poll_s)
+        text = kubectl("logs", ref, "--tail=-1")
+    finally:
+        try:
+            kubectl("delete", ref, "--wait=false")
+        except ApplyFailed:
+            pass
+    if RECORD_MARKER not in text:
+        return None
+    saved = logs / f"{po.name}-volume.log"
+    saved.write_text(text)
     return saved

@@ -9,7 +9,9 @@ the point's record twice: as a file on the results volume and as one line on std
 Every pod of the point (Horovod's sshd pods through `k8s-job sshd`) notes the Kubernetes node it runs on
 in the point's work folder; node rank 0 puts them all in the record, and refuses (status 'failed') a
 multi-node point whose pods shared a node. Node rank 0 exits 0 once the record is published: the record
-carries the outcome, and nothing is left for Kubernetes to retry."""
+carries the outcome, and nothing is left for Kubernetes to retry. Every other node of a torchrun point
+publishes its own outcome (distbench.k8s.outcomes) and exits with its launch's status, so a failing node
+fails the Job and Kubernetes stops the others; node rank 0's record names the first node that failed."""
 
 from __future__ import annotations
 
@@ -29,7 +31,17 @@ from distbench.run import phases
 from distbench.results import stats
 from distbench.core.config import PointConfig
 from distbench.k8s.collect import record_line
+from distbench.k8s.fabric import network_fields
+from distbench.k8s.outcomes import (
+    OUTCOME_WAIT_S,
+    name_first_failure,
+    node_outcome,
+    outcome_path,
+    publish_outcome,
+    read_outcomes,
+)
 from distbench.run.launch import log_tail, outcome_record
+from distbench.run.launchers import TORCHRUN
 from distbench.kinds.measure import NOISY_CV
 from distbench.run.plan import cpu_cores
 from distbench.core.record import write_record
@@ -180,9 +192,11 @@ def run_point(
     work = Path(records) / "work" / job
     result = work / "result.json"
     write_record(work / "config.json", cfg.to_dict())  # the path the launch command names; atomic
-    if node_rank == "0":
-        result.unlink(missing_ok=True)  # a previous run of a job of this name
+    if node_rank == "0":  # a previous run of a job of this name: its result, and its record on the volume
+        result.unlink(missing_ok=True)
+        (Path(records) / f"{job}.json").unlink(missing_ok=True)
     note_pod(work, LAUNCHER_ROLE if launcher_pod else node_rank)
+    outcome_path(work, node_rank).unlink(missing_ok=True)  # a previous run's
     log = Path(records) / "logs" / f"{job}-node{node_rank}.log"
     log.parent.mkdir(parents=True, exist_ok=True)
     rank_dir = work / f"ranks-node{node_rank}"  # the ranks' phase marks and exit notes, as in a local launch
@@ -207,10 +221,6 @@ def run_point(
         finally:
             signal.signal(signal.SIGTERM, previous)
         stopped = launch.stopped
-    if node_rank != "0":
-        return rc
-    # global rank 0 runs here (static rendezvous; horovodrun's first host), so its record exists by now
-    pods = pods_of(work, nodes)
     status = reason = None
     if stopped == "timeout":
         _, where = phases.during(rank_dir, started_at)
@@ -218,7 +228,25 @@ def run_point(
     elif stopped == "sigterm":
         status, reason = "interrupted", "the pod was stopped by SIGTERM (deleted, preempted or past its deadline)"
     strategy = get_strategy(cfg.strategy)
-    record = outcome_record(cfg, strategy, result, rc, log_tail(log), status=status, reason=reason)
+    if node_rank != "0":  # this node's own outcome, published before the pod ends (non-zero when it failed)
+        if rc == 0 and stopped is None:
+            own = {"status": "ok", "reason": None}
+        else:  # this node's ranks wrote no result: the cause comes from their exit notes and the tail
+            own = outcome_record(
+                cfg, strategy, work / f"no-result-node{node_rank}", rc, log_tail(log), status=status,
+                reason=reason, rank_dir=rank_dir,
+            )  # fmt: skip
+        outcome = node_outcome(node_rank, own, rc, stopped, os.environ.get("DISTBENCH_NODE_NAME"))
+        publish_outcome(work, outcome, echo=click.echo)
+        return rc if rc != 0 or own["status"] == "ok" else 1
+    # global rank 0 runs here (static rendezvous; horovodrun's first host), so its record exists by now
+    pods = pods_of(work, nodes)
+    record = outcome_record(cfg, strategy, result, rc, log_tail(log), status=status, reason=reason, rank_dir=rank_dir)
+    each_node = nodes > 1 and launcher == TORCHRUN.name  # every node runs this wrapper (Horovod's run sshd)
+    if each_node:  # every node's outcome; the record names the first node that failed
+        mine = node_outcome(node_rank, record, rc, stopped, os.environ.get("DISTBENCH_NODE_NAME"))
+        publish_outcome(work, mine, echo=click.echo)
+        outcomes = read_outcomes(work, nodes, 0.0 if record.get("status") == "ok" else OUTCOME_WAIT_S)
     cv = stats.step_stats(record["step_times_s"], 1, None)["step_time_cv"] if record.get("step_times_s") else None
     if record.get("status") == "ok" and cv is not None:  # --noisy-cv, as scale flags it (measure.repeat_fields)
         record["noisy"] = cv > noisy_cv
@@ -235,8 +263,10 @@ def run_point(
         "pods": pods,
         "nodes": sorted({p["node"] for p in pods if p.get("node")}),
     }
-    if network:
-        record["kubernetes"]["network"] = network
+    if network:  # what carried the gradients, from NCCL's log: RDMA only where it says NET/IB
+        record["kubernetes"].update(network_fields(network, log.read_text(errors="replace")))
+    if each_node:
+        name_first_failure(record, outcomes)
     if (shared := shared_node(pods, nodes)) and record.get("status") == "ok":
         record.update(status="failed", reason=f"refused: {shared}")
     if "environment" not in record:

@@ -19,6 +19,7 @@ import dataclasses
 from dataclasses import dataclass
 
 from distbench.core.errors import BadInput
+from distbench.k8s import fabric
 from distbench.k8s.settings import (  # noqa: F401 - re-exported: the settings' module is settings.py
     APIS,
     DEFAULT_IMAGE,
@@ -41,6 +42,8 @@ SSH_KEY = f"{SSH_DIR}/id_rsa"
 SSH_IDENTITY = "/tmp/distbench-ssh/id_rsa"
 """Where `k8s-job run --ssh-key` copies it, mode 0600, for horovodrun's --ssh-identity-file."""
 SSHD = ["/usr/sbin/sshd", "-De"]
+SSHD_READY = {"tcpSocket": {"port": 22}, "initialDelaySeconds": 5, "periodSeconds": 5}
+"""A node pod is Ready once sshd accepts: the launcher waits for it (horovodrun's ssh check does not retry)."""
 HOSTNAME_TOPOLOGY = "kubernetes.io/hostname"
 KUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 MAX_JOB_NAME = 45
@@ -114,6 +117,7 @@ def launch_argv(settings: K8sSettings, point: SlurmPoint, name: str) -> list[str
             python=py,
             base_env={},
         )
+        argv = [argv[0], f"--rdzv-conf=timeout={settings.rendezvous_timeout_s}", *argv[1:]]  # static: 600 s
     else:
         hosts = horovod_hosts(mpi_hosts(settings, name, point.nodes), devices_per_node(cfg))
         argv, _ = launcher.over_hosts(
@@ -122,6 +126,8 @@ def launch_argv(settings: K8sSettings, point: SlurmPoint, name: str) -> list[str
             config,
             out,
             hosts=hosts,
+            network_interface=fabric.horovod_interface(settings),
+            start_timeout_s=settings.rendezvous_timeout_s,
             launcher_args=["--ssh-identity-file", SSH_IDENTITY],
             python=py,
             base_env={},
@@ -165,7 +171,7 @@ def wrapper_argv(
         "--noisy-cv",
         f"{point.noisy_cv:g}",
         "--network",
-        network(settings),
+        fabric.asked(settings),
         *(["--ssh-key", SSH_KEY, "--ssh-identity", SSH_IDENTITY] if multi_node_mpi(point) else []),
         *(["--launcher-pod"] if launcher_pod else []),
         "--",
@@ -192,17 +198,6 @@ def metadata(settings: K8sSettings, name: str, point: SlurmPoint | None = None, 
     return meta
 
 
-def network(settings: K8sSettings) -> str:
-    """What the point asked the cluster for to carry the gradients (recorded in each point's record)."""
-    fabric = (
-        f"RDMA ({settings.rdma_resource[0]}: {settings.rdma_resource[1]} per pod)"
-        if settings.rdma_resource
-        else ("the pod network (TCP; no RDMA resource requested)")
-    )
-    nccl = ", ".join(f"{k}={v}" for k, v in settings.nccl_env)
-    return fabric + (f"; {nccl}" if nccl else "")
-
-
 def container_env(settings: K8sSettings, point: SlurmPoint) -> list[dict]:
     """build_env's variables (thread counts only where --cpus fixes them), --nccl-env, plus the pod's
     identity for the record."""
@@ -210,6 +205,7 @@ def container_env(settings: K8sSettings, point: SlurmPoint) -> list[dict]:
     env = build_env(dataclasses.replace(point.config, threads_per_worker=max(1, threads)), base={})
     if not threads:
         env = {k: v for k, v in env.items() if k not in ("OMP_NUM_THREADS", "MKL_NUM_THREADS")}
+    env.update(fabric.fabric_env(settings))
     env.update(settings.nccl_env)
     items = [{"name": k, "value": k8s_arg(v)} for k, v in sorted(env.items())]
     for var, path in (
@@ -272,6 +268,8 @@ def pod_spec(settings: K8sSettings, point: SlurmPoint, name: str, containers: li
     """The pods' spec: never restarted (a failed point is recorded once, not rerun), one pod per node,
     the results volume and /dev/shm, time to publish an 'interrupted' record on SIGTERM, and the
     cluster's scheduling knobs (--node-selector, --toleration, --priority-class, --image-pull-secret)."""
+    if context := fabric.security_context(settings):
+        containers = [{**c, "securityContext": context} for c in containers]
     spec: dict = {"restartPolicy": "Never", "containers": containers}
     if point.nodes > 1 and spread:
         spec["affinity"] = anti_affinity(name)
@@ -288,9 +286,12 @@ def pod_spec(settings: K8sSettings, point: SlurmPoint, name: str, containers: li
     return spec
 
 
-def _replicated_job(name: str, pod: dict, pod_labels: dict, job_labels: dict | None = None, **extra) -> dict:
+def _replicated_job(
+    settings: K8sSettings, name: str, pod: dict, pod_labels: dict, job_labels: dict | None = None, **extra
+) -> dict:
     """A JobSet replicatedJob of a TrainingRuntime: its pods' labels and spec; the Job never retries a pod."""
-    template = {"spec": {"backoffLimit": 0, "template": {"metadata": {"labels": pod_labels}, "spec": pod}}}
+    meta = {"labels": pod_labels, **({"annotations": a} if (a := fabric.pod_annotations(settings)) else {})}
+    template = {"spec": {"backoffLimit": 0, "template": {"metadata": meta, "spec": pod}}}
     if job_labels:
         template = {"metadata": {"labels": job_labels}, **template}
     return {"name": name, **extra, "template": template}
@@ -335,7 +336,7 @@ def trainjob(settings: K8sSettings, point: SlurmPoint, name: str) -> list[dict]:
                 "spec": {
                     "failurePolicy": failure,
                     "replicatedJobs": [
-                        _replicated_job("node", pod_spec(settings, point, name, [node]), pod_labels, trainer)
+                        _replicated_job(settings, "node", pod_spec(settings, point, name, [node]), pod_labels, trainer)
                     ],
                 }
             },
@@ -346,7 +347,7 @@ def trainjob(settings: K8sSettings, point: SlurmPoint, name: str) -> list[dict]:
         sshd = {
             **base,
             "command": sshd_argv(settings, name),
-            "readinessProbe": {"tcpSocket": {"port": 22}, "initialDelaySeconds": 5},
+            "readinessProbe": SSHD_READY,
         }
         runtime_spec = {
             "mlPolicy": {
@@ -364,8 +365,9 @@ def trainjob(settings: K8sSettings, point: SlurmPoint, name: str) -> list[dict]:
                     "network": {"publishNotReadyAddresses": True},
                     "successPolicy": {"operator": "All", "targetReplicatedJobs": ["launcher"]},
                     "replicatedJobs": [
-                        _replicated_job("node", pod_spec(settings, point, name, [sshd]), pod_labels),
+                        _replicated_job(settings, "node", pod_spec(settings, point, name, [sshd]), pod_labels),
                         _replicated_job(  # its command is the TrainJob's trainer.command
+                            settings,
                             "launcher",
                             pod_spec(settings, point, name, [base]),
                             pod_labels,
@@ -386,18 +388,25 @@ def sshd_argv(settings: K8sSettings, name: str) -> list[str]:
     return [k8s_arg(a) for a in [*argv, "--", *SSHD]]
 
 
-def _replica(settings: K8sSettings, container: str, command: list[str], replicas: int, point, name, res) -> dict:
+def _replica(
+    settings: K8sSettings, container: str, command: list[str], replicas: int, point, name, res, probe=None
+) -> dict:
     """A replica spec; `name` None: not one of the point's nodes (mpi-operator's launcher runs no rank, so
     neither carries the job's label nor repels its nodes)."""
     spec = {"name": container, "image": settings.image, "command": command, "env": container_env(settings, point)}
     if res:
         spec["resources"] = res
+    if probe:
+        spec["readinessProbe"] = probe
     spec["volumeMounts"] = MOUNTS
     return {
         "replicas": replicas,
         "restartPolicy": "Never",
         "template": {
-            "metadata": {"labels": labels(settings, point, name)},
+            "metadata": {
+                "labels": labels(settings, point, name),
+                **({"annotations": a} if (a := fabric.pod_annotations(settings)) else {}),
+            },
             "spec": pod_spec(settings, point, name, [spec])
             if name
             else pod_spec(settings, point, "", [spec], spread=False),
@@ -408,7 +417,9 @@ def _replica(settings: K8sSettings, container: str, command: list[str], replicas
 def v1_job(settings: K8sSettings, point: SlurmPoint, name: str) -> list[dict]:
     """PyTorchJob (training-operator) or, for Horovod over nodes, MPIJob v2beta1 (mpi-operator, SSH)."""
     res = resources(settings, point)
-    run_policy = {"cleanPodPolicy": "None", "backoffLimit": 0, "activeDeadlineSeconds": deadline(settings)}
+    # cleanPodPolicy Running: once the job has Failed (a pod failed, restartPolicy Never), the operator
+    # deletes its pods still running, so node rank 0 publishes the record instead of waiting in a collective
+    run_policy = {"cleanPodPolicy": "Running", "backoffLimit": 0, "activeDeadlineSeconds": deadline(settings)}
     meta = metadata(settings, name, point, queue=True)
     if not multi_node_mpi(point):
         rank = "0" if point.nodes == 1 else EnvRef("$(PET_NODE_RANK)")
@@ -420,7 +431,7 @@ def v1_job(settings: K8sSettings, point: SlurmPoint, name: str) -> list[dict]:
         return [{"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": meta, "spec": spec}]
     spec = {
         "slotsPerWorker": devices_per_node(point.config),
-        "runPolicy": {**run_policy, "cleanPodPolicy": "Running"},
+        "runPolicy": run_policy,
         "mpiImplementation": "OpenMPI",
         "sshAuthMountPath": SSH_DIR,
         "launcherCreationPolicy": "WaitForWorkersReady",
@@ -428,7 +439,9 @@ def v1_job(settings: K8sSettings, point: SlurmPoint, name: str) -> list[dict]:
             "Launcher": _replica(
                 settings, "launcher", wrapper_argv(settings, point, name, "0", launcher_pod=True), 1, point, None, None
             ),
-            "Worker": _replica(settings, "worker", sshd_argv(settings, name), point.nodes, point, name, res),
+            "Worker": _replica(
+                settings, "worker", sshd_argv(settings, name), point.nodes, point, name, res, probe=SSHD_READY
+            ),
         },
     }
     return [{"apiVersion": "kubeflow.org/v2beta1", "kind": "MPIJob", "metadata": meta, "spec": spec}]

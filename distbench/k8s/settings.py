@@ -31,6 +31,8 @@ IMAGE = re.compile(
 PATH = re.compile(r"^(/[A-Za-z0-9._+-]+)+$")
 LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]{0,61})?[A-Za-z0-9])?$")
 COUNT = re.compile(r"^[1-9][0-9]{0,3}$")
+_NET = r"([a-z0-9]([-a-z0-9]*[a-z0-9])?/)?[a-z0-9]([-a-z0-9.]*[a-z0-9])?(@[A-Za-z0-9_.-]{1,15})?"
+NETWORKS = re.compile(rf"^{_NET}(,{_NET})*$")
 
 
 class EnvRef(str):
@@ -115,6 +117,12 @@ class K8sSettings:
     image_pull_secrets: tuple[str, ...] = ()
     rdma_resource: tuple[str, str] | None = None
     """--rdma-resource NAME=COUNT: an extended resource per pod (e.g. rdma/ib=1, an RDMA device plugin's)."""
+    rdma_network: str | None = None
+    """--rdma-network: Multus network(s) for the pods (annotation k8s.v1.cni.cncf.io/networks)."""
+    ipc_lock: bool = False
+    """--ipc-lock: the containers get the IPC_LOCK capability (RDMA pins memory)."""
+    rendezvous_timeout_s: int = 600
+    """--rendezvous-timeout: how long a started node waits for the others (torchrun, horovodrun)."""
     nccl_env: tuple[tuple[str, str], ...] = ()
     """--nccl-env NAME=VALUE: fabric settings (NCCL_*, UCX_*, GLOO_*, HOROVOD_*) for every container."""
     point_timeout_s: float = 900.0
@@ -153,6 +161,13 @@ class K8sSettings:
         if self.rdma_resource is not None:
             _check("--rdma-resource", self.rdma_resource[0], RESOURCE, "a resource name such as rdma/ib")
             _check("--rdma-resource", self.rdma_resource[1], COUNT, "a count such as 1")
+        if self.rdma_network is not None:
+            _check(
+                "--rdma-network", self.rdma_network, NETWORKS,
+                "a Multus network list such as rdma-net or my-ns/rdma-net (comma-separated, [NAMESPACE/]NAME[@IFACE])",
+            )  # fmt: skip
+        if not 1 <= self.rendezvous_timeout_s <= 86400:
+            raise BadInput(f"--rendezvous-timeout must be 1..86400 seconds, got {self.rendezvous_timeout_s}")
         for key, _ in self.nccl_env:
             _check("--nccl-env", key, ENV_NAME, "a NCCL_*, UCX_*, GLOO_* or HOROVOD_* variable name")
         if self.cpus is not None and self.cpus < 1:

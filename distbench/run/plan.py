@@ -366,7 +366,7 @@ def make_plan(opts: SweepOptions, visible_gpus: int | None = None, *, runs_here:
             resolved.update(target_ci=opts.target_ci, **dict.fromkeys(not_applicable, False))
             auto = s.name not in opts.strategies
             points.append(planned(s, choice, opts.workload, runs_here=runs_here, auto_added=auto, **resolved))
-    if opts.ray_address:  # Ray points: planned from ray.cluster_resources(), not this machine
+    if opts.ray_address:  # Ray points: planned per node from ray.nodes(), not this machine
         points = raycluster.plan_on_cluster(points, opts.ray_address, notes)
     if choice.device == "cpu":
         points = _with_per_core_baselines(points, notes)

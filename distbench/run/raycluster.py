@@ -1,9 +1,13 @@
 """Ray for a sweep: the cluster its Ray points are planned on, and the one local head a sweep shares.
 
---ray-address: the points are planned from what the cluster has (`ray.cluster_resources()`, asked once,
+--ray-address: the points are planned from what each node of the cluster has (`ray.nodes()`, asked once,
 in a child process so that this process never becomes a Ray driver), not from the machine that drives the
-sweep: a point needing more GPUs than the cluster has is skipped with the reason (Ray Train would otherwise
-wait for them until --timeout), and threads per worker come from the cluster's CPUs.
+sweep, as the other launchers plan theirs: a point of N devices runs within one node (STRICT_PACK) when a
+node holds N, else over K nodes of D devices each when D divides N (one worker per node: STRICT_SPREAD;
+D per node: PACK, each worker sized to 1/D of its node's CPUs, so no node takes more than D). A node's
+devices are its GPUs, or its CPUs for CPU workers. A point that cannot be placed so is skipped with the
+reason, in one line (Ray Train would otherwise wait for it until --timeout); threads per worker come from
+its node's CPUs.
 
 No --ray-address: one local head for the whole sweep (`SweepHead`), started before its first Ray point and
 stopped when the sweep ends, however it ends (done, failed, Ctrl-C): `ray start --head --block` in a
@@ -45,11 +49,14 @@ _PR_SET_PDEATHSIG = 1
 
 # -- planning on a cluster ---------------------------------------------------------------------------
 @functools.lru_cache(maxsize=8)
-def cluster_resources(address: str, timeout_s: float = PROBE_TIMEOUT_S, python: str = sys.executable) -> dict:
-    """`ray.cluster_resources()` of the cluster at `address`, asked from a child process (once per address)."""
+def cluster_nodes(address: str, timeout_s: float = PROBE_TIMEOUT_S, python: str = sys.executable) -> tuple:
+    """The cluster's live nodes as ({"node_id", "address", "CPU", "GPU"}, ...), from `ray.nodes()` asked
+    from a child process (once per address)."""
     code = (
         "import json, sys, ray; ray.init(address=sys.argv[1], log_to_driver=False, logging_level='ERROR'); "
-        "print('distbench-resources:' + json.dumps(ray.cluster_resources())); ray.shutdown()"
+        "nodes = [{'node_id': n['NodeID'], 'address': n['NodeManagerAddress'], 'CPU': n['Resources'].get('CPU', 0),"
+        " 'GPU': n['Resources'].get('GPU', 0)} for n in ray.nodes() if n['Alive']]; "
+        "print('distbench-nodes:' + json.dumps(nodes)); ray.shutdown()"
     )
     env = dict(os.environ, RAY_USAGE_STATS_ENABLED="0")
     try:
@@ -57,50 +64,82 @@ def cluster_resources(address: str, timeout_s: float = PROBE_TIMEOUT_S, python: 
     except subprocess.TimeoutExpired:
         raise BadInput(f"--ray-address {address}: no answer from the Ray cluster in {timeout_s:.0f}s") from None
     for line in proc.stdout.splitlines():
-        if line.startswith("distbench-resources:"):
-            return json.loads(line.split(":", 1)[1])
+        if line.startswith("distbench-nodes:"):
+            return tuple(json.loads(line.split(":", 1)[1]))
     last = (proc.stderr.strip().splitlines() or ["no output"])[-1][:300]
-    raise BadInput(f"--ray-address {address}: cannot read the Ray cluster's resources: {last}")
+    raise BadInput(f"--ray-address {address}: cannot read the Ray cluster's nodes: {last}")
 
 
-def fit_on_cluster(world_size: int, device: str, resources: dict, address: str) -> tuple[str | None, int]:
-    """(why the point cannot run on the cluster or None, threads per worker from the cluster's CPUs)."""
-    gpus, cpus = float(resources.get("GPU", 0)), float(resources.get("CPU", 0))
-    if device == "cuda" and gpus < world_size:
-        return (
-            f"the Ray cluster at {address} has {gpus:g} GPU(s) in all, the point needs {world_size} "
-            "(Ray Train would wait for them until --timeout)",
-            1,
-        )
-    if cpus < world_size:
-        return (
-            f"the Ray cluster at {address} has {cpus:g} CPU(s) in all, the point needs one per worker ({world_size})",
-            1,
-        )
-    return None, max(1, int(cpus // world_size))
+@dataclasses.dataclass(frozen=True)
+class Placement:
+    """Where a Ray point's N workers go: `nodes` nodes of `per_node` workers, Ray's placement strategy for
+    the workers' bundles, and each worker's CPUs (its threads) and GPUs."""
+
+    nodes: int
+    per_node: int
+    strategy: str
+    cpus: int
+    gpus: int
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
 
 
-def plan_on_cluster(points: list, address: str, notes: list[str], resources: dict | None = None) -> list:
-    """The plan's Ray points re-planned on the cluster at `address` (other points unchanged): skip reasons
-    from its GPUs (this machine's GPU count does not apply), threads per worker from its CPUs."""
+def place(world_size: int, device: str, nodes, address: str) -> tuple[str | None, Placement | None]:
+    """(why the point cannot be placed, None) or (None, its Placement), planned per node (module doc)."""
+    unit = "GPU" if device == "cuda" else "CPU"
+
+    def devices(node) -> int:
+        return int(float(node.get(unit, 0)))
+
+    gpus = 1 if device == "cuda" else 0
+    within = [n for n in nodes if devices(n) >= world_size]
+    if within:
+        node = min(within, key=devices)  # the smallest node that holds the point
+        return None, Placement(1, world_size, "STRICT_PACK", max(1, int(float(node["CPU"])) // world_size), gpus)
+    sizes = sorted({devices(n) for n in nodes if devices(n) > 0}, reverse=True)
+    for size in sizes:
+        shaped = [n for n in nodes if devices(n) == size]
+        if world_size % size == 0 and len(shaped) >= world_size // size:
+            cpus = max(1, min(int(float(n["CPU"])) for n in shaped) // size)
+            return None, Placement(world_size // size, size, "STRICT_SPREAD" if size == 1 else "PACK", cpus, gpus)
+    shape = ", ".join(f"{sum(devices(n) == d for n in nodes)} x {d}" for d in sizes) or "none"
+    return (
+        f"cannot be placed on the Ray cluster at {address}: N={world_size} {unit}s is neither within one node "
+        f"nor a multiple of one node's {unit}s over that many nodes (its nodes' {unit}s: {shape})",
+        None,
+    )
+
+
+def plan_on_cluster(points: list, address: str, notes: list[str], nodes=None) -> list:
+    """The plan's Ray points re-planned on the cluster at `address`, per node (other points unchanged): skip
+    reasons from its nodes' GPUs (this machine's GPU count does not apply), the placement (extra
+    "ray_placement") and threads per worker from its nodes' CPUs."""
     from distbench.run.launchers import RAY_TRAIN
 
     ray_points = [p for p in points if p.strategy.launcher is RAY_TRAIN]
     if not ray_points or any(p.skip_reason and "not installed" in p.skip_reason for p in ray_points):
         return points
-    resources = cluster_resources(address) if resources is None else resources
+    nodes = cluster_nodes(address) if nodes is None else nodes
+    shape = ", ".join(f"{float(n['GPU']):g} GPU(s) and {float(n['CPU']):g} CPU(s)" for n in nodes)
     notes.append(
-        f"Ray points planned on the cluster at {address}: {float(resources.get('GPU', 0)):g} GPU(s), "
-        f"{float(resources.get('CPU', 0)):g} CPU(s) in all (ray.cluster_resources())"
+        f"Ray points planned per node on the cluster at {address}: {len(nodes)} node(s), {shape} (ray.nodes())"
     )
     out = []
     for p in points:
         if p.strategy.launcher is RAY_TRAIN:
-            why, threads = fit_on_cluster(p.config.world_size, p.config.device, resources, address)
-            cfg = dataclasses.replace(p.config, threads_per_worker=threads)
-            p = dataclasses.replace(p, config=cfg, skip_reason=why)
+            why, placement = place(p.config.world_size, p.config.device, nodes, address)
+            extra = {**(p.config.extra or {}), **({"ray_placement": placement.to_dict()} if placement else {})}
+            # the point's `nodes` stays 1 (one driver process; Ray places the workers): the planned node count
+            # is the placement's, and the record's `nodes` is the count the workers ran on
+            cfg = dataclasses.replace(p.config, threads_per_worker=placement.cpus if placement else 1, extra=extra)
+            p = dataclasses.replace(p, config=cfg, skip_reason=p.skip_reason or why)
         out.append(p)
     return out
+
+
+def visible_gpus_of(nodes) -> int:
+    return int(sum(float(n.get("GPU", 0)) for n in nodes))
 
 
 def visible_gpus(address: str, strategies) -> int | None:
@@ -110,7 +149,7 @@ def visible_gpus(address: str, strategies) -> int | None:
 
     if not strategies or any(s.launcher is not RAY_TRAIN for s in strategies):
         return None
-    return int(float(cluster_resources(address).get("GPU", 0)))
+    return visible_gpus_of(cluster_nodes(address))
 
 
 # -- one local head per sweep ------------------------------------------------------------------------

@@ -85,8 +85,12 @@ def train_loop(config: dict) -> dict:
     cfg = PointConfig.from_dict(config["cfg"])
     ctx = ray.train.get_context()
     rank = ctx.get_world_rank()
-    me = {"rank": rank, "pid": os.getpid(), "host": os.uname().nodename}
+    node_id = ray.get_runtime_context().get_node_id()
+    me = {"rank": rank, "pid": os.getpid(), "host": os.uname().nodename, "node_id": node_id}
     note_worker(config.get("rank_dir"), me)
+    if rank == 0 and config.get("starts"):  # one more start of the worker group (a restart after the first)
+        with contextlib.suppress(ValueError):  # the counter is gone: counting must not fail the point
+            ray.get(ray.get_actor(config["starts"]).add.remote())
     workers = [None] * ctx.get_world_size()
     dist.all_gather_object(workers, me)
     with tempfile.TemporaryDirectory(prefix="distbench-ray-rank-") as tmp:
@@ -120,16 +124,63 @@ def worker_env(environ) -> dict:
 
 
 def scaling(cfg, scaling_config, *, on_cluster: bool):
-    """ScalingConfig as a torchrun point's ranks are placed: N workers, one GPU each on CUDA, packed on as
-    few nodes as fit (PACK); on a cluster each worker also holds the CPUs its threads use (planned from the
-    cluster's CPUs), on a local head one CPU (the head has N+1)."""
-    cpus = cfg.threads_per_worker if on_cluster else 1
+    """ScalingConfig as a torchrun point's ranks are placed: N workers, one GPU each on CUDA. On a cluster,
+    as planned per node (distbench.run.raycluster.place): within one node (STRICT_PACK), one worker per node
+    (STRICT_SPREAD), or D per node, each holding 1/D of its node's CPUs (PACK); on a local head, PACK with
+    one CPU each (the head has N+1)."""
+    placement = (cfg.extra or {}).get("ray_placement") if on_cluster else None
+    cpus = placement["cpus"] if placement else cfg.threads_per_worker if on_cluster else 1
     return scaling_config(
         num_workers=cfg.world_size,
         use_gpu=cfg.device == "cuda",
         resources_per_worker={"CPU": cpus, **({"GPU": 1} if cfg.device == "cuda" else {})},
-        placement_strategy="PACK",
+        placement_strategy=placement["strategy"] if placement else "PACK",
     )
+
+
+def failure_config(failure_config_class):
+    """No retry of any kind: a failed worker group, a preempted node and a failed controller each end the
+    point (Train v2 leaves max_preemption_failures and controller_failure_limit unlimited by default)."""
+    import inspect
+
+    accepted = inspect.signature(failure_config_class).parameters
+    limits = {"max_failures": 0, "max_preemption_failures": 0, "controller_failure_limit": 0}
+    return failure_config_class(**{k: v for k, v in limits.items() if k in accepted})
+
+
+def placed_fields(cfg, workers: list[dict], engine: dict) -> dict:
+    """The nodes the workers ran on (engine["node_ids"], the record's `nodes`), and a refusal when they are
+    not the planned ones (a point measured on other nodes than it claims)."""
+    ids = sorted({w["node_id"] for w in workers if w.get("node_id")})
+    engine["node_ids"] = ids
+    placement = (cfg.extra or {}).get("ray_placement")
+    out = {"nodes": len(ids)} if ids else {}
+    if placement and ids and len(ids) != placement["nodes"]:
+        out.update(
+            status="failed",
+            reason=f"refused: planned on {placement['nodes']} node(s) ({placement['strategy']}), its workers ran "
+            f"on {len(ids)}",
+        )
+    return out
+
+
+def starts_counter():
+    """A named actor the worker group's rank 0 counts its starts on (Ray Train restarts the group in place)."""
+    import ray
+
+    @ray.remote(num_cpus=0)
+    class Starts:
+        def __init__(self):
+            self.count = 0
+
+        def add(self):
+            self.count += 1
+
+        def get(self):
+            return self.count
+
+    name = f"distbench-starts-{os.getpid()}-{time.time_ns()}"
+    return name, Starts.options(name=name).remote()
 
 
 def noted_workers(rank_dir: str | None) -> dict[int, dict]:
@@ -260,15 +311,20 @@ def body(cfg, out_path):
             engine["head_start_s"] = time.time() - started
         handle(stop)  # again: ray.init may install handlers of its own
 
+        starts_name, starts = starts_counter()
         trainer = TorchTrainer(
             train_loop,
-            train_loop_config={"cfg": cfg.to_dict(), "rank_dir": os.environ.get("DISTBENCH_RANK_DIR")},
+            train_loop_config={
+                "cfg": cfg.to_dict(),
+                "rank_dir": os.environ.get("DISTBENCH_RANK_DIR"),
+                "starts": starts_name,
+            },
             scaling_config=scaling(cfg, ScalingConfig, on_cluster=bool(address)),
             torch_config=TorchConfig(backend="nccl" if cfg.device == "cuda" else "gloo"),
             run_config=RunConfig(
                 name=f"distbench-{cfg.strategy}-{cfg.world_size}",
                 storage_path=os.path.join(temp, "results") if temp else None,
-                failure_config=FailureConfig(max_failures=0),
+                failure_config=failure_config(FailureConfig),
             ),
         )
         oom_before = failures.oom_kills()
@@ -281,11 +337,22 @@ def body(cfg, out_path):
             error = exc
         fit_end = time.time()
         engine["fit_s"] = fit_end - fit_start
+        with contextlib.suppress(Exception):  # Ray Train restarts the worker group in place: count its starts
+            engine["worker_group_starts"] = ray.get(starts.get.remote(), timeout=30)
+            engine["restarts"] = max(0, engine["worker_group_starts"] - 1)
+        if placement := (cfg.extra or {}).get("ray_placement"):
+            engine["placement"] = placement
         if metrics and metrics.get("record"):
             engine["workers"] = metrics["workers"]
             engine["fit_start_s"] = metrics["began"] - fit_start
             engine["teardown_s"] = fit_end - metrics["done"]
             record = json.loads(metrics["record"])
+            record.update(placed_fields(cfg, metrics["workers"], engine))
+            if engine.get("restarts"):
+                record["launch_note"] = (
+                    f"Ray Train restarted the worker group {engine['restarts']} time(s) although its FailureConfig "
+                    "allows none: the measurement is the last start's"
+                )
             record["engine"] = engine
             published.append(record)
             return
