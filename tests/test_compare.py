@@ -23,6 +23,7 @@ from distbench.results.compare import (
     compare_sweeps,
     gate,
     parse_threshold,
+    summary_lines,
 )
 from distbench.core.errors import BadInput
 from distbench.results.store import Store
@@ -206,7 +207,25 @@ def test_one_run_per_side_is_not_enough_to_say(tmp_path):
     assert {p.verdict for p in result.points} == {NOT_ENOUGH} and not result.regressions
     ddp2 = next(p for p in result.points if p.key[:2] == ("ddp", 2))
     assert ddp2.ratio == pytest.approx(0.8) and ddp2.ci is None and ddp2.p_holm is None
-    assert ddp2.note == "1 run in A and B"
+    assert ddp2.note == "fewer than 2 successful repeats in A and B"
+
+
+def test_labels_name_each_points_key_and_failed_repeats_are_not_called_one_run(tmp_path):
+    """Five ddp N=2 points that differ in batch size read as five labels, not "ddp N=2" five times; a point of 3
+    repeats of which 2 failed has fewer than 2 successful repeats (it did not run once)."""
+    a = [rep("ddp", 2, 0.1, (1.0,), batch=b) for b in (1, 2, 4, 8, 16)]
+    b = [rep("ddp", 2, 0.1, (1.0,), batch=b) for b in (1, 2, 4, 8)]
+    failed = [{"status": "ok", "throughput": 80.0}, {"status": "failed"}, {"status": "failed"}]
+    b.append(point("ddp", 2, 0.1, batch=16, repeats=failed))
+    with Store(tmp_path / "r.db") as store:
+        result = compare_sweeps(load_sweep(store, add_sweep(store, a)), load_sweep(store, add_sweep(store, b)))
+    assert result.undecided == [f"ddp N=2 resnet50 (weak scaling, batch {b}) ({NOT_ENOUGH})" for b in (1, 2, 4, 8, 16)]
+    [last] = [p for p in result.points if p.key.batch == 16]
+    assert last.note == "fewer than 2 successful repeats in A and B"
+    assert (
+        "5 point(s) with fewer than 2 successful repeats on a side: not enough repeats to say "
+        "(--repeats 2+ or --noise-floor)"
+    ) in summary_lines(result)
 
 
 def test_below_r3_the_moderation_caveat_is_said_beside_the_verdict(tmp_path, capsys):
@@ -283,7 +302,8 @@ def test_compare_cli_exit_1_on_regression_else_0(capsys, tmp_path):
     code, out, err = _run(capsys, ["compare", sa, sb, "--results", str(path)])
     assert code == 1, err
     assert err == (
-        f"Error: 1 regression(s) in {sb} vs {sa} beyond the run-to-run noise and the 5.0% threshold: ddp N=2\n"
+        f"Error: 1 regression(s) in {sb} vs {sa} beyond the run-to-run noise and the 5.0% threshold: ddp N=2"
+        f" resnet50 (weak scaling, batch 4)\n"
     )
     assert "regression" in out and "only in A (unmatched): ddp N=8 resnet50 batch=4 weak" in out
     assert (
@@ -326,9 +346,12 @@ def test_compare_cli_at_one_repeat_exits_3_undecided_and_says_so(capsys, tmp_pat
     path, sa, sb, _, _ = _pair(tmp_path, r=1)
     code, out, err = _run(capsys, ["compare", sa, sb, "--results", str(path)])
     assert code == 3, err
-    assert err.startswith("Error: no regression found, but 6 point(s) could not be judged: torch N=1 (not enough")
+    assert err.startswith(
+        "Error: no regression found, but 6 point(s) could not be judged: torch N=1"
+        " resnet50 (weak scaling, batch 4) (not enough"
+    )
     assert err.endswith("(exit 3; --allow-undecided accepts this)\n")
-    assert "4 point(s) ran once on a side: not enough repeats to say (--repeats 2+ or --noise-floor)" in out
+    assert "4 point(s) with fewer than 2 successful repeats on a side: not enough repeats to say" in out
     code, _, err = _run(capsys, ["compare", sa, sb, "--results", str(path), "--allow-undecided"])
     assert code == 0, err
 
@@ -341,10 +364,13 @@ def test_points_skipped_or_interrupted_on_a_side_are_undecided(tmp_path):
     with Store(tmp_path / "r.db") as store:
         sa, sb = add_sweep(store, a), add_sweep(store, b)
         result = compare_sweeps(load_sweep(store, sa), load_sweep(store, sb))
-    assert result.undecided == ["ddp N=4 (not measured)"]
+    assert result.undecided == ["ddp N=4 resnet50 (weak scaling, batch 4) (not measured)"]
     with pytest.raises(Undecided) as exc:
         gate(result)
-    assert exc.value.exit_code == 3 and "could not be judged: ddp N=4 (not measured)" in str(exc.value)
+    assert (
+        exc.value.exit_code == 3
+        and "could not be judged: ddp N=4 resnet50 (weak scaling, batch 4) (not measured)" in str(exc.value)
+    )
     gate(result, allow_undecided=True)  # accepted: no regression
 
 
@@ -374,7 +400,7 @@ def test_sweeps_far_apart_or_under_another_load_say_so_and_point_to_the_noise_fl
 def test_compare_cli_noise_floor(capsys, tmp_path):
     path, (sa, sc, sb), _ = _floor_sweeps(tmp_path)
     code, out, err = _run(capsys, ["compare", sa, sb, "--results", str(path), "--noise-floor", sc])
-    assert code == 1 and err.endswith("threshold: ddp N=2\n"), err
+    assert code == 1 and err.endswith("threshold: ddp N=2 resnet50 (weak scaling, batch 4)\n"), err
     assert f"noise floor from {sc} (A/A)" in " ".join(out.split())  # lines wrap at the width (COLUMNS, else 120)
     code, _, err = _run(capsys, ["compare", sa, sb, "--results", str(path), "--noise-floor", "nope"])
     assert code == 2 and err.startswith("Error: --noise-floor: unknown sweep 'nope'; recent sweeps: ")
@@ -425,7 +451,7 @@ def test_points_at_the_same_n_on_other_nodes_are_separate_points(tmp_path):
     assert [p.to_json()["nodes"] for p in result.regressions] == [2]
     with pytest.raises(RegressionFound) as exc:
         gate(result)
-    assert str(exc.value).endswith("threshold: ddp (2 nodes) N=8")
+    assert str(exc.value).endswith("threshold: ddp (2 nodes) N=8 resnet50 (weak scaling, batch 4)")
 
 
 def test_workloads_that_differ_are_listed_apart_not_compared(tmp_path, capsys):

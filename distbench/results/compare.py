@@ -160,6 +160,11 @@ class Comparison:
     """Same strategy, N and nodes in A and B but another workload: (key A, key B, differing fields)."""
     notes: list[str] = field(default_factory=list)
 
+    def label(self, p: PointComparison) -> str:
+        """The point's key as a label: strategy, N, model, scaling, batch, and every workload field that differs
+        among the compared points (so no two points of the comparison read alike)."""
+        return f"{series_name(p.a)} N={p.key.world_size} {workload_label(p.key[3:], [q.key[3:] for q in self.points])}"
+
     @property
     def regressions(self) -> list[PointComparison]:
         return [p for p in self.points if p.verdict in ("regression", "failed in B")]
@@ -169,7 +174,7 @@ class Comparison:
         """What the gate could not judge, one label each: points whose verdict judges nothing (UNDECIDED_VERDICTS,
         except failed on both sides), unmatched points, and points measured on another workload."""
         out = [
-            f"{series_name(p.a)} N={p.key.world_size} ({p.verdict})"
+            f"{self.label(p)} ({p.verdict})"
             for p in self.points
             if p.verdict in UNDECIDED_VERDICTS and not (p.a.get("status") in BROKEN and p.b.get("status") in BROKEN)
         ]
@@ -344,7 +349,7 @@ def _judge(tested: list[PointComparison], logs_a, logs_b, floor_var, floor_prior
             rows.append((math.nan, math.nan, math.nan))
             need = " and ".join(name for name, v in (("A", va), ("B", vb)) if v is None)
             pc.verdict = NOT_ENOUGH
-            pc.note = f"1 run in {need}"  # the summary line says what would do
+            pc.note = f"fewer than 2 successful repeats in {need}"  # the summary line says what would do
             continue
         ra, rb = len(logs_a[pc.key]), len(logs_b[pc.key])
         weak.update(
@@ -420,7 +425,7 @@ def gate(result: Comparison, *, allow_undecided: bool = False) -> None:
     threshold, or broke a point; else Undecided (exit 3) when some point could not be judged (Comparison.
     undecided), unless `allow_undecided`."""
     if result.regressions:
-        names = ", ".join(f"{series_name(p.a)} N={p.key.world_size}" for p in result.regressions)
+        names = ", ".join(result.label(p) for p in result.regressions)
         raise RegressionFound(
             f"{len(result.regressions)} regression(s) in {result.sweep_b} vs {result.sweep_a} "
             f"beyond the run-to-run noise and the {result.threshold:.1%} threshold: {names}"
@@ -453,7 +458,10 @@ def summary_lines(result: Comparison) -> list[str]:
         f"{gatestats.ALPHA:.0%}{floor}"
     )
     if unknown:
-        lines.append(f"{unknown} point(s) ran once on a side: {NOT_ENOUGH} (--repeats 2+ or --noise-floor)")
+        lines.append(
+            f"{unknown} point(s) with fewer than 2 successful repeats on a side: {NOT_ENOUGH} "
+            "(--repeats 2+ or --noise-floor)"
+        )
     lines.append(
         f"{n_reg} regression(s), {n_imp} improvement(s) beyond the run-to-run noise and the {result.threshold:.1%} "
         f"threshold, over {len(result.points)} matched point(s)"
