@@ -119,7 +119,7 @@ def test_moderation_pools_equal_variances_and_keeps_unequal_ones_apart():
     rng = np.random.default_rng(0)
     equal = rng.chisquare(2, size=200) / 2 * 1e-4  # 200 points, true variance 1e-4, 2 df each
     post, df, s0, d0 = gatestats.moderate(equal, np.full(200, 2.0))
-    assert d0[0] == gatestats.D0_MAX and s0[0] == pytest.approx(1e-4, rel=0.15) and np.ptp(post) < 0.5 * np.ptp(equal)
+    assert d0[0] > 6 and s0[0] == pytest.approx(1e-4, rel=0.15) and np.ptp(post) < 0.5 * np.ptp(equal)
     unequal = equal * np.exp(rng.normal(0, 1.5, 200))
     post, df, s0, d0 = gatestats.moderate(unequal, np.full(200, 2.0))
     assert d0[0] < 5 and df.max() < 7  # little pooling: each point keeps most of its own variance
@@ -193,7 +193,9 @@ def test_compare_flags_only_beyond_run_to_run_noise_and_threshold(tmp_path):
     }
     reg = next(p for p in result.points if p.key[:2] == ("ddp", 2))
     assert reg.ratio == pytest.approx(0.8) and reg.ci[1] < 1 and reg.p_holm < 0.05 and reg.repeats == (3, 3)
-    assert reg.ci_method.startswith("Welch t on log throughput, R=3 (repeats) vs R=3 (repeats), df ")
+    assert reg.ci_method.startswith(
+        "t on log throughput, the variance pooled over A's and B's repeats, R=3 (repeats) vs R=3 (repeats), df "
+    )
     assert [k[:2] for k in result.only_a] == [("ddp", 8)]
     assert [k[:2] for k in result.only_b] == [("mirrored", 2)]
     assert [p.key[:2] for p in result.regressions] == [("ddp", 2)]
@@ -310,7 +312,7 @@ def test_compare_cli_exit_1_on_regression_else_0(capsys, tmp_path):
         "1 regression(s), 0 improvement(s) beyond the run-to-run noise and the 5.0% threshold, over 4 matched point(s)"
         in out
     )
-    assert "Welch t on log throughput, Holm over 4 tested point(s) at a family-wise 5%" in out
+    assert "t on log throughput, Holm over 4 tested point(s) (one-sided for regressions) at a family-wise 5%" in out
     code, out, err = _run(capsys, ["compare", sa, sb, "--results", str(path), "--threshold", "25%"])
     assert code == 3  # no regression, but ddp N=8 (only in A) and mirrored (only in B) were not judged
     assert err == (
@@ -482,10 +484,9 @@ def test_gate_uses_the_same_verdicts_as_compare(tmp_path):
     rng = np.random.default_rng(31)
     a, b = rng.normal(0, 0.02, (6, 3)), rng.normal(0, 0.02, (6, 3))
     b[0] += np.log(0.8)
-    va, da, _, _ = gatestats.moderate(a.var(axis=1, ddof=1), np.full(6, 2.0))
-    vb, db, _, _ = gatestats.moderate(b.var(axis=1, ddof=1), np.full(6, 2.0))
-    d, se, df = gatestats.welch(a.mean(1), va, 3, da, b.mean(1), vb, 3, db)
-    _, adj, code = gatestats.verdict_codes(d, se, df, 0.05)
+    var, df = gatestats.pooled(a.var(axis=1, ddof=1), 2.0, b.var(axis=1, ddof=1), 2.0)
+    var, df, _, _ = gatestats.moderate(var, df)
+    _, adj, code = gatestats.verdict_codes(b.mean(1) - a.mean(1), np.sqrt(var * 2 / 3), df, 0.05)
     sweeps = []
     with Store(tmp_path / "r.db") as store:
         for logs in (a, b):
@@ -510,9 +511,9 @@ def test_gate_uses_the_same_verdicts_as_compare_on_a_noise_floor(tmp_path):
     """R = 1 with an A/A floor: cisim.gate_sweeps' floor path (d^2 / 2 moderated at 1 df, one shared estimate)
     gives compare --noise-floor's verdicts and p-values on the same numbers."""
     rng = np.random.default_rng(41)
-    a, c, b = (rng.normal(0, 0.02, 6) for _ in range(3))
+    a, c, b = (rng.normal(0, 0.01, 12) for _ in range(3))
     b[0] += np.log(0.8)
-    var, df, _, _ = gatestats.moderate((c - a) ** 2 / 2, np.ones(6))
+    var, df, _, _ = gatestats.moderate((c - a) ** 2 / 2, np.ones(12))
     d, se, dof = gatestats.welch(a, var, 1, df, b, var, 1, df, shared=True)
     _, adj, code = gatestats.verdict_codes(d, se, dof, 0.05)
     sweeps = []
