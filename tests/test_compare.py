@@ -1,4 +1,4 @@
-"""`distbench compare`: run-to-run noise (repeats, or an A/A noise floor), Welch t on log throughput with Holm
+"""`distbench compare`: run-to-run noise (repeats, or an A/A noise floor), t on log throughput with Holm
 across the points, regression flagging only beyond that noise and the threshold, "not enough repeats to say"
 at R = 1, unmatched points, and the CLI's exit codes (a CI gate). The ratio CIs the report still uses
 (analysis.throughput_ratio_ci) are tested here too."""
