@@ -43,6 +43,8 @@ bench: install
 	$(PY) benchmarks/harness_overhead.py --out docs/benchmarks.md
 	$(PY) benchmarks/comm_busbw.py --out docs/benchmarks.md
 	$(PY) benchmarks/ci_coverage.py --out docs/benchmarks.md
+	$(PY) benchmarks/gate_power.py --out docs/benchmarks.md
+	$(PY) benchmarks/two_stage_window.py --out docs/benchmarks.md
 	$(PY) benchmarks/wall_split.py --out docs/benchmarks.md
 
 # The pins of every installed package but distbench itself and Horovod (built from its sdist), from the

@@ -25,17 +25,11 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=4000, help="simulated runs per row")
     parser.add_argument("--target", type=float, default=0.02, help="adaptive stopping target (relative half width)")
     parser.add_argument("--out", help="markdown file to write the section into")
-    parser.add_argument(
-        "--only-new", action="store_true", help="print only the autocorrelation and gate tables (no --out)"
-    )
-    parser.add_argument("--only-gate", action="store_true", help="print only the gate table (no --out)")
+    parser.add_argument("--only-new", action="store_true", help="print only the autocorrelation table (no --out)")
     args = parser.parse_args()
     rng = np.random.default_rng(2026)
-    if args.only_gate:
-        print("\n".join(gate_table(args.runs)))
-        return
     if args.only_new:
-        print("\n".join(autocorrelation_table(rng, args.runs) + gate_table(args.runs)))
+        print("\n".join(autocorrelation_table(rng, args.runs)))
         return
     fmt = lambda r: f"{r['coverage']:.1%} | {r['bias']:+.2%} | {r['median_steps']:.0f}"  # noqa: E731
     lines = [
@@ -88,7 +82,7 @@ def main() -> None:
             f"{same['coverage']:.1%} | {same['bias']:+.1%} |"
         )
     new = np.random.default_rng(2026)  # its own stream: --only-new prints the same numbers
-    lines += autocorrelation_table(new, args.runs) + gate_table(args.runs)
+    lines += autocorrelation_table(new, args.runs)
     text = "\n".join(lines) + "\n"
     print(text)
     if args.out:
@@ -119,51 +113,6 @@ def autocorrelation_table(rng: np.random.Generator, runs: int) -> list[str]:
             a = cisim.adaptive(rng, m, 0.02, runs=runs)
             row += [f"{a['coverage']:.1%} ({a['given']:.0%})", f"{a['median_steps']:.0f}"]
             lines.append("| " + " | ".join(row) + " |")
-    return lines
-
-
-def gate_table(runs: int) -> list[str]:
-    """The regression gate of `distbench compare` on simulated 20-point sweeps (cisim.gate_sweeps), on its own
-    random stream (the same numbers however the other tables are run); 5 x `runs` comparisons per false-alarm
-    cell (20,000 at the default: a rate near 5% has a standard error of 0.15%), 5000 per power cell."""
-    rng = np.random.default_rng(2027)
-    fa_runs, pw_runs = runs * 5, max(1000, runs * 5 // 4)
-    patterns = {"equal noise": {}, **cisim.GATE_PATTERNS}
-    lines = [
-        "",
-        "### The regression gate (`distbench compare`, simulated)",
-        "",
-        f"{fa_runs} simulated A/A comparisons of two 20-point sweeps per false-alarm cell ({pw_runs} per power "
-        "cell), exactly as `compare` judges them (distbench/results/gatestats.py: each sweep's run-to-run variances of log "
-        "throughput moderated across its points, robustly (limma robust, Phipson et al. 2016: a point whose "
-        "variance is an outlier gets less prior weight) with the prior's df capped at 4 where every point has 2 df "
-        "or more; Welch t with Welch-Satterthwaite df; Holm across the 20 points at a family-wise 5%; threshold "
-        "5%). Run-to-run noise of log throughput: sd x a unit-variance law: Gaussian, t(4) (heavy tailed) or "
-        "lognormal (shape 0.5, skewed towards slow runs; cisim.run_noise). Patterns: the points' sd equal; "
-        "spread 3x from the quietest to the noisiest; one point 5x noisier; 5 of 20 points 3x noisier. Family "
-        "false alarm: share of A/A comparisons with any point called a regression. Power: share of comparisons "
-        "that call a 10% regression of the median-noise point a regression. R = 1 + floor: the variances from a "
-        "third sweep, an A/A rerun of A (`--noise-floor`).",
-        "",
-        "| repeats per side | run-to-run sd | noise | "
-        + " | ".join(f"false alarm, {p}" for p in patterns)
-        + " | "
-        + " | ".join(f"power, {p}" for p in patterns)
-        + " |",
-        "|---|---|---|" + "---|" * (2 * len(patterns)),
-    ]
-    for r, floor, sds in ((3, False, (0.02, 0.03)), (2, False, (0.02,)), (5, False, (0.02,)), (1, True, (0.02,))):
-        for sd in sds:
-            for law in cisim.NOISE_LAWS:
-                fa, pw = [], []
-                for case in patterns.values():
-                    kw = dict(r=r, run_sd=sd, floor=floor, law=law, **case)
-                    fa.append(cisim.gate_sweeps(rng, trials=fa_runs, **kw)["family_false_alarm"])
-                    pw.append(cisim.gate_sweeps(rng, trials=pw_runs, effect=0.9, **kw)["power"])
-                name = "1 + noise floor" if floor else str(r)
-                cells = " | ".join(f"{v:.1%}" for v in fa + pw)
-                lines.append(f"| {name} | {sd:.0%} | {law} | {cells} |")
-                print(lines[-1], file=sys.stderr, flush=True)
     return lines
 
 

@@ -261,10 +261,12 @@ def gate_sweeps(
     law: str = "t4",
     floor: bool = False,
     threshold: float = 0.05,
+    one_df_points: int = 0,
     trials: int = 4000,
 ) -> dict:
     """`distbench compare` of simulated sweeps A and B of `points` points, exactly as compare._judge judges
-    them (distbench.results.gatestats: moderated variances, Welch t on log throughput, Holm). Each run's log
+    them (distbench.results.gatestats: each point's variance pooled over A's and B's repeats, moderated
+    across the points, t on log throughput, Holm one-sided for regressions). Each run's log
     throughput varies run to run by run_sd x the unit-variance noise `law` (run_noise; independent between
     runs and points); the points' run_sd spread by a factor `hetero` from the quietest to the noisiest
     (geometrically), and the last `noisy_points` points' are `noisy` times that (points much noisier than the
@@ -273,7 +275,8 @@ def gate_sweeps(
     shift common to a whole sweep (another time of day, a busier machine) is simulated: repeats do not see
     one, only a noise floor does. r repeats per side; `floor`: r = 1 and the variances from a third sweep C,
     an A/A run of A (compare --noise-floor). family_false_alarm: share of comparisons calling any A/A point a
-    regression; power: share calling the changed point one."""
+    regression; power: share calling the changed point one. `one_df_points`: that many of B's first points lost one repeat (a failed
+    run): R - 1 runs, R - 2 df there."""
     from distbench.results import gatestats
 
     sd = run_sd * np.exp(np.linspace(-math.log(hetero) / 2, math.log(hetero) / 2, points))
@@ -286,15 +289,19 @@ def gate_sweeps(
 
     a, b = runs(), runs()
     b[:, target, :] += math.log(effect)
-    ma, mb = a.mean(axis=-1), b.mean(axis=-1)
+    n_b = np.full(points, float(reps))
+    if one_df_points and not floor:
+        b[:, :one_df_points, reps - 1] = np.nan
+        n_b[:one_df_points] = reps - 1
+    ma, mb = a.mean(axis=-1), np.nanmean(b, axis=-1)
     if floor:
         c = runs()[..., 0]
         var, df, _, _ = gatestats.moderate((c - a[..., 0]) ** 2 / 2, np.ones(points))
-        (va, da), (vb, db) = (var, df), (var, df)
+        d, se, df = gatestats.welch(ma, var, reps, df, mb, var, reps, df, shared=True)
     else:
-        va, da, _, _ = gatestats.moderate(a.var(axis=-1, ddof=1), np.full(points, reps - 1.0))
-        vb, db, _, _ = gatestats.moderate(b.var(axis=-1, ddof=1), np.full(points, reps - 1.0))
-    d, se, df = gatestats.welch(ma, va, reps, da, mb, vb, reps, db, shared=floor)
+        var, df = gatestats.pooled(a.var(axis=-1, ddof=1), reps - 1.0, np.nanvar(b, axis=-1, ddof=1), n_b - 1)
+        var, df, _, _ = gatestats.moderate(var, df)
+        d, se = mb - ma, np.sqrt(var * (1 / reps + 1 / n_b))
     _, _, code = gatestats.verdict_codes(d, se, df, threshold)
     regression = code == -1
     null = np.delete(regression, target, axis=1) if effect != 1.0 else regression

@@ -110,29 +110,59 @@ def test_lag1_check_rarely_refuses_independent_steps():
         assert res["given"] >= 0.98 and res["coverage"] >= 0.93, (n, res)
 
 
-# -- the regression gate (`distbench compare`, issues 20 and 34) ---------------------------------------------
-GATE_TRIALS = 2000
-"""Per cell in the fast tier (benchmarks/ci_coverage.py runs 20,000): a family false alarm of 5% has a binomial sd
-of 0.49% over 2000 comparisons; the rates asserted <= 5% here are 0.5-3.8% over 8000 (docs/benchmarks.md), so
-<= 5% holds with 2.5 sd or more to spare, and a cell whose rate were above 5.5% would fail it."""
+# -- the regression gate (`distbench compare`) ---------------------------------------------------------------
+GATE_TRIALS = 4000
+"""Per cell: a family false alarm near 5% has a Monte Carlo standard error of 0.34% over 4000 comparisons; a rate
+is asserted <= 5% + 2 standard errors (a cell truly at 6% or more fails), the full grid is in docs/benchmarks.md
+(benchmarks/gate_power.py)."""
+SQRT10 = 10**0.5
 
 
-@pytest.mark.parametrize("law", cisim.NOISE_LAWS)
-def test_gate_family_false_alarm_at_most_5pct_and_power_80pct_at_r3(law):
-    """A/A: 20 points, R = 3 repeats per side, run-to-run noise Gaussian, t(4) or lognormal, the points' noise
-    spread 3x, one point 5x noisier, or 5 of 20 points 3x noisier (robust moderation, d0 capped:
-    gatestats.moderate): the share of sweeps with any false regression stays <= 5% (before issue 34, Gaussian
-    noise with 5 noisy points: 9.1%); and a 10% regression of a median-noise point is called in >= 80% of
-    comparisons (1000 each: sd 1.1% at 86%, the lowest rate measured) at a run-to-run sd of 2%."""
-    rng = np.random.default_rng(23)
-    for name, case in {"equal": {}, **cisim.GATE_PATTERNS}.items():
-        res = cisim.gate_sweeps(rng, r=3, run_sd=0.025, law=law, trials=GATE_TRIALS, **case)
-        assert res["family_false_alarm"] <= 0.05, (name, res)
-        res = cisim.gate_sweeps(rng, r=3, run_sd=0.02, law=law, effect=0.9, trials=1000, **case)
-        assert res["power"] >= 0.80, (name, res)
-    if law != "lognormal":  # R = 1 on an A/A floor (1 df per point): skewed noise gives 6% (MODERATION_CAVEAT)
-        floor = cisim.gate_sweeps(rng, floor=True, run_sd=0.02, law=law, trials=GATE_TRIALS)
-        assert floor["family_false_alarm"] <= 0.05, floor
+def _at_most_5pct(rate: float, trials: int = GATE_TRIALS) -> bool:
+    return rate <= 0.05 + 2 * (0.05 * 0.95 / trials) ** 0.5
+
+
+@pytest.mark.parametrize(
+    "case",
+    [{"hetero": SQRT10, "points": 20}, {"noisy": SQRT10, "points": 10}, {"hetero": SQRT10, "points": 10}],
+    ids=["variances spread 10x, 20 points", "one point's variance 10x, 10 points", "spread 10x, 10 points"],
+)
+def test_gate_family_false_alarm_at_most_5pct_in_the_binding_cells(case):
+    """A/A at R = 3, run-to-run sd 3%, Gaussian noise (the law whose cells come out highest in the full grid): the
+    share of sweep pairs with any false regression stays <= 5% where the points' noise differs."""
+    res = cisim.gate_sweeps(np.random.default_rng(23), r=3, run_sd=0.03, law="normal", trials=GATE_TRIALS, **case)
+    assert _at_most_5pct(res["family_false_alarm"]), res
+
+
+def test_gate_power_80pct_at_sd_3pct_and_r3():
+    """A 10% slowdown of one point of 20, R = 3 per side, run-to-run sd 3%, equal Gaussian noise: called a
+    regression in >= 80% of comparisons (81% measured over 4000; asserted >= 80% - 2 standard errors)."""
+    res = cisim.gate_sweeps(np.random.default_rng(29), r=3, run_sd=0.03, law="normal", effect=0.9, trials=2000)
+    assert res["power"] >= 0.80 - 2 * (0.8 * 0.2 / 2000) ** 0.5, res
+
+
+def test_a_point_with_1_df_keeps_the_cap_for_the_others():
+    """One point that lost a repeat (1 df in B) no longer lifts the cap on pooling for the whole sweep: the
+    points with 2 df or more keep a prior of at most D0_MAX df, and the family false alarm with 5 of 20 points
+    3x noisier stays <= 5%."""
+    var = np.full(20, 1e-4) * np.random.default_rng(4).chisquare(2, 20) / 2
+    df = np.full(20, 4.0)
+    df[0] = 1.0
+    _, df_post, _, d0 = gatestats.moderate(var, df)
+    assert np.all(df_post[1:] <= gatestats.D0_MAX + df[1:] + 1e-9)
+    res = cisim.gate_sweeps(
+        np.random.default_rng(31), r=3, run_sd=0.03, law="normal", noisy=3.0, noisy_points=5, one_df_points=1
+    )
+    assert _at_most_5pct(res["family_false_alarm"]), res
+
+
+def test_regressions_are_one_sided_and_improvements_a_family_apart():
+    """The same |t| is a regression one way and an improvement the other, each at its own Holm family."""
+    d = np.array([-0.10, 0.10, 0.0, 0.0])
+    p, adj, code = gatestats.verdict_codes(d, np.full(4, 0.02), np.full(4, 30.0), 0.05)
+    assert list(code) == [-1, 1, 0, 0]
+    assert p[0] == pytest.approx(p[1]) == pytest.approx(stats.t_cdf(-5.0, 30))
+    assert adj[0] == pytest.approx(4 * p[0])  # Holm over the 4 points of the regressions' family
 
 
 def test_the_robust_moderation_keeps_a_noisy_point_out_of_the_prior():
@@ -140,17 +170,15 @@ def test_the_robust_moderation_keeps_a_noisy_point_out_of_the_prior():
     var = np.full(20, 1e-4) * np.random.default_rng(3).chisquare(2, 20) / 2
     var[-1] = 2e-3
     post, df, s0, d0 = gatestats.moderate(var, np.full(20, 2.0))
-    assert df[-1] < df[0] - 1 and df[0] > 2 + 0.9 * d0[0]
+    assert df[-1] < df[0] - 1 and df[0] > 2 + 0.9 * min(d0[0], gatestats.D0_MAX)
     assert post[-1] > 0.6 * var[-1]  # shrunk less than half way towards the quiet points
 
 
-@pytest.mark.parametrize("case", [{"r": 2}, {"floor": True}], ids=["R=2", "R=1 + noise floor"])
-def test_gate_false_alarm_exceeds_5pct_below_r3_when_one_point_is_noisier(case):
-    """What compare warns of at R = 2 or on a noise floor (compare.MODERATION_CAVEAT): with one or two df per
-    point, a point 5x noisier than the rest is shrunk towards the others' noise and falsely flagged; the
-    family false alarm is then 8-12% even with the robust moderation (docs/benchmarks.md), not <= 5%."""
-    res = cisim.gate_sweeps(np.random.default_rng(37), run_sd=0.02, noisy=5.0, **case)
-    assert res["family_false_alarm"] > 0.07, res
+def test_gate_false_alarm_exceeds_5pct_on_a_noise_floor_when_one_point_is_noisier():
+    """What compare warns of on a noise floor (compare.MODERATION_CAVEAT): with one df per point, a point 5x
+    noisier than the rest is shrunk towards the others' noise and falsely flagged (8-9%, docs/benchmarks.md)."""
+    res = cisim.gate_sweeps(np.random.default_rng(37), floor=True, run_sd=0.03, law="normal", noisy=5.0)
+    assert res["family_false_alarm"] > 0.06, res
 
 
 def test_short_strongly_autocorrelated_runs_carry_a_ci_note():

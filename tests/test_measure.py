@@ -178,6 +178,28 @@ def test_measure_point_alternates_sync_and_independent_runs(monkeypatch, tmp_pat
     assert stats.MIN_CI_STEPS > 12
 
 
+def test_n1_repeats_run_the_first_runs_step_count_without_stopping_of_their_own(monkeypatch, tmp_path):
+    """docs/methodology.md: repeats after a point's first run measure as many steps as its first run did. An N=1
+    baseline (no communication measured) follows that rule too: only its first run stops adaptively."""
+    order = []
+
+    def fake_run_point(strategy, cfg, workdir, timeout_s, telemetry_interval_s=0.0):
+        order.append((workdir.name, cfg.steps, cfg.target_ci))
+        r = base_record(cfg.to_dict(), strategy="torch", framework="torch", status="ok")
+        r["step_times_s"] = [0.1] * (640 if len(order) == 1 else cfg.steps)
+        r["measured_window_s"] = sum(r["step_times_s"])
+        return r
+
+    class Point:
+        strategy = STRATEGIES["torch"]
+        config = _cfg(strategy="torch", world_size=1, steps=10, target_ci=0.02, max_time_s=60)
+
+    monkeypatch.setattr(measure_mod, "run_point", fake_run_point)
+    rec = measure_mod.measure_point(Point(), tmp_path, timeout_s=10, repeats=3)
+    assert order == [("r1", 10, 0.02), ("r2", 640, 0.0), ("r3", 640, 0.0)]
+    assert [r["measured_steps"] for r in rec["repeats"]] == [640, 640, 640]
+
+
 def _segments(t0: float, steps: int, times: dict[str, float]) -> list[dict]:
     """T B T A after the point's own A, each 1 s of wall clock apart, as a worker writes them."""
     out = []
@@ -245,7 +267,10 @@ def test_measure_point_runs_the_variants_in_the_same_process_tree(monkeypatch, t
     assert split["communication_ci"] == pytest.approx([0.04, 0.04])  # identical repeats: no spread
     assert split["tiny_collective_calls"] == 4 * 12
     # one meaning of communication: exposed comm is the split's A - T, not A - B (which adds the wait)
-    assert rec["exposed_comm_s"] == pytest.approx(0.04) and rec["comm_overhead"] == pytest.approx(0.04 / 0.32)
+    assert rec["exposed_comm_s"] == pytest.approx(0.04) and rec["comm_overhead"] == pytest.approx(0.04 / 0.30)
+    # one denominator: the overhead is over the headline step (the opening A, 0.30), not the split's mean of the
+    # opening and closing A (0.32), so headline step x overhead is the communication term
+    assert rec["time_per_step_s"] * rec["comm_overhead"] == pytest.approx(split["communication_s"])
     assert rec["overlap"] == pytest.approx(1 - 0.04 / 0.1) and rec["exposed_comm_ci_scope"] == split["ci_scope"]
     assert rec["sync_after_variant_ratio"] == pytest.approx(0.30 / 0.34)
     # stragglers from the no-sync variant's per-rank times: rank 1 is slower on every 4th step

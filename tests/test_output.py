@@ -20,8 +20,8 @@ def test_stopping_line_says_which_points_met_the_target():
     )
     split = recs[1:2] + [{"status": "ok", "strategy": "ddp", "world_size": 2, "stopping": {"rule": "two_stage"}}]
     assert stopping_line(split) == (
-        "stopping: 1 point(s) reached the CI target; 1 point(s) with a split ran windows sized in advance to the CI "
-        "target by a pilot (two-stage, not adaptive)"
+        "stopping: 1 point(s) reached the CI target; 1 point(s) with a split ran windows sized in advance from "
+        "--max-time and a pilot's pace (two-stage, not adaptive)"
     )
 
 

@@ -11,6 +11,7 @@ import pytest
 from distbench.results import split
 from distbench.workers.common import is_tiny, lift_allreduce, segment_configs
 from tests.builders import point_config
+from tests.conftest import require
 
 
 def _run(times: list[float], window: float | None = None) -> dict:
@@ -137,16 +138,17 @@ def test_segment_order_marks_the_tiny_variant_and_only_the_first_run_is_adaptive
             point_config("ddp", 2, nosync_order=bad)
 
 
-def test_comm_breakdown_uses_the_window_mean_like_exposed_comm():
-    """Issue 20 item 5: exposed_comm_s is a difference of window means, so the step it is taken out of is the
-    window mean too (the split's step where there is one), never the median."""
+def test_comm_breakdown_uses_the_headline_window_mean_like_comm_overhead():
+    """exposed_comm_s is a difference of window means, so the step it is taken out of is a window mean too, never
+    the median; and it is the headline step (the opening A's) even where a split averages the opening and closing
+    A: the report's comm table shows step, exposed comm and comm overhead side by side on one denominator."""
     from distbench import analysis as an
 
     rec = {"time_per_step_s": 0.2, "step_time_median_s": 0.15, "exposed_comm_s": 0.05, "allreduce_s": 0.05}
     b = an.comm_breakdown(rec)
     assert b["step_s"] == pytest.approx(0.2) and b["compute_only_s"] == pytest.approx(0.15)
-    b = an.comm_breakdown({**rec, "comm_split": {"step_s": 0.25}})
-    assert b["step_s"] == pytest.approx(0.25) and b["compute_only_s"] == pytest.approx(0.2)
+    b = an.comm_breakdown({**rec, "comm_overhead": 0.25, "comm_split": {"step_s": 0.25}})
+    assert b["step_s"] == pytest.approx(0.2) and b["step_s"] * b["comm_overhead"] == pytest.approx(b["exposed_s"])
 
 
 def test_summary_lines_name_the_three_terms_and_the_straggler():
@@ -347,3 +349,24 @@ def test_a_persistently_slow_rank_is_wait_not_compute():
     info = split.stragglers([per_rank], "test")
     line = split.split_line({"comm_split": out, "stragglers": info})
     assert "stragglers explain 5.0 ms of the wait (steady pace gap 5.0 ms, jitter 0.0 ms)" in line
+
+
+@pytest.mark.slow
+@require("torch")
+def test_headline_step_times_overhead_is_the_communication_term_on_a_real_ddp_point(tmp_path):
+    """One denominator: a real ddp N=2 point (A T B T A in one process tree, the first A sized by its pilot within
+    --max-time 4 s): the headline time per step (the opening A's, what the throughput is from) x comm_overhead is
+    the split's communication term (within 2%), as stored and as read back (split.with_split_comm)."""
+    from distbench.core.strategies import STRATEGIES
+    from distbench.kinds.measure import measure_point
+    from distbench.run.plan import PlannedPoint
+    from tests.builders import tiny_config
+
+    cfg = tiny_config("ddp", 2, steps=10, warmup=2, target_ci=0.02, max_time_s=4, measure_comm=True)
+    record = measure_point(PlannedPoint(STRATEGIES["ddp"], cfg), tmp_path, timeout_s=300)
+    assert record["status"] == "ok", record.get("reason")
+    comm = record["comm_split"]["communication_s"]
+    assert record["time_per_step_s"] * record["comm_overhead"] == pytest.approx(comm, rel=0.02)
+    assert record["sync_after_variant_ratio"] is not None  # the closing A, which the split's step also averages
+    read = split.with_split_comm(record)
+    assert read["time_per_step_s"] * read["comm_overhead"] == pytest.approx(comm, rel=0.02)

@@ -9,10 +9,10 @@ COMM_FIELDS = ("comm_overhead", "exposed_comm_s", "allreduce_s", "grad_bytes", "
 
 
 def comm_breakdown(record: dict) -> dict | None:
-    """Split the step (its window mean time per step, the statistic exposed_comm_s is a difference of) into
+    """Split the headline step (time_per_step_s: comm_overhead's denominator, so step x overhead = exposed) into
     compute alone, compute overlapped with communication, and exposed communication (seconds), from
     whichever of exposed_comm_s / comm_overhead / allreduce_s / overlap exist."""
-    step = num((record.get("comm_split") or {}).get("step_s")) or num(record.get("time_per_step_s"))
+    step = num(record.get("time_per_step_s")) or num((record.get("comm_split") or {}).get("step_s"))
     overhead = num(record.get("comm_overhead"))
     exposed = num(record.get("exposed_comm_s"))
     if exposed is None and overhead is not None and step:

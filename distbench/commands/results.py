@@ -177,9 +177,10 @@ def report(sweep, results, out, target_throughput, epoch_samples, epoch_time):
 @format_option
 def compare(sweep_a, sweep_b, results, results_b, threshold, noise_floor, allow_undecided, seed, fmt):
     """Compare sweep B against sweep A (ids or 'latest'): throughput ratio B/A per matching point, judged on
-    run-to-run noise (each side's repeats, or a --noise-floor A/A sweep): Welch t on log throughput, Holm
-    across the points. Exits 1 when a point regressed beyond that noise and the threshold (or failed in B);
-    else 3 when some point could not be judged (ran once without a floor: "not enough repeats to say";
+    run-to-run noise (the repeats of both sides, or a --noise-floor A/A sweep): t on log throughput, Holm
+    across the points, one-sided for regressions. Exits 1 when a point regressed beyond that noise and the
+    threshold (or failed in B); else 3 when some point could not be judged (fewer than 2 successful repeats
+    on a side and no floor: "not enough repeats to say";
     skipped or interrupted; unmatched), unless --allow-undecided; else 0. So it works as a CI gate.
 
     Example: distbench compare 20250101-120000-ab12 latest --threshold 5%

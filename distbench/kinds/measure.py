@@ -170,7 +170,8 @@ def _three_terms(record: dict, runs: list[dict], in_process: list[dict[str, list
     out: dict = {"comm_split": split.three_terms(reps, sum(calls) if calls and None not in calls else None)}
     out["tiny"] = [_kept(t) for x in in_process for t in x.get("T", [])]
     out["pair_order"] = [split.ORDER] * len(in_process)
-    out.update(split.comm_fields(out["comm_split"], record.get("allreduce_s")))  # A - T: without the wait
+    # A - T (without the wait), over the headline step time (the opening A's), as the throughput beside it
+    out.update(split.comm_fields(out["comm_split"], record.get("allreduce_s"), record.get("time_per_step_s")))
     closing = [x["A"][0]["throughput"] for x in in_process if x.get("A")]
     if len(closing) == len(runs):
         first = statistics.geometric_mean(a["throughput"] for a in runs)
@@ -246,11 +247,11 @@ def measure_point(
         return add_step_metrics(run_point(point.strategy, c, workdir / name, limit_s, telemetry_interval_s))
 
     for r in range(repeats):
-        if not (cfg.measure_comm and (not runs or runs[0]["status"] == "ok")):
-            runs.append(run(cfg, f"r{r + 1}"))
-            continue
-        fixed = runs[0]["measured_steps"] if runs else None
+        fixed = runs[0]["measured_steps"] if runs and runs[0]["status"] == "ok" else None
         sync_cfg = dataclasses.replace(cfg, target_ci=0.0, steps=fixed) if fixed else cfg
+        if not (cfg.measure_comm and (not runs or runs[0]["status"] == "ok")):
+            runs.append(run(sync_cfg, f"r{r + 1}"))  # every repeat after the first: the first's step count
+            continue
         if point.strategy.nosync_in_process:  # split.ORDER in one process tree: five runs' work and time
             order = split.ORDER
             both = run(dataclasses.replace(sync_cfg, nosync_order=order), f"r{r + 1}", len(order) * timeout_s)

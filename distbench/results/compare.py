@@ -1,14 +1,14 @@
 """Comparing two sweeps (another distbench version, another machine): throughput ratio B/A per point.
 
 Points match when their whole point key (distbench.core.config.point_key) is equal. Two sweeps are separate runs,
-so the noise that matters is run to run, not within a run: each side's variance of log throughput comes
-from its repeats (R >= 2, moderated across the sweep's points: distbench.results.gatestats), or from a noise floor, an
-A/A pair of sweeps (A and a second run of it, `--noise-floor`). Each ratio gets Welch's t on log throughput
-(Welch-Satterthwaite df), a 95% CI, and a p-value that Holm corrects across the compared points. A change is
-flagged only when it survives the correction AND is larger than the threshold; a point ok in A and broken in
-B is a regression too. Without repeats or a floor the verdict is "not enough repeats to say", and a gate
-that could not judge a point exits 3 (Undecided), not 0. The gate's
-family-wise false-alarm rate and power are simulated in cisim.gate_sweeps (tests/test_ci_coverage.py).
+so the noise that matters is run to run: each point's variance of log throughput comes from its repeats (R >= 2
+on both sides: pooled over A's and B's, moderated across the points: distbench.results.gatestats), or from a
+noise floor, an A/A pair of sweeps (`--noise-floor`; Welch where one side has repeats and the other the floor).
+Each ratio gets a t on log throughput, a 95% CI and a p-value; regressions are one family, tested one-sided
+with Holm across the points, improvements another. A change is flagged only when it survives the correction AND
+is larger than the threshold; a point ok in A and broken in B is a regression too. Without repeats or a floor
+the verdict is "not enough repeats to say", and a gate that could not judge a point exits 3 (Undecided). The
+gate's family-wise false alarm and power: benchmarks/gate_power.py (tests/test_ci_coverage.py).
 """
 
 from __future__ import annotations
@@ -45,9 +45,9 @@ NOT_ENOUGH = "not enough repeats to say"
 CODE_VERDICT = {0: "within noise", -1: "regression", 1: "improvement", 2: "below threshold"}
 MODERATION_CAVEAT = (
     "judged at {how}: the run-to-run variances are moderated across the points, which assumes the points of a "
-    "sweep share a noise level; where one point is much noisier than the rest the simulated family false alarm "
-    "exceeds 5% at R = 2 or on a noise floor (it stays <= 5% at R = 3: docs/benchmarks.md), so confirm a flagged "
-    "point with --repeats 3 or more"
+    "sweep share a noise level; on a noise floor where one point is much noisier than the rest the simulated "
+    "family false alarm exceeds 5%, and at R = 2 a 10% regression at 3% run-to-run noise is caught in only a "
+    "quarter to a half of comparisons (docs/benchmarks.md), so confirm a flagged point with --repeats 3 or more"
 )
 """Said beside the verdict when a point was judged on 1 df per side (R = 2, or one run with a noise floor)."""
 
@@ -160,6 +160,11 @@ class Comparison:
     """Same strategy, N and nodes in A and B but another workload: (key A, key B, differing fields)."""
     notes: list[str] = field(default_factory=list)
 
+    def label(self, p: PointComparison) -> str:
+        """The point's key as a label: strategy, N, model, scaling, batch, and every workload field that differs
+        among the compared points (so no two points of the comparison read alike)."""
+        return f"{series_name(p.a)} N={p.key.world_size} {workload_label(p.key[3:], [q.key[3:] for q in self.points])}"
+
     @property
     def regressions(self) -> list[PointComparison]:
         return [p for p in self.points if p.verdict in ("regression", "failed in B")]
@@ -169,7 +174,7 @@ class Comparison:
         """What the gate could not judge, one label each: points whose verdict judges nothing (UNDECIDED_VERDICTS,
         except failed on both sides), unmatched points, and points measured on another workload."""
         out = [
-            f"{series_name(p.a)} N={p.key.world_size} ({p.verdict})"
+            f"{self.label(p)} ({p.verdict})"
             for p in self.points
             if p.verdict in UNDECIDED_VERDICTS and not (p.a.get("status") in BROKEN and p.b.get("status") in BROKEN)
         ]
@@ -327,8 +332,26 @@ def compare_sweeps(
     return result
 
 
+def pooled_variances(logs_a: dict, logs_b: dict) -> dict[tuple, tuple[float, float]]:
+    """Per point with R >= 2 on both sides: (run-to-run variance of log throughput pooled over A's and B's
+    repeats, moderated across those points; its df)."""
+    keys = [k for k in logs_a if len(logs_a[k]) >= 2 and len(logs_b.get(k, ())) >= 2]
+    if not keys:
+        return {}
+    var, df = gatestats.pooled(
+        [np.var(logs_a[k], ddof=1) for k in keys],
+        [len(logs_a[k]) - 1 for k in keys],
+        [np.var(logs_b[k], ddof=1) for k in keys],
+        [len(logs_b[k]) - 1 for k in keys],
+    )
+    post, df_post, _, _ = gatestats.moderate(var, df)
+    return {k: (float(v), float(d)) for k, v, d in zip(keys, post, df_post)}
+
+
 def _judge(tested: list[PointComparison], logs_a, logs_b, floor_var, floor_prior, result: Comparison) -> None:
-    """Welch t per point on log throughput with each side's run-to-run variance, Holm across the points."""
+    """t per point on log throughput, Holm across the points (one-sided for regressions): with repeats on both
+    sides the point's variance pooled over them, else each side's own (repeats, or the noise floor), Welch."""
+    both = pooled_variances(logs_a, logs_b)
     var_a, var_b = side_variances(logs_a), side_variances(logs_b)
 
     def side(var: dict, key: tuple) -> tuple:
@@ -344,7 +367,7 @@ def _judge(tested: list[PointComparison], logs_a, logs_b, floor_var, floor_prior
             rows.append((math.nan, math.nan, math.nan))
             need = " and ".join(name for name, v in (("A", va), ("B", vb)) if v is None)
             pc.verdict = NOT_ENOUGH
-            pc.note = f"1 run in {need}"  # the summary line says what would do
+            pc.note = f"fewer than 2 successful repeats in {need}"  # the summary line says what would do
             continue
         ra, rb = len(logs_a[pc.key]), len(logs_b[pc.key])
         weak.update(
@@ -353,16 +376,24 @@ def _judge(tested: list[PointComparison], logs_a, logs_b, floor_var, floor_prior
             if how == "noise floor" or r == 2
         )
         shared = how_a == how_b == "noise floor"
-        d, se, df = gatestats.welch(
-            np.mean(logs_a[pc.key]), va, ra, da, np.mean(logs_b[pc.key]), vb, rb, db, shared=shared
-        )
+        if pc.key in both:
+            v, df = both[pc.key]
+            d, se = np.mean(logs_b[pc.key]) - np.mean(logs_a[pc.key]), math.sqrt(v * (1 / ra + 1 / rb))
+            test = "t on log throughput, the variance pooled over A's and B's repeats"
+        else:
+            d, se, df = gatestats.welch(
+                np.mean(logs_a[pc.key]), va, ra, da, np.mean(logs_b[pc.key]), vb, rb, db, shared=shared
+            )
+            test = "t on log throughput, one noise floor for both" if shared else "Welch t on log throughput"
         rows.append((float(d), float(se), float(df)))
         pc.df = float(df)
         hw = stats.t_crit(max(1, min(gatestats.DF_MAX, math.floor(df + 1e-9)))) * float(se)
         pc.ci = (math.exp(d - hw), math.exp(d + hw))
         pc.ratio = math.exp(d)  # of the geometric means (the records' throughput at R >= 2)
-        test = "t on log throughput, one noise floor for both" if shared else "Welch t on log throughput"
-        pc.ci_method = f"{test}, R={ra} ({how_a}) vs R={rb} ({how_b}), df {df:.1f}; Holm over the points"
+        pc.ci_method = (
+            f"{test}, R={ra} ({how_a}) vs R={rb} ({how_b}), df {df:.1f}; Holm over the points, one-sided for "
+            "regressions"
+        )
     if not rows:
         return
     if weak and sum(not math.isnan(row[1]) for row in rows) >= 3:  # moderation needs 3 points
@@ -420,7 +451,7 @@ def gate(result: Comparison, *, allow_undecided: bool = False) -> None:
     threshold, or broke a point; else Undecided (exit 3) when some point could not be judged (Comparison.
     undecided), unless `allow_undecided`."""
     if result.regressions:
-        names = ", ".join(f"{series_name(p.a)} N={p.key.world_size}" for p in result.regressions)
+        names = ", ".join(result.label(p) for p in result.regressions)
         raise RegressionFound(
             f"{len(result.regressions)} regression(s) in {result.sweep_b} vs {result.sweep_a} "
             f"beyond the run-to-run noise and the {result.threshold:.1%} threshold: {names}"
@@ -449,11 +480,15 @@ def summary_lines(result: Comparison) -> list[str]:
     unknown = sum(p.verdict == NOT_ENOUGH for p in result.points)
     floor = f", noise floor from {result.noise_floor} (A/A)" if result.noise_floor else ""
     lines.append(
-        f"run-to-run noise: Welch t on log throughput, Holm over {len(tested)} tested point(s) at a family-wise "
+        f"run-to-run noise: t on log throughput, Holm over {len(tested)} tested point(s) (one-sided for regressions) "
+        f"at a family-wise "
         f"{gatestats.ALPHA:.0%}{floor}"
     )
     if unknown:
-        lines.append(f"{unknown} point(s) ran once on a side: {NOT_ENOUGH} (--repeats 2+ or --noise-floor)")
+        lines.append(
+            f"{unknown} point(s) with fewer than 2 successful repeats on a side: {NOT_ENOUGH} "
+            "(--repeats 2+ or --noise-floor)"
+        )
     lines.append(
         f"{n_reg} regression(s), {n_imp} improvement(s) beyond the run-to-run noise and the {result.threshold:.1%} "
         f"threshold, over {len(result.points)} matched point(s)"

@@ -1,23 +1,21 @@
-"""The statistics of the regression gate (`distbench compare`): run-to-run variance of log throughput,
-Welch's t with Welch-Satterthwaite degrees of freedom, and Holm's correction across the points of one
-comparison. Everything works on numpy arrays (one comparison, or many simulated ones at once:
-tests/cisim.py proves the gate's false-alarm rate and power with these same functions).
+"""The statistics of the regression gate (`distbench compare`): run-to-run variance of log throughput, the t of
+the difference of two sweeps' mean log throughputs, and Holm's correction across the points of one comparison,
+one-sided for regressions. Everything works on numpy arrays (one comparison, or many simulated ones at once:
+tests/cisim.py and benchmarks/gate_power.py measure the gate's false alarm and power with these same functions).
 
-Run-to-run variances from R = 2 or 3 repeats have 1 or 2 degrees of freedom each: a t-test on them alone
-has almost no power once corrected for 20 points. The variances of the points of one sweep are therefore
-moderated (empirical Bayes, Smyth 2004, "Linear models and empirical Bayes methods for assessing
-differential expression in microarray experiments", Stat. Appl. Genet. Mol. Biol. 3(1), section 6): each
-point's variance is shrunk towards a prior s0^2 that counts as d0 degrees of freedom, both estimated from
-the spread of the sweep's own variances. Points with equal noise get d0 large (their variances pooled);
-points whose noise differs widely get d0 small (each keeps most of its own). The moderated degrees of freedom
-are capped at the sweep's total, as in limma. The plain estimate assumes the points of a sweep share one noise
-level (up to sampling): a noisy point's variance is then shrunk towards the others' and its t comes out too
-large (with Gaussian noise and 5 of 20 points 3x noisier the family false alarm was 9% at R = 3). So the
-moderation is robust (limma's robust=TRUE, Phipson et al. 2016: an outlying variance keeps more of its own)
-and, where every point has 2 df or more, d0 is capped at D0_MAX: at R = 3 the family false alarm stays <= 5%
-under Gaussian, t(4) and lognormal noise whether the points' noise spreads 3x, one point is 5x noisier or 5 of
-20 are 3x noisier (cisim.gate_sweeps, docs/benchmarks.md). At R = 2, or one run on a noise floor, it exceeds
-5% where the points' noise differs, and compare says so beside its verdict (compare.MODERATION_CAVEAT).
+With repeats on both sides a point's run-to-run variance is pooled over A's and B's repeats (`pooled`: 4 df at
+R = 3), as limma pools a two-group fit's residuals. Those few df alone give almost no power once corrected for
+20 points, so the variances of one comparison's points are moderated (empirical Bayes, Smyth 2004, "Linear
+models and empirical Bayes methods for assessing differential expression in microarray experiments", Stat.
+Appl. Genet. Mol. Biol. 3(1), section 6): each is shrunk towards a prior s0^2 that counts as d0 degrees of
+freedom, both estimated from the spread of the points' own variances. The moment estimate of d0 is noisy (20
+points' log variances at 4 df spread by sampling alone about as much as a 10x spread of the points' noise adds),
+and where it comes out large although the points' noise differs, a noisy point's variance is shrunk towards the
+others' and it is falsely flagged. So d0 is taken at a lower confidence bound (SPREAD_MARGIN), capped per point
+(D0_MAX), and the moderation is robust (limma's robust=TRUE, Phipson et al. 2016: an outlying variance keeps
+more of its own). The false alarm and power per noise law, heterogeneity, R and point count:
+docs/benchmarks.md. On a noise floor (one run per side, 1 df per point) the false alarm exceeds 5% where one
+point is much noisier, and compare says so beside its verdict (compare.MODERATION_CAVEAT).
 """
 
 from __future__ import annotations
@@ -123,27 +121,31 @@ def f_upper_tail(f, df1, df2):
     return betainc(df2 / 2, df1 / 2, df2 / (df2 + df1 * np.maximum(f, 0.0)))
 
 
-D0_MAX = 4.0
-"""The prior degrees of freedom are capped here: a point's own variance (2 df at R = 3) then always weighs at
-least a third. The moment estimate of d0 from 20 points' log variances at 1-2 df each is noisy (the spread of
-log variances that sampling alone gives, 1.6 at 2 df, dwarfs a 3x spread of the points' noise, 0.4), so it
-often comes out large where the noise differs; uncapped, the family false alarm with Gaussian noise and 5 of 20
-points 3x noisier is 7-9% (cisim.gate_sweeps, docs/benchmarks.md). Applied where every point has 2 df or more
-(R >= 3): with 1 df (R = 2, or one run on a noise floor) a point's own variance alone gives almost no power, so
-there d0 is left as estimated (compare.MODERATION_CAVEAT says what that costs)."""
+D0_MAX = 16.0
+"""The prior's df of a point with 2 df or more are capped here: its own variance (4 df at R = 3, pooled over both
+sweeps) then always weighs at least a fifth. The cap is per point: a point with 1 df (one run per side on a
+noise floor) keeps the prior df as estimated (its own variance alone gives almost no power;
+compare.MODERATION_CAVEAT says what that costs), and the other points of its comparison stay capped. The prior's
+scale s0^2 is fitted at the capped d0 wherever a point is capped."""
+SPREAD_MARGIN = 0.5
+"""d0 is fitted to the spread of the points' log variances at its upper confidence bound: the sample variance
+times (m - 1) / chi2 quantile of m - 1 df at SPREAD_MARGIN standard normal deviates below the median
+(Wilson-Hilferty), about a 69% one-sided bound. A smaller prior df where the spread is uncertain (few points):
+with the point estimate (and a cap of 20) the family false alarm at R = 3 and Gaussian noise reached 5.4-6.5%
+(2000 comparisons a cell) where the points' variances spread 10x; with the bound it stays <= 5% in every simulated cell (docs/benchmarks.md)."""
 
 
 def moderate(var, df):
     """Moderated variances over the last axis, robust to noisy points: (var_post, df_post, s0^2, d0). Each
     point's variance is shrunk towards the prior s0^2, fitted to the spread of log variances (Smyth 2004) with
-    d0 capped at D0_MAX (infinite, all pooled, when the variances spread no more than sampling alone would make
-    them). Robust (limma's robust=TRUE, Phipson et al. 2016, "Robust hyperparameter estimation protects against
+    d0 at a lower confidence bound (SPREAD_MARGIN), capped at D0_MAX for points with 2 df or more (infinite, all
+    pooled, when the variances spread no more than sampling alone would make them). Robust (limma's robust=TRUE, Phipson et al. 2016, "Robust hyperparameter estimation protects against
     hypervariable genes and improves power to detect differential expression", Ann. Appl. Stat. 10(2)): a point
     whose variance is further in the upper tail of F(df, d0) than its rank among the points makes likely is
     given less prior weight, d0_i = P(not outlier) d0 + P(outlier) d0_out, where d0_out puts the largest
     variance at the median of F(df, d0_out); d0_i does not increase with the variance. Fewer than 3 points: no
     moderation (d0 = 0, each its own). df_post = d0_i + df, capped at the total of df. The fourth value is the
-    sweep's d0 (before the per-point outlier weighting)."""
+    sweep's d0 (capped where any point is; before the per-point outlier weighting)."""
     var = np.maximum(np.asarray(var, dtype=float), 1e-12)
     df = np.broadcast_to(np.asarray(df, dtype=float), var.shape)
     m = var.shape[-1]
@@ -152,11 +154,17 @@ def moderate(var, df):
         return var, df, np.full(var.shape[:-1] + (1,), np.nan), np.zeros(var.shape[:-1] + (1,))
     e = np.log(var) - digamma(df / 2) + np.log(df / 2)
     e_mean = e.mean(axis=-1, keepdims=True)
-    spread = ((e - e_mean) ** 2).sum(axis=-1, keepdims=True) / (m - 1) - trigamma(df / 2).mean(axis=-1, keepdims=True)
-    cap = D0_MAX if df.min() >= 2 else 1e8  # 1 df per point (R = 2, a noise floor): not capped (D0_MAX)
-    d0 = np.where(spread > 0, np.minimum(2 * trigamma_inverse(np.maximum(spread, 1e-12)), cap), cap)
+    total_var = ((e - e_mean) ** 2).sum(axis=-1, keepdims=True) / (m - 1)
+    k = m - 1  # the chi-square quantile of Wilson and Hilferty (1931): k S^2 / sigma^2 ~ chi2(k)
+    chi2_low = k * (1 - 2 / (9 * k) - SPREAD_MARGIN * math.sqrt(2 / (9 * k))) ** 3
+    spread = total_var * k / chi2_low - trigamma(df / 2).mean(axis=-1, keepdims=True)
+    d0_fit = np.where(spread > 0, np.minimum(2 * trigamma_inverse(np.maximum(spread, 1e-12)), 1e8), 1e8)
+    capped = df >= 2  # per point: a point with 1 df (R = 2, one failed repeat, a noise floor) is not capped
+    d0 = np.minimum(d0_fit, D0_MAX) if capped.any() else d0_fit
     s0 = np.exp(e_mean + digamma(d0 / 2) - np.log(d0 / 2))
     d0_i = _robust_prior_df(var / s0, df, d0)
+    if capped.any() and not capped.all():
+        d0_i = np.where(capped, d0_i, _robust_prior_df(var / s0, df, d0_fit))
     var_post = (d0_i * s0 + df * var) / (d0_i + df)
     df_post = np.minimum(d0_i + df, total)
     return var_post, df_post, s0, d0
@@ -198,6 +206,16 @@ def welch(mean_a, var_a, n_a, df_a, mean_b, var_b, n_b, df_b, *, shared: bool = 
     return np.asarray(mean_b) - np.asarray(mean_a), np.sqrt(se2), df
 
 
+def pooled(var_a, df_a, var_b, df_b):
+    """(variance, df) of one point's run-to-run variance with A's and B's repeats pooled, each about its own
+    mean, as limma's residual variance of a two-group fit: df_a var_a + df_b var_b over df_a + df_b. A and B
+    ran one configuration on one machine, so under no change they share it; with as many repeats on each side
+    the pooled t's standard error, var (1/n_a + 1/n_b), is Welch's, on twice a side's df."""
+    df_a, df_b = np.asarray(df_a, dtype=float), np.asarray(df_b, dtype=float)
+    df = df_a + df_b
+    return (df_a * np.asarray(var_a) + df_b * np.asarray(var_b)) / df, df
+
+
 def holm_adjusted(p):
     """Holm-adjusted p-values over the last axis (NaN: not tested, stays NaN; m counts the tested ones):
     a point is rejected at family-wise level alpha where its adjusted p is at most alpha."""
@@ -214,16 +232,33 @@ def holm_adjusted(p):
     return np.where(np.isnan(p), np.nan, out)
 
 
+def one_sided_p(t, df, *, lower: bool):
+    """One-sided p-value of t with df degrees of freedom: P(T <= t) (`lower`, a regression: B slower) or
+    P(T >= t); df floored and clipped as in two_sided_p."""
+    df = np.clip(np.floor(np.nan_to_num(np.asarray(df, dtype=float), nan=1.0) + 1e-9), 1, DF_MAX)
+    c = stats.t_cdf(t, df)
+    return c if lower else 1 - c
+
+
 def verdict_codes(d, se, df, threshold: float, alpha: float = ALPHA):
     """For log ratios d (B over A) with standard errors se and df: (p, Holm-adjusted p, code) over the last
     axis; code 0 within noise, -1 regression, +1 improvement, 2 beyond the noise but within the threshold,
-    NaN not tested (se NaN). A change is beyond the noise where Holm rejects ratio 1 at `alpha` for the
-    family, and a regression or improvement only where the ratio also moves by more than `threshold`."""
+    NaN not tested (se NaN). The gate is for regressions, so regressions are one family, tested one-sided (B
+    slower than A), Holm at family-wise `alpha`; improvements are another, tested one-sided the other way, Holm
+    at `alpha` apart (an improvement never fails a gate, and does not spend the regressions' alpha). A change
+    is beyond the noise where its side's Holm rejects ratio 1, and a regression or improvement only where the
+    ratio also moves by more than `threshold`. p and the adjusted p are those of the side the estimate lies on."""
     d, se = np.asarray(d, dtype=float), np.asarray(se, dtype=float)
     with np.errstate(invalid="ignore", divide="ignore"):
-        p = np.where(np.isnan(se), np.nan, two_sided_p(np.where(se > 0, d / np.where(se > 0, se, 1), np.inf), df))
-    adj = holm_adjusted(p)
-    beyond = adj <= alpha
+        t = np.where(se > 0, d / np.where(se > 0, se, 1), np.where(d < 0, -np.inf, np.inf))
+        p_slower = np.where(np.isnan(se), np.nan, one_sided_p(t, df, lower=True))
+        p_faster = np.where(np.isnan(se), np.nan, one_sided_p(t, df, lower=False))
+    adj_slower, adj_faster = holm_adjusted(p_slower), holm_adjusted(p_faster)
     change = np.expm1(d)
-    code = np.where(beyond, np.where(change < -threshold, -1, np.where(change > threshold, 1, 2)), 0).astype(float)
-    return p, adj, np.where(np.isnan(p), np.nan, code)
+    regression = (adj_slower <= alpha) & (change < -threshold)
+    improvement = (adj_faster <= alpha) & (change > threshold)
+    beyond = (adj_slower <= alpha) | (adj_faster <= alpha)
+    code = np.where(regression, -1, np.where(improvement, 1, np.where(beyond, 2, 0))).astype(float)
+    slower = d < 0
+    p, adj = np.where(slower, p_slower, p_faster), np.where(slower, adj_slower, adj_faster)
+    return p, adj, np.where(np.isnan(p_slower), np.nan, code)

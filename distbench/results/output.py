@@ -354,8 +354,8 @@ def stopping_line(records: list[dict]) -> str | None:
         parts.append(f"{len(rules['target_ci_met'])} point(s) reached the CI target")
     if rules.get("two_stage"):
         parts.append(
-            f"{len(rules['two_stage'])} point(s) with a split ran windows sized in advance to the CI target by a "
-            "pilot (two-stage, not adaptive)"
+            f"{len(rules['two_stage'])} point(s) with a split ran windows sized in advance from --max-time and a "
+            "pilot's pace (two-stage, not adaptive)"
         )
     if rules.get("max_time"):
         parts.append(

@@ -128,10 +128,14 @@ def three_terms(reps: Sequence[dict[str, list[dict]]], tiny_calls: int | None = 
     return out
 
 
-def comm_fields(comm_split: dict, allreduce_s: float | None) -> dict:
+def comm_fields(comm_split: dict, allreduce_s: float | None, headline_step_s: float | None = None) -> dict:
     """exposed_comm_s, comm_overhead, overlap (stats.comm_metrics) and their CI from the split's communication
-    term (A - T), not A - B: one meaning of communication, without the straggler wait."""
-    step, comm = comm_split["step_s"], comm_split["communication_s"]
+    term (A - T), not A - B: one meaning of communication, without the straggler wait. comm_overhead divides it
+    by the point's headline time per step (`headline_step_s`: the opening A's, what the point's throughput is
+    computed from), so headline step x overhead is the communication term; the split's own shares divide by
+    its step (the mean of every A, opening and closing), which the split line shows beside them. Without
+    `headline_step_s` the split's step is the denominator."""
+    step, comm = headline_step_s or comm_split["step_s"], comm_split["communication_s"]
     ci = comm_split.get("communication_ci")
     out = stats.comm_metrics(step, step - comm, allreduce_s, tuple(ci) if ci else None)
     out["exposed_comm_ci_scope"] = comm_split.get("ci_scope")
@@ -139,13 +143,14 @@ def comm_fields(comm_split: dict, allreduce_s: float | None) -> dict:
 
 
 def with_split_comm(record: dict) -> dict:
-    """The record with its communication fields from its split, where it has one and (stored before issue 34)
-    they still hold A - B: read-time, so old stores' tables and exports do not count the wait twice."""
+    """The record with its communication fields from its split, where it has one and they were stored another
+    way (A - B, or an overhead over the split's step rather than the headline step): read-time, so old stores'
+    tables and exports do not count the wait twice and every overhead shares the headline step's denominator."""
     split = record.get("comm_split")
     if not split or split.get("communication_s") is None or not split.get("step_s"):
         return record
-    fields = comm_fields(split, record.get("allreduce_s"))
-    if record.get("exposed_comm_s") == fields["exposed_comm_s"]:
+    fields = comm_fields(split, record.get("allreduce_s"), record.get("time_per_step_s"))
+    if all(record.get(k) == fields[k] for k in ("exposed_comm_s", "comm_overhead")):
         return record
     return {**record, **fields}
 

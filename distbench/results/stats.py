@@ -358,37 +358,33 @@ def next_look(n: int) -> int:
 
 
 PILOT_STEPS = MIN_CI_STEPS
-"""Steps of the pilot that sizes a two-stage window (two_stage_steps): the fewest a within-run CI is given for.
-Under a time limit the pilot takes at most half of it (two_stage_pilot_steps), the window the rest."""
+"""Most steps of the pilot that sizes a two-stage window (two_stage_steps). Under a time limit the pilot takes at
+most PILOT_SHARE of it (two_stage_pilot_steps), the window the rest."""
+PILOT_SHARE = 0.1
+"""The share of --max-time a pilot may take: it only measures the pace."""
 
 
 def two_stage_pilot_steps(first_steps: int, first_s: float, max_time_s: float) -> int:
     """Steps the pilot adds after its first `first_steps` (which took `first_s` seconds, the slowest rank's):
-    up to PILOT_STEPS in all, within half of `max_time_s` (0: no limit)."""
+    up to PILOT_STEPS in all, within PILOT_SHARE of `max_time_s` (0: no limit)."""
     more = PILOT_STEPS - first_steps
     if max_time_s > 0 and first_s > 0:
-        more = min(more, int(max_time_s / 2 * first_steps / first_s) - first_steps)
+        more = min(more, int(max_time_s * PILOT_SHARE * first_steps / first_s) - first_steps)
     return max(0, more)
 
 
 def two_stage_steps(
-    ci: dict | None, pilot_steps: int, pilot_s: float, target: float, min_steps: int, max_steps: int, max_time_s: float
+    pilot_steps: int, pilot_s: float, min_steps: int, max_steps: int, max_time_s: float
 ) -> tuple[int, str]:
-    """(K, why): the steps of a window sized in advance by a pilot (Stein's two-stage rule). The window's own
-    steps then decide nothing about its length, so its mean carries no optional-stopping bias (a window that
-    stops at the first look whose CI is narrow enough stops more often on a run of steps that happened to be
-    alike, and its mean is biased). K is where a CI shrinking as 1/sqrt(n) meets the target, from the pilot's
-    half-width, rescaled from the pilot's t quantile (its few batches) to the one of a CI over MAX_BATCHES
-    batches, and at least MIN_CI_STEPS (so the window gets a CI); then capped by `max_steps` and by what fits in
-    `max_time_s` after the pilot at the pilot's pace, down to `min_steps` (--steps) at the least, as adaptive
-    stopping always measured --steps. why: 'target', 'max_steps' or 'max_time'. A pilot with no CI (too short, or
-    its batch means autocorrelated at every batch size) takes the caps, as adaptive stopping would run to them."""
+    """(K, why): the steps of a window sized in advance from the budget and the pilot's mean pace (never from
+    the pilot's noise, nor from the window's own steps): what is left of `max_time_s` after the pilot, at the
+    pilot's mean time per step, capped by `max_steps` and at least `min_steps` (--steps); without a time limit
+    the step cap. A window whose length depended on the noise of the steps before it (a CI target met by a
+    pilot's narrow CI, or by the window's own at a look) would be short exactly where the steps had been alike,
+    and where slow phases are also noisier its mean would be biased; K here follows only the mean pace, and a
+    window of fixed length gets an honest batch-means CI (its coverage and bias: benchmarks/two_stage_window.py).
+    why: 'max_time' or 'max_steps'."""
     k, why = max_steps, "max_steps"
-    if ci is not None and target > 0:
-        scale = t_crit(MAX_BATCHES - 1) / t_crit(max(1, ci["batches"] - 1))
-        need = max(MIN_CI_STEPS, min_steps, math.ceil(pilot_steps * (ci["rel_half_width"] * scale / target) ** 2))
-        if need <= max_steps:
-            k, why = need, "target"
     if max_time_s > 0 and pilot_s > 0:
         fits = max(min_steps, int((max_time_s - pilot_s) * pilot_steps / pilot_s))
         if fits < k:

@@ -148,9 +148,10 @@ def measure_two_stage(
     new_event: Callable[[], Any] | None = None,
 ) -> tuple[list[float], Any, dict]:
     """The point's window when every run of an in-process order (A T B T A) must follow the same rule: a pilot
-    (after the warmup; up to stats.PILOT_STEPS steps within half of --max-time; not part of any figure, its
-    slowest-rank step times kept in the record), then a window of K steps fixed in advance from the pilot's CI
-    and what is left of --max-time (stats.two_stage_steps), which every later run repeats (fixed_steps).
+    (after the warmup; up to stats.PILOT_STEPS steps within stats.PILOT_SHARE of --max-time; not part of any
+    figure, its slowest-rank step times kept in the record), then a window of K steps fixed in advance from what
+    is left of --max-time at the pilot's mean pace (stats.two_stage_steps), which every later run repeats
+    (fixed_steps).
     Adaptive stopping on the first run alone biased its mean against the fixed-length runs beside it, and the
     split takes differences of these means. Every rank takes the same decisions from the same gathered data."""
     plain = dataclasses.replace(cfg, target_ci=0.0, extra={k: v for k, v in cfg.extra.items() if k != TWO_STAGE})
@@ -169,13 +170,11 @@ def measure_two_stage(
         pilot_times = pilot_times + extra_times
         segments += rest["segments_s"]
         combined, pilot_s = slowest()
-    ci = stats.step_time_ci(combined)
-    k, why = stats.two_stage_steps(
-        ci, len(combined), pilot_s, cfg.target_ci, max(cfg.steps, 1), cfg.max_steps, cfg.max_time_s
-    )
+    ci = stats.step_time_ci(combined)  # kept in the record; it decides nothing
+    k, why = stats.two_stage_steps(len(combined), pilot_s, max(cfg.steps, 1), cfg.max_steps, cfg.max_time_s)
     times, out, stopping = measure(step, sync, dataclasses.replace(plain, warmup=0, steps=k), gather, new_event)
     stopping.update(
-        rule="two_stage" if why == "target" else why,
+        rule="two_stage",
         target_ci=cfg.target_ci,
         warmup_start=pilot["warmup_start"],
         two_stage={

@@ -1,0 +1,162 @@
+"""The two-stage window of a split point (the first A of A T B T A, workers/common.measure_two_stage) on simulated
+step clocks: the pilot and K as the project's own functions choose them (stats.two_stage_pilot_steps,
+stats.two_stage_steps: K from the time budget and the pilot's mean pace), then the window's mean step time and its
+batch-means 95% CI (stats.step_time_ci). Coverage of that CI of the true mean (over the windows given a CI), bias
+of the window's mean with its Monte Carlo standard error, and K's spread. Prints a markdown section; --out writes
+it into docs/benchmarks.md.
+
+    .venv/bin/python benchmarks/two_stage_window.py --trials 4000 --out docs/benchmarks.md
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from mdsection import write_section  # noqa: E402
+from tests import cisim  # noqa: E402
+from distbench.results import stats  # noqa: E402
+
+STEP_S = 0.1
+"""The clocks' mean step time scale (seconds): at --max-time 60 s a window of about 540 steps after the pilot."""
+LENGTH = 2000
+"""Steps simulated per run (pilot and window fit in it)."""
+
+
+def regime_clock(rng: np.random.Generator, runs: int) -> tuple[np.ndarray, float]:
+    """Two phases, a Markov chain started in its stationary law: fast (1.0, cv 2%) and slow (1.25, cv 8%: the slow
+    phase is also the noisier one); fast -> slow with probability 1/300 a step, slow -> fast 1/100 (a quarter of
+    the steps slow, phases of 100 and 300 steps on average). Returns (step times in units, true mean)."""
+    up, down = 1 / 300, 1 / 100
+    slow_share = up / (up + down)
+    state = rng.random(runs) < slow_share
+    flips = rng.random((runs, LENGTH))
+    noise = rng.standard_normal((runs, LENGTH))
+    out = np.empty((runs, LENGTH))
+    for t in range(LENGTH):
+        out[:, t] = np.where(state, 1.25 * (1 + 0.08 * noise[:, t]), 1.0 * (1 + 0.02 * noise[:, t]))
+        state = np.where(state, flips[:, t] >= down, flips[:, t] < up)
+    return out, 1.25 * slow_share + 1.0 * (1 - slow_share)
+
+
+def _iid(rng: np.random.Generator, runs: int) -> tuple[np.ndarray, float]:
+    return 1 + 0.05 * rng.standard_normal((runs, LENGTH)), 1.0
+
+
+def _series(model: cisim.SeriesModel):
+    return lambda rng, runs: (cisim.step_series(rng, runs, LENGTH, model), model.true_mean)
+
+
+CLOCKS = {
+    "iid, cv 5% (Gaussian)": _iid,
+    "iid, cv 5%, t(4), 2% slow steps of 4 sd": _series(cisim.SeriesModel(phi=0.0)),
+    "AR(1) phi 0.5, cv 5%, t(4), 2% slow steps of 4 sd": _series(cisim.SeriesModel(phi=0.5)),
+    "AR(1) phi 0.9, cv 5%, t(4), 2% slow steps of 4 sd": _series(cisim.SeriesModel(phi=0.9)),
+    "regime switching: slow phases 1.25x and 4x noisier": regime_clock,
+}
+"""Each clock: (rng, runs) -> (runs x LENGTH step times in units of STEP_S, the true mean)."""
+CHUNK = 4000
+"""Runs simulated at once (memory: three runs x LENGTH arrays)."""
+
+
+def window(series: np.ndarray, max_time_s: float, min_steps: int) -> tuple[int, np.ndarray]:
+    """(pilot steps, the window's step times) of one run, as measure_two_stage takes them (seconds)."""
+    x = series * STEP_S
+    first = min(max(min_steps, 1), stats.PILOT_STEPS)
+    pilot = first + stats.two_stage_pilot_steps(first, float(x[:first].sum()), max_time_s)
+    k, _ = stats.two_stage_steps(pilot, float(x[:pilot].sum()), min_steps, 10_000, max_time_s)
+    if pilot + k > len(x):
+        raise ValueError("LENGTH too short for this budget")
+    return pilot, x[pilot : pilot + k]
+
+
+def summarize(clock, rng: np.random.Generator, trials: int, max_time_s: float, min_steps: int) -> dict:
+    means, covered, given, ks, met = [], 0, 0, [], 0
+    for start in range(0, trials, CHUNK):
+        series, truth = clock(rng, min(CHUNK, trials - start))
+        for row in series:
+            _, w = window(row, max_time_s, min_steps)
+            ks.append(len(w))
+            means.append(w.mean() / (truth * STEP_S))
+            ci = stats.step_time_ci(list(w))
+            if ci is not None:
+                given += 1
+                covered += abs(ci["mean"] - truth * STEP_S) <= ci["half_width"]
+                met += ci["rel_half_width"] <= 0.02
+    means = np.asarray(means)
+    n = len(means)
+    cov = covered / given if given else float("nan")
+    return {
+        "coverage": cov,
+        "coverage_se": math.sqrt(max(cov * (1 - cov), 1e-12) / given) if given else float("nan"),
+        "given": given / n,
+        "met": met / n,
+        "bias": float(means.mean() - 1),
+        "bias_se": float(means.std(ddof=1) / math.sqrt(n)),
+        "k": np.percentile(ks, [1, 50, 99]),
+        "runs": n,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--trials", type=int, default=4000, help="simulated runs per clock")
+    parser.add_argument(
+        "--regime-trials", type=int, default=16000, help="runs of the regime-switching clock (its bias is small)"
+    )
+    parser.add_argument("--max-time", type=float, default=60.0, help="the budget, seconds (--max-time)")
+    parser.add_argument("--steps", type=int, default=10, help="--steps (the fewest a window runs)")
+    parser.add_argument("--out")
+    args = parser.parse_args()
+    start = time.time()
+    rng = np.random.default_rng(2043)
+    lines = []
+    for name, clock in CLOCKS.items():
+        trials = args.regime_trials if clock is regime_clock else args.trials
+        r = summarize(clock, rng, trials, args.max_time, args.steps)
+        lo, med, hi = r["k"]
+        lines.append(
+            f"| {name} | {r['runs']} | {r['coverage']:.1%} ± {r['coverage_se']:.1%} ({r['given']:.0%}) | "
+            f"{r['bias']:+.3%} ± {r['bias_se']:.3%} ({r['bias'] / r['bias_se']:+.1f} SE) | {r['met']:.0%} | "
+            f"{med:.0f} ({lo:.0f}-{hi:.0f}) |"
+        )
+        print(lines[-1], file=sys.stderr, flush=True)
+    text = "\n".join(
+        [
+            "## The two-stage window (`benchmarks/two_stage_window.py`)",
+            "",
+            f"{args.trials} simulated runs per clock ({args.regime_trials} of the regime-switching one) of a split "
+            "point's first window, chosen by the project's own "
+            f"functions: a pilot of up to {stats.PILOT_STEPS} steps within {stats.PILOT_SHARE:.0%} of --max-time "
+            f"({args.max_time:g} s here, --steps {args.steps}), then K steps from what is left of the budget at the "
+            f"pilot's mean pace (stats.two_stage_steps; mean step {STEP_S:g} s x the clock). Coverage: share of the "
+            "window's batch-means 95% CIs (stats.step_time_ci) that hold the clock's true mean step time, over the "
+            "windows given a CI (their share in brackets), ± one Monte Carlo standard error. Bias: mean over runs of "
+            "the window's mean step time / the true mean - 1, ± its standard error. CI within 2%: share of windows "
+            "whose CI met the default --target-ci (which no longer sizes the window). K: median (1st-99th "
+            "percentile).",
+            "",
+            "| clock | runs | coverage (given) | bias of the window's mean | CI within 2% | K |",
+            "|---|---|---|---|---|---|",
+            *lines,
+            "",
+            f"Run {time.strftime('%Y-%m-%d', time.gmtime())}, `benchmarks/two_stage_window.py --trials {args.trials} "
+            f"--regime-trials {args.regime_trials}`, "
+            f"{time.time() - start:.0f} s on a shared 2-core machine.",
+            "",
+        ]
+    )
+    print(text)
+    if args.out:
+        write_section(args.out, text)
+
+
+if __name__ == "__main__":
+    main()
