@@ -22,7 +22,7 @@ def test_process_launcher_runs_the_worker_module():
     assert argv == [
         sys.executable,
         "-m",
-        "distbench.run.rankguard",
+        "distbench.core.rankguard",
         sys.executable,
         "-m",
         "distbench.workers",
@@ -40,7 +40,7 @@ def test_torchrun_launcher():
     argv, _ = build_command(STRATEGIES["ddp"], _cfg("ddp", 4), "c.json", "r.json", base_env={})
     assert argv[0].endswith("torchrun")
     assert argv[1:4] == ["--standalone", "--nnodes=1", "--nproc_per_node=4"]
-    assert argv[4:10] == ["-m", "distbench.run.rankguard", sys.executable, "-m", "distbench.workers", "torch_ddp"]
+    assert argv[4:10] == ["-m", "distbench.core.rankguard", sys.executable, "-m", "distbench.workers", "torch_ddp"]
 
 
 def test_horovodrun_launcher_uses_gloo_on_localhost():
@@ -73,7 +73,7 @@ def test_classify_failure():
 
 
 def test_a_crashing_worker_is_recorded_failed_with_its_stderr(tmp_path):
-    broken = Strategy(name="broken", framework="torch", module="does_not_exist", launcher=PROCESS)
+    broken = Strategy(name="broken", framework="torch", module="does_not_exist", launcher=PROCESS.name)
     record = run_point(broken, _cfg("torch", 1), tmp_path, timeout_s=120)
     assert record["status"] == "failed"
     assert "No module named distbench.workers.does_not_exist" in record["stderr_tail"]
@@ -90,7 +90,7 @@ def test_a_hanging_point_times_out_and_its_tree_is_killed(tmp_path, monkeypatch)
     )
     record = run_point(STRATEGIES["torch"], _cfg("torch", 1), tmp_path, timeout_s=1)
     assert record["status"] == "timeout"
-    assert record["reason"].startswith("timed out after 1s (--timeout) during ")  # + the phase (distbench.run.phases)
+    assert record["reason"].startswith("timed out after 1s (--timeout) during ")  # + the phase (distbench.core.phases)
     assert record["launch"]["wall_s"] < 30
 
 
@@ -122,7 +122,9 @@ def test_ranks_hung_in_teardown_after_the_record_is_written_are_stopped_and_the_
 
     import distbench.run.launch as launch
 
-    hung = Strategy(name="torch", framework="torch", module="tests.fault_workers.hang_after_record", launcher=PROCESS)
+    hung = Strategy(
+        name="torch", framework="torch", module="tests.fault_workers.hang_after_record", launcher=PROCESS.name
+    )
     started = time.monotonic()
     record = run_point(hung, _cfg("torch", 1), tmp_path, timeout_s=120)
     assert record["status"] == "ok", record.get("reason")
@@ -137,7 +139,7 @@ def test_a_workers_record_is_named_by_the_registry_not_by_the_worker(tmp_path):
     import re
 
     from distbench.workers import common
-    from distbench.core.record import read_record
+    from distbench.results.record import read_record
 
     for path in pathlib.Path(common.__file__).parent.glob("*.py"):
         assert not re.search(r"^STRATEGY\b", path.read_text(), re.M), path.name
@@ -152,7 +154,7 @@ def test_a_rank_that_fails_after_the_record_is_written_keeps_the_measurement(tmp
     destructor at interpreter exit: 'terminate called without an active exception') broke nothing that was
     measured: the point stays ok, with a note naming what happened and the tail kept."""
     from distbench.run.launch import outcome_record
-    from distbench.core.record import base_record, write_record
+    from distbench.results.record import base_record, write_record
 
     cfg = _cfg("ddp", 2)
     ok = base_record(cfg.to_dict(), strategy="ddp", framework="torch", status="ok")
@@ -204,7 +206,7 @@ def test_the_rank_guard_watches_the_distbench_process_without_waking():
     import subprocess
     import time
 
-    from distbench.run import rankguard
+    from distbench.core import rankguard
 
     proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(2)"])
     try:

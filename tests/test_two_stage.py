@@ -1,5 +1,5 @@
 """Every run of an in-process order (A T B T A) has the same rule: a length fixed before it starts. The first A is
-sized by a pilot (Stein's two-stage rule, workers/common.measure_two_stage); stopping it adaptively biased its
+sized by a pilot (Stein's two-stage rule, workers/stopping.measure_two_stage); stopping it adaptively biased its
 mean against the fixed-length runs beside it, and the split takes differences of those means."""
 
 import math
@@ -11,6 +11,7 @@ import pytest
 
 from distbench.results import stats
 from distbench.workers import common
+from distbench.workers import stopping as stop_loop
 from tests.builders import point_config
 
 
@@ -20,10 +21,10 @@ def _cfg(**kw):
 
 def test_only_the_first_synchronized_run_of_an_order_is_sized_by_a_pilot():
     runs = common.segment_configs(_cfg(nosync_order="ATBTA", target_ci=0.02))
-    flags = [(letter, bool(c.extra.get(common.TWO_STAGE)), c.target_ci) for letter, c in runs]
+    flags = [(letter, bool(c.extra.get(stop_loop.TWO_STAGE)), c.target_ci) for letter, c in runs]
     assert flags[0] == ("A", True, 0.02)
     assert all(not two and ci == 0.0 for _, two, ci in flags[1:])
-    assert not common.segment_configs(_cfg(target_ci=0.02))[0][1].extra.get(common.TWO_STAGE)  # no split: adaptive
+    assert not common.segment_configs(_cfg(target_ci=0.02))[0][1].extra.get(stop_loop.TWO_STAGE)  # no split: adaptive
 
 
 def _fake_clock(monkeypatch, draw):
@@ -41,8 +42,8 @@ def test_the_window_runs_the_steps_its_pilot_planned(monkeypatch):
         looks.append(None if obj is None else len(obj[0]))
         return [obj]
 
-    cfg = _cfg(world_size=1, target_ci=0.01, extra={common.TWO_STAGE: True}, max_time_s=0)
-    times, _, stopping = common.measure(step, lambda o: None, cfg, gather)
+    cfg = _cfg(world_size=1, target_ci=0.01, extra={stop_loop.TWO_STAGE: True}, max_time_s=0)
+    times, _, stopping = stop_loop.measure(step, lambda o: None, cfg, gather)
     plan = stopping["two_stage"]
     assert plan["pilot_steps"] == stats.PILOT_STEPS == len(plan["pilot_step_times_s"])
     ci = stats.step_time_ci(plan["pilot_step_times_s"])
@@ -60,8 +61,8 @@ def test_max_time_bounds_the_pilot_and_the_window(monkeypatch):
     """--max-time 2 s at 0.1 s a step: the pilot stops at half of it (10 steps), the window takes what is left
     (10 steps, under the 150 a CI needs, as adaptive stopping would have run out of time), not 150 each."""
     step = _fake_clock(monkeypatch, lambda: 0.1)
-    cfg = _cfg(world_size=1, steps=5, warmup=0, target_ci=0.02, extra={common.TWO_STAGE: True}, max_time_s=2)
-    times, _, stopping = common.measure(step, lambda o: None, cfg)
+    cfg = _cfg(world_size=1, steps=5, warmup=0, target_ci=0.02, extra={stop_loop.TWO_STAGE: True}, max_time_s=2)
+    times, _, stopping = stop_loop.measure(step, lambda o: None, cfg)
     assert stopping["two_stage"]["pilot_steps"] == 10 and len(times) == 10
     assert stopping["rule"] == "max_time" and stopping["two_stage"]["pilot_ci_half_width"] is None
     assert sum(times) + stopping["two_stage"]["pilot_s"] == pytest.approx(2.0)
@@ -93,9 +94,9 @@ def _bias(monkeypatch, two_stage: bool, trials: int, seed: int) -> tuple[float, 
         return 11 * x if rng.random() < 0.01 else x
 
     step = _fake_clock(monkeypatch, draw)
-    extra = {common.TWO_STAGE: True} if two_stage else {}
+    extra = {stop_loop.TWO_STAGE: True} if two_stage else {}
     cfg = _cfg(world_size=1, steps=20, warmup=0, target_ci=0.05, extra=extra, max_steps=9600, max_time_s=0)
-    means = [statistics.fmean(common.measure(step, lambda o: None, cfg)[0]) for _ in range(trials)]
+    means = [statistics.fmean(stop_loop.measure(step, lambda o: None, cfg)[0]) for _ in range(trials)]
     true = 0.01 * 1.1
     return statistics.fmean(means) / true - 1, statistics.stdev(means) / true / math.sqrt(trials)
 

@@ -58,7 +58,7 @@ def test_every_strategy_passes_on_cpu_workers(tmp_path):
 
 
 def _broken(module):
-    return Strategy(name=module.rsplit(".", 1)[1], framework="torch", module=module, launcher=TORCHRUN)
+    return Strategy(name=module.rsplit(".", 1)[1], framework="torch", module=module, launcher=TORCHRUN.name)
 
 
 @pytest.fixture

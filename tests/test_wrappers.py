@@ -47,7 +47,7 @@ def test_each_wrapper_runs_and_is_measured(strategy, n, tmp_path):
     assert len(record["step_times_s"]) == 3 and min(record["step_times_s"]) > 0
     assert record["stopping"]["rule"] == "fixed_steps" and record["measured_window_s"] > 0
     assert record["peak_memory_bytes"] > 100 * 2**20  # a worker's peak RSS: torch alone is more
-    assert record["launch"]["launcher"] == STRATEGIES[strategy].launcher.name
+    assert record["launch"]["launcher"] == STRATEGIES[strategy].launcher
     assert record["wrapper"]
     assert record.get("timing") == (TIMING if strategy in OWN_LOOP else None)
     if strategy == "lightning":  # Trainer defaults stay on, and the record says so
@@ -147,7 +147,7 @@ def test_accelerate_launch_commands():
     assert argv[:2] == ["accelerate", "launch"] and "--cpu" in argv and "--multi_gpu" not in argv
     assert argv[argv.index("--cpu") + 1 :] == [
         "-m",
-        "distbench.run.rankguard",
+        "distbench.core.rankguard",
         sys.executable,
         "-m",
         "distbench.workers",

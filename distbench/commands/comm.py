@@ -8,9 +8,9 @@ from distbench.kinds.commbench import BACKENDS
 from distbench.run import runner
 from distbench.commands import options as opt
 from distbench.core.errors import BadInput
-from distbench.results.output import json_document
+from distbench.analysis.output import json_document
 from distbench.run.plan import parse_gpus
-from distbench.run.plan_kinds import CommOptions, plan_comm
+from distbench.kinds.plans import CommOptions, plan_comm
 
 SERIES = ("sizes_bytes", "time_median_s", "time_p95_s", "algbw_gbps", "busbw_gbps", "correct")
 """A comm record's per-size lists."""

@@ -16,7 +16,7 @@ from distbench.converge.summary import EQUIVALENCE_MARGIN, fmt, speed_and_time_c
 from distbench.core.errors import BadInput
 from distbench.models.specs import check_input, get_spec
 from distbench.run.plan import cpu_cores, parse_gpus, resolve_device
-from distbench.run.plan_kinds import plan_converge
+from distbench.kinds.plans import plan_converge
 from distbench.core.strategies import parse_strategies
 
 DEFAULT_STRATEGIES = "torch,ddp,tf,mirrored"

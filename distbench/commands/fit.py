@@ -13,7 +13,7 @@ from distbench.kinds.batchfit import BatchSearch, find_largest_batch
 from distbench.run import runner
 from distbench.commands import options as opt
 from distbench.core.errors import BadInput
-from distbench.results.output import fmt_bytes
+from distbench.analysis.output import fmt_bytes
 from distbench.run.plan import MAX_BATCH, SweepOptions, make_plan
 from distbench.core.strategies import strategy_names
 from distbench.kinds.sweep import run_points

@@ -9,9 +9,9 @@ from distbench.run import runner
 from distbench.commands import options as opt
 from distbench.kinds.infer import TELEMETRY_INTERVAL_S, expand
 from distbench.models.specs import model_names
-from distbench.results.output import fmt_bytes, json_document
+from distbench.analysis.output import fmt_bytes, json_document
 from distbench.run.plan import MAX_BATCH, parse_counts
-from distbench.run.plan_kinds import InferOptions, plan_infer
+from distbench.kinds.plans import InferOptions, plan_infer
 
 
 @click.command()

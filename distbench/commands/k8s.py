@@ -161,7 +161,7 @@ def k8s(gpus_text, nodes_text, gpus_per_node, device, out, apply_now, apply_slac
 def run_on_cluster(out: Path, files, shared, points, settings: K8sSettings, results: str, slack_s: float) -> None:
     """--apply: each point created, waited for and its logs saved (distbench.k8s.apply), then the records
     collected into the store; a point that went wrong stops the sweep (exit 1) after its records are in."""
-    from distbench.results.collect import collect_records
+    from distbench.kinds.collect import collect_records
     from distbench.k8s.apply import ApplyFailed, Kubectl, apply_sweep
     from distbench.results.store import Store
 

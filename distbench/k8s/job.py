@@ -25,14 +25,14 @@ from pathlib import Path
 
 import click
 
-from distbench.run import phases
+from distbench.core import phases
 from distbench.results import stats
 from distbench.core.config import PointConfig
-from distbench.k8s.collect import record_line
+from distbench.results.kubelogs import record_line
 from distbench.run.launch import log_tail, outcome_record
 from distbench.kinds.measure import NOISY_CV
 from distbench.run.plan import cpu_cores
-from distbench.core.record import write_record
+from distbench.results.record import write_record
 from distbench.core.strategies import get_strategy
 
 LAUNCHER_ROLE = "launcher"

@@ -25,7 +25,7 @@ BACKENDS: dict[str, Strategy] = {
         "horovod",
         "horovod.torch allreduce",
         module="comm_horovod",
-        launcher=HOROVODRUN,
+        launcher=HOROVODRUN.name,
         requires=("torch", "horovod.torch"),
     ),
     "tf": _backend(
@@ -33,7 +33,7 @@ BACKENDS: dict[str, Strategy] = {
         "tf.distribute MirroredStrategy all_reduce",
         framework="tf",
         module="comm_tf",
-        launcher=PROCESS,
+        launcher=PROCESS.name,
         requires=("tensorflow",),
     ),
 }

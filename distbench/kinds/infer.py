@@ -11,7 +11,7 @@ import dataclasses
 
 from distbench.core.config import PointConfig
 from distbench.run.launchers import PROCESS
-from distbench.core.record import add_step_metrics, base_record
+from distbench.results.record import add_step_metrics, base_record
 from distbench.core.strategies import Strategy
 from distbench.run.telemetry import summarize
 
@@ -20,7 +20,7 @@ INFER = {
         name=f"infer-{fw}",
         framework=fw,
         module=f"infer_{fw}",
-        launcher=PROCESS,
+        launcher=PROCESS.name,
         requires=(module,),
         description=f"{label} inference",
     )

@@ -13,7 +13,7 @@ from distbench.kinds.measure import measure_point
 from distbench.core.config import is_per_core_baseline, point_key  # what identifies a point (resume, OOM bookkeeping)
 from distbench.core.errors import BadInput
 from distbench.run.plan import Plan, PlannedPoint, SweepOptions, cpu_cores
-from distbench.core.record import add_step_metrics, build_record
+from distbench.results.record import add_step_metrics, build_record
 from distbench.run.runner import Kind, ProgressFn, recorded_sweep
 from distbench.run.runner import command_line as command_line  # the commands' import of it (the runner's)
 from distbench.run.runner import run_points as run_any_points
@@ -32,7 +32,7 @@ def add_baseline(baselines: dict, record: dict) -> None:
 
 
 def derive(record: dict, baselines: dict) -> dict:
-    """The record's last build stages before the sweep's bookkeeping, merged by distbench.core.record.build_record
+    """The record's last build stages before the sweep's bookkeeping, merged by distbench.results.record.build_record
     into `record` (in place, returned too): its step metrics where no repeats were combined, MFU
     (distbench.core.mfu.mfu_fields) and derived_fields against the sweep's baselines. speedup, efficiency,
     efficiency_per_core and wrapper_overhead are always present (None where they do not apply)."""

@@ -15,7 +15,7 @@ import tempfile
 from pathlib import Path
 
 from distbench.run.plan import Plan, PlannedPoint
-from distbench.run.plan_kinds import VerifyOptions, plan_verify
+from distbench.kinds.plans import VerifyOptions, plan_verify
 from distbench.run.runner import Kind, OpenSweep, single_run
 from distbench.core.strategies import Strategy
 from distbench.core.workload import Workload
@@ -96,7 +96,7 @@ def verify(
     workdir: str | None = None,
     sweep: OpenSweep | None = None,
 ) -> list[dict]:
-    """The verdict of each strategy (baselines excluded): plan_kinds.plan_verify's points, run_plan's verdicts."""
+    """The verdict of each strategy (baselines excluded): plans.plan_verify's points, run_plan's verdicts."""
     opts = VerifyOptions(
         model=model,
         gpus=world_size,

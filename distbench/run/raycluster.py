@@ -85,7 +85,7 @@ def plan_on_cluster(points: list, address: str, notes: list[str], resources: dic
     from its GPUs (this machine's GPU count does not apply), threads per worker from its CPUs."""
     from distbench.run.launchers import RAY_TRAIN
 
-    ray_points = [p for p in points if p.strategy.launcher is RAY_TRAIN]
+    ray_points = [p for p in points if p.strategy.launcher == RAY_TRAIN.name]
     if not ray_points or any(p.skip_reason and "not installed" in p.skip_reason for p in ray_points):
         return points
     resources = cluster_resources(address) if resources is None else resources
@@ -95,7 +95,7 @@ def plan_on_cluster(points: list, address: str, notes: list[str], resources: dic
     )
     out = []
     for p in points:
-        if p.strategy.launcher is RAY_TRAIN:
+        if p.strategy.launcher == RAY_TRAIN.name:
             why, threads = fit_on_cluster(p.config.world_size, p.config.device, resources, address)
             cfg = dataclasses.replace(p.config, threads_per_worker=threads)
             p = dataclasses.replace(p, config=cfg, skip_reason=why)
@@ -108,7 +108,7 @@ def visible_gpus(address: str, strategies) -> int | None:
     laptop can drive a GPU cluster); None when some strategy runs on this machine."""
     from distbench.run.launchers import RAY_TRAIN
 
-    if not strategies or any(s.launcher is not RAY_TRAIN for s in strategies):
+    if not strategies or any(s.launcher != RAY_TRAIN.name for s in strategies):
         return None
     return int(float(cluster_resources(address).get("GPU", 0)))
 
@@ -246,7 +246,7 @@ def sweep_head(points, progress=None, python: str = sys.executable):
     ray_points = [
         p
         for p in points
-        if p.strategy.launcher is RAY_TRAIN and not p.skip_reason and not (p.config.extra or {}).get("ray_address")
+        if p.strategy.launcher == RAY_TRAIN.name and not p.skip_reason and not (p.config.extra or {}).get("ray_address")
     ]
     if not ray_points or os.environ.get(HEAD_ENV):
         yield None

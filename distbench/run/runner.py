@@ -1,7 +1,7 @@
 """The one point runner of every measuring command (scale, run, fit, comm, infer, converge, verify): its one
 skip rule, its one commit path (the store, else a JSON file) and the sweep row around it.
 
-A command plans its points with its kind's planner (plan_kinds.PLANNERS: its options in, a Plan out: PlannedPoints
+A command plans its points with its kind's planner (kinds.plans.PLANNERS: its options in, a Plan out: PlannedPoints
 (strategy, config, the plan's skip reason), the device and notes; every point made by plan.planned), opens a sweep
 (`new_sweep`, or `recorded_sweep` around a store it holds) and hands the points to `run_points` with a
 `Kind`: how a point of that kind is measured (measure_point for training, one run_point for the single-run
@@ -25,7 +25,7 @@ from distbench.run import signals
 from distbench.core.config import point_key
 from distbench.run.launch import run_point
 from distbench.run.plan import PlannedPoint
-from distbench.core.record import base_record, write_record
+from distbench.results.record import base_record, write_record
 from distbench.results.store import Store
 
 ProgressFn = Callable[[str, int, int, PlannedPoint, "dict | None"], None]
@@ -154,7 +154,7 @@ def _run_points(
             except KeyboardInterrupt as exc:  # its worker tree is already gone (launch.run_point)
                 cause = signals.interruption(exc)
                 phase, where = getattr(exc, "distbench_phase", (None, "while it was measured"))
-                why = f"stopped by {cause.name if cause else 'SIGINT'} {where}"  # where: distbench.run.phases.during
+                why = f"stopped by {cause.name if cause else 'SIGINT'} {where}"  # where: distbench.core.phases.during
                 record = skipped_record(point, why, status="interrupted")
                 if phase:
                     record["stopped_phase"] = phase
