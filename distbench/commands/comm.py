@@ -6,6 +6,7 @@ import click
 
 from distbench.kinds.commbench import BACKENDS
 from distbench.run import runner
+from distbench.results.kind import RecordKind
 from distbench.commands import options as opt
 from distbench.core.errors import BadInput
 from distbench.analysis.output import json_document
@@ -90,7 +91,7 @@ def comm(gpus_text, backend, sizes, factor, iters, warmup, max_time_per_size, de
             err.print(f"{strategy.name} N={point.config.world_size}: {len(size_list)} sizes ...")
 
     with runner.new_sweep(results, "comm", options, notes) as sweep:
-        sweep.run(points, runner.Kind(runner.single_run(timeout)), progress)
+        sweep.run(points, runner.Kind(runner.single_run(timeout), record_kind=RecordKind.COMM), progress)
     records = sweep.records
     if fmt == "json":
         click.echo(json_document(records, extra_fields=("backend", *SERIES, "iterations")))

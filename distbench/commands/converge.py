@@ -8,6 +8,7 @@ import json
 import click
 
 from distbench.run import runner
+from distbench.results.kind import RecordKind
 from distbench.commands import options as opt
 from distbench.converge import data as cdata
 from distbench.converge import lr as lr_rules
@@ -202,7 +203,7 @@ def converge(
             err.print(f"  {_line(record)}", markup=False)
 
     with runner.new_sweep(results, "converge", stored, notes) as sweep:
-        records = sweep.run(planned, runner.Kind(runner.single_run(timeout)), progress)
+        records = sweep.run(planned, runner.Kind(runner.single_run(timeout), record_kind=RecordKind.CONVERGE), progress)
         summary = summarize(records, equivalence_margin)
     if fmt == "json":
         click.echo(json.dumps({"sweep_id": sweep.id, "summary": summary, "runs": records}, indent=1, default=str))

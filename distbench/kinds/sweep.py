@@ -10,7 +10,7 @@ from pathlib import Path
 from distbench.core import mfu
 from distbench.results import stats
 from distbench.kinds.measure import measure_point
-from distbench.core.config import is_per_core_baseline, point_key  # what identifies a point (resume, OOM bookkeeping)
+from distbench.core.config import point_key  # what identifies a point (resume, OOM bookkeeping)
 from distbench.core.errors import BadInput
 from distbench.run.plan import Plan, PlannedPoint, SweepOptions, cpu_cores
 from distbench.results.record import add_step_metrics, build_record
@@ -18,6 +18,7 @@ from distbench.run.runner import Kind, ProgressFn, recorded_sweep
 from distbench.run.runner import command_line as command_line  # the commands' import of it (the runner's)
 from distbench.run.runner import run_points as run_any_points
 from distbench.results.store import Store
+from distbench.results.kind import RecordKind, Status, record_kind
 from distbench.core.strategies import FRAMEWORK_BASELINE
 
 
@@ -25,7 +26,7 @@ def add_baseline(baselines: dict, record: dict) -> None:
     """Keep a baseline record for derive: framework -> the baseline (all the cores), and on CPU workers
     (framework, threads per worker) -> the baseline measured with that many threads."""
     config = record.get("config") or {}
-    if not is_per_core_baseline(record):
+    if record_kind(record) is not RecordKind.BASELINE_REFERENCE:
         baselines[record["framework"]] = record
     if record.get("device") == "cpu":
         baselines[(record["framework"], config.get("threads_per_worker"))] = record
@@ -51,7 +52,7 @@ def derived_fields(record: dict, baselines: dict) -> dict:
     """Speedup, efficiency and (at N=1) the wrapper's overhead against the framework baseline; on CPU
     workers also the efficiency per core (against the baseline with the same threads per worker, see
     add_baseline); or the note saying why there are none. The record is read, not changed."""
-    if is_per_core_baseline(record):
+    if record_kind(record) is RecordKind.BASELINE_REFERENCE:
         return {
             "speedup_note": (
                 f"reference for efficiency per core: {record['strategy']!r} on "
@@ -110,11 +111,15 @@ def run_plan(
     if resume:
         for old in store.points(resume):
             key = point_key(old["strategy"], old.get("config") or old)
-            if old["status"] == "ok" or (old["status"] == "skipped" and not old.get("after_oom")):
+            if old["status"] == Status.OK or (old["status"] == Status.SKIPPED and not old.get("after_oom")):
                 kept[key] = old
             else:
                 store.delete_point(old["point_id"])
-    stored = {"sweep_options": options.to_dict(), "resolved_device": plan.device.device}
+    stored = {
+        "kind": RecordKind.TRAINING.value,
+        "sweep_options": options.to_dict(),
+        "resolved_device": plan.device.device,
+    }
     with recorded_sweep(store, command=command, options=stored, notes=plan.notes, resume=resume) as sweep_id:
         root = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix=f"distbench-{sweep_id}-"))
         try:

@@ -17,6 +17,7 @@ from pathlib import Path
 from distbench.run.plan import Plan, PlannedPoint
 from distbench.kinds.plans import VerifyOptions, plan_verify
 from distbench.run.runner import Kind, OpenSweep, single_run
+from distbench.results.kind import RecordKind
 from distbench.core.strategies import Strategy
 from distbench.core.workload import Workload
 
@@ -136,7 +137,7 @@ def run_plan(
         s, cfg = point.strategy, point.config
         if s.baseline:
             progress(f"{s.name} (single device, global batch {cfg.per_device_batch})")
-            [baselines[s.framework]] = sweep.run([point], Kind(measure))
+            [baselines[s.framework]] = sweep.run([point], Kind(measure, record_kind=RecordKind.VERIFY))
             continue
         base = baselines[s.framework]
         skip = point.skip_reason
@@ -150,7 +151,9 @@ def run_plan(
             results.append(record["verdict"])
             return [record]
 
-        sweep.run([dataclasses.replace(point, skip_reason=skip)], Kind(measure, finish=judged))
+        sweep.run(
+            [dataclasses.replace(point, skip_reason=skip)], Kind(measure, finish=judged, record_kind=RecordKind.VERIFY)
+        )
     return results
 
 
