@@ -19,6 +19,8 @@ from distbench.core.config import PointConfig
 from distbench.results.record import base_record
 from distbench.results.store import Store
 from distbench.kinds.sweep import derive
+from distbench.kinds.verify import DEFAULT_RTOL
+from distbench.core.workload import Workload
 
 
 # -- point configs ---------------------------------
@@ -176,3 +178,44 @@ def converge_point_configs(opts, *, device: str, cores: int, cache: str, image_s
     choice = DeviceChoice(device, 0, "")
     plan = plan_converge(opts, choice, cores=cores, cache=cache, image_size=image_size, num_classes=num_classes)
     return [(p.strategy, p.config) for p in plan.points]
+
+
+def verify(
+    *,
+    model: str,
+    world_size: int,
+    strategies: list,
+    device: str,
+    global_batch: int,
+    steps: int,
+    image_size: int | None,
+    num_classes: int,
+    rtol: float = DEFAULT_RTOL,
+    lr: float = Workload.lr,
+    momentum: float = Workload.momentum,
+    seed: int = Workload.seed,
+    timeout_s: float = 900.0,
+    threads: int = 1,
+    progress=lambda what: None,
+    workdir: str | None = None,
+    sweep=None,
+) -> list[dict]:
+    """The verdict of each strategy (baselines excluded): plans.plan_verify's points, run_plan's verdicts."""
+    from distbench.kinds.plans import VerifyOptions, plan_verify
+    from distbench.kinds.verify import run_plan
+
+    opts = VerifyOptions(
+        model=model,
+        gpus=world_size,
+        strategies=tuple(strategies),
+        device=device,
+        global_batch=global_batch,
+        steps=steps,
+        image_size=image_size,
+        num_classes=num_classes,
+        lr=lr,
+        momentum=momentum,
+        seed=seed,
+        threads=threads,
+    )
+    return run_plan(plan_verify(opts), rtol=rtol, timeout_s=timeout_s, progress=progress, workdir=workdir, sweep=sweep)

@@ -7,7 +7,8 @@ import sys
 import pytest
 
 from distbench.run.launchers import PROCESS
-from distbench.run.launch import build_command, classify_failure, run_point
+from distbench.core import failures
+from distbench.run.launch import build_command, run_point
 from distbench.core.strategies import STRATEGIES, Strategy
 from tests.builders import tiny_config
 
@@ -55,6 +56,11 @@ def test_cuda_env_leaves_gpus_visible():
         STRATEGIES["ddp"], _cfg("ddp", 2, device="cuda"), "c", "r", base_env={"CUDA_VISIBLE_DEVICES": "0,1"}
     )
     assert env["CUDA_VISIBLE_DEVICES"] == "0,1"
+
+
+def classify_failure(returncode: int | None, stderr_tail: str) -> str:
+    """'oom' when the output shows memory ran out, else 'failed' (a bare SIGKILL is not evidence)."""
+    return failures.classify(None, stderr_tail=stderr_tail, returncode=returncode)[0]
 
 
 def test_classify_failure():

@@ -20,7 +20,7 @@ from distbench.results.store import Store, StoreWriteError
 from distbench.core import strategies
 from distbench.core.errors import INSTALL_HINT
 from distbench.core.strategies import STRATEGIES, Strategy
-from distbench.kinds.verify import verify
+from tests.builders import verify
 from tests.conftest import require, run_cli
 from tests.builders import point_config
 

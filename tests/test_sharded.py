@@ -10,7 +10,8 @@ from distbench.run.launchers import TORCHRUN
 from distbench.run.launch import run_point
 from distbench.run.plan import SweepOptions, make_plan
 from distbench.core.strategies import STRATEGIES, Strategy, parse_strategies
-from distbench.kinds.verify import DEFAULT_RTOL, verify
+from distbench.kinds.verify import DEFAULT_RTOL
+from tests.builders import verify
 from tests.conftest import ROOT, require
 from tests.builders import point_config
 

@@ -6,7 +6,8 @@ import pytest
 
 from distbench.run.launchers import TORCHRUN
 from distbench.core.strategies import Strategy
-from distbench.kinds.verify import DEFAULT_RTOL, compare, verify
+from distbench.kinds.verify import DEFAULT_RTOL, compare
+from tests.builders import verify
 from tests.conftest import ROOT, require, run_cli
 
 

@@ -14,7 +14,8 @@ import pytest
 from distbench.run.launchers import ACCELERATE
 from distbench.run.launch import run_point
 from distbench.core.strategies import STRATEGIES
-from distbench.kinds.verify import DEFAULT_RTOL, verify
+from distbench.kinds.verify import DEFAULT_RTOL
+from tests.builders import verify
 from distbench.workers.wrapper_loop import TIMING, LoopEnded, SteppedLoop
 from tests.conftest import require
 from tests.builders import tiny_config

@@ -8,9 +8,10 @@ from typing import Iterable, Sequence
 
 from distbench.core.config import PointKey, point_key
 from distbench.core.strategies import STRATEGIES
+from distbench.core.workload import Measurement
 from distbench.results.kind import RecordKind, record_kind
 
-CV_NOISY = 0.10
+CV_NOISY = Measurement.noisy_cv  # --noisy-cv's default, declared in core/workload.py
 """Step-time coefficient of variation above which a point counts as noisy (when the record has no `noisy`)."""
 
 

@@ -16,7 +16,7 @@ from distbench.run.plan import Plan, PlannedPoint, SweepOptions, cpu_cores
 from distbench.results.record import add_step_metrics, build_record
 from distbench.run.runner import Kind, ProgressFn, recorded_sweep
 from distbench.run.runner import command_line as command_line  # the commands' import of it (the runner's)
-from distbench.run.runner import run_points as run_any_points
+from distbench.run.runner import run_points
 from distbench.results.store import Store
 from distbench.results.kind import RecordKind, Status, record_kind
 from distbench.core.strategies import FRAMEWORK_BASELINE
@@ -123,18 +123,14 @@ def run_plan(
     with recorded_sweep(store, command=command, options=stored, notes=plan.notes, resume=resume) as sweep_id:
         root = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix=f"distbench-{sweep_id}-"))
         try:
-            return sweep_id, run_points(
-                plan,
-                store,
-                sweep_id,
-                kept,
+            kind = training(
                 timeout_s=options.timeout,
-                progress=progress,
-                workdir=root,
-                records_dir=records_dir,
                 repeats=options.repeats,
                 noisy_cv=options.noisy_cv,
                 telemetry_interval_s=options.telemetry_interval,
+            )
+            return sweep_id, run_points(
+                plan.points, store, sweep_id, kind, workdir=root, kept=kept, progress=progress, records_dir=records_dir
             )
         finally:
             if not workdir:  # the work folders of successful points are gone; failed ones stay
@@ -159,27 +155,6 @@ def stored_options(store: Store, sweep_id: str) -> SweepOptions:
     if "sweep_options" not in saved:
         raise BadInput(f"sweep {sweep_id} was not made by `distbench scale` (nothing to resume)")
     return SweepOptions.from_dict(saved["sweep_options"])
-
-
-def run_points(
-    plan: Plan,
-    store: Store,
-    sweep_id: str,
-    kept: dict,
-    *,
-    timeout_s: float,
-    progress: ProgressFn | None,
-    workdir,
-    records_dir,
-    repeats: int,
-    noisy_cv: float,
-    telemetry_interval_s: float,
-) -> list[dict]:
-    """The plan's points through the one runner (distbench.run.runner.run_points) as training points."""
-    kind = training(timeout_s=timeout_s, repeats=repeats, noisy_cv=noisy_cv, telemetry_interval_s=telemetry_interval_s)
-    return run_any_points(
-        plan.points, store, sweep_id, kind, workdir=workdir, kept=kept, progress=progress, records_dir=records_dir
-    )
 
 
 def training(*, timeout_s: float, repeats: int, noisy_cv: float, telemetry_interval_s: float) -> Kind:

@@ -107,11 +107,6 @@ def _kill_tree(proc: subprocess.Popen, grace_s: float = 5.0) -> None:
     proc.wait()
 
 
-def classify_failure(returncode: int | None, stderr_tail: str) -> str:
-    """'oom' when the output shows memory ran out, else 'failed' (a bare SIGKILL is not evidence)."""
-    return failures.classify(None, stderr_tail=stderr_tail, returncode=returncode)[0]
-
-
 def _tail_summary(tail: str) -> str | None:
     """The worker's exception line from a stderr tail, else its last non-empty line."""
     last = [ln for ln in tail.strip().splitlines() if ln.strip()]
