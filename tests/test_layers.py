@@ -99,3 +99,16 @@ def test_every_module_has_at_most_500_lines():
     lengths = {str(p.relative_to(ROOT)): len(p.read_text().splitlines()) for p in (ROOT / "distbench").rglob("*.py")}
     assert len(lengths) > 100
     assert {path: n for path, n in lengths.items() if n > MAX_LINES} == {}
+
+
+def test_every_registry_entry_names_a_launcher_that_exists():
+    """core/strategies.py names launchers by key (it imports nothing from run/); run/launchers.py maps the keys."""
+    from distbench.core.strategies import STRATEGIES
+    from distbench.run.launchers import LAUNCHERS, TORCHRUN, cluster_launcher, launcher_for
+
+    keys = {s.launcher for s in STRATEGIES.values()} | {s.multi_node for s in STRATEGIES.values() if s.multi_node}
+    assert keys <= set(LAUNCHERS)
+    assert all(LAUNCHERS[name].name == name for name in LAUNCHERS)
+    ddp = STRATEGIES["ddp"]
+    assert launcher_for(ddp, 1) is TORCHRUN and launcher_for(ddp, 2) is TORCHRUN and cluster_launcher(ddp) is TORCHRUN
+    assert cluster_launcher(STRATEGIES["torch"]) is None
