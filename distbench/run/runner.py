@@ -1,7 +1,7 @@
 """The one point runner of every measuring command (scale, run, fit, comm, infer, converge, verify): its one
 skip rule, its one commit path (the store, else a JSON file) and the sweep row around it.
 
-A command plans its points with its kind's planner (kinds.plans.PLANNERS: its options in, a Plan out: PlannedPoints
+A command plans its points with its kind's planner (kinds.plans or run.plan.make_plan: its options in, a Plan out: PlannedPoints
 (strategy, config, the plan's skip reason), the device and notes; every point made by plan.planned), opens a sweep
 (`new_sweep`, or `recorded_sweep` around a store it holds) and hands the points to `run_points` with a
 `Kind`: how a point of that kind is measured (measure_point for training, one run_point for the single-run
