@@ -202,7 +202,7 @@ def main(argv=None) -> int:
     if args.spawned:
         from ignite import distributed as idist
 
-        from distbench.run.launchers import free_port
+        from distbench.workers.runtime import free_port
 
         with idist.Parallel(backend="gloo", nproc_per_node=1, master_port=free_port()) as parallel:
             parallel.run(_child, args)

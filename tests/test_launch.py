@@ -101,7 +101,7 @@ def test_a_hanging_point_times_out_and_its_tree_is_killed(tmp_path, monkeypatch)
 
 
 def test_failure_summary_prefers_the_workers_exception_over_the_launchers():
-    from distbench.run.launch import failure_summary
+    from distbench.core.failures import failure_summary
 
     tail = (
         "[0]<stderr>:Traceback (most recent call last):\n"

@@ -24,8 +24,8 @@ from distbench.run.launchers import (
     launcher_for,
     shell_join,
     srun_prefix,
-    tf_config,
 )
+from distbench.workers.runtime import tf_config
 from distbench.core.multinode import expand_hostlist, expand_tasks_per_node, slurm_tf_workers
 from distbench.core.strategies import STRATEGIES
 from tests.conftest import require

@@ -21,7 +21,7 @@ from distbench.k8s.manifests import (
 from distbench.k8s.render import write_manifests
 from distbench.run.plan import SweepOptions, parse_gpus
 from distbench.slurm.plan import DEVICE_WHY, GPUS_WHY, check_name, jobs_epilog, plan_sweep
-from distbench.kinds.sweep import command_line
+from distbench.run.runner import command_line
 
 
 @click.command(epilog=jobs_epilog())

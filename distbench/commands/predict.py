@@ -15,7 +15,7 @@ from distbench.core.errors import BadInput
 from distbench.analysis.output import print_table, table
 from distbench.run.plan import parse_counts
 from distbench.core.strategies import STRATEGIES
-from distbench.kinds.sweep import command_line
+from distbench.run.runner import command_line
 
 
 @click.command()

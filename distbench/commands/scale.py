@@ -15,7 +15,8 @@ from distbench.profile.request import with_profiling
 from distbench.profile.trace import trace_folder
 from distbench.results.store import Store
 from distbench.core.strategies import strategy_names
-from distbench.kinds.sweep import command_line, run_plan, stored_options
+from distbench.kinds.sweep import run_plan, stored_options
+from distbench.run.runner import command_line
 
 
 def _ok_detail(record: dict) -> str:

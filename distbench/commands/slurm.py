@@ -17,7 +17,7 @@ from distbench.slurm.plan import DEVICE_WHY, GPUS_WHY, SlurmSettings, jobs_epilo
 from distbench.slurm.render import SIGNAL_LEAD_S, write_sweep
 from distbench.slurm.submit import sbatch_argv, submit_sweep
 from distbench.results.store import Store
-from distbench.kinds.sweep import command_line
+from distbench.run.runner import command_line
 
 
 @click.command(epilog=jobs_epilog())

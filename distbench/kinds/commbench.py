@@ -8,7 +8,6 @@ import re
 from distbench.run.launchers import HOROVODRUN, PROCESS, TORCHRUN
 from distbench.core.errors import BadInput
 from distbench.core.strategies import Strategy
-from distbench.workers.comm_common import summarize  # noqa: F401 - the workers' (their records' math)
 
 
 def _backend(name: str, description: str, **kw) -> Strategy:

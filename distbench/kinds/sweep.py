@@ -15,7 +15,6 @@ from distbench.core.errors import BadInput
 from distbench.run.plan import Plan, PlannedPoint, SweepOptions, cpu_cores
 from distbench.results.record import add_step_metrics, build_record
 from distbench.run.runner import Kind, ProgressFn, recorded_sweep
-from distbench.run.runner import command_line as command_line  # the commands' import of it (the runner's)
 from distbench.run.runner import run_points
 from distbench.results.store import Store
 from distbench.results.kind import RecordKind, Status, record_kind

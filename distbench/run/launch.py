@@ -17,7 +17,7 @@ from pathlib import Path
 
 from distbench.core import failures, phases, rankguard
 from distbench.run import signals
-from distbench.core.failures import failure_summary  # noqa: F401 - used here and imported from here
+from distbench.core.failures import failure_summary
 from distbench.core.config import PointConfig
 from distbench.core.multinode import check_allocation
 from distbench.results.record import base_record, build_record, read_record

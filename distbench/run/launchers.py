@@ -25,7 +25,7 @@ from typing import Protocol, Sequence
 from distbench.core.config import PointConfig
 from distbench.core.errors import BadInput
 from distbench.core.strategies import STRATEGIES
-from distbench.workers.runtime import ACCELERATE_PRECISION, free_port, tf_config  # noqa: F401 - used and re-exported
+from distbench.workers.runtime import ACCELERATE_PRECISION, free_port, tf_config
 
 
 class Strategy(Protocol):
