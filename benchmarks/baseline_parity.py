@@ -41,7 +41,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from harness_overhead import RunFailed, distbench_run, handwritten_run, median_ci, metered, plan  # noqa: E402
 from mdsection import write_section  # noqa: E402
 from distbench.core import envinfo  # noqa: E402
-from distbench.run import launch, rankguard, telemetry
+from distbench.core import rankguard
+from distbench.run import launch, telemetry
 from distbench.run.plan import cpu_cores  # noqa: E402
 
 TARGET = 0.98
@@ -89,7 +90,7 @@ def guarded_sleeper(seconds: float) -> subprocess.Popen:
     """A point's shape: a rank guard and its worker."""
     env = dict(os.environ, **rankguard.parent_env())
     code = f"import time; time.sleep({seconds})"
-    return subprocess.Popen([sys.executable, "-m", "distbench.run.rankguard", sys.executable, "-c", code], env=env)
+    return subprocess.Popen([sys.executable, "-m", "distbench.core.rankguard", sys.executable, "-c", code], env=env)
 
 
 def parent_wait(old: bool, seconds: float):

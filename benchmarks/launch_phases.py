@@ -15,7 +15,7 @@ import time
 VARIANTS = {
     "interpreter": "pass",
     "distbench worker common (no framework)": "import distbench.workers.common",
-    "the rank guard": "import distbench.run.rankguard",
+    "the rank guard": "import distbench.core.rankguard",
     "torch": "import torch",
     "torch worker (torch_single + torch_common)": "import distbench.workers.torch_single, distbench.workers.torch_common",
 }

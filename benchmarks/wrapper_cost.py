@@ -2,7 +2,7 @@
 torch step, in ONE process, interleaved step block by step block, on distbench's own workload.
 
 Three ways of running the identical step (torch_common.make_step over the same model, optimizer and
-synthetic batch), each timed the way common.measure times a step (host clock, back to back):
+synthetic batch), each timed the way stopping.measure times a step (host clock, back to back):
 
 - `torch`:  the step called directly by the measuring (main) thread, as the `torch` strategy does;
 - `thread`: the step in a loop of its own thread, handed over per step by wrapper_loop.SteppedLoop
@@ -202,7 +202,7 @@ def main(argv=None) -> int:
     if args.spawned:
         from ignite import distributed as idist
 
-        from distbench.run.launchers import free_port
+        from distbench.workers.runtime import free_port
 
         with idist.Parallel(backend="gloo", nproc_per_node=1, master_port=free_port()) as parallel:
             parallel.run(_child, args)

@@ -14,6 +14,7 @@ from distbench.run import signals
 from distbench.commands import comm, converge, fit, infer, k8s, models, predict, results, scale, slurm, verify
 from distbench.commands import profile as profile_cmd
 from distbench.core.errors import DistbenchError
+from distbench.results.kind import RecordKind
 from distbench.commands.k8s_job import k8s_job
 from distbench.commands.slurm_job import slurm_job
 
@@ -71,8 +72,8 @@ def interrupted_message(exc: BaseException) -> str:
     name, sweep = getattr(cause, "name", "SIGINT"), getattr(cause, "sweep", None)
     if not sweep:
         return f"Interrupted by {name}: no sweep was running; nothing was lost."
-    sweep_id, store, command = sweep
-    if command.startswith("distbench scale"):
+    sweep_id, store, command, kind = sweep
+    if kind is RecordKind.TRAINING:  # a training sweep keeps its options whole: scale --resume replays them
         how = f"finish it with: distbench scale --resume {sweep_id} --results {shlex.quote(store)}"
     else:
         how = f"run the command again to measure the rest: {command}"

@@ -1,7 +1,7 @@
 """Builders of records and sweeps whose numbers can be worked out by hand, and the headless Chromium
 runner: the tests' shared library (fixtures that use them are in conftest.py).
 
-Records come from distbench.core.record.base_record with known step times:
+Records come from distbench.results.record.base_record with known step times:
 torch baseline, per-device batch 4, 0.1 s/step -> 40 samples/s.
 """
 
@@ -16,9 +16,11 @@ from pathlib import Path
 import pytest
 
 from distbench.core.config import PointConfig
-from distbench.core.record import base_record
+from distbench.results.record import base_record
 from distbench.results.store import Store
 from distbench.kinds.sweep import derive
+from distbench.kinds.verify import DEFAULT_RTOL
+from distbench.core.workload import Workload
 
 
 # -- point configs ---------------------------------
@@ -166,3 +168,54 @@ def run_chromium(exe: str, tmp_path: Path, name: str, *args: str) -> subprocess.
         timeout=120,
         stdin=subprocess.DEVNULL,
     )
+
+
+def converge_point_configs(opts, *, device: str, cores: int, cache: str, image_size: int, num_classes: int) -> list:
+    """The (strategy, config) of every point kinds.plans.plan_converge plans on `device` (seeds outermost)."""
+    from distbench.kinds.plans import plan_converge
+    from distbench.run.plan import DeviceChoice
+
+    choice = DeviceChoice(device, 0, "")
+    plan = plan_converge(opts, choice, cores=cores, cache=cache, image_size=image_size, num_classes=num_classes)
+    return [(p.strategy, p.config) for p in plan.points]
+
+
+def verify(
+    *,
+    model: str,
+    world_size: int,
+    strategies: list,
+    device: str,
+    global_batch: int,
+    steps: int,
+    image_size: int | None,
+    num_classes: int,
+    rtol: float = DEFAULT_RTOL,
+    lr: float = Workload.lr,
+    momentum: float = Workload.momentum,
+    seed: int = Workload.seed,
+    timeout_s: float = 900.0,
+    threads: int = 1,
+    progress=lambda what: None,
+    workdir: str | None = None,
+    sweep=None,
+) -> list[dict]:
+    """The verdict of each strategy (baselines excluded): plans.plan_verify's points, run_plan's verdicts."""
+    from distbench.kinds.plans import VerifyOptions, plan_verify
+    from distbench.kinds.verify import run_plan
+
+    opts = VerifyOptions(
+        model=model,
+        gpus=world_size,
+        strategies=tuple(strategies),
+        device=device,
+        global_batch=global_batch,
+        steps=steps,
+        image_size=image_size,
+        num_classes=num_classes,
+        lr=lr,
+        momentum=momentum,
+        seed=seed,
+        threads=threads,
+    )
+    return run_plan(plan_verify(opts), rtol=rtol, timeout_s=timeout_s, progress=progress, workdir=workdir, sweep=sweep)

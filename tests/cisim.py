@@ -92,7 +92,7 @@ def adaptive(
     max_steps: int = 4800,
     runs: int = 2000,
 ) -> dict:
-    """distbench/workers/common.measure's rule: look at the CI only at stats.next_look() step counts; stop at the
+    """distbench/workers/stopping.measure's rule: look at the CI only at stats.next_look() step counts; stop at the
     first look within `target`, else at max_steps (--max-time); report the CI of all steps at the stop."""
     looks = []
     n = first

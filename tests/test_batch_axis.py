@@ -244,7 +244,7 @@ def test_infer_reports_memory_and_power_per_batch(tmp_path):
 def test_terminal_table_names_the_batch_when_a_sweep_has_several():
     from rich.console import Console
 
-    from distbench.results.output import results_table
+    from distbench.analysis.output import results_table
 
     console = Console(width=300, color_system=None)
     with console.capture() as cap:

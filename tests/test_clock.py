@@ -7,6 +7,7 @@ import pytest
 
 from distbench.core.strategies import STRATEGIES
 from distbench.workers import common
+from distbench.workers import stopping as stop_loop
 from tests.conftest import require
 from tests.builders import point_config
 
@@ -78,7 +79,7 @@ def test_dp_events_wait_for_every_device_and_time_the_slowest(monkeypatch):
 
     cfg = _cfg(sync=False)
     times, _, fields = common.measured_run(
-        step, lambda out: None, cfg, common.single_gather, [], None, torch_dp.event_clock([0, 1])
+        step, lambda out: None, cfg, stop_loop.single_gather, [], None, torch_dp.event_clock([0, 1])
     )
     assert times == pytest.approx([0.008] * 4)
     assert fields["stopping"]["clock"] == EVENTS
@@ -123,7 +124,7 @@ def test_wrapper_loops_get_events_recorded_after_their_step_hook(monkeypatch):
 
     loop.start(wrapper_loop)
     syncs = []
-    times, _, stopping = common.measure(loop.step, syncs.append, _cfg(world_size=1, steps=4), new_event=OnStream)
+    times, _, stopping = stop_loop.measure(loop.step, syncs.append, _cfg(world_size=1, steps=4), new_event=OnStream)
     loop.finish()
     assert times == pytest.approx([0.002, 0.004, 0.006, 0.007])
     assert len(syncs) == 3  # before warmup, after the warmup step, at the segment's end: not per step
@@ -165,7 +166,7 @@ def test_the_host_clock_diagnostic_switches_every_torch_strategy(monkeypatch):
     monkeypatch.setenv(tc.HOST_CLOCK_ENV, "host")
     assert tc.make_event_clock(torch.device("cuda", 0)) is None
     assert torch_dp.event_clock([0, 1]) is None
-    _, _, fields = common.measured_run(lambda: 0.0, lambda out: None, _cfg(world_size=1), common.single_gather, [])
+    _, _, fields = common.measured_run(lambda: 0.0, lambda out: None, _cfg(world_size=1), stop_loop.single_gather, [])
     assert fields["stopping"]["clock"] == "host clock, device synchronized"
     monkeypatch.delenv(tc.HOST_CLOCK_ENV)
     assert callable(tc.make_event_clock(torch.device("cuda", 0)))

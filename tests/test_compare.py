@@ -15,7 +15,7 @@ from distbench.analysis import load_sweep
 import numpy as np
 from distbench.cli import main
 from distbench.results import gatestats, stats
-from distbench.results.compare import (
+from distbench.analysis.compare import (
     MODERATION_CAVEAT,
     NOT_ENOUGH,
     RegressionFound,

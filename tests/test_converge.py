@@ -518,7 +518,7 @@ def test_a_real_converge_run_records_time_to_target_and_the_curve(tmp_path):
     doc = json.loads(proc.stdout)
     runs = {(r["strategy"], r["world_size"]): r for r in doc["runs"]}
     assert set(runs) == {("torch", 1), ("ddp", 1), ("ddp", 2)}
-    from distbench.core.record import undeclared_keys
+    from distbench.results.record import undeclared_keys
 
     for r in runs.values():
         assert undeclared_keys(r) == set()
@@ -589,7 +589,8 @@ def test_the_report_tests_equivalence_at_the_sweeps_stored_margin():
 
 
 def test_the_points_run_each_strategy_through_its_frameworks_converge_worker():
-    from distbench.converge.plan import ConvergeOptions, point_configs
+    from distbench.converge.plan import ConvergeOptions
+    from tests.builders import converge_point_configs as point_configs
     from distbench.core.strategies import parse_strategies
 
     opts = ConvergeOptions(

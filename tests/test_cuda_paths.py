@@ -411,7 +411,7 @@ def test_comm_defaults_to_nccl_on_cuda_and_gloo_on_cpu_workers(monkeypatch):
 
     from distbench.commands import comm as cmd
     from distbench.kinds.commbench import default_backend
-    from distbench.run import plan_kinds
+    from distbench.kinds import plans as plan_kinds
     from distbench.run.plan import DeviceChoice
 
     assert default_backend(None, "cuda")[0] == "nccl" and default_backend(None, "cpu") == ("gloo", None)

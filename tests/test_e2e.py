@@ -7,7 +7,7 @@ import sqlite3
 import pytest
 
 from distbench.results import stats
-from distbench.core.record import undeclared_keys
+from distbench.results.record import undeclared_keys
 
 from tests.conftest import TINY, require, run_cli, run_json
 from tests.builders import point_config
@@ -132,7 +132,7 @@ def test_every_point_is_in_the_store_with_steps_and_environment(sweep):
         assert (steps >= 3) if status == "ok" else (steps == 0)
         record = json.loads(record_json)
         assert record["config"]["world_size"] == n
-        # The record schema is declared in one place (distbench.core.record.Record), and every key is in it.
+        # The record schema is declared in one place (distbench.results.record.Record), and every key is in it.
         assert undeclared_keys(record) == set(), strategy
         for run in record.get("independent") or []:
             assert undeclared_keys(run) == set()

@@ -9,7 +9,8 @@ import sys
 import pytest
 
 from distbench.run import plan as plan_mod
-from distbench.core.config import is_per_core_baseline, point_key
+from distbench.core.config import point_key
+from distbench.results.kind import RecordKind, record_kind
 from distbench.run.plan import SweepOptions, make_plan
 from distbench.slurm.plan import plan_sweep
 from distbench.core.strategies import parse_strategies
@@ -49,7 +50,7 @@ def test_plan_adds_a_labelled_baseline_per_distinct_thread_count(monkeypatch):
     ]
     assert ("ddp", 2, 2, None) in got and ("horovod-tf", 4, 1, None) in got
     extra = [p for p in plan.points if p.config.baseline_threads is not None]
-    assert all(p.auto_added and is_per_core_baseline(p.config.to_dict()) for p in extra)
+    assert all(p.auto_added and record_kind(p.config.to_dict()) is RecordKind.BASELINE_REFERENCE for p in extra)
     assert any("added 'torch' at 1 thread(s)" in n and "efficiency per core" in n for n in plan.notes)
     # resume, the report and compare tell them apart from the main baseline
     keys = {point_key(p.strategy.name, p.config.to_dict()) for p in plan.points}

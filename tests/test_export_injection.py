@@ -10,7 +10,7 @@ import re
 import pytest
 
 from distbench.cli import main
-from distbench.core.record import write_record
+from distbench.results.record import write_record
 from tests.builders import point
 
 FORMULA = "=cmd|' /C calc'!A0"

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from distbench.run import failures, rankguard
+from distbench.core import failures, rankguard
 from tests.builders import point_config
 
 
@@ -66,7 +66,7 @@ def test_rank_reports_are_read_from_the_rank_folder_in_order_of_ending(tmp_path)
 def _guard(tmp_path, code: str, env: dict | None = None, **kw):
     full = dict(os.environ, DISTBENCH_RANK_DIR=str(tmp_path), RANK="3", **(env or {}))
     return subprocess.Popen(
-        [sys.executable, "-m", "distbench.run.rankguard", sys.executable, "-c", code], env=full, **kw
+        [sys.executable, "-m", "distbench.core.rankguard", sys.executable, "-c", code], env=full, **kw
     )
 
 
@@ -129,7 +129,7 @@ def test_rank_of_reads_every_launchers_variable(rank_vars, expected):
 def test_a_reason_with_rich_markup_characters_prints_as_text(capsys):
     from rich.console import Console
 
-    from distbench.results.output import print_summary
+    from distbench.analysis.output import print_summary
 
     record = {
         "strategy": "ddp",

@@ -118,7 +118,7 @@ class Sweep:
                         env = dict(v.split(b"=", 1) for v in fh.read().split(b"\0") if b"=" in v)
                 except OSError:
                     continue
-                if strategy_module.encode() in argv and b"distbench.run.rankguard" not in argv:
+                if strategy_module.encode() in argv and b"distbench.core.rankguard" not in argv:
                     rank = env.get(b"RANK", env.get(b"HOROVOD_RANK", b"0"))
                     found[int(rank)] = pid
             if len(found) == n:
@@ -274,7 +274,7 @@ def test_a_stopped_rank_times_out_and_every_process_goes(tmp_path, sweeps):
     assert rc == 0, err[-3000:]
     [point] = sweep.points()
     assert point["status"] == "timeout"
-    assert point["reason"].startswith("timed out after 25s (--timeout) during ")  # + the phase (distbench.run.phases)
+    assert point["reason"].startswith("timed out after 25s (--timeout) during ")  # + the phase (distbench.core.phases)
     left, gone_s = wait_gone(sweep.tag)
     assert not left
 
@@ -333,7 +333,10 @@ def test_an_oom_on_a_non_zero_rank_is_oom_within_seconds_not_a_timeout(tmp_path)
     from distbench.core.strategies import Strategy
 
     broken = Strategy(
-        name="horovod-torch", framework="torch", module="tests.fault_workers.horovod_oom_rank1", launcher=HOROVODRUN
+        name="horovod-torch",
+        framework="torch",
+        module="tests.fault_workers.horovod_oom_rank1",
+        launcher=HOROVODRUN.name,
     )
     cfg = point_config("horovod-torch", 2, image_size=32, steps=50, warmup=1, threads_per_worker=1, target_ci=0.0)
     started = time.monotonic()
@@ -369,7 +372,7 @@ def test_kill_9_of_a_rank_guard_says_the_cause_is_unknown_and_names_the_silent_r
     with open(f"/proc/{worker}/stat", "rb") as fh:
         guard = int(fh.read().rsplit(b")", 1)[1].split()[1])
     with open(f"/proc/{guard}/cmdline", "rb") as fh:
-        assert b"distbench.run.rankguard" in fh.read().split(b"\0")
+        assert b"distbench.core.rankguard" in fh.read().split(b"\0")
     time.sleep(1.0)
     os.kill(guard, signal.SIGKILL)
     rc, out, err = sweep.finish(timeout_s=300)

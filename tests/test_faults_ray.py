@@ -100,6 +100,6 @@ def test_sigterm_to_distbench_during_a_ray_point_is_interrupted_and_stops_the_he
     assert [{**p, "reason": None} for p in stopped] == [
         {"strategy": "ray-ddp", "world_size": 2, "status": "interrupted", "reason": None}
     ]
-    assert stopped[0]["reason"].startswith("stopped by SIGTERM during "), stopped  # + the phase (distbench.run.phases)
+    assert stopped[0]["reason"].startswith("stopped by SIGTERM during "), stopped  # + the phase (distbench.core.phases)
     assert sweep.sweep_row()["status"] == "interrupted"
     assert ray_temp_dirs() <= before

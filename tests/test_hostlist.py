@@ -4,7 +4,7 @@ import os
 
 import pytest
 
-from distbench.run.multinode import expand_hostlist
+from distbench.core.multinode import expand_hostlist
 
 
 @pytest.fixture

@@ -5,7 +5,7 @@ import sqlite3
 import pytest
 
 from distbench.kinds.infer import expand
-from distbench.core.record import base_record
+from distbench.results.record import base_record
 from tests.conftest import require, run_cli, run_json
 from tests.builders import point_config
 

@@ -22,11 +22,11 @@ import yaml
 from distbench.cli import main
 from distbench.core.config import PointConfig
 from distbench.run.launchers import HOROVODRUN, PROCESS, TORCHRUN, horovod_hosts
-from distbench.k8s.collect import RECORD_MARKER, records_from_log
+from distbench.results.kubelogs import RECORD_MARKER, records_from_log
 from distbench.k8s.job import run_point
 from distbench.k8s.manifests import K8sSettings, EnvRef, k8s_arg, sweep_objects
 from distbench.run.plan import SweepOptions
-from distbench.core.record import base_record
+from distbench.results.record import base_record
 from distbench.slurm.plan import plan_sweep
 from distbench.results.store import Store
 from tests.builders import point_config
@@ -584,7 +584,7 @@ def test_click_refuses_an_unknown_api_and_no_cpus(capsys, tmp_path):
 def _writer(result_field: str = "") -> list[str]:
     """A stand-in launch command: writes an 'ok' record to the --out path of the point (as rank 0 does)."""
     code = (
-        "import json,sys; from distbench.core.record import base_record, write_record; "
+        "import json,sys; from distbench.results.record import base_record, write_record; "
         "cfg=json.load(open(sys.argv[1])); r=base_record(cfg, strategy='ddp', framework='torch', status='ok'); "
         "r.update(throughput=123.0, step_times_s=[0.1, 0.1, 0.1]); write_record(sys.argv[2], r); print('worker done')"
     )
@@ -766,7 +766,7 @@ elif args[0] == "logs" and args[1].startswith("pod/"):
 elif args[0] == "logs" and args[2].endswith(failed.split("distbench-")[-1]):
     pass  # a failed job's pods were deleted, and their logs with them
 elif args[0] == "logs":
-    from distbench.core.record import base_record
+    from distbench.results.record import base_record
     point = args[2].split("distbench.io/point=")[1]
     record = base_record({{"strategy": point.split("-g")[0], "world_size": 1}}, strategy=point.split("-g")[0],
                          framework="torch", status="ok")

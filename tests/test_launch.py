@@ -7,7 +7,8 @@ import sys
 import pytest
 
 from distbench.run.launchers import PROCESS
-from distbench.run.launch import build_command, classify_failure, run_point
+from distbench.core import failures
+from distbench.run.launch import build_command, run_point
 from distbench.core.strategies import STRATEGIES, Strategy
 from tests.builders import tiny_config
 
@@ -22,7 +23,7 @@ def test_process_launcher_runs_the_worker_module():
     assert argv == [
         sys.executable,
         "-m",
-        "distbench.run.rankguard",
+        "distbench.core.rankguard",
         sys.executable,
         "-m",
         "distbench.workers",
@@ -40,7 +41,7 @@ def test_torchrun_launcher():
     argv, _ = build_command(STRATEGIES["ddp"], _cfg("ddp", 4), "c.json", "r.json", base_env={})
     assert argv[0].endswith("torchrun")
     assert argv[1:4] == ["--standalone", "--nnodes=1", "--nproc_per_node=4"]
-    assert argv[4:10] == ["-m", "distbench.run.rankguard", sys.executable, "-m", "distbench.workers", "torch_ddp"]
+    assert argv[4:10] == ["-m", "distbench.core.rankguard", sys.executable, "-m", "distbench.workers", "torch_ddp"]
 
 
 def test_horovodrun_launcher_uses_gloo_on_localhost():
@@ -55,6 +56,11 @@ def test_cuda_env_leaves_gpus_visible():
         STRATEGIES["ddp"], _cfg("ddp", 2, device="cuda"), "c", "r", base_env={"CUDA_VISIBLE_DEVICES": "0,1"}
     )
     assert env["CUDA_VISIBLE_DEVICES"] == "0,1"
+
+
+def classify_failure(returncode: int | None, stderr_tail: str) -> str:
+    """'oom' when the output shows memory ran out, else 'failed' (a bare SIGKILL is not evidence)."""
+    return failures.classify(None, stderr_tail=stderr_tail, returncode=returncode)[0]
 
 
 def test_classify_failure():
@@ -73,7 +79,7 @@ def test_classify_failure():
 
 
 def test_a_crashing_worker_is_recorded_failed_with_its_stderr(tmp_path):
-    broken = Strategy(name="broken", framework="torch", module="does_not_exist", launcher=PROCESS)
+    broken = Strategy(name="broken", framework="torch", module="does_not_exist", launcher=PROCESS.name)
     record = run_point(broken, _cfg("torch", 1), tmp_path, timeout_s=120)
     assert record["status"] == "failed"
     assert "No module named distbench.workers.does_not_exist" in record["stderr_tail"]
@@ -90,12 +96,12 @@ def test_a_hanging_point_times_out_and_its_tree_is_killed(tmp_path, monkeypatch)
     )
     record = run_point(STRATEGIES["torch"], _cfg("torch", 1), tmp_path, timeout_s=1)
     assert record["status"] == "timeout"
-    assert record["reason"].startswith("timed out after 1s (--timeout) during ")  # + the phase (distbench.run.phases)
+    assert record["reason"].startswith("timed out after 1s (--timeout) during ")  # + the phase (distbench.core.phases)
     assert record["launch"]["wall_s"] < 30
 
 
 def test_failure_summary_prefers_the_workers_exception_over_the_launchers():
-    from distbench.run.launch import failure_summary
+    from distbench.core.failures import failure_summary
 
     tail = (
         "[0]<stderr>:Traceback (most recent call last):\n"
@@ -122,7 +128,9 @@ def test_ranks_hung_in_teardown_after_the_record_is_written_are_stopped_and_the_
 
     import distbench.run.launch as launch
 
-    hung = Strategy(name="torch", framework="torch", module="tests.fault_workers.hang_after_record", launcher=PROCESS)
+    hung = Strategy(
+        name="torch", framework="torch", module="tests.fault_workers.hang_after_record", launcher=PROCESS.name
+    )
     started = time.monotonic()
     record = run_point(hung, _cfg("torch", 1), tmp_path, timeout_s=120)
     assert record["status"] == "ok", record.get("reason")
@@ -137,7 +145,7 @@ def test_a_workers_record_is_named_by_the_registry_not_by_the_worker(tmp_path):
     import re
 
     from distbench.workers import common
-    from distbench.core.record import read_record
+    from distbench.results.record import read_record
 
     for path in pathlib.Path(common.__file__).parent.glob("*.py"):
         assert not re.search(r"^STRATEGY\b", path.read_text(), re.M), path.name
@@ -152,7 +160,7 @@ def test_a_rank_that_fails_after_the_record_is_written_keeps_the_measurement(tmp
     destructor at interpreter exit: 'terminate called without an active exception') broke nothing that was
     measured: the point stays ok, with a note naming what happened and the tail kept."""
     from distbench.run.launch import outcome_record
-    from distbench.core.record import base_record, write_record
+    from distbench.results.record import base_record, write_record
 
     cfg = _cfg("ddp", 2)
     ok = base_record(cfg.to_dict(), strategy="ddp", framework="torch", status="ok")
@@ -204,7 +212,7 @@ def test_the_rank_guard_watches_the_distbench_process_without_waking():
     import subprocess
     import time
 
-    from distbench.run import rankguard
+    from distbench.core import rankguard
 
     proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(2)"])
     try:

@@ -8,9 +8,10 @@ import pytest
 
 from distbench.kinds import measure as measure_mod
 from distbench.results import stats
-from distbench.workers.common import measure, measured_run
+from distbench.workers.common import measured_run
+from distbench.workers.stopping import measure
 from distbench.kinds.measure import combine_repeats, exposed_comm_ci
-from distbench.core.record import base_record
+from distbench.results.record import base_record
 from tests.conftest import require
 from distbench.core.strategies import STRATEGIES
 from tests.builders import point_config
@@ -350,7 +351,7 @@ def test_cuda_event_path_times_steps_on_the_device_and_syncs_only_at_segment_end
     assert times == pytest.approx([0.004, 0.005, 0.006, 0.007, 0.008])
     assert len(syncs) == 1 + 1 + 1  # before warmup, after the warmup step, at the segment's end: not per step
     assert len(stopping["segments_s"]) == 1
-    from distbench.workers.common import event_step_times
+    from distbench.workers.stopping import event_step_times
 
     a, b, c = FakeEvent(), FakeEvent(), FakeEvent()
     a.at, b.at, c.at = 1.0, 3.5, 4.0

@@ -19,18 +19,20 @@ from distbench.run.launchers import (
     TF_MULTIWORKER,
     TORCHRUN,
     Shell,
+    cluster_launcher,
     horovod_hosts,
+    launcher_for,
     shell_join,
     srun_prefix,
-    tf_config,
 )
-from distbench.run.multinode import expand_hostlist, expand_tasks_per_node, slurm_tf_workers
+from distbench.workers.runtime import tf_config
+from distbench.core.multinode import expand_hostlist, expand_tasks_per_node, slurm_tf_workers
 from distbench.core.strategies import STRATEGIES
 from tests.conftest import require
 from tests.builders import tiny_config
 
 VENV_BIN = os.path.dirname(sys.executable)
-GUARD = ["-m", "distbench.run.rankguard"]
+GUARD = ["-m", "distbench.core.rankguard"]
 
 
 def torchrun_command(strategy, cfg, config, out, *, rdzv_endpoint, rdzv_id, **kw):
@@ -185,14 +187,14 @@ def test_tf_runs_one_worker_per_gpu_node_and_one_per_cpu_device():
 
 def test_launchers_per_strategy_and_node_count():
     def launcher(name, nodes):
-        return STRATEGIES[name].launcher_for(nodes).name
+        return launcher_for(STRATEGIES[name], nodes).name
 
     assert launcher("ddp", 1) == "torchrun"
     assert launcher("ddp", 4) == "torchrun"
     assert launcher("horovod-tf", 2) == "horovodrun"
     assert launcher("mirrored", 1) == "process"
     assert launcher("mirrored", 2) == "tf-multiworker"
-    spanning = [s.name for s in STRATEGIES.values() if s.cluster_launcher]
+    spanning = [s.name for s in STRATEGIES.values() if cluster_launcher(s)]
     assert {"ddp", "horovod-torch", "horovod-tf", "mirrored"} <= set(spanning) and "dp" not in spanning
     with pytest.raises(
         BadInput,

@@ -3,7 +3,7 @@ import re
 
 import pytest
 
-from distbench.results.output import json_document, stopping_line, wrapper_lines
+from distbench.analysis.output import json_document, stopping_line, wrapper_lines
 
 
 def test_stopping_line_says_which_points_met_the_target():
@@ -60,7 +60,7 @@ def test_an_unbounded_ci_is_shown_not_crashed_on():
     from rich.console import Console
 
     from distbench.commands.scale import _ok_detail
-    from distbench.results.output import results_table
+    from distbench.analysis.output import results_table
     from distbench.results.stats import rate_ci
 
     low, high = rate_ci(10.0, 1.2)
@@ -127,7 +127,7 @@ def _summary(monkeypatch, columns_env=None, width=160, **kw) -> str:
 
     from rich.console import Console
 
-    from distbench.results.output import print_summary
+    from distbench.analysis.output import print_summary
 
     if columns_env is None:
         monkeypatch.delenv("COLUMNS", raising=False)
@@ -159,7 +159,7 @@ def test_the_table_fits_120_columns_with_short_status_words_and_reasons_under_it
 
 
 def test_columns_env_and_choice_of_columns(monkeypatch):
-    from distbench.results.output import TABLE_COLUMNS, parse_columns
+    from distbench.analysis.output import TABLE_COLUMNS, parse_columns
 
     narrow = _summary(monkeypatch, columns_env=100)
     assert max(len(ln.rstrip()) for ln in narrow.splitlines()) <= 100
@@ -266,7 +266,7 @@ def test_a_short_sweep_is_estimated_in_seconds():
 
 def test_bad_columns_on_the_command_line_exit_2_with_one_line(capsys, tmp_path):
     from distbench.cli import main
-    from distbench.results.output import TABLE_COLUMNS
+    from distbench.analysis.output import TABLE_COLUMNS
 
     assert main(["run", "--strategy", "torch", "--columns", "strategy,bogus", "--results", str(tmp_path / "r.db")]) == 2
     assert (
@@ -304,7 +304,7 @@ def _scale(monkeypatch, tmp_path):
     from rich.console import Console
 
     from distbench.commands import options as opt
-    from distbench.results.output import print_summary
+    from distbench.analysis.output import print_summary
     from tests.builders import point, scaling_records
 
     records = scaling_records() + [point("dp", 2, status="skipped", reason=LONG)]
@@ -443,7 +443,7 @@ def _predict(monkeypatch, tmp_path):
     from rich.console import Console
 
     from distbench.commands import options as opt
-    from distbench.results.output import table
+    from distbench.analysis.output import table
 
     headers = ["workload", "strategy", "N", "predicted throughput samples/s [95%]", "speedup", "efficiency", "limit"]
     shown = table("PREDICTED (not measured)", headers, headers[2:])

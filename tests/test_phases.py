@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from distbench.run import phases
+from distbench.core import phases
 from distbench.core.strategies import STRATEGIES
 from tests.builders import point_config
 
@@ -46,7 +46,7 @@ def test_no_marks_means_launch_and_imports(tmp_path):
 
 SLOW_WARMUP = (
     "import os, time\n"
-    "from distbench.run import phases\n"
+    "from distbench.core import phases\n"
     "phases.mark('model build'); time.sleep(0.3)\n"
     "phases.mark('warmup'); time.sleep(60)\n"  # the slow fake phase
 )

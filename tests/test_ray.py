@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from distbench.cli import main
-from distbench.run.launchers import RAY_TRAIN, check_ray_address
+from distbench.run.launchers import RAY_TRAIN, check_ray_address, cluster_launcher
 from distbench.core.errors import BadInput
 from distbench.workers import ray_ddp
 from distbench.run.plan import SweepOptions, make_plan
@@ -25,7 +25,7 @@ RAY = STRATEGIES["ray-ddp"]
 
 
 def test_registry_entry_runs_ddp_under_ray_train_when_named():
-    assert RAY.launcher is RAY_TRAIN and RAY.framework == "torch" and RAY.module == "ray_ddp"
+    assert RAY.launcher == RAY_TRAIN.name and RAY.framework == "torch" and RAY.module == "ray_ddp"
     assert (
         RAY.requires == ("torch", "ray")
         and RAY.nosync_in_process
@@ -33,7 +33,7 @@ def test_registry_entry_runs_ddp_under_ray_train_when_named():
     )
     assert [s.name for s in parse_strategies(["engines"])] == ["ray-ddp"]
     assert "ray-ddp" not in [s.name for s in parse_strategies([])]  # not in the default sweep
-    assert RAY.cluster_launcher is None  # Ray spans nodes itself (--ray-address), not distbench --nodes
+    assert cluster_launcher(RAY) is None  # Ray spans nodes itself (--ray-address), not distbench --nodes
 
 
 def test_the_launcher_runs_the_driver_under_a_rank_guard_with_ray_usage_stats_off():
@@ -41,7 +41,7 @@ def test_the_launcher_runs_the_driver_under_a_rank_guard_with_ray_usage_stats_of
         make_plan(SweepOptions(gpus=(2,), strategies=("ray-ddp",), device="cpu", add_baselines=False)).points[0].config
     )
     argv, env = RAY_TRAIN.local(RAY, cfg, "c.json", "r.json", python="/py", base_env={})
-    assert argv == ["/py", "-m", "distbench.run.rankguard", "/py", "-m", "distbench.workers", "ray_ddp"] + [
+    assert argv == ["/py", "-m", "distbench.core.rankguard", "/py", "-m", "distbench.workers", "ray_ddp"] + [
         "--config",
         "c.json",
         "--out",
@@ -198,7 +198,7 @@ def test_a_ray_ddp_point_on_a_local_head_measures_like_ddp_and_leaves_nothing_ru
     assert [w["rank"] for w in engine["workers"]] == [0, 1] and engine["head_start_s"] > 0
     assert engine["head_shared_by_sweep"] and engine["connect_s"] > 0 and engine["shutdown_s"] >= 0
     assert 0 < engine["fit_start_s"] < engine["fit_s"] and 0 <= engine["teardown_s"] < engine["fit_s"]
-    from distbench.core.record import undeclared_keys
+    from distbench.results.record import undeclared_keys
 
     assert undeclared_keys(record) == set()
     assert not tagged(tag), "Ray processes outlived the point"
@@ -238,7 +238,7 @@ def test_telemetry_counts_ray_train_workers_as_ranks_not_rays_own_processes_or_t
         FakeProcess(6, "raylet", [f"{site}/core/src/ray/raylet/raylet"]): False,
         FakeProcess(7, "python", [py, "-m", "distbench.workers", "torch_ddp", "--config", "c"]): True,
         FakeProcess(
-            8, "python", [py, "-m", "distbench.run.rankguard", py, "-m", "distbench.workers", "torch_ddp"]
+            8, "python", [py, "-m", "distbench.core.rankguard", py, "-m", "distbench.workers", "torch_ddp"]
         ): False,
     }
     sampler = Sampler(0, gpus=False)

@@ -1,4 +1,4 @@
-"""The record built in one place (distbench.core.record.build_record and the stages that return their fields) and
+"""The record built in one place (distbench.results.record.build_record and the stages that return their fields) and
 stored once (distbench.results.store: step times in `steps` only, the config in record_json only; store schema 1
 migrated on open). Fast: no processes."""
 
@@ -10,9 +10,9 @@ import sqlite3
 
 import pytest
 
-from distbench.core import record as rec
+from distbench.results import record as rec
 from distbench.results import store as store_mod
-from distbench.core.record import base_record, build_record
+from distbench.results.record import base_record, build_record
 from distbench.results.store import Store
 
 # Store schema 1 as distbench wrote it up to this change (config_json column, step times in record_json too).
@@ -69,7 +69,7 @@ def test_build_record_merges_the_stages_in_their_order_in_place():
 def test_build_record_refuses_an_unknown_stage_or_an_undeclared_key():
     with pytest.raises(ValueError, match=r"unknown record stage\(s\) \['peaks'\]"):
         build_record(_record(), peaks={"mfu": 0.1})
-    with pytest.raises(ValueError, match=r"mfu fields not declared in distbench.core.record.Record: \['mfu_pct'\]"):
+    with pytest.raises(ValueError, match=r"mfu fields not declared in distbench.results.record.Record: \['mfu_pct'\]"):
         build_record(_record(), mfu={"mfu_pct": 10})
     assert build_record(_record(), launch=None, mfu={})["status"] == "ok"  # nothing to add
 

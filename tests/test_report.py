@@ -1,7 +1,7 @@
 """The analysis behind the report (best strategy, 80% drop, wrapper cost, limits, capacity), the report
 files themselves (content, escaping) and a real headless Chromium load + screenshot.
 
-Stores are built here with Store.start_sweep/add_point and records from distbench.core.record.base_record
+Stores are built here with Store.start_sweep/add_point and records from distbench.results.record.base_record
 whose step times are known, so every expected number can be worked out by hand:
 torch baseline, per-device batch 4, 0.1 s/step -> 40 samples/s.
 """

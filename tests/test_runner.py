@@ -14,16 +14,17 @@ from distbench.cli import main
 from distbench.core.config import point_key
 from distbench.run.launchers import PROCESS
 from distbench.run.plan import PlannedPoint
-from distbench.core.record import base_record, undeclared_keys
+from distbench.results.record import base_record, undeclared_keys
 from distbench.run.signals import Interrupted
 from distbench.results.store import Store, StoreWriteError
 from distbench.core import strategies
-from distbench.core.strategies import INSTALL_HINT, STRATEGIES, Strategy
-from distbench.kinds.verify import verify
+from distbench.core.errors import INSTALL_HINT
+from distbench.core.strategies import STRATEGIES, Strategy
+from tests.builders import verify
 from tests.conftest import require, run_cli
 from tests.builders import point_config
 
-FAKE = Strategy(name="fake", framework="torch", module="fake_worker", launcher=PROCESS)
+FAKE = Strategy(name="fake", framework="torch", module="fake_worker", launcher=PROCESS.name)
 
 
 def _point(n=1, batch=4, strategy=FAKE, skip=None, **kw) -> PlannedPoint:
@@ -51,7 +52,7 @@ def _fake_measure(statuses: dict | None = None, calls: list | None = None):
 
 
 def test_the_skip_rule_is_not_installed_then_the_plan_then_an_earlier_oom():
-    missing = Strategy(name="x", framework="torch", module="x", launcher=PROCESS, requires=("no_such_module_db",))
+    missing = Strategy(name="x", framework="torch", module="x", launcher=PROCESS.name, requires=("no_such_module_db",))
     oom = base_record(_point(batch=2).config.to_dict(), strategy="fake", framework="torch", status="oom")
     assert strategies.not_installed(missing) == f"no_such_module_db is not installed: {INSTALL_HINT}"
     assert strategies.not_installed(FAKE) is None
@@ -147,7 +148,7 @@ def _verify_worker(strategy, cfg, workdir, timeout_s, telemetry_interval_s=0.0):
 
 def test_verify_stores_every_run_with_its_verdict_and_keeps_them_out_of_the_scaling_summary(tmp_path, monkeypatch):
     monkeypatch.setattr(runner, "run_point", _verify_worker)
-    summing = Strategy(name="summing", framework="torch", module="x", launcher=PROCESS)
+    summing = Strategy(name="summing", framework="torch", module="x", launcher=PROCESS.name)
     db = str(tmp_path / "r.db")
     with runner.new_sweep(db, "verify", {"kind": "verify"}, []) as sweep:
         verdicts = verify(

@@ -10,7 +10,8 @@ from distbench.run.launchers import TORCHRUN
 from distbench.run.launch import run_point
 from distbench.run.plan import SweepOptions, make_plan
 from distbench.core.strategies import STRATEGIES, Strategy, parse_strategies
-from distbench.kinds.verify import DEFAULT_RTOL, verify
+from distbench.kinds.verify import DEFAULT_RTOL
+from tests.builders import verify
 from tests.conftest import ROOT, require
 from tests.builders import point_config
 
@@ -33,7 +34,7 @@ def test_registry_group_launcher_and_why_no_comm():
     assert [s.name for s in parse_strategies(["sharded"])] == list(SHARDED)
     for name, mods in SHARDED.items():
         s = STRATEGIES[name]
-        assert s.launcher is TORCHRUN and s.requires == mods and not s.needs_cuda_for_multi
+        assert s.launcher == TORCHRUN.name and s.requires == mods and not s.needs_cuda_for_multi
         assert "shards training state" in s.no_comm_reason
     assert not {"fsdp", "deepspeed-zero1"} & {s.name for s in parse_strategies(())}  # not in the default sweep
 
@@ -105,7 +106,7 @@ def tests_importable(monkeypatch):
     [pytest.param("fsdp_sum", marks=require("torch")), pytest.param("zero_sum", marks=require("torch", "deepspeed"))],
 )
 def test_summed_gradients_fail_verify(module, tests_importable):
-    broken = Strategy(name=module, framework="torch", module=f"tests.fault_workers.{module}", launcher=TORCHRUN)
+    broken = Strategy(name=module, framework="torch", module=f"tests.fault_workers.{module}", launcher=TORCHRUN.name)
     [r] = verify(strategies=[broken], **VERIFY)
     assert r["passed"] is False, r
     assert "weight updates differ" in r["reason"]

@@ -20,17 +20,17 @@ from distbench.core.config import PointConfig
 from distbench.models.specs import model_names
 from distbench.run.launchers import TORCHRUN
 from distbench.run.plan import SweepOptions
-from distbench.core.record import base_record, read_record, write_record
+from distbench.results.record import base_record, read_record, write_record
 from distbench.results.store import Store
 from distbench.core.strategies import STRATEGIES, parse_strategies
 from tests.conftest import DISTBENCH, ROOT, TINY, require
 from tests.builders import point_config
 
-from distbench.results.collect import stable_record_id
+from distbench.kinds.collect import stable_record_id
 from distbench.slurm.job import finish_point
 from distbench.slurm.plan import plan_sweep, time_seconds
 from distbench.slurm.plan import SlurmSettings
-from distbench.slurm.render import MANIFEST_KIND
+from distbench.kinds.collect import MANIFEST_KIND
 from distbench.slurm.submit import sbatch_argv
 
 NAME_RULE = "use letters, digits, '_', '.' and '-', starting with a letter or digit"
@@ -308,7 +308,7 @@ def test_each_points_command_in_the_script_is_the_builders_command(tmp_path, cap
             ]
             assert argv[8:14] == [
                 "-m",
-                "distbench.run.rankguard",
+                "distbench.core.rankguard",
                 "/v/bin/python",
                 "-m",
                 "distbench.workers",
@@ -551,7 +551,7 @@ def test_a_finished_point_is_published_with_its_launch_and_slurm_facts(cpu_sweep
 out="${{@: -1}}"; cfg="${{@: -3:1}}"
 {shlex.quote(sys.executable)} - "$cfg" "$out" <<'EOF'
 import json, sys
-from distbench.core.record import base_record, write_record
+from distbench.results.record import base_record, write_record
 cfg = json.load(open(sys.argv[1]))
 rec = base_record(cfg, strategy="ddp", framework="torch", status="ok")
 rec["step_times_s"] = [0.5, 0.5]

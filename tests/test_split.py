@@ -190,7 +190,7 @@ def test_summary_lines_name_the_three_terms_and_the_straggler():
 
 def test_report_has_a_stacked_bar_and_a_table_row_per_split_point(tmp_path):
     from distbench.analysis import load_sweep
-    from distbench.core.record import base_record
+    from distbench.results.record import base_record
     from distbench.report import plots, tables
     from distbench.results.store import Store
 

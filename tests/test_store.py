@@ -5,7 +5,7 @@ import threading
 import pytest
 
 from distbench.core.errors import BadInput
-from distbench.core.record import base_record
+from distbench.results.record import base_record
 from distbench.results.store import SCHEMA_VERSION, Store
 
 

@@ -22,7 +22,7 @@ from distbench.results import store as store_mod
 from distbench.kinds import sweep as sweep_mod
 from distbench.cli import main
 from distbench.core.errors import BadInput
-from distbench.core.record import read_record
+from distbench.results.record import read_record
 from distbench.results.store import Store, StoreWriteError
 from tests.builders import point
 from tests.conftest import quick

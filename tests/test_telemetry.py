@@ -1,7 +1,7 @@
 import pytest
 
 from distbench.run.launch import gpu_indices
-from distbench.workers.common import combine_ranks
+from distbench.workers.stopping import combine_ranks
 from distbench.kinds.sweep import derive
 from distbench.run.telemetry import summarize
 from tests.builders import point_config
@@ -69,7 +69,7 @@ def test_cpu_telemetry_samples_the_worker_not_its_rank_guard():
         [
             sys.executable,
             "-m",
-            "distbench.run.rankguard",
+            "distbench.core.rankguard",
             sys.executable,
             "-c",
             "import time\nfor _ in range(10**7): pass\ntime.sleep(1)",
@@ -100,7 +100,7 @@ def test_the_sampler_reads_only_the_points_process_tree_at_the_lowest_priority(m
     if telemetry.descendants(os.getpid()) is None:
         pytest.skip("this kernel keeps no /proc/PID/task/TID/children lists")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "distbench.run.rankguard", sys.executable, "-c", "import time; time.sleep(30)"]
+        [sys.executable, "-m", "distbench.core.rankguard", sys.executable, "-c", "import time; time.sleep(30)"]
     )
     try:
         deadline = time.monotonic() + 30

@@ -1,5 +1,5 @@
 """Every run of an in-process order (A T B T A) has the same rule: a length fixed before it starts. The first A is
-sized from the time budget and a pilot's mean pace (workers/common.measure_two_stage), never from the noise of the
+sized from the time budget and a pilot's mean pace (workers/stop_loop.measure_two_stage), never from the noise of the
 steps; stopping it adaptively biased its mean against the fixed-length runs beside it, and the split takes
 differences of those means."""
 
@@ -12,6 +12,7 @@ import pytest
 
 from distbench.results import stats
 from distbench.workers import common
+from distbench.workers import stopping as stop_loop
 from tests.builders import point_config
 
 
@@ -21,10 +22,10 @@ def _cfg(**kw):
 
 def test_only_the_first_synchronized_run_of_an_order_is_sized_by_a_pilot():
     runs = common.segment_configs(_cfg(nosync_order="ATBTA", target_ci=0.02))
-    flags = [(letter, bool(c.extra.get(common.TWO_STAGE)), c.target_ci) for letter, c in runs]
+    flags = [(letter, bool(c.extra.get(stop_loop.TWO_STAGE)), c.target_ci) for letter, c in runs]
     assert flags[0] == ("A", True, 0.02)
     assert all(not two and ci == 0.0 for _, two, ci in flags[1:])
-    assert not common.segment_configs(_cfg(target_ci=0.02))[0][1].extra.get(common.TWO_STAGE)  # no split: adaptive
+    assert not common.segment_configs(_cfg(target_ci=0.02))[0][1].extra.get(stop_loop.TWO_STAGE)  # no split: adaptive
 
 
 def _fake_clock(monkeypatch, draw):
@@ -42,8 +43,8 @@ def test_the_window_runs_the_steps_its_pilot_planned(monkeypatch):
         looks.append(None if obj is None else len(obj[0]))
         return [obj]
 
-    cfg = _cfg(world_size=1, target_ci=0.01, extra={common.TWO_STAGE: True}, max_time_s=30, max_steps=100_000)
-    times, _, stopping = common.measure(step, lambda o: None, cfg, gather)
+    cfg = _cfg(world_size=1, target_ci=0.01, extra={stop_loop.TWO_STAGE: True}, max_time_s=30, max_steps=100_000)
+    times, _, stopping = stop_loop.measure(step, lambda o: None, cfg, gather)
     plan = stopping["two_stage"]
     assert plan["pilot_steps"] == stats.PILOT_STEPS == len(plan["pilot_step_times_s"])
     expected, why = stats.two_stage_steps(stats.PILOT_STEPS, plan["pilot_s"], 20, cfg.max_steps, 30)
@@ -62,8 +63,8 @@ def test_max_time_bounds_the_pilot_and_the_window(monkeypatch):
     """--max-time 20 s at 0.125 s a step: the pilot stops at a tenth of it (16 steps), the window takes what is
     left (144 steps), not 150 pilot steps."""
     step = _fake_clock(monkeypatch, lambda: 0.125)
-    cfg = _cfg(world_size=1, steps=4, warmup=0, target_ci=0.02, extra={common.TWO_STAGE: True}, max_time_s=20)
-    times, _, stopping = common.measure(step, lambda o: None, cfg)
+    cfg = _cfg(world_size=1, steps=4, warmup=0, target_ci=0.02, extra={stop_loop.TWO_STAGE: True}, max_time_s=20)
+    times, _, stopping = stop_loop.measure(step, lambda o: None, cfg)
     assert stopping["two_stage"]["pilot_steps"] == 16 and len(times) == 144
     assert stopping["rule"] == "two_stage" and stopping["two_stage"]["sized_by"] == "max_time"
     assert stopping["two_stage"]["pilot_ci_half_width"] is None  # 16 steps: no CI, and none is needed
@@ -90,9 +91,9 @@ def _bias(monkeypatch, two_stage: bool, trials: int, seed: int, max_time_s: floa
         return 11 * x if rng.random() < 0.01 else x
 
     step = _fake_clock(monkeypatch, draw)
-    extra = {common.TWO_STAGE: True} if two_stage else {}
+    extra = {stop_loop.TWO_STAGE: True} if two_stage else {}
     cfg = _cfg(world_size=1, steps=20, warmup=0, target_ci=0.05, extra=extra, max_steps=9600, max_time_s=max_time_s)
-    means = [statistics.fmean(common.measure(step, lambda o: None, cfg)[0]) for _ in range(trials)]
+    means = [statistics.fmean(stop_loop.measure(step, lambda o: None, cfg)[0]) for _ in range(trials)]
     true = 0.01 * 1.1
     return statistics.fmean(means) / true - 1, statistics.stdev(means) / true / math.sqrt(trials)
 

@@ -6,7 +6,8 @@ import pytest
 
 from distbench.run.launchers import TORCHRUN
 from distbench.core.strategies import Strategy
-from distbench.kinds.verify import DEFAULT_RTOL, compare, verify
+from distbench.kinds.verify import DEFAULT_RTOL, compare
+from tests.builders import verify
 from tests.conftest import ROOT, require, run_cli
 
 
@@ -58,7 +59,7 @@ def test_every_strategy_passes_on_cpu_workers(tmp_path):
 
 
 def _broken(module):
-    return Strategy(name=module.rsplit(".", 1)[1], framework="torch", module=module, launcher=TORCHRUN)
+    return Strategy(name=module.rsplit(".", 1)[1], framework="torch", module=module, launcher=TORCHRUN.name)
 
 
 @pytest.fixture

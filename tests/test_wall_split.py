@@ -12,9 +12,9 @@ from rich.console import Console
 from distbench import analysis as an
 from distbench.analysis import load_sweep
 from distbench.kinds.measure import measure_point
-from distbench.results.output import print_summary
+from distbench.analysis.output import print_summary
 from distbench.run.plan import PlannedPoint
-from distbench.core.record import base_record
+from distbench.results.record import base_record
 from distbench.report.tables import wall_table
 from distbench.results.store import Store
 from distbench.core.strategies import STRATEGIES

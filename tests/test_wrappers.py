@@ -14,7 +14,8 @@ import pytest
 from distbench.run.launchers import ACCELERATE
 from distbench.run.launch import run_point
 from distbench.core.strategies import STRATEGIES
-from distbench.kinds.verify import DEFAULT_RTOL, verify
+from distbench.kinds.verify import DEFAULT_RTOL
+from tests.builders import verify
 from distbench.workers.wrapper_loop import TIMING, LoopEnded, SteppedLoop
 from tests.conftest import require
 from tests.builders import tiny_config
@@ -47,7 +48,7 @@ def test_each_wrapper_runs_and_is_measured(strategy, n, tmp_path):
     assert len(record["step_times_s"]) == 3 and min(record["step_times_s"]) > 0
     assert record["stopping"]["rule"] == "fixed_steps" and record["measured_window_s"] > 0
     assert record["peak_memory_bytes"] > 100 * 2**20  # a worker's peak RSS: torch alone is more
-    assert record["launch"]["launcher"] == STRATEGIES[strategy].launcher.name
+    assert record["launch"]["launcher"] == STRATEGIES[strategy].launcher
     assert record["wrapper"]
     assert record.get("timing") == (TIMING if strategy in OWN_LOOP else None)
     if strategy == "lightning":  # Trainer defaults stay on, and the record says so
@@ -147,7 +148,7 @@ def test_accelerate_launch_commands():
     assert argv[:2] == ["accelerate", "launch"] and "--cpu" in argv and "--multi_gpu" not in argv
     assert argv[argv.index("--cpu") + 1 :] == [
         "-m",
-        "distbench.run.rankguard",
+        "distbench.core.rankguard",
         sys.executable,
         "-m",
         "distbench.workers",

@@ -7,7 +7,7 @@ import json
 from distbench.analysis.fields import COMM_FIELDS
 from distbench.analysis.sweep import Sweep
 from distbench.profile.compare import profile_columns
-from distbench.core.record import HEADLINE_FIELDS
+from distbench.results.record import HEADLINE_FIELDS
 
 FRAME_COLUMNS = ("sweep_id", "point_id", *HEADLINE_FIELDS, *COMM_FIELDS)
 _SKIP_IN_FRAME = {"step_times_s", "per_rank_step_times_s", "config", "launch", "stderr_tail", "telemetry", "profile"}

@@ -8,8 +8,10 @@ from typing import Iterable, Sequence
 
 from distbench.core.config import PointKey, point_key
 from distbench.core.strategies import STRATEGIES
+from distbench.core.workload import Measurement
+from distbench.results.kind import RecordKind, record_kind
 
-CV_NOISY = 0.10
+CV_NOISY = Measurement.noisy_cv  # --noisy-cv's default, declared in core/workload.py
 """Step-time coefficient of variation above which a point counts as noisy (when the record has no `noisy`)."""
 
 
@@ -26,12 +28,12 @@ def num(value) -> float | None:
 
 def is_comm(record: dict) -> bool:
     """A communication micro-benchmark record (`distbench comm`), not a training point."""
-    return str(record.get("strategy", "")).startswith("comm") or "busbw_gbps" in record
+    return record_kind(record) is RecordKind.COMM
 
 
 def is_verify(record: dict) -> bool:
     """A `distbench verify` run (k steps compared with one device, no warmup), not a scaling measurement."""
-    return bool((record.get("config") or {}).get("verify"))
+    return record_kind(record) is RecordKind.VERIFY
 
 
 def is_baseline(record: dict) -> bool:

@@ -9,10 +9,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from distbench.results import split
-from distbench.analysis.records import is_comm, is_verify
-from distbench.core.config import is_per_core_baseline
 from distbench.core.errors import BadInput
 from distbench.results.store import Store
+from distbench.results.kind import RecordKind, Status, record_kind
 
 
 # -- opening the store and finding a sweep
@@ -50,11 +49,11 @@ LATEST_SEARCH = 100
 
 def _training(data: "Sweep") -> list[dict]:
     """The sweep's training measurements: successful points that are not comm, verify, inference or per-core."""
-    return [r for r in data.scaling_points if r.get("kind") != "inference"]
+    return [r for r in data.scaling_points if record_kind(r) is not RecordKind.INFERENCE]
 
 
 def _is_converge(record: dict) -> bool:
-    return bool(record.get("converge") or (record.get("config") or {}).get("extra", {}).get("converge"))
+    return record_kind(record) is RecordKind.CONVERGE
 
 
 LATEST_USES = {
@@ -127,17 +126,18 @@ class Sweep:
         return [
             r
             for r in self.points
-            if r.get("status") == "ok" and not is_comm(r) and not is_verify(r) and not is_per_core_baseline(r)
+            if r.get("status") == Status.OK
+            and record_kind(r) not in (RecordKind.COMM, RecordKind.VERIFY, RecordKind.BASELINE_REFERENCE)
         ]
 
     @property
     def comm_points(self) -> list[dict]:
-        return [r for r in self.points if r.get("status") == "ok" and is_comm(r)]
+        return [r for r in self.points if r.get("status") == Status.OK and record_kind(r) is RecordKind.COMM]
 
     @property
     def problem_points(self) -> list[dict]:
         """Points that did not produce a measurement: skipped, failed, timeout, oom."""
-        return [r for r in self.points if r.get("status") != "ok"]
+        return [r for r in self.points if r.get("status") != Status.OK]
 
     @property
     def cpu_workers(self) -> bool:

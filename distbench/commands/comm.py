@@ -6,11 +6,12 @@ import click
 
 from distbench.kinds.commbench import BACKENDS
 from distbench.run import runner
+from distbench.results.kind import RecordKind
 from distbench.commands import options as opt
 from distbench.core.errors import BadInput
-from distbench.results.output import json_document
+from distbench.analysis.output import json_document
 from distbench.run.plan import parse_gpus
-from distbench.run.plan_kinds import CommOptions, plan_comm
+from distbench.kinds.plans import CommOptions, plan_comm
 
 SERIES = ("sizes_bytes", "time_median_s", "time_p95_s", "algbw_gbps", "busbw_gbps", "correct")
 """A comm record's per-size lists."""
@@ -90,7 +91,7 @@ def comm(gpus_text, backend, sizes, factor, iters, warmup, max_time_per_size, de
             err.print(f"{strategy.name} N={point.config.world_size}: {len(size_list)} sizes ...")
 
     with runner.new_sweep(results, "comm", options, notes) as sweep:
-        sweep.run(points, runner.Kind(runner.single_run(timeout)), progress)
+        sweep.run(points, runner.Kind(runner.single_run(timeout), record_kind=RecordKind.COMM), progress)
     records = sweep.records
     if fmt == "json":
         click.echo(json_document(records, extra_fields=("backend", *SERIES, "iterations")))

@@ -8,6 +8,7 @@ import json
 import click
 
 from distbench.run import runner
+from distbench.results.kind import RecordKind
 from distbench.commands import options as opt
 from distbench.converge import data as cdata
 from distbench.converge import lr as lr_rules
@@ -16,7 +17,7 @@ from distbench.converge.summary import EQUIVALENCE_MARGIN, fmt, speed_and_time_c
 from distbench.core.errors import BadInput
 from distbench.models.specs import check_input, get_spec
 from distbench.run.plan import cpu_cores, parse_gpus, resolve_device
-from distbench.run.plan_kinds import plan_converge
+from distbench.kinds.plans import plan_converge
 from distbench.core.strategies import parse_strategies
 
 DEFAULT_STRATEGIES = "torch,ddp,tf,mirrored"
@@ -202,7 +203,7 @@ def converge(
             err.print(f"  {_line(record)}", markup=False)
 
     with runner.new_sweep(results, "converge", stored, notes) as sweep:
-        records = sweep.run(planned, runner.Kind(runner.single_run(timeout)), progress)
+        records = sweep.run(planned, runner.Kind(runner.single_run(timeout), record_kind=RecordKind.CONVERGE), progress)
         summary = summarize(records, equivalence_margin)
     if fmt == "json":
         click.echo(json.dumps({"sweep_id": sweep.id, "summary": summary, "runs": records}, indent=1, default=str))

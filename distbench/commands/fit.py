@@ -13,10 +13,10 @@ from distbench.kinds.batchfit import BatchSearch, find_largest_batch
 from distbench.run import runner
 from distbench.commands import options as opt
 from distbench.core.errors import BadInput
-from distbench.results.output import fmt_bytes
+from distbench.analysis.output import fmt_bytes
 from distbench.run.plan import MAX_BATCH, SweepOptions, make_plan
 from distbench.core.strategies import strategy_names
-from distbench.kinds.sweep import run_points
+from distbench.kinds.sweep import training
 
 FIT_STEPS, FIT_WARMUP = 2, 1
 """Each trial: one warmup step (allocates activations, gradients and optimizer state) and two measured
@@ -150,19 +150,10 @@ def fit(start, max_batch, tolerance, results, fmt, **workload):
                 [point] = plan.points  # one strategy, one N, one batch, no baselines added
                 err.print(f"{name} N={point.config.world_size}: batch {batch} ...", markup=False)
                 workdir = sweep.workdir / f"{name}-b{batch}"
-                [record] = run_points(
-                    plan,
-                    sweep.store,
-                    sweep.id,
-                    {},
-                    timeout_s=checked.timeout,
-                    progress=None,
-                    workdir=workdir,
-                    records_dir=None,
-                    repeats=1,
-                    noisy_cv=checked.noisy_cv,
-                    telemetry_interval_s=0.0,
+                kind = training(
+                    timeout_s=checked.timeout, repeats=1, noisy_cv=checked.noisy_cv, telemetry_interval_s=0.0
                 )
+                [record] = runner.run_points(plan.points, sweep.store, sweep.id, kind, workdir=workdir)
                 _remove_if_empty(workdir)  # a failed trial keeps its logs (the record names them)
                 err.print(
                     f"  {record['status']}"

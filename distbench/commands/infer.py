@@ -6,12 +6,13 @@ import click
 from rich.markup import escape
 
 from distbench.run import runner
+from distbench.results.kind import RecordKind
 from distbench.commands import options as opt
 from distbench.kinds.infer import TELEMETRY_INTERVAL_S, expand
 from distbench.models.specs import model_names
-from distbench.results.output import fmt_bytes, json_document
+from distbench.analysis.output import fmt_bytes, json_document
 from distbench.run.plan import MAX_BATCH, parse_counts
-from distbench.run.plan_kinds import InferOptions, plan_infer
+from distbench.kinds.plans import InferOptions, plan_infer
 
 
 @click.command()
@@ -66,7 +67,9 @@ def infer(batch_sizes, frameworks, steps, warmup, timeout, results, fmt, **workl
             err.print(f"{point.strategy.name}: batch sizes {', '.join(map(str, sizes))} ...")
 
     kind = runner.Kind(
-        runner.single_run(timeout, TELEMETRY_INTERVAL_S), finish=lambda point, record: expand(record, point.config)
+        runner.single_run(timeout, TELEMETRY_INTERVAL_S),
+        finish=lambda point, record: expand(record, point.config),
+        record_kind=RecordKind.INFERENCE,
     )
     with runner.new_sweep(results, "infer", options, []) as sweep:
         sweep.run(points, kind, progress)

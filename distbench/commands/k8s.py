@@ -21,7 +21,7 @@ from distbench.k8s.manifests import (
 from distbench.k8s.render import write_manifests
 from distbench.run.plan import SweepOptions, parse_gpus
 from distbench.slurm.plan import DEVICE_WHY, GPUS_WHY, check_name, jobs_epilog, plan_sweep
-from distbench.kinds.sweep import command_line
+from distbench.run.runner import command_line
 
 
 @click.command(epilog=jobs_epilog())
@@ -189,7 +189,7 @@ def run_on_cluster(
     """--apply: each point created, waited for and its logs saved (distbench.k8s.apply), then the records
     collected into the store; a sweep stopped by kubectl or by a point that left no record exits 1 after
     the records that ran are in."""
-    from distbench.results.collect import collect_records
+    from distbench.kinds.collect import collect_records
     from distbench.k8s.apply import ApplyFailed, Kubectl, apply_sweep
     from distbench.results.store import Store
 

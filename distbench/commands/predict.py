@@ -12,10 +12,10 @@ from distbench.core import mfu
 from distbench.commands import options as opt
 from distbench.commands.results import format_option
 from distbench.core.errors import BadInput
-from distbench.results.output import print_table, table
+from distbench.analysis.output import print_table, table
 from distbench.run.plan import parse_counts
 from distbench.core.strategies import STRATEGIES
-from distbench.kinds.sweep import command_line
+from distbench.run.runner import command_line
 
 
 @click.command()

@@ -17,7 +17,8 @@ from distbench.profile.hooks import STEPS
 from distbench.profile.request import with_profiling
 from distbench.profile.trace import trace_folder
 from distbench.results.store import Store
-from distbench.kinds.sweep import command_line, run_plan
+from distbench.kinds.sweep import run_plan
+from distbench.run.runner import command_line
 
 DEFAULT_STRATEGIES = ("torch", "tf")
 

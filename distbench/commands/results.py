@@ -10,7 +10,7 @@ import click
 from distbench import analysis, report as report_mod
 from distbench.commands import options as opt
 from distbench.commands.profile import print_profiles
-from distbench.results.compare import compare_sweeps, comparison_table, gate, parse_threshold, summary_lines
+from distbench.analysis.compare import compare_sweeps, comparison_table, gate, parse_threshold, summary_lines
 from distbench.core.errors import BadInput
 from distbench.profile.compare import profiled
 

@@ -9,13 +9,14 @@ import click
 from distbench.results import split
 from distbench.commands import options as opt
 from distbench.core.errors import BadInput
-from distbench.results.output import DEFAULT_COLUMNS, TABLE_COLUMNS, json_document, parse_columns, print_summary
+from distbench.analysis.output import DEFAULT_COLUMNS, TABLE_COLUMNS, json_document, parse_columns, print_summary
 from distbench.run.plan import SweepOptions, make_plan
 from distbench.profile.request import with_profiling
 from distbench.profile.trace import trace_folder
 from distbench.results.store import Store
 from distbench.core.strategies import strategy_names
-from distbench.kinds.sweep import command_line, run_plan, stored_options
+from distbench.kinds.sweep import run_plan, stored_options
+from distbench.run.runner import command_line
 
 
 def _ok_detail(record: dict) -> str:

@@ -17,8 +17,6 @@ from typing import Callable
 
 from distbench.converge import data, lr as lr_rules
 
-STOP_REASONS = ("target", "max_epochs", "max_steps", "max_time", "diverged")
-
 
 def crossing(before: dict, after: dict, target: float, error_floor: float) -> dict:
     """When the validation accuracy crossed the target between two evaluations (curve points): steps, epochs

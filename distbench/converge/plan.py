@@ -1,4 +1,4 @@
-"""The options of a converge run. Its points (plan_kinds.plan_converge): (strategy, N, seed), each a PointConfig whose
+"""The options of a converge run. Its points (kinds.plans.plan_converge): (strategy, N, seed), each a PointConfig whose
 `extra['converge']` carries the target, the budget, the LR rule, the data cache and the strategy's Distribution,
 run by the strategy's own launcher with the converge worker of its framework (Strategy.converge_module) in place
 of its benchmark worker."""
@@ -6,13 +6,9 @@ of its benchmark worker."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from distbench.core.strategies import STRATEGIES, Strategy
 from distbench.core.workload import Workload
-
-if TYPE_CHECKING:
-    from distbench.core.config import PointConfig
 
 SUPPORTED = tuple(s.name for s in STRATEGIES.values() if s.converge_module)
 """Strategies whose Distribution the converge workers drive (Strategy.converge_module)."""
@@ -40,15 +36,3 @@ class ConvergeOptions:
     first_seed: int = 0
     threads: int | None = None
     """CPU workers: intra-op threads per worker (None: the machine's cores divided among the N workers)."""
-
-
-def point_configs(
-    opts: ConvergeOptions, *, device: str, cores: int, cache: str, image_size: int, num_classes: int
-) -> list[tuple[Strategy, PointConfig]]:
-    """The (strategy, config) of every point plan_kinds.plan_converge plans on `device` (seeds outermost)."""
-    from distbench.run.plan import DeviceChoice
-    from distbench.run.plan_kinds import plan_converge
-
-    choice = DeviceChoice(device, 0, "")
-    plan = plan_converge(opts, choice, cores=cores, cache=cache, image_size=image_size, num_classes=num_classes)
-    return [(p.strategy, p.config) for p in plan.points]

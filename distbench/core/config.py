@@ -116,11 +116,6 @@ class PointConfig(Workload):
         return cls.from_dict(json.loads(text))
 
 
-def is_per_core_baseline(record: dict) -> bool:
-    """An extra CPU baseline (PointConfig.baseline_threads), not a point of the scaling curves."""
-    return (record.get("config") or record).get("baseline_threads") is not None
-
-
 def swept_batch(config: dict) -> int | None:
     """--batch-size of a point from its config (or record): per-device (weak scaling) or global (strong)."""
     per_device = config.get("per_device_batch")

@@ -145,7 +145,7 @@ def train_flops_per_sample(config: dict) -> tuple[int | None, str]:
 def mfu_fields(record: dict) -> dict:
     """achieved_flops_per_device (FLOP/s), peak_flops_per_device, mfu (a fraction) and mfu_note (where
     the peak comes from, or why there is no MFU) for a successful point: the record's `mfu` build stage
-    (distbench.core.record.build_record merges it; the record is read, not changed)."""
+    (distbench.results.record.build_record merges it; the record is read, not changed)."""
     out = dict.fromkeys(
         ("model_flops_per_sample", "achieved_flops_per_device", "peak_flops_per_device", "mfu", "mfu_note")
     )

@@ -5,9 +5,7 @@ from __future__ import annotations
 import importlib.util
 from dataclasses import dataclass
 
-from distbench.run.launchers import ACCELERATE, HOROVODRUN, PROCESS, RAY_TRAIN, TF_MULTIWORKER, TORCHRUN, Launcher
-from distbench.core.errors import BadInput
-from distbench.workers.runtime import INSTALL_HINT
+from distbench.core.errors import INSTALL_HINT, BadInput
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -17,10 +15,10 @@ class Strategy:
     """'torch' or 'tf': which single-device baseline its speedup is measured against."""
     module: str
     """Worker module, run as `python -m distbench.workers.<module>`."""
-    launcher: Launcher
-    """How its ranks start on one node."""
-    multi_node: Launcher | None = None
-    """...and on several; default: `launcher` where it can span nodes, else none."""
+    launcher: str
+    """How its ranks start on one node: a key of distbench.run.launchers.LAUNCHERS (a Launcher's name)."""
+    multi_node: str | None = None
+    """...and on several (a key likewise); default: `launcher` where it can span nodes, else none."""
     baseline: bool = False
     """A plain single-device loop: runs at N=1 only and defines speedup 1.0 for its framework."""
     needs_cuda_for_multi: bool = False
@@ -56,23 +54,6 @@ class Strategy:
     driver_module: str | None = None
     """A worker module that only drives the ranks (a launcher, not a rank: telemetry leaves it out)."""
 
-    def launcher_for(self, nodes: int) -> Launcher:
-        if nodes < 1:
-            raise BadInput(f"the node count must be >= 1, got {nodes}")
-        if nodes == 1:
-            return self.launcher
-        if self.cluster_launcher is None:
-            spanning = ", ".join(s.name for s in STRATEGIES.values() if s.cluster_launcher)
-            raise BadInput(
-                f"strategy {self.name!r} runs in one process and cannot span {nodes} nodes; "
-                f"multi-node strategies: {spanning}"
-            )
-        return self.cluster_launcher
-
-    @property
-    def cluster_launcher(self) -> Launcher | None:
-        return self.multi_node or (self.launcher if self.launcher.spans_nodes else None)
-
 
 DDP_BUCKET = 25 * 2**20  # DistributedDataParallel's bucket_cap_mb default
 HOROVOD_FUSION = 64 * 2**20  # HOROVOD_FUSION_THRESHOLD's default
@@ -93,7 +74,7 @@ STRATEGIES: dict[str, Strategy] = {
             converge_module="converge_torch",
             framework="torch",
             module="torch_single",
-            launcher=PROCESS,
+            launcher="process",
             baseline=True,
             requires=("torch",),
             description="plain single-device PyTorch loop (baseline)",
@@ -103,7 +84,7 @@ STRATEGIES: dict[str, Strategy] = {
             framework="torch",
             module="torch_dp",
             no_profiler_reason="its own loop (distbench/workers/torch_dp.py) has no profiling hook",
-            launcher=PROCESS,
+            launcher="process",
             reduce_to_one=True,
             needs_cuda_for_multi=True,
             requires=("torch",),
@@ -116,7 +97,7 @@ STRATEGIES: dict[str, Strategy] = {
             nosync_in_process=True,
             framework="torch",
             module="torch_ddp",
-            launcher=TORCHRUN,
+            launcher="torchrun",
             bucket_bytes=DDP_BUCKET,
             requires=("torch",),
             description="DistributedDataParallel, one process per device (torchrun)",
@@ -126,7 +107,7 @@ STRATEGIES: dict[str, Strategy] = {
             converge_module="converge_tf",
             framework="tf",
             module="tf_single",
-            launcher=PROCESS,
+            launcher="process",
             baseline=True,
             requires=("tensorflow",),
             description="plain single-device TensorFlow custom step (baseline)",
@@ -138,8 +119,8 @@ STRATEGIES: dict[str, Strategy] = {
             nosync_in_process=True,
             framework="tf",
             module="tf_mirrored",
-            launcher=PROCESS,
-            multi_node=TF_MULTIWORKER,
+            launcher="process",
+            multi_node="tf-multiworker",
             requires=("tensorflow",),
             description="tf.distribute.MirroredStrategy over N devices",
         ),
@@ -149,7 +130,7 @@ STRATEGIES: dict[str, Strategy] = {
             nosync_in_process=True,
             framework="torch",
             module="horovod_torch",
-            launcher=HOROVODRUN,
+            launcher="horovodrun",
             bucket_bytes=HOROVOD_FUSION,
             requires=("torch", "horovod.torch"),
             description="horovod.torch: gradient all-reduce + initial broadcast (horovodrun)",
@@ -160,7 +141,7 @@ STRATEGIES: dict[str, Strategy] = {
             nosync_in_process=True,
             framework="tf",
             module="horovod_tf",
-            launcher=HOROVODRUN,
+            launcher="horovodrun",
             bucket_bytes=HOROVOD_FUSION,
             requires=("tensorflow", "horovod.tensorflow"),
             description="horovod.tensorflow: grouped all-reduce of gradients + variable broadcast",
@@ -171,8 +152,8 @@ STRATEGIES: dict[str, Strategy] = {
             bucket_bytes=DDP_BUCKET,
             framework="torch",
             module="accelerate_ddp",
-            launcher=ACCELERATE,
-            multi_node=TORCHRUN,
+            launcher="accelerate-launch",
+            multi_node="torchrun",
             requires=("torch", "accelerate"),
             description="Hugging Face Accelerator around the same loop, DDP underneath (accelerate launch)",
         ),
@@ -182,7 +163,7 @@ STRATEGIES: dict[str, Strategy] = {
             bucket_bytes=DDP_BUCKET,
             framework="torch",
             module="lightning_ddp",
-            launcher=TORCHRUN,
+            launcher="torchrun",
             requires=("torch", "lightning"),
             description='LightningModule under Trainer(strategy="ddp"), its defaults on (torchrun)',
         ),
@@ -192,7 +173,7 @@ STRATEGIES: dict[str, Strategy] = {
             bucket_bytes=DDP_BUCKET,
             framework="torch",
             module="fabric_ddp",
-            launcher=TORCHRUN,
+            launcher="torchrun",
             requires=("torch", "lightning"),
             description="Lightning Fabric around the same loop, DDP (torchrun)",
         ),
@@ -202,7 +183,7 @@ STRATEGIES: dict[str, Strategy] = {
             bucket_bytes=DDP_BUCKET,
             framework="torch",
             module="ignite_ddp",
-            launcher=PROCESS,
+            launcher="process",
             requires=("torch", "ignite"),
             description="PyTorch Ignite Engine, ignite.distributed (idist.Parallel spawns the N processes)",
         ),
@@ -213,7 +194,7 @@ STRATEGIES: dict[str, Strategy] = {
             module="composer_trainer",
             no_profiler_reason="Composer's Trainer runs its own loop (distbench/workers/composer_trainer.py), with no "
             "profiling hook",
-            launcher=PROCESS,
+            launcher="process",
             description="MosaicML Composer Trainer: skipped, its worker names the version conflict with the pinned torch",
         ),
         Strategy(
@@ -224,7 +205,7 @@ STRATEGIES: dict[str, Strategy] = {
             framework="torch",
             module="ray_ddp",
             driver_module="ray_ddp",
-            launcher=RAY_TRAIN,
+            launcher="ray-train",
             requires=("torch", "ray"),
             description="ddp's DistributedDataParallel under Ray Train's TorchTrainer (a local Ray head, or --ray-address)",
         ),
@@ -234,7 +215,7 @@ STRATEGIES: dict[str, Strategy] = {
             group="sharded",
             framework="torch",
             module="torch_fsdp",
-            launcher=TORCHRUN,
+            launcher="torchrun",
             requires=("torch",),
             no_comm_reason=SHARDED_NO_COMM,
             traffic=(1.5, "FSDP: all-gather in forward, all-gather in backward, reduce-scatter of the gradients"),
@@ -246,7 +227,7 @@ STRATEGIES: dict[str, Strategy] = {
                 group="sharded",
                 framework="torch",
                 module="deepspeed_zero",
-                launcher=TORCHRUN,
+                launcher="torchrun",
                 requires=("torch", "deepspeed"),
                 no_comm_reason=SHARDED_NO_COMM,
                 **({"traffic": ZERO3_TRAFFIC} if k == 3 else {}),

@@ -27,10 +27,10 @@ from pathlib import Path
 
 import click
 
-from distbench.run import phases
+from distbench.core import phases
 from distbench.results import stats
 from distbench.core.config import PointConfig
-from distbench.k8s.collect import record_line
+from distbench.results.kubelogs import record_line
 from distbench.k8s.fabric import network_fields
 from distbench.k8s.outcomes import (
     OUTCOME_WAIT_S,
@@ -44,7 +44,7 @@ from distbench.run.launch import log_tail, outcome_record
 from distbench.run.launchers import TORCHRUN
 from distbench.kinds.measure import NOISY_CV
 from distbench.run.plan import cpu_cores
-from distbench.core.record import write_record
+from distbench.results.record import write_record
 from distbench.core.strategies import get_strategy
 
 LAUNCHER_ROLE = "launcher"

@@ -8,7 +8,6 @@ import re
 from distbench.run.launchers import HOROVODRUN, PROCESS, TORCHRUN
 from distbench.core.errors import BadInput
 from distbench.core.strategies import Strategy
-from distbench.workers.comm_common import summarize  # noqa: F401 - the workers' (their records' math)
 
 
 def _backend(name: str, description: str, **kw) -> Strategy:
@@ -25,7 +24,7 @@ BACKENDS: dict[str, Strategy] = {
         "horovod",
         "horovod.torch allreduce",
         module="comm_horovod",
-        launcher=HOROVODRUN,
+        launcher=HOROVODRUN.name,
         requires=("torch", "horovod.torch"),
     ),
     "tf": _backend(
@@ -33,7 +32,7 @@ BACKENDS: dict[str, Strategy] = {
         "tf.distribute MirroredStrategy all_reduce",
         framework="tf",
         module="comm_tf",
-        launcher=PROCESS,
+        launcher=PROCESS.name,
         requires=("tensorflow",),
     ),
 }

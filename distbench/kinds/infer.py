@@ -11,7 +11,8 @@ import dataclasses
 
 from distbench.core.config import PointConfig
 from distbench.run.launchers import PROCESS
-from distbench.core.record import add_step_metrics, base_record
+from distbench.results.record import add_step_metrics, base_record
+from distbench.results.kind import RecordKind
 from distbench.core.strategies import Strategy
 from distbench.run.telemetry import summarize
 
@@ -20,7 +21,7 @@ INFER = {
         name=f"infer-{fw}",
         framework=fw,
         module=f"infer_{fw}",
-        launcher=PROCESS,
+        launcher=PROCESS.name,
         requires=(module,),
         description=f"{label} inference",
     )
@@ -55,7 +56,7 @@ def expand(record: dict, cfg: PointConfig) -> list[dict]:
                 r["telemetry"] = summarize(
                     record["telemetry_samples"], tuple(entry["window"]), len(r["step_times_s"]) * bs
                 )
-        r["kind"] = "inference"
+        r["kind"] = RecordKind.INFERENCE.value
         add_step_metrics(r)
         r["latency_median_s"] = r.get("step_time_median_s")
         r["latency_p95_s"] = r.get("step_time_p95_s")

@@ -21,11 +21,12 @@ from pathlib import Path
 from distbench.results import split, stats
 from distbench.run.launch import run_point
 from distbench.run.plan import PlannedPoint
-from distbench.core.record import add_step_metrics, build_record
+from distbench.results.record import add_step_metrics, build_record
+from distbench.core.workload import Measurement
 
 NOSYNC_KEPT = ("step_times_s", "peak_memory_bytes", "peak_memory_per_rank_bytes", "tiny_collective_calls")
 """What a no-sync run keeps beside its summary (and its nosync_* and data_wait_* fields): every sample."""
-NOISY_CV = 0.10
+NOISY_CV = Measurement.noisy_cv  # --noisy-cv's default, declared in core/workload.py
 """Coefficient of variation of step times above which a point is flagged noisy."""
 
 

@@ -10,14 +10,14 @@ from pathlib import Path
 from distbench.core import mfu
 from distbench.results import stats
 from distbench.kinds.measure import measure_point
-from distbench.core.config import is_per_core_baseline, point_key  # what identifies a point (resume, OOM bookkeeping)
+from distbench.core.config import point_key  # what identifies a point (resume, OOM bookkeeping)
 from distbench.core.errors import BadInput
 from distbench.run.plan import Plan, PlannedPoint, SweepOptions, cpu_cores
-from distbench.core.record import add_step_metrics, build_record
+from distbench.results.record import add_step_metrics, build_record
 from distbench.run.runner import Kind, ProgressFn, recorded_sweep
-from distbench.run.runner import command_line as command_line  # the commands' import of it (the runner's)
-from distbench.run.runner import run_points as run_any_points
+from distbench.run.runner import run_points
 from distbench.results.store import Store
+from distbench.results.kind import RecordKind, Status, record_kind
 from distbench.core.strategies import FRAMEWORK_BASELINE
 
 
@@ -25,14 +25,14 @@ def add_baseline(baselines: dict, record: dict) -> None:
     """Keep a baseline record for derive: framework -> the baseline (all the cores), and on CPU workers
     (framework, threads per worker) -> the baseline measured with that many threads."""
     config = record.get("config") or {}
-    if not is_per_core_baseline(record):
+    if record_kind(record) is not RecordKind.BASELINE_REFERENCE:
         baselines[record["framework"]] = record
     if record.get("device") == "cpu":
         baselines[(record["framework"], config.get("threads_per_worker"))] = record
 
 
 def derive(record: dict, baselines: dict) -> dict:
-    """The record's last build stages before the sweep's bookkeeping, merged by distbench.core.record.build_record
+    """The record's last build stages before the sweep's bookkeeping, merged by distbench.results.record.build_record
     into `record` (in place, returned too): its step metrics where no repeats were combined, MFU
     (distbench.core.mfu.mfu_fields) and derived_fields against the sweep's baselines. speedup, efficiency,
     efficiency_per_core and wrapper_overhead are always present (None where they do not apply)."""
@@ -51,7 +51,7 @@ def derived_fields(record: dict, baselines: dict) -> dict:
     """Speedup, efficiency and (at N=1) the wrapper's overhead against the framework baseline; on CPU
     workers also the efficiency per core (against the baseline with the same threads per worker, see
     add_baseline); or the note saying why there are none. The record is read, not changed."""
-    if is_per_core_baseline(record):
+    if record_kind(record) is RecordKind.BASELINE_REFERENCE:
         return {
             "speedup_note": (
                 f"reference for efficiency per core: {record['strategy']!r} on "
@@ -110,26 +110,26 @@ def run_plan(
     if resume:
         for old in store.points(resume):
             key = point_key(old["strategy"], old.get("config") or old)
-            if old["status"] == "ok" or (old["status"] == "skipped" and not old.get("after_oom")):
+            if old["status"] == Status.OK or (old["status"] == Status.SKIPPED and not old.get("after_oom")):
                 kept[key] = old
             else:
                 store.delete_point(old["point_id"])
-    stored = {"sweep_options": options.to_dict(), "resolved_device": plan.device.device}
+    stored = {
+        "kind": RecordKind.TRAINING.value,
+        "sweep_options": options.to_dict(),
+        "resolved_device": plan.device.device,
+    }
     with recorded_sweep(store, command=command, options=stored, notes=plan.notes, resume=resume) as sweep_id:
         root = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix=f"distbench-{sweep_id}-"))
         try:
-            return sweep_id, run_points(
-                plan,
-                store,
-                sweep_id,
-                kept,
+            kind = training(
                 timeout_s=options.timeout,
-                progress=progress,
-                workdir=root,
-                records_dir=records_dir,
                 repeats=options.repeats,
                 noisy_cv=options.noisy_cv,
                 telemetry_interval_s=options.telemetry_interval,
+            )
+            return sweep_id, run_points(
+                plan.points, store, sweep_id, kind, workdir=root, kept=kept, progress=progress, records_dir=records_dir
             )
         finally:
             if not workdir:  # the work folders of successful points are gone; failed ones stay
@@ -154,27 +154,6 @@ def stored_options(store: Store, sweep_id: str) -> SweepOptions:
     if "sweep_options" not in saved:
         raise BadInput(f"sweep {sweep_id} was not made by `distbench scale` (nothing to resume)")
     return SweepOptions.from_dict(saved["sweep_options"])
-
-
-def run_points(
-    plan: Plan,
-    store: Store,
-    sweep_id: str,
-    kept: dict,
-    *,
-    timeout_s: float,
-    progress: ProgressFn | None,
-    workdir,
-    records_dir,
-    repeats: int,
-    noisy_cv: float,
-    telemetry_interval_s: float,
-) -> list[dict]:
-    """The plan's points through the one runner (distbench.run.runner.run_points) as training points."""
-    kind = training(timeout_s=timeout_s, repeats=repeats, noisy_cv=noisy_cv, telemetry_interval_s=telemetry_interval_s)
-    return run_any_points(
-        plan.points, store, sweep_id, kind, workdir=workdir, kept=kept, progress=progress, records_dir=records_dir
-    )
 
 
 def training(*, timeout_s: float, repeats: int, noisy_cv: float, telemetry_interval_s: float) -> Kind:

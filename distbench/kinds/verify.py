@@ -15,10 +15,8 @@ import tempfile
 from pathlib import Path
 
 from distbench.run.plan import Plan, PlannedPoint
-from distbench.run.plan_kinds import VerifyOptions, plan_verify
 from distbench.run.runner import Kind, OpenSweep, single_run
-from distbench.core.strategies import Strategy
-from distbench.core.workload import Workload
+from distbench.results.kind import RecordKind
 
 DEFAULT_RTOL = 1e-4
 """fp32 sums taken in a different order (N shard means vs one full-batch mean, all-reduce order) differ by
@@ -76,44 +74,6 @@ def compare(candidate: dict, baseline: dict, rtol: float) -> dict:
     return out
 
 
-def verify(
-    *,
-    model: str,
-    world_size: int,
-    strategies: list[Strategy],
-    device: str,
-    global_batch: int,
-    steps: int,
-    image_size: int | None,
-    num_classes: int,
-    rtol: float = DEFAULT_RTOL,
-    lr: float = Workload.lr,
-    momentum: float = Workload.momentum,
-    seed: int = Workload.seed,
-    timeout_s: float = 900.0,
-    threads: int = 1,
-    progress=lambda what: None,
-    workdir: str | None = None,
-    sweep: OpenSweep | None = None,
-) -> list[dict]:
-    """The verdict of each strategy (baselines excluded): plan_kinds.plan_verify's points, run_plan's verdicts."""
-    opts = VerifyOptions(
-        model=model,
-        gpus=world_size,
-        strategies=tuple(strategies),
-        device=device,
-        global_batch=global_batch,
-        steps=steps,
-        image_size=image_size,
-        num_classes=num_classes,
-        lr=lr,
-        momentum=momentum,
-        seed=seed,
-        threads=threads,
-    )
-    return run_plan(plan_verify(opts), rtol=rtol, timeout_s=timeout_s, progress=progress, workdir=workdir, sweep=sweep)
-
-
 def run_plan(
     plan: Plan,
     *,
@@ -136,7 +96,7 @@ def run_plan(
         s, cfg = point.strategy, point.config
         if s.baseline:
             progress(f"{s.name} (single device, global batch {cfg.per_device_batch})")
-            [baselines[s.framework]] = sweep.run([point], Kind(measure))
+            [baselines[s.framework]] = sweep.run([point], Kind(measure, record_kind=RecordKind.VERIFY))
             continue
         base = baselines[s.framework]
         skip = point.skip_reason
@@ -150,7 +110,9 @@ def run_plan(
             results.append(record["verdict"])
             return [record]
 
-        sweep.run([dataclasses.replace(point, skip_reason=skip)], Kind(measure, finish=judged))
+        sweep.run(
+            [dataclasses.replace(point, skip_reason=skip)], Kind(measure, finish=judged, record_kind=RecordKind.VERIFY)
+        )
     return results
 
 

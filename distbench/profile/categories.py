@@ -63,9 +63,6 @@ DEVICE_ONLY = ("memcpy",)
 """Categories that exist only on GPUs: on CPU workers they say 'not on a GPU'."""
 NOT_ON_GPU = "not on a GPU"
 
-SCOPES = ("communication", "data_input", "optimizer", "loss")
-"""Categories that claim everything inside them (the optimizer's elementwise updates are the optimizer's)."""
-
 _I = re.IGNORECASE
 # Torch ops, record_functions and GPU kernels: the first rule whose pattern is found in the name wins.
 _RULES: tuple[tuple[str, re.Pattern], ...] = (

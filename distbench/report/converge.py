@@ -9,6 +9,7 @@ import io
 from distbench.analysis import Sweep
 from distbench.converge.summary import CI_SCOPE, EQUIVALENCE_MARGIN, fmt, speed_and_time_cells, summarize
 from distbench.report.blocks import Bullets, Figure, Plot, Report, Section, Table, Text
+from distbench.results.kind import RecordKind, record_kind
 
 NOTE = (
     "Each run trains the same model on the same data (a seeded shard of each global batch per rank; no sample "
@@ -25,7 +26,7 @@ NOTE = (
 
 
 def converge_points(sweep: Sweep) -> list[dict]:
-    return [r for r in sweep.points if r.get("converge") or (r.get("config") or {}).get("extra", {}).get("converge")]
+    return [r for r in sweep.points if record_kind(r) is RecordKind.CONVERGE]
 
 
 def table_rows(rows: list[dict]) -> tuple[list[str], list[list[str]]]:

@@ -10,7 +10,7 @@ from typing import Callable, Sequence
 
 from distbench import analysis as an
 from distbench.analysis import Sweep, num
-from distbench.results.output import fmt_bytes
+from distbench.analysis.output import fmt_bytes
 from distbench.report.blocks import Plot
 from distbench.profile.plot import CAPTION as PROFILE_CAPTION, plot_profile
 from distbench.report.tables import batch_of, batch_series, batch_values, busbw_pairs, telemetry_rows

@@ -10,7 +10,7 @@ from distbench import analysis as an
 from distbench.results import split as split_mod
 from distbench.analysis import Sweep, num
 from distbench.core.config import swept_batch
-from distbench.results.output import cells, fmt_bytes, fmt_ms, fmt_num
+from distbench.analysis.output import cells, fmt_bytes, fmt_ms, fmt_num
 from distbench.report.blocks import Table
 
 Rows = tuple[list[str], list[list[str]]]  # (headers, rows)

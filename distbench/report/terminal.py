@@ -9,7 +9,7 @@ from rich.table import Table
 
 from distbench import analysis as an
 from distbench.analysis import Sweep
-from distbench.results.output import Notes, cells, status_cell, table
+from distbench.analysis.output import Notes, cells, status_cell, table
 from distbench.report.tables import scaling_columns, sweep_when
 
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from distbench import analysis as an
 from distbench.analysis import Sweep, num
-from distbench.results.output import fmt_bytes, fmt_num
+from distbench.analysis.output import fmt_bytes, fmt_num
 from distbench.report.tables import batch_values
 from distbench.core.strategies import FRAMEWORK_REFERENCE, STRATEGIES
 

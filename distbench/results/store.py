@@ -3,7 +3,7 @@ and `_PREDICTIONS` (`distbench predict` output, never mixed into points; added t
 Each point is committed in its own transaction as soon as it finishes; WAL mode and a busy timeout let two
 sweeps write (and create) one store at once. Faults: `_write`, `commit_point`, `_check_existing`.
 
-A record is kept once: its headline fields as columns (distbench.core.record.COLUMN_FIELDS, for queries), the
+A record is kept once: its headline fields as columns (distbench.results.record.COLUMN_FIELDS, for queries), the
 record itself in `record_json` (its `config` included), its step times in `steps` only (`points()` puts
 `step_times_s` back) and its telemetry samples in `telemetry`. Store schema 1 also kept the config in a
 `config_json` column and the step times in `record_json`: such stores are migrated on open (`_migrate_v1`).
@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 from distbench.core.errors import BadInput, DistbenchError
-from distbench.core.record import COLUMN_FIELDS, write_record
+from distbench.results.record import COLUMN_FIELDS, write_record
 
 SCHEMA_VERSION = 2
 """1: the config also in `config_json`, the step times also in `record_json`; 2: each kept once."""
@@ -63,7 +63,7 @@ _PREDICTIONS = """CREATE TABLE IF NOT EXISTS predictions (
     prediction_json TEXT NOT NULL)"""
 
 POINT_COLUMNS = COLUMN_FIELDS
-"""The record's fields kept as columns of `points` besides record_json (declared in distbench.core.record)."""
+"""The record's fields kept as columns of `points` besides record_json (declared in distbench.results.record)."""
 
 
 def _now() -> str:

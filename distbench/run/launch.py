@@ -15,12 +15,14 @@ import subprocess
 import time
 from pathlib import Path
 
-from distbench.run import failures, phases, rankguard, signals
-from distbench.run.failures import failure_summary  # noqa: F401 - used here and imported from here
+from distbench.core import failures, phases, rankguard
+from distbench.run import signals
+from distbench.core.failures import failure_summary
 from distbench.core.config import PointConfig
-from distbench.run.multinode import check_allocation
-from distbench.core.record import base_record, build_record, read_record
+from distbench.core.multinode import check_allocation
+from distbench.results.record import base_record, build_record, read_record
 from distbench.core.strategies import Strategy
+from distbench.run.launchers import launcher_for
 
 STDERR_TAIL_CHARS = 8000
 FAILURE_GRACE_S = 10.0
@@ -37,7 +39,7 @@ def build_command(
 ) -> tuple[list[str], dict]:
     """The argv and environment that run `cfg` the way users launch this strategy: on one node, or
     on the first cfg.nodes nodes of the current Slurm allocation (distbench scale --nodes)."""
-    launcher = strategy.launcher_for(cfg.nodes)
+    launcher = launcher_for(strategy, cfg.nodes)
     if cfg.nodes > 1:
         hosts = check_allocation(cfg.nodes)
         return launcher.allocation(strategy, cfg, str(config_path), str(out_path), hosts=hosts, base_env=base_env)
@@ -105,11 +107,6 @@ def _kill_tree(proc: subprocess.Popen, grace_s: float = 5.0) -> None:
     proc.wait()
 
 
-def classify_failure(returncode: int | None, stderr_tail: str) -> str:
-    """'oom' when the output shows memory ran out, else 'failed' (a bare SIGKILL is not evidence)."""
-    return failures.classify(None, stderr_tail=stderr_tail, returncode=returncode)[0]
-
-
 def _tail_summary(tail: str) -> str | None:
     """The worker's exception line from a stderr tail, else its last non-empty line."""
     last = [ln for ln in tail.strip().splitlines() if ln.strip()]
@@ -174,7 +171,7 @@ def outcome_record(
     """The point's record from whatever its launch left behind: the worker's own record when rank 0
     wrote one (the first build stage, written by the worker itself), else base_record as a failed/oom/timeout
     record naming the rank and the signal or exception that broke it; then its launch fields (outcome_fields)
-    merged by distbench.core.record.build_record. Shared by local runs and Slurm jobs. launcher_tail: the launcher's
+    merged by distbench.results.record.build_record. Shared by local runs and Slurm jobs. launcher_tail: the launcher's
     stdout (horovodrun prints its exit lines there)."""
     record = None
     ranks = failures.rank_reports(rank_dir)
@@ -307,7 +304,7 @@ def run_point(
     point's own failures). With telemetry_interval_s > 0 a sampler runs beside it (distbench.run.telemetry).
 
     The launcher starts in a session of its own with a parent-death signal, and every rank runs under
-    distbench.run.rankguard, so no worker outlives distbench, even when distbench itself is killed."""
+    distbench.core.rankguard, so no worker outlives distbench, even when distbench itself is killed."""
     signals.check()  # never start workers after a termination signal (one lost in a finalizer included)
     workdir = Path(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
@@ -384,7 +381,7 @@ def run_point(
         "returncode": returncode,
         "started": started,
         "wall_s": wall,
-        "launcher": strategy.launcher_for(cfg.nodes).name,
+        "launcher": launcher_for(strategy, cfg.nodes).name,
         "workdir": str(workdir),
     }
     fields = launch_fields(record, launch, stopped=stopped, samples=samples, sampler=sampler, cfg=cfg)

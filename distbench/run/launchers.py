@@ -1,7 +1,7 @@
 """How a strategy's ranks are started: one Launcher per engine. Each builds its command, as pure
 functions, for one node (`local`), several nodes in the current Slurm allocation (`allocation`) and a
 step of a generated sbatch script (`sbatch_step`, with `Shell` values the job computes at run time).
-Every rank runs under distbench.run.rankguard.
+Every rank runs under distbench.core.rankguard.
 
   process         one process (plain loops, DataParallel, MirroredStrategy)
   torchrun        --standalone on one node; on several, one agent per node at a c10d rendezvous (srun)
@@ -24,7 +24,8 @@ from typing import Protocol, Sequence
 
 from distbench.core.config import PointConfig
 from distbench.core.errors import BadInput
-from distbench.workers.runtime import ACCELERATE_PRECISION, free_port, tf_config  # noqa: F401 - used and re-exported
+from distbench.core.strategies import STRATEGIES
+from distbench.workers.runtime import ACCELERATE_PRECISION, free_port, tf_config
 
 
 class Strategy(Protocol):
@@ -121,7 +122,7 @@ class Launcher:
         return [
             python,
             "-m",
-            "distbench.run.rankguard",
+            "distbench.core.rankguard",
             python,
             "-m",
             "distbench.workers",  # the one worker entry point (distbench/workers/__main__.py)
@@ -464,3 +465,32 @@ class RayTrain(Launcher):
 
 
 RAY_TRAIN = RayTrain("ray-train")
+
+
+LAUNCHERS: dict[str, Launcher] = {
+    launcher.name: launcher for launcher in (PROCESS, TORCHRUN, HOROVODRUN, TF_MULTIWORKER, ACCELERATE, RAY_TRAIN)
+}
+"""Every Launcher by its name, the key a registry entry names (Strategy.launcher, Strategy.multi_node)."""
+
+
+def cluster_launcher(strategy) -> Launcher | None:
+    """The Launcher that starts `strategy`'s ranks on several nodes (None: it cannot span nodes)."""
+    if strategy.multi_node:
+        return LAUNCHERS[strategy.multi_node]
+    launcher = LAUNCHERS[strategy.launcher]
+    return launcher if launcher.spans_nodes else None
+
+
+def launcher_for(strategy, nodes: int) -> Launcher:
+    """The Launcher that starts `strategy`'s ranks on `nodes` nodes."""
+    if nodes < 1:
+        raise BadInput(f"the node count must be >= 1, got {nodes}")
+    if nodes == 1:
+        return LAUNCHERS[strategy.launcher]
+    if cluster_launcher(strategy) is None:
+        spanning = ", ".join(s.name for s in STRATEGIES.values() if cluster_launcher(s))
+        raise BadInput(
+            f"strategy {strategy.name!r} runs in one process and cannot span {nodes} nodes; "
+            f"multi-node strategies: {spanning}"
+        )
+    return cluster_launcher(strategy)

@@ -10,7 +10,7 @@ from distbench.run import raycluster
 from distbench.core import strategies as registry
 from distbench.core.config import PointConfig
 from distbench.core.errors import BadInput
-from distbench.run.launchers import RAY_TRAIN, check_ray_address
+from distbench.run.launchers import RAY_TRAIN, check_ray_address, cluster_launcher
 from distbench.models.specs import check_input, get_spec
 from distbench.core.strategies import FRAMEWORK_BASELINE, STRATEGIES, Strategy, parse_strategies, strategy_names
 from distbench.core.workload import MAX_BATCH, Measurement, Workload, check, device_default, knob, knobs
@@ -143,8 +143,8 @@ class SweepOptions(Workload, Measurement):
         check_model_input(spec, self.image_size, self.seq_len, self.channels_last)
         if self.ray_address is not None:
             object.__setattr__(self, "ray_address", check_ray_address(self.ray_address))
-            if not any(STRATEGIES[s].launcher is RAY_TRAIN for s in self.strategies):
-                ray = ", ".join(s.name for s in STRATEGIES.values() if s.launcher is RAY_TRAIN)
+            if not any(STRATEGIES[s].launcher == RAY_TRAIN.name for s in self.strategies):
+                ray = ", ".join(s.name for s in STRATEGIES.values() if s.launcher == RAY_TRAIN.name)
                 raise BadInput(f"--ray-address applies only to Ray strategies ({ray}), none of which is selected")
         frameworks = {STRATEGIES[s].framework for s in self.strategies}
         for name, (framework, why) in FRAMEWORK_ONLY.items():
@@ -328,7 +328,7 @@ def make_plan(opts: SweepOptions, visible_gpus: int | None = None, *, runs_here:
             )
         )
     if max(opts.nodes) > 1:
-        from distbench.run.multinode import check_allocation
+        from distbench.core.multinode import check_allocation
 
         hosts = check_allocation(max(opts.nodes))
         notes.append(
@@ -343,7 +343,7 @@ def make_plan(opts: SweepOptions, visible_gpus: int | None = None, *, runs_here:
             name for name, (framework, _) in FRAMEWORK_ONLY.items() if getattr(opts, name) and s.framework != framework
         ]
         for batch, (n, k) in ((b, nk) for nk in ([(1, 1)] if s.baseline else shapes) for b in batches):
-            if k > 1 and s.cluster_launcher is None:
+            if k > 1 and cluster_launcher(s) is None:
                 continue
             per_device = batch if opts.scaling == "weak" else batch // n
             resolved = dict(
@@ -360,7 +360,7 @@ def make_plan(opts: SweepOptions, visible_gpus: int | None = None, *, runs_here:
                 data_dir=data_dir,
                 extra={
                     **({"not_applicable": [flag(name) for name in not_applicable]} if not_applicable else {}),
-                    **({"ray_address": opts.ray_address} if opts.ray_address and s.launcher is RAY_TRAIN else {}),
+                    **({"ray_address": opts.ray_address} if opts.ray_address and s.launcher == RAY_TRAIN.name else {}),
                 },
             )
             resolved.update(target_ci=opts.target_ci, **dict.fromkeys(not_applicable, False))

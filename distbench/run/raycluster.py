@@ -117,7 +117,7 @@ def plan_on_cluster(points: list, address: str, notes: list[str], nodes=None) ->
     "ray_placement") and threads per worker from its nodes' CPUs."""
     from distbench.run.launchers import RAY_TRAIN
 
-    ray_points = [p for p in points if p.strategy.launcher is RAY_TRAIN]
+    ray_points = [p for p in points if p.strategy.launcher == RAY_TRAIN.name]
     if not ray_points or any(p.skip_reason and "not installed" in p.skip_reason for p in ray_points):
         return points
     nodes = cluster_nodes(address) if nodes is None else nodes
@@ -127,7 +127,7 @@ def plan_on_cluster(points: list, address: str, notes: list[str], nodes=None) ->
     )
     out = []
     for p in points:
-        if p.strategy.launcher is RAY_TRAIN:
+        if p.strategy.launcher == RAY_TRAIN.name:
             why, placement = place(p.config.world_size, p.config.device, nodes, address)
             extra = {**(p.config.extra or {}), **({"ray_placement": placement.to_dict()} if placement else {})}
             # the point's `nodes` stays 1 (one driver process; Ray places the workers): the planned node count
@@ -147,7 +147,7 @@ def visible_gpus(address: str, strategies) -> int | None:
     laptop can drive a GPU cluster); None when some strategy runs on this machine."""
     from distbench.run.launchers import RAY_TRAIN
 
-    if not strategies or any(s.launcher is not RAY_TRAIN for s in strategies):
+    if not strategies or any(s.launcher != RAY_TRAIN.name for s in strategies):
         return None
     return visible_gpus_of(cluster_nodes(address))
 
@@ -285,7 +285,7 @@ def sweep_head(points, progress=None, python: str = sys.executable):
     ray_points = [
         p
         for p in points
-        if p.strategy.launcher is RAY_TRAIN and not p.skip_reason and not (p.config.extra or {}).get("ray_address")
+        if p.strategy.launcher == RAY_TRAIN.name and not p.skip_reason and not (p.config.extra or {}).get("ray_address")
     ]
     if not ray_points or os.environ.get(HEAD_ENV):
         yield None

@@ -1,7 +1,7 @@
 """The one point runner of every measuring command (scale, run, fit, comm, infer, converge, verify): its one
 skip rule, its one commit path (the store, else a JSON file) and the sweep row around it.
 
-A command plans its points with its kind's planner (plan_kinds.PLANNERS: its options in, a Plan out: PlannedPoints
+A command plans its points with its kind's planner (kinds.plans or run.plan.make_plan: its options in, a Plan out: PlannedPoints
 (strategy, config, the plan's skip reason), the device and notes; every point made by plan.planned), opens a sweep
 (`new_sweep`, or `recorded_sweep` around a store it holds) and hands the points to `run_points` with a
 `Kind`: how a point of that kind is measured (measure_point for training, one run_point for the single-run
@@ -25,8 +25,9 @@ from distbench.run import signals
 from distbench.core.config import point_key
 from distbench.run.launch import run_point
 from distbench.run.plan import PlannedPoint
-from distbench.core.record import base_record, write_record
+from distbench.results.record import base_record, write_record
 from distbench.results.store import Store
+from distbench.results.kind import RecordKind, Status, record_kind, sweep_kind
 
 ProgressFn = Callable[[str, int, int, PlannedPoint, "dict | None"], None]
 """progress(phase, i, total, point, record): phase 'kept' (resumed, with its record), 'start' (record None)
@@ -48,7 +49,7 @@ def skip_reason(point: PlannedPoint, oom: dict | None = None) -> str | None:
     return strategies.not_installed(point.strategy) or point.skip_reason or (after_oom_reason(oom) if oom else None)
 
 
-def skipped_record(point: PlannedPoint, reason: str, status: str = "skipped") -> dict:
+def skipped_record(point: PlannedPoint, reason: str, status: str = Status.SKIPPED.value) -> dict:
     return base_record(
         point.config.to_dict(),
         strategy=point.strategy.name,
@@ -78,6 +79,9 @@ class Kind:
     """The records to store for a point, from its record (measured, skipped or interrupted)."""
     kept: Callable[[PlannedPoint, dict], None] = _nothing
     """Told of each record kept from the sweep being resumed (instead of measuring the point)."""
+    record_kind: RecordKind = RecordKind.TRAINING
+    """What its records measure, stamped on each as `kind` (a training kind's per-core baseline reference
+    is stamped as such: distbench.results.kind.record_kind)."""
 
 
 def single_run(timeout_s: float, telemetry_interval_s: float = 0.0) -> Callable[[PlannedPoint, Path], dict]:
@@ -154,19 +158,22 @@ def _run_points(
             except KeyboardInterrupt as exc:  # its worker tree is already gone (launch.run_point)
                 cause = signals.interruption(exc)
                 phase, where = getattr(exc, "distbench_phase", (None, "while it was measured"))
-                why = f"stopped by {cause.name if cause else 'SIGINT'} {where}"  # where: distbench.run.phases.during
-                record = skipped_record(point, why, status="interrupted")
+                why = f"stopped by {cause.name if cause else 'SIGINT'} {where}"  # where: distbench.core.phases.during
+                record = skipped_record(point, why, status=Status.INTERRUPTED.value)
                 if phase:
                     record["stopped_phase"] = phase
                 record["workdir"] = str(point_dir)
                 stop = exc
         record["sweep_id"] = sweep_id
         record["auto_added"] = point.auto_added
-        if record["status"] == "oom":
+        if record["status"] == Status.OOM:
             oom_at.setdefault(key[:-1], record)
         finished = kind.finish(point, record)
         for j, r in enumerate(finished):
             r["sweep_id"] = sweep_id
+            r.setdefault(
+                "kind", (record_kind(r) if kind.record_kind is RecordKind.TRAINING else kind.record_kind).value
+            )
             r.setdefault("auto_added", point.auto_added)
             name = f"{sweep_id}-{i:03d}-{point.strategy.name}-n{point.config.world_size}"
             saved = (
@@ -178,7 +185,7 @@ def _run_points(
             progress("done", i, total, point, record)
         if stop is not None:
             raise stop
-        if record["status"] == "ok" and point_dir is not None:  # failed points keep theirs (record names it)
+        if record["status"] == Status.OK and point_dir is not None:  # failed points keep theirs (record names it)
             shutil.rmtree(point_dir, ignore_errors=True)
     return records
 
@@ -224,7 +231,7 @@ def recorded_sweep(store: Store, *, command: str, options: dict, notes: list[str
         cause = signals.interruption(exc)
         note = f"interrupted by {cause.name if cause else 'SIGINT'}"
         if cause is not None:
-            cause.sweep = (sweep_id, str(store.path), command)
+            cause.sweep = (sweep_id, str(store.path), command, sweep_kind(options))
         raise
     finally:
         store.finish_sweep(sweep_id, status, note=note)

@@ -23,8 +23,9 @@ class Interrupted(KeyboardInterrupt):
     def __init__(self, signum: int):
         super().__init__(signal.Signals(signum).name)
         self.signum = signum
-        self.sweep: tuple[str, str, str] | None = None
-        """(sweep id, store path, command line) of the sweep it interrupted, set by the sweep."""
+        self.sweep: tuple | None = None
+        """(sweep id, store path, command line, the sweep's RecordKind or None) of the sweep it interrupted,
+        set by the sweep."""
 
     @property
     def name(self) -> str:

@@ -240,7 +240,7 @@ class Sampler:
                 return name.startswith("ray::RayTrainWorker")
             self._is_worker_cache[p.pid] = (
                 "python" in name.lower()
-                and "distbench.run.rankguard" not in argv
+                and "distbench.core.rankguard" not in argv
                 and not _drives_ranks(argv)  # a strategy's driver (ray-ddp's): a launcher
             )
         return self._is_worker_cache[p.pid]

@@ -11,7 +11,7 @@ from distbench.core.config import PointConfig
 from distbench.run.launch import log_tail, outcome_record
 from distbench.kinds.measure import NOISY_CV, combine_repeats
 from distbench.run.plan import cpu_cores
-from distbench.core.record import read_record, write_record
+from distbench.results.record import read_record, write_record
 from distbench.core.strategies import get_strategy
 
 SLURM_KEYS = [

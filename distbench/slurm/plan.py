@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from distbench.core.config import PointConfig
-from distbench.run.launchers import Launcher, devices_per_node
+from distbench.run.launchers import Launcher, cluster_launcher, devices_per_node, launcher_for
 from distbench.core.errors import BadInput
 from distbench.kinds.measure import NOISY_CV
 from distbench.run.plan import SweepOptions, make_plan
@@ -110,7 +110,7 @@ class SlurmPoint:
 
     @property
     def launcher(self) -> Launcher:
-        return self.strategy.launcher_for(self.nodes)
+        return launcher_for(self.strategy, self.nodes)
 
     @property
     def per_node(self) -> int:
@@ -162,7 +162,7 @@ def plan_sweep(opts: SweepOptions, nodes: list[int], gpus_per_node: int | None =
         n = cfg.world_size
         for k in [1] if s.baseline else nodes:
             fits = gpus_per_node is None or n // k <= gpus_per_node
-            if n % k == 0 and fits and (k == 1 or s.cluster_launcher is not None):
+            if n % k == 0 and fits and (k == 1 or cluster_launcher(s) is not None):
                 cfg_k = dataclasses.replace(cfg, nodes=k)
                 points.append(SlurmPoint(len(points), s, cfg_k, repeats=opts.repeats, noisy_cv=opts.noisy_cv))
     spanning = {p.strategy.name for p in points if p.nodes > 1}
@@ -185,7 +185,7 @@ def plan_point(*, strategies: tuple[str, ...], gpus: int, nodes: int, **workload
     if len(names) != 1:
         raise BadInput(f"--strategy: an example job runs one strategy, got {', '.join(names) or 'none'}")
     strategy = names[0]
-    get_strategy(strategy).launcher_for(nodes)
+    launcher_for(get_strategy(strategy), nodes)
     plan = plan_sweep(SweepOptions(gpus=[gpus], strategies=[strategy], add_baselines=False, **workload), [nodes])
     found = [p for p in plan.points if p.strategy.name == strategy and p.nodes == nodes]
     if not found:

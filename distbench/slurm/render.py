@@ -15,8 +15,8 @@ from distbench.run.launchers import build_env, shell_join
 from distbench.core.errors import BadInput
 from distbench.slurm.plan import SlurmPlan, SlurmPoint, SlurmSettings
 from distbench.slurm.submit import sbatch_argv, sbatch_value
+from distbench.kinds.collect import MANIFEST_KIND
 
-MANIFEST_KIND = "distbench-slurm-manifest"
 SIGNAL_LEAD_S = 60
 """Slurm sends USR1 this long before --time runs out; the script then writes an 'interrupted' record."""
 TEMPLATE = "job.sh.j2"

@@ -1,7 +1,7 @@
 """Worker-side code: one module per strategy, run inside the worker process(es).
 
 Each module runs the same workload (distbench.workers.common) and emits one result record through
-distbench.core.record. One entry point runs any of them (distbench/workers/__main__.py), the same under torchrun,
+distbench.results.record. One entry point runs any of them (distbench/workers/__main__.py), the same under torchrun,
 horovodrun, srun or by hand, e.g.:
 
     torchrun --standalone --nproc_per_node=2 -m distbench.workers torch_ddp --config cfg.json --out r.json

@@ -96,7 +96,7 @@ def make_distribution():
 
 def training(local_rank, cfg, out_path, parent_pid):
     from distbench.workers import torch_common as tc
-    from distbench.run.rankguard import die_with_parent
+    from distbench.core.rankguard import die_with_parent
 
     die_with_parent()
     if os.getppid() != parent_pid:  # the parent died before the signal was armed

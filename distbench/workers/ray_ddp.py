@@ -34,7 +34,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from distbench.run import failures, rankguard
+from distbench.core import failures, rankguard
 from distbench.workers import common
 
 FRAMEWORK = "torch"
@@ -213,7 +213,7 @@ def failure_of(worker_failures: dict, pids: dict[int, int]) -> tuple[int, str, b
     """(rank, reason, died) of the root cause among Ray Train's per-rank failures ({rank: exception or
     text}): a rank whose worker process died comes first, then one that raised an error of its own; errors
     a rank prints because a peer went away (failures.SECONDARY_MARKERS) are consequences."""
-    from distbench.run.failures import failure_summary
+    from distbench.core.failures import failure_summary
 
     def key(item):
         rank, text = item
@@ -404,6 +404,6 @@ def body(cfg, out_path):
                 shutil.rmtree(temp, ignore_errors=True)
         engine["shutdown_s"] = time.time() - shutdown
         if published:  # written after Ray is down, so the record holds the shutdown's cost too
-            from distbench.core.record import write_record
+            from distbench.results.record import write_record
 
             write_record(out_path, published[0])

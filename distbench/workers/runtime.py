@@ -7,9 +7,6 @@ import json
 import socket
 from typing import Sequence
 
-INSTALL_HINT = "run `make install` (creates .venv with torch, TensorFlow and Horovod)"
-"""How to get a missing framework: the worker's 'skipped' record and the parent's skip rule say the same."""
-
 ACCELERATE_PRECISION = {"fp32": "no", "bf16": "bf16", "amp": "fp16"}
 """--precision -> Accelerate's mixed_precision (`accelerate launch` and the Accelerator)."""
 

@@ -9,7 +9,7 @@ CPU "device" there. Worker 0 (the chief) writes the record.
 
 The cluster comes from TF_CONFIG when it is set, otherwise from the Slurm step it runs in (srun):
 a TF_CONFIG is derived from SLURM_STEP_NODELIST / SLURM_STEP_TASKS_PER_NODE / SLURM_NODEID /
-SLURM_LOCALID, ports from DISTBENCH_TF_PORT (default 8888) upwards (distbench.run.multinode).
+SLURM_LOCALID, ports from DISTBENCH_TF_PORT (default 8888) upwards (distbench.core.multinode).
 
     # two machines a and b, one worker each:
     TF_CONFIG='{"cluster": {"worker": ["a:8888", "b:8888"]}, "task": {"type": "worker", "index": 0}}' \\
@@ -32,7 +32,7 @@ TF_STRATEGY = "MultiWorkerMirroredStrategy"
 def resolve_cluster(environ=os.environ) -> dict:
     """TF_CONFIG as a dict: the one given, or one derived from the Slurm step (then also set in
     `environ`, before TensorFlow reads it)."""
-    from distbench.run import multinode
+    from distbench.core import multinode
     from distbench.workers.runtime import tf_config
 
     text = environ.get("TF_CONFIG")
@@ -139,7 +139,7 @@ def make_distribution(tf_config: dict):
 
 def body(cfg, out_path):
     from distbench.workers import tf_common as tfc
-    from distbench.core.record import read_record, write_record
+    from distbench.results.record import read_record, write_record
 
     tf_config = resolve_cluster()
     dist = make_distribution(tf_config)

@@ -14,7 +14,7 @@ import time
 from typing import Any
 
 from distbench.core import datasets, mfu
-from distbench.run import phases
+from distbench.core import phases
 from distbench.core.config import PointConfig
 from distbench.profile import hooks as profile_hooks
 from distbench.workers import common
@@ -109,7 +109,7 @@ class Distribution:
 
 
 def make_event_clock(device):
-    """torch on CUDA: a factory of timing events (common.measure's event path), so the host is not made to
+    """torch on CUDA: a factory of timing events (stopping.measure's event path), so the host is not made to
     wait for the device every step; None on CPU workers (the host clock). Every torch strategy on CUDA gets it
     (one clock for all; dp builds the same events over its devices: torch_dp.event_clock), wrappers that own
     their loop (Lightning's Trainer, Ignite's Engine: wrapper_loop.SteppedLoop) included: their step boundary

@@ -11,7 +11,7 @@ communication.
 from __future__ import annotations
 
 
-from distbench.workers import common
+from distbench.workers import common, stopping
 
 FRAMEWORK = "torch"
 NOSYNC_VARIANT = (
@@ -166,7 +166,7 @@ def body(cfg, out_path):
         return common.time_collective(op, lambda: sync(None))
 
     times, loss, fields = common.measured_run(
-        step, sync, cfg, common.single_gather, batches.waits, replicate_and_reduce_seconds, event_clock(devices)
+        step, sync, cfg, stopping.single_gather, batches.waits, replicate_and_reduce_seconds, event_clock(devices)
     )
     common.check_loss(loss)
     common.emit(

@@ -8,13 +8,13 @@ all-reduce, the no-op-hook variant): the wrappers put DDP underneath, so they su
 `SteppedLoop`: Lightning's Trainer and Ignite's Engine own the training loop, so distbench cannot call
 their step. The wrapper's loop runs in a thread of its own and stops at every step boundary (a hook of
 the wrapper: Lightning's Callback.on_train_batch_end, Ignite's Events.ITERATION_COMPLETED) until the
-measuring code (common.measure, run by torch_common.run) asks for the next step. Exactly one of the two
+measuring code (stopping.measure, run by torch_common.run) asks for the next step. Exactly one of the two
 threads runs at any time, so the measured time of a step is boundary to boundary: everything the
 wrapper does per step (its hooks, callbacks, progress bar, logging) is inside it, plus the hand-over of
 two semaphores (a median 0.1 ms measured on the loaded 2-core machine, benchmarks/wrapper_cost.py;
 TIMING says so in the record). On CUDA devices the measuring thread records each step's CUDA event after
 the hand-over (torch_common.make_event_clock), as for every torch strategy. Warmup, the barrier, the clock
-reads and the stopping rule are common.measure's, unchanged.
+reads and the stopping rule are stopping.measure's, unchanged.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ import time
 TIMING = (
     "wrapper callback at step boundaries: the wrapper's own loop runs in a thread and pauses at its "
     "end-of-step hook; step time = boundary to boundary (on GPUs a CUDA event recorded at each boundary, the "
-    "clock of every torch strategy; on CPU workers the host clock), common.measure's warmup, "
+    "clock of every torch strategy; on CPU workers the host clock), stopping.measure's warmup, "
     "barrier and stopping rule. The hand-off between the threads is inside each step and not subtracted "
     "(a round trip took a median 0.1 ms on a loaded 2-core CPU machine, benchmarks/wrapper_cost.py: about 0.15% "
     "of a 70 ms CPU-worker step, 1-5% of a 2-10 ms GPU step)"

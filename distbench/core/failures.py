@@ -1,6 +1,6 @@
 """What broke a point: the root cause from how each rank ended, named in one line.
 
-From each rank's `exit-<rank>.json` (distbench.run.rankguard) and, if it raised, `error-<rank>.json` (its
+From each rank's `exit-<rank>.json` (distbench.core.rankguard) and, if it raised, `error-<rank>.json` (its
 exception line): the root cause is the first rank to fail with an error of its own (a peer going away
 and the launcher's teardown are consequences); `oom` only on an allocator's own message or a SIGKILL
 while this cgroup's OOM-kill counter went up. When only consequences are on record and some rank left no
@@ -14,7 +14,7 @@ import json
 import re
 from pathlib import Path
 
-from distbench.run.rankguard import signal_name
+from distbench.core.rankguard import signal_name
 
 OOM_MARKERS = (
     "out of memory",

@@ -1,4 +1,4 @@
-"""The guard every worker rank runs under: `python -m distbench.run.rankguard PYTHON -m WORKER ...`.
+"""The guard every worker rank runs under: `python -m distbench.core.rankguard PYTHON -m WORKER ...`.
 
 The guard starts the real worker as its only child, forwards the launcher's teardown signals to it,
 kills it when the guard dies or the distbench process that started the sweep is gone
@@ -129,7 +129,7 @@ def write_exit(rank_dir: str, rank: int, pid: int, returncode: int, started: flo
 
 def main(argv: list[str]) -> int:
     if not argv:
-        print("usage: python -m distbench.run.rankguard PROGRAM [ARGS...]", file=sys.stderr)
+        print("usage: python -m distbench.core.rankguard PROGRAM [ARGS...]", file=sys.stderr)
         return 2
     env = os.environ
     rank = rank_of(env)

@@ -7,7 +7,7 @@ import json
 import os
 from pathlib import Path
 
-from distbench.core.record import SCHEMA_VERSION
+from distbench.results.record import SCHEMA_VERSION
 
 RECORD_MARKER = "distbench-record: "
 LOG_SUFFIXES = (".log", ".txt")

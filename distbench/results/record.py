@@ -140,11 +140,11 @@ class Record(TypedDict, total=False):
     profile: dict  # the per-category breakdown of the profiled steps (distbench.profile.breakdown)
     profile_trace: str  # the point's Chrome trace-event JSON file (beside the store)
     profile_note: str  # why a point asked to be profiled has no breakdown or no trace file
-    # launch and faults (distbench.run.launch, distbench.run.failures)
+    # launch and faults (distbench.run.launch, distbench.core.failures)
     launch: dict  # argv, launcher, exit status, start, wall seconds, work folder
     engine: dict  # ray-ddp: Ray version, cluster address, workers (rank, pid, node), head start and fit seconds
     launch_note: str  # ranks hung (stopped) or failed in teardown after the record was written; the record is kept
-    stopped_phase: str  # a timed-out or stopped point: the phase it was in (distbench.run.phases.PHASES)
+    stopped_phase: str  # a timed-out or stopped point: the phase it was in (distbench.core.phases.PHASES)
     teardown_tail: str  # stderr tail of a teardown failure after the record was written
     ranks: list[dict]  # how each rank ended (rank guard reports)
     stderr_tail: str
@@ -232,7 +232,7 @@ def build_record(record: dict, **parts: dict | None) -> Record:
             continue
         bad = undeclared_keys(part)
         if bad:
-            raise ValueError(f"{stage} fields not declared in distbench.core.record.Record: {sorted(bad)}")
+            raise ValueError(f"{stage} fields not declared in distbench.results.record.Record: {sorted(bad)}")
         record.update(part)
     return record
 

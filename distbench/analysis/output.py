@@ -16,7 +16,7 @@ from rich.table import Table
 from distbench.analysis import num, series_name, split_lines, wall_split_line
 from distbench.core.strategies import FRAMEWORK_BASELINE
 from distbench.core.config import swept_batch
-from distbench.core.record import (
+from distbench.results.record import (
     BATCH_FIELDS,
     OUTCOME_FIELDS,
     POINT_FIELDS,
@@ -44,7 +44,7 @@ JSON_FIELDS = (
     sweep_id point_id""".split(),
 )
 """The fields of `--format json`, in the document's order (a published format: the order stays): the
-headline fields (distbench.core.record.HEADLINE_FIELDS), then the rest of what a reader of one point needs."""
+headline fields (distbench.results.record.HEADLINE_FIELDS), then the rest of what a reader of one point needs."""
 
 STATUS_STYLE = {
     "ok": "green",

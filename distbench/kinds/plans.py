@@ -1,8 +1,8 @@
 """The single-run kinds' planners: verify, comm, infer and converge, each its options in and a Plan out.
 
 Every point is made by distbench.run.plan.planned (the one place a PointConfig is built), with the same skip
-rule (plan.point_skip) and device resolution (plan.resolve_device) as a sweep; PLANNERS maps each measuring
-kind to its planner (run, scale and fit plan with plan.make_plan)."""
+rule (plan.point_skip) and device resolution (plan.resolve_device) as a sweep (scale, run, fit, slurm and k8s
+plan with plan.make_plan)."""
 
 from __future__ import annotations
 
@@ -19,7 +19,6 @@ from distbench.run.plan import (
     check_model_input,
     cpu_cores,
     cpu_image_size,
-    make_plan,
     planned,
     resolve_device,
 )
@@ -219,15 +218,3 @@ def plan_converge(opts, choice: DeviceChoice, *, cores: int, cache: str, image_s
                     )
                 )
     return Plan(points, choice, [choice.note])
-
-
-PLANNERS = {
-    "run": make_plan,
-    "fit": make_plan,
-    "verify": plan_verify,
-    "comm": plan_comm,
-    "infer": plan_infer,
-    "converge": plan_converge,
-}
-"""Each measuring kind's planner: its options in, a Plan out (PointConfigs via `planned`, skip reasons, notes).
-`scale`, `run`, `fit`, `slurm`, `k8s` (and a kind that plans like `run`) use make_plan with SweepOptions."""

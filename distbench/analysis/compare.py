@@ -22,11 +22,11 @@ from rich.markup import escape
 from rich.table import Table
 
 from distbench.results import gatestats, stats
-from distbench.results.drift import drift_note
+from distbench.analysis.drift import drift_note
 from distbench.analysis import Sweep, is_comm, num, record_key, series_name, workload_label
 from distbench.core.config import PointKey
 from distbench.core.errors import BadInput, DistbenchError
-from distbench.results.output import fmt_num, table
+from distbench.analysis.output import fmt_num, table
 
 BROKEN = ("failed", "timeout", "oom")
 

@@ -19,7 +19,7 @@ FILE = "phases.json"
 
 def mark(phase: str, env: dict | None = None, now: float | None = None) -> None:
     """Rank 0 enters `phase` (one of PHASES); nothing where no parent gave a rank folder or on other ranks."""
-    from distbench.run.rankguard import rank_of
+    from distbench.core.rankguard import rank_of
 
     env = os.environ if env is None else env
     folder = env.get("DISTBENCH_RANK_DIR")
