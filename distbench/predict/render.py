@@ -150,6 +150,9 @@ def summary_lines(doc: dict) -> list[str]:
                 )
             )
         lines += [f"  {what}: " + "; ".join(s["inputs"][what]) for what in ("measured", "assumed")]
+        if s["inputs"].get("from_one_device"):
+            lines.append("  from one device, each input's source:")
+            lines += [f"    {line}" for line in s["inputs"]["from_one_device"]]
         for key, what in (
             ("gpus_for_throughput", f"{doc.get('target_throughput')} samples/s"),
             ("gpus_for_epoch_time", f"an epoch within {an.format_duration(doc.get('epoch_time') or 0)}"),
@@ -165,7 +168,7 @@ def summary_lines(doc: dict) -> list[str]:
                         else ", not reached at the 95% lower bound"
                     )
                 )
-        if not s["validation"]:
+        if not s["validation"] and not s["inputs"].get("from_one_device"):
             lines.append("  leave-largest-N-out: needs at least 3 measured N")
         lines += [f"  {line}" for line in s.get("verdict", [])]
         nxt = s.get("next_measurement")

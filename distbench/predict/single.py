@@ -5,8 +5,8 @@
   bucket layout         the strategy registry's bucket size (or --bucket-mb), over the model's parameters in the
                         order backward produces their gradients where the model is known (layers.py), else k
                         equal buckets
-  ready times           a one-device `distbench profile` (the backward time of each layer), else the model's
-                        per-layer FLOPs (layers.py), else equal steps of backward (assumed)
+  ready times           the model's per-layer FLOPs (layers.py) where the model is tabulated there, else equal
+                        steps of backward (assumed)
   links                 --link / --link-bw / --comm: each tier at the middle of its plausible achieved range
                         (the geometric mean of NOMINAL_EFFICIENCY: half the nominal figure), the range in the
                         interval
@@ -26,11 +26,13 @@ from typing import Sequence
 import numpy as np
 
 from distbench.core.errors import BadInput
-from distbench.predict import pipeline
+from distbench.predict import layers, pipeline
+from distbench.predict.links import default_bucket_bytes
 from distbench.predict.fit import build_model
 from distbench.predict.links import Link
 from distbench.predict.model import StepTimeModel
 from distbench.predict.sources import Observed, Series
+from distbench.core.strategies import STRATEGIES
 
 HOST_LOSS_PER_DOUBLING = 0.001
 """Mean log throughput lost per doubling of N that the links do not explain, from one device (calibrated on the
@@ -44,6 +46,48 @@ SINGLE_CROSSING_SD = 0.0
 """Extra standard deviation where N first spans several nodes, from one device."""
 MAX_HOST_LOSS = 0.1
 """At most 10% of throughput per doubling (beyond it the loss is a fault, not scaling)."""
+
+
+def one_device_timeline(series: Series, bucket_bytes: float | None) -> pipeline.Timeline | None:
+    """The bucket timeline from the model's per-layer FLOPs (None: the model is not tabulated, or the strategy's
+    bucketing is not known: k equal buckets at equal steps)."""
+    size = bucket_bytes or default_bucket_bytes(series.strategy)
+    if not series.model or (size is None and series.strategy not in STRATEGIES):
+        return None
+    return layers.flops_timeline(series.model, size, series.image_size, series.seq_len)
+
+
+def one_device_sources(series: Series, model: StepTimeModel, intra, inter, bucket_bytes) -> list[str]:
+    """Where each input of a prediction from one device came from."""
+    tl = model.timeline_for(model.buckets)
+    size = bucket_bytes or default_bucket_bytes(series.strategy)
+    lines = [
+        f"compute per sample {model.a * 1e3:.4g} ms: measured (the N=1 point; nothing is communicated there)",
+        f"gradient bytes {series.grad_bytes:,.0f}: the points (or --grad-bytes)",
+        f"bucket layout: {model.buckets} bucket(s) of "
+        + (f"{size / 2**20:g} MiB ({'--bucket-mb' if bucket_bytes else 'the strategy registry'})" if size else "one message")
+        + (" over the model's layers in backward order" if model.timeline is not None else ", equal in size"),
+        f"ready times: {tl.source}",
+        f"backward share {model.beta:.2f}: {model.beta_source} (range {model.beta_span[0]:.2f}..{model.beta_span[1]:.2f})",
+    ]
+    for name, link in (("intra", intra), ("inter", inter)):
+        if link is not None:
+            t = model.tiers[name]
+            lines.append(
+                f"{name}-node link: {link.describe()}; achieved {t.bw / 1e9:.3g} GB/s (the middle of "
+                f"{t.lo / 1e9:.3g}..{t.hi / 1e9:.3g}, the range in the interval)"
+            )
+    lines.append(
+        f"what no link explains: {model.loss_per_doubling:.1%} per doubling of N, {model.loss_crossing:.1%} more "
+        "across nodes (calibrated on the tuning sources' one-device checks)"
+    )
+    return lines
+
+
+def timeline_doc(model: StepTimeModel) -> dict:
+    """The bucket timeline the prediction used: per bucket its ready fraction of backward and share of bytes."""
+    tl = model.timeline_for(model.buckets)
+    return {"source": tl.source, "ready": list(tl.ready), "shares": list(tl.shares)}
 
 
 def single_points(series: Series) -> list[Observed]:

@@ -57,6 +57,10 @@ class Series:
     """seconds: the slowest rank's steady lead over the ranks' mean pace (the split's pace gap), at pace_n ranks."""
     pace_n: int = 0
     pace_note: str = "not measured: no per-rank step times; the slow-rank term is 0"
+    model: str = ""
+    """The model's registry name (models/specs.py) where the points name one."""
+    image_size: int | None = None
+    seq_len: int | None = None
 
 
 def _int(value, default=None):
@@ -247,6 +251,9 @@ def series_from_records(
                     pace_gap=gap,
                     pace_n=gap_n,
                     pace_note=gap_note,
+                    model=str(spts[0].get("model") or ""),
+                    image_size=_int(spts[0].get("image_size")),
+                    seq_len=_int(spts[0].get("seq_len")),
                 )
             )
     return out
