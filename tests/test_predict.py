@@ -170,7 +170,7 @@ def one_line_error(capsys, args) -> str:
 
 def test_bad_input(tmp_path, capsys):
     good = write_csv(tmp_path / "ok.csv", ["ddp,1,32,100,1e8", "ddp,2,32,190,1e8"])
-    single = write_csv(tmp_path / "one.csv", ["ddp,1,32,100,1e8", "ddp,1,32,101,1e8"])
+    single = write_csv(tmp_path / "one.csv", ["ddp,2,32,100,1e8", "ddp,2,32,101,1e8"])  # one N, not N=1
     assert "fewer than two successful points" in one_line_error(capsys, ["predict", "--csv", single, "--link", "pcie4"])
     err = one_line_error(capsys, ["predict", "--csv", good, "--link", "pcie4", "--gpus-per-node", "2", "--gpus", "8"])
     assert "no inter-node figure" in err

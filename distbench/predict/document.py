@@ -56,6 +56,7 @@ def _check_inputs(s: Series, ns, intra, inter) -> None:
             f"N={needs_inter[0]} spans several nodes ({s.per_node} devices per node) but there is no "
             "inter-node figure: pass --link inter=PROFILE, --link-bw inter=GBPS --link-latency "
             "inter=US or a multi-node --comm sweep"
+            + (" (from one device, --gpus-per-node says how many devices a node has)" if s.per_node == 1 else "")
         )
     if reduces_to_one(s.strategy) and needs_inter:
         raise BadInput("dp (DataParallel) runs in one process on one node: ask for N up to --gpus-per-node")
