@@ -332,7 +332,9 @@ def single_results(role: str, zero: bool = False) -> list[dict]:
         links, bucket, series = setup(src)
         for s in series:
             found = sg.holdout_single(s, links.get("intra"), links.get("inter"), bucket_bytes=bucket, **kw)
-            out += [dict(c, file=src["file"], workload=f"{s.strategy}: {s.workload}", source=src["source"]) for c in found]
+            out += [
+                dict(c, file=src["file"], workload=f"{s.strategy}: {s.workload}", source=src["source"]) for c in found
+            ]
     return out
 
 

@@ -65,7 +65,11 @@ def one_device_sources(series: Series, model: StepTimeModel, intra, inter, bucke
         f"compute per sample {model.a * 1e3:.4g} ms: measured (the N=1 point; nothing is communicated there)",
         f"gradient bytes {series.grad_bytes:,.0f}: the points (or --grad-bytes)",
         f"bucket layout: {model.buckets} bucket(s) of "
-        + (f"{size / 2**20:g} MiB ({'--bucket-mb' if bucket_bytes else 'the strategy registry'})" if size else "one message")
+        + (
+            f"{size / 2**20:g} MiB ({'--bucket-mb' if bucket_bytes else 'the strategy registry'})"
+            if size
+            else "one message"
+        )
         + (" over the model's layers in backward order" if model.timeline is not None else ", equal in size"),
         f"ready times: {tl.source}",
         f"backward share {model.beta:.2f}: {model.beta_source} (range {model.beta_span[0]:.2f}..{model.beta_span[1]:.2f})",
