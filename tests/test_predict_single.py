@@ -157,3 +157,62 @@ def test_one_device_bad_input(tmp_path, capsys):
     assert "no inter-node figure" in err
     err = one_line_error(capsys, ["predict", "--csv", one, "--link", "pcie4", "--gpus", "2"])
     assert "from one device, --gpus-per-node says how many devices a node has" in err
+
+
+# -- docs/prediction.md: the FLOPs timeline beside the assumed one, on published one-device points
+TIMELINE_CASES = [  # (table, strategy, workload model, spec name, N shown)
+    ("predict_lambda_rn50_pyt_a100sxm4.csv", "ddp", "resnet50_fp32_b640", "resnet50", (8,)),
+    ("tfb_dgx1_p100_synthetic.csv", "tf_cnn_benchmarks", "resnet152_b64", "resnet152", (8,)),
+    ("tfb_dgx1_p100_synthetic.csv", "tf_cnn_benchmarks", "vgg16_b64", "vgg16", (8,)),
+    ("predict_dlperf_bert_base_fp32_v100_edr.csv", "oneflow", "bert_base_seq128_fp32_b32", "bert_base", (8, 32)),
+]
+DOC_BUCKET = 25 * 2**20
+
+
+def _timeline_text(tl: pipeline.Timeline) -> str:
+    ready = ", ".join(f"{r:.2f}" for r in tl.ready)
+    shares = ", ".join(f"{s:.0%}" for s in tl.shares)
+    return f"ready {ready}; bytes {shares}"
+
+
+def timeline_lines() -> list[str]:
+    """Per case: the N=1 point predicted with k equal buckets at equal steps and with the FLOPs timeline (both
+    25 MiB buckets), the exposed communication and throughput at N beside the measured and the linear guess."""
+    from tests.test_predict_validation import setup, sources
+
+    lines = [
+        "| model (table) | N | ready times | buckets: ready fraction of backward; share of the bytes | exposed "
+        "comm (ms) | predicted [95%] | measured | linear |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for file, strategy, workload, name, ns in TIMELINE_CASES:
+        src = next(s for s in sources() if s["file"] == file)
+        links, _, all_series = setup(src)
+        s = next(x for x in all_series if x.strategy == strategy and x.workload.startswith(workload))
+        measured = {p.n: p.throughput for p in s.points}
+        for tl in (None, layers.flops_timeline(name, DOC_BUCKET)):
+            m = sg.build_single(s, links.get("intra"), links.get("inter"), bucket_bytes=DOC_BUCKET, timeline=tl)
+            used = m.timeline_for(m.buckets)
+            for n in ns:
+                thr, lo, hi = m.interval(n)
+                exposed = m.parts(n)["comm_intra_s"] + m.parts(n)["comm_inter_s"]
+                lines.append(
+                    f"| {name} ({file}) | {n} | {'model FLOPs' if tl else 'equal steps (assumed)'} | "
+                    f"{_timeline_text(used)} | {exposed * 1e3:.3g} | {thr:,.0f} [{lo:,.0f}, {hi:,.0f}] | "
+                    f"{measured[n]:,.0f} | {m.naive(n):,.0f} |"
+                )
+    return lines
+
+
+def test_docs_show_the_flops_timeline_beside_the_assumed_one():
+    from tests.test_predict_validation import DOC
+
+    doc = DOC.read_text()
+    lines = timeline_lines()
+    assert len({line.split(" | ")[0] for line in lines[2:]}) >= 3  # at least three models
+    for line in lines:
+        assert line in doc, f"docs/prediction.md lacks (or has other numbers than): {line}"
+
+
+if __name__ == "__main__":  # print the docs' table
+    print("\n".join(timeline_lines()))
