@@ -11,7 +11,7 @@ import pytest
 from distbench import predict as pr
 from distbench.cli import main
 from distbench.models import specs
-from distbench.predict import layers, pipeline, single as sg
+from distbench.predict import layers, pipeline, single as sg, whatif
 from distbench.predict.model import expected_max, pace_spread
 from distbench.predict.sources import pace_gap, rank_spread, series_from_records
 from tests.test_predict import one_line_error, write_csv
@@ -216,3 +216,31 @@ def test_docs_show_the_flops_timeline_beside_the_assumed_one():
 
 if __name__ == "__main__":  # print the docs' table
     print("\n".join(timeline_lines()))
+
+
+# -- onto another network: --what-if link=...
+def test_link_what_if_moves_only_the_named_tier():
+    s = one_device()
+    intra, inter = pr.Link(300e9, 1e-6, "t", False), pr.Link(25e9, 1e-6, "t", False)
+    base = sg.build_single(s, intra, inter)
+    (_, tier, slow), (_, _, fast) = whatif.parse(["link=inter=10gbe", "link=inter=ib-ndr"], 1)[1]
+    assert tier == "inter" and slow.bandwidth == pytest.approx(1.25e9)
+    m_slow, m_fast = whatif.link_model(base, "inter", slow), whatif.link_model(base, "inter", fast)
+    assert m_slow.throughput(8) == pytest.approx(base.throughput(8))  # one node: the inter link does not matter
+    assert m_slow.throughput(64) < base.throughput(64) < m_fast.throughput(64)
+    t = m_slow.tiers["inter"]
+    assert (t.lo, t.hi) == pytest.approx((0.25 * 1.25e9, 1.25e9)) and t.bw == pytest.approx(math.sqrt(t.lo * t.hi))
+    assert base.tiers["inter"].link is inter  # the base is untouched
+    (row,) = whatif.link_what_ifs(base, [("link=inter=10gbe", "inter", slow)], [64])[0]["predicted"]
+    assert row["throughput_low"] < row["throughput"] < row["throughput_high"]
+
+
+def test_link_what_if_bad_input(tmp_path, capsys):
+    one = write_csv(tmp_path / "one.csv", ["ddp,1,32,100,1e8"])
+    base = ["predict", "--csv", one, "--link", "nvlink3", "--gpus-per-node", "8"]
+    err = one_line_error(capsys, [*base, "--gpus", "8", "--what-if", "link=inter=10gbe"])
+    assert "--what-if link=inter=10gbe: no predicted N spans several nodes" in err
+    err = one_line_error(capsys, [*base, "--gpus", "16", "--link", "inter=ib-hdr", "--what-if", "link=warp9"])
+    assert "--what-if link=warp9: unknown link profile 'warp9'" in err
+    assert main([*base, "--gpus", "16", "--link", "inter=ib-hdr", "--what-if", "link=inter=25gbe"]) == 0
+    assert "what-if link=inter=25gbe (inter-node link" in " ".join(capsys.readouterr().out.split())

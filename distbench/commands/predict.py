@@ -11,6 +11,7 @@ from distbench import analysis as an, predict as pr
 from distbench.core import mfu
 from distbench.commands import options as opt
 from distbench.commands.results import format_option
+from distbench.predict import whatif
 from distbench.core.errors import BadInput
 from distbench.results.output import print_table, table
 from distbench.run.plan import parse_counts
@@ -98,9 +99,10 @@ from distbench.kinds.sweep import command_line
 @click.option(
     "--what-if",
     "what_if_text",
-    metavar="STRATEGY[,STRATEGY]",
+    metavar="STRATEGY|link=[TIER=]PROFILE[,...]",
     help="Also predict each fitted workload under another strategy's traffic, e.g. fsdp,deepspeed-zero3 "
-    "(ZeRO-3/FSDP move 1.5x the bytes of DDP's all-reduce).",
+    "(ZeRO-3/FSDP move 1.5x the bytes of DDP's all-reduce), or onto another network: link=[TIER=]PROFILE, "
+    "e.g. link=inter=25gbe.",
 )
 @click.option(
     "--epochs-to-target",
@@ -151,6 +153,7 @@ def predict(
     what_if = [w.strip() for w in what_if_text.split(",") if w.strip()] if what_if_text is not None else []
     if what_if_text is not None and not what_if:
         raise BadInput("--what-if: name at least one strategy, e.g. --what-if fsdp")
+    what_if, what_if_links = whatif.parse(what_if, nics_per_node)
     unknown = [w for w in what_if if w not in STRATEGIES]
     if unknown:
         raise BadInput(f"--what-if: unknown strategy {unknown[0]!r}; known: {', '.join(STRATEGIES)}")
@@ -192,6 +195,7 @@ def predict(
         epoch_time=epoch_time,
         gpu_hour_price=gpu_hour_price,
         what_if=what_if,
+        what_if_links=what_if_links,
         cores=cores,
     )
     doc["source"] = {"sweep": sweep_id, "store": store_path, "csv": csv_path, "comm_sweeps": list(comm_sweeps)}

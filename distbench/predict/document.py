@@ -15,6 +15,7 @@ from distbench.predict.fit import build_model
 from distbench.predict.model import StepTimeModel, per_device_batch
 from distbench.predict.single import build_single, one_device_sources, one_device_timeline, timeline_doc
 from distbench.predict.sources import Series
+from distbench.predict.whatif import link_what_ifs
 from distbench.predict.validate import holdout, next_measurement, own_error_per_doubling, score, verdict_lines
 
 
@@ -76,6 +77,7 @@ def predict(
     gpu_hour_price: float | None = None,
     what_if: Sequence[str] = (),
     cores: int | None = None,
+    what_if_links: Sequence = (),
 ) -> dict:
     """The whole prediction document. Raises BadInput for what cannot be predicted."""
     if not series:
@@ -160,7 +162,7 @@ def predict(
             },
             "bucket_timeline": timeline_doc(model),
             "next_measurement": None if one else next_measurement(model, s, intra, inter, max(ns), **kw),
-            "what_if": _what_ifs(model, s, intra, inter, ns, what_if, kw),
+            "what_if": _what_ifs(model, s, intra, inter, ns, what_if, kw) + link_what_ifs(model, what_if_links, ns),
         }
         limit = s.per_node if inter is None or reduces_to_one(s.strategy) else 65536
         if target_throughput is not None:

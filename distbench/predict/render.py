@@ -179,7 +179,8 @@ def summary_lines(doc: dict) -> list[str]:
             )
         for w in s.get("what_if", []):
             cells = ", ".join(f"N={r['n']}: {_row_pi(r, 'throughput', throughput_text)}" for r in w["predicted"])
-            lines.append(f"  what-if {w['strategy']} traffic ({w['traffic']}): {cells}")
+            what = "" if w["strategy"].startswith("link=") else " traffic"
+            lines.append(f"  what-if {w['strategy']}{what} ({w['traffic']}): {cells}")
             if w.get("assumes"):
                 lines.append(f"    assumes: {w['assumes']}")
     if any(p.get("capped_at_compute_limit") for s in doc["series"] for p in s["predicted"]):
