@@ -3,6 +3,7 @@ and prediction from one device: its inputs' sources and its bad input (one line,
 
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
@@ -11,7 +12,8 @@ import pytest
 from distbench import predict as pr
 from distbench.cli import main
 from distbench.models import specs
-from distbench.predict import layers, pipeline, single as sg, whatif
+from distbench.core.errors import BadInput
+from distbench.predict import layers, pipeline, profiled, single as sg, whatif
 from distbench.predict.model import expected_max, pace_spread
 from distbench.predict.sources import pace_gap, rank_spread, series_from_records
 from tests.test_predict import one_line_error, write_csv
@@ -244,3 +246,47 @@ def test_link_what_if_bad_input(tmp_path, capsys):
     assert "--what-if link=warp9: unknown link profile 'warp9'" in err
     assert main([*base, "--gpus", "16", "--link", "inter=ib-hdr", "--what-if", "link=inter=25gbe"]) == 0
     assert "what-if link=inter=25gbe (inter-node link" in " ".join(capsys.readouterr().out.split())
+
+
+# -- ready times from a one-device profile's trace
+def synthetic_trace(path, tensors: int, steps: int = 2) -> str:
+    """A trace of `steps` profiled steps of 1500 us: backward from 400 us, tensor i's gradient accumulated at
+    400 + 10 (i + 1) us (i = 0 first, the model's last tensor)."""
+    events = []
+    for k in range(steps):
+        t0 = 3000.0 * k
+        events.append({"name": "ProfilerStep#%d" % k, "ph": "X", "ts": t0, "dur": 1500.0, "cat": "user_annotation"})
+        events.append({"name": profiled.BACKWARD + "NllLossBackward0", "ph": "X", "ts": t0 + 400, "dur": 1.0})
+        for i in range(tensors):
+            events.append({"name": profiled.ACCUMULATE, "ph": "X", "ts": t0 + 400 + 10 * (i + 1) - 1, "dur": 1.0})
+    path.write_text(json.dumps({"traceEvents": [dict(e, pid=1, tid=1) for e in events]}))
+    return str(path)
+
+
+def test_profile_timeline_from_the_gradient_accumulations(tmp_path):
+    counts = layers.tensors_per_layer("resnet18")
+    assert sum(counts) == 62  # torchvision resnet18's parameter tensors: 20 convolutions + 20 x 2 batch norm + fc
+    record = {"model": "resnet18", "world_size": 1, "config": {"image_size": 32}}
+    record["profile_trace"] = synthetic_trace(tmp_path / "t.json", 62)
+    tl, share = profiled.profile_timeline(record, None, "--profile")
+    assert share == pytest.approx(620 / 1500)  # backward 400..1020 us: 620 us of a 1500 us step
+    assert tl.buckets == 1 and tl.ready == (1.0,) and "profile (resnet18: 2 profiled step(s)" in tl.source
+    tl, _ = profiled.profile_timeline(record, 25 * 2**20, "--profile")
+    # the fc (2 tensors) is ready at 20 of 620 us; the first bucket closes when layer4's tensors (the 25 MiB
+    # mark) are in: its ready time is that of its last layer's last tensor, as a share of backward
+    assert tl.buckets == 2 and 0 < tl.ready[0] < tl.ready[1] == pytest.approx(1.0)
+    fr = profiled._step_ready(json.loads(open(record["profile_trace"]).read())["traceEvents"], 0, 1500, counts)[0]
+    assert fr[0] == pytest.approx(20 / 620) and fr[1] == pytest.approx(50 / 620) and fr[-1] == pytest.approx(1.0)
+
+
+def test_profile_bad_input(tmp_path, capsys):
+    record = {"model": "resnet18", "world_size": 1, "profile_trace": synthetic_trace(tmp_path / "t.json", 61)}
+    with pytest.raises(BadInput, match="--profile: 61 gradient accumulations in a profiled step, the model has 62"):
+        profiled.profile_timeline(record, None, "--profile")
+    with pytest.raises(BadInput, match="--profile: a profile of resnet18, the points are resnet50"):
+        profiled.pick_record([record], "resnet50", "--profile")
+    with pytest.raises(BadInput, match="no profiled one-device point"):
+        profiled.pick_record([{**record, "world_size": 2}], "resnet18", "--profile")
+    gone = {**record, "profile_trace": str(tmp_path / "gone.json")}
+    with pytest.raises(BadInput, match="--profile: its trace .* cannot be read"):
+        profiled.profile_timeline(gone, None, "--profile")

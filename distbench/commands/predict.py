@@ -111,6 +111,13 @@ from distbench.kinds.sweep import command_line
     help="A stored `distbench converge` sweep: predicted time (and cost) to train from its epochs to target per "
     "global batch (with --epoch-samples; default: its training samples).",
 )
+@click.option(
+    "--profile",
+    "profile_sweep",
+    metavar="SWEEP",
+    help="A stored one-device `distbench profile` sweep of the same model: from one device, the bucket ready "
+    "times and backward share come from its trace (default: the model's per-layer FLOPs).",
+)
 @click.option("--no-store", is_flag=True, help="Do not save the prediction in the store.")
 @format_option
 def predict(
@@ -134,6 +141,7 @@ def predict(
     gpu_hour_price,
     what_if_text,
     converge_sweep,
+    profile_sweep,
     no_store,
     fmt,
 ):
@@ -161,7 +169,8 @@ def predict(
     records, sweep_id, store_path, cores = [], None, None, None
     if csv_path:
         records = pr.read_csv(csv_path)
-    if not csv_path or comm_sweeps:
+    profile_records = None
+    if not csv_path or comm_sweeps or profile_sweep:
         with an.open_store(results) as store:
             if not csv_path:
                 if sweep == "latest":  # the newest sweep with training throughput points, named on stderr
@@ -170,6 +179,8 @@ def predict(
                 data = an.load_sweep(store, sweep)
                 records, sweep_id, store_path = data.points, data.id, results
                 cores = sweep_cores(data.info)
+            if profile_sweep:
+                profile_records = an.load_sweep(store, profile_sweep).points
             for cid in comm_sweeps:
                 cdata = an.load_sweep(store, cid)
                 if not cdata.comm_points:
@@ -196,6 +207,7 @@ def predict(
         gpu_hour_price=gpu_hour_price,
         what_if=what_if,
         what_if_links=what_if_links,
+        profile_records=profile_records,
         cores=cores,
     )
     doc["source"] = {"sweep": sweep_id, "store": store_path, "csv": csv_path, "comm_sweeps": list(comm_sweeps)}

@@ -16,6 +16,7 @@ from distbench.predict.model import StepTimeModel, per_device_batch
 from distbench.predict.single import build_single, one_device_sources, one_device_timeline, timeline_doc
 from distbench.predict.sources import Series
 from distbench.predict.whatif import link_what_ifs
+from distbench.predict.profiled import pick_record, profile_timeline
 from distbench.predict.validate import holdout, next_measurement, own_error_per_doubling, score, verdict_lines
 
 
@@ -78,8 +79,11 @@ def predict(
     what_if: Sequence[str] = (),
     cores: int | None = None,
     what_if_links: Sequence = (),
+    profile_records: Sequence[dict] | None = None,
 ) -> dict:
-    """The whole prediction document. Raises BadInput for what cannot be predicted."""
+    """The whole prediction document (`profile_records`: a `distbench profile` sweep's points, whose one-device
+    trace gives the bucket ready times of a prediction from one device). Raises BadInput for what cannot be
+    predicted."""
     if not series:
         raise BadInput(
             "no successful training points to predict from (SWEEP or --csv: no row with status ok and a throughput)"
@@ -117,10 +121,16 @@ def predict(
         kw = {"algorithm": algorithm, "bucket_bytes": bucket_bytes}
         one = {p.n for p in s.points} == {1}
         if one:
-            timeline = one_device_timeline(s, bucket_bytes)
-            model = build_single(s, intra, inter, timeline=timeline, **kw)
+            timeline, share = one_device_timeline(s, bucket_bytes), None
+            if profile_records is not None:
+                record = pick_record(profile_records, s.model, "--profile")
+                timeline, beta = profile_timeline(record, bucket_bytes or default_bucket_bytes(s.strategy), "--profile")
+                share = (beta, beta, beta, f"measured by the profile ({beta:.2f} of the profiled step)")
+            model = build_single(s, intra, inter, timeline=timeline, backward_share=share, **kw)
             checks = []
         else:
+            if profile_records is not None:
+                warnings.append(f"{who}: --profile is used from one device only; {len(s.points)} points are measured")
             checks = holdout(s, intra, inter, **kw)
             model = build_model(s, intra, inter, **kw)
         own = own_error_per_doubling(checks)

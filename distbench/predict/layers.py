@@ -85,6 +85,19 @@ def model_layers(name: str, image_size: int | None = None, seq_len: int | None =
     return None
 
 
+def tensors_per_layer(name: str) -> list[int] | None:
+    """Parameter tensors of each layer of model_layers(name), in the same order (a convolution with its batch norm:
+    3; a convolution with a bias or a linear map: 2; a BERT attention block 4 linear maps and a layer norm: 10; its
+    feed-forward block 2 and a layer norm: 6; the embeddings 3 tables and a layer norm: 5)."""
+    if name in specs.RESNET_LAYOUTS:
+        return [3] * (len(resnet_layers(name)) - 1) + [2]
+    if name == "vgg16":
+        return [2] * len(vgg16_layers())
+    if name == "bert_base":
+        return [5] + [10, 6] * specs.BERT_BASE["layers"] + [2, 2]
+    return None
+
+
 def ready_fractions(layers: list[Layer]) -> list[tuple[float, int]]:
     """(ready fraction of backward, parameters) per layer, in the order backward produces the gradients."""
     back = [f * (1 if i == 0 else 2) for i, (_, _, f) in enumerate(layers)]

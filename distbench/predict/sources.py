@@ -252,11 +252,17 @@ def series_from_records(
                     pace_n=gap_n,
                     pace_note=gap_note,
                     model=str(spts[0].get("model") or ""),
-                    image_size=_int(spts[0].get("image_size")),
-                    seq_len=_int(spts[0].get("seq_len")),
+                    image_size=_int(_field(spts[0], "image_size")),
+                    seq_len=_int(_field(spts[0], "seq_len")),
                 )
             )
     return out
+
+
+def _field(r: dict, key: str):
+    """A workload field of a record: its own, else its config's."""
+    cfg = r.get("config") if isinstance(r.get("config"), dict) else {}
+    return r.get(key) if r.get(key) is not None else cfg.get(key)
 
 
 def _csv_groups(rows: Sequence[dict]) -> dict[str, list[dict]]:
