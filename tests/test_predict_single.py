@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -169,6 +170,15 @@ TIMELINE_CASES = [  # (table, strategy, workload model, spec name, N shown)
     ("predict_dlperf_bert_base_fp32_v100_edr.csv", "oneflow", "bert_base_seq128_fp32_b32", "bert_base", (8, 32)),
 ]
 DOC_BUCKET = 25 * 2**20
+PROFILES = Path(__file__).parent / "data" / "profiles"
+"""One-device `distbench profile` points (CPU workers on this 2-core machine, shared and loaded; 2026-11-28),
+their traces reduced to the step markers, the first backward operation and the gradient accumulations
+(README.md there)."""
+
+
+def profile_record(name: str) -> dict:
+    record = json.loads((PROFILES / f"{name}.json").read_text())
+    return {**record, "profile_trace": str(PROFILES / record["profile_trace"])}
 
 
 def _timeline_text(tl: pipeline.Timeline) -> str:
@@ -192,14 +202,20 @@ def timeline_lines() -> list[str]:
         links, _, all_series = setup(src)
         s = next(x for x in all_series if x.strategy == strategy and x.workload.startswith(workload))
         measured = {p.n: p.throughput for p in s.points}
-        for tl in (None, layers.flops_timeline(name, DOC_BUCKET)):
-            m = sg.build_single(s, links.get("intra"), links.get("inter"), bucket_bytes=DOC_BUCKET, timeline=tl)
+        kinds = [(None, None, "equal steps (assumed)"), (layers.flops_timeline(name, DOC_BUCKET), None, "model FLOPs")]
+        if (PROFILES / f"{name}.json").exists():
+            tl, share = profiled.profile_timeline(profile_record(name), DOC_BUCKET, "--profile")
+            kinds.append((tl, (share, share, share, "profile"), f"profile (backward share {share:.2f})"))
+        for tl, share, label in kinds:
+            m = sg.build_single(
+                s, links.get("intra"), links.get("inter"), bucket_bytes=DOC_BUCKET, timeline=tl, backward_share=share
+            )
             used = m.timeline_for(m.buckets)
             for n in ns:
                 thr, lo, hi = m.interval(n)
                 exposed = m.parts(n)["comm_intra_s"] + m.parts(n)["comm_inter_s"]
                 lines.append(
-                    f"| {name} ({file}) | {n} | {'model FLOPs' if tl else 'equal steps (assumed)'} | "
+                    f"| {name} ({file}) | {n} | {label} | "
                     f"{_timeline_text(used)} | {exposed * 1e3:.3g} | {thr:,.0f} [{lo:,.0f}, {hi:,.0f}] | "
                     f"{measured[n]:,.0f} | {m.naive(n):,.0f} |"
                 )
@@ -277,6 +293,14 @@ def test_profile_timeline_from_the_gradient_accumulations(tmp_path):
     assert tl.buckets == 2 and 0 < tl.ready[0] < tl.ready[1] == pytest.approx(1.0)
     fr = profiled._step_ready(json.loads(open(record["profile_trace"]).read())["traceEvents"], 0, 1500, counts)[0]
     assert fr[0] == pytest.approx(20 / 620) and fr[1] == pytest.approx(50 / 620) and fr[-1] == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize("name", ["resnet18", "resnet50", "vgg16", "bert_base"])
+def test_profile_timeline_from_real_profiles(name):
+    """Every stored profile's accumulations match its model's parameter tensors (torch's own count) step by step."""
+    tl, share = profiled.profile_timeline(profile_record(name), DOC_BUCKET, "--profile")
+    tl.check()
+    assert 0.2 < share < 1 and tl.ready[-1] == pytest.approx(1.0) and "profile (" + name in tl.source
 
 
 def test_profile_bad_input(tmp_path, capsys):
