@@ -83,13 +83,13 @@ def _ms(x: float) -> str:
 
 
 def _breakdown(row: dict) -> str:
-    """The predicted step in milliseconds: compute + exposed communication + waiting for the slowest rank."""
+    """The predicted step in milliseconds: compute + exposed communication + waiting for the slowest rank (jitter
+    and pace) [+ from one device, the host loss no link explains]."""
     if "compute_s" not in row:  # a prediction stored before the breakdown was kept
         return "n/a"
-    return (
-        f"{_ms(row['step_time_s'])} = {_ms(row['compute_s'])} + {_ms(row['exposed_comm_s'])} + "
-        f"{_ms(row['straggler_s'])}"
-    )
+    wait = row["straggler_s"] + (row.get("slow_rank_s") or 0.0)
+    text = f"{_ms(row['step_time_s'])} = {_ms(row['compute_s'])} + {_ms(row['exposed_comm_s'])} + {_ms(wait)}"
+    return text + (f" + {_ms(row['host_loss_s'])} host" if row.get("host_loss_s") else "")
 
 
 def validation_rows(doc: dict) -> tuple[list[str], list[list[str]]]:
