@@ -22,7 +22,7 @@ import yaml
 from tests import k8s_pods
 
 WRITER = (
-    "import json,sys; from distbench.core.record import base_record, write_record; "
+    "import json,sys; from distbench.results.record import base_record, write_record; "
     "cfg=json.load(open(sys.argv[1])); s=cfg['strategy']; "
     "r=base_record(cfg, strategy=s, framework='torch', status='ok'); "
     "r.update(throughput=100.0, step_times_s=[0.1, 0.1, 0.1]); write_record(sys.argv[2], r)"

@@ -86,7 +86,7 @@ def test_the_record_says_rdma_only_where_nccl_used_it(tmp_path, capsys, log, net
     records = tmp_path / "vol" / "sw"
     work = records / "work" / "j"
     writer = (
-        "import json,sys; from distbench.core.record import base_record, write_record; "
+        "import json,sys; from distbench.results.record import base_record, write_record; "
         f"sys.stdout.write({log!r}); cfg=json.load(open(sys.argv[1])); "
         "r=base_record(cfg, strategy='ddp', framework='torch', status='ok'); write_record(sys.argv[2], r)"
     )

@@ -170,7 +170,7 @@ def one_line_error(capsys, args) -> str:
 
 def test_bad_input(tmp_path, capsys):
     good = write_csv(tmp_path / "ok.csv", ["ddp,1,32,100,1e8", "ddp,2,32,190,1e8"])
-    single = write_csv(tmp_path / "one.csv", ["ddp,1,32,100,1e8", "ddp,1,32,101,1e8"])
+    single = write_csv(tmp_path / "one.csv", ["ddp,2,32,100,1e8", "ddp,2,32,101,1e8"])  # one N, not N=1
     assert "fewer than two successful points" in one_line_error(capsys, ["predict", "--csv", single, "--link", "pcie4"])
     err = one_line_error(capsys, ["predict", "--csv", good, "--link", "pcie4", "--gpus-per-node", "2", "--gpus", "8"])
     assert "no inter-node figure" in err
@@ -236,7 +236,8 @@ def test_bad_input(tmp_path, capsys):
             "no successful training points to predict from (SWEEP or --csv",
         ),
         (["ddp,1,32,100,1e8"], None, ["--gpu-hour-price", "2"], "--gpu-hour-price needs --epoch-samples"),
-        (["ddp,1,32,100,1e8"], None, [], "fewer than two successful points at different N (N = 1)"),
+        (["ddp,1,32,100,1e8"], None, [], "from one device, --gpus-per-node says how many devices a node has"),
+        (["ddp,2,32,100,1e8"], None, [], "fewer than two successful points at different N (N = 2)"),
         (["ddp,1,32,100,0", "ddp,2,32,190,0"], None, [], "line 2: grad_bytes must be a positive number ('0')"),
         (["ddp,1,32,100,1e8", "ddp,2,0,190,1e8"], None, [], "line 3: per_device_batch must be a positive number"),
         (["ddp,1,32,100,1e8", "ddp,2,32,190,1e8"], None, ["--grad-bytes", "0"], "--grad-bytes"),

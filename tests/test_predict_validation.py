@@ -17,7 +17,7 @@ from functools import cache
 import pytest
 
 from distbench import predict as pr
-from distbench.predict import model as pm
+from distbench.predict import model as pm, single as sg
 from distbench.predict.validate import calibrate
 from tests.conftest import ROOT
 
@@ -315,6 +315,84 @@ def test_one_node_to_several_crosses_nodes():
     assert len({c["source"] for c in crossing}) >= 2
 
 
+# -- from one device: the N=1 point and the links, nothing fitted (distbench/predict/single.py)
+SINGLE_COLUMNS = ["tables", "targets", "median |error|", "max", "linear median", "linear max", "median / linear"]
+SINGLE_COLUMNS += ["95% PI covers", "median half-width"]
+
+
+@cache
+def single_results(role: str, zero: bool = False) -> list[dict]:
+    """One-device checks of every table of `role` with a point at N=1 (zero: no loss and no spread, the
+    calibration's input)."""
+    kw = {"loss": 0.0, "loss_crossing": 0.0, "error": 0.0, "crossing_sd": 0.0} if zero else {}
+    out = []
+    for src in sources():
+        if src["role"] != role:
+            continue
+        links, bucket, series = setup(src)
+        for s in series:
+            found = sg.holdout_single(s, links.get("intra"), links.get("inter"), bucket_bytes=bucket, **kw)
+            out += [
+                dict(c, file=src["file"], workload=f"{s.strategy}: {s.workload}", source=src["source"]) for c in found
+            ]
+    return out
+
+
+def single_scores(role: str) -> dict[str, dict]:
+    checks = single_results(role)
+    return {
+        "within a node": pr.score([c for c in checks if not c["crosses_nodes"]]),
+        "across nodes": pr.score([c for c in checks if c["crosses_nodes"]]),
+    }
+
+
+def single_table_lines(role: str) -> list[str]:
+    lines = ["| from one device | " + " | ".join(SINGLE_COLUMNS) + " |", "|---" * (len(SINGLE_COLUMNS) + 1) + "|"]
+    checks = single_results(role)
+    for name, s in single_scores(role).items():
+        if not s["points"]:
+            continue
+        tables = len({c["file"] for c in checks if c["crosses_nodes"] == (name == "across nodes")})
+        ratio = s["median_error"] / s["naive_median_error"]
+        cells = [str(tables), str(s["points"]), _pct(s["median_error"]), _pct(s["max_error"])]
+        cells += [_pct(s["naive_median_error"]), _pct(s["naive_max_error"]), f"{ratio:.2f}"]
+        cells += [_pct(s["coverage"]), _pct(s["median_half_width"])]
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def test_single_constants_are_the_calibration_on_the_tuning_sources_only():
+    loss, c_loss, e, c_sd = sg.calibrate_single(single_results("tune", zero=True))
+    assert sg.HOST_LOSS_PER_DOUBLING == pytest.approx(round(loss, 3), abs=1e-9)
+    assert sg.HOST_LOSS_CROSSING == pytest.approx(round(c_loss, 3), abs=1e-9)
+    assert sg.SINGLE_ERROR_PER_DOUBLING == pytest.approx(round(e, 3), abs=1e-9)
+    assert sg.SINGLE_CROSSING_SD == pytest.approx(round(c_sd, 3), abs=1e-9)
+    assert 0 <= sg.HOST_LOSS_PER_DOUBLING <= sg.MAX_HOST_LOSS and 0 <= sg.HOST_LOSS_CROSSING <= sg.MAX_HOST_LOSS
+
+
+def test_single_device_tables_in_the_docs_are_what_the_suite_computes():
+    doc = DOC.read_text()
+    for line in single_table_lines("score") + single_table_lines("tune"):
+        assert line in doc, f"docs/prediction.md lacks (or has other numbers than): {line}"
+
+
+def test_single_device_targets_on_the_scored_sources():
+    """The targets, scored once with the constants fixed on the tuning sources. Met: across nodes the median
+    |error| is at most half the linear guess's; within a node the median half-width is at most 20%. Missed (as
+    docs/prediction.md states): within a node the median is above 3/4 of the linear guess's, coverage is above 97%
+    on both, and across nodes the median half-width is above 20%."""
+    s = single_scores("score")
+    within, across = s["within a node"], s["across nodes"]
+    assert within["points"] >= 100 and across["points"] >= 40
+    assert across["median_error"] <= 0.5 * across["naive_median_error"]
+    assert within["median_half_width"] <= 0.20
+    assert within["median_error"] < within["naive_median_error"]  # better than linear, not by the 1/4 asked
+    assert within["median_error"] > 0.75 * within["naive_median_error"]  # the stated miss
+    assert within["coverage"] > 0.97 and across["coverage"] > 0.97  # the stated misses: too wide, not too narrow
+    assert across["median_half_width"] > 0.20  # the stated miss
+    assert len({c["source"] for c in single_results("score") if c["crosses_nodes"]}) >= 2
+
+
 if __name__ == "__main__":  # print the docs' tables
     print("tuned on the tuning sources: error, bias per doubling, crossing sd, crossing bias:", tuned_constants())
     for role, mode in (("score", "extrapolate"), ("score", "one node"), ("tune", "extrapolate"), ("tune", "one node")):
@@ -323,3 +401,6 @@ if __name__ == "__main__":  # print the docs' tables
         print(f"\nevery scored target, {mode}\n" + "\n".join(detail_lines(mode)))
     print("\n" + "\n".join(fit_lines()))
     print("\n" + "\n".join(sensitivity_lines()))
+    print("one device, tuning calibration:", sg.calibrate_single(single_results("tune", zero=True)))
+    for role in ("score", "tune"):
+        print(f"\nfrom one device, {role}\n" + "\n".join(single_table_lines(role)))

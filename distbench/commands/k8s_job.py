@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from distbench.k8s.collect import record_line
+from distbench.results.kubelogs import record_line
 from distbench.k8s.job import run_point, run_sshd
 from distbench.k8s.outcomes import volume_record
 from distbench.kinds.measure import NOISY_CV

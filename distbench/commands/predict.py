@@ -11,6 +11,7 @@ from distbench import analysis as an, predict as pr
 from distbench.core import mfu
 from distbench.commands import options as opt
 from distbench.commands.results import format_option
+from distbench.predict import whatif
 from distbench.core.errors import BadInput
 from distbench.analysis.output import print_table, table
 from distbench.run.plan import parse_counts
@@ -98,9 +99,10 @@ from distbench.run.runner import command_line
 @click.option(
     "--what-if",
     "what_if_text",
-    metavar="STRATEGY[,STRATEGY]",
+    metavar="STRATEGY|link=[TIER=]PROFILE[,...]",
     help="Also predict each fitted workload under another strategy's traffic, e.g. fsdp,deepspeed-zero3 "
-    "(ZeRO-3/FSDP move 1.5x the bytes of DDP's all-reduce).",
+    "(ZeRO-3/FSDP move 1.5x the bytes of DDP's all-reduce), or onto another network: link=[TIER=]PROFILE, "
+    "e.g. link=inter=25gbe.",
 )
 @click.option(
     "--epochs-to-target",
@@ -108,6 +110,13 @@ from distbench.run.runner import command_line
     metavar="SWEEP",
     help="A stored `distbench converge` sweep: predicted time (and cost) to train from its epochs to target per "
     "global batch (with --epoch-samples; default: its training samples).",
+)
+@click.option(
+    "--profile",
+    "profile_sweep",
+    metavar="SWEEP",
+    help="A stored one-device `distbench profile` sweep of the same model: from one device, the bucket ready "
+    "times and backward share come from its trace (default: the model's per-layer FLOPs).",
 )
 @click.option("--no-store", is_flag=True, help="Do not save the prediction in the store.")
 @format_option
@@ -132,6 +141,7 @@ def predict(
     gpu_hour_price,
     what_if_text,
     converge_sweep,
+    profile_sweep,
     no_store,
     fmt,
 ):
@@ -151,6 +161,7 @@ def predict(
     what_if = [w.strip() for w in what_if_text.split(",") if w.strip()] if what_if_text is not None else []
     if what_if_text is not None and not what_if:
         raise BadInput("--what-if: name at least one strategy, e.g. --what-if fsdp")
+    what_if, what_if_links = whatif.parse(what_if, nics_per_node)
     unknown = [w for w in what_if if w not in STRATEGIES]
     if unknown:
         raise BadInput(f"--what-if: unknown strategy {unknown[0]!r}; known: {', '.join(STRATEGIES)}")
@@ -158,7 +169,8 @@ def predict(
     records, sweep_id, store_path, cores = [], None, None, None
     if csv_path:
         records = pr.read_csv(csv_path)
-    if not csv_path or comm_sweeps:
+    profile_records = None
+    if not csv_path or comm_sweeps or profile_sweep:
         with an.open_store(results) as store:
             if not csv_path:
                 if sweep == "latest":  # the newest sweep with training throughput points, named on stderr
@@ -167,6 +179,8 @@ def predict(
                 data = an.load_sweep(store, sweep)
                 records, sweep_id, store_path = data.points, data.id, results
                 cores = sweep_cores(data.info)
+            if profile_sweep:
+                profile_records = an.load_sweep(store, profile_sweep).points
             for cid in comm_sweeps:
                 cdata = an.load_sweep(store, cid)
                 if not cdata.comm_points:
@@ -192,6 +206,8 @@ def predict(
         epoch_time=epoch_time,
         gpu_hour_price=gpu_hour_price,
         what_if=what_if,
+        what_if_links=what_if_links,
+        profile_records=profile_records,
         cores=cores,
     )
     doc["source"] = {"sweep": sweep_id, "store": store_path, "csv": csv_path, "comm_sweeps": list(comm_sweeps)}

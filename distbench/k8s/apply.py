@@ -20,7 +20,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from distbench.k8s.collect import RECORD_MARKER
+from distbench.results.kubelogs import RECORD_MARKER
 from distbench.k8s.manifests import GRACE_S, K8sSettings, MOUNTS, PointObjects, deadline, metadata, volumes
 from distbench.k8s.render import to_yaml
 from distbench.k8s.settings import k8s_arg

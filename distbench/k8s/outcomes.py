@@ -20,9 +20,9 @@ import time
 from pathlib import Path
 
 from distbench.core.config import PointConfig
-from distbench.core.record import base_record, read_record, write_record
+from distbench.results.record import base_record, read_record, write_record
 from distbench.core.strategies import get_strategy
-from distbench.run.failures import is_secondary
+from distbench.core.failures import is_secondary
 
 OUTCOME_MARKER = "distbench-node-outcome: "
 OUTCOME_WAIT_S = 20.0

@@ -3,7 +3,13 @@ from a physical step-time model (docs/prediction.md). One job per module:
 
   links      links, the alpha-beta cost per tier, fitted / named links, traffic of each strategy
   sources    measured points (store or CSV) grouped into series, overlap, per-rank spread
-  model      the step-time model: compute + communication exposed beyond its overlap window + straggler wait
+  pipeline   the bucket pipeline: each bucket reduced once ready and the link is free (the exposed communication)
+  model      the step-time model: compute + exposed communication + straggler wait + slow-rank wait
+  fit        the model from several measured points (the bandwidths the data identify)
+  single     the model from one measured device and the links; its calibration
+  layers     per-layer parameters and FLOPs of the known models, and the bucket timeline they imply
+  profiled   the bucket timeline from a one-device profile's trace
+  whatif     --what-if link=...: the same workload onto another network
   validate   held-out checks against the naive guess, scores, what to measure next
   document   the prediction document (rows, parameters, warnings, what-ifs, order checks)
   render     tables, summary lines, plot images

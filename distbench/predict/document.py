@@ -13,7 +13,10 @@ from distbench.core.errors import BadInput
 from distbench.predict.links import Link, default_bucket_bytes, reduces_to_one, traffic_factor
 from distbench.predict.fit import build_model
 from distbench.predict.model import StepTimeModel, per_device_batch
+from distbench.predict.single import build_single, one_device_sources, one_device_timeline, timeline_doc
 from distbench.predict.sources import Series
+from distbench.predict.whatif import link_what_ifs
+from distbench.predict.profiled import pick_record, profile_timeline
 from distbench.predict.validate import holdout, next_measurement, own_error_per_doubling, score, verdict_lines
 
 
@@ -32,7 +35,12 @@ def target_counts(series: Sequence[Series], gpus: Sequence[int] | None) -> list[
 
 def _check_inputs(s: Series, ns, intra, inter) -> None:
     measured_ns = ", ".join(str(p.n) for p in s.points)
-    if len({p.n for p in s.points}) < 2:
+    if {p.n for p in s.points} == {1} and intra is None:
+        raise BadInput(
+            f"{s.strategy} ({s.workload}): a single measured point (N=1) needs the links: pass --link PROFILE, "
+            "--link-bw intra=GBPS --link-latency intra=US or --comm SWEEP"
+        )
+    if len({p.n for p in s.points}) < 2 and {p.n for p in s.points} != {1}:
         raise BadInput(
             f"{s.strategy} ({s.workload}) has fewer than two successful points at different N "
             f"(N = {measured_ns}): nothing to fit (measure another --gpus count, or leave it out with --strategy)"
@@ -50,6 +58,7 @@ def _check_inputs(s: Series, ns, intra, inter) -> None:
             f"N={needs_inter[0]} spans several nodes ({s.per_node} devices per node) but there is no "
             "inter-node figure: pass --link inter=PROFILE, --link-bw inter=GBPS --link-latency "
             "inter=US or a multi-node --comm sweep"
+            + (" (from one device, --gpus-per-node says how many devices a node has)" if s.per_node == 1 else "")
         )
     if reduces_to_one(s.strategy) and needs_inter:
         raise BadInput("dp (DataParallel) runs in one process on one node: ask for N up to --gpus-per-node")
@@ -69,8 +78,12 @@ def predict(
     gpu_hour_price: float | None = None,
     what_if: Sequence[str] = (),
     cores: int | None = None,
+    what_if_links: Sequence = (),
+    profile_records: Sequence[dict] | None = None,
 ) -> dict:
-    """The whole prediction document. Raises BadInput for what cannot be predicted."""
+    """The whole prediction document (`profile_records`: a `distbench profile` sweep's points, whose one-device
+    trace gives the bucket ready times of a prediction from one device). Raises BadInput for what cannot be
+    predicted."""
     if not series:
         raise BadInput(
             "no successful training points to predict from (SWEEP or --csv: no row with status ok and a throughput)"
@@ -106,8 +119,20 @@ def predict(
         inter = links.get("inter")
         _check_inputs(s, ns, intra, inter)
         kw = {"algorithm": algorithm, "bucket_bytes": bucket_bytes}
-        checks = holdout(s, intra, inter, **kw)
-        model = build_model(s, intra, inter, **kw)
+        one = {p.n for p in s.points} == {1}
+        if one:
+            timeline, share = one_device_timeline(s, bucket_bytes), None
+            if profile_records is not None:
+                record = pick_record(profile_records, s.model, "--profile")
+                timeline, beta = profile_timeline(record, bucket_bytes or default_bucket_bytes(s.strategy), "--profile")
+                share = (beta, beta, beta, f"measured by the profile ({beta:.2f} of the profiled step)")
+            model = build_single(s, intra, inter, timeline=timeline, backward_share=share, **kw)
+            checks = []
+        else:
+            if profile_records is not None:
+                warnings.append(f"{who}: --profile is used from one device only; {len(s.points)} points are measured")
+            checks = holdout(s, intra, inter, **kw)
+            model = build_model(s, intra, inter, **kw)
         own = own_error_per_doubling(checks)
         if own > model.model_error:
             model.model_error_source = (
@@ -143,9 +168,11 @@ def predict(
                 ],
                 "links": {"intra": intra.describe(), "inter": inter.describe() if inter else None},
                 "assumed": _assumptions(s, model, algorithm, bucket_bytes),
+                "from_one_device": one_device_sources(s, model, intra, inter, bucket_bytes) if one else None,
             },
-            "next_measurement": next_measurement(model, s, intra, inter, max(ns), **kw),
-            "what_if": _what_ifs(model, s, intra, inter, ns, what_if, kw),
+            "bucket_timeline": timeline_doc(model),
+            "next_measurement": None if one else next_measurement(model, s, intra, inter, max(ns), **kw),
+            "what_if": _what_ifs(model, s, intra, inter, ns, what_if, kw) + link_what_ifs(model, what_if_links, ns),
         }
         limit = s.per_node if inter is None or reduces_to_one(s.strategy) else 65536
         if target_throughput is not None:
@@ -181,9 +208,11 @@ def _row(model: StepTimeModel, s: Series, n: int, epoch_samples, gpu_hour_price)
         "per_device_batch": b,
         "compute_s": parts["compute_s"],
         "exposed_comm_s": parts["comm_intra_s"] + parts["comm_inter_s"],
+        "slow_rank_s": parts["slow_rank_s"],
         "capped_at_compute_limit": model.capped(n),
         "straggler_s": parts["straggler_s"],
-        "step_time_s": sum(parts.values()),
+        "host_loss_s": sum(parts.values()) * math.expm1(model.host_loss(n)),
+        "step_time_s": sum(parts.values()) * math.exp(model.host_loss(n)),
         "crosses_nodes_unmeasured": model.crosses(n),
         **_bounds("efficiency", *(x / n for x in speedup)),
     }
@@ -225,6 +254,10 @@ def _parameters(model: StepTimeModel) -> dict:
         "backward_share_source": model.beta_source,
         "straggler_sigma_s": model.sigma,
         "straggler_source": "measured" if s.rank_sd else "not measured",
+        "slow_rank_pace_sd_s": model.pace_sd,
+        "slow_rank_source": s.pace_note,
+        "host_loss_per_doubling": model.loss_per_doubling,
+        "host_loss_crossing": model.loss_crossing,
         "buckets": model.buckets,
         "bucket_range": list(model.bucket_span),
         "bucket_source": model.bucket_source,
@@ -251,7 +284,7 @@ def parameter_lines(par: dict) -> list[str]:
         if t.get("achieved_gbps") is None:
             continue
         src = t["source"]
-        if src != "fitted":
+        if src != "fitted" and "from one device" not in src:
             src += " (not constrained by the measured points: the value closest to the naive guess)"
         text = (
             f"{name}-node achieved bandwidth {t['achieved_gbps']:.3g} GB/s [{src}; plausible "
@@ -362,7 +395,8 @@ def _assumptions(s: Series, model: StepTimeModel, algorithm: str, bucket_bytes) 
         f"all-reduce algorithm: {algorithm} (auto = ring on one node, hierarchical across nodes)",
         f"{model.buckets} bucket(s) of the gradients{bucket_size}; traffic {model.traffic:g}x an all-reduce",
         f"devices per node: {s.per_node}",
-        "exposed communication = max(last bucket's transfer, transfer - backward compute after the first bucket)",
+        "exposed communication: the bucket pipeline (each bucket reduced once ready and the link is free; "
+        f"ready times {model.timeline_for(model.buckets).source})",
         f"inter-node achieved bandwidth: {inter_text}",
     ]
 

@@ -26,6 +26,7 @@ from distbench.predict.model import (
     NOMINAL_EFFICIENCY,
     anchor,
     bandwidth_range,
+    pace_spread,
     extrapolated,
     unknown_bucket,
 )
@@ -69,6 +70,7 @@ def build_model(
         tiers=tiers,
         algorithm=algorithm,
         sigma=series.rank_sd or 0.0,
+        pace_sd=pace_spread(series.pace_gap, series.pace_n),
         fitted_ns=sorted({p.n for p in points}),
         anchor_se=float(np.mean([p.se if p.se is not None else DEFAULT_MEASUREMENT_SE for p in ref])),
         model_error=model_error,
@@ -103,7 +105,7 @@ def build_model(
         model.bucket_source = "--bucket-mb"
     model.bucket_span = model.bucket_span if model.bucket_span != (1, 1) else (model.buckets, model.buckets)
     if base is not None:  # the what-if: the same workload, another strategy's bytes and buckets
-        model.a, model.sigma, model.ref_n = base.a, base.sigma, base.ref_n
+        model.a, model.sigma, model.ref_n, model.pace_sd = base.a, base.sigma, base.ref_n, base.pace_sd
         model.anchor_se, model.model_error, model.model_bias = base.anchor_se, base.model_error, base.model_bias
         model.crossing_sd, model.crossing_bias = base.crossing_sd, base.crossing_bias
         model.beta, model.beta_span, model.beta_source = base.beta, base.beta_span, base.beta_source

@@ -1,23 +1,25 @@
 """The step-time model: overlap as time, every parameter a physical quantity with a unit and a source.
 
     t(N) = a * b(N)                                   compute (seconds per sample x per-device batch)
-         + max(tail(N), T(N) - W(N))                  exposed communication
-         + sigma * m(N)                               waiting for the slowest of N ranks
-    throughput(N) = N * b(N) / t(N)
+         + exposed(N)                                 communication past the end of compute (pipeline.py)
+         + sigma * m(N)                               waiting for the slowest of N ranks' step-to-step jitter
+         + s_p * m(N)                                 waiting for the slowest rank's own pace (a persistent gap)
+    throughput(N) = N * b(N) / t(N)  x  exp(-host loss per doubling, from one device only)
 
-T(N) is the alpha-beta time of the strategy's traffic over both tiers (links.py: ring inside a node,
-hierarchical / ring / tree across nodes) at the ACHIEVED bandwidth of each tier (GB/s) and the link's latency.
-Gradients travel in k buckets; the first is ready once 1/k of backward has run, so the time that can hide behind
-compute is the backward compute after it: W = beta * a * b(N) * (1 - 1/k) (beta: backward share of the
-compute, assumed; or the hidden time a sweep measured, scaled with compute). The last bucket can never hide:
-tail = T / k. With one bucket nothing hides.
+exposed(N) comes from the bucket pipeline (pipeline.py): each bucket is reduced once it is ready during backward
+and the link is free, at the alpha-beta cost of the strategy's traffic over both tiers (links.py: ring inside a
+node, hierarchical / ring / tree across nodes) at the ACHIEVED bandwidth of each tier (GB/s) and the link's
+latency. Backward lasts beta * a * b(N) (beta: backward share of the compute, assumed, measured by a profile, or
+the hidden time a sweep measured, scaled with compute). With k equal buckets ready at equal steps (the default
+timeline) the pipeline is max(T / k, T - W), W = beta * a * b(N) * (1 - 1/k); a timeline from the model's
+per-layer FLOPs or a one-device profile places the buckets where the gradients are ready.
 
 What the data identify is fitted (a tier's achieved bandwidth, where measured points exercise that tier and the
 fit's sum of squares rejects part of its plausible range); what they do not is taken at the value of its
 plausible range closest to the naive guess (the physics forces the rest), and its whole range enters the interval.
 A fit pinned at a bound says the lost efficiency is not (all) communication: a warning, and the range enters the
 interval too. `a` is anchored at the largest measured N, so with no communication and no spread the prediction
-IS the naive guess.
+IS the naive guess. From one measured device (single.py) nothing is fitted: every range enters the interval.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from typing import Sequence
 import numpy as np
 
 from distbench import analysis as an
+from distbench.predict import pipeline
 from distbench.predict.links import Link, tier_times
 from distbench.core.strategies import STRATEGIES
 from distbench.predict.sources import Observed, Series
@@ -132,15 +135,30 @@ class StepTimeModel:
     """the measured points at ref_n: every corner of the interval is re-anchored on them."""
     base: "StepTimeModel | None" = None
     """a what-if's fitted model: its corners take the compute the base's anchor implies."""
+    timeline: pipeline.Timeline | None = None
+    """When each bucket's gradients are ready during backward (None: k equal buckets at equal steps)."""
+    pace_sd: float = 0.0
+    """seconds: the spread of the ranks' own paces (a persistent gap g measured at N0 gives g / m(N0))."""
+    loss_per_doubling: float = 0.0
+    """From one device only: share of throughput lost per doubling of N to what no link explains (shared host
+    resources, clocks), calibrated on the tuning sources; 0 when several N are measured (the anchor holds it)."""
+    loss_crossing: float = 0.0
+    """From one device only: the further share lost where N first spans several nodes, calibrated likewise."""
 
     def batch(self, n: int) -> float:
         return per_device_batch(self.series, n)
 
     def transfer(
-        self, n: int, bw_intra: float | None = None, bw_inter: float | None = None, buckets: int | None = None
+        self,
+        n: int,
+        bw_intra: float | None = None,
+        bw_inter: float | None = None,
+        buckets: int | None = None,
+        share: float = 1.0,
     ) -> tuple[float, float]:
-        """(intra, inter) seconds to move the step's traffic at the given achieved bandwidths."""
-        size = (self.series.grad_bytes or 0.0) * self.traffic
+        """(intra, inter) seconds to move `share` of the step's traffic in `buckets` equal buckets at the given
+        achieved bandwidths."""
+        size = (self.series.grad_bytes or 0.0) * self.traffic * share
         if n <= 1 or not size:
             return 0.0, 0.0
         links = []
@@ -160,12 +178,18 @@ class StepTimeModel:
             strategy=self.strategy,
         )
 
-    def window(self, n: int, beta: float | None = None, bw_intra=None, bw_inter=None, buckets=None) -> float:
-        """Seconds of backward compute after the first bucket is ready (what communication can hide behind): the
-        backward share of the compute after 1/k of it; or, where the sweep measured an overlap h that left more
-        than the last bucket exposed, the time it hid at the largest measured N (h x the transfer there) scaled
-        with the compute per step (an overlap that left only the tail exposed bounds the window from below only:
-        the backward share is used)."""
+    def timeline_for(self, k: int) -> pipeline.Timeline:
+        """The bucket timeline: the model's own where its bucket count is asked for, else k uniform buckets."""
+        if self.timeline is not None and k == self.timeline.buckets:
+            return self.timeline
+        return pipeline.uniform(k)
+
+    def backward_span(self, n: int, beta: float | None = None, bw_intra=None, bw_inter=None, buckets=None) -> float:
+        """Seconds of backward compute the buckets are produced over: the backward share of the compute; or, where
+        the sweep measured an overlap h that left more than the last bucket exposed, the time it hid at the
+        largest measured N (h x the transfer there) scaled with the compute per step, spread over the backward
+        after the first bucket (an overlap that left only the tail exposed bounds the window from below only: the
+        backward share is used)."""
         k = buckets or self.buckets
         if k <= 1:
             return 0.0
@@ -173,8 +197,13 @@ class StepTimeModel:
         if self.measured_window(k):  # the measured exposure is more than the tail: W = h T_ref
             ref_compute = self.a * self.batch(self.ref_n)
             hidden = self.series.overlap * sum(self.transfer(self.ref_n, bw_intra, bw_inter, k))
-            return hidden * compute / ref_compute if ref_compute > 0 else 0.0
-        return (self.beta if beta is None else beta) * compute * (1 - 1 / k)
+            return hidden * compute / ref_compute / (1 - 1 / k) if ref_compute > 0 else 0.0
+        return (self.beta if beta is None else beta) * compute
+
+    def window(self, n: int, beta: float | None = None, bw_intra=None, bw_inter=None, buckets=None) -> float:
+        """Seconds of backward compute after the first of k equal buckets is ready (what the closed form hides)."""
+        k = buckets or self.buckets
+        return self.backward_span(n, beta, bw_intra, bw_inter, k) * (1 - 1 / k) if k > 1 else 0.0
 
     def measured_window(self, k: int | None = None) -> bool:
         """The sweep measured an overlap h that left more than the last of k buckets exposed (h < 1 - 1/k): the
@@ -183,23 +212,42 @@ class StepTimeModel:
         h = self.series.overlap
         return h is not None and k > 1 and h < 1 - 1 / k
 
-    def parts(self, n: int, bw_intra=None, bw_inter=None, beta=None, buckets=None) -> dict[str, float]:
+    def exposed(self, n: int, bw_intra=None, bw_inter=None, beta=None, buckets=None) -> tuple[float, float, float]:
+        """(exposed seconds, intra transfer, inter transfer) from the bucket pipeline."""
         k = buckets or self.buckets
         ti, te = self.transfer(n, bw_intra, bw_inter, k)
         total = ti + te
-        exposed = max(total / k, total - self.window(n, beta, bw_intra, bw_inter, k)) if total > 0 else 0.0
+        if total <= 0:
+            return 0.0, ti, te
+        tl = self.timeline_for(k)
+        if tl.equal:
+            cost = lambda share: total * share  # noqa: E731  (equal buckets: each costs its share of the total)
+        else:
+            cost = lambda share: sum(self.transfer(n, bw_intra, bw_inter, 1, share))  # noqa: E731
+        span = self.backward_span(n, beta, bw_intra, bw_inter, k)
+        return pipeline.exposed(tl, span, cost), ti, te
+
+    def parts(self, n: int, bw_intra=None, bw_inter=None, beta=None, buckets=None) -> dict[str, float]:
+        exposed, ti, te = self.exposed(n, bw_intra, bw_inter, beta, buckets)
+        total = ti + te
         return {
             "compute_s": self.a * self.batch(n),
             "comm_intra_s": exposed * ti / total if total else 0.0,
             "comm_inter_s": exposed * te / total if total else 0.0,
             "straggler_s": straggler(self.sigma, n),
+            "slow_rank_s": straggler(self.pace_sd, n),
         }
+
+    def host_loss(self, n: int) -> float:
+        """Log throughput lost at n to what no link explains (from one device only; 0 otherwise)."""
+        loss = self.loss_per_doubling * self.doublings(n)
+        return loss + (self.loss_crossing if self.crosses(n) else 0.0)
 
     def step_time(self, n: int, **kw) -> float:
         return sum(self.parts(n, **kw).values())
 
     def throughput(self, n: int, **kw) -> float:
-        return n * self.batch(n) / self.step_time(n, **kw)
+        return n * self.batch(n) / self.step_time(n, **kw) * math.exp(-self.host_loss(n))
 
     def naive(self, n: int) -> float:
         """Per-device throughput stays what it was at the largest measured N."""
@@ -292,8 +340,15 @@ def expected_max(n: int) -> float:
 
 
 def straggler(sigma: float, n: int) -> float:
-    """Expected wait for the slowest of n ranks whose step times spread with sd sigma: sigma m(n)."""
+    """Expected wait for the slowest of n ranks whose step times spread with sd sigma: sigma m(n). The same for
+    the ranks' own paces: a persistent gap g at N0 (slowest rank's mean step less the ranks' mean) is the
+    expected max of N0 pace draws, so their spread is g / m(N0) and the gap at n is g m(n) / m(N0)."""
     return sigma * expected_max(n) if sigma and n > 1 else 0.0
+
+
+def pace_spread(gap: float | None, n0: int) -> float:
+    """The spread of the ranks' own paces (s) from the pace gap measured at n0 ranks: gap / m(n0)."""
+    return gap / expected_max(n0) if gap and gap > 0 and n0 > 1 else 0.0
 
 
 def unknown_bucket(strategy: str) -> float | None:
@@ -338,7 +393,7 @@ def anchor(model: StepTimeModel, ref: Sequence[Observed], **kw) -> float:
     for _ in range(30):
         model.a = a
         parts = model.parts(model.ref_n, **kw)
-        other = parts["comm_intra_s"] + parts["comm_inter_s"] + parts["straggler_s"]
+        other = parts["comm_intra_s"] + parts["comm_inter_s"] + parts["straggler_s"] + parts["slow_rank_s"]
         new = float(np.mean([(p.step_time - other) / p.per_device_batch for p in ref]))
         if new <= 0:
             return new

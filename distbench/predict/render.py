@@ -83,13 +83,13 @@ def _ms(x: float) -> str:
 
 
 def _breakdown(row: dict) -> str:
-    """The predicted step in milliseconds: compute + exposed communication + waiting for the slowest rank."""
+    """The predicted step in milliseconds: compute + exposed communication + waiting for the slowest rank (jitter
+    and pace) [+ from one device, the host loss no link explains]."""
     if "compute_s" not in row:  # a prediction stored before the breakdown was kept
         return "n/a"
-    return (
-        f"{_ms(row['step_time_s'])} = {_ms(row['compute_s'])} + {_ms(row['exposed_comm_s'])} + "
-        f"{_ms(row['straggler_s'])}"
-    )
+    wait = row["straggler_s"] + (row.get("slow_rank_s") or 0.0)
+    text = f"{_ms(row['step_time_s'])} = {_ms(row['compute_s'])} + {_ms(row['exposed_comm_s'])} + {_ms(wait)}"
+    return text + (f" + {_ms(row['host_loss_s'])} host" if row.get("host_loss_s") else "")
 
 
 def validation_rows(doc: dict) -> tuple[list[str], list[list[str]]]:
@@ -150,6 +150,9 @@ def summary_lines(doc: dict) -> list[str]:
                 )
             )
         lines += [f"  {what}: " + "; ".join(s["inputs"][what]) for what in ("measured", "assumed")]
+        if s["inputs"].get("from_one_device"):
+            lines.append("  from one device, each input's source:")
+            lines += [f"    {line}" for line in s["inputs"]["from_one_device"]]
         for key, what in (
             ("gpus_for_throughput", f"{doc.get('target_throughput')} samples/s"),
             ("gpus_for_epoch_time", f"an epoch within {an.format_duration(doc.get('epoch_time') or 0)}"),
@@ -165,7 +168,7 @@ def summary_lines(doc: dict) -> list[str]:
                         else ", not reached at the 95% lower bound"
                     )
                 )
-        if not s["validation"]:
+        if not s["validation"] and not s["inputs"].get("from_one_device"):
             lines.append("  leave-largest-N-out: needs at least 3 measured N")
         lines += [f"  {line}" for line in s.get("verdict", [])]
         nxt = s.get("next_measurement")
@@ -176,7 +179,8 @@ def summary_lines(doc: dict) -> list[str]:
             )
         for w in s.get("what_if", []):
             cells = ", ".join(f"N={r['n']}: {_row_pi(r, 'throughput', throughput_text)}" for r in w["predicted"])
-            lines.append(f"  what-if {w['strategy']} traffic ({w['traffic']}): {cells}")
+            what = "" if w["strategy"].startswith("link=") else " traffic"
+            lines.append(f"  what-if {w['strategy']}{what} ({w['traffic']}): {cells}")
             if w.get("assumes"):
                 lines.append(f"    assumes: {w['assumes']}")
     if any(p.get("capped_at_compute_limit") for s in doc["series"] for p in s["predicted"]):

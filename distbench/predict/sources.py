@@ -53,6 +53,14 @@ class Series:
     """seconds: the spread of one step's time across ranks (measured; None: not measured)."""
     rank_sd_note: str = "not measured: no per-rank step times; the straggler term is 0"
     device: str = "cuda"
+    pace_gap: float | None = None
+    """seconds: the slowest rank's steady lead over the ranks' mean pace (the split's pace gap), at pace_n ranks."""
+    pace_n: int = 0
+    pace_note: str = "not measured: no per-rank step times; the slow-rank term is 0"
+    model: str = ""
+    """The model's registry name (models/specs.py) where the points name one."""
+    image_size: int | None = None
+    seq_len: int | None = None
 
 
 def _int(value, default=None):
@@ -129,11 +137,13 @@ def spread_sigma(variances: Sequence[float]) -> float:
 
 
 def rank_spread(records: Sequence[dict]) -> tuple[float | None, str]:
-    """sigma for the straggler term: per step, the variance of the step time across ranks
-    (per_rank_step_times_s, from the no-sync variant where there is one), sigma = the square root of the mean
-    of those variances over the steps of the largest-N point that has them; or a CSV's rank_sd_s column.
-    The mean variance is unbiased at any rank count; the median of per-step standard deviations is not (its
-    expected value is 0.67 sigma at N = 2, 0.89 at 4, 0.95 at 8: the sample sd of few ranks is skewed low)."""
+    """sigma for the straggler term (step-to-step jitter): per step, the variance across ranks of each rank's
+    step time less that rank's own mean (its persistent pace is the slow-rank term, pace_gap), sigma = the square
+    root of the mean of those variances over the steps of the largest-N point that has per-rank step times
+    (per_rank_step_times_s, from the no-sync variant where there is one); or a CSV's rank_sd_s column.
+    The mean variance is unbiased at any rank count (ddof=1 across ranks, and x steps / (steps - 1) for the
+    ranks' means removed); the median of per-step standard deviations is not (its expected value is
+    0.67 sigma at N = 2, 0.89 at 4, 0.95 at 8: the sample sd of few ranks is skewed low)."""
     best = None
     for r in sorted(records, key=lambda r: _int(r.get("world_size"), 1)):
         given = an.num(r.get("rank_sd_s"))
@@ -146,16 +156,44 @@ def rank_spread(records: Sequence[dict]) -> tuple[float | None, str]:
             steps = min(len(x) for x in ranks)
             if steps:
                 arr = np.array([x[:steps] for x in ranks], dtype=float)
-                sds += list(arr.var(axis=0, ddof=1))
+                if steps < 2:
+                    continue
+                arr = arr - arr.mean(axis=1, keepdims=True)  # each rank's own pace is the slow-rank term
+                sds += list(arr.var(axis=0, ddof=1) * steps / (steps - 1))
         if sds:
             sd = spread_sigma(sds)
             best = (
                 sd,
                 f"measured: {sd * 1e3:.3g} ms across {len(runs[0])} ranks at N={r.get('world_size')} "
-                f"({what} per-rank step times, {len(sds)} steps)",
+                f"({what} per-rank step times less each rank's mean pace, {len(sds)} steps)",
             )
     if best is None:
         return None, Series.rank_sd_note
+    return best
+
+
+def pace_gap(records: Sequence[dict]) -> tuple[float | None, int, str]:
+    """The slowest rank's steady lead over the ranks' mean pace, at the largest N that measured it: the split's
+    pace_gap_s (stragglers, from the no-sync variant's per-rank step times), a CSV's pace_gap_s column, or
+    computed from the per-rank step times the same way."""
+    best: tuple[float | None, int, str] = (None, 0, Series.pace_note)
+    for r in sorted(records, key=lambda r: _int(r.get("world_size"), 1)):
+        n = _int(r.get("world_size"), 1)
+        info = r.get("stragglers") if isinstance(r.get("stragglers"), dict) else {}
+        gap = an.num(r.get("pace_gap_s"))
+        where = "given: pace_gap_s"
+        if gap is None:
+            gap, where = an.num(info.get("pace_gap_s")), "measured: the split's pace gap"
+        if gap is None:
+            runs, what = _rank_runs(r)
+            gaps = []
+            for ranks in runs:
+                means = [float(np.mean(x)) for x in ranks if len(x)]
+                if len(means) > 1:
+                    gaps.append(max(means) - float(np.mean(means)))
+            gap, where = (float(np.mean(gaps)), f"measured: {what} per-rank mean step times") if gaps else (None, "")
+        if gap is not None and n > 1:
+            best = (max(0.0, gap), n, f"{where} {gap * 1e3:.3g} ms at N={n}")
     return best
 
 
@@ -185,6 +223,7 @@ def series_from_records(
             grads = [g for g in (an.num(r.get("grad_bytes")) for r in spts) if g]
             overlap, note = hidden_share(spts)
             sd, sd_note = rank_spread(spts)
+            gap, gap_n, gap_note = pace_gap(spts)
             base = bases.get(spts[0].get("framework"))
             one = next((o for o in obs if o.n == 1), None)
             if base is not None:
@@ -209,9 +248,21 @@ def series_from_records(
                     rank_sd=sd,
                     rank_sd_note=sd_note,
                     device=str(spts[0].get("device") or "cuda"),
+                    pace_gap=gap,
+                    pace_n=gap_n,
+                    pace_note=gap_note,
+                    model=str(spts[0].get("model") or ""),
+                    image_size=_int(_field(spts[0], "image_size")),
+                    seq_len=_int(_field(spts[0], "seq_len")),
                 )
             )
     return out
+
+
+def _field(r: dict, key: str):
+    """A workload field of a record: its own, else its config's."""
+    cfg = r.get("config") if isinstance(r.get("config"), dict) else {}
+    return r.get(key) if r.get(key) is not None else cfg.get(key)
 
 
 def _csv_groups(rows: Sequence[dict]) -> dict[str, list[dict]]:
