@@ -18,7 +18,7 @@ from pathlib import Path
 from distbench.run import failures, phases, rankguard, signals
 from distbench.run.failures import failure_summary  # noqa: F401 - used here and imported from here
 from distbench.core.config import PointConfig
-from distbench.run.multinode import check_allocation
+from distbench.run.multinode import check_allocation, local_cluster
 from distbench.core.record import base_record, build_record, read_record
 from distbench.core.strategies import Strategy
 
@@ -40,6 +40,10 @@ def build_command(
     launcher = strategy.launcher_for(cfg.nodes)
     if cfg.nodes > 1:
         hosts = check_allocation(cfg.nodes)
+        if (cluster := local_cluster()) is not None:
+            return launcher.on_cluster(
+                strategy, cfg, str(config_path), str(out_path), head=hosts[0], nic=cluster.nic, base_env=base_env
+            )
         return launcher.allocation(strategy, cfg, str(config_path), str(out_path), hosts=hosts, base_env=base_env)
     return launcher.local(strategy, cfg, str(config_path), str(out_path), base_env=base_env)
 

@@ -152,6 +152,10 @@ class Launcher:
     ) -> tuple[list[str], dict]:
         raise BadInput(f"{self.name} cannot span nodes")
 
+    def on_cluster(self, strategy, cfg, config, out, *, head: str, nic: str, base_env=None, python=sys.executable):
+        """(argv, env) across the nodes of the one-machine cluster (distbench.cluster), `head` node 1's name."""
+        raise BadInput(f"{self.name} does not run across the one-machine cluster's nodes (torchrun does)")
+
     def one_node(self, cfg: PointConfig) -> None:
         if cfg.nodes != 1:
             raise BadInput(f"{self.name} cannot span nodes")
@@ -255,6 +259,20 @@ class Torchrun(Launcher):
             base_env=base_env,
         )
         return [*srun_prefix(cfg.nodes, 1, hosts=hosts[: cfg.nodes]), *argv], env
+
+    def on_cluster(self, strategy, cfg, config, out, *, head, nic, base_env=None, python=sys.executable):
+        """One agent per node started by the cluster's srun (distbench.cluster.nsrun), meeting at node 1."""
+        argv, env = self.rendezvous(
+            strategy,
+            cfg,
+            config,
+            out,
+            endpoint=f"{head}:{free_port()}",
+            rdzv_id=secrets.token_hex(4),
+            base_env=base_env,
+        )
+        env.setdefault("GLOO_SOCKET_IFNAME", nic)
+        return [python, "-m", "distbench.cluster.nsrun", "--nodes", str(cfg.nodes), "--", *argv], env
 
     def sbatch_step(self, strategy, cfg):
         if cfg.nodes == 1:

@@ -62,14 +62,29 @@ def allocation_hosts(environ: dict | None = None) -> list[str]:
     return expand_hostlist(nodelist) if nodelist else []
 
 
+def local_cluster(environ: dict | None = None):
+    """The one-machine cluster's state (distbench.cluster) when one is up and this process is not in a Slurm
+    allocation (the allocation wins), else None."""
+    if allocation_hosts(environ):
+        return None
+    from distbench.cluster.spec import read_state
+
+    return read_state()
+
+
 def check_allocation(max_nodes: int, environ: dict | None = None) -> list[str]:
-    """`distbench scale --nodes K` runs inside an existing allocation of at least K nodes."""
+    """`distbench scale --nodes K` runs inside an existing allocation of at least K nodes, or across the
+    one-machine cluster (scripts/cluster-local.sh up) when one is up."""
     hosts = allocation_hosts(environ)
+    where = "the Slurm allocation"
+    if not hosts and (state := local_cluster(environ)) is not None:
+        hosts, where = state.hosts(), "the one-machine cluster"
     if not hosts:
         raise BadInput(
             f"--nodes {max_nodes} runs multi-node points inside a Slurm allocation, and this shell is "
-            "not in one (use salloc/sbatch, or `distbench slurm` to submit the sweep as jobs)"
+            "not in one (use salloc/sbatch, `distbench slurm` to submit the sweep as jobs, or "
+            "scripts/cluster-local.sh up for nodes on this machine)"
         )
     if len(hosts) < max_nodes:
-        raise BadInput(f"--nodes asks for {max_nodes} nodes but the Slurm allocation has {len(hosts)}")
+        raise BadInput(f"--nodes asks for {max_nodes} nodes but {where} has {len(hosts)}")
     return hosts
