@@ -18,7 +18,7 @@ from pathlib import Path
 from distbench.run import failures, phases, rankguard, signals
 from distbench.run.failures import failure_summary  # noqa: F401 - used here and imported from here
 from distbench.core.config import PointConfig
-from distbench.run.multinode import check_allocation, local_cluster
+from distbench.run.multinode import check_allocation, local_cluster, placement
 from distbench.core.record import base_record, build_record, read_record
 from distbench.core.strategies import Strategy
 
@@ -391,6 +391,9 @@ def run_point(
         "launcher": strategy.launcher_for(cfg.nodes).name,
         "workdir": str(workdir),
     }
+    if cfg.nodes > 1:  # where the ranks ran and what carried their traffic
+        cluster = local_cluster()
+        launch["placement"] = placement(failures.rank_reports(rank_dir), cluster.link_settings() if cluster else None)
     fields = launch_fields(record, launch, stopped=stopped, samples=samples, sampler=sampler, cfg=cfg)
     return build_record(record, launch=fields)
 

@@ -88,3 +88,30 @@ def check_allocation(max_nodes: int, environ: dict | None = None) -> list[str]:
     if len(hosts) < max_nodes:
         raise BadInput(f"--nodes asks for {max_nodes} nodes but {where} has {len(hosts)}")
     return hosts
+
+
+def placement(ranks: list[dict], links: dict | None = None) -> dict:
+    """A multi-node record's launch.placement, from the rank guards' reports: each rank's host, the distinct
+    hosts, and per host the interface that carried the most bytes while its ranks ran (with every interface's
+    bytes: what the node's network namespace counted, so ranks sharing a node report the same link), plus
+    the link settings of the one-machine cluster the point ran on (None elsewhere)."""
+    hosts = {str(r["rank"]): r.get("host") for r in sorted(ranks, key=lambda r: r["rank"])}
+    per_host: dict[str, dict] = {}
+    for r in ranks:
+        net = r.get("net") or {}
+        seen = per_host.setdefault(r.get("host") or "?", {})
+        for name, moved in net.items():
+            if sum(moved.values()) > sum(seen.get(name, {}).values()):
+                seen[name] = moved
+    interfaces = {
+        host: (max(net, key=lambda n: sum(net[n].values())) if net else None) for host, net in per_host.items()
+    }
+    out = {
+        "rank_hosts": hosts,
+        "hosts": sorted({h for h in hosts.values() if h}),
+        "interface": interfaces,
+        "interface_bytes": per_host,
+    }
+    if links is not None:
+        out["links"] = links
+    return out
