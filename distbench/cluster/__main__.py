@@ -72,6 +72,15 @@ def link(rate, delay, loss, node):
         click.echo(f"{n['hostname']}  {spec.Link(n['rate_bps'], n['delay_s'], n['loss_pct']).describe()}")
 
 
+@cluster.command(name="cut")
+@click.option("--node", type=int, required=True, help="The node (1-based) whose link is cut.")
+@click.option("--restore", is_flag=True, help="Bring the link back up instead.")
+def cut_link(node, restore):
+    """Cut a node's link (its NIC down, as a pulled cable), or restore it."""
+    netns.cut(node, restore)
+    click.echo(f"node{node}: link {'restored' if restore else 'cut'}")
+
+
 def main(argv: list[str] | None = None) -> int:
     try:
         rv = cluster.main(args=argv, prog_name="cluster-local.sh", standalone_mode=False)

@@ -215,3 +215,34 @@ def status() -> tuple[spec.ClusterState | None, list[str]]:
         if entry.get("qdisc", "netem") not in qdisc.stdout:
             problems.append(f"{entry['hostname']}: {state.nic} has no {entry.get('qdisc')} qdisc")
     return state, problems
+
+
+def link_faults(state: spec.ClusterState) -> list[str]:
+    """What is wrong with the nodes' links now, one phrase per node: a namespace gone, the NIC down, or a
+    link set to drop every packet (a cut). Empty when every link is up and passes packets."""
+    faults = []
+    present = set(ours())
+    for entry in state.nodes:
+        host, ns = entry["hostname"], entry["namespace"]
+        if ns not in present:
+            faults.append(f"{host} is gone (namespace {ns} deleted)")
+            continue
+        link = _run("ip", "netns", "exec", ns, "ip", "-o", "link", "show", "dev", state.nic, check=False)
+        flags = link.stdout.split("<", 1)[-1].split(">", 1)[0].split(",") if link.returncode == 0 else []
+        if link.returncode != 0:
+            faults.append(f"{host} has no {state.nic}")
+        elif "UP" not in flags or "LOWER_UP" not in flags:
+            faults.append(f"{host}'s link {state.nic} is down")
+        elif entry.get("loss_pct", 0) >= 100:
+            faults.append(f"{host}'s link {state.nic} drops every packet (100% loss)")
+    return faults
+
+
+def cut(node: int, restore: bool = False) -> spec.ClusterState:
+    """Cut node `node`'s link (its NIC down, as a pulled cable) or restore it."""
+    state = require_state()
+    if not 1 <= node <= len(state.nodes):
+        raise BadInput(f"--node {node}: the cluster has nodes 1 to {len(state.nodes)}")
+    entry = state.nodes[node - 1]
+    _run("ip", "netns", "exec", entry["namespace"], "ip", "link", "set", state.nic, "up" if restore else "down")
+    return state

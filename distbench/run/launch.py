@@ -394,6 +394,12 @@ def run_point(
     if cfg.nodes > 1:  # where the ranks ran and what carried their traffic
         cluster = local_cluster()
         launch["placement"] = placement(failures.rank_reports(rank_dir), cluster.link_settings() if cluster else None)
+        if cluster is not None and record["status"] != "ok":
+            from distbench.cluster.netns import link_faults
+
+            if faults := link_faults(cluster):  # the network, not the rank that noticed it, is the cause
+                launch["placement"]["link_faults"] = faults
+                record["reason"] = f"network: {'; '.join(faults)} ({record.get('reason')})"
     fields = launch_fields(record, launch, stopped=stopped, samples=samples, sampler=sampler, cfg=cfg)
     return build_record(record, launch=fields)
 
