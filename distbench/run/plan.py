@@ -328,13 +328,11 @@ def make_plan(opts: SweepOptions, visible_gpus: int | None = None, *, runs_here:
             )
         )
     if max(opts.nodes) > 1:
-        from distbench.run.multinode import check_allocation
+        from distbench.run.multinode import check_allocation, local_cluster
 
         hosts = check_allocation(max(opts.nodes))
-        notes.append(
-            f"multi-node points run inside this Slurm allocation ({', '.join(hosts)}); "
-            "N is the total device count over the nodes"
-        )
+        where = "across the one-machine cluster" if local_cluster() else "inside this Slurm allocation"
+        notes.append(f"multi-node points run {where} ({', '.join(hosts)}); N is the total device count over the nodes")
     cores = cpu_cores()
     points: list[PlannedPoint] = []
     shapes = [(n, k) for n in opts.gpus for k in opts.nodes if n % k == 0]
