@@ -137,9 +137,15 @@ class StepTimeModel:
         return per_device_batch(self.series, n)
 
     def transfer(
-        self, n: int, bw_intra: float | None = None, bw_inter: float | None = None, buckets: int | None = None
+        self,
+        n: int,
+        bw_intra: float | None = None,
+        bw_inter: float | None = None,
+        buckets: int | None = None,
+        nodes: int | None = None,
     ) -> tuple[float, float]:
-        """(intra, inter) seconds to move the step's traffic at the given achieved bandwidths."""
+        """(intra, inter) seconds to move the step's traffic at the given achieved bandwidths; `nodes`: a measured
+        point's own node count, where it packed more devices on a node than the prediction's devices per node."""
         size = (self.series.grad_bytes or 0.0) * self.traffic
         if n <= 1 or not size:
             return 0.0, 0.0
@@ -150,10 +156,11 @@ class StepTimeModel:
                 links.append(None)
                 continue
             links.append(Link(t.bw if bw is None else bw, t.link.latency, t.link.source, t.link.measured))
+        per_node = max(self.series.per_node, math.ceil(n / nodes)) if nodes else self.series.per_node
         return tier_times(
             size,
             n,
-            self.series.per_node,
+            per_node,
             *links,
             algorithm=self.algorithm,
             buckets=buckets or self.buckets,
@@ -183,9 +190,9 @@ class StepTimeModel:
         h = self.series.overlap
         return h is not None and k > 1 and h < 1 - 1 / k
 
-    def parts(self, n: int, bw_intra=None, bw_inter=None, beta=None, buckets=None) -> dict[str, float]:
+    def parts(self, n: int, bw_intra=None, bw_inter=None, beta=None, buckets=None, nodes=None) -> dict[str, float]:
         k = buckets or self.buckets
-        ti, te = self.transfer(n, bw_intra, bw_inter, k)
+        ti, te = self.transfer(n, bw_intra, bw_inter, k, nodes)
         total = ti + te
         exposed = max(total / k, total - self.window(n, beta, bw_intra, bw_inter, k)) if total > 0 else 0.0
         return {
@@ -335,9 +342,10 @@ def anchor(model: StepTimeModel, ref: Sequence[Observed], **kw) -> float:
     """Compute per sample at the largest measured N: its step time less what the other terms take there. The
     window depends on the compute, so the anchor is found by a few fixed-point steps."""
     a = float(np.mean([p.step_time / p.per_device_batch for p in ref]))
+    nodes = min((p.nodes or 0 for p in ref), default=0) or None  # the tiers the anchor point itself used
     for _ in range(30):
         model.a = a
-        parts = model.parts(model.ref_n, **kw)
+        parts = model.parts(model.ref_n, nodes=nodes, **kw)
         other = parts["comm_intra_s"] + parts["comm_inter_s"] + parts["straggler_s"]
         new = float(np.mean([(p.step_time - other) / p.per_device_batch for p in ref]))
         if new <= 0:
