@@ -194,3 +194,27 @@ def test_comm_refuses_ranks_that_do_not_split_over_the_nodes(tmp_path):
         2,
         "Error: --gpus 3 cannot be split evenly over --nodes 2",
     )
+
+
+def test_predicting_one_device_per_node_from_one_node_costs_the_measured_point_on_its_own_node(tmp_path, capsys):
+    """Measured: N=1 and N=2 on one node (a fast intra link); asked: N=2 with one device per node over a slow
+    link (12.5 MB/s, 100 Mbit/s). The measured N=2 point moved its gradients over the intra link, so the model
+    anchors its compute there and puts the slow link only on the prediction: the 1e8-byte ring all-reduce of 2
+    ranks (1e8 bytes each way) takes 8 s over it. Without the point's own node count the slow link left no
+    compute time at the measured N=2 and the prediction was refused."""
+    from distbench.cli import main
+
+    csv = tmp_path / "p.csv"
+    csv.write_text(
+        "strategy,world_size,per_device_batch,throughput,grad_bytes,nodes\nddp,1,32,100,1e8,1\nddp,2,32,190,1e8,1\n"
+    )
+    args = ["predict", "--csv", str(csv), "--gpus", "2", "--gpus-per-node", "1", "--strategy", "ddp"]
+    args += ["--link-bw", "intra=10", "--link-latency", "intra=10", "--link-bw", "inter=0.0125"]
+    args += ["--link-latency", "inter=1", "--algorithm", "ring", "--no-store", "--format", "json"]
+    assert main([*args, "--results", str(tmp_path / "r.db")]) == 0
+    (p,) = __import__("json").loads(capsys.readouterr().out)["series"][0]["predicted"]
+    assert p["nodes"] == 2 and p["crosses_nodes_unmeasured"]
+    # 8 s of transfer, less what hides behind backward (DDP's 25 MiB buckets: at most the compute time)
+    assert 8.0 - p["compute_s"] <= p["exposed_comm_s"] <= 8.0 + 1e-9
+    # the compute term is the measured one-node step less its fast intra-node transfer (1e8 B at 10 GB/s)
+    assert p["compute_s"] == pytest.approx(2 * 32 / 190 - 0.01, rel=0.05)
