@@ -11,7 +11,7 @@ from distbench.cluster import netns, nsrun, spec
 from distbench.core.errors import BadInput
 from distbench.core.strategies import STRATEGIES
 from distbench.run import rankguard
-from distbench.run.launchers import HOROVODRUN, TORCHRUN
+from distbench.run.launchers import HOROVODRUN, TF_MULTIWORKER, TORCHRUN
 from distbench.run.multinode import check_allocation, local_cluster, placement
 from tests.builders import tiny_config
 from tests.conftest import ROOT
@@ -110,14 +110,40 @@ def test_a_state_file_makes_the_cluster_the_allocation(tmp_path, monkeypatch):
 def test_torchrun_across_the_cluster_starts_one_agent_per_node(tmp_path):
     cfg = tiny_config("ddp", 4, model="resnet50", nodes=2, device="cpu")
     argv, env = TORCHRUN.on_cluster(
-        STRATEGIES["ddp"], cfg, "c.json", "r.json", head="node1", nic="eth0", base_env={}, python="/py"
+        STRATEGIES["ddp"], cfg, "c.json", "r.json", hosts=["node1", "node2"], nic="eth0", base_env={}, python="/py"
     )
     assert argv[:6] == ["/py", "-m", "distbench.cluster.nsrun", "--nodes", "2", "--"]
     assert "--nnodes=2" in argv and "--nproc_per_node=2" in argv and "--rdzv_backend=c10d" in argv
     assert argv[argv.index("--rdzv_endpoint") + 1].startswith("node1:")
     assert env["GLOO_SOCKET_IFNAME"] == "eth0"
     with pytest.raises(BadInput, match="horovodrun does not run across the one-machine cluster"):
-        HOROVODRUN.on_cluster(STRATEGIES["horovod-torch"], cfg, "c", "r", head="node1", nic="eth0")
+        HOROVODRUN.on_cluster(STRATEGIES["horovod-torch"], cfg, "c", "r", hosts=["node1", "node2"], nic="eth0")
+
+
+def test_tf_multiworker_across_the_cluster_runs_one_worker_per_node():
+    from distbench.workers import tf_multiworker
+
+    cfg = tiny_config("mirrored", 2, model="resnet50", nodes=2, device="cpu")
+    hosts = ["node1", "node2"]
+    base = {"TF_CONFIG": "x"}
+    argv, env = TF_MULTIWORKER.on_cluster(
+        STRATEGIES["mirrored"], cfg, "c.json", "r.json", hosts=hosts, nic="eth0", base_env=base
+    )
+    assert argv[1:6] == ["-m", "distbench.cluster.nsrun", "--nodes", "2", "--"]
+    assert argv[argv.index("distbench.workers") + 1] == "tf_multiworker"
+    workers = env["DISTBENCH_TF_WORKERS"].split(",")
+    assert [w.rsplit(":", 1)[0] for w in workers] == hosts and "TF_CONFIG" not in env
+    # each worker's TF_CONFIG: the cluster in node order, its index the node's (set by nsrun)
+    node_env = {"DISTBENCH_TF_WORKERS": env["DISTBENCH_TF_WORKERS"], "DISTBENCH_NODE_RANK": "1"}
+    assert tf_multiworker.resolve_cluster(node_env) == {
+        "cluster": {"worker": workers},
+        "task": {"type": "worker", "index": 1},
+    }
+    assert rankguard.rank_of({"DISTBENCH_NODE_RANK": "1"}) == 1
+    assert rankguard.rank_of({"RANK": "3", "DISTBENCH_NODE_RANK": "1"}) == 3
+    four = tiny_config("mirrored", 4, model="resnet50", nodes=2, device="cpu")
+    with pytest.raises(BadInput, match="runs one worker per node; 4 CPU workers over 2 nodes would need 2 per node"):
+        TF_MULTIWORKER.on_cluster(STRATEGIES["mirrored"], four, "c", "r", hosts=hosts, nic="eth0")
 
 
 def test_nsrun_runs_the_command_in_each_node(tmp_path):

@@ -42,7 +42,7 @@ def build_command(
         hosts = check_allocation(cfg.nodes)
         if (cluster := local_cluster()) is not None:
             return launcher.on_cluster(
-                strategy, cfg, str(config_path), str(out_path), head=hosts[0], nic=cluster.nic, base_env=base_env
+                strategy, cfg, str(config_path), str(out_path), hosts=hosts, nic=cluster.nic, base_env=base_env
             )
         return launcher.allocation(strategy, cfg, str(config_path), str(out_path), hosts=hosts, base_env=base_env)
     return launcher.local(strategy, cfg, str(config_path), str(out_path), base_env=base_env)

@@ -152,9 +152,15 @@ class Launcher:
     ) -> tuple[list[str], dict]:
         raise BadInput(f"{self.name} cannot span nodes")
 
-    def on_cluster(self, strategy, cfg, config, out, *, head: str, nic: str, base_env=None, python=sys.executable):
-        """(argv, env) across the nodes of the one-machine cluster (distbench.cluster), `head` node 1's name."""
-        raise BadInput(f"{self.name} does not run across the one-machine cluster's nodes (torchrun does)")
+    def on_cluster(self, strategy, cfg, config, out, *, hosts, nic: str, base_env=None, python=sys.executable):
+        """(argv, env) across the nodes of the one-machine cluster (distbench.cluster): `hosts` its node names."""
+        raise BadInput(
+            f"{self.name} does not run across the one-machine cluster's nodes (torchrun and tf-multiworker do)"
+        )
+
+    def nsrun(self, cfg, python=sys.executable) -> list[str]:
+        """The cluster's srun: the command that follows runs once on each of the point's nodes."""
+        return [python, "-m", "distbench.cluster.nsrun", "--nodes", str(cfg.nodes), "--"]
 
     def one_node(self, cfg: PointConfig) -> None:
         if cfg.nodes != 1:
@@ -260,19 +266,14 @@ class Torchrun(Launcher):
         )
         return [*srun_prefix(cfg.nodes, 1, hosts=hosts[: cfg.nodes]), *argv], env
 
-    def on_cluster(self, strategy, cfg, config, out, *, head, nic, base_env=None, python=sys.executable):
+    def on_cluster(self, strategy, cfg, config, out, *, hosts, nic, base_env=None, python=sys.executable):
         """One agent per node started by the cluster's srun (distbench.cluster.nsrun), meeting at node 1."""
+        endpoint = f"{hosts[0]}:{free_port()}"
         argv, env = self.rendezvous(
-            strategy,
-            cfg,
-            config,
-            out,
-            endpoint=f"{head}:{free_port()}",
-            rdzv_id=secrets.token_hex(4),
-            base_env=base_env,
+            strategy, cfg, config, out, endpoint=endpoint, rdzv_id=secrets.token_hex(4), base_env=base_env
         )
         env.setdefault("GLOO_SOCKET_IFNAME", nic)
-        return [python, "-m", "distbench.cluster.nsrun", "--nodes", str(cfg.nodes), "--", *argv], env
+        return [*self.nsrun(cfg, python), *argv], env
 
     def sbatch_step(self, strategy, cfg):
         if cfg.nodes == 1:
@@ -408,6 +409,19 @@ class TFMultiWorker(Launcher):
 
     def allocation(self, strategy, cfg, config, out, *, hosts, base_env=None):
         return self.srun(strategy, cfg, config, out, hosts=hosts[: cfg.nodes], base_env=base_env)
+
+    def on_cluster(self, strategy, cfg, config, out, *, hosts, nic, base_env=None, python=sys.executable):
+        """One TF worker per node, each finding the cluster in DISTBENCH_TF_WORKERS and its index in the
+        DISTBENCH_NODE_RANK the cluster's srun sets (workers/tf_multiworker.resolve_cluster)."""
+        if self.tasks_per_node(cfg) != 1:
+            raise BadInput(
+                f"{self.name} on the one-machine cluster runs one worker per node; {cfg.world_size} CPU workers "
+                f"over {cfg.nodes} nodes would need {self.tasks_per_node(cfg)} per node"
+            )
+        env = build_env(cfg, base_env)
+        env["DISTBENCH_TF_WORKERS"] = ",".join(f"{h}:{free_port()}" for h in hosts[: cfg.nodes])
+        env.pop("TF_CONFIG", None)
+        return [*self.nsrun(cfg, python), *self.worker(strategy, config, out, python)], env
 
     def sbatch_step(self, strategy, cfg):
         cpus = Shell('"$(( SLURM_CPUS_ON_NODE / %d ))"' % self.tasks_per_node(cfg))

@@ -22,7 +22,9 @@ import time
 
 FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1)
 POLL_S = 0.5
-RANK_VARS = ("RANK", "HOROVOD_RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID")
+RANK_VARS = ("RANK", "HOROVOD_RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID", "DISTBENCH_NODE_RANK")
+"""Where each launcher puts the global rank; DISTBENCH_NODE_RANK last (the one-machine cluster's nsrun: the
+node's index, the rank of a one-process-per-node launch such as MultiWorkerMirroredStrategy's)."""
 PR_SET_PDEATHSIG = 1
 
 
