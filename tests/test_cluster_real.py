@@ -115,6 +115,20 @@ def test_ddp_across_two_nodes_records_both_hosts_and_the_link(cluster, tmp_path)
     assert rec["launch"]["argv"][1:4] == ["-m", "distbench.cluster.nsrun", "--nodes"]
 
 
+@require("tensorflow")
+def test_mirrored_across_two_nodes_is_multi_worker_over_the_link(cluster, tmp_path):
+    db = tmp_path / "r.db"
+    args = ["scale", "--strategy", "mirrored", "--gpus", "2", "--nodes", "2", *quick(batch=4, timeout=300)]
+    done = run_cli([*args, "--results", str(db)])
+    assert done.returncode == 0, done.stderr
+    (rec,) = [r for r in last_points(db) if r["nodes"] == 2]
+    assert rec["status"] == "ok", rec.get("reason")
+    assert rec["tf_strategy"] == "MultiWorkerMirroredStrategy"
+    placed = rec["launch"]["placement"]
+    assert placed["rank_hosts"] == {"0": "node1", "1": "node2"}
+    assert set(placed["interface"].values()) == {"eth0"}
+
+
 @require("torch")
 def test_a_link_cut_mid_point_ends_it_with_a_network_record_and_nothing_left(cluster, tmp_path):
     db = tmp_path / "r.db"
