@@ -244,3 +244,39 @@ def test_predicting_one_device_per_node_from_one_node_costs_the_measured_point_o
     assert 8.0 - p["compute_s"] <= p["exposed_comm_s"] <= 8.0 + 1e-9
     # the compute term is the measured one-node step less its fast intra-node transfer (1e8 B at 10 GB/s)
     assert p["compute_s"] == pytest.approx(2 * 32 / 190 - 0.01, rel=0.05)
+
+
+def test_on_the_cluster_a_rank_gets_its_share_of_the_machines_cores(tmp_path, monkeypatch):
+    """The nodes share this machine's cores: N=2 over 2 nodes gets cores // 2 threads per rank, as N=2 on one
+    node does, not a whole node's cores each (which would oversubscribe the machine twice over)."""
+    from distbench.run.plan import SweepOptions, cpu_cores, make_plan, parse_strategies
+
+    monkeypatch.setenv(spec.STATE_DIR_VAR, str(tmp_path))
+    for var in ("SLURM_JOB_NODELIST", "SLURM_NODELIST"):
+        monkeypatch.delenv(var, raising=False)
+    _state(tmp_path)
+    opts = SweepOptions(model="resnet50", gpus=[2], nodes=(1, 2), strategies=parse_strategies(("ddp",)), device="cpu")
+    plan = make_plan(opts, visible_gpus=0)
+    threads = {p.config.nodes: p.config.threads_per_worker for p in plan.points if p.strategy.name == "ddp"}
+    assert threads == {1: max(1, cpu_cores() // 2), 2: max(1, cpu_cores() // 2)}
+    assert any("across the one-machine cluster (its nodes share this machine's cores)" in n for n in plan.notes)
+
+
+def test_a_cut_or_missing_node_is_named_as_a_network_fault(tmp_path, monkeypatch):
+    state = _state(tmp_path, 3)
+    state.nodes[2]["loss_pct"] = 100.0
+    monkeypatch.setattr(netns, "ours", lambda: ["dbc-node1", "dbc-node2", "dbc-node3"])
+    links = {
+        "dbc-node1": "2: eth0@if4: <BROADCAST,MULTICAST,UP,LOWER_UP> mtu 1500",
+        "dbc-node2": "2: eth0@if5: <BROADCAST,MULTICAST> mtu 1500 state DOWN",
+        "dbc-node3": "2: eth0@if6: <BROADCAST,MULTICAST,UP,LOWER_UP> mtu 1500",
+    }
+    monkeypatch.setattr(
+        netns, "_run", lambda *argv, check=True: subprocess.CompletedProcess(argv, 0, links[argv[3]], "")
+    )
+    assert netns.link_faults(state) == [
+        "node2's link eth0 is down",
+        "node3's link eth0 drops every packet (100% loss)",
+    ]
+    monkeypatch.setattr(netns, "ours", lambda: ["dbc-node1", "dbc-node3"])
+    assert netns.link_faults(state)[0] == "node2 is gone (namespace dbc-node2 deleted)"
