@@ -12,8 +12,8 @@ from pathlib import Path
 from distbench.core.errors import BadInput
 
 MAX_NODES = 4
-"""At most 4 nodes: each node's ranks share this machine's cores, and beyond 4 a 2-core machine would run
-more single-threaded ranks than it has hardware threads for even at one rank per node."""
+"""At most 4 nodes: every node's ranks share this machine's cores, so each node beyond the core count only
+time-slices them further (on 2 cores, 2 nodes of one single-thread rank each is the fair comparison)."""
 STATE_DIR_VAR = "DISTBENCH_CLUSTER_DIR"
 DEFAULT_STATE_DIR = "/run/distbench-cluster"
 PREFIX = "dbc-"
