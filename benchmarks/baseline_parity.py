@@ -14,7 +14,7 @@ Part 2, parity: ResNet-50, 64 px, batch 8 per worker (the CPU defaults), fp32, a
 round and point, the arms run back to back in fresh process trees, their order rotated from round to round
 (A B, B A, ...). distbench's side is planned and measured as `distbench run --strategy S --gpus N --device
 cpu --target-ci 0 --no-comm` does (telemetry every 0.5 s, as by default); the hand-written side gets the
-same environment (launchers.build_env: OMP/MKL threads) and the same timed window. Step-time ratio per
+same environment (commandline.build_env: OMP/MKL threads) and the same timed window. Step-time ratio per
 round = hand's step time / distbench's = distbench's throughput / hand's (target >= 0.98). The machine's
 load (1-minute load average, CPU pressure) is recorded before every round and the load other jobs put on
 the machine during every run; a round run while other jobs used more than --quiet-below cores is

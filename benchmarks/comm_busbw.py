@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from mdsection import write_section  # noqa: E402
 from distbench.kinds.commbench import BACKENDS
 from distbench.core.config import PointConfig
-from distbench.run.launchers import build_env
+from distbench.run.commandline import build_env
 from distbench.run.launch import run_point
 from distbench.run.plan import cpu_cores
 

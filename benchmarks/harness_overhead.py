@@ -41,7 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from mdsection import write_section  # noqa: E402
 from distbench.core import envinfo
 from distbench.core.config import PointConfig
-from distbench.run.launchers import build_env
+from distbench.run.commandline import build_env
 from distbench.kinds.measure import measure_point
 from distbench.run.plan import PlannedPoint, SweepOptions, cpu_cores, make_plan
 from distbench.core.strategies import STRATEGIES

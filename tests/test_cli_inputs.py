@@ -12,7 +12,8 @@ from distbench.cli import main
         (
             ["scale", "--gpus", "2", "--nodes", "2"],
             "--nodes 2 runs multi-node points inside a Slurm allocation, and this shell is not in one "
-            "(use salloc/sbatch, or `distbench slurm` to submit the sweep as jobs)",
+            "(use salloc/sbatch, `distbench slurm` to submit the sweep as jobs, or scripts/cluster-local.sh up "
+            "for nodes on this machine)",
         ),
         (
             ["scale", "--loader-workers", "-1"],
@@ -49,6 +50,7 @@ from distbench.cli import main
 def test_new_options_reject_bad_values_in_one_line(capsys, monkeypatch, tmp_path, args, message):
     for var in ("SLURM_JOB_NODELIST", "SLURM_NODELIST"):
         monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("DISTBENCH_CLUSTER_DIR", str(tmp_path / "no-cluster"))  # nor a one-machine cluster
     monkeypatch.chdir(tmp_path)  # any store these commands open lands here
     assert main(args) == 2
     err = capsys.readouterr().err

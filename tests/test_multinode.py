@@ -14,17 +14,8 @@ import pytest
 from distbench.core.config import PointConfig
 from distbench.core.errors import BadInput
 from distbench.workers import tf_multiworker
-from distbench.run.launchers import (
-    HOROVODRUN,
-    TF_MULTIWORKER,
-    TORCHRUN,
-    Shell,
-    cluster_launcher,
-    horovod_hosts,
-    launcher_for,
-    shell_join,
-    srun_prefix,
-)
+from distbench.run.launchers import HOROVODRUN, TF_MULTIWORKER, TORCHRUN, cluster_launcher, horovod_hosts, launcher_for
+from distbench.run.commandline import Shell, shell_join, srun_prefix
 from distbench.workers.runtime import tf_config
 from distbench.core.multinode import expand_hostlist, expand_tasks_per_node, slurm_tf_workers
 from distbench.core.strategies import STRATEGIES

@@ -115,9 +115,10 @@ def test_plan_skips_strategy_whose_framework_is_missing(monkeypatch):
     assert hv and all(p.skip_reason.startswith("horovod.torch is not installed: run `make install`") for p in hv)
 
 
-def test_multi_node_points_need_an_allocation(monkeypatch):
+def test_multi_node_points_need_an_allocation(monkeypatch, tmp_path):
     for var in ("SLURM_JOB_NODELIST", "SLURM_NODELIST"):
         monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("DISTBENCH_CLUSTER_DIR", str(tmp_path))  # nor a one-machine cluster
     with pytest.raises(BadInput, match="--nodes 2 runs multi-node points inside a Slurm allocation"):
         make_plan(_opts(gpus=[2, 4], nodes=(1, 2)), visible_gpus=0)
     monkeypatch.setenv("SLURM_JOB_NODELIST", "node[1-2]")

@@ -47,11 +47,18 @@ SERIES = ("sizes_bytes", "time_median_s", "time_p95_s", "algbw_gbps", "busbw_gbp
     default=2.0,
     help="Cap on timed seconds per size: big messages get fewer iterations (at least 3).",
 )
+@opt.option(
+    "--nodes",
+    type=click.IntRange(1, 1024),
+    default=1,
+    help="Spread the ranks over this many nodes (inside a Slurm allocation, or the one-machine cluster of "
+    "scripts/cluster-local.sh); every --gpus value must divide evenly.",
+)
 @opt.workload_option("device", help="auto uses CUDA GPUs when enough are visible, otherwise CPU workers.")
 @opt.workload_option("timeout", help="Seconds before a rank count's run is killed and recorded as 'timeout'.")
 @opt.results_option()
 @opt.format_option("json prints one JSON document (a list of points) to stdout.")
-def comm(gpus_text, backend, sizes, factor, iters, warmup, max_time_per_size, device, timeout, results, fmt):
+def comm(gpus_text, backend, sizes, factor, iters, warmup, max_time_per_size, nodes, device, timeout, results, fmt):
     """All-reduce bandwidth over message sizes, for one communication backend.
 
     For each size S: the median and p95 time t over iterations (each after a barrier, warmup
@@ -75,6 +82,7 @@ def comm(gpus_text, backend, sizes, factor, iters, warmup, max_time_per_size, de
         warmup=warmup,
         max_time_per_size=max_time_per_size,
         device=device,
+        nodes=nodes,
     )
     plan = plan_comm(opts)
     strategy = plan.points[0].strategy
@@ -84,6 +92,8 @@ def comm(gpus_text, backend, sizes, factor, iters, warmup, max_time_per_size, de
     notes = plan.notes
     opt.print_notes(err, notes)
     options = {"kind": "comm", "backend": extra["backend"], "gpus": list(opts.gpus), "sizes": size_list}
+    if nodes > 1:
+        options["nodes"] = nodes
     points = plan.points
 
     def progress(phase, i, total, point, record):

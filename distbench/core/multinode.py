@@ -8,8 +8,6 @@ import re
 import shutil
 import subprocess
 
-from distbench.core.errors import BadInput
-
 
 def expand_hostlist(hostlist: str) -> list[str]:
     """Slurm's compressed host list, in order: 'r[1-2]-n[01-02],login1' -> ['r1-n01', 'r1-n02', 'r2-n01',
@@ -60,16 +58,3 @@ def allocation_hosts(environ: dict | None = None) -> list[str]:
     env = os.environ if environ is None else environ
     nodelist = env.get("SLURM_JOB_NODELIST") or env.get("SLURM_NODELIST")
     return expand_hostlist(nodelist) if nodelist else []
-
-
-def check_allocation(max_nodes: int, environ: dict | None = None) -> list[str]:
-    """`distbench scale --nodes K` runs inside an existing allocation of at least K nodes."""
-    hosts = allocation_hosts(environ)
-    if not hosts:
-        raise BadInput(
-            f"--nodes {max_nodes} runs multi-node points inside a Slurm allocation, and this shell is "
-            "not in one (use salloc/sbatch, or `distbench slurm` to submit the sweep as jobs)"
-        )
-    if len(hosts) < max_nodes:
-        raise BadInput(f"--nodes asks for {max_nodes} nodes but the Slurm allocation has {len(hosts)}")
-    return hosts

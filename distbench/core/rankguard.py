@@ -22,7 +22,9 @@ import time
 
 FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1)
 POLL_S = 0.5
-RANK_VARS = ("RANK", "HOROVOD_RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID")
+RANK_VARS = ("RANK", "HOROVOD_RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID", "DISTBENCH_NODE_RANK")
+"""Where each launcher puts the global rank; DISTBENCH_NODE_RANK last (the one-machine cluster's nsrun: the
+node's index, the rank of a one-process-per-node launch such as MultiWorkerMirroredStrategy's)."""
 PR_SET_PDEATHSIG = 1
 
 
@@ -110,7 +112,30 @@ def signal_name(returncode: int) -> str | None:
         return f"signal {-returncode}"
 
 
-def write_exit(rank_dir: str, rank: int, pid: int, returncode: int, started: float) -> None:
+def net_bytes(root: str = "/sys/class/net") -> dict[str, tuple[int, int]]:
+    """{interface: (tx_bytes, rx_bytes)} of the network namespace this process sees (the rank's node)."""
+    out = {}
+    with contextlib.suppress(OSError):
+        for name in os.listdir(root):
+            try:
+                with open(f"{root}/{name}/statistics/tx_bytes") as tx, open(f"{root}/{name}/statistics/rx_bytes") as rx:
+                    out[name] = (int(tx.read()), int(rx.read()))
+            except (OSError, ValueError):
+                continue
+    return out
+
+
+def net_delta(before: dict, after: dict) -> dict[str, dict[str, int]]:
+    """The bytes each interface sent and received between two net_bytes readings (interfaces that moved any)."""
+    out = {}
+    for name, (tx, rx) in after.items():
+        tx0, rx0 = before.get(name, (tx, rx))
+        if tx - tx0 or rx - rx0:
+            out[name] = {"tx_bytes": tx - tx0, "rx_bytes": rx - rx0}
+    return out
+
+
+def write_exit(rank_dir: str, rank: int, pid: int, returncode: int, started: float, net: dict | None = None) -> None:
     record = {
         "rank": rank,
         "pid": pid,
@@ -120,6 +145,8 @@ def write_exit(rank_dir: str, rank: int, pid: int, returncode: int, started: flo
         "ended": time.time(),
         "host": os.uname().nodename,
     }
+    if net is not None:
+        record["net"] = net  # what every interface of the rank's node carried while the rank ran
     path = os.path.join(rank_dir, f"exit-{rank}.json")
     tmp = f"{path}.{os.getpid()}.tmp"
     with open(tmp, "w") as fh:
@@ -137,6 +164,7 @@ def main(argv: list[str]) -> int:
     parent = env.get("DISTBENCH_PARENT_PID")
     parent_ticks = env.get("DISTBENCH_PARENT_START")
     started = time.time()
+    net_before = net_bytes()
     child = subprocess.Popen(argv, preexec_fn=die_with_parent)
 
     def forward(signum, _frame):
@@ -163,7 +191,7 @@ def main(argv: list[str]) -> int:
     returncode = child.wait()
     if rank_dir:
         try:
-            write_exit(rank_dir, rank, child.pid, returncode, started)
+            write_exit(rank_dir, rank, child.pid, returncode, started, net_delta(net_before, net_bytes()))
         except OSError as exc:  # a full disk must not change the rank's exit status
             print(f"distbench rankguard: could not record rank {rank}'s exit: {exc}", file=sys.stderr)
     # A rank killed by signal S exits 128+S, as a shell would report it to the launcher.

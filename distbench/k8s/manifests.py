@@ -33,7 +33,8 @@ from distbench.k8s.settings import (  # noqa: F401 - re-exported: the settings' 
     parse_pair,
     parse_toleration,
 )
-from distbench.run.launchers import Horovodrun, Process, Torchrun, build_env, devices_per_node, horovod_hosts
+from distbench.run.launchers import Horovodrun, Process, Torchrun, horovod_hosts
+from distbench.run.commandline import build_env, devices_per_node
 from distbench.slurm.plan import SlurmPlan, SlurmPoint
 
 SSH_DIR = "/root/.ssh"

@@ -101,6 +101,7 @@ class CommOptions:
     warmup: int = 3
     max_time_per_size: float = 2.0
     device: str = "auto"
+    nodes: int = 1
 
 
 def plan_comm(opts: CommOptions, visible_gpus: int | None = None) -> Plan:
@@ -116,6 +117,13 @@ def plan_comm(opts: CommOptions, visible_gpus: int | None = None) -> Plan:
     extra = dict(backend=backend, sizes=sizes, iters=opts.iters, warmup=opts.warmup)
     extra["max_time_per_size"] = opts.max_time_per_size
     workload = Workload(model="none")
+    notes = [choice.note, *([backend_note] if backend_note else [])]
+    if opts.nodes > 1:
+        from distbench.run.hosts import check_allocation
+
+        if bad := [n for n in opts.gpus if n % opts.nodes]:
+            raise BadInput(f"--gpus {bad[0]} cannot be split evenly over --nodes {opts.nodes}")
+        notes.append(f"ranks spread over {opts.nodes} nodes: {', '.join(check_allocation(opts.nodes)[: opts.nodes])}")
     points = [
         planned(
             strategy,
@@ -127,11 +135,12 @@ def plan_comm(opts: CommOptions, visible_gpus: int | None = None) -> Plan:
             steps=1,
             warmup=0,
             threads_per_worker=max(1, cpu_cores() // n),
+            nodes=opts.nodes,
             extra=dict(extra),
         )
         for n in opts.gpus
     ]
-    return Plan(points, choice, [choice.note, *([backend_note] if backend_note else [])])
+    return Plan(points, choice, notes)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -117,7 +117,7 @@ def build_model(
         return model
     for name, t in tiers.items():
         t.exercised = (
-            any(model.transfer(p.n)[0 if name == "intra" else 1] > 0 for p in points)
+            any(model.transfer(p.n, nodes=p.nodes)[0 if name == "intra" else 1] > 0 for p in points)
             and len({p.n for p in points}) >= 2
         )
     _fit(model, points, ref)
@@ -129,7 +129,9 @@ def _sse(model: StepTimeModel, points: Sequence[Observed], ref: Sequence[Observe
     if a <= 0:
         return math.inf
     model.a = a
-    return sum(math.log(model.step_time(p.n, bw_intra=bi, bw_inter=be) / p.step_time) ** 2 for p in points)
+    return sum(
+        math.log(model.step_time(p.n, bw_intra=bi, bw_inter=be, nodes=p.nodes) / p.step_time) ** 2 for p in points
+    )
 
 
 def _fit(model: StepTimeModel, points: Sequence[Observed], ref: Sequence[Observed]) -> None:
@@ -183,7 +185,7 @@ def _fit(model: StepTimeModel, points: Sequence[Observed], ref: Sequence[Observe
     _wanted(model, points, ref)
     others = [p for p in points if p.n != model.ref_n]
     if len(others) > 1:
-        resid = [math.log(model.step_time(p.n) / p.step_time) for p in others]
+        resid = [math.log(model.step_time(p.n, nodes=p.nodes) / p.step_time) for p in others]
         model.resid_se = float(np.sqrt(np.mean(np.square(resid))))
 
 

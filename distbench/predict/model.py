@@ -155,9 +155,11 @@ class StepTimeModel:
         bw_inter: float | None = None,
         buckets: int | None = None,
         share: float = 1.0,
+        nodes: int | None = None,
     ) -> tuple[float, float]:
         """(intra, inter) seconds to move `share` of the step's traffic in `buckets` equal buckets at the given
-        achieved bandwidths."""
+        achieved bandwidths; `nodes`: a measured point's own node count, where it packed more devices on a node
+        than the prediction's devices per node."""
         size = (self.series.grad_bytes or 0.0) * self.traffic * share
         if n <= 1 or not size:
             return 0.0, 0.0
@@ -168,10 +170,11 @@ class StepTimeModel:
                 links.append(None)
                 continue
             links.append(Link(t.bw if bw is None else bw, t.link.latency, t.link.source, t.link.measured))
+        per_node = max(self.series.per_node, math.ceil(n / nodes)) if nodes else self.series.per_node
         return tier_times(
             size,
             n,
-            self.series.per_node,
+            per_node,
             *links,
             algorithm=self.algorithm,
             buckets=buckets or self.buckets,
@@ -212,10 +215,12 @@ class StepTimeModel:
         h = self.series.overlap
         return h is not None and k > 1 and h < 1 - 1 / k
 
-    def exposed(self, n: int, bw_intra=None, bw_inter=None, beta=None, buckets=None) -> tuple[float, float, float]:
+    def exposed(
+        self, n: int, bw_intra=None, bw_inter=None, beta=None, buckets=None, nodes=None
+    ) -> tuple[float, float, float]:
         """(exposed seconds, intra transfer, inter transfer) from the bucket pipeline."""
         k = buckets or self.buckets
-        ti, te = self.transfer(n, bw_intra, bw_inter, k)
+        ti, te = self.transfer(n, bw_intra, bw_inter, k, nodes=nodes)
         total = ti + te
         if total <= 0:
             return 0.0, ti, te
@@ -223,12 +228,12 @@ class StepTimeModel:
         if tl.equal:
             cost = lambda share: total * share  # noqa: E731  (equal buckets: each costs its share of the total)
         else:
-            cost = lambda share: sum(self.transfer(n, bw_intra, bw_inter, 1, share))  # noqa: E731
+            cost = lambda share: sum(self.transfer(n, bw_intra, bw_inter, 1, share, nodes))  # noqa: E731
         span = self.backward_span(n, beta, bw_intra, bw_inter, k)
         return pipeline.exposed(tl, span, cost), ti, te
 
-    def parts(self, n: int, bw_intra=None, bw_inter=None, beta=None, buckets=None) -> dict[str, float]:
-        exposed, ti, te = self.exposed(n, bw_intra, bw_inter, beta, buckets)
+    def parts(self, n: int, bw_intra=None, bw_inter=None, beta=None, buckets=None, nodes=None) -> dict[str, float]:
+        exposed, ti, te = self.exposed(n, bw_intra, bw_inter, beta, buckets, nodes)
         total = ti + te
         return {
             "compute_s": self.a * self.batch(n),
@@ -390,9 +395,10 @@ def anchor(model: StepTimeModel, ref: Sequence[Observed], **kw) -> float:
     """Compute per sample at the largest measured N: its step time less what the other terms take there. The
     window depends on the compute, so the anchor is found by a few fixed-point steps."""
     a = float(np.mean([p.step_time / p.per_device_batch for p in ref]))
+    nodes = min((p.nodes or 0 for p in ref), default=0) or None  # the tiers the anchor point itself used
     for _ in range(30):
         model.a = a
-        parts = model.parts(model.ref_n, **kw)
+        parts = model.parts(model.ref_n, nodes=nodes, **kw)
         other = parts["comm_intra_s"] + parts["comm_inter_s"] + parts["straggler_s"] + parts["slow_rank_s"]
         new = float(np.mean([(p.step_time - other) / p.per_device_batch for p in ref]))
         if new <= 0:

@@ -19,7 +19,7 @@ from distbench.core import failures, phases, rankguard
 from distbench.run import signals
 from distbench.core.failures import failure_summary
 from distbench.core.config import PointConfig
-from distbench.core.multinode import check_allocation
+from distbench.run.hosts import check_allocation, local_cluster, placement
 from distbench.results.record import base_record, build_record, read_record
 from distbench.core.strategies import Strategy
 from distbench.run.launchers import launcher_for
@@ -42,6 +42,10 @@ def build_command(
     launcher = launcher_for(strategy, cfg.nodes)
     if cfg.nodes > 1:
         hosts = check_allocation(cfg.nodes)
+        if (cluster := local_cluster()) is not None:
+            return launcher.on_cluster(
+                strategy, cfg, str(config_path), str(out_path), hosts=hosts, nic=cluster.nic, base_env=base_env
+            )
         return launcher.allocation(strategy, cfg, str(config_path), str(out_path), hosts=hosts, base_env=base_env)
     return launcher.local(strategy, cfg, str(config_path), str(out_path), base_env=base_env)
 
@@ -384,6 +388,15 @@ def run_point(
         "launcher": launcher_for(strategy, cfg.nodes).name,
         "workdir": str(workdir),
     }
+    if cfg.nodes > 1:  # where the ranks ran and what carried their traffic
+        cluster = local_cluster()
+        launch["placement"] = placement(failures.rank_reports(rank_dir), cluster.link_settings() if cluster else None)
+        if cluster is not None and record["status"] != "ok":
+            from distbench.cluster.netns import link_faults
+
+            if faults := link_faults(cluster):  # the network, not the rank that noticed it, is the cause
+                launch["placement"]["link_faults"] = faults
+                record["reason"] = f"network: {'; '.join(faults)} ({record.get('reason')})"
     fields = launch_fields(record, launch, stopped=stopped, samples=samples, sampler=sampler, cfg=cfg)
     return build_record(record, launch=fields)
 

@@ -13,18 +13,25 @@ Every rank runs under distbench.core.rankguard.
 from __future__ import annotations
 
 import re
-import os
-import secrets
-import shlex
-import shutil
-import sys
 from dataclasses import dataclass
-from pathlib import Path
+import secrets
+import sys
 from typing import Protocol, Sequence
 
 from distbench.core.config import PointConfig
 from distbench.core.errors import BadInput
 from distbench.core.strategies import STRATEGIES
+from distbench.run.commandline import (
+    DEFAULT_START_TIMEOUT_S,
+    JOB_CONFIG,
+    JOB_PYTHON,
+    JOB_RESULT,
+    Shell,
+    build_env,
+    devices_per_node,
+    srun_prefix,
+    tool_path,
+)
 from distbench.workers.runtime import ACCELERATE_PRECISION, free_port, tf_config
 
 
@@ -32,81 +39,6 @@ class Strategy(Protocol):
     """What a launcher needs of a strategy (distbench.core.strategies.Strategy has it): its worker module."""
 
     module: str
-
-
-DEFAULT_START_TIMEOUT_S = 120
-
-
-class Shell(str):
-    """Shell text the job script evaluates at run time, written verbatim by `shell_join`. Only
-    distbench's own template text is ever a Shell, never user input."""
-
-    __slots__ = ()
-
-
-def shell_join(argv: Sequence[str]) -> str:
-    return " ".join(a if isinstance(a, Shell) else shlex.quote(str(a)) for a in argv)
-
-
-# Defined by distbench.slurm's template at run time.
-JOB_PYTHON = Shell('"$PY"')
-JOB_CONFIG = Shell('"$config"')
-JOB_RESULT = Shell('"$result"')
-
-
-def build_env(cfg: PointConfig, base: dict | None = None) -> dict:
-    """The workers' environment: thread counts, quiet TF, only the devices the point may use."""
-    env = dict(os.environ if base is None else base)
-    threads = str(cfg.threads_per_worker)
-    env.update(
-        {
-            "OMP_NUM_THREADS": threads,
-            "MKL_NUM_THREADS": threads,
-            "PYTHONUNBUFFERED": "1",
-            "TF_CPP_MIN_LOG_LEVEL": env.get("TF_CPP_MIN_LOG_LEVEL", "2"),
-            "KERAS_BACKEND": "tensorflow",
-        }
-    )
-    if cfg.device == "cpu":
-        env["CUDA_VISIBLE_DEVICES"] = ""
-    else:  # CUDA numbers GPUs fastest-first by default, NVML by PCI bus: the telemetry's GPU i is device i
-        env.setdefault("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
-    return env
-
-
-def tool_path(name: str, python: str = sys.executable) -> str:
-    """A console script (torchrun, horovodrun) from the same environment as `python`."""
-    if isinstance(python, Shell):
-        raise ValueError("pass the tool's path explicitly when python is a Shell value")
-    local = Path(python).parent / name
-    if local.exists() or python != sys.executable:
-        return str(local)
-    return shutil.which(name) or name
-
-
-def devices_per_node(cfg: PointConfig) -> int:
-    if cfg.nodes < 1 or cfg.world_size % cfg.nodes:
-        raise BadInput(f"{cfg.world_size} devices cannot be split evenly over {cfg.nodes} nodes")
-    return cfg.world_size // cfg.nodes
-
-
-def srun_prefix(
-    nodes: int, tasks_per_node: int, cpus_per_task: str | None = None, hosts: Sequence[str] = ()
-) -> list[str]:
-    """`srun` of `tasks_per_node` tasks on each of `nodes` nodes; --ntasks too, since alone
-    --ntasks-per-node yields to the job's own task count."""
-    argv = [
-        "srun",
-        f"--nodes={nodes}",
-        f"--ntasks={nodes * tasks_per_node}",
-        f"--ntasks-per-node={tasks_per_node}",
-        "--kill-on-bad-exit=1",
-    ]
-    if hosts:
-        argv.insert(1, f"--nodelist={','.join(hosts)}")
-    if cpus_per_task is not None:
-        argv += ["--cpus-per-task", cpus_per_task]
-    return argv
 
 
 @dataclass(frozen=True)
@@ -152,6 +84,16 @@ class Launcher:
         base_env: dict | None = None,
     ) -> tuple[list[str], dict]:
         raise BadInput(f"{self.name} cannot span nodes")
+
+    def on_cluster(self, strategy, cfg, config, out, *, hosts, nic: str, base_env=None, python=sys.executable):
+        """(argv, env) across the nodes of the one-machine cluster (distbench.cluster): `hosts` its node names."""
+        raise BadInput(
+            f"{self.name} does not run across the one-machine cluster's nodes (torchrun and tf-multiworker do)"
+        )
+
+    def nsrun(self, cfg, python=sys.executable) -> list[str]:
+        """The cluster's srun: the command that follows runs once on each of the point's nodes."""
+        return [python, "-m", "distbench.cluster.nsrun", "--nodes", str(cfg.nodes), "--"]
 
     def one_node(self, cfg: PointConfig) -> None:
         if cfg.nodes != 1:
@@ -256,6 +198,15 @@ class Torchrun(Launcher):
             base_env=base_env,
         )
         return [*srun_prefix(cfg.nodes, 1, hosts=hosts[: cfg.nodes]), *argv], env
+
+    def on_cluster(self, strategy, cfg, config, out, *, hosts, nic, base_env=None, python=sys.executable):
+        """One agent per node started by the cluster's srun (distbench.cluster.nsrun), meeting at node 1."""
+        endpoint = f"{hosts[0]}:{free_port()}"
+        argv, env = self.rendezvous(
+            strategy, cfg, config, out, endpoint=endpoint, rdzv_id=secrets.token_hex(4), base_env=base_env
+        )
+        env.setdefault("GLOO_SOCKET_IFNAME", nic)
+        return [*self.nsrun(cfg, python), *argv], env
 
     def sbatch_step(self, strategy, cfg):
         if cfg.nodes == 1:
@@ -391,6 +342,19 @@ class TFMultiWorker(Launcher):
 
     def allocation(self, strategy, cfg, config, out, *, hosts, base_env=None):
         return self.srun(strategy, cfg, config, out, hosts=hosts[: cfg.nodes], base_env=base_env)
+
+    def on_cluster(self, strategy, cfg, config, out, *, hosts, nic, base_env=None, python=sys.executable):
+        """One TF worker per node, each finding the cluster in DISTBENCH_TF_WORKERS and its index in the
+        DISTBENCH_NODE_RANK the cluster's srun sets (workers/tf_multiworker.resolve_cluster)."""
+        if self.tasks_per_node(cfg) != 1:
+            raise BadInput(
+                f"{self.name} on the one-machine cluster runs one worker per node; {cfg.world_size} CPU workers "
+                f"over {cfg.nodes} nodes would need {self.tasks_per_node(cfg)} per node"
+            )
+        env = build_env(cfg, base_env)
+        env["DISTBENCH_TF_WORKERS"] = ",".join(f"{h}:{free_port()}" for h in hosts[: cfg.nodes])
+        env.pop("TF_CONFIG", None)
+        return [*self.nsrun(cfg, python), *self.worker(strategy, config, out, python)], env
 
     def sbatch_step(self, strategy, cfg):
         cpus = Shell('"$(( SLURM_CPUS_ON_NODE / %d ))"' % self.tasks_per_node(cfg))

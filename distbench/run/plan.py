@@ -327,15 +327,15 @@ def make_plan(opts: SweepOptions, visible_gpus: int | None = None, *, runs_here:
                 else "float16 autocast + GradScaler (torch) / mixed_float16 + LossScaleOptimizer (Keras)"
             )
         )
+    cores = node_cores = cpu_cores()
     if max(opts.nodes) > 1:
-        from distbench.core.multinode import check_allocation
+        from distbench.run.hosts import check_allocation, local_cluster
 
         hosts = check_allocation(max(opts.nodes))
-        notes.append(
-            f"multi-node points run inside this Slurm allocation ({', '.join(hosts)}); "
-            "N is the total device count over the nodes"
-        )
-    cores = cpu_cores()
+        where = "inside this Slurm allocation"
+        if local_cluster():  # the nodes share this machine's cores: a rank gets its share of all of them
+            where, node_cores = "across the one-machine cluster (its nodes share this machine's cores)", None
+        notes.append(f"multi-node points run {where} ({', '.join(hosts)}); N is the total device count over the nodes")
     points: list[PlannedPoint] = []
     shapes = [(n, k) for n in opts.gpus for k in opts.nodes if n % k == 0]
     for s in strategies:
@@ -354,7 +354,7 @@ def make_plan(opts: SweepOptions, visible_gpus: int | None = None, *, runs_here:
                 steps=steps,
                 warmup=warmup,
                 nodes=k,
-                threads_per_worker=max(1, cores // (n // k)),
+                threads_per_worker=max(1, node_cores // (n // k) if node_cores else cores // n),
                 measure_comm=opts.comm and n > 1 and not s.baseline and s.no_comm_reason is None,
                 max_time_s=defaults["max_time"],
                 data_dir=data_dir,

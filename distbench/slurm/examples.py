@@ -8,7 +8,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from distbench.run.launchers import Shell
+from distbench.run.commandline import Shell
 from distbench.slurm.plan import SlurmSettings
 from distbench.slurm.render import render
 

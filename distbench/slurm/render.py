@@ -11,7 +11,7 @@ from pathlib import Path
 import jinja2
 
 from distbench import __version__
-from distbench.run.launchers import build_env, shell_join
+from distbench.run.commandline import build_env, shell_join
 from distbench.core.errors import BadInput
 from distbench.slurm.plan import SlurmPlan, SlurmPoint, SlurmSettings
 from distbench.slurm.submit import sbatch_argv, sbatch_value

@@ -7,7 +7,8 @@ all-reduced across workers (NCCL on GPUs, gRPC ring on CPU workers). Each worker
 CPU workers MultiWorkerMirroredStrategy uses one CPU device per worker, so there is one worker per
 CPU "device" there. Worker 0 (the chief) writes the record.
 
-The cluster comes from TF_CONFIG when it is set, otherwise from the Slurm step it runs in (srun):
+The cluster comes from TF_CONFIG when it is set, else from DISTBENCH_TF_WORKERS and DISTBENCH_NODE_RANK (the
+one-machine cluster's nsrun, one worker per node), otherwise from the Slurm step it runs in (srun):
 a TF_CONFIG is derived from SLURM_STEP_NODELIST / SLURM_STEP_TASKS_PER_NODE / SLURM_NODEID /
 SLURM_LOCALID, ports from DISTBENCH_TF_PORT (default 8888) upwards (distbench.core.multinode).
 
@@ -36,6 +37,10 @@ def resolve_cluster(environ=os.environ) -> dict:
     from distbench.workers.runtime import tf_config
 
     text = environ.get("TF_CONFIG")
+    if not text and "DISTBENCH_TF_WORKERS" in environ and "DISTBENCH_NODE_RANK" in environ:
+        # the one-machine cluster (distbench.cluster.nsrun): one worker per node, in node order
+        workers = environ["DISTBENCH_TF_WORKERS"].split(",")
+        text = environ["TF_CONFIG"] = tf_config(workers, int(environ["DISTBENCH_NODE_RANK"]))
     if not text and "SLURM_PROCID" in environ and "SLURM_STEP_NODELIST" in environ:
         workers, index = multinode.slurm_tf_workers(environ, int(environ.get("DISTBENCH_TF_PORT", "8888")))
         text = environ["TF_CONFIG"] = tf_config(workers, index)
