@@ -10,7 +10,7 @@ import pytest
 from distbench.cluster import netns, nsrun, spec
 from distbench.core.errors import BadInput
 from distbench.core.strategies import STRATEGIES
-from distbench.run import rankguard
+from distbench.core import rankguard
 from distbench.run.launchers import HOROVODRUN, TF_MULTIWORKER, TORCHRUN
 from distbench.run.hosts import check_allocation, local_cluster, placement
 from tests.builders import tiny_config

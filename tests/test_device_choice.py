@@ -52,9 +52,9 @@ def test_multi_node_counts_compare_per_node(monkeypatch):
     """scale --nodes 2 --gpus 16 --device cuda on 8-GPU nodes: 8 per node fits."""
     choice = resolve_device("cuda", [16], visible=8, nodes=(2,))
     assert choice.device == "cuda" and choice.unfit(16, 2) is None
-    from distbench.core import multinode
+    from distbench.run import hosts
 
-    monkeypatch.setattr(multinode, "check_allocation", lambda nodes: [f"node{i}" for i in range(nodes)])
+    monkeypatch.setattr(hosts, "check_allocation", lambda nodes: [f"node{i}" for i in range(nodes)])
     plan = _plan(visible=8, gpus=[8, 16], nodes=(1, 2), device="cuda")
     assert _skips(plan) == {
         ("torch", 1, 1): None,

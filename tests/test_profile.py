@@ -5,10 +5,7 @@ report; one real-process run of the whole command (slow)."""
 from __future__ import annotations
 
 import dataclasses
-import gzip
 import json
-import os
-from pathlib import Path
 
 import pytest
 
@@ -19,20 +16,8 @@ from distbench.profile import compare
 from distbench.profile.categories import CATEGORIES, classify, parse_filter
 from distbench.core.strategies import STRATEGIES
 from distbench.profile.request import with_profiling
-from distbench.profile.trace import check_trace_folder, trace_folder, trace_problems, write_trace
+from distbench.profile.trace import check_trace_folder, load_trace, trace_folder, trace_problems, write_trace
 from tests.conftest import have, quick, require, run_cli
-
-
-def load_trace(path: str | os.PathLike) -> dict:
-    """A trace-event JSON file (gzipped when it ends in .gz); ValueError when it is not one."""
-    path = Path(path)
-    opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rt") as fh:
-        doc = json.load(fh)
-    problems = trace_problems(doc)
-    if problems:
-        raise ValueError(f"{path}: not trace-event JSON: {'; '.join(problems)}")
-    return doc if isinstance(doc, dict) else {"traceEvents": doc}
 
 
 @pytest.mark.parametrize(

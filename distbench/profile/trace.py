@@ -3,6 +3,7 @@ converted to it, the checks that a file is one, and where a results store keeps 
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import tempfile
@@ -33,6 +34,18 @@ def trace_problems(doc) -> list[str]:
         if len(problems) >= 5:
             break
     return problems
+
+
+def load_trace(path: str | os.PathLike) -> dict:
+    """A trace-event JSON file (gzipped when it ends in .gz); ValueError when it is not one."""
+    path = Path(path)
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rt") as fh:
+        doc = json.load(fh)
+    problems = trace_problems(doc)
+    if problems:
+        raise ValueError(f"{path}: not trace-event JSON: {'; '.join(problems)}")
+    return doc if isinstance(doc, dict) else {"traceEvents": doc}
 
 
 def write_trace(doc: dict, path: str | os.PathLike) -> str:
