@@ -55,7 +55,9 @@ def _gpt2(size, layers, hidden, heads, vocab=50257, positions=1024, source="comp
 
 
 def _llama(size, layers, hidden, heads, kv, vocab=32000, positions=2048, multiple=256, source="computed"):
-    return DecoderShape("llama", size, layers, hidden, heads, kv, _llama_ffn(hidden, multiple), vocab, positions, source)
+    return DecoderShape(
+        "llama", size, layers, hidden, heads, kv, _llama_ffn(hidden, multiple), vocab, positions, source
+    )
 
 
 SIZES: dict[str, dict[str, DecoderShape]] = {

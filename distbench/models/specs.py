@@ -379,7 +379,9 @@ def sized_spec(spec: "ModelSpec | str", size: str | None) -> ModelSpec:
     if size is None:
         return spec
     if not spec.sizes:
-        raise ValueError(f"--model-size applies to the decoder models ({', '.join(decoders.FAMILIES)}), not {spec.name}")
+        raise ValueError(
+            f"--model-size applies to the decoder models ({', '.join(decoders.FAMILIES)}), not {spec.name}"
+        )
     return decoders.with_size(spec, size)
 
 

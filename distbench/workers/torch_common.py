@@ -141,8 +141,16 @@ def build_model(cfg: PointConfig, device, seed: int):
 
     torch.manual_seed(seed)
     model = torch_models.build_model(
-        cfg.model, num_classes=cfg.num_classes, image_size=cfg.image_size, seq_len=cfg.seq_len
+        cfg.model,
+        num_classes=cfg.num_classes,
+        image_size=cfg.image_size,
+        seq_len=cfg.seq_len,
+        model_size=cfg.model_size,
     ).to(device)
+    if cfg.activation_checkpointing:
+        from distbench.models.torch_decoder import set_checkpointing
+
+        set_checkpointing(model, True)
     if cfg.channels_last:
         model = model.to(memory_format=torch.channels_last)
     return model

@@ -1,0 +1,213 @@
+"""The decoder language models (gpt2, llama): exact parameter counts in both frameworks, the FLOPs and
+model-state formulas, activation checkpointing, the tokens/s table and the one-line errors of their flags.
+
+The large sizes are counted on torch's meta device (shapes only, nothing allocated); Keras has no such
+device, so Keras builds the tiny sizes in the fast tier and the default (~125M) sizes in the slow tier."""
+
+import gc
+import os
+
+import pytest
+
+from distbench.cli import main
+from distbench.models import decoders
+from distbench.models.specs import get_spec, sized_spec
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+ALL_SIZES = [(f, s) for f in decoders.FAMILIES for s in decoders.SIZES[f]]
+
+
+def test_published_counts():
+    assert decoders.parameter_count(decoders.SIZES["gpt2"]["124m"]) == 124_439_808  # HF gpt2
+    assert decoders.parameter_count(decoders.SIZES["gpt2"]["350m"]) == 354_823_168  # HF gpt2-medium
+    assert decoders.parameter_count(decoders.SIZES["llama"]["1b"]) == 1_100_048_384  # TinyLlama-1.1B
+    assert get_spec("gpt2").reference_params == 124_439_808
+    assert get_spec("llama").reference_params == decoders.parameter_count(decoders.SIZES["llama"]["125m"])
+
+
+@pytest.mark.parametrize("family,size", ALL_SIZES)
+def test_torch_counts_every_size_without_allocating(family, size):
+    pytest.importorskip("torch")
+    from distbench.models import torch_models
+
+    shape = decoders.SIZES[family][size]
+    assert torch_models.count_params_without_allocating(family, size) == decoders.parameter_count(shape)
+    assert sum(decoders.gradient_tensors(shape)) == decoders.parameter_count(shape)
+
+
+def _keras_count(family, size):
+    pytest.importorskip("keras")
+    from distbench.models import keras_models
+
+    model = keras_models.build_model(family, model_size=size, seq_len=8)
+    try:
+        return keras_models.count_params(model)
+    finally:
+        del model
+        gc.collect()
+
+
+@pytest.mark.parametrize("family", decoders.FAMILIES)
+def test_keras_count_equals_torch_tiny_and_custom(family):
+    for size in ("tiny", "l1-d32-h2" + ("-kv1" if family == "llama" else "")):
+        assert _keras_count(family, size) == decoders.parameter_count(decoders.decoder_shape(family, size))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("family", decoders.FAMILIES)
+def test_keras_count_at_the_default_size(family):
+    assert _keras_count(family, None) == get_spec(family).reference_params
+
+
+@pytest.mark.parametrize("family", decoders.FAMILIES)
+def test_torch_and_keras_train_the_tiny_size(family):
+    torch = pytest.importorskip("torch")
+    from distbench.models import keras_models, torch_models
+
+    model = torch_models.build_model(family, model_size="tiny")
+    x, y = torch_models.synthetic_batch(family, 2, seq_len=16, model_size="tiny")
+    out = model(x)
+    assert out.shape == (2, 16, 512)
+    torch_models.loss_fn(family)(out, y).backward()
+    assert all(p.grad is not None and torch.isfinite(p.grad).all() for p in model.parameters())
+    km = keras_models.build_model(family, model_size="tiny", seq_len=16)
+    xk, yk = keras_models.synthetic_batch(family, 2, seq_len=16, model_size="tiny")
+    assert tuple(km(xk).shape) == (2, 16, 512)
+
+
+@pytest.mark.parametrize("family", decoders.FAMILIES)
+def test_causal_the_first_positions_ignore_later_tokens(family):
+    torch = pytest.importorskip("torch")
+    from distbench.models import torch_models
+
+    model = torch_models.build_model(family, model_size="tiny").eval()
+    x, _ = torch_models.synthetic_batch(family, 1, seq_len=12, model_size="tiny")
+    changed = x.clone()
+    changed[0, 8:] = (changed[0, 8:] + 1) % 512
+    with torch.no_grad():
+        a, b = model(x), model(changed)
+    assert torch.allclose(a[0, :8], b[0, :8], atol=1e-6)
+    assert not torch.allclose(a[0, 8:], b[0, 8:])
+
+
+@pytest.mark.parametrize("family", decoders.FAMILIES)
+def test_activation_checkpointing_gives_the_same_gradients(family):
+    torch = pytest.importorskip("torch")
+    from distbench.models import torch_models
+    from distbench.models.torch_decoder import set_checkpointing
+
+    torch.manual_seed(0)
+    model = torch_models.build_model(family, model_size="tiny")
+    x, y = torch_models.synthetic_batch(family, 2, seq_len=16, model_size="tiny")
+    grads = []
+    for on in (False, True):
+        assert set_checkpointing(model, on)
+        model.zero_grad()
+        torch_models.loss_fn(family)(model(x), y).backward()
+        grads.append([p.grad.clone() for p in model.parameters()])
+    assert all(torch.allclose(a, b, atol=1e-6) for a, b in zip(*grads))
+
+
+def test_train_flops_per_token():
+    s = decoders.SIZES["gpt2"]["124m"]
+    n = 124_439_808 - 1024 * 768  # the position table is only looked up
+    assert decoders.matmul_parameters(s) == n
+    assert decoders.train_flops_per_token(s, 1024) == 6 * n + 12 * 12 * 768 * 1024
+    l1b = decoders.SIZES["llama"]["1b"]
+    assert decoders.matmul_parameters(l1b) == 1_100_048_384 - 32000 * 2048  # the input table is looked up
+
+
+def test_mfu_uses_the_decoder_count():
+    from distbench.core.mfu import train_flops_per_sample
+
+    flops, how = train_flops_per_sample({"model": "llama", "model_size": "tiny", "seq_len": 64})
+    s = decoders.SIZES["llama"]["tiny"]
+    assert flops == 64 * (6 * decoders.matmul_parameters(s) + 12 * 2 * 64 * 64)
+    assert "12 x 2 layers x 64 hidden x 64 sequence" in how
+
+
+def test_zero_formulas():
+    p = 1000
+    # the ZeRO paper's mixed-precision Adam (K = 12)
+    assert decoders.model_state_bytes(p, 1, "ddp", "adam_mixed") == 16 * p
+    assert decoders.model_state_bytes(p, 4, "zero1", "adam_mixed") == 4 * p + 12 * p / 4
+    assert decoders.model_state_bytes(p, 4, "zero2", "adam_mixed") == 2 * p + 14 * p / 4
+    assert decoders.model_state_bytes(p, 4, "zero3", "adam_mixed") == 16 * p / 4
+    # fp32 SGD with momentum (what distbench trains with)
+    assert decoders.model_state_bytes(p, 2, "ddp") == 12 * p
+    assert decoders.model_state_bytes(p, 2, "zero2") == 4 * p + 8 * p / 2
+    assert decoders.model_state_bytes(p, 2, "fsdp") == 12 * p / 2
+
+
+def test_sized_spec():
+    spec = sized_spec("llama", "tiny")
+    assert (spec.vocab_size, spec.max_seq_len, spec.reference_params) == (512, 256, 158_016)
+    assert sized_spec("gpt2", "l2-d128-h4").max_seq_len == 1024
+
+
+def _cli(capsys, args):
+    code = main(args)
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (
+            ["--model", "llama", "--model-size", "7b"],
+            "Error: --model-size '7b' is not a size of llama: use one of tiny, 125m, 350m, 1b or "
+            "l<layers>-d<hidden>-h<heads>[-kv<kv heads>]\n",
+        ),
+        (
+            ["--model", "gpt2", "--model-size", "l2-d64-h3"],
+            "Error: --model-size 'l2-d64-h3': 3 heads do not divide the hidden size 64\n",
+        ),
+        (
+            ["--model", "llama", "--model-size", "l2-d64-h4-kv3"],
+            "Error: --model-size 'l2-d64-h4-kv3': 3 key/value heads do not divide the 4 query heads\n",
+        ),
+        (
+            ["--model", "gpt2", "--model-size", "tiny", "--seq-len", "300"],
+            "Error: --seq-len 300 is too large for gpt2: the maximum is 256\n",
+        ),
+        (
+            ["--model", "llama", "--seq-len", "4096"],
+            "Error: --seq-len 4096 is too large for llama: the maximum is 2048\n",
+        ),
+        (
+            ["--model", "resnet18", "--model-size", "tiny"],
+            "Error: --model-size applies to the decoder models (gpt2, llama), not resnet18\n",
+        ),
+        (
+            ["--model", "resnet18", "--activation-checkpointing"],
+            "Error: --activation-checkpointing applies to the decoder models (gpt2, llama), not resnet18\n",
+        ),
+    ],
+)
+def test_bad_decoder_input_exits_2_with_one_line(capsys, args, message):
+    code, out, err = _cli(capsys, ["scale", "--gpus", "1", "--strategy", "ddp", "--device", "cpu", *args])
+    assert (code, err, out) == (2, message, "")
+
+
+def test_decoder_table_shows_tokens_mfu_and_memory():
+    from rich.console import Console
+
+    from distbench.results.output import results_table, tokens_per_s
+
+    record = {
+        "strategy": "ddp",
+        "world_size": 2,
+        "status": "ok",
+        "device": "cpu",
+        "throughput": 10.0,
+        "mfu": 0.25,
+        "peak_memory_bytes": 3 * 2**30,
+        "config": {"model": "gpt2", "seq_len": 64, "per_device_batch": 4},
+    }
+    assert tokens_per_s(record) == 640.0 and tokens_per_s(record, per_device=True) == 320.0
+    console = Console(width=200, record=True)
+    console.print(results_table([record]))
+    text = console.export_text()
+    assert "tokens/s" in text and "640" in text and "320" in text and "25.0%" in text
