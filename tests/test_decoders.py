@@ -130,14 +130,19 @@ def test_mfu_uses_the_decoder_count():
 def test_zero_formulas():
     p = 1000
     # the ZeRO paper's mixed-precision Adam (K = 12)
-    assert decoders.model_state_bytes(p, 1, "ddp", "adam_mixed") == 16 * p
-    assert decoders.model_state_bytes(p, 4, "zero1", "adam_mixed") == 4 * p + 12 * p / 4
-    assert decoders.model_state_bytes(p, 4, "zero2", "adam_mixed") == 2 * p + 14 * p / 4
-    assert decoders.model_state_bytes(p, 4, "zero3", "adam_mixed") == 16 * p / 4
+    z = decoders.ZERO_STAGES
+    assert decoders.model_state_bytes(p, 1, z[0], "adam_mixed") == 16 * p
+    assert decoders.model_state_bytes(p, 4, z[1], "adam_mixed") == 4 * p + 12 * p / 4
+    assert decoders.model_state_bytes(p, 4, z[2], "adam_mixed") == 2 * p + 14 * p / 4
+    assert decoders.model_state_bytes(p, 4, z[3], "adam_mixed") == 16 * p / 4
     # fp32 SGD with momentum (what distbench trains with)
-    assert decoders.model_state_bytes(p, 2, "ddp") == 12 * p
-    assert decoders.model_state_bytes(p, 2, "zero2") == 4 * p + 8 * p / 2
-    assert decoders.model_state_bytes(p, 2, "fsdp") == 12 * p / 2
+    assert decoders.model_state_bytes(p, 2, z[0]) == 12 * p
+    assert decoders.model_state_bytes(p, 2, z[2]) == 4 * p + 8 * p / 2
+    assert decoders.model_state_bytes(p, 2, z[3]) == 12 * p / 2
+    from distbench.core.strategies import STRATEGIES
+
+    assert STRATEGIES["fsdp"].sharded_states == z[3] and STRATEGIES["ddp"].sharded_states == z[0]
+    assert [STRATEGIES[f"deepspeed-zero{k}"].sharded_states for k in (1, 2, 3)] == [z[1], z[2], z[3]]
 
 
 def test_sized_spec():

@@ -161,21 +161,21 @@ def state_bytes_per_param(optimizer: str = "sgd_momentum", precision: str = "fp3
     raise ValueError(f"unknown optimizer {optimizer!r}")
 
 
-ZERO_SHARDED = {
-    "ddp": (),
-    "zero1": ("optimizer",),
-    "zero2": ("optimizer", "grads"),
-    "zero3": ("optimizer", "grads", "params"),
-    "fsdp": ("optimizer", "grads", "params"),
+ZERO_STAGES = {
+    0: (),
+    1: ("optimizer",),
+    2: ("optimizer", "grads"),
+    3: ("optimizer", "grads", "params"),
 }
-"""Which model states each layout divides among the N devices (FSDP full shard = ZeRO-3)."""
+"""The model states each ZeRO stage divides among the N devices (FSDP's full shard = stage 3; the registry's
+Strategy.sharded_states says it per strategy)."""
 
 
-def model_state_bytes(params: int, n: int, layout: str, optimizer: str = "sgd_momentum") -> float:
-    """Model-state bytes per device (ZeRO's formulas: with mixed-precision Adam, stage 1 4P + 12P/N,
-    stage 2 2P + 14P/N, stage 3 16P/N; with fp32 SGD + momentum 8P + 4P/N, 4P + 8P/N, 12P/N)."""
+def model_state_bytes(params: int, n: int, sharded: tuple[str, ...], optimizer: str = "sgd_momentum") -> float:
+    """Model-state bytes per device with the states `sharded` divided among n (ZeRO's formulas: with
+    mixed-precision Adam, stage 1 4P + 12P/N, stage 2 2P + 14P/N, stage 3 16P/N; with fp32 SGD + momentum
+    8P + 4P/N, 4P + 8P/N, 12P/N)."""
     per = state_bytes_per_param(optimizer)
-    sharded = ZERO_SHARDED[layout]
     return sum(b * params / (n if k in sharded else 1) for k, b in per.items())
 
 

@@ -290,6 +290,7 @@ def run(cfg: PointConfig, out_path: str, dist: Distribution) -> None:
             raise RuntimeError(f"launched with {dist.world} processes but the point asks for {cfg.world_size}")
         math_mode = configure_threads(cfg)
         device = device_for(cfg, dist.local_rank)
+        rss_before_model = common.current_rss_bytes() if cfg.device == "cpu" else None
         model = build_model(cfg, device, common.verify_seed(cfg, dist.rank))
         optimizer = None if dist.optimizer_after_wrap else make_optimizer(cfg, model)
         extra: dict = {
@@ -343,6 +344,7 @@ def run(cfg: PointConfig, out_path: str, dist: Distribution) -> None:
                 if letter == "T":
                     segments[-1]["tiny_collective_calls"] = dist.tiny_calls
         common.lift_allreduce(extra, segments)
+        extra["memory_before_model_per_rank_bytes"] = dist.gather(rss_before_model)  # every rank: a collective
         if segments:
             extra["segments"] = segments
         if profile_hooks.request(cfg):  # a few steps after the timed window, under torch.profiler
