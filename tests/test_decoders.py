@@ -216,3 +216,109 @@ def test_decoder_table_shows_tokens_mfu_and_memory():
     console.print(results_table([record]))
     text = console.export_text()
     assert "tokens/s" in text and "640" in text and "320" in text and "25.0%" in text
+
+
+def test_state_memory_of_a_decoder_point():
+    from distbench.core.memory import state_memory
+
+    p = decoders.parameter_count(decoders.SIZES["gpt2"]["tiny"])
+    record = {
+        "strategy": "fsdp",
+        "world_size": 2,
+        "device": "cpu",
+        "config": {"model": "gpt2", "model_size": "tiny"},
+        "peak_memory_per_rank_bytes": [500 * 2**20, 520 * 2**20],
+        "memory_before_model_per_rank_bytes": [400 * 2**20, 410 * 2**20],
+    }
+    m = state_memory(record)
+    assert m["params"] == p and m["formula_bytes"] == 12 * p / 2
+    assert m["measured_bytes"] == 110 * 2**20 and m["ratio"] == 110 * 2**20 / (6 * p)
+    assert m["formula"].startswith("4P/N (params) + 4P/N (grads) + 4P/N (optimizer)")
+    ddp = state_memory({**record, "strategy": "ddp", "memory_before_model_per_rank_bytes": None})
+    assert ddp["formula_bytes"] == 12 * p and ddp["measured_bytes"] is None
+    assert state_memory({"config": {"model": "resnet18"}}) is None
+
+
+def test_verify_plans_the_cpu_size_of_a_decoder():
+    from distbench.core.strategies import parse_strategies
+    from distbench.run.plan_kinds import VerifyOptions, plan_verify
+
+    opts = VerifyOptions(
+        model="llama", device="cpu", gpus=2, strategies=tuple(parse_strategies(["ddp"])), global_batch=4, steps=2
+    )
+    plan = plan_verify(opts, visible_gpus=0)
+    assert {p.config.model_size for p in plan.points} == {"tiny"}
+
+
+# -- real runs on CPU workers (slow tier) --------------------------------------------------------------------
+def _deepspeed_or_skip():
+    from tests.conftest import have
+
+    if not have("deepspeed"):
+        pytest.skip("deepspeed is not installed (scripts/install.sh installs it optionally)")
+
+
+@pytest.mark.slow
+def test_scale_gpt2_tiny_ddp_fsdp_deepspeed_shows_tokens_mfu_and_memory(tmp_path):
+    from distbench.core.memory import state_memory
+    from distbench.results.store import Store
+    from tests.conftest import run_cli
+
+    _deepspeed_or_skip()
+    db = str(tmp_path / "r.db")
+    args = ["scale", "--model", "gpt2", "--model-size", "tiny", "--strategy", "ddp,fsdp,deepspeed", "--gpus", "1,2"]
+    args += ["--device", "cpu", "--steps", "2", "--warmup", "1", "--max-time", "2", "--target-ci", "0"]
+    args += ["--no-comm", "--telemetry-interval", "0", "--results", db]
+    proc = run_cli(args, env={"COLUMNS": "160"})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    header = " ".join(proc.stdout.splitlines()[:6])
+    for word in ("tokens/s", "per", "MFU", "peak", "memory"):
+        assert word in header
+    store = Store(db)
+    records = store.points(store.sweeps(limit=1)[0]["sweep_id"])
+    ran = {(r["strategy"], r["world_size"]) for r in records if r["status"] == "ok"}
+    for s in ("ddp", "fsdp", "deepspeed-zero1", "deepspeed-zero2", "deepspeed-zero3"):
+        assert {(s, 1), (s, 2)} <= ran
+    for r in records:
+        assert r["config"]["model_size"] == "tiny" and r["config"]["seq_len"] == 64
+        assert r["mfu"] and r["mfu"] > 0 and "6 x" in r["mfu_note"] and r["peak_memory_bytes"] > 0
+        if r["strategy"] != "torch":
+            assert state_memory(r)["measured_bytes"] is not None
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("family", decoders.FAMILIES)
+def test_verify_decoders_ddp_fsdp_zero2_train_like_one_device(family, tmp_path):
+    from tests.conftest import run_cli
+
+    _deepspeed_or_skip()
+    args = ["verify", "--model", family, "--device", "cpu", "--gpus", "2", "--strategy", "ddp,fsdp,deepspeed-zero2"]
+    proc = run_cli([*args, "--results", str(tmp_path / "v.db")])
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
+    assert proc.stdout.count("pass") == 3
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("strategy", ["ddp", "fsdp", "deepspeed-zero3"])
+def test_activation_checkpointing_runs_under_each_torch_strategy(strategy, tmp_path):
+    from distbench.core.strategies import STRATEGIES
+    from distbench.run.launch import run_point
+    from tests.builders import point_config
+
+    if strategy.startswith("deepspeed"):
+        _deepspeed_or_skip()
+    cfg = point_config(
+        strategy,
+        2,
+        model="llama",
+        model_size="tiny",
+        image_size=None,
+        seq_len=32,
+        activation_checkpointing=True,
+        steps=2,
+        warmup=1,
+        target_ci=0,
+    )
+    record = run_point(STRATEGIES[strategy], cfg, tmp_path / "point", 300)
+    assert record["status"] == "ok", (record.get("reason"), record.get("stderr_tail"))
+    assert record["config"]["activation_checkpointing"] is True and record["checkpointed_blocks"] == 2

@@ -33,6 +33,8 @@ from distbench.core.errors import BadInput
     "model",
     "image_size",
     "seq_len",
+    "model_size",
+    "activation_checkpointing",
     "num_classes",
     "lr",
     "momentum",

@@ -155,10 +155,11 @@ def _init(model: nn.Module) -> None:
                 nn.init.zeros_(m.bias)
 
 
-def set_checkpointing(model: nn.Module, on: bool) -> bool:
-    """Turn activation checkpointing of every decoder block on or off; False when the model has no blocks."""
-    found = False
+def set_checkpointing(model: nn.Module, on: bool) -> int:
+    """Turn activation checkpointing of every decoder block on or off; the number of blocks (0: none)."""
+    blocks = 0
     for m in model.modules():
         if isinstance(m, _Blocks):
-            m.checkpointing, found = on, True
-    return found
+            m.checkpointing = on
+            blocks += len(m.layers)
+    return blocks

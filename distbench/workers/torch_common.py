@@ -150,7 +150,8 @@ def build_model(cfg: PointConfig, device, seed: int):
     if cfg.activation_checkpointing:
         from distbench.models.torch_decoder import set_checkpointing
 
-        set_checkpointing(model, True)
+        if not set_checkpointing(model, True):
+            raise RuntimeError(f"--activation-checkpointing: {cfg.model} has no decoder blocks to recompute")
     if cfg.channels_last:
         model = model.to(memory_format=torch.channels_last)
     return model
@@ -262,6 +263,11 @@ def make_step(
     return step
 
 
+def checkpointed_blocks(model) -> int:
+    """How many decoder blocks recompute their activations in backward (--activation-checkpointing)."""
+    return sum(len(m.layers) for m in model.modules() if getattr(m, "checkpointing", False) and hasattr(m, "layers"))
+
+
 def param_count(model) -> int:
     return sum(p.numel() for p in model.parameters())
 
@@ -298,6 +304,7 @@ def run(cfg: PointConfig, out_path: str, dist: Distribution) -> None:
             if cfg.data == "disk" and dist.rank == 0
             else None,
             "params": param_count(model),
+            "checkpointed_blocks": checkpointed_blocks(model),
             "grad_bytes": grad_bytes(model),
         }  # before any sharding
         batches = make_batches(cfg, device, dist.rank, dist.world, cfg.per_device_batch)
