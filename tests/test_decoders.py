@@ -322,3 +322,50 @@ def test_activation_checkpointing_runs_under_each_torch_strategy(strategy, tmp_p
     record = run_point(STRATEGIES[strategy], cfg, tmp_path / "point", 300)
     assert record["status"] == "ok", (record.get("reason"), record.get("stderr_tail"))
     assert record["config"]["activation_checkpointing"] is True and record["checkpointed_blocks"] == 2
+
+
+def test_fit_by_layers_helpers():
+    from distbench.commands.fit import capped, layer_base, parse_cap
+    from distbench.core.errors import BadInput
+
+    assert parse_cap("600M") == 600 * 2**20 and parse_cap("1.5G") == int(1.5 * 2**30) and parse_cap(None) is None
+    with pytest.raises(BadInput, match="--memory-cap must be a positive size"):
+        parse_cap("lots")
+    assert layer_base("llama", "125m") == "l{layers}-d768-h12-kv4"
+    assert layer_base("gpt2", "tiny") == "l{layers}-d64-h4"
+    with pytest.raises(BadInput, match="--by layers applies to the decoder models"):
+        layer_base("resnet18", None)
+    ok = {"status": "ok", "peak_memory_per_rank_bytes": [300, 500], "memory_before_model_per_rank_bytes": [100, 100]}
+    assert capped(ok, 400) is ok and capped(ok, None) is ok
+    over = capped(ok, 399)
+    assert over["status"] == "oom" and "--memory-cap" in over["reason"] and ok["status"] == "ok"
+    assert capped({"status": "ok", "peak_memory_bytes": 5}, 1)["status"] == "failed"
+
+
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["--model", "resnet18", "--by", "layers"], "Error: --by layers applies to the decoder models (gpt2, llama), "),
+        (["--model", "llama", "--memory-cap", "-3G"], "Error: --memory-cap must be a positive size such as 600M or 2G"),
+    ],
+)
+def test_fit_bad_input_is_one_line(capsys, args, message):
+    code, out, err = _cli(capsys, ["fit", "--strategy", "ddp", "--gpus", "2", "--device", "cpu", *args])
+    assert code == 2 and err.startswith(message) and err.count("\n") == 1 and out == ""
+
+
+@pytest.mark.slow
+def test_fit_llama_by_layers_under_a_memory_cap_fits_more_with_fsdp(tmp_path):
+    """A CPU run with a limit: --memory-cap bounds each worker's peak RSS above its RSS before the model."""
+    import json
+
+    from tests.conftest import run_cli
+
+    args = ["fit", "--model", "llama", "--model-size", "l1-d256-h4-kv2", "--by", "layers", "--seq-len", "32"]
+    args += ["--strategy", "ddp,fsdp", "--gpus", "2", "--device", "cpu", "--memory-cap", "300M", "--start", "4"]
+    args += ["--max-batch", "64", "--tolerance", "25%", "--results", str(tmp_path / "f.db"), "--format", "json"]
+    proc = run_cli(args)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = {r["strategy"]: r for r in json.loads(proc.stdout)["strategies"]}
+    assert rows["ddp"]["largest_batch"] and rows["fsdp"]["largest_batch"] > rows["ddp"]["largest_batch"]
+    assert rows["ddp"]["first_oom_batch"] and "--memory-cap" in rows["ddp"]["first_oom_reason"]
