@@ -369,3 +369,16 @@ def test_fit_llama_by_layers_under_a_memory_cap_fits_more_with_fsdp(tmp_path):
     rows = {r["strategy"]: r for r in json.loads(proc.stdout)["strategies"]}
     assert rows["ddp"]["largest_batch"] and rows["fsdp"]["largest_batch"] > rows["ddp"]["largest_batch"]
     assert rows["ddp"]["first_oom_batch"] and "--memory-cap" in rows["ddp"]["first_oom_reason"]
+
+
+@pytest.mark.parametrize("family,size", [("gpt2", "124m"), ("llama", "125m"), ("llama", "tiny")])
+def test_gradient_layout_is_the_torch_models_bucket_for_bucket(family, size):
+    torch = pytest.importorskip("torch")
+    from distbench.models import torch_models
+    from distbench.workers.torch_common import bucket_sizes
+
+    with torch.device("meta"):
+        model = torch_models.build_model(family, model_size=size)
+    shape = decoders.SIZES[family][size]
+    assert decoders.gradient_tensors(shape) == [p.numel() for p in reversed(list(model.parameters()))]
+    assert decoders.gradient_buckets(shape) == bucket_sizes(model)

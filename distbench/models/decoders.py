@@ -191,6 +191,25 @@ def gradient_tensors(shape: DecoderShape) -> list[int]:
     return [shape.vocab * d, d] + forward[::-1] * shape.layers + [shape.vocab * d]
 
 
+def gradient_buckets(
+    shape: DecoderShape, cap_bytes: int = 25 * 2**20, first_bytes: int = 2**20, bytes_per_element: int = 4
+) -> list[int]:
+    """Element counts of DDP's gradient buckets for this shape (gradient_tensors in backward order, the first
+    bucket capped at 1 MiB and the rest at 25 MiB, DDP's defaults; fp32 gradients): what prediction needs
+    for a decoder size without building it. The same rule as workers.torch_common.bucket_sizes."""
+    sizes, current, current_bytes, cap = [], 0, 0, first_bytes
+    for numel in gradient_tensors(shape):
+        nbytes = numel * bytes_per_element
+        if current and current_bytes + nbytes > cap:
+            sizes.append(current)
+            current, current_bytes, cap = 0, 0, cap_bytes
+        current += numel
+        current_bytes += nbytes
+    if current:
+        sizes.append(current)
+    return sizes
+
+
 def with_size(spec, size: str | None):
     """A decoder ModelSpec resolved at `size` (vocabulary, longest sequence, reference count)."""
     shape = decoder_shape(spec.name, size)
