@@ -1,7 +1,7 @@
 """Memory per device of the decoder models beside the ZeRO paper's model-state formulas.
 
 Runs one `distbench scale` sweep of a decoder (default: gpt2 l8-d512-h8, about 51M parameters) with the
-replicated and the sharded torch strategies at N = 1 and 2 on CPU workers, at batch 1 and sequence 32 so
+replicated and the sharded torch strategies at N = 2 (--gpus) on CPU workers, at batch 1 and sequence 32 so
 that activations are small against the model states, and writes a section of docs/benchmarks.md: per point
 the formula (fp32 SGD with momentum: 4 bytes each of parameters, gradients and momentum, the sharded ones
 divided by N) and the measured peak RSS above the RSS before the model was built (largest rank).
@@ -26,7 +26,9 @@ def main() -> None:
     ap.add_argument("--model", default="gpt2")
     ap.add_argument("--model-size", default="l8-d512-h8")
     ap.add_argument("--strategies", default="ddp,fsdp,deepspeed")
+    ap.add_argument("--gpus", default="2")
     ap.add_argument("--out", default="docs/benchmarks.md")
+    ap.add_argument("--db", default=None, help="keep the sweep in this store (default: a temporary one)")
     args = ap.parse_args()
     from mdsection import write_section
 
@@ -35,14 +37,14 @@ def main() -> None:
 
     load_before = os.getloadavg()
     with tempfile.TemporaryDirectory() as tmp:
-        db = os.path.join(tmp, "mem.db")
+        db = args.db or os.path.join(tmp, "mem.db")
         cmd = [sys.executable, "-m", "distbench.cli", "scale", "--model", args.model, "--model-size"]
-        cmd += [args.model_size, "--strategy", args.strategies, "--gpus", "1,2", "--device", "cpu"]
+        cmd += [args.model_size, "--strategy", args.strategies, "--gpus", args.gpus, "--device", "cpu"]
         cmd += ["--batch-size", "1", "--seq-len", "32", "--steps", "3", "--warmup", "1", "--target-ci", "0"]
         cmd += ["--no-comm", "--results", db, "--telemetry-interval", "0"]
         subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
         store = Store(db)
-        sweep = store.sweeps(limit=1)[0]["sweep_id"]
+        sweep = store.sweeps(limit=1)[0]["id"]
         records = store.points(sweep)
     rows = []
     for r in records:
@@ -61,7 +63,7 @@ def main() -> None:
         f"""## Decoder memory per device beside the ZeRO formulas
 
 `benchmarks/decoder_memory.py`, {datetime.date.today()}: `{args.model} --model-size {args.model_size}`
-({params:,} parameters), batch 1, sequence 32, fp32, torch SGD with momentum, {args.strategies} at N = 1 and 2
+({params:,} parameters), batch 1, sequence 32, fp32, torch SGD with momentum, {args.strategies} at N = {args.gpus}
 on CPU workers (gloo) of a 2-core machine shared with other jobs (load average {load_before[0]:.1f} before).
 Formula: model states per device, 4 bytes each of parameters, gradients and momentum, those the strategy
 shards divided by N (ZeRO's formulas with K = 4 instead of mixed-precision Adam's 12). Measured: the largest
