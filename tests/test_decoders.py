@@ -149,6 +149,9 @@ def test_sized_spec():
     spec = sized_spec("llama", "tiny")
     assert (spec.vocab_size, spec.max_seq_len, spec.reference_params) == (512, 256, 158_016)
     assert sized_spec("gpt2", "l2-d128-h4").max_seq_len == 1024
+    assert (
+        sized_spec("gpt2", "l2-d128-h4-v300").vocab_size == 300 and sized_spec("gpt2", "l2-d128-h4").vocab_size == 50257
+    )
 
 
 def _cli(capsys, args):
@@ -163,7 +166,7 @@ def _cli(capsys, args):
         (
             ["--model", "llama", "--model-size", "7b"],
             "Error: --model-size '7b' is not a size of llama: use one of tiny, 125m, 350m, 1b or "
-            "l<layers>-d<hidden>-h<heads>[-kv<kv heads>]\n",
+            "l<layers>-d<hidden>-h<heads>[-kv<kv heads>][-v<vocabulary>]\n",
         ),
         (
             ["--model", "gpt2", "--model-size", "l2-d64-h3"],
@@ -332,7 +335,7 @@ def test_fit_by_layers_helpers():
     with pytest.raises(BadInput, match="--memory-cap must be a positive size"):
         parse_cap("lots")
     assert layer_base("llama", "125m") == "l{layers}-d768-h12-kv4"
-    assert layer_base("gpt2", "tiny") == "l{layers}-d64-h4"
+    assert layer_base("gpt2", "tiny") == "l{layers}-d64-h4-v512"
     with pytest.raises(BadInput, match="--by layers applies to the decoder models"):
         layer_base("resnet18", None)
     ok = {"status": "ok", "peak_memory_per_rank_bytes": [300, 500], "memory_before_model_per_rank_bytes": [100, 100]}

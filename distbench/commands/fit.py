@@ -230,7 +230,7 @@ def parse_cap(text: str | None) -> int | None:
 
 
 def layer_base(model: str, model_size: str | None) -> str:
-    """--by layers: the size pattern 'l{layers}-d<hidden>-h<heads>[-kv<n>]' of --model-size's shape."""
+    """--by layers: the size pattern 'l{layers}-d<hidden>-h<heads>[-kv<n>][-v<n>]' of --model-size's shape."""
     from distbench.models import decoders
 
     if model not in decoders.FAMILIES:
@@ -240,7 +240,8 @@ def layer_base(model: str, model_size: str | None) -> str:
     except ValueError as exc:
         raise BadInput(str(exc)) from None
     kv = f"-kv{s.kv_heads}" if s.kv_heads != s.heads else ""
-    return f"l{{layers}}-d{s.hidden}-h{s.heads}{kv}"
+    vocab = f"-v{s.vocab}" if s.vocab != decoders.decoder_shape(model).vocab else ""
+    return f"l{{layers}}-d{s.hidden}-h{s.heads}{kv}{vocab}"
 
 
 def capped(record: dict, cap: int | None) -> dict:

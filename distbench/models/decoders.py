@@ -7,8 +7,8 @@ model-state memory and gradient layout. `specs` registers the two families; `tor
   llama  rotary positions, RMSNorm (weight only), SwiGLU MLP, grouped-query attention, no biases, untied
          output projection (Llama 2, Touvron et al. 2023; the 1b size is TinyLlama-1.1B's shape).
 
-A size is a name from the family's table or a custom shape `l<layers>-d<hidden>-h<heads>[-kv<kv heads>]`
-(the family's vocabulary, 4 x hidden MLP for gpt2, Llama's 8/3 x hidden rounded up to 256 for llama).
+A size is a name from the family's table or a custom shape `l<layers>-d<hidden>-h<heads>[-kv<kv heads>][-v<V>]`
+(the family's vocabulary unless -v gives one, 4 x hidden MLP for gpt2, Llama's 8/3 x hidden rounded up to 256 for llama).
 Dropout is 0 in both frameworks (as nanoGPT's pretraining default and Llama's): a step's math is then the
 same in train and eval mode.
 """
@@ -79,7 +79,7 @@ DEFAULT_SIZE = {"gpt2": "124m", "llama": "125m"}
 CPU_SIZE = "tiny"
 """The size CPU workers run when --model-size is not given (the default sizes take seconds per step there)."""
 
-_CUSTOM = re.compile(r"^l(\d+)-d(\d+)-h(\d+)(?:-kv(\d+))?$")
+_CUSTOM = re.compile(r"^l(\d+)-d(\d+)-h(\d+)(?:-kv(\d+))?(?:-v(\d+))?$")
 
 
 def size_names(family: str) -> list[str]:
@@ -96,12 +96,14 @@ def decoder_shape(family: str, size: str | None = None) -> DecoderShape:
     if not m:
         raise ValueError(
             f"--model-size {size!r} is not a size of {family}: use one of {', '.join(SIZES[family])} "
-            "or l<layers>-d<hidden>-h<heads>[-kv<kv heads>]"
+            "or l<layers>-d<hidden>-h<heads>[-kv<kv heads>][-v<vocabulary>]"
         )
     layers, hidden, heads = int(m[1]), int(m[2]), int(m[3])
     kv = int(m[4]) if m[4] else heads
-    if min(layers, hidden, heads, kv) < 1:
-        raise ValueError(f"--model-size {size!r}: layers, hidden size and head counts must be at least 1")
+    base = SIZES[family][DEFAULT_SIZE[family]]
+    vocab = int(m[5]) if m[5] else base.vocab
+    if min(layers, hidden, heads, kv, vocab) < 1:
+        raise ValueError(f"--model-size {size!r}: layers, hidden size, head counts and vocabulary must be at least 1")
     if hidden % heads:
         raise ValueError(f"--model-size {size!r}: {heads} heads do not divide the hidden size {hidden}")
     if family == "gpt2" and m[4]:
@@ -110,10 +112,9 @@ def decoder_shape(family: str, size: str | None = None) -> DecoderShape:
         raise ValueError(f"--model-size {size!r}: {kv} key/value heads do not divide the {heads} query heads")
     if family == "llama" and (hidden // heads) % 2:
         raise ValueError(f"--model-size {size!r}: rotary positions need an even head size, got {hidden // heads}")
-    base = SIZES[family][DEFAULT_SIZE[family]]
     if family == "gpt2":
-        return _gpt2(size, layers, hidden, heads, base.vocab, base.max_positions)
-    return _llama(size, layers, hidden, heads, kv, base.vocab, base.max_positions)
+        return _gpt2(size, layers, hidden, heads, vocab, base.max_positions)
+    return _llama(size, layers, hidden, heads, kv, vocab, base.max_positions)
 
 
 def parameter_count(shape: DecoderShape) -> int:
