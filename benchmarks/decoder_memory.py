@@ -28,6 +28,13 @@ def main() -> None:
     ap.add_argument("--strategies", default="ddp,fsdp,deepspeed")
     ap.add_argument("--gpus", default="2")
     ap.add_argument("--out", default="docs/benchmarks.md")
+    ap.add_argument(
+        "--mmap-threshold",
+        type=int,
+        default=65536,
+        help="MALLOC_MMAP_THRESHOLD_ of the workers (0: glibc's dynamic default): allocations above it are "
+        "mapped and unmapped on free, so a freed tensor leaves the RSS",
+    )
     ap.add_argument("--db", default=None, help="keep the sweep in this store (default: a temporary one)")
     args = ap.parse_args()
     from mdsection import write_section
@@ -35,14 +42,17 @@ def main() -> None:
     from distbench.core.memory import state_memory
     from distbench.results.store import Store
 
-    load_before = os.getloadavg()
+    reuse = bool(args.db and os.path.exists(args.db))
+    load = "load average not recorded" if reuse else f"load average {os.getloadavg()[0]:.1f} before"
     with tempfile.TemporaryDirectory() as tmp:
         db = args.db or os.path.join(tmp, "mem.db")
         cmd = [sys.executable, "-m", "distbench.cli", "scale", "--model", args.model, "--model-size"]
         cmd += [args.model_size, "--strategy", args.strategies, "--gpus", args.gpus, "--device", "cpu"]
         cmd += ["--batch-size", "1", "--seq-len", "32", "--steps", "3", "--warmup", "1", "--target-ci", "0"]
         cmd += ["--no-comm", "--results", db, "--telemetry-interval", "0"]
-        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+        env = dict(os.environ, **({"MALLOC_MMAP_THRESHOLD_": str(args.mmap_threshold)} if args.mmap_threshold else {}))
+        if not reuse:  # an existing --db: report its last sweep again
+            subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, env=env)
         store = Store(db)
         sweep = store.sweeps(limit=1)[0]["id"]
         records = store.points(sweep)
@@ -59,12 +69,19 @@ def main() -> None:
             f"{'-' if ratio is None else f'{ratio:.2f}'} |"
         )
     params = next((state_memory(r)["params"] for r in records if state_memory(r)), 0)
+    malloc = (
+        f"glibc's mmap threshold pinned at {args.mmap_threshold} bytes (MALLOC_MMAP_THRESHOLD_), so freed tensors "
+        "leave the RSS"
+        if args.mmap_threshold
+        else "glibc's default (dynamic) mmap threshold"
+    )
     text = (
-        f"""## Decoder memory per device beside the ZeRO formulas
+        f"""## Decoder memory per device beside the ZeRO formulas: {args.model} {args.model_size}
 
 `benchmarks/decoder_memory.py`, {datetime.date.today()}: `{args.model} --model-size {args.model_size}`
 ({params:,} parameters), batch 1, sequence 32, fp32, torch SGD with momentum, {args.strategies} at N = {args.gpus}
-on CPU workers (gloo) of a 2-core machine shared with other jobs (load average {load_before[0]:.1f} before).
+on CPU workers (gloo) of a 2-core machine shared with other jobs ({load});
+{malloc}.
 Formula: model states per device, 4 bytes each of parameters, gradients and momentum, those the strategy
 shards divided by N (ZeRO's formulas with K = 4 instead of mixed-precision Adam's 12). Measured: the largest
 rank's peak RSS over the timed steps less its RSS before the model was built, so the torch runtime and
