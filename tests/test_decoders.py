@@ -278,7 +278,7 @@ def test_scale_gpt2_tiny_ddp_fsdp_deepspeed_shows_tokens_mfu_and_memory(tmp_path
     for word in ("tokens/s", "per", "MFU", "peak", "memory"):
         assert word in header
     store = Store(db)
-    records = store.points(store.sweeps(limit=1)[0]["sweep_id"])
+    records = store.points(store.sweeps(limit=1)[0]["id"])
     ran = {(r["strategy"], r["world_size"]) for r in records if r["status"] == "ok"}
     for s in ("ddp", "fsdp", "deepspeed-zero1", "deepspeed-zero2", "deepspeed-zero3"):
         assert {(s, 1), (s, 2)} <= ran
@@ -364,8 +364,8 @@ def test_fit_llama_by_layers_under_a_memory_cap_fits_more_with_fsdp(tmp_path):
 
     from tests.conftest import run_cli
 
-    args = ["fit", "--model", "llama", "--model-size", "l1-d256-h4-kv2", "--by", "layers", "--seq-len", "32"]
-    args += ["--strategy", "ddp,fsdp", "--gpus", "2", "--device", "cpu", "--memory-cap", "300M", "--start", "4"]
+    args = ["fit", "--model", "llama", "--model-size", "l1-d512-h8-kv4-v512", "--by", "layers", "--seq-len", "32"]
+    args += ["--strategy", "ddp,fsdp", "--gpus", "2", "--device", "cpu", "--memory-cap", "400M", "--start", "4"]
     args += ["--max-batch", "64", "--tolerance", "25%", "--results", str(tmp_path / "f.db"), "--format", "json"]
     proc = run_cli(args)
     assert proc.returncode == 0, proc.stderr[-3000:]

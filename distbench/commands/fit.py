@@ -178,7 +178,11 @@ def fit(by, layers_batch, memory_cap, start, max_batch, tolerance, results, fmt,
         for name in checked.strategies:
 
             def trial(batch: int, name=name) -> dict:
-                return capped(measure(batch, name), cap)
+                record = measure(batch, name)
+                seen = capped(record, cap)
+                if seen is not record:
+                    err.print(f"  counted as {seen['status']}: {seen['reason']}", markup=False)
+                return seen
 
             def measure(batch: int, name: str) -> dict:
                 plan = make_plan(options((name,), batch))
