@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import re
 from pathlib import Path
 
@@ -18,6 +19,11 @@ from distbench.results.output import fmt_bytes
 from distbench.run.plan import MAX_BATCH, SweepOptions, make_plan
 from distbench.core.strategies import strategy_names
 from distbench.kinds.sweep import run_points
+
+MMAP_THRESHOLD = 65536
+"""--memory-cap: glibc's mmap threshold for the trials (unless the environment sets one). Its default grows up
+to 32 MiB as large blocks are freed, after which freed tensors stay in the heap and in the RSS: a sharded
+strategy's many short-lived buffers would then count against the cap as if they were still in use."""
 
 FIT_STEPS, FIT_WARMUP = 2, 1
 """Each trial: one warmup step (allocates activations, gradients and optimizer state) and two measured
@@ -157,6 +163,11 @@ def fit(by, layers_batch, memory_cap, start, max_batch, tolerance, results, fmt,
         notes.append(
             f"--memory-cap {fmt_bytes(cap)}: a trial whose peak RSS above its RSS before the model was built "
             "exceeds it on any worker counts as not fitting (a CPU run with a limit; its stored record stays 'ok')"
+        )
+        threshold = os.environ.setdefault("MALLOC_MMAP_THRESHOLD_", str(MMAP_THRESHOLD))
+        notes.append(
+            f"workers run with glibc's mmap threshold at {threshold} bytes (MALLOC_MMAP_THRESHOLD_): memory "
+            "a worker frees leaves its RSS, so the peak counts memory in use, as a GPU's peak allocated does"
         )
     if first.device.device == "cpu":
         notes.append(
