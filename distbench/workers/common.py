@@ -211,18 +211,6 @@ def data_wait_fields(waits: list[float], times: list[float], cfg: PointConfig) -
     }
 
 
-def current_rss_bytes() -> int | None:
-    """This process's resident set now (Linux's VmRSS; None elsewhere)."""
-    try:
-        with open("/proc/self/status") as fh:
-            for line in fh:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return None
-
-
 def _peak_rss_bytes() -> int:
     """This process's peak RSS: Linux's VmHWM (ru_maxrss would include a launcher's from before exec)."""
     try:

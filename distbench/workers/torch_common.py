@@ -263,6 +263,18 @@ def make_step(
     return step
 
 
+def current_rss_bytes() -> int | None:
+    """This process's resident set now (Linux's VmRSS; None elsewhere)."""
+    try:
+        with open("/proc/self/status") as fh:
+            for line in fh:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
+
+
 def checkpointed_blocks(model) -> int:
     """How many decoder blocks recompute their activations in backward (--activation-checkpointing)."""
     return sum(len(m.layers) for m in model.modules() if getattr(m, "checkpointing", False) and hasattr(m, "layers"))
@@ -296,7 +308,7 @@ def run(cfg: PointConfig, out_path: str, dist: Distribution) -> None:
             raise RuntimeError(f"launched with {dist.world} processes but the point asks for {cfg.world_size}")
         math_mode = configure_threads(cfg)
         device = device_for(cfg, dist.local_rank)
-        rss_before_model = common.current_rss_bytes() if cfg.device == "cpu" else None
+        rss_before_model = current_rss_bytes() if cfg.device == "cpu" else None
         model = build_model(cfg, device, common.verify_seed(cfg, dist.rank))
         optimizer = None if dist.optimizer_after_wrap else make_optimizer(cfg, model)
         extra: dict = {
