@@ -325,6 +325,8 @@ def test_activation_checkpointing_runs_under_each_torch_strategy(strategy, tmp_p
     record = run_point(STRATEGIES[strategy], cfg, tmp_path / "point", 300)
     assert record["status"] == "ok", (record.get("reason"), record.get("stderr_tail"))
     assert record["config"]["activation_checkpointing"] is True and record["checkpointed_blocks"] == 2
+    before = record["memory_before_model_per_rank_bytes"]
+    assert len(before) == 2 and all(b > 0 for b in before) and record["peak_memory_bytes"] > max(before)
 
 
 def test_fit_by_layers_helpers():
