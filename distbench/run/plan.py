@@ -90,8 +90,8 @@ class SweepOptions(Workload, Measurement):
         identity=False,
         cli={"multiple": True, "metavar": "NAME[,NAME]", "show_default": False},
         help=f"Strategies to run (repeatable or comma list): {', '.join(strategy_names())}, or a group: "
-        "core, wrappers, sharded, engines, all; deepspeed = its three ZeRO stages. Default: core (the wrapper, sharded and engine strategies "
-        "run when named).",
+        "core, wrappers, sharded, engines, all; deepspeed = its three ZeRO stages. Default: core (the wrapper, "
+        "sharded and engine strategies run when named).",
     )
     """Strategy names in registry order (comma lists and Strategy objects accepted); empty = the core group."""
     add_baselines: bool = knob(True, identity=False, command_only=True)
