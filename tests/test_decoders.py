@@ -371,7 +371,9 @@ def test_fit_llama_by_layers_under_a_memory_cap_fits_more_with_fsdp(tmp_path):
     args += ["--max-batch", "64", "--tolerance", "25%", "--results", str(tmp_path / "f.db"), "--format", "json"]
     proc = run_cli(args)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    rows = {r["strategy"]: r for r in json.loads(proc.stdout)["strategies"]}
+    document = json.loads(proc.stdout)
+    assert document["by"] == "layers" and document["model_size_pattern"] == "l{layers}-d512-h8-kv4-v512"
+    rows = {r["strategy"]: r for r in document["strategies"]}
     assert rows["ddp"]["largest_batch"] and rows["fsdp"]["largest_batch"] > rows["ddp"]["largest_batch"]
     assert rows["ddp"]["first_oom_batch"] and "--memory-cap" in rows["ddp"]["first_oom_reason"]
 

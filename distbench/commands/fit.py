@@ -229,7 +229,10 @@ def fit(by, layers_batch, memory_cap, start, max_batch, tolerance, results, fmt,
             fits.append((name, find_largest_batch(trial, start=start, max_batch=max_batch, tolerance=tolerance)))
         _remove_if_empty(sweep.workdir)
     if fmt == "json":
-        click.echo(json.dumps(_document(fits, sweep.id, results, tolerance), indent=2))
+        document = _document(fits, sweep.id, results, tolerance)
+        if base:  # --by layers: each search's values (largest_batch, trials' per_device_batch) are layer counts
+            document.update(by="layers", model_size_pattern=base, per_device_batch=layers_batch)
+        click.echo(json.dumps(document, indent=2))
     else:
         _print_table(fits, sweep.id, results, tolerance, first.device.device, base)
 
