@@ -37,7 +37,11 @@ EXAMPLES = {
     "momentum": 0.5,
     "ray_address": "ray://head:10001",
 }
-LEFT_AT_DEFAULT = {"seq_len"}  # a token-model option: the image model above refuses it
+LEFT_AT_DEFAULT = {
+    "seq_len",
+    "model_size",
+    "activation_checkpointing",
+}  # token/decoder options: the image model refuses them
 
 
 def _changed(f: dataclasses.Field):

@@ -166,6 +166,8 @@ TABLE_COLUMNS = {  # --columns name: header (CPU workers' efficiency header says
     "N": "N",
     "backend": "backend",
     "throughput": "throughput\nsamples/s",
+    "tokens": "tokens/s",
+    "tokens_per_device": "tokens/s\nper\ndevice",
     "ci": "95% CI",
     "speedup": "speedup",
     "efficiency": "efficiency",
@@ -197,11 +199,11 @@ DEFAULT_COLUMNS = (
 """What fits 100-120 terminal columns; efficiency_per_core shows only where points ran on CPU workers."""
 
 
-def parse_columns(text: str | None, wide: bool = False) -> tuple[str, ...]:
-    """`--columns` 'strategy,N,throughput' -> the names in display order; None -> the default (or every
-    column with --wide). ValueError names the unknown ones and the valid names."""
+def parse_columns(text: str | None, wide: bool = False) -> tuple[str, ...] | None:
+    """`--columns` 'strategy,N,throughput' -> the names in display order; None -> None, the default for the
+    points shown (default_columns), or every column with --wide. ValueError names the unknown ones and the valid names."""
     if not text:
-        return tuple(TABLE_COLUMNS) if wide else DEFAULT_COLUMNS
+        return tuple(TABLE_COLUMNS) if wide else None
     names = [n.strip() for n in text.split(",") if n.strip()]
     unknown = [n for n in names if n not in TABLE_COLUMNS]
     if unknown or not names:
@@ -209,6 +211,26 @@ def parse_columns(text: str | None, wide: bool = False) -> tuple[str, ...]:
             f"unknown column(s) {', '.join(map(repr, unknown)) or 'none given'}; valid: {', '.join(TABLE_COLUMNS)}"
         )
     return tuple(n for n in TABLE_COLUMNS if n in names)
+
+
+DECODER_COLUMNS = ("strategy", "N", "backend", "tokens", "tokens_per_device", "ci", "speedup", "efficiency")
+DECODER_COLUMNS += ("mfu", "memory", "status")
+"""The default columns when the points train a decoder language model (gpt2, llama): tokens per second in
+total and per device, MFU and peak memory per device."""
+
+
+def default_columns(records: list[dict]) -> tuple[str, ...]:
+    """DECODER_COLUMNS when any point trains a decoder language model, else DEFAULT_COLUMNS."""
+    decoder = any((r.get("config") or {}).get("model") in ("gpt2", "llama") for r in records)
+    return DECODER_COLUMNS if decoder else DEFAULT_COLUMNS
+
+
+def tokens_per_s(r: dict, per_device: bool = False) -> float | None:
+    """Tokens per second of a token model's point: samples/s x the sequence length (per device: / N)."""
+    seq, throughput = (r.get("config") or {}).get("seq_len"), num(r.get("throughput"))
+    if not seq or throughput is None:
+        return None
+    return throughput * seq / ((r.get("world_size") or 1) if per_device else 1)
 
 
 def _ci_cell(r: dict) -> str:
@@ -222,6 +244,8 @@ _CELL = {
     "N": lambda r: str(r["world_size"]),
     "backend": lambda r: escape(str(r.get("backend") or "-")),
     "throughput": lambda r: cells(r, "throughput")[0],
+    "tokens": lambda r: fmt_num(tokens_per_s(r), ",.0f"),
+    "tokens_per_device": lambda r: fmt_num(tokens_per_s(r, per_device=True), ",.0f"),
     "ci": _ci_cell,
     "speedup": lambda r: cells(r, "speedup")[0],
     "efficiency": lambda r: cells(r, "efficiency")[0],
@@ -271,7 +295,12 @@ def results_table(records: list[dict], title: str | None = None, columns: tuple[
     with the number of its reason (reason_lines, printed under the table)."""
     several_batches = len({swept_batch(r.get("config") or r) for r in records}) > 1
     cpu = any(r.get("device") == "cpu" for r in records)
-    shown = [c for c in (columns or DEFAULT_COLUMNS) if cpu or c != "efficiency_per_core"]
+    tokens = any((r.get("config") or {}).get("seq_len") for r in records)
+    shown = [
+        c
+        for c in (columns or default_columns(records))
+        if (cpu or c != "efficiency_per_core") and (tokens or c not in ("tokens", "tokens_per_device"))
+    ]
     headers = {**TABLE_COLUMNS, "efficiency": "eff.\n(whole\nmachine)" if cpu else "efficiency"}
     t = Table(
         title=title, title_justify="left", box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, collapse_padding=True
@@ -291,6 +320,7 @@ def results_table(records: list[dict], title: str | None = None, columns: tuple[
 
 TEXT_COLUMNS = ("strategy", "backend", "status")
 DROP_ORDER = ("efficiency_per_core", "comm", "step_median", "ci", "backend", "speedup", "efficiency")
+DROP_ORDER += ("tokens",)
 """Which columns give way, first to last, when the table does not fit the width (names and status never)."""
 
 
@@ -299,7 +329,7 @@ def fitted_table(
 ) -> tuple[Table, list[str]]:
     """The table in `columns`, less the first columns of DROP_ORDER while its narrowest form (text columns
     wrapped at words, numbers whole) is wider than `width`; and the names left out."""
-    chosen = list(columns or DEFAULT_COLUMNS)
+    chosen = list(columns or default_columns(records))
     dropped: list[str] = []
     options = console.options.update_width(10_000)
     while True:
@@ -394,7 +424,7 @@ def print_summary(
         say(line)
     if (
         any(r.get("backend") for r in records)
-        and "backend" in (columns or DEFAULT_COLUMNS)
+        and "backend" in (columns or default_columns(records))
         and "backend" not in dropped
     ):
         say(

@@ -7,6 +7,7 @@ import json
 import click
 
 from distbench.commands.options import format_option
+from distbench.models import decoders
 from distbench.models.specs import MODEL_SPECS, input_shape
 
 
@@ -17,6 +18,11 @@ def _forward_gflops(name: str) -> float | None:
     except ImportError:
         return None
     return round(forward_flops_per_sample(name) / 1e9, 3)
+
+
+def _sizes(family: str) -> dict[str, int]:
+    """--model-size name -> exact parameter count (models.decoders)."""
+    return {name: decoders.parameter_count(shape) for name, shape in decoders.SIZES[family].items()}
 
 
 @click.command()
@@ -40,6 +46,7 @@ def models(fmt: str):
             "seq_len": spec.default_seq_len,
             "forward_gflops_per_sample": _forward_gflops(spec.name),
             "description": spec.description,
+            **({"sizes": _sizes(spec.name)} if spec.sizes else {}),
         }
         for spec in MODEL_SPECS.values()
     ]
@@ -53,6 +60,10 @@ def models(fmt: str):
             f"{r['name']:<16} {r['params']:>13,d}  {r['input']:<15} "
             f"{'-' if gf is None else format(gf, '.2f'):>7}  {r['description']}"
         )
+    for r in rows:
+        if "sizes" in r:
+            sizes = ", ".join(f"{name} {count:,}" for name, count in r["sizes"].items())
+            click.echo(f"{r['name']} --model-size: {sizes} parameters (or l<layers>-d<hidden>-h<heads>)")
     click.echo(
         "\nparams: exact trainable-parameter count at the default head size; tests/test_models.py verifies the "
         "torch and the Keras model both have exactly this many\nGFLOPs: forward pass of one sample at the default "

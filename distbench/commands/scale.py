@@ -9,7 +9,14 @@ import click
 from distbench.results import split
 from distbench.commands import options as opt
 from distbench.core.errors import BadInput
-from distbench.analysis.output import DEFAULT_COLUMNS, TABLE_COLUMNS, json_document, parse_columns, print_summary
+from distbench.analysis.output import (
+    DECODER_COLUMNS,
+    DEFAULT_COLUMNS,
+    TABLE_COLUMNS,
+    json_document,
+    parse_columns,
+    print_summary,
+)
 from distbench.run.plan import SweepOptions, make_plan
 from distbench.profile.request import with_profiling
 from distbench.profile.trace import trace_folder
@@ -44,7 +51,8 @@ def output_options(fn):
         "columns_text",
         metavar="NAMES",
         help=f"Comma list of the table's columns, from: {', '.join(TABLE_COLUMNS)}. "
-        f"Default: {','.join(DEFAULT_COLUMNS)} (fits 120 characters; COLUMNS is honoured).",
+        f"Default: {','.join(DEFAULT_COLUMNS)}; for gpt2 and llama {','.join(DECODER_COLUMNS)} (fits 120 "
+        "characters; COLUMNS is honoured).",
     )(fn)
     fn = click.option(
         "--records-dir",
@@ -116,7 +124,7 @@ def honour_steps(workload: dict) -> dict:
     return workload
 
 
-def table_columns(columns_text: str | None, wide: bool) -> tuple[str, ...]:
+def table_columns(columns_text: str | None, wide: bool) -> tuple[str, ...] | None:
     """--columns / --wide -> the table's columns; a bad name is a one-line error naming --columns."""
     if columns_text and wide:
         raise BadInput("--columns and --wide: give one of them (--wide shows every column)")

@@ -20,7 +20,7 @@ from distbench.core.errors import BadInput
 @opt.workload_option(
     "strategies",
     help=f"Strategies to check (repeatable or comma list): {', '.join(strategy_names())}, or a group: core, "
-    "wrappers, sharded, engines, all. Default: core.",
+    "wrappers, sharded, engines, all; deepspeed = its three ZeRO stages. Default: core.",
 )
 @opt.option(
     "--batch-size",
@@ -33,6 +33,8 @@ from distbench.core.errors import BadInput
     "model",
     "image_size",
     "seq_len",
+    "model_size",
+    "activation_checkpointing",
     "num_classes",
     "lr",
     "momentum",

@@ -126,12 +126,30 @@ def gpu_peak(name: str | None, kind: str) -> tuple[float | None, str]:
 
 
 def train_flops_per_sample(config: dict) -> tuple[int | None, str]:
-    """Model FLOPs of one sample's training step for a point's config, or (None, why)."""
+    """Model FLOPs of one sample's training step for a point's config, or (None, why). Decoders (gpt2,
+    llama) use the standard count per token, x the sequence length (models.decoders.train_flops_per_token)."""
+    from distbench.models import decoders
+
+    if config.get("model") in decoders.FAMILIES:
+        try:
+            shape = decoders.decoder_shape(config["model"], config.get("model_size"))
+        except ValueError as exc:
+            return None, f"model FLOPs not counted: {exc}"
+        seq = config.get("seq_len") or shape.max_positions
+        return seq * decoders.train_flops_per_token(shape, seq), (
+            f"(6 x {decoders.matmul_parameters(shape):,} matmul parameters + 12 x {shape.layers} layers x "
+            f"{shape.hidden} hidden x {seq} sequence) FLOPs per token x {seq} tokens per sample "
+            "(PaLM appendix B; recomputation not counted)"
+        )
     try:
         from distbench.models.torch_models import forward_flops_per_sample  # cached per arguments
 
         forward = forward_flops_per_sample(
-            config["model"], config.get("image_size"), config.get("seq_len"), num_classes=config.get("num_classes")
+            config["model"],
+            config.get("image_size"),
+            config.get("seq_len"),
+            num_classes=config.get("num_classes"),
+            model_size=config.get("model_size"),
         )
     except ImportError as exc:
         return None, f"model FLOPs are counted with torch, which is not installed ({exc.name})"

@@ -45,6 +45,9 @@ class Strategy:
     the gradients (reduce-scatter + all-gather, 2(n-1)/n S), and what moves. A sharded strategy that
     all-gathers the parameters twice and reduce-scatters the gradients moves 3(n-1)/n S, 1.5x (ZeRO paper,
     arXiv 1910.02054, section 7.2.2). DDP, Horovod, ZeRO-1/2: 1x."""
+    sharded_states: tuple[str, ...] = ()
+    """The model states it divides among the N devices ('optimizer', 'grads', 'params'): ZeRO stage 1 the
+    first, stage 2 the first two, stage 3 and FSDP's full shard all three; replicated strategies none."""
     converge_module: str | None = None
     """`distbench converge`: its framework's converge worker, which drives this strategy's Distribution
     (None: converge does not run it)."""
@@ -219,6 +222,7 @@ STRATEGIES: dict[str, Strategy] = {
             requires=("torch",),
             no_comm_reason=SHARDED_NO_COMM,
             traffic=(1.5, "FSDP: all-gather in forward, all-gather in backward, reduce-scatter of the gradients"),
+            sharded_states=("optimizer", "grads", "params"),
             description="FSDP2 fully_shard per top-level module + root, reshard after forward (torchrun)",
         ),
         *(
@@ -231,6 +235,7 @@ STRATEGIES: dict[str, Strategy] = {
                 requires=("torch", "deepspeed"),
                 no_comm_reason=SHARDED_NO_COMM,
                 **({"traffic": ZERO3_TRAFFIC} if k == 3 else {}),
+                sharded_states=("optimizer", "grads", "params")[:k],
                 description=f"deepspeed.initialize, ZeRO stage {k}: {what}, same torch SGD (torchrun)",
             )
             for k, what in [
@@ -260,6 +265,8 @@ def strategy_names() -> list[str]:
 
 
 GROUPS = ("core", "wrappers", "sharded", "engines")
+ALIASES = {"deepspeed": ("deepspeed-zero1", "deepspeed-zero2", "deepspeed-zero3")}
+"""Names that stand for several strategies: `deepspeed` is its three ZeRO stages."""
 
 
 def _valid() -> str:
@@ -283,6 +290,8 @@ def parse_strategies(values: tuple[str, ...] | list[str]) -> list[Strategy]:
                 raise BadInput(f"empty --strategy name in {value!r}; valid strategies: {_valid()}")
             if part == "all" or part in GROUPS:
                 names |= {s.name for s in STRATEGIES.values() if part in ("all", s.group)}
+            elif part in ALIASES:
+                names |= set(ALIASES[part])
             else:
                 names.add(get_strategy(part).name)
     if not names:

@@ -90,7 +90,20 @@ class Workload:
         low=1,
         high=65536,
         jobs=True,
-        help="Token models (bert_base, lstm): sequence length. Default: the model's (64 at most on CPU).",
+        help="Token models (bert_base, lstm, gpt2, llama): sequence length. Default: the model's (64 at most on CPU).",
+    )
+    model_size: str | None = knob(
+        None,
+        jobs=True,
+        by_device={"cuda": None, "cpu": "tiny"},
+        help="Decoder models (gpt2, llama): the size, e.g. 124m, 350m, or l<layers>-d<hidden>-h<heads>[-kv<n>] "
+        "(`distbench models` lists them). Default: the model's (gpt2 124m, llama 125m) on GPUs, tiny on CPU workers.",
+    )
+    activation_checkpointing: bool = knob(
+        False,
+        jobs=True,
+        cli={"is_flag": True},
+        help="Recompute each decoder block's activations in the backward pass (torch strategies, gpt2 and llama).",
     )
     num_classes: int = knob(1000, low=2, high=1_000_000, jobs=True, help="Classifier width of classification models.")
     precision: str = knob(

@@ -10,13 +10,14 @@ from dataclasses import dataclass, replace
 
 from distbench.core.errors import BadInput
 from distbench.core.strategies import FRAMEWORK_BASELINE, STRATEGIES, Strategy
-from distbench.core.workload import Workload
+from distbench.core.workload import Workload, device_default
 from distbench.models.specs import get_spec
 from distbench.run.plan import (
     DeviceChoice,
     Plan,
     PlannedPoint,
     check_model_input,
+    check_model_size,
     cpu_cores,
     cpu_image_size,
     planned,
@@ -56,9 +57,11 @@ def plan_verify(opts: VerifyOptions, visible_gpus: int | None = None) -> Plan:
     size = opts.image_size
     if spec.kind != "tokens" and size is None:
         size = spec.default_image_size if choice.device == "cuda" else cpu_image_size(spec, 32)
+    model_size = (opts.model_size or device_default("model_size", choice.device)) if spec.sizes else opts.model_size
+    spec = check_model_size(spec, model_size, opts.activation_checkpointing)
     check_model_input(spec, size, opts.seq_len)
     threads = opts.threads or cpu_cores()
-    same = dict(image_size=size, steps=opts.steps, warmup=0, verify=True)
+    same = dict(image_size=size, steps=opts.steps, warmup=0, verify=True, model_size=model_size)
     points: list[PlannedPoint] = []
     for s in opts.strategies:
         base = STRATEGIES[FRAMEWORK_BASELINE[s.framework]]

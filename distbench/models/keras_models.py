@@ -3,7 +3,8 @@ a synthetic batch, the losses). The networks are defined per architecture family
 as their torch_* twins:
 
   keras_resnet (resnet18/50/152), keras_plain (vgg16, linear, mlp, cnn), keras_mobilenet (mobilenet_v2,
-  efficientnet_b4), keras_unet (unet), keras_transformer (bert_base), keras_recurrent (lstm).
+  efficientnet_b4), keras_unet (unet), keras_transformer (bert_base), keras_recurrent (lstm),
+  keras_decoder (gpt2, llama: sized by model_size, models.decoders).
 
 Conventions every family follows: channels-last (NHWC) because TensorFlow's CPU kernels need it. Strided
 convolutions use explicit zero padding and 'valid' convolutions so the geometry is exactly torch's (Keras'
@@ -26,13 +27,14 @@ from typing import Callable
 import keras
 from keras import ops
 
+from distbench.models.keras_decoder import build_decoder
 from distbench.models.keras_mobilenet import build_efficientnet_b4, build_mobilenet_v2
 from distbench.models.keras_plain import build_cnn, build_linear, build_mlp, build_vgg16
 from distbench.models.keras_recurrent import build_lstm
 from distbench.models.keras_resnet import build_resnet
 from distbench.models.keras_transformer import build_bert_base
 from distbench.models.keras_unet import build_unet
-from distbench.models.specs import ModelSpec, check_input, output_size, registered_spec
+from distbench.models.specs import ModelSpec, check_input, output_size, registered_spec, sized_spec
 
 MODELS: dict[str, Callable[..., keras.Model]] = {
     "resnet18": functools.partial(build_resnet, "resnet18"),
@@ -47,29 +49,38 @@ MODELS: dict[str, Callable[..., keras.Model]] = {
     "linear": build_linear,
     "mlp": build_mlp,
     "cnn": build_cnn,
+    "gpt2": functools.partial(build_decoder, "gpt2"),
+    "llama": functools.partial(build_decoder, "llama"),
 }
-"""Name -> builder(*, num_classes, channels, image_size, seq_len) (keys: the same as torch_models.MODELS)."""
+"""Name -> builder(*, num_classes, channels, image_size, seq_len, model_size) (keys: the same as
+torch_models.MODELS)."""
 
 
-def _spec(name: str) -> ModelSpec:
-    return registered_spec(name, MODELS)
+def _spec(name: str, model_size: str | None = None) -> ModelSpec:
+    return sized_spec(registered_spec(name, MODELS), model_size)
 
 
 def build_model(
-    name: str, *, num_classes: int | None = None, image_size: int | None = None, seq_len: int | None = None
+    name: str,
+    *,
+    num_classes: int | None = None,
+    image_size: int | None = None,
+    seq_len: int | None = None,
+    model_size: str | None = None,
 ) -> keras.Model:
     """The named network, built for one input size (None = the spec's default).
 
     num_classes: classification head size (image models and bert_base); None = the spec's
     default (1000, bert_base 2). unet always outputs its 13 maps and lstm the vocabulary.
     """
-    spec = _spec(name)
+    spec = _spec(name, model_size)
     check_input(spec, image_size=image_size, seq_len=seq_len)
     return MODELS[name](
         num_classes=output_size(spec, num_classes),
         channels=spec.channels,
         image_size=image_size or spec.default_image_size,
         seq_len=seq_len or spec.default_seq_len,
+        model_size=spec.default_size,
     )
 
 
@@ -98,6 +109,7 @@ def synthetic_batch(
     seq_len: int | None = None,
     num_classes: int | None = None,
     seed: int = 0,
+    model_size: str | None = None,
 ):
     """(inputs, targets) as TF tensors, deterministic in seed (stateless RNG).
 
@@ -108,7 +120,7 @@ def synthetic_batch(
     """
     import tensorflow as tf
 
-    spec = _spec(name)
+    spec = _spec(name, model_size)
     check_input(spec, image_size=image_size, seq_len=seq_len)
     s0, s1 = (seed, 0), (seed, 1)
     if spec.kind == "tokens":

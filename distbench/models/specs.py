@@ -17,6 +17,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from distbench.models import decoders
+
 KINDS = ("image", "keypoints", "tokens")
 LOSSES = ("cross_entropy", "mse", "lm_cross_entropy")
 
@@ -55,6 +57,10 @@ class ModelSpec:
     """Token models: longest sequence the network accepts (BERT: its learned position embeddings)."""
     vocab_size: int | None = None
     """Token models: the ids are in [0, vocab_size)."""
+    sizes: tuple[str, ...] = ()
+    """Decoder families: their named sizes (--model-size; models.decoders), smallest first."""
+    default_size: str | None = None
+    """Decoder families: the size this spec describes (reference_params, vocab_size, max_seq_len are its)."""
 
 
 MLP_HIDDEN = 128
@@ -325,7 +331,58 @@ MODEL_SPECS: dict[str, ModelSpec] = {
         reference_params=19_780_400,
         reference="computed (Zaremba et al. medium PTB model, untied)",
     ),
+    "gpt2": ModelSpec(
+        name="gpt2",
+        description=(
+            "GPT-2 decoder (pre-LN LayerNorm, GELU MLP, learned positions, output tied to the token embedding), "
+            "causal next-token loss; --model-size " + ", ".join(decoders.size_names("gpt2"))
+        ),
+        kind="tokens",
+        loss="lm_cross_entropy",
+        channels=0,
+        num_classes=50257,
+        default_seq_len=1024,
+        min_seq_len=1,
+        max_seq_len=1024,
+        vocab_size=50257,
+        reference_params=124_439_808,
+        reference="GPT-2 small, HF gpt2: 124,439,808",
+        sizes=tuple(decoders.size_names("gpt2")),
+        default_size="124m",
+    ),
+    "llama": ModelSpec(
+        name="llama",
+        description=(
+            "Llama decoder (RMSNorm, SwiGLU, rotary positions, grouped-query attention, untied output), "
+            "causal next-token loss; --model-size " + ", ".join(decoders.size_names("llama"))
+        ),
+        kind="tokens",
+        loss="lm_cross_entropy",
+        channels=0,
+        num_classes=32000,
+        default_seq_len=2048,
+        min_seq_len=1,
+        max_seq_len=2048,
+        vocab_size=32000,
+        reference_params=124_668_672,
+        reference="computed (docs/methodology.md: 12 layers, hidden 768, 12 heads, 4 KV heads, SwiGLU 2048)",
+        sizes=tuple(decoders.size_names("llama")),
+        default_size="125m",
+    ),
 }
+
+
+def sized_spec(spec: "ModelSpec | str", size: str | None) -> ModelSpec:
+    """The spec at --model-size `size` (None: the spec's own). ValueError (one line naming the flag) for a
+    size of a model that has none, or an unknown or malformed size."""
+    spec = _as_spec(spec)
+    if size is None:
+        return spec
+    if not spec.sizes:
+        raise ValueError(
+            f"--model-size applies to the decoder models ({', '.join(decoders.FAMILIES)}), not {spec.name}"
+        )
+    return decoders.with_size(spec, size)
 
 
 def model_names() -> list[str]:

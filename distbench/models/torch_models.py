@@ -3,7 +3,8 @@ a synthetic batch, the loss, forward FLOPs). The networks are defined per archit
 layer the same as their keras_* twins (torchvision's structure):
 
   torch_resnet (resnet18/50/152), torch_plain (vgg16, linear, mlp, cnn), torch_mobilenet (mobilenet_v2,
-  efficientnet_b4), torch_unet (unet), torch_transformer (bert_base), torch_recurrent (lstm).
+  efficientnet_b4), torch_unet (unet), torch_transformer (bert_base), torch_recurrent (lstm),
+  torch_decoder (gpt2, llama: sized by model_size, models.decoders).
 
 Weight initialisation is torch's default (it does not change shapes, parameter counts or step cost).
 """
@@ -16,7 +17,8 @@ from typing import Callable
 import torch
 from torch import nn
 
-from distbench.models.specs import ModelSpec, check_input, output_size, registered_spec
+from distbench.models.specs import ModelSpec, check_input, output_size, registered_spec, sized_spec
+from distbench.models.torch_decoder import build_decoder
 from distbench.models.torch_mobilenet import build_efficientnet_b4, build_mobilenet_v2
 from distbench.models.torch_plain import build_cnn, build_linear, build_mlp, build_vgg16
 from distbench.models.torch_recurrent import build_lstm
@@ -37,32 +39,51 @@ MODELS: dict[str, Callable[..., nn.Module]] = {
     "linear": build_linear,
     "mlp": build_mlp,
     "cnn": build_cnn,
+    "gpt2": functools.partial(build_decoder, "gpt2"),
+    "llama": functools.partial(build_decoder, "llama"),
 }
-"""Name -> builder(*, num_classes, channels, image_size, seq_len) (keys: the same as keras_models.MODELS)."""
+"""Name -> builder(*, num_classes, channels, image_size, seq_len, model_size) (keys: the same as
+keras_models.MODELS)."""
 
 
-def _spec(name: str) -> ModelSpec:
-    return registered_spec(name, MODELS)
+def _spec(name: str, model_size: str | None = None) -> ModelSpec:
+    return sized_spec(registered_spec(name, MODELS), model_size)
 
 
 def build_model(
-    name: str, *, num_classes: int | None = None, image_size: int | None = None, seq_len: int | None = None
+    name: str,
+    *,
+    num_classes: int | None = None,
+    image_size: int | None = None,
+    seq_len: int | None = None,
+    model_size: str | None = None,
 ) -> nn.Module:
     """The named network on the CPU, in training mode.
 
     num_classes: classification head size (image models and bert_base); None = the spec's
     default (1000, bert_base 2). unet always outputs its 13 maps and lstm the vocabulary.
     image_size / seq_len are only validated (check_input): torch modules take any valid size.
+    model_size: the decoders' size (None: the spec's default; models.decoders).
     """
-    spec = _spec(name)
+    spec = _spec(name, model_size)
     check_input(spec, image_size=image_size, seq_len=seq_len)
     return MODELS[name](
-        num_classes=output_size(spec, num_classes), channels=spec.channels, image_size=image_size, seq_len=seq_len
+        num_classes=output_size(spec, num_classes),
+        channels=spec.channels,
+        image_size=image_size,
+        seq_len=seq_len,
+        model_size=spec.default_size,
     )
 
 
 def count_params(model: nn.Module) -> int:
     return sum(p.numel() for p in model.parameters())
+
+
+def count_params_without_allocating(name: str, model_size: str | None = None) -> int:
+    """The parameter count of the model built on the 'meta' device: shapes only, no memory (any size)."""
+    with torch.device("meta"):
+        return count_params(build_model(name, model_size=model_size))
 
 
 def confidence_maps(points: torch.Tensor, height: int, width: int, stride: int, sigma: float = 1.5) -> torch.Tensor:
@@ -83,15 +104,16 @@ def synthetic_batch(
     seq_len: int | None = None,
     num_classes: int | None = None,
     seed: int = 0,
+    model_size: str | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """(inputs, targets) on the CPU, deterministic in seed.
 
     image: x (N, C, H, W) float32 ~ N(0, 1), y (N,) int64 class ids.
     keypoints: x (N, 1, H, W) float32 in [0, 1), y (N, 13, H/2, W/2) Gaussian confidence maps
     (sigma 1.5 px) at random keypoints. tokens: x (N, seq) int64 ids; y (N,) class ids
-    (bert_base) or (N, seq) next-token ids (lstm: x and y are one sequence shifted by one).
+    (bert_base) or (N, seq) next-token ids (lstm, gpt2, llama: x and y are one sequence shifted by one).
     """
-    spec = _spec(name)
+    spec = _spec(name, model_size)
     check_input(spec, image_size=image_size, seq_len=seq_len)
     g = torch.Generator(device="cpu").manual_seed(seed)
     if spec.kind == "tokens":
@@ -128,7 +150,11 @@ def loss_fn(name: str) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
 
 @functools.lru_cache(maxsize=None)
 def forward_flops_per_sample(
-    name: str, image_size: int | None = None, seq_len: int | None = None, num_classes: int | None = None
+    name: str,
+    image_size: int | None = None,
+    seq_len: int | None = None,
+    num_classes: int | None = None,
+    model_size: str | None = None,
 ) -> int:
     """Forward FLOPs of one sample at the given (default: the spec's) input size and head size.
 
@@ -140,10 +166,11 @@ def forward_flops_per_sample(
     """
     from torch.utils.flop_counter import FlopCounterMode
 
-    spec = _spec(name)
+    spec = _spec(name, model_size)
     check_input(spec, image_size=image_size, seq_len=seq_len)
     with torch.device("meta"):
-        model = build_model(name, num_classes=num_classes, image_size=image_size).eval()  # mlp, cnn: sized by it
+        # mlp, cnn: sized by image_size
+        model = build_model(name, num_classes=num_classes, image_size=image_size, model_size=model_size).eval()
         if spec.kind == "tokens":
             x = torch.zeros(1, seq_len or spec.default_seq_len, dtype=torch.long)
         else:

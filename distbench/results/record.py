@@ -87,6 +87,8 @@ class Record(TypedDict, total=False):
     peak_memory_per_rank_bytes: list[int | None]
     peak_memory_source: str
     peak_memory_scope: str  # torch: the peak is reset after the model is wrapped (sharded)
+    checkpointed_blocks: int  # torch: decoder blocks recomputed in backward (--activation-checkpointing)
+    memory_before_model_per_rank_bytes: list[int | None]  # torch, CPU workers: each rank's RSS before the model
     # FLOPs and MFU (distbench.core.mfu)
     model_flops_per_sample: float | None
     achieved_flops_per_device: float | None

@@ -11,7 +11,7 @@ from distbench.core import strategies as registry
 from distbench.core.config import PointConfig
 from distbench.core.errors import BadInput
 from distbench.run.launchers import RAY_TRAIN, check_ray_address, cluster_launcher
-from distbench.models.specs import check_input, get_spec
+from distbench.models.specs import check_input, get_spec, sized_spec
 from distbench.core.strategies import FRAMEWORK_BASELINE, STRATEGIES, Strategy, parse_strategies, strategy_names
 from distbench.core.workload import MAX_BATCH, Measurement, Workload, check, device_default, knob, knobs
 from distbench.core.workload import flag as knob_flag
@@ -52,10 +52,22 @@ def check_model_input(spec, image_size: int | None, seq_len: int | None, channel
         raise BadInput(str(exc)) from None
 
 
+def check_model_size(spec, model_size: str | None, checkpointing: bool = False):
+    """The spec at --model-size (BadInput naming the flag for an unknown or malformed size, or a size of a
+    model without sizes); --activation-checkpointing only where there are decoder blocks to recompute."""
+    if checkpointing and not spec.sizes:
+        raise BadInput(f"--activation-checkpointing applies to the decoder models (gpt2, llama), not {spec.name}")
+    try:
+        return sized_spec(spec, model_size)
+    except ValueError as exc:
+        raise BadInput(str(exc)) from None
+
+
 FRAMEWORK_ONLY = {  # option -> the framework it applies to, and why it does not apply to the other
     "compile": ("torch", "torch.compile is PyTorch-only"),
     "channels_last": ("torch", "a PyTorch memory format"),
     "xla": ("tf", "XLA is TensorFlow's compiler"),
+    "activation_checkpointing": ("torch", "recomputation is built into the torch decoders"),
 }
 
 
@@ -78,8 +90,8 @@ class SweepOptions(Workload, Measurement):
         identity=False,
         cli={"multiple": True, "metavar": "NAME[,NAME]", "show_default": False},
         help=f"Strategies to run (repeatable or comma list): {', '.join(strategy_names())}, or a group: "
-        "core, wrappers, sharded, engines, all. Default: core (the wrapper, sharded and engine strategies "
-        "run when named).",
+        "core, wrappers, sharded, engines, all; deepspeed = its three ZeRO stages. Default: core (the wrapper, "
+        "sharded and engine strategies run when named).",
     )
     """Strategy names in registry order (comma lists and Strategy objects accepted); empty = the core group."""
     add_baselines: bool = knob(True, identity=False, command_only=True)
@@ -140,6 +152,7 @@ class SweepOptions(Workload, Measurement):
             raise BadInput("--nodes values must be positive")
         if max(self.nodes) > 1 and not any(n % k == 0 and k > 1 for n in self.gpus for k in self.nodes):
             raise BadInput(f"no --gpus value splits evenly over --nodes {','.join(map(str, self.nodes))}")
+        spec = check_model_size(spec, self.model_size, self.activation_checkpointing)
         check_model_input(spec, self.image_size, self.seq_len, self.channels_last)
         if self.ray_address is not None:
             object.__setattr__(self, "ray_address", check_ray_address(self.ray_address))
@@ -242,6 +255,8 @@ def make_plan(opts: SweepOptions, visible_gpus: int | None = None, *, runs_here:
         visible_gpus = raycluster.visible_gpus(opts.ray_address, [STRATEGIES[n] for n in opts.strategies])
     choice = resolve_device(opts.device, list(opts.gpus), visible_gpus, opts.nodes)
     defaults = device_defaults(opts, choice.device)
+    model_size = defaults["model_size"] if spec.sizes else None
+    spec = check_model_size(spec, model_size)
     notes = [choice.note]
     batches = sorted(defaults["batch_size"] if isinstance(defaults["batch_size"], tuple) else [defaults["batch_size"]])
     batch_text = ",".join(map(str, batches))
@@ -263,6 +278,7 @@ def make_plan(opts: SweepOptions, visible_gpus: int | None = None, *, runs_here:
                     raise BadInput(f"--scaling strong: the global batch {batch} is not divisible by N={n}")
     if choice.device == "cpu" and (opts.image_size is None or opts.batch_size is None):
         size = f"sequence {seq_len}" if tokens else f"image {image}px"
+        size += f", size {model_size}" if model_size else ""
         notes.append(
             f"CPU-sized defaults: {size}, batch {batch_text} "
             f"({'per device' if opts.scaling == 'weak' else 'global'}), {steps} measured steps "
@@ -351,6 +367,7 @@ def make_plan(opts: SweepOptions, visible_gpus: int | None = None, *, runs_here:
                 per_device_batch=per_device,
                 image_size=image,
                 seq_len=seq_len,
+                model_size=model_size,
                 steps=steps,
                 warmup=warmup,
                 nodes=k,

@@ -20,7 +20,13 @@ def body(cfg, out_path):
 
     def run_batch(bs):
         x, _ = torch_models.synthetic_batch(
-            cfg.model, bs, image_size=cfg.image_size, seq_len=cfg.seq_len, num_classes=cfg.num_classes, seed=cfg.seed
+            cfg.model,
+            bs,
+            image_size=cfg.image_size,
+            seq_len=cfg.seq_len,
+            num_classes=cfg.num_classes,
+            seed=cfg.seed,
+            model_size=cfg.model_size,
         )
         x = to_device(x, device, cfg)
         ctx = (

@@ -37,7 +37,11 @@ def build_model(cfg: PointConfig, seed: int):
 
     keras.utils.set_random_seed(seed)
     return keras_models.build_model(
-        cfg.model, num_classes=cfg.num_classes, image_size=cfg.image_size, seq_len=cfg.seq_len
+        cfg.model,
+        num_classes=cfg.num_classes,
+        image_size=cfg.image_size,
+        seq_len=cfg.seq_len,
+        model_size=cfg.model_size,
     )
 
 

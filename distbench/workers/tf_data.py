@@ -14,7 +14,7 @@ def make_batch(cfg: PointConfig, rank: int, batch: int):
     one global batch every process makes identically."""
     from distbench.models import keras_models
 
-    kw = dict(image_size=cfg.image_size, seq_len=cfg.seq_len, num_classes=cfg.num_classes)
+    kw = dict(image_size=cfg.image_size, seq_len=cfg.seq_len, num_classes=cfg.num_classes, model_size=cfg.model_size)
     if cfg.verify:
         x, y = keras_models.synthetic_batch(cfg.model, cfg.global_batch, seed=cfg.seed, **kw)
         sl = common.rank_slice(cfg, rank)

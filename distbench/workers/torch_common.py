@@ -141,8 +141,17 @@ def build_model(cfg: PointConfig, device, seed: int):
 
     torch.manual_seed(seed)
     model = torch_models.build_model(
-        cfg.model, num_classes=cfg.num_classes, image_size=cfg.image_size, seq_len=cfg.seq_len
+        cfg.model,
+        num_classes=cfg.num_classes,
+        image_size=cfg.image_size,
+        seq_len=cfg.seq_len,
+        model_size=cfg.model_size,
     ).to(device)
+    if cfg.activation_checkpointing:
+        from distbench.models.torch_decoder import set_checkpointing
+
+        if not set_checkpointing(model, True):
+            raise RuntimeError(f"--activation-checkpointing: {cfg.model} has no decoder blocks to recompute")
     if cfg.channels_last:
         model = model.to(memory_format=torch.channels_last)
     return model
@@ -254,6 +263,23 @@ def make_step(
     return step
 
 
+def current_rss_bytes() -> int | None:
+    """This process's resident set now (Linux's VmRSS; None elsewhere)."""
+    try:
+        with open("/proc/self/status") as fh:
+            for line in fh:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
+
+
+def checkpointed_blocks(model) -> int:
+    """How many decoder blocks recompute their activations in backward (--activation-checkpointing)."""
+    return sum(len(m.layers) for m in model.modules() if getattr(m, "checkpointing", False) and hasattr(m, "layers"))
+
+
 def param_count(model) -> int:
     return sum(p.numel() for p in model.parameters())
 
@@ -282,6 +308,7 @@ def run(cfg: PointConfig, out_path: str, dist: Distribution) -> None:
             raise RuntimeError(f"launched with {dist.world} processes but the point asks for {cfg.world_size}")
         math_mode = configure_threads(cfg)
         device = device_for(cfg, dist.local_rank)
+        rss_before_model = current_rss_bytes() if cfg.device == "cpu" else None
         model = build_model(cfg, device, common.verify_seed(cfg, dist.rank))
         optimizer = None if dist.optimizer_after_wrap else make_optimizer(cfg, model)
         extra: dict = {
@@ -289,6 +316,7 @@ def run(cfg: PointConfig, out_path: str, dist: Distribution) -> None:
             if cfg.data == "disk" and dist.rank == 0
             else None,
             "params": param_count(model),
+            "checkpointed_blocks": checkpointed_blocks(model),
             "grad_bytes": grad_bytes(model),
         }  # before any sharding
         batches = make_batches(cfg, device, dist.rank, dist.world, cfg.per_device_batch)
@@ -335,6 +363,7 @@ def run(cfg: PointConfig, out_path: str, dist: Distribution) -> None:
                 if letter == "T":
                     segments[-1]["tiny_collective_calls"] = dist.tiny_calls
         common.lift_allreduce(extra, segments)
+        extra["memory_before_model_per_rank_bytes"] = dist.gather(rss_before_model)  # every rank: a collective
         if segments:
             extra["segments"] = segments
         if profile_hooks.request(cfg):  # a few steps after the timed window, under torch.profiler

@@ -26,7 +26,7 @@ def make_batch(cfg: PointConfig, device, rank: int, batch: int):
     """
     from distbench.models import torch_models
 
-    kw = dict(image_size=cfg.image_size, seq_len=cfg.seq_len, num_classes=cfg.num_classes)
+    kw = dict(image_size=cfg.image_size, seq_len=cfg.seq_len, num_classes=cfg.num_classes, model_size=cfg.model_size)
     if cfg.verify:
         x, y = torch_models.synthetic_batch(cfg.model, cfg.global_batch, seed=cfg.seed, **kw)
         sl = common.rank_slice(cfg, rank)

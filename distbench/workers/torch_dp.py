@@ -104,6 +104,7 @@ def body(cfg, out_path):
                 seq_len=cfg.seq_len,
                 num_classes=cfg.num_classes,
                 seed=cfg.seed,
+                model_size=cfg.model_size,
             )
             batches = torch_data.Batches(
                 fixed=(torch_data.to_device(x, devices[0], cfg), torch_data.to_device(y, devices[0], cfg))
