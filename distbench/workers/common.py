@@ -297,6 +297,7 @@ def run_worker(framework: str, body: Callable[[PointConfig, str], None], argv: l
             emit(cfg, out_path, framework=framework, status="skipped", reason=str(exc))
         print(f"distbench worker: skipped: {exc}", file=sys.stderr)
         exit_now(0)  # at once, like a failed rank: Horovod's atexit hooks would wait for the others
+        return 0
     except BaseException as exc:  # noqa: BLE001 - report, then end this rank at once
         text = f"{type(exc).__name__}: {exc}".strip()
         oom = any(m in text for m in OOM_MARKERS)
