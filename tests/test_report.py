@@ -18,6 +18,7 @@ import pytest
 from distbench import analysis as an
 from distbench.analysis import load_sweep
 from distbench.report import CSP, MARKER_JS, write_report
+from distbench.report import plots as report_plots
 from distbench.results.store import Store
 from tests.builders import add_sweep, point, point_config, run_chromium, scaling_records
 
@@ -157,6 +158,31 @@ def test_noisy_baseline_and_superlinear_efficiency_are_called_out(tmp_path):
     notes = " ".join(an.summarize(sweep).notes)
     assert "The 'torch' baseline is noisy (step-time CV 82%): every torch speedup and efficiency" in notes
     assert "Efficiency above 110% (ddp N=2 (450%)) is more than linear scaling allows" in notes
+
+
+def test_cpu_workers_summary_reads_the_per_core_efficiency(tmp_path):
+    # whole machine: ddp N=2 at 117% (the baseline had both cores); per core: 40% (baseline on one worker's threads)
+    recs = [
+        point("torch", 1, 0.1),
+        point("ddp", 1, 0.1 / 0.74, efficiency_per_core=0.74),
+        point("ddp", 2, 0.1 / 1.17, efficiency_per_core=0.40),
+    ]
+    with Store(tmp_path / "r.db") as store:
+        sweep = load_sweep(store, add_sweep(store, recs))
+    assert an.efficiency_key(sweep.scaling_points) == "efficiency_per_core"
+    summary = an.summarize(sweep)
+    assert summary.best[0].startswith("ddp scales best: 40% per-core efficiency at N=2, the largest N measured")
+    assert "against the baseline on the whole machine it is 117%" in summary.best[0]
+    assert summary.drops == [
+        "ddp (per-core efficiency): already below 80% at N=1 (74%): the 1-device wrapper cost alone; 40% at N=2."
+    ]
+    assert not any("no limit" in line for line in summary.limits)
+    assert summary.limits[0].startswith("ddp (per-core efficiency): ")
+    assert not any("above 110%" in note for note in summary.notes)  # 117% is the whole-machine figure
+    plot = report_plots.plot_efficiency(sweep, report_plots._colors(), "Scaling efficiency vs N")
+    assert plot.axes[0].get_ylabel() == "efficiency (per core)"
+    ys = [y for line in plot.axes[0].lines for y in line.get_ydata() if y not in (1.0, an.EFFICIENCY_TARGET)]
+    assert sorted(ys) == pytest.approx([0.40, 0.74])
 
 
 def test_cpu_workers_splitting_the_cores_is_stated_from_the_configs():

@@ -93,7 +93,9 @@ def _errorbars(spts: Sequence[dict], key: str, points: Sequence[dict]):
     bars = []
     for r in spts:
         value = num(r.get(key))
-        ci = an.throughput_ci(r) if key == "throughput" else an.scaled_ci(r, key, an.baseline_for(r, points))
+        # the per-core figure's baseline is a separate record: its bars carry the point's own CI only
+        base = an.baseline_for(r, points) if key != "efficiency_per_core" else None
+        ci = an.throughput_ci(r) if key == "throughput" else an.scaled_ci(r, key, base)
         bars.append((max(0.0, value - ci[0]), max(0.0, ci[1] - value)) if ci and value is not None else None)
     return [[bar[i] if bar else 0.0 for bar in bars] for i in (0, 1)] if any(bars) else None
 
@@ -109,7 +111,7 @@ def line_plot(sweep: Sweep, colors, title: str, *, key: str, ylabel: str):
     if key == "speedup":
         lo, hi = min(ns), max(ns)
         ax.plot([lo, hi], [lo, hi], linestyle="--", color="#888888", label="ideal (linear)")
-    if key == "efficiency":
+    if key.startswith("efficiency"):
         ax.axhline(1.0, linestyle=":", color="#888888", label="ideal (100%)")
         ax.axhline(
             an.EFFICIENCY_TARGET, linestyle="--", color="#d62728", alpha=0.6, label=f"{an.EFFICIENCY_TARGET:.0%}"
@@ -126,7 +128,7 @@ def line_plot(sweep: Sweep, colors, title: str, *, key: str, ylabel: str):
             linestyle="none" if base else "-",
         )
     _n_axis(ax, ns)
-    if key == "efficiency":
+    if key.startswith("efficiency"):
         from matplotlib.ticker import PercentFormatter
 
         ax.yaxis.set_major_formatter(PercentFormatter(1.0))
@@ -137,6 +139,15 @@ def line_plot(sweep: Sweep, colors, title: str, *, key: str, ylabel: str):
     ax.set_title(title)
     ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
     return fig
+
+
+def plot_efficiency(sweep: Sweep, colors, title: str):
+    """Efficiency against N: the figure the summary reads (analysis.efficiency_key), per core on CPU workers."""
+    key = an.efficiency_key(sweep.scaling_points)
+    if key == "efficiency":
+        return line_plot(sweep, colors, title, key=key, ylabel="efficiency")
+    title = f"{title} (per core, as the summary reads; bars: the point's own CI)"
+    return line_plot(sweep, colors, title, key=key, ylabel="efficiency (per core)")
 
 
 def plot_comm(sweep: Sweep, colors, title: str):
@@ -356,7 +367,7 @@ PLOTS: list[PlotSpec] = [  # drawn in this order, so a strategy's colour is set 
     PlotSpec(
         "efficiency",
         "Scaling efficiency vs N",
-        partial(line_plot, key="efficiency", ylabel="efficiency"),
+        plot_efficiency,
         "scaling",
         f"Dashed red line: {an.EFFICIENCY_TARGET:.0%} efficiency.",
     ),
