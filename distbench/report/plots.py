@@ -189,7 +189,8 @@ SPLIT_TERMS = (
 
 def plot_split(sweep: Sweep, colors, title: str):
     """A stacked bar per point with a three-term split (distbench.results.split); each term's 95% CI as an error bar
-    at the top of its segment. A negative term (within its noise) is drawn as 0; the table keeps its value."""
+    at the top of its segment. A term below 0 is drawn hatched from the top of the others down, so the solid part
+    of the bar ends at the step it labels (a black tick)."""
     rows = [r for r in sweep.scaling_points if r.get("comm_split")]
     if not rows:
         return None
@@ -208,11 +209,20 @@ def plot_split(sweep: Sweep, colors, title: str):
                 err = [[max(0.0, v - ci[0] * 1e3)], [max(0.0, ci[1] * 1e3 - v)]]
                 ax.errorbar([x], [t], yerr=err, fmt="none", ecolor="black", elinewidth=0.8, capsize=2)
         bottom = top
+    for key, color, label in SPLIT_TERMS:  # terms below 0 subtract from the top
+        below = [-min(0.0, r["comm_split"][f"{key}_s"]) * 1e3 for r in rows]
+        if any(below):
+            top = [b - h for b, h in zip(bottom, below)]
+            ax.bar(xs, below, bottom=top, color="white", edgecolor=color, hatch="//", label=f"{label} below 0")
+            bottom = top
+    steps = [r["comm_split"]["step_s"] * 1e3 for r in rows]
+    ax.hlines(steps, [x - 0.45 for x in xs], [x + 0.45 for x in xs], color="black", linewidth=1.5, label="step")
     ax.set_xticks(xs, [_mpl(f"{an.series_name(r)}\nN={r.get('world_size')}") for r in rows], fontsize="small")
     ax.set_ylabel("step time, window mean (ms)")
     ax.set_title(title)
     ax.legend(fontsize="x-small", loc="upper left")
-    ax.set_ylim(bottom=0, top=max(max(bottom), max(r["comm_split"]["step_s"] * 1e3 for r in rows)) * 1.35)
+    tops = [sum(max(0.0, r["comm_split"][f"{k}_s"]) for k, _, _ in SPLIT_TERMS) * 1e3 for r in rows]
+    ax.set_ylim(bottom=0, top=max(tops + steps) * 1.35)
     return fig
 
 
@@ -335,8 +345,8 @@ SPLIT_CAPTION = (
     "all-reduced once per step) - B, communication = the real step (A) - T. The straggler wait also holds that "
     "tiny all-reduce's own latency (meeting once per step), which at short steps can be most of it; for a "
     "strategy whose replicas step in one process (mirrored) it is that latency alone, the stragglers being in "
-    "compute. Error bars: each term's 95% CI (its scope is in the table). A term below 0 within its noise is "
-    "drawn as 0."
+    "compute. Error bars: each term's 95% CI (its scope is in the table). A term below 0 is drawn hatched "
+    "from the top of the others down, so each bar's solid part ends at its step (the black tick)."
 )
 
 

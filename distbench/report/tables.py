@@ -99,12 +99,13 @@ def comm_rows(sweep: Sweep) -> Rows:
 
 def split_rows(sweep: Sweep) -> Rows:
     """One row per point with a three-term split: each term in ms with its 95% CI, and the straggler."""
-    headers = ["strategy", "N", "step (ms)", "compute (ms)", "straggler wait (ms)", "communication (ms)"]
+    headers = ["strategy", "N", "mean step (ms)", "compute (ms)", "straggler wait (ms)", "communication (ms)"]
 
     def term(split: dict, key: str) -> str:
         ci = split.get(f"{key}_ci")
-        text = f"{split[f'{key}_s'] * 1e3:.2f}"
-        return text + (f" [{ci[0] * 1e3:.2f}, {ci[1] * 1e3:.2f}]" if ci else "")
+        text = f"{split[f'{key}_s'] * 1e3:.2f}" + (f" [{ci[0] * 1e3:.2f}, {ci[1] * 1e3:.2f}]" if ci else "")
+        below = split_mod.below_zero_phrase(split[f"{key}_s"], ci)
+        return f"{text} ({below})" if below else text
 
     rows = []
     for r in sweep.scaling_points:
