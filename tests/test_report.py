@@ -226,6 +226,33 @@ def test_capacity_table_uses_measured_points_only(scaling_sweep):
     assert {r.strategy: r.target_throughput for r in one}["torch"] == "1 CPU worker"
 
 
+def test_capacity_table_has_a_ci_under_its_header_and_marks_noisy_points(tmp_path):
+    from distbench.report import tables
+
+    recs = [point("torch", 1, 0.1), point("ddp", 2, 0.1, noisy=True), point("ddp", 4, 0.1, steps=3)]
+    with Store(tmp_path / "r.db") as store:
+        sweep = load_sweep(store, add_sweep(store, recs))
+    headers, rows = tables.capacity_table(sweep, None, None, None)
+    assert headers[1] == "measured throughput (samples/s) [95% CI]"
+    torch_cell, ddp_cell = rows[0][1], rows[1][1]
+    # no recorded CI: the within-run one from 200 steps (1% jitter) is under the header
+    assert re.fullmatch(r"N=1: 40\.00 \[\d+\.\d\d, \d+\.\d\d\]", torch_cell)
+    lo, hi = (float(x) for x in re.findall(r"\d+\.\d\d", torch_cell)[1:])
+    assert lo < 40.0 < hi
+    assert re.fullmatch(r"N=2: 80\.00 \[[\d.]+, [\d.]+\] noisy, N=4: 160\.00 \(no CI\)", ddp_cell)
+
+
+def test_the_noisy_count_covers_every_point_the_table_flags(tmp_path):
+    per_core = point("torch", 1, 0.2, noisy=True, config={"baseline_threads": 1})
+    recs = [point("torch", 1, 0.1), per_core, point("ddp", 2, 0.1, noisy=True)]
+    with Store(tmp_path / "r.db") as store:
+        sweep = load_sweep(store, add_sweep(store, recs))
+    flagged = [r for r in sweep.points if an.is_noisy(r)]
+    assert len(flagged) == 2
+    note = next(n for n in an.summarize(sweep).notes if "are noisy" in n)
+    assert note.startswith("2 point(s) are noisy (flagged, or step-time CV above 10%): torch (1 thread, per-core")
+
+
 def test_capacity_warns_when_the_ci_straddles_the_target():
     rows = an.capacity(
         [point("torch", 1, 0.1, throughput=40.0, throughput_ci_low=35.0, throughput_ci_high=45.0)], target_throughput=38

@@ -176,13 +176,15 @@ def summarize(sweep: Sweep) -> Summary:
         summary.notes.append("The sweep has no successful training points, so nothing about scaling can be said.")
     if sweep.cpu_workers:
         summary.notes.append(CPU_WORKERS_NOTE)
-    noisy = [r for r in sweep.scaling_points if is_noisy(r)]
-    if noisy:
-        names = ", ".join(point_name(r) for r in noisy)
+    # every successful point the points table lists (per-core baselines and verify runs too), so the counts agree
+    flagged = [r for r in sweep.points if r.get("status") == "ok" and not is_comm(r) and is_noisy(r)]
+    if flagged:
+        names = ", ".join(point_name(r) for r in flagged)
         summary.notes.append(
-            f"{len(noisy)} point(s) are noisy (flagged, or step-time CV above {CV_NOISY:.0%}): "
+            f"{len(flagged)} point(s) are noisy (flagged, or step-time CV above {CV_NOISY:.0%}): "
             f"{names}. Differences smaller than their spread are not meaningful."
         )
+    noisy = [r for r in sweep.scaling_points if is_noisy(r)]
     for base in filter(is_baseline, noisy):
         cv = num(base.get("step_time_cv"))
         summary.notes.append(

@@ -280,7 +280,11 @@ def _ci_text(ci) -> str:
 
 def capacity_table(sweep: Sweep, target_throughput, epoch_samples, epoch_time) -> Rows:
     rows = an.capacity(
-        sweep.scaling_points, target_throughput=target_throughput, epoch_samples=epoch_samples, epoch_time_s=epoch_time
+        sweep.scaling_points,
+        target_throughput=target_throughput,
+        epoch_samples=epoch_samples,
+        epoch_time_s=epoch_time,
+        step_times=sweep.step_times,
     )
     multi = len({r.workload for r in rows}) > 1
     word = an.device_word(sweep.scaling_points)[:-1] or "device"
@@ -299,7 +303,10 @@ def capacity_table(sweep: Sweep, target_throughput, epoch_samples, epoch_time) -
     for row in rows:
         cells = ([row.workload] if multi else []) + [
             row.strategy,
-            ", ".join(f"N={n}: {fmt_num(t, '.2f')}{_ci_text(ci)}" for (n, t), ci in zip(row.measured, row.cis)),
+            ", ".join(
+                f"N={n}: {fmt_num(t, '.2f')}{_ci_text(ci) or ' (no CI)'}{' noisy' if noisy else ''}"
+                for (n, t), ci, noisy in zip(row.measured, row.cis, row.noisy)
+            ),
             ", ".join(f"N={n}: {fmt_num(t / n, '.2f')}" for n, t in row.measured),
         ]
         if target_throughput is not None:
