@@ -128,6 +128,24 @@ def test_latest_is_per_command_and_named(capsys, tmp_path):
     assert f"latest: sweep {training} (complete" in err  # its exit code is the gate's (test_compare.py)
 
 
+def test_latest_is_the_newest_sweep_of_the_kind_each_command_uses(capsys, tmp_path):
+    from distbench.analysis import pick_latest
+
+    db = tmp_path / "r.db"
+    with Store(db) as store:
+        scaled = add_sweep(store, scaling_records())
+        fit = add_sweep(store, [point("ddp", 2, 0.1, batch=64)], command="distbench fit --strategy ddp --gpus 2")
+        converge = add_sweep(store, [point("torch", 1, 0.1)], command="distbench converge --strategy torch")
+        assert pick_latest(store, "any")[0] == converge
+        assert pick_latest(store, "training")[0] == converge  # report: time to accuracy is a report too
+        for use in ("scaling", "resume"):  # compare, predict; scale --resume
+            picked, line = pick_latest(store, use)
+            assert picked == scaled and "passed over 2 newer sweep(s) without" in line, line
+            assert f"{converge} (complete, 1 ok), {fit} (complete, 1 ok)" in line
+    code, _, err = _run(capsys, ["compare", scaled, "latest", "--results", str(db), "--format", "json"])
+    assert f"latest: sweep {scaled} (complete" in err and fit not in err.split("passed over")[0]
+
+
 def test_latest_with_no_usable_sweep_is_a_one_line_error(capsys, tmp_path):
     db = tmp_path / "r.db"
     with Store(db) as store:
