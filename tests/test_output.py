@@ -217,6 +217,15 @@ def test_an_explicit_steps_turns_adaptive_stopping_off_unless_target_ci_is_given
     assert both.target_ci == 0.05
 
 
+def test_the_cpu_defaults_note_says_the_max_time_given():
+    from distbench.run.plan import SweepOptions, make_plan
+
+    notes = make_plan(SweepOptions(gpus="1,2", model="resnet18", device="cpu", max_time=5)).notes
+    assert any("measuring up to 5 s a point unless the CI target is met first" in n for n in notes), notes
+    notes = make_plan(SweepOptions(gpus="1,2", model="resnet18", device="cpu")).notes
+    assert any("measuring up to 60 s a point" in n for n in notes), notes
+
+
 def test_the_opening_line_says_roughly_how_long_and_offers_max_time():
     from distbench.commands.scale import POINT_OVERHEAD_S, duration_line
     from distbench.run.plan import SweepOptions, make_plan

@@ -268,7 +268,7 @@ def make_plan(opts: SweepOptions, visible_gpus: int | None = None, *, runs_here:
             f"({'per device' if opts.scaling == 'weak' else 'global'}), {steps} measured steps "
             f"after {warmup} warmup"
             + (
-                f", measuring up to {device_default('max_time', 'cpu'):.0f} s a point unless the CI target is met first"
+                f", measuring up to {defaults['max_time']:g} s a point unless the CI target is met first"
                 if opts.target_ci > 0
                 else ""
             )
