@@ -13,7 +13,7 @@ from distbench.core.errors import BadInput
 from distbench.run.launchers import RAY_TRAIN, check_ray_address
 from distbench.models.specs import check_input, get_spec
 from distbench.core.strategies import FRAMEWORK_BASELINE, STRATEGIES, Strategy, parse_strategies, strategy_names
-from distbench.core.workload import MAX_BATCH, Measurement, Workload, check, device_default, knob, knobs
+from distbench.core.workload import MAX_BATCH, Measurement, Workload, check, knob, knobs
 from distbench.core.workload import flag as knob_flag
 from distbench.run.devices import (  # noqa: F401 (the planners' device names, also reached as plan.X)
     CPU_WORKERS_PER_CORE,
