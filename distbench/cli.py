@@ -94,8 +94,8 @@ def main(argv: list[str] | None = None) -> int:
     except click.ClickException as exc:  # a UsageError's exit code is 2
         click.echo(f"Error: {exc.format_message()}", err=True)
         return exc.exit_code
-    except DistbenchError as exc:
-        click.echo(f"Error: {exc}", err=True)
+    except DistbenchError as exc:  # exit 3 is compare's verdict "could not judge", not an error
+        click.echo(f"Error: {exc}" if exc.exit_code != 3 else str(exc), err=True)
         return exc.exit_code
     return rv if isinstance(rv, int) else 0
 

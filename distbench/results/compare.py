@@ -97,11 +97,15 @@ def key_label(key: PointKey) -> str:
     return f"{key.strategy} N={key.world_size}{where} {w.get('model')} batch={key.batch} {w.get('scaling')}"
 
 
+def _shown(value) -> str:
+    return "not set" if value is None else str(value)
+
+
 def key_differences(a: PointKey, b: PointKey) -> list[str]:
     """'precision fp32 in A, bf16 in B' for every field of the two keys' workloads (and batch) that differs."""
     wa, wb = {**dict(a.workload), "batch": a.batch}, {**dict(b.workload), "batch": b.batch}
     return [
-        f"{name} {wa.get(name)} in A, {wb.get(name)} in B"
+        f"{name} {_shown(wa.get(name))} in A, {_shown(wb.get(name))} in B"
         for name in dict.fromkeys([*wa, *wb])
         if wa.get(name) != wb.get(name)
     ]
@@ -169,7 +173,7 @@ class Comparison:
         """What the gate could not judge, one label each: points whose verdict judges nothing (UNDECIDED_VERDICTS,
         except failed on both sides), unmatched points, and points measured on another workload."""
         out = [
-            f"{series_name(p.a)} N={p.key.world_size} ({p.verdict})"
+            f"{key_label(p.key)} ({p.verdict})"
             for p in self.points
             if p.verdict in UNDECIDED_VERDICTS and not (p.a.get("status") in BROKEN and p.b.get("status") in BROKEN)
         ]
@@ -200,12 +204,12 @@ class Comparison:
         }
 
     def no_match_message(self) -> str:
-        why = (
-            f": their workloads differ ({'; '.join(self.differ[0][2])})"
-            if self.differ
-            else " (same strategy, N, nodes, batch size and workload)"
-        )
-        return f"no points of {self.sweep_a} and {self.sweep_b} match{why}: nothing to compare"
+        if self.differ:
+            diffs = self.differ[0][2]
+            why = f"the workloads differ: {'; '.join(diffs[:2])}" + (f" and {len(diffs) - 2} more" if diffs[2:] else "")
+        else:
+            why = "same strategy, N, nodes, batch size and workload"
+        return f"nothing to compare: no point of B matches one of A ({why})"
 
 
 def _index(sweep: Sweep, side: str, notes: list[str]) -> dict[tuple, dict]:
@@ -426,9 +430,10 @@ def gate(result: Comparison, *, allow_undecided: bool = False) -> None:
             f"beyond the run-to-run noise and the {result.threshold:.1%} threshold: {names}"
         )
     if result.undecided and not allow_undecided:
+        head = f"no regression found, but {len(result.undecided)} point(s) could not be judged"
+        listed = f"{head}: {'; '.join(result.undecided)}; --allow-undecided accepts this"
         raise Undecided(
-            f"no regression found, but {len(result.undecided)} point(s) could not be judged: "
-            f"{'; '.join(result.undecided)} (exit 3; --allow-undecided accepts this)"
+            listed if len(listed) <= 120 else f"{head} (their verdicts above); --allow-undecided accepts this"
         )
 
 
