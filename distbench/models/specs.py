@@ -17,6 +17,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from distbench.core.errors import did_you_mean
+
 KINDS = ("image", "keypoints", "tokens")
 LOSSES = ("cross_entropy", "mse", "lm_cross_entropy")
 
@@ -336,7 +338,10 @@ def get_spec(name: str) -> ModelSpec:
     try:
         return MODEL_SPECS[name]
     except KeyError:
-        raise ValueError(f"unknown model {name!r}; valid models: {', '.join(model_names())}") from None
+        raise ValueError(
+            f"--model: unknown model {name!r}{did_you_mean(name, model_names())}; valid models: "
+            + ", ".join(model_names())
+        ) from None
 
 
 def _as_spec(spec: ModelSpec | str) -> ModelSpec:
@@ -346,7 +351,9 @@ def _as_spec(spec: ModelSpec | str) -> ModelSpec:
 def registered_spec(name: str, registry: dict) -> ModelSpec:
     """The spec of a model a framework's registry defines (one error text for both frameworks)."""
     if name not in registry:
-        raise ValueError(f"unknown model {name!r}; valid models: {', '.join(sorted(registry))}")
+        raise ValueError(
+            f"--model: unknown model {name!r}{did_you_mean(name, registry)}; valid models: {', '.join(sorted(registry))}"
+        )
     return get_spec(name)
 
 
