@@ -209,3 +209,17 @@ def test_make_test_says_before_the_slow_tier_that_it_installs_slurm_as_root():
         assert plan.index("slurm-wlm") < plan.index("-m slow"), plan  # before the slow tier starts
     said = subprocess.run(["make", "-s", "slurm-notice"], cwd=root, capture_output=True, text=True).stdout
     assert ("start munged, slurmctld and slurmd" in said) == (os.geteuid() == 0), said
+
+
+def test_results_given_a_folder_blames_the_flag_or_the_variable(capsys, tmp_path, monkeypatch):
+    monkeypatch.delenv("DISTBENCH_RESULTS", raising=False)
+    code, out, err = _run(capsys, ["results", "list", "--results", str(tmp_path)])
+    assert code == 2 and out == ""
+    assert err == (
+        f"Error: --results {tmp_path} is a folder, not a results store: name the .db file, e.g. "
+        f"{tmp_path / 'distbench.db'}\n"
+    )
+    monkeypatch.setenv("DISTBENCH_RESULTS", str(tmp_path))
+    code, _, err = _run(capsys, ["report", "latest"])
+    assert code == 2 and err.startswith(f"Error: $DISTBENCH_RESULTS={tmp_path} is a folder") and "\n" == err[-1]
+    assert err.count("\n") == 1

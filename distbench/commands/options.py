@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from pathlib import Path
 
 import click
 from rich.console import Console
@@ -58,13 +59,26 @@ RESULTS_ENV = "DISTBENCH_RESULTS"
 the working directory)."""
 
 
+def _store_file(ctx: click.Context, param: click.Parameter, value):
+    """--results (or its environment variable) must name the store file, not a folder: one line that blames
+    whichever of the two gave it."""
+    if value is not None and Path(value).is_dir():
+        env = ctx.get_parameter_source(param.name) is click.core.ParameterSource.ENVIRONMENT
+        given = f"${RESULTS_ENV}={value}" if env else f"--results {value}"
+        raise click.UsageError(
+            f"{given} is a folder, not a results store: name the .db file, e.g. {Path(value) / DEFAULT_PATH.name}"
+        )
+    return value
+
+
 def results_option(help: str = "SQLite results store."):
     return option(
         "--results",
-        type=click.Path(dir_okay=False),
+        type=click.Path(),
         default=str(DEFAULT_PATH),
         envvar=RESULTS_ENV,
         show_envvar=True,
+        callback=_store_file,
         help=f"{help} Relative to the working directory; ${RESULTS_ENV} sets it for every command.",
     )
 
