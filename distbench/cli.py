@@ -14,6 +14,7 @@ from distbench.run import signals
 from distbench.commands import comm, converge, fit, infer, k8s, models, predict, results, scale, slurm, verify
 from distbench.commands import profile as profile_cmd
 from distbench.core.errors import DistbenchError
+from distbench.core.strategies import strategy_names
 from distbench.commands.k8s_job import k8s_job
 from distbench.commands.slurm_job import slurm_job
 
@@ -35,11 +36,18 @@ if not any(isinstance(h, EchoErr) for h in _log.handlers):
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="distbench")
 def cli():
-    """Compare distributed-training strategies (DataParallel, DDP, MirroredStrategy, Horovod) on the
-    same workload and measure throughput, speedup and scaling efficiency.
+    """Compare distributed-training strategies on the same workload and measure throughput, speedup and
+    scaling efficiency.
 
     Example: distbench scale --gpus 1,2,4 --model resnet50
     """
+
+
+cli.help = (cli.help or "").replace(
+    "strategies on",
+    f"strategies ({', '.join(strategy_names())}; each beside its framework's single-device baseline) on",
+    1,
+)
 
 
 for command in (

@@ -501,3 +501,17 @@ def test_without_columns_and_without_a_terminal_tables_are_120_wide(monkeypatch)
 
     monkeypatch.delenv("COLUMNS", raising=False)
     assert opt.out_console().width == 120 and opt.table_width() == 120
+
+
+def test_the_legend_explains_only_the_columns_shown():
+    from distbench.results.output import DEFAULT_COLUMNS, legend_lines
+    from tests.builders import point
+
+    records = [point("torch", 1, 0.1), point("ddp", 2, 0.1)]
+    text = " ".join(legend_lines(records, list(DEFAULT_COLUMNS)))
+    assert "MFU =" not in text and "overlap =" not in text  # not default columns
+    assert "speedup = " in text and "comm overhead = " in text and "efficiency (per core)" in text
+    narrow = " ".join(legend_lines(records, ["strategy", "N", "throughput", "speedup", "status"]))
+    assert "comm overhead" not in narrow and "efficiency" not in narrow and "speedup = " in narrow
+    wide = " ".join(legend_lines(records, [*DEFAULT_COLUMNS, "mfu", "overlap"]))
+    assert "MFU = " in wide and "overlap = " in wide
