@@ -669,3 +669,12 @@ def test_a_new_plot_is_one_entry_in_PLOTS(tmp_path, monkeypatch):
     assert "<figcaption>Drawn by the test.</figcaption>" in steps
     assert "![An extra plot](x-extra.png)\n\n*Drawn by the test.*" in files.markdown.read_text()
     assert (tmp_path / "x-extra.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_a_converge_sweep_is_not_summarized_as_lacking_a_baseline(tmp_path):
+    recs = [point("torch", 1, 0.1, converge={"reached": True}), point("ddp", 2, 0.1, converge={"reached": True})]
+    with Store(tmp_path / "r.db") as store:
+        sweep = load_sweep(store, add_sweep(store, recs, command="distbench converge --strategy torch,ddp"))
+    summary = an.summarize(sweep)
+    assert summary.best == [] and not any("baseline" in line and "No strategy" in line for line in summary.best)
+    assert any(note.startswith("A time-to-accuracy sweep (distbench converge)") for note in summary.notes)

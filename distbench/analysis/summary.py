@@ -21,7 +21,7 @@ from distbench.analysis.records import (
     series_name,
     workload_label,
 )
-from distbench.analysis.sweep import Sweep
+from distbench.analysis.sweep import Sweep, is_converge
 from distbench.core.strategies import FRAMEWORK_BASELINE
 
 EFFICIENCY_TARGET = 0.80
@@ -167,12 +167,19 @@ def limiting_factors(record: dict) -> tuple[list[str], list[str]]:
 
 def summarize(sweep: Sweep) -> Summary:
     summary = Summary()
-    groups = group_by_workload(sweep.scaling_points)
+    # time-to-accuracy runs (distbench converge) measure no scaling: their section of the report says what they show
+    converge = [r for r in sweep.scaling_points if is_converge(r)]
+    groups = group_by_workload(r for r in sweep.scaling_points if not is_converge(r))
     multi = len(groups) > 1
     for key, points in groups.items():
         prefix = f"{workload_label(key, groups)}: " if multi else ""
         _summarize_group(sweep, points, prefix, summary)
-    if not groups:
+    if not groups and converge:
+        summary.notes.append(
+            "A time-to-accuracy sweep (distbench converge): its results, speedups against its N=1 baselines "
+            "included, are in the time-to-accuracy section; throughput scaling was not measured here."
+        )
+    elif not groups:
         summary.notes.append("The sweep has no successful training points, so nothing about scaling can be said.")
     if sweep.cpu_workers:
         summary.notes.append(CPU_WORKERS_NOTE)

@@ -53,7 +53,7 @@ def _training(data: "Sweep") -> list[dict]:
     return [r for r in data.scaling_points if r.get("kind") != "inference"]
 
 
-def _is_converge(record: dict) -> bool:
+def is_converge(record: dict) -> bool:
     return bool(record.get("converge") or (record.get("config") or {}).get("extra", {}).get("converge"))
 
 
@@ -83,7 +83,7 @@ LATEST_USES = {
     "scaling": (
         "throughput points at each N (scale, run, slurm, k8s)",
         SCALING_COMMANDS,
-        lambda data: any(not _is_converge(r) for r in _training(data)),
+        lambda data: any(not is_converge(r) for r in _training(data)),
     ),
     "resume": ("a scale or run sweep to resume", RESUMABLE_COMMANDS, None),
 }

@@ -6,6 +6,7 @@ import json
 
 import click
 
+from distbench.commands import options as opt
 from distbench.commands.options import format_option
 from distbench.models.specs import MODEL_SPECS, input_shape
 
@@ -19,6 +20,12 @@ def _forward_gflops(name: str) -> float | None:
     return round(forward_flops_per_sample(name) / 1e9, 3)
 
 
+def _torch_installed() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("torch") is not None
+
+
 @click.command()
 @format_option("table: aligned text; json: one object per model (FLOPs null when torch is missing).")
 def models(fmt: str):
@@ -26,6 +33,8 @@ def models(fmt: str):
 
     Example: distbench models --format json
     """
+    if fmt != "json" or _torch_installed():
+        click.echo("counting each model's forward FLOPs with torch (about 10 s on 2 cores)...", err=True)
     rows = [
         {
             "name": spec.name,
@@ -46,16 +55,18 @@ def models(fmt: str):
     if fmt == "json":
         click.echo(json.dumps(rows, indent=2))
         return
-    click.echo(f"{'model':<16} {'params':>13}  {'input':<15} {'GFLOPs':>7}  description")
+    out = opt.out_console()
+    shown = opt.table(None, ["model", "params", "input", "GFLOPs", "description"], right=["params", "GFLOPs"])
     for r in rows:
         gf = r["forward_gflops_per_sample"]
-        click.echo(
-            f"{r['name']:<16} {r['params']:>13,d}  {r['input']:<15} "
-            f"{'-' if gf is None else format(gf, '.2f'):>7}  {r['description']}"
-        )
-    click.echo(
-        "\nparams: exact trainable-parameter count at the default head size; tests/test_models.py verifies the "
-        "torch and the Keras model both have exactly this many\nGFLOPs: forward pass of one sample at the default "
-        "input, counted by torch's FlopCounterMode (a multiply-add = 2 FLOPs; matmuls, convolutions and "
-        "attention only)"
+        shown.add_row(r["name"], f"{r['params']:,d}", r["input"], "-" if gf is None else f"{gf:.2f}", r["description"])
+    opt.print_table(
+        out,
+        shown,
+        [
+            "params: exact trainable-parameter count at the default head size and input; tests/test_models.py "
+            "verifies the torch and the Keras model both have exactly this many",
+            "GFLOPs: forward pass of one sample at the default input, counted by torch's FlopCounterMode (a "
+            "multiply-add = 2 FLOPs; matmuls, convolutions and attention only)",
+        ],
     )

@@ -283,8 +283,8 @@ MODEL_SPECS: dict[str, ModelSpec] = {
         name="cnn",
         description=(
             "small CNN: two 3x3 convolutions (32, 64 channels, ReLU, 2x2 max pool each), a linear classifier on the "
-            "flattened map (distbench converge's default, on its synthetic shapes); Glorot-uniform weights "
-            "and zero biases in both frameworks"
+            "flattened map (distbench converge's default, on its 40x40 synthetic shapes, where the classifier makes "
+            "it 82,826 params); Glorot-uniform weights and zero biases in both frameworks"
         ),
         kind="image",
         loss="cross_entropy",
