@@ -136,7 +136,7 @@ def k8s(gpus_text, nodes_text, gpus_per_node, device, out, apply_now, apply_slac
             f"no --image: the pods would pull the placeholder {DEFAULT_IMAGE}; build docker/Dockerfile, push it, pass --image"
         )
     for note in [*plan.notes, *notes]:
-        click.echo(f"note: {note}", err=True)
+        opt.echo_err(f"note: {note}")
     click.echo(f"wrote {len(files)} file(s) in {out}: {len(points)} points of {opts.model}, one job each")
     click.echo(f"  {'file':<44} {'kind':<11} {'launcher':<11} {'nodes':>5} {'per node':>8}")
     for path, po in zip(files[len(files) - len(points) :], points):

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import textwrap
 from pathlib import Path
 
 import click
@@ -88,7 +89,15 @@ def format_option(help: str):
 
 
 def err_console() -> Console:
-    return Console(stderr=True, highlight=False, soft_wrap=True)
+    """stderr's console: notes and progress lines wrapped at words to the tables' width (table_width)."""
+    return Console(stderr=True, highlight=False, width=table_width())
+
+
+def echo_err(text: str) -> None:
+    """One message on stderr, wrapped at words to the tables' width (a word longer than that stays whole)."""
+    width = table_width()
+    lines = textwrap.wrap(text, width=width, break_long_words=False, break_on_hyphens=False) or [""]
+    click.echo("\n".join(lines), err=True)
 
 
 def out_console() -> Console:

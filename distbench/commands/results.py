@@ -37,7 +37,7 @@ def _load(results: str, sweep: str, use: str = "any") -> analysis.Sweep:
 
 
 def _err(text: str) -> None:
-    click.echo(text, err=True)
+    opt.echo_err(text)
 
 
 @click.group()

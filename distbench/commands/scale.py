@@ -226,7 +226,7 @@ def scale(gpus_text, nodes_text, resume, results, records_dir, fmt, columns_text
         with Store(results) as store:
             if resume == "latest":  # the newest scale or run sweep, named on stderr
                 resume, line = pick_latest(store, "resume")
-                click.echo(line, err=True)
+                opt.echo_err(line)
             opts = stored_options(store, resume)
         if click.get_current_context().get_parameter_source("timeout") == click.core.ParameterSource.COMMANDLINE:
             opts = dataclasses.replace(opts, timeout=workload["timeout"])  # e.g. points that timed out, more time
