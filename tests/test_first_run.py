@@ -116,14 +116,16 @@ def test_latest_is_per_command_and_named(capsys, tmp_path):
         store.finish_sweep(broken, "interrupted")  # Ctrl-C before any point
     args = ["--results", str(db)]
     code, _, err = _run(capsys, ["results", "show", "latest", *args])  # any sweep: the newest
+    err = " ".join(err.split())  # wrapped at the terminal's width
     assert code == 0 and f"latest: sweep {broken} (interrupted, 0 of 0 point(s) ok" in err, err
     assert f"`distbench scale --resume {broken}` finishes" in err
     code, _, err = _run(capsys, ["report", "latest", *args, "--out", str(tmp_path / "r.html")])
     assert code == 0, err
+    assert len([line for line in err.splitlines() if line.startswith("latest:")]) == 1
+    err = " ".join(err.split())
     assert f"latest: sweep {training} (complete, 8 of 9 point(s) ok" in err
     assert f"passed over 2 newer sweep(s) without training points: {broken} (interrupted, 0 ok), {infer}" in err
     assert f"`distbench scale --resume {broken}` finishes" in err
-    assert len([line for line in err.splitlines() if line.startswith("latest:")]) == 1
     code, out, err = _run(capsys, ["compare", training, "latest", *args, "--format", "json"])
     assert f"latest: sweep {training} (complete" in err  # its exit code is the gate's (test_compare.py)
 
@@ -133,8 +135,11 @@ def test_latest_is_the_newest_sweep_of_the_kind_each_command_uses(capsys, tmp_pa
 
     db = tmp_path / "r.db"
     with Store(db) as store:
-        scaled = add_sweep(store, scaling_records())
-        fit = add_sweep(store, [point("ddp", 2, 0.1, batch=64)], command="distbench fit --strategy ddp --gpus 2")
+        stored = {"sweep_options": {"gpus": "1,2,4"}}  # what scale, run, fit and profile store for --resume
+        scaled = add_sweep(store, scaling_records(), options=stored)
+        fit = add_sweep(
+            store, [point("ddp", 2, 0.1, batch=64)], command="distbench fit --strategy ddp --gpus 2", options=stored
+        )
         converge = add_sweep(store, [point("torch", 1, 0.1)], command="distbench converge --strategy torch")
         assert pick_latest(store, "any")[0] == converge
         assert pick_latest(store, "training")[0] == converge  # report: time to accuracy is a report too

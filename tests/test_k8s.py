@@ -796,7 +796,7 @@ def test_apply_stops_at_a_failed_job_and_keeps_what_ran(capsys, tmp_path, fake_k
     db = tmp_path / "db.sqlite"
     code, out, err = _cli(capsys, ["k8s", "--out", str(tmp_path / "k8s"), *APPLY, "--results", str(db)])
     assert code == 1
-    (error,) = [line for line in err.splitlines() if not line.startswith("note: ")]  # one line
+    (error,) = [line for line in err.splitlines() if line.startswith("Error: ")]  # one line
     assert error.startswith("Error: --apply stopped: trainjob.trainer.kubeflow.org/distbench-torch-g1-n1 Failed")
     assert error.endswith("stopped before the remaining 1 point(s)")
     assert [c[0] for c in fake_kubectl()] == ["create", "get", "logs"]  # the second point was never created
@@ -806,7 +806,7 @@ def test_apply_stops_at_a_failed_job_and_keeps_what_ran(capsys, tmp_path, fake_k
 def test_apply_stops_when_kubectl_fails(capsys, tmp_path, fake_kubectl, monkeypatch):
     monkeypatch.setenv("FAKE_KUBECTL_DOWN", "1")
     code, out, err = _cli(capsys, ["k8s", "--out", str(tmp_path / "k8s"), *APPLY, "--results", str(tmp_path / "d")])
-    (error,) = [line for line in err.splitlines() if not line.startswith("note: ")]
+    (error,) = [line for line in err.splitlines() if line.startswith("Error: ")]
     assert code == 1 and error.endswith("error: the server could not find the requested resource")
     assert [c[0] for c in fake_kubectl()] == ["create"]
 

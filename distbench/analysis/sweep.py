@@ -64,17 +64,30 @@ RESUMABLE_COMMANDS = ("scale", "run")
 """The commands whose sweeps `distbench scale --resume` can finish (they store their SweepOptions)."""
 
 
+MEASURING_COMMANDS = (*SCALING_COMMANDS, "fit", "profile", "converge", "verify", "comm", "infer")
+
+
 def sweep_command(row: dict) -> str | None:
     """The distbench subcommand that made a sweep ('scale', 'fit', ...), from its recorded command line; None
-    when none was recorded."""
+    when none was recorded (or it names none of MEASURING_COMMANDS)."""
     words = str(row.get("command") or "").split()
-    return words[1] if len(words) > 1 and words[0].endswith("distbench") else None
+    made = words[1] if len(words) > 1 and words[0].endswith("distbench") else None
+    return made if made in MEASURING_COMMANDS else None
 
 
-def _made_by(row: dict, commands: tuple[str, ...]) -> bool:
+def _made_by(store: Store, row: dict, commands: tuple[str, ...]) -> bool:
     """The sweep was made by one of `commands` (a sweep without a recorded command is judged on its points)."""
     made = sweep_command(row)
     return made is None or made in commands
+
+
+def _resumable(store: Store, row: dict) -> bool:
+    """A scale or run sweep (fit and profile store the same options, but are not resumed by scale) that stored
+    the options `scale --resume` replays (kinds.sweep.stored_options)."""
+    if not _made_by(store, row, RESUMABLE_COMMANDS):
+        return False
+    options = json.loads(store.sweep(row["id"]).get("options_json") or "{}")
+    return "sweep_options" in options or "replay" in options
 
 
 LATEST_USES = {
@@ -82,10 +95,10 @@ LATEST_USES = {
     "training": ("training points", None, lambda data: bool(_training(data))),
     "scaling": (
         "throughput points at each N (scale, run, slurm, k8s)",
-        SCALING_COMMANDS,
+        lambda store, row: _made_by(store, row, SCALING_COMMANDS),
         lambda data: any(not is_converge(r) for r in _training(data)),
     ),
-    "resume": ("a scale or run sweep to resume", RESUMABLE_COMMANDS, None),
+    "resume": ("a scale or run sweep to resume", _resumable, None),
 }
 """What 'latest' means per command: `results show/export` any sweep; `report` the newest sweep with training
 points (scale, run, slurm, k8s, fit, profile, converge: not comm, verify or infer alone); `compare` and
@@ -94,16 +107,16 @@ converge sweep does not do); `scale --resume` the newest scale or run sweep."""
 
 
 def pick_latest(store: Store, use: str = "any") -> tuple[str, str]:
-    """'latest' for a command: (the newest sweep it can use (LATEST_USES[use]: what it is, the commands that
-    make such sweeps or None for any, a test of its points or None), one line saying which was picked,
+    """'latest' for a command: (the newest sweep it can use (LATEST_USES[use]: what it is, a test of its
+    store row or None, a test of its points or None), one line saying which was picked,
     naming newer sweeps passed over and `--resume` for an interrupted one). BadInput when none fits."""
-    what, commands, usable = LATEST_USES[use]
+    what, row_ok, usable = LATEST_USES[use]
     rows = store.sweeps_with_counts(LATEST_SEARCH)
     if not rows:
         raise BadInput(f"{store.path} has no sweeps yet (run `distbench scale` first)")
     skipped: list[dict] = []
     for row in rows:
-        found = commands is None or _made_by(row, commands)
+        found = row_ok is None or row_ok(store, row)
         if found and usable is not None:
             found = bool(row["points_ok"]) and usable(load_sweep(store, row["id"]))
         if found:
