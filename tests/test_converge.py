@@ -671,3 +671,24 @@ def test_predict_epochs_to_target_refuses_a_sweep_without_converge_runs(tmp_path
     args += ["--link-bw", "intra=1", "--link-latency", "intra=10", "--grad-bytes", "40000", "--no-store"]
     assert main([*args, "--epochs-to-target", sid]) == 2
     assert capsys.readouterr().err == f"Error: --epochs-to-target {sid}: that sweep has no `distbench converge` runs\n"
+
+
+def test_converge_says_up_front_what_bounds_each_run_and_that_evaluation_is_extra():
+    from types import SimpleNamespace
+
+    from distbench.commands.converge import budget_note
+
+    runs = [SimpleNamespace(config=SimpleNamespace(world_size=n)) for n in (1, 2, 2)]
+    meta = {"train": 14_400, "val": 3_600}
+    o = SimpleNamespace(
+        batch_size=32, max_epochs=5, max_steps=None, max_time_s=None, eval_every_epochs=0.5, stop_at_target=False
+    )
+    assert budget_note(o, runs, meta) == (
+        "3 run(s), each training up to 5 epoch(s) (1125 steps at N=2); evaluation over the 3600 held-out samples, "
+        "up to 10 time(s) a run, is timed apart and comes on top; no time bound: --max-time S bounds each run's "
+        "training"
+    )
+    o.max_time_s, o.max_steps, o.stop_at_target = 60.0, 20, True
+    note = budget_note(o, runs, meta)
+    assert note.startswith("3 run(s), each training up to 20 steps (or until the target, --stop-at-target)")
+    assert note.endswith("at most about 3-5 min of training and launch, plus evaluation")  # 3 x (60 + 6..36) s

@@ -4,6 +4,7 @@ seeds, until the held-out accuracy reaches the target or the budget runs out (is
 from __future__ import annotations
 
 import json
+import math
 
 import click
 
@@ -188,6 +189,7 @@ def converge(
         f"LR rule {lr_scaling}: base LR {lr:g} at global batch {batch_size}; warmup {warmup_epochs:g} epoch(s) "
         "where the LR is scaled; then constant",
     ]
+    notes.append(budget_note(options, [p for p in plan.points if not p.skip_reason], meta))
     err = opt.err_console()
     opt.print_notes(err, notes)
     stored = {"kind": "converge", "options": _options_doc(options), "data": meta, "cache": str(cache)}
@@ -212,6 +214,33 @@ def converge(
     for line in equivalence_lines(summary):
         out.print(line, markup=False)
     err.print(f"sweep {sweep.id} saved in {results}; report: distbench report {sweep.id}", markup=False)
+
+
+LAUNCH_S = (6, 36)
+"""Seconds a run costs besides training and evaluation on CPU workers (start, imports, data, teardown): the
+range of a point's launch and teardown in docs/benchmarks.md's wall-time table."""
+
+
+def budget_note(o: ConvergeOptions, runs: list, meta: dict) -> str:
+    """Before anything runs: how many runs, what bounds each, and that evaluation comes on top of the training
+    time; with --max-time, the most the sweep can take."""
+    largest = max((p.config.world_size for p in runs), default=1)
+    per_epoch = max(1, meta["train"] // (o.batch_size * largest))
+    steps = o.max_epochs * per_epoch if o.max_steps is None else min(o.max_steps, o.max_epochs * per_epoch)
+    bound = f"{o.max_epochs} epoch(s) ({steps} steps at N={largest})"
+    if o.max_steps is not None:
+        bound = f"{steps} steps"
+    evals = max(1, math.ceil(min(o.max_epochs, steps / per_epoch) / o.eval_every_epochs))
+    line = (
+        f"{len(runs)} run(s), each training up to {bound}"
+        + (" (or until the target, --stop-at-target)" if o.stop_at_target else "")
+        + f"; evaluation over the {meta['val']} held-out samples, up to {evals} time(s) a run, is timed apart and "
+        "comes on top"
+    )
+    if o.max_time_s is None:
+        return line + "; no time bound: --max-time S bounds each run's training"
+    lo, hi = (len(runs) * (o.max_time_s + s) for s in LAUNCH_S)
+    return line + f"; at most about {lo / 60:.0f}-{hi / 60:.0f} min of training and launch, plus evaluation"
 
 
 def _options_doc(o: ConvergeOptions) -> dict:
