@@ -50,6 +50,10 @@ def test_best_strategy_is_highest_efficiency_at_largest_n(scaling_sweep):
     text = " ".join(an.summarize(sweep).best)
     assert "ddp scales best: 60% efficiency at N=8, the largest N measured." in text
     assert "No successful point at N=8 for: horovod-torch." in text
+    # CPU-worker records without a per-core baseline: the figure is the whole machine's, and the line says so
+    assert text.endswith(
+        "On CPU workers this is the whole-machine efficiency: not every point has a per-core baseline."
+    )
 
 
 def test_best_strategy_ranking_and_statistical_tie(tmp_path):

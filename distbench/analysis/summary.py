@@ -66,8 +66,10 @@ EFFICIENCY_NAMES = {"efficiency": "efficiency", "efficiency_per_core": "per-core
 def efficiency_key(points: Iterable[dict]) -> str:
     """The efficiency the summary and the efficiency plot read: on CPU workers with a per-core baseline, the
     per-core figure (the whole-machine one sets workers that share the cores against a baseline that had them
-    all), else the efficiency. One key for all the points, so that their figures compare."""
-    per_core = any(num(r.get("efficiency_per_core")) is not None for r in points)
+    all), else the efficiency. One key for all the points, so that their figures compare: per core only when
+    every point with an efficiency (baselines aside) has a per-core one."""
+    known = [r for r in points if not is_baseline(r) and num(r.get("efficiency")) is not None]
+    per_core = bool(known) and all(num(r.get("efficiency_per_core")) is not None for r in known)
     return "efficiency_per_core" if per_core else "efficiency"
 
 
@@ -335,6 +337,8 @@ def _best_line(sweep: Sweep, points: list[dict], key: str = "efficiency") -> str
         line += " That point is noisy."
     if best["missing"]:
         line += f" No successful point at N={best['n']} for: {', '.join(best['missing'])}."
+    if key == "efficiency" and best["record"].get("device") == "cpu":
+        line += " On CPU workers this is the whole-machine efficiency: not every point has a per-core baseline."
     return line
 
 
