@@ -537,6 +537,15 @@ def test_two_node_counts_at_the_same_n_are_two_curves_not_one(tmp_path):
     assert "| ddp (2 nodes) | 4 |" in text and "| ddp | 4 |" in text
 
 
+def test_a_workload_label_never_prints_an_unset_field_as_none():
+    from distbench.analysis.records import workload_key
+
+    plain, per_core = point("torch", 1, 0.1), point("torch", 1, 0.2, config={"baseline_threads": 1})
+    keys = [workload_key(plain), workload_key(per_core)]
+    labels = [an.workload_label(k, keys) for k in keys]
+    assert labels == ["resnet50 (weak scaling, batch 4)", "resnet50 (weak scaling, batch 4, baseline_threads 1)"]
+
+
 def test_workloads_that_differ_in_precision_are_grouped_apart_and_labelled(tmp_path):
     recs = [
         point("torch", 1, 0.1),
