@@ -515,3 +515,23 @@ def test_the_legend_explains_only_the_columns_shown():
     assert "comm overhead" not in narrow and "efficiency" not in narrow and "speedup = " in narrow
     wide = " ".join(legend_lines(records, [*DEFAULT_COLUMNS, "mfu", "overlap"]))
     assert "MFU = " in wide and "overlap = " in wide
+
+
+def test_stopping_and_noisy_lines_tell_the_per_core_reference_apart(capsys):
+    from rich.console import Console
+
+    from distbench.results.output import print_summary, stopping_line
+    from tests.builders import point
+
+    stop = {"rule": "max_time"}
+    per_core = point("torch", 1, 0.1, noisy=True, stopping=stop, config={"baseline_threads": 1})
+    records = [point("torch", 1, 0.1, stopping=stop), per_core]
+    assert stopping_line(records) == (
+        "adaptive stopping: 2 stopped at --max-time before reaching it (torch@1, torch (1 thread, per-core "
+        "reference)@1)"
+    )
+    print_summary(Console(width=200), records, [], "sid", "r.db")
+    out = " ".join(capsys.readouterr().out.split())
+    assert (
+        "noisy points (step-time CV above the threshold; read their curves with care): torch (1 thread, per-core" in out
+    )

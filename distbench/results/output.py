@@ -346,7 +346,7 @@ def stopping_line(records: list[dict]) -> str | None:
     for r in records:
         rule = (r.get("stopping") or {}).get("rule")
         if r.get("status") == "ok" and rule:
-            rules.setdefault(rule, []).append(f"{r['strategy']}@{r['world_size']}")
+            rules.setdefault(rule, []).append(f"{series_name(r)}@{r['world_size']}")
     if not rules or set(rules) == {"fixed_steps"}:
         return None
     parts = []
@@ -450,7 +450,7 @@ def print_summary(
     for line in (stopping_line(records), wall_split_line(records)):
         if line:
             say(line)
-    noisy = [f"{r['strategy']}@{r['world_size']}" for r in records if r.get("noisy")]
+    noisy = [f"{series_name(r)}@{r['world_size']}" for r in records if r.get("noisy")]
     if noisy:
         say(f"noisy points (step-time CV above the threshold; read their curves with care): {', '.join(noisy)}")
     for line in legend_lines(records, [c for c in (columns or DEFAULT_COLUMNS) if c not in dropped]):
