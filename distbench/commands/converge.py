@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import json
 import math
+import threading
+from pathlib import Path
 
 import click
 
-from distbench.run import runner
+from distbench.run import phases, runner
 from distbench.commands import options as opt
 from distbench.converge import data as cdata
 from distbench.converge import lr as lr_rules
@@ -204,7 +206,7 @@ def converge(
             err.print(f"  {_line(record)}", markup=False)
 
     with runner.new_sweep(results, "converge", stored, notes) as sweep:
-        records = sweep.run(planned, runner.Kind(runner.single_run(timeout)), progress)
+        records = sweep.run(planned, runner.Kind(with_progress(runner.single_run(timeout), err)), progress)
         summary = summarize(records, equivalence_margin)
     if fmt == "json":
         click.echo(json.dumps({"sweep_id": sweep.id, "summary": summary, "runs": records}, indent=1, default=str))
@@ -214,6 +216,45 @@ def converge(
     for line in equivalence_lines(summary):
         out.print(line, markup=False)
     err.print(f"sweep {sweep.id} saved in {results}; report: distbench report {sweep.id}", markup=False)
+
+
+PROGRESS_EVERY_S = 15.0
+"""How often a running converge run's latest evaluation is looked for and, when new, printed."""
+
+
+def with_progress(measure, err, every_s: float = PROGRESS_EVERY_S):
+    """`measure` (one run of a point) with a line on stderr at each new evaluation while the run goes on: the
+    step, the epoch, the held-out accuracy and the seconds of training and of evaluation so far."""
+
+    def run(point, workdir):
+        done = threading.Event()
+        rank_dir = Path(workdir) / "ranks"
+
+        def watch():
+            shown = None
+            while not done.wait(every_s):
+                doc = phases.read_progress(rank_dir)
+                if doc and doc.get("step") != shown:
+                    shown = doc.get("step")
+                    err.print(progress_line(doc), markup=False, highlight=False)
+
+        watcher = threading.Thread(target=watch, daemon=True)
+        watcher.start()
+        try:
+            return measure(point, workdir)
+        finally:
+            done.set()
+            watcher.join()
+
+    return run
+
+
+def progress_line(doc: dict) -> str:
+    """'  step 450 (epoch 1.00): accuracy 0.6312, 31.2 s of training, 4.1 s of evaluation so far'."""
+    return (
+        f"  step {doc.get('step')} (epoch {doc.get('epoch', 0):.2f}): accuracy {doc.get('val_accuracy', 0):.4f}, "
+        f"{doc.get('train_s', 0):.1f} s of training, {doc.get('eval_s', 0):.1f} s of evaluation so far"
+    )
 
 
 LAUNCH_S = (6, 36)

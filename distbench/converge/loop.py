@@ -16,6 +16,7 @@ import time
 from typing import Callable
 
 from distbench.converge import data, lr as lr_rules
+from distbench.run import phases
 
 STOP_REASONS = ("target", "max_epochs", "max_steps", "max_time", "diverged")
 
@@ -101,6 +102,7 @@ def run(
             "train_loss": loss,
         }
         curve.append(point)
+        phases.progress({**point, "eval_s": eval_s})  # the parent shows it while the run goes on
         return acc
 
     floor = 0.5 / max(1, val_samples)
