@@ -685,8 +685,8 @@ def test_converge_says_up_front_what_bounds_each_run_and_that_evaluation_is_extr
     )
     assert budget_note(o, runs, meta) == (
         "3 run(s), each training up to 5 epoch(s) (1125 steps at N=2); evaluation over the 3600 held-out samples, "
-        "up to 10 time(s) a run, is timed apart and comes on top; no time bound: --max-time S bounds each run's "
-        "training"
+        "up to 11 time(s) a run (one before training), is timed apart and comes on top; no time bound: --max-time S "
+        "bounds each run's training"
     )
     o.max_time_s, o.max_steps, o.stop_at_target = 60.0, 20, True
     note = budget_note(o, runs, meta)

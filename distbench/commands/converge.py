@@ -271,12 +271,12 @@ def budget_note(o: ConvergeOptions, runs: list, meta: dict) -> str:
     bound = f"{o.max_epochs} epoch(s) ({steps} steps at N={largest})"
     if o.max_steps is not None:
         bound = f"{steps} steps"
-    evals = max(1, math.ceil(min(o.max_epochs, steps / per_epoch) / o.eval_every_epochs))
+    evals = 1 + max(1, math.ceil(min(o.max_epochs, steps / per_epoch) / o.eval_every_epochs))  # one before training
     line = (
         f"{len(runs)} run(s), each training up to {bound}"
         + (" (or until the target, --stop-at-target)" if o.stop_at_target else "")
-        + f"; evaluation over the {meta['val']} held-out samples, up to {evals} time(s) a run, is timed apart and "
-        "comes on top"
+        + f"; evaluation over the {meta['val']} held-out samples, up to {evals} time(s) a run (one before training), "
+        "is timed apart and comes on top"
     )
     if o.max_time_s is None:
         return line + "; no time bound: --max-time S bounds each run's training"
