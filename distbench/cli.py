@@ -15,6 +15,7 @@ from distbench.commands import comm, converge, fit, infer, k8s, models, predict,
 from distbench.commands import profile as profile_cmd
 from distbench.core.errors import DistbenchError
 from distbench.results.kind import RecordKind
+from distbench.core.strategies import strategy_names
 from distbench.commands.k8s_job import k8s_job
 from distbench.commands.slurm_job import slurm_job
 
@@ -36,11 +37,18 @@ if not any(isinstance(h, EchoErr) for h in _log.handlers):
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="distbench")
 def cli():
-    """Compare distributed-training strategies (DataParallel, DDP, MirroredStrategy, Horovod) on the
-    same workload and measure throughput, speedup and scaling efficiency.
+    """Compare distributed-training strategies on the same workload and measure throughput, speedup and
+    scaling efficiency.
 
     Example: distbench scale --gpus 1,2,4 --model resnet50
     """
+
+
+cli.help = (cli.help or "").replace(
+    "strategies on",
+    f"strategies ({', '.join(strategy_names())}; each beside its framework's single-device baseline) on",
+    1,
+)
 
 
 for command in (
@@ -95,8 +103,8 @@ def main(argv: list[str] | None = None) -> int:
     except click.ClickException as exc:  # a UsageError's exit code is 2
         click.echo(f"Error: {exc.format_message()}", err=True)
         return exc.exit_code
-    except DistbenchError as exc:
-        click.echo(f"Error: {exc}", err=True)
+    except DistbenchError as exc:  # exit 3 is compare's verdict "could not judge", not an error
+        click.echo(f"Error: {exc}" if exc.exit_code != 3 else str(exc), err=True)
         return exc.exit_code
     return rv if isinstance(rv, int) else 0
 

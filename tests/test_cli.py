@@ -27,7 +27,12 @@ def _run(capsys, args):
         (["scale", "--gpus", "1,2,1"], "Error: --gpus value '1' is duplicated\n"),
         (
             ["scale", "--gpus", "1", "--model", "alexnet"],
-            f"Error: unknown model 'alexnet'; valid models: {', '.join(model_names())}\n",
+            f"Error: --model: unknown model 'alexnet'; valid models: {', '.join(model_names())}\n",
+        ),
+        (
+            ["scale", "--gpus", "1", "--model", "ResNet18"],
+            f"Error: --model: unknown model 'ResNet18' (did you mean 'resnet18'?); valid models: "
+            f"{', '.join(model_names())}\n",
         ),
         (
             ["scale", "--gpus", "1", "--strategy", "nope"],

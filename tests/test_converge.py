@@ -672,3 +672,53 @@ def test_predict_epochs_to_target_refuses_a_sweep_without_converge_runs(tmp_path
     args += ["--link-bw", "intra=1", "--link-latency", "intra=10", "--grad-bytes", "40000", "--no-store"]
     assert main([*args, "--epochs-to-target", sid]) == 2
     assert capsys.readouterr().err == f"Error: --epochs-to-target {sid}: that sweep has no `distbench converge` runs\n"
+
+
+def test_converge_says_up_front_what_bounds_each_run_and_that_evaluation_is_extra():
+    from types import SimpleNamespace
+
+    from distbench.commands.converge import budget_note
+
+    runs = [SimpleNamespace(config=SimpleNamespace(world_size=n)) for n in (1, 2, 2)]
+    meta = {"train": 14_400, "val": 3_600}
+    o = SimpleNamespace(
+        batch_size=32, max_epochs=5, max_steps=None, max_time_s=None, eval_every_epochs=0.5, stop_at_target=False
+    )
+    assert budget_note(o, runs, meta) == (
+        "3 run(s), each training up to 5 epoch(s) (1125 steps at N=2); evaluation over the 3600 held-out samples, "
+        "up to 11 time(s) a run (one before training), is timed apart and comes on top; no time bound: --max-time S "
+        "bounds each run's training"
+    )
+    o.max_time_s, o.max_steps, o.stop_at_target = 60.0, 20, True
+    note = budget_note(o, runs, meta)
+    assert note.startswith("3 run(s), each training up to 20 steps (or until the target, --stop-at-target)")
+    assert note.endswith("at most about 3-5 min of training and launch, plus evaluation")  # 3 x (60 + 6..36) s
+
+
+def test_a_running_converge_run_shows_each_new_evaluation(tmp_path):
+    import io
+    import time as time_mod
+
+    from rich.console import Console
+
+    from distbench.commands.converge import with_progress
+    from distbench.core import phases
+
+    err = io.StringIO()
+    env = {"DISTBENCH_RANK_DIR": str(tmp_path / "ranks")}
+    (tmp_path / "ranks").mkdir()
+
+    def measure(point, workdir):  # a run that evaluates twice while it goes on
+        for step, acc in ((0, 0.1), (450, 0.6312)):
+            doc = {"step": step, "epoch": step / 450, "val_accuracy": acc, "train_s": step / 15, "eval_s": 2.0}
+            phases.progress(doc, env)
+            time_mod.sleep(0.3)
+        return {"status": "ok"}
+
+    run = with_progress(measure, Console(file=err, width=200), every_s=0.1)
+    assert run(None, tmp_path) == {"status": "ok"}
+    lines = err.getvalue().splitlines()
+    assert lines == [
+        "  step 0 (epoch 0.00): accuracy 0.1000, 0.0 s of training, 2.0 s of evaluation so far",
+        "  step 450 (epoch 1.00): accuracy 0.6312, 30.0 s of training, 2.0 s of evaluation so far",
+    ]

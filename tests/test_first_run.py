@@ -116,16 +116,39 @@ def test_latest_is_per_command_and_named(capsys, tmp_path):
         store.finish_sweep(broken, "interrupted")  # Ctrl-C before any point
     args = ["--results", str(db)]
     code, _, err = _run(capsys, ["results", "show", "latest", *args])  # any sweep: the newest
+    err = " ".join(err.split())  # wrapped at the terminal's width
     assert code == 0 and f"latest: sweep {broken} (interrupted, 0 of 0 point(s) ok" in err, err
     assert f"`distbench scale --resume {broken}` finishes" in err
     code, _, err = _run(capsys, ["report", "latest", *args, "--out", str(tmp_path / "r.html")])
     assert code == 0, err
+    assert len([line for line in err.splitlines() if line.startswith("latest:")]) == 1
+    err = " ".join(err.split())
     assert f"latest: sweep {training} (complete, 8 of 9 point(s) ok" in err
     assert f"passed over 2 newer sweep(s) without training points: {broken} (interrupted, 0 ok), {infer}" in err
     assert f"`distbench scale --resume {broken}` finishes" in err
-    assert len([line for line in err.splitlines() if line.startswith("latest:")]) == 1
     code, out, err = _run(capsys, ["compare", training, "latest", *args, "--format", "json"])
     assert f"latest: sweep {training} (complete" in err  # its exit code is the gate's (test_compare.py)
+
+
+def test_latest_is_the_newest_sweep_of_the_kind_each_command_uses(capsys, tmp_path):
+    from distbench.analysis import pick_latest
+
+    db = tmp_path / "r.db"
+    with Store(db) as store:
+        stored = {"sweep_options": {"gpus": "1,2,4"}}  # what scale, run, fit and profile store for --resume
+        scaled = add_sweep(store, scaling_records(), options=stored)
+        fit = add_sweep(
+            store, [point("ddp", 2, 0.1, batch=64)], command="distbench fit --strategy ddp --gpus 2", options=stored
+        )
+        converge = add_sweep(store, [point("torch", 1, 0.1)], command="distbench converge --strategy torch")
+        assert pick_latest(store, "any")[0] == converge
+        assert pick_latest(store, "training")[0] == converge  # report: time to accuracy is a report too
+        for use in ("scaling", "resume"):  # compare, predict; scale --resume
+            picked, line = pick_latest(store, use)
+            assert picked == scaled and "passed over 2 newer sweep(s) without" in line, line
+            assert f"{converge} (complete, 1 ok), {fit} (complete, 1 ok)" in line
+    code, _, err = _run(capsys, ["compare", scaled, "latest", "--results", str(db), "--format", "json"])
+    assert f"latest: sweep {scaled} (complete" in err and fit not in err.split("passed over")[0]
 
 
 def test_latest_with_no_usable_sweep_is_a_one_line_error(capsys, tmp_path):
@@ -191,3 +214,17 @@ def test_make_test_says_before_the_slow_tier_that_it_installs_slurm_as_root():
         assert plan.index("slurm-wlm") < plan.index("-m slow"), plan  # before the slow tier starts
     said = subprocess.run(["make", "-s", "slurm-notice"], cwd=root, capture_output=True, text=True).stdout
     assert ("start munged, slurmctld and slurmd" in said) == (os.geteuid() == 0), said
+
+
+def test_results_given_a_folder_blames_the_flag_or_the_variable(capsys, tmp_path, monkeypatch):
+    monkeypatch.delenv("DISTBENCH_RESULTS", raising=False)
+    code, out, err = _run(capsys, ["results", "list", "--results", str(tmp_path)])
+    assert code == 2 and out == ""
+    assert err == (
+        f"Error: --results {tmp_path} is a folder, not a results store: name the .db file, e.g. "
+        f"{tmp_path / 'distbench.db'}\n"
+    )
+    monkeypatch.setenv("DISTBENCH_RESULTS", str(tmp_path))
+    code, _, err = _run(capsys, ["report", "latest"])
+    assert code == 2 and err.startswith(f"Error: $DISTBENCH_RESULTS={tmp_path} is a folder") and "\n" == err[-1]
+    assert err.count("\n") == 1

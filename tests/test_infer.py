@@ -28,7 +28,11 @@ def test_bad_batch_sizes(capsys):
     assert main(["infer", "--batch-sizes", "1,0"]) == 2
     assert capsys.readouterr().err == "Error: --batch-sizes value '0' must be a positive batch size\n"
     assert main(["infer", "--framework", "jax"]) == 2
-    assert capsys.readouterr().err == "Error: unknown framework jax; valid frameworks: torch, tf\n"
+    assert capsys.readouterr().err == "Error: --framework: unknown framework 'jax'; valid frameworks: torch, tf\n"
+    assert main(["infer", "--framework", "pytorch"]) == 2
+    assert capsys.readouterr().err == (
+        "Error: --framework: unknown framework 'pytorch' (did you mean 'torch'?); valid frameworks: torch, tf\n"
+    )
 
 
 @pytest.mark.slow

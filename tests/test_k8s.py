@@ -810,7 +810,7 @@ def test_apply_stops_at_a_failed_job_that_left_nothing_on_the_volume(capsys, tmp
     args = ["k8s", "--out", str(tmp_path / "k8s"), *APPLY, "--apply-poll", "0.1", "--results", str(db)]
     code, out, err = _cli(capsys, args)
     assert code == 1
-    (error,) = [line for line in err.splitlines() if not line.startswith("note: ")]  # one line
+    (error,) = [line for line in err.splitlines() if line.startswith("Error: ")]  # one line
     assert error.startswith(
         "Error: --apply stopped: trainjob.trainer.kubeflow.org/distbench-ddp-g2-n1 Failed and none of its nodes "
         "left an outcome on the volume (no pod ran: image, scheduling or its deadline)"
@@ -836,7 +836,7 @@ def test_apply_stops_at_a_failed_job_that_left_nothing_on_the_volume(capsys, tmp
 def test_apply_stops_when_kubectl_fails(capsys, tmp_path, fake_kubectl, monkeypatch):
     monkeypatch.setenv("FAKE_KUBECTL_DOWN", "1")
     code, out, err = _cli(capsys, ["k8s", "--out", str(tmp_path / "k8s"), *APPLY, "--results", str(tmp_path / "d")])
-    (error,) = [line for line in err.splitlines() if not line.startswith("note: ")]
+    (error,) = [line for line in err.splitlines() if line.startswith("Error: ")]
     assert code == 1 and error.endswith("error: the server could not find the requested resource")
     assert [c[0] for c in fake_kubectl()] == ["create"]
 

@@ -217,6 +217,15 @@ def test_an_explicit_steps_turns_adaptive_stopping_off_unless_target_ci_is_given
     assert both.target_ci == 0.05
 
 
+def test_the_cpu_defaults_note_says_the_max_time_given():
+    from distbench.run.plan import SweepOptions, make_plan
+
+    notes = make_plan(SweepOptions(gpus="1,2", model="resnet18", device="cpu", max_time=5)).notes
+    assert any("measuring up to 5 s a point unless the CI target is met first" in n for n in notes), notes
+    notes = make_plan(SweepOptions(gpus="1,2", model="resnet18", device="cpu")).notes
+    assert any("measuring up to 60 s a point" in n for n in notes), notes
+
+
 def test_the_opening_line_says_roughly_how_long_and_offers_max_time():
     from distbench.commands.scale import POINT_OVERHEAD_S, duration_line
     from distbench.run.plan import SweepOptions, make_plan
@@ -492,3 +501,37 @@ def test_without_columns_and_without_a_terminal_tables_are_120_wide(monkeypatch)
 
     monkeypatch.delenv("COLUMNS", raising=False)
     assert opt.out_console().width == 120 and opt.table_width() == 120
+
+
+def test_the_legend_explains_only_the_columns_shown():
+    from distbench.analysis.output import DEFAULT_COLUMNS, legend_lines
+    from tests.builders import point
+
+    records = [point("torch", 1, 0.1), point("ddp", 2, 0.1)]
+    text = " ".join(legend_lines(records, list(DEFAULT_COLUMNS)))
+    assert "MFU =" not in text and "overlap =" not in text  # not default columns
+    assert "speedup = " in text and "comm overhead = " in text and "efficiency (per core)" in text
+    narrow = " ".join(legend_lines(records, ["strategy", "N", "throughput", "speedup", "status"]))
+    assert "comm overhead" not in narrow and "efficiency" not in narrow and "speedup = " in narrow
+    wide = " ".join(legend_lines(records, [*DEFAULT_COLUMNS, "mfu", "overlap"]))
+    assert "MFU = " in wide and "overlap = " in wide
+
+
+def test_stopping_and_noisy_lines_tell_the_per_core_reference_apart(capsys):
+    from rich.console import Console
+
+    from distbench.analysis.output import print_summary, stopping_line
+    from tests.builders import point
+
+    stop = {"rule": "max_time"}
+    per_core = point("torch", 1, 0.1, noisy=True, stopping=stop, config={"baseline_threads": 1})
+    records = [point("torch", 1, 0.1, stopping=stop), per_core]
+    assert stopping_line(records) == (
+        "adaptive stopping: 2 stopped at --max-time before reaching it (torch@1, torch (1 thread, per-core "
+        "reference)@1)"
+    )
+    print_summary(Console(width=200), records, [], "sid", "r.db")
+    out = " ".join(capsys.readouterr().out.split())
+    assert (
+        "noisy points (step-time CV above the threshold; read their curves with care): torch (1 thread, per-core" in out
+    )

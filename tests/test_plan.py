@@ -96,7 +96,9 @@ def test_plan_strong_scaling_divides_the_global_batch():
 
 
 def test_plan_rejects_bad_values():
-    with pytest.raises(BadInput, match="unknown model 'resnet51'; valid models: "):
+    with pytest.raises(
+        BadInput, match=r"--model: unknown model 'resnet51' \(did you mean 'resnet50'\?\); valid models: "
+    ):
         make_plan(_opts(model="resnet51"), visible_gpus=0)
     with pytest.raises(BadInput, match="--batch-size value 0 is not in the range 1..1048576"):
         make_plan(_opts(batch_size=0), visible_gpus=0)

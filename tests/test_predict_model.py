@@ -292,6 +292,8 @@ def test_cpu_workers_beyond_the_cores_are_not_predicted():
     assert any("N=8 not predicted" in w and "2 physical cores" in w for w in doc["warnings"])
     with pytest.raises(BadInput, match="--gpus: every requested N exceeds the 2 physical cores"):
         pr.predict([s], {"intra": link(10, 10)}, lambda _: None, gpus=[8], cores=2)
+    with pytest.raises(BadInput, match=r"^every default N \(2x to 16x the largest measured\) exceeds the 2 physical"):
+        pr.predict([s], {"intra": link(10, 10)}, lambda _: None, gpus=None, cores=2)  # no --gpus given
 
 
 def test_measured_points_beyond_the_cores_are_warned():

@@ -249,6 +249,15 @@ def test_side_by_side_and_sentences_come_from_the_numbers():
     assert lines[1].startswith("tf N=1 spends 131.00 ms more a step in convolution than torch N=1 (228.00 vs 97.00 ms")
     assert "in 158 operations a step against 40" in lines[1] and "Conv2DBackpropFilter 228.00 ms" in lines[1]
     assert "normalisation" in lines[2] and "torch N=1 spends 7.50 ms more" in lines[2]
+    assert "noisy" not in lines[0]
+    from distbench.analysis import is_noisy
+
+    recs[1]["step_time_cv"] = 0.56
+    flagged = compare.sentences(recs, is_noisy)
+    assert flagged[0].endswith(
+        "(2.08x). tf N=1 is flagged noisy (step-time CV 56%): a ratio from a noisy point can be off by more than "
+        "its spread; profile again."
+    )
     _, one = compare.breakdown_rows(recs[0], ("convolution", "memcpy"))
     assert one[0][:4] == ["convolution", "97.00", "82.2%", "40"] and one[1][1] == "not on a GPU"
 

@@ -18,6 +18,7 @@ import pytest
 from distbench import analysis as an
 from distbench.analysis import load_sweep
 from distbench.report import CSP, MARKER_JS, write_report
+from distbench.report import plots as report_plots
 from distbench.results.store import Store
 from tests.builders import add_sweep, point, point_config, run_chromium, scaling_records
 
@@ -49,6 +50,10 @@ def test_best_strategy_is_highest_efficiency_at_largest_n(scaling_sweep):
     text = " ".join(an.summarize(sweep).best)
     assert "ddp scales best: 60% efficiency at N=8, the largest N measured." in text
     assert "No successful point at N=8 for: horovod-torch." in text
+    # CPU-worker records without a per-core baseline: the figure is the whole machine's, and the line says so
+    assert text.endswith(
+        "On CPU workers this is the whole-machine efficiency: not every point has a per-core baseline."
+    )
 
 
 def test_best_strategy_ranking_and_statistical_tie(tmp_path):
@@ -159,6 +164,31 @@ def test_noisy_baseline_and_superlinear_efficiency_are_called_out(tmp_path):
     assert "Efficiency above 110% (ddp N=2 (450%)) is more than linear scaling allows" in notes
 
 
+def test_cpu_workers_summary_reads_the_per_core_efficiency(tmp_path):
+    # whole machine: ddp N=2 at 117% (the baseline had both cores); per core: 40% (baseline on one worker's threads)
+    recs = [
+        point("torch", 1, 0.1),
+        point("ddp", 1, 0.1 / 0.74, efficiency_per_core=0.74),
+        point("ddp", 2, 0.1 / 1.17, efficiency_per_core=0.40),
+    ]
+    with Store(tmp_path / "r.db") as store:
+        sweep = load_sweep(store, add_sweep(store, recs))
+    assert an.efficiency_key(sweep.scaling_points) == "efficiency_per_core"
+    summary = an.summarize(sweep)
+    assert summary.best[0].startswith("ddp scales best: 40% per-core efficiency at N=2, the largest N measured")
+    assert "against the baseline on the whole machine it is 117%" in summary.best[0]
+    assert summary.drops == [
+        "ddp (per-core efficiency): already below 80% at N=1 (74%): the 1-device wrapper cost alone; 40% at N=2."
+    ]
+    assert not any("no limit" in line for line in summary.limits)
+    assert summary.limits[0].startswith("ddp (per-core efficiency): ")
+    assert not any("above 110%" in note for note in summary.notes)  # 117% is the whole-machine figure
+    plot = report_plots.plot_efficiency(sweep, report_plots._colors(), "Scaling efficiency vs N")
+    assert plot.axes[0].get_ylabel() == "efficiency (per core)"
+    ys = [y for line in plot.axes[0].lines for y in line.get_ydata() if y not in (1.0, an.EFFICIENCY_TARGET)]
+    assert sorted(ys) == pytest.approx([0.40, 0.74])
+
+
 def test_cpu_workers_splitting_the_cores_is_stated_from_the_configs():
     base = point("torch", 1, 0.1)
     base["config"]["threads_per_worker"] = 2
@@ -198,6 +228,33 @@ def test_capacity_table_uses_measured_points_only(scaling_sweep):
     assert rows["horovod-torch"].target_epoch.startswith("not reached at the largest measured N = 4 (4.4 h")
     one = an.capacity(sweep.scaling_points, target_throughput=30)
     assert {r.strategy: r.target_throughput for r in one}["torch"] == "1 CPU worker"
+
+
+def test_capacity_table_has_a_ci_under_its_header_and_marks_noisy_points(tmp_path):
+    from distbench.report import tables
+
+    recs = [point("torch", 1, 0.1), point("ddp", 2, 0.1, noisy=True), point("ddp", 4, 0.1, steps=3)]
+    with Store(tmp_path / "r.db") as store:
+        sweep = load_sweep(store, add_sweep(store, recs))
+    headers, rows = tables.capacity_table(sweep, None, None, None)
+    assert headers[1] == "measured throughput (samples/s) [95% CI]"
+    torch_cell, ddp_cell = rows[0][1], rows[1][1]
+    # no recorded CI: the within-run one from 200 steps (1% jitter) is under the header
+    assert re.fullmatch(r"N=1: 40\.00 \[\d+\.\d\d, \d+\.\d\d\]", torch_cell)
+    lo, hi = (float(x) for x in re.findall(r"\d+\.\d\d", torch_cell)[1:])
+    assert lo < 40.0 < hi
+    assert re.fullmatch(r"N=2: 80\.00 \[[\d.]+, [\d.]+\] noisy, N=4: 160\.00 \(no CI\)", ddp_cell)
+
+
+def test_the_noisy_count_covers_every_point_the_table_flags(tmp_path):
+    per_core = point("torch", 1, 0.2, noisy=True, config={"baseline_threads": 1})
+    recs = [point("torch", 1, 0.1), per_core, point("ddp", 2, 0.1, noisy=True)]
+    with Store(tmp_path / "r.db") as store:
+        sweep = load_sweep(store, add_sweep(store, recs))
+    flagged = [r for r in sweep.points if an.is_noisy(r)]
+    assert len(flagged) == 2
+    note = next(n for n in an.summarize(sweep).notes if "are noisy" in n)
+    assert note.startswith("2 point(s) are noisy (flagged, or step-time CV above 10%): torch (1 thread, per-core")
 
 
 def test_capacity_warns_when_the_ci_straddles_the_target():
@@ -480,6 +537,15 @@ def test_two_node_counts_at_the_same_n_are_two_curves_not_one(tmp_path):
     assert "| ddp (2 nodes) | 4 |" in text and "| ddp | 4 |" in text
 
 
+def test_a_workload_label_never_prints_an_unset_field_as_none():
+    from distbench.analysis.records import workload_key
+
+    plain, per_core = point("torch", 1, 0.1), point("torch", 1, 0.2, config={"baseline_threads": 1})
+    keys = [workload_key(plain), workload_key(per_core)]
+    labels = [an.workload_label(k, keys) for k in keys]
+    assert labels == ["resnet50 (weak scaling, batch 4)", "resnet50 (weak scaling, batch 4, baseline_threads 1)"]
+
+
 def test_workloads_that_differ_in_precision_are_grouped_apart_and_labelled(tmp_path):
     recs = [
         point("torch", 1, 0.1),
@@ -616,3 +682,12 @@ def test_a_new_plot_is_one_entry_in_PLOTS(tmp_path, monkeypatch):
     assert "<figcaption>Drawn by the test.</figcaption>" in steps
     assert "![An extra plot](x-extra.png)\n\n*Drawn by the test.*" in files.markdown.read_text()
     assert (tmp_path / "x-extra.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_a_converge_sweep_is_not_summarized_as_lacking_a_baseline(tmp_path):
+    recs = [point("torch", 1, 0.1, converge={"reached": True}), point("ddp", 2, 0.1, converge={"reached": True})]
+    with Store(tmp_path / "r.db") as store:
+        sweep = load_sweep(store, add_sweep(store, recs, command="distbench converge --strategy torch,ddp"))
+    summary = an.summarize(sweep)
+    assert summary.best == [] and not any("baseline" in line and "No strategy" in line for line in summary.best)
+    assert any(note.startswith("A time-to-accuracy sweep (distbench converge)") for note in summary.notes)

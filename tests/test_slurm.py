@@ -61,7 +61,7 @@ def _sweep_args(tmp_path, *extra):
             + ", ".join(STRATEGIES)
             + "; groups: all, core, wrappers, sharded, engines",
         ),
-        (["--model", "alexnet"], f"unknown model 'alexnet'; valid models: {', '.join(model_names())}"),
+        (["--model", "alexnet"], f"--model: unknown model 'alexnet'; valid models: {', '.join(model_names())}"),
         (["--time", "1 hour"], "--time '1 hour' is not a Slurm time limit: use MINUTES, HH:MM:SS or D-HH:MM:SS"),
         (
             ["--constraint", "a100'; x"],

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import random
+import re
 
 import pytest
 
@@ -110,7 +111,8 @@ def test_stragglers_per_rank():
         }
     )
     assert line == (
-        "step 120.0 ms = compute 100.0 ms [90.0, 110.0] + straggler wait 12.0 ms + communication 8.0 ms [3.0, 13.0]; "
+        "mean step 120.0 ms = compute 100.0 ms [90.0, 110.0] + straggler wait 12.0 ms + communication 8.0 ms "
+        "[3.0, 13.0]; "
         "rank 1 slowest in 67% of steps, the others would wait 20.0 ms per step on it (at the no-sync pace); "
         "stragglers explain 11.7 ms of the wait (steady pace gap 8.3 ms, jitter 3.3 ms), the rest is meeting once "
         "per step"
@@ -174,7 +176,8 @@ def test_summary_lines_name_the_three_terms_and_the_straggler():
     other = {"status": "ok", "strategy": "fabric", "world_size": 2, "split_note": "no tiny-collective variant"}
     lines = an.split_lines([split_rec, other, {**other, "world_size": 1}])
     assert lines == [
-        "ddp N=2: step 10.0 ms = compute 6.0 ms + straggler wait 3.0 ms + communication 1.0 ms (no CI: too short).",
+        "ddp N=2: mean step 10.0 ms = compute 6.0 ms + straggler wait 3.0 ms + communication 1.0 ms "
+        "(no CI: too short).",
         "fabric N=2: no three-term split: no tiny-collective variant.",
     ]
     drifted = an.split_lines([{**split_rec, "sync_after_variant_ratio": 1.45}])[0]
@@ -221,14 +224,48 @@ def test_report_has_a_stacked_bar_and_a_table_row_per_split_point(tmp_path):
             "10.00",
             "6.00 [5.50, 6.50]",
             "3.00",
-            "-0.20 [-1.00, 0.60]",
+            "-0.20 [-1.00, 0.60] (below 0 is within noise of 0: its 95% CI includes 0)",
             "rank 1: 67% of steps, 20.00 ms",
             "run-to-run (paired t over 3 repeats)",
         ]
     ]
     fig = plots.plot_split(sweep, plots._colors(), "t")
-    bars = [p.get_height() for p in fig.axes[0].patches]
-    assert bars == pytest.approx([6.0, 3.0, 0.0])  # compute, wait, communication (below 0: drawn as 0)
+    bars = [v for p in fig.axes[0].patches for v in (p.get_y(), p.get_height())]
+    # compute, wait, communication (0 above 0), then communication's -0.2 hatched down from the top: the solid
+    # part ends at the terms' sum, 8.8 ms, not at 9.0
+    assert bars == pytest.approx([0.0, 6.0, 6.0, 3.0, 9.0, 0.0, 8.8, 0.2])
+    assert headers[2] == "mean step (ms)"
+    line = split.split_line(r)
+    assert line.startswith(
+        "mean step 10.0 ms = compute 6.0 ms [5.5, 6.5] + straggler wait 3.0 ms + communication -0.2 ms [-1.0, 0.6] "
+        "(communication below 0 is within noise of 0: its 95% CI includes 0)"
+    )
+
+
+def test_a_split_term_below_zero_is_never_shown_without_what_it_means():
+    assert split.below_zero_phrase(0.0, None) is None and split.below_zero_phrase(0.001, [-1.0, 1.0]) is None
+    assert split.below_zero_note("wait", -0.006, None) == (
+        "straggler wait below 0 with no CI to judge it, too few steps: read it as 0 within unmeasured noise"
+    )
+    assert split.below_zero_note("wait", -0.0684, [-0.09, -0.05]) == (
+        "straggler wait below 0 beyond its 95% CI: the machine's pace moved between the runs, so this split is "
+        "not reliable"
+    )
+    rec = {
+        "comm_split": {
+            "step_s": 0.4169,
+            "compute_s": 0.4421,
+            "compute_ci": None,
+            "wait_s": -0.0684,
+            "wait_ci": None,
+            "communication_s": 0.0431,
+            "communication_ci": None,
+        }
+    }
+    line = split.split_line(rec)
+    assert "straggler wait -68.4 ms + communication 43.1 ms (straggler wait below 0 with no CI" in line
+    for value in re.findall(r"-\d+\.\d ms", line):  # every negative figure in the line has its phrase
+        assert "below 0" in line.split(value, 1)[1]
 
 
 def test_deepspeed_amp_points_say_they_are_not_like_for_like():

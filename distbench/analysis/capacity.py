@@ -4,10 +4,18 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Callable, Sequence
 
-from distbench.analysis.cis import throughput_ci
-from distbench.analysis.records import by_strategy, device_word, group_by_workload, is_comm, num, workload_label
+from distbench.analysis.cis import steps_throughput_ci, throughput_ci
+from distbench.analysis.records import (
+    by_strategy,
+    device_word,
+    group_by_workload,
+    is_comm,
+    is_noisy,
+    num,
+    workload_label,
+)
 
 
 @dataclass
@@ -18,6 +26,8 @@ class CapacityRow:
     """(N, throughput) for every successful measured point."""
     cis: list[tuple[float, float | None] | None] = field(default_factory=list)
     """Each measured point's 95% throughput CI (high None: unbounded), None where it has none."""
+    noisy: list[bool] = field(default_factory=list)
+    """Each measured point: flagged noisy (analysis.is_noisy)."""
     target_throughput: str | None = None
     epoch_times: list[tuple[int, float]] = field(default_factory=list)
     target_epoch: str | None = None
@@ -29,8 +39,10 @@ def capacity(
     target_throughput: float | None = None,
     epoch_samples: int | None = None,
     epoch_time_s: float | None = None,
+    step_times: Callable[[dict], Sequence[float]] | None = None,
 ) -> list[CapacityRow]:
-    """Devices needed per strategy, from measured points only (no extrapolation past the largest N)."""
+    """Devices needed per strategy, from measured points only (no extrapolation past the largest N). A point
+    without a CI of its own gets the within-run one from its step times (`step_times`, e.g. Sweep.step_times)."""
     groups = group_by_workload(r for r in points if not is_comm(r) and num(r.get("throughput")))
     rows = []
     for key, pts in groups.items():
@@ -41,7 +53,8 @@ def capacity(
                 workload=workload_label(key, groups),
                 strategy=strategy,
                 measured=measured,
-                cis=[throughput_ci(r) for r in spts],
+                cis=[point_ci(r, step_times) for r in spts],
+                noisy=[is_noisy(r) for r in spts],
             )
             missed = f"not reached at the largest measured N = {measured[-1][0]}"
             if target_throughput is not None:
@@ -63,6 +76,17 @@ def capacity(
                     row.target_epoch = f"{missed} ({last} per epoch)" if hit is None else _count(hit, word)
             rows.append(row)
     return rows
+
+
+def point_ci(record: dict, step_times: Callable[[dict], Sequence[float]] | None) -> tuple[float, float] | None:
+    """The record's own 95% throughput CI, else the within-run one from its step times (batch means), else None."""
+    ci = throughput_ci(record)
+    if ci is not None or step_times is None:
+        return ci
+    try:
+        return steps_throughput_ci(step_times(record), num(record["throughput"]))
+    except ValueError:  # too few steps, or batch means that stay autocorrelated
+        return None
 
 
 def _count(n: int, word: str) -> str:

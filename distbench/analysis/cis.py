@@ -102,11 +102,14 @@ def throughput_ratio_ci(sweep_a: "Sweep", a: dict, sweep_b: "Sweep", b: dict) ->
     return ratio_ci_from_cis(thr_a, ci_a, thr_b, ci_b, df_a, df_b), how
 
 
-def efficiency_ratio_ci(best: dict, other: dict, sweep: "Sweep | None") -> tuple[float, float] | None:
-    """95% CI of efficiency(other) / efficiency(best) at the same N, from the throughput ratio's CI
-    (records' CIs or batch means over step times); the baselines' uncertainty is not included."""
+def efficiency_ratio_ci(
+    best: dict, other: dict, sweep: "Sweep | None", key: str = "efficiency"
+) -> tuple[float, float] | None:
+    """95% CI of efficiency(other) / efficiency(best) at the same N (`key`: efficiency or efficiency_per_core),
+    from the throughput ratio's CI (records' CIs or batch means over step times); the baselines' uncertainty is
+    not included."""
     thr_b, thr_o = num(best.get("throughput")), num(other.get("throughput"))
-    eff_b, eff_o = num(best.get("efficiency")), num(other.get("efficiency"))
+    eff_b, eff_o = num(best.get(key)), num(other.get(key))
     if not (thr_b and thr_o and eff_b and eff_o):
         return None
     if sweep is None:

@@ -97,11 +97,15 @@ def key_label(key: PointKey) -> str:
     return f"{key.strategy} N={key.world_size}{where} {w.get('model')} batch={key.batch} {w.get('scaling')}"
 
 
+def _shown(value) -> str:
+    return "not set" if value is None else str(value)
+
+
 def key_differences(a: PointKey, b: PointKey) -> list[str]:
     """'precision fp32 in A, bf16 in B' for every field of the two keys' workloads (and batch) that differs."""
     wa, wb = {**dict(a.workload), "batch": a.batch}, {**dict(b.workload), "batch": b.batch}
     return [
-        f"{name} {wa.get(name)} in A, {wb.get(name)} in B"
+        f"{name} {_shown(wa.get(name))} in A, {_shown(wb.get(name))} in B"
         for name in dict.fromkeys([*wa, *wb])
         if wa.get(name) != wb.get(name)
     ]
@@ -205,12 +209,12 @@ class Comparison:
         }
 
     def no_match_message(self) -> str:
-        why = (
-            f": their workloads differ ({'; '.join(self.differ[0][2])})"
-            if self.differ
-            else " (same strategy, N, nodes, batch size and workload)"
-        )
-        return f"no points of {self.sweep_a} and {self.sweep_b} match{why}: nothing to compare"
+        if self.differ:
+            diffs = self.differ[0][2]
+            why = f"the workloads differ: {'; '.join(diffs[:2])}" + (f" and {len(diffs) - 2} more" if diffs[2:] else "")
+        else:
+            why = "same strategy, N, nodes, batch size and workload"
+        return f"nothing to compare: no point of B matches one of A ({why})"
 
 
 def _index(sweep: Sweep, side: str, notes: list[str]) -> dict[tuple, dict]:
@@ -332,26 +336,10 @@ def compare_sweeps(
     return result
 
 
-def pooled_variances(logs_a: dict, logs_b: dict) -> dict[tuple, tuple[float, float]]:
-    """Per point with R >= 2 on both sides: (run-to-run variance of log throughput pooled over A's and B's
-    repeats, moderated across those points; its df)."""
-    keys = [k for k in logs_a if len(logs_a[k]) >= 2 and len(logs_b.get(k, ())) >= 2]
-    if not keys:
-        return {}
-    var, df = gatestats.pooled(
-        [np.var(logs_a[k], ddof=1) for k in keys],
-        [len(logs_a[k]) - 1 for k in keys],
-        [np.var(logs_b[k], ddof=1) for k in keys],
-        [len(logs_b[k]) - 1 for k in keys],
-    )
-    post, df_post, _, _ = gatestats.moderate(var, df)
-    return {k: (float(v), float(d)) for k, v, d in zip(keys, post, df_post)}
-
-
 def _judge(tested: list[PointComparison], logs_a, logs_b, floor_var, floor_prior, result: Comparison) -> None:
     """t per point on log throughput, Holm across the points (one-sided for regressions): with repeats on both
     sides the point's variance pooled over them, else each side's own (repeats, or the noise floor), Welch."""
-    both = pooled_variances(logs_a, logs_b)
+    both = gatestats.pooled_variances(logs_a, logs_b)
     var_a, var_b = side_variances(logs_a), side_variances(logs_b)
 
     def side(var: dict, key: tuple) -> tuple:
@@ -457,9 +445,10 @@ def gate(result: Comparison, *, allow_undecided: bool = False) -> None:
             f"beyond the run-to-run noise and the {result.threshold:.1%} threshold: {names}"
         )
     if result.undecided and not allow_undecided:
+        head = f"no regression found, but {len(result.undecided)} point(s) could not be judged"
+        listed = f"{head}: {'; '.join(result.undecided)}; --allow-undecided accepts this"
         raise Undecided(
-            f"no regression found, but {len(result.undecided)} point(s) could not be judged: "
-            f"{'; '.join(result.undecided)} (exit 3; --allow-undecided accepts this)"
+            listed if len(listed) <= 120 else f"{head} (their verdicts above); --allow-undecided accepts this"
         )
 
 

@@ -376,7 +376,7 @@ def stopping_line(records: list[dict]) -> str | None:
     for r in records:
         rule = (r.get("stopping") or {}).get("rule")
         if r.get("status") == "ok" and rule:
-            rules.setdefault(rule, []).append(f"{r['strategy']}@{r['world_size']}")
+            rules.setdefault(rule, []).append(f"{series_name(r)}@{r['world_size']}")
     if not rules or set(rules) == {"fixed_steps"}:
         return None
     parts = []
@@ -394,6 +394,39 @@ def stopping_line(records: list[dict]) -> str | None:
     if rules.get("max_steps"):
         parts.append(f"{len(rules['max_steps'])} stopped at the step cap")
     return ("stopping: " if rules.get("two_stage") else "adaptive stopping: ") + "; ".join(parts)
+
+
+def legend_lines(records: list[dict], shown: list[str]) -> list[str]:
+    """What the columns the table shows mean (a column left out, or not chosen, is not explained)."""
+    out = []
+    if _any_cpu(records) and "efficiency" in shown:
+        out.append(
+            "efficiency (whole machine) = speedup / N against the baseline on all the cores"
+            + (
+                "; efficiency (per core) against the baseline on the same threads per worker"
+                if "efficiency_per_core" in shown
+                else ""
+            )
+        )
+    if "mfu" in shown:
+        out.append(
+            "MFU = model FLOPs per second per device / the device's peak (NVIDIA's dense datasheet peak for "
+            "the math type; on CPU workers a float32 GEMM measured on the same threads); '-' = no known peak "
+            "(the record's mfu_note says why)"
+        )
+    parts = []
+    if "speedup" in shown:
+        parts.append("speedup = throughput / the same framework's single-device baseline")
+    if "efficiency" in shown:
+        parts.append("efficiency = speedup / N")
+    if "comm" in shown:
+        parts.append(
+            "comm overhead = communication's exposed time / step (with the three-term split its communication "
+            "term, A - T, without the straggler wait; else step - step without gradient sync)"
+        )
+    if "overlap" in shown:
+        parts.append("overlap = share of the standalone all-reduce time hidden behind compute")
+    return out + (["; ".join(parts)] if parts else [])
 
 
 def print_summary(
@@ -447,26 +480,9 @@ def print_summary(
     for line in (stopping_line(records), wall_split_line(records)):
         if line:
             say(line)
-    noisy = [f"{r['strategy']}@{r['world_size']}" for r in records if r.get("noisy")]
+    noisy = [f"{series_name(r)}@{r['world_size']}" for r in records if r.get("noisy")]
     if noisy:
         say(f"noisy points (step-time CV above the threshold; read their curves with care): {', '.join(noisy)}")
-    if any(r.get("device") == "cpu" for r in records):
-        say(
-            "efficiency (whole machine) = speedup / N against the baseline on all the cores; efficiency "
-            "(per core) against the baseline on the same threads per worker",
-            style="dim",
-        )
-    say(
-        "MFU = model FLOPs per second per device / the device's peak (NVIDIA's dense datasheet peak for "
-        "the math type; on CPU workers a float32 GEMM measured on the same threads); '-' = no known peak "
-        "(the record's mfu_note says why)",
-        style="dim",
-    )
-    say(
-        "speedup = throughput / the same framework's single-device baseline; efficiency = speedup / N; "
-        "comm overhead = communication's exposed time / step (with the three-term split its communication "
-        "term, A - T, without the straggler wait; else step - step without gradient sync); overlap = share of "
-        "the standalone all-reduce time hidden behind compute",
-        style="dim",
-    )
+    for line in legend_lines(records, [c for c in (columns or DEFAULT_COLUMNS) if c not in dropped]):
+        say(line, style="dim")
     say(f"results stored in {store_path} (sweep {sweep_id})")

@@ -76,16 +76,17 @@ def workload_key(record: dict) -> tuple:
 
 def workload_label(key: tuple, among: Iterable[tuple] = ()) -> str:
     """'resnet50 (weak scaling, batch 8)', plus every other workload field whose value differs among
-    the keys in `among` (e.g. 'precision bf16'), so groups that differ only there are told apart."""
+    the keys in `among` (e.g. 'precision bf16'), so groups that differ only there are told apart (a field
+    without a value, e.g. no seq_len, is left out rather than printed as None)."""
     workload, batch = key
     fields = dict(workload)
     others = [dict(w) for w, _ in among]
     details = [f"{fields['scaling']} scaling"] if fields.get("scaling") else []
     details += [f"batch {batch}"] if batch else []
-    details += [
+    details += [  # a field left unset is not named: the other keys' values already tell them apart
         f"{name} {value}"
         for name, value in workload
-        if name not in ("model", "scaling") and any(o.get(name) != value for o in others)
+        if name not in ("model", "scaling") and value is not None and any(o.get(name) != value for o in others)
     ]
     model = fields.get("model")
     return f"{model} ({', '.join(details)})" if details else str(model)

@@ -21,7 +21,7 @@ from distbench.analysis.records import (
     series_name,
     workload_label,
 )
-from distbench.analysis.sweep import Sweep
+from distbench.analysis.sweep import Sweep, is_converge
 from distbench.core.strategies import FRAMEWORK_BASELINE
 
 EFFICIENCY_TARGET = 0.80
@@ -59,25 +59,41 @@ class Summary:
         return [(title, lines) for title, lines in titled if lines]
 
 
-def best_strategy(points: Sequence[dict], sweep: "Sweep | None" = None) -> dict | None:
-    """Highest efficiency at the largest N measured (non-baseline strategies with a known efficiency).
+EFFICIENCY_NAMES = {"efficiency": "efficiency", "efficiency_per_core": "per-core efficiency"}
+"""How the summary names the efficiency it reads (efficiency_key)."""
+
+
+def efficiency_key(points: Iterable[dict]) -> str:
+    """The efficiency the summary and the efficiency plot read: on CPU workers with a per-core baseline, the
+    per-core figure (the whole-machine one sets workers that share the cores against a baseline that had them
+    all), else the efficiency. One key for all the points, so that their figures compare: per core only when
+    every point with an efficiency (baselines aside) has a per-core one."""
+    known = [r for r in points if not is_baseline(r) and num(r.get("efficiency")) is not None]
+    per_core = bool(known) and all(num(r.get("efficiency_per_core")) is not None for r in known)
+    return "efficiency_per_core" if per_core else "efficiency"
+
+
+def best_strategy(points: Sequence[dict], sweep: "Sweep | None" = None, key: str | None = None) -> dict | None:
+    """Highest efficiency (`key`: efficiency_key by default) at the largest N measured (non-baseline strategies
+    with a known efficiency).
 
     None without such strategies. 'ranking' holds (strategy, efficiency, record) at n, best first; 'tied' the
     strategies not distinguishable from the best at 95%, 'undecided' those with no CI to tell, 'within_run_only'
     those the best beats only beyond the within-run noise (a point ran once: no run-to-run CI, and two points
     are separate runs), 'missing' those measured elsewhere but not at n.
     """
+    key = key or efficiency_key(points)
     strategy_points = [r for r in points if not is_baseline(r) and not is_comm(r)]
-    candidates = [r for r in strategy_points if num(r.get("efficiency")) is not None]
+    candidates = [r for r in strategy_points if num(r.get(key)) is not None]
     if not candidates:
         return None
     n_max = max(int(r["world_size"]) for r in candidates)
     at_n = by_strategy(r for r in candidates if int(r["world_size"]) == n_max)
-    ranking = sorted(((s, num(pts[-1]["efficiency"]), pts[-1]) for s, pts in at_n.items()), key=lambda t: -t[1])
+    ranking = sorted(((s, num(pts[-1][key]), pts[-1]) for s, pts in at_n.items()), key=lambda t: -t[1])
     best_s, best_e, best_r = ranking[0]
     tied, undecided, within_run_only = [], [], []
     for s, e, r in ranking[1:]:
-        ci = efficiency_ratio_ci(best_r, r, sweep)
+        ci = efficiency_ratio_ci(best_r, r, sweep, key)
         if ci is None:
             undecided.append(s)
         elif ci[1] >= 1:
@@ -87,6 +103,7 @@ def best_strategy(points: Sequence[dict], sweep: "Sweep | None" = None) -> dict 
     measured = {series_name(r) for r in strategy_points}
     return {
         "n": n_max,
+        "key": key,
         "best": best_s,
         "efficiency": best_e,
         "record": best_r,
@@ -98,17 +115,17 @@ def best_strategy(points: Sequence[dict], sweep: "Sweep | None" = None) -> dict 
     }
 
 
-def efficiency_drop(points: Sequence[dict]) -> dict | None:
-    """For one strategy's points (sorted by N): the smallest N with efficiency below EFFICIENCY_TARGET."""
-    known = [r for r in points if num(r.get("efficiency")) is not None]
+def efficiency_drop(points: Sequence[dict], key: str = "efficiency") -> dict | None:
+    """For one strategy's points (sorted by N): the smallest N with efficiency (`key`) below EFFICIENCY_TARGET."""
+    known = [r for r in points if num(r.get(key)) is not None]
     if not known:
         return None
-    below = [r for r in known if num(r["efficiency"]) < EFFICIENCY_TARGET]
+    below = [r for r in known if num(r[key]) < EFFICIENCY_TARGET]
     return {
         "below_at": int(below[0]["world_size"]) if below else None,
-        "efficiency": num(below[0]["efficiency"]) if below else None,
+        "efficiency": num(below[0][key]) if below else None,
         "largest_n": int(known[-1]["world_size"]),
-        "largest_efficiency": num(known[-1]["efficiency"]),
+        "largest_efficiency": num(known[-1][key]),
     }
 
 
@@ -152,22 +169,31 @@ def limiting_factors(record: dict) -> tuple[list[str], list[str]]:
 
 def summarize(sweep: Sweep) -> Summary:
     summary = Summary()
-    groups = group_by_workload(sweep.scaling_points)
+    # time-to-accuracy runs (distbench converge) measure no scaling: their section of the report says what they show
+    converge = [r for r in sweep.scaling_points if is_converge(r)]
+    groups = group_by_workload(r for r in sweep.scaling_points if not is_converge(r))
     multi = len(groups) > 1
     for key, points in groups.items():
         prefix = f"{workload_label(key, groups)}: " if multi else ""
         _summarize_group(sweep, points, prefix, summary)
-    if not groups:
+    if not groups and converge:
+        summary.notes.append(
+            "A time-to-accuracy sweep (distbench converge): its results, speedups against its N=1 baselines "
+            "included, are in the time-to-accuracy section; throughput scaling was not measured here."
+        )
+    elif not groups:
         summary.notes.append("The sweep has no successful training points, so nothing about scaling can be said.")
     if sweep.cpu_workers:
         summary.notes.append(CPU_WORKERS_NOTE)
-    noisy = [r for r in sweep.scaling_points if is_noisy(r)]
-    if noisy:
-        names = ", ".join(point_name(r) for r in noisy)
+    # every successful point the points table lists (per-core baselines and verify runs too), so the counts agree
+    flagged = [r for r in sweep.points if r.get("status") == "ok" and not is_comm(r) and is_noisy(r)]
+    if flagged:
+        names = ", ".join(point_name(r) for r in flagged)
         summary.notes.append(
-            f"{len(noisy)} point(s) are noisy (flagged, or step-time CV above {CV_NOISY:.0%}): "
+            f"{len(flagged)} point(s) are noisy (flagged, or step-time CV above {CV_NOISY:.0%}): "
             f"{names}. Differences smaller than their spread are not meaningful."
         )
+    noisy = [r for r in sweep.scaling_points if is_noisy(r)]
     for base in filter(is_baseline, noisy):
         cv = num(base.get("step_time_cv"))
         summary.notes.append(
@@ -176,13 +202,12 @@ def summarize(sweep: Sweep) -> Summary:
             + f": every {base['framework']} speedup and efficiency is divided by it and "
             "inherits that uncertainty."
         )
-    superlinear = [
-        r for r in sweep.scaling_points if (num(r.get("efficiency")) or 0) > SUPERLINEAR and not is_baseline(r)
-    ]
+    key = efficiency_key(sweep.scaling_points)
+    superlinear = [r for r in sweep.scaling_points if (num(r.get(key)) or 0) > SUPERLINEAR and not is_baseline(r)]
     if superlinear:
-        names = ", ".join(f"{point_name(r)} ({num(r['efficiency']):.0%})" for r in superlinear)
+        names = ", ".join(f"{point_name(r)} ({num(r[key]):.0%})" for r in superlinear)
         summary.notes.append(
-            f"Efficiency above {SUPERLINEAR:.0%} ({names}) is more than linear scaling allows "
+            f"{EFFICIENCY_NAMES[key].capitalize()} above {SUPERLINEAR:.0%} ({names}) is more than linear scaling allows "
             "for the same per-device work; it usually means the baseline ran slower than it "
             "should (e.g. other load on the machine), not that the strategy is that good. "
             "Re-measure before relying on it."
@@ -199,15 +224,17 @@ def summarize(sweep: Sweep) -> Summary:
 
 
 def _summarize_group(sweep: Sweep, points: list[dict], prefix: str, summary: Summary) -> None:
-    summary.best.append(prefix + _best_line(sweep, points))
+    key = efficiency_key(points)
+    summary.best.append(prefix + _best_line(sweep, points, key))
     baselines = {r["framework"]: r for r in points if is_baseline(r)}
+    which = " (per-core efficiency)" if key == "efficiency_per_core" else ""
     for strategy, pts in by_strategy(r for r in points if not is_baseline(r)).items():
         name = prefix + strategy
-        summary.drops.append(_drop_line(name, efficiency_drop(pts)))
+        summary.drops.append(_drop_line(name + which, efficiency_drop(pts, key)))
         one = next((r for r in pts if int(r["world_size"]) == 1), None)
         if one is not None:
             summary.wrapper.append(_wrapper_line(name, sweep, one, baselines.get(one.get("framework"))))
-        limit = _limit_line(name, pts, baselines)
+        limit = _limit_line(name + which, pts, baselines, key)
         if limit:
             summary.limits.append(limit)
     summary.steps.extend(prefix + line for line in split_lines(points))
@@ -266,8 +293,8 @@ def split_lines(records: Iterable[dict]) -> list[str]:
     return out
 
 
-def _best_line(sweep: Sweep, points: list[dict]) -> str:
-    best = best_strategy(points, sweep)
+def _best_line(sweep: Sweep, points: list[dict], key: str = "efficiency") -> str:
+    best = best_strategy(points, sweep, key)
     if best is None:
         return (
             "No strategy has a known efficiency (no successful single-device baseline "
@@ -275,7 +302,16 @@ def _best_line(sweep: Sweep, points: list[dict]) -> str:
         )
     if best["n"] == 1:
         return "Only N=1 was measured, so scaling is not assessed."
-    line = f"{best['best']} scales best: {best['efficiency']:.0%} efficiency at N={best['n']}, the largest N measured"
+    line = (
+        f"{best['best']} scales best: {best['efficiency']:.0%} {EFFICIENCY_NAMES[key]} at N={best['n']}, "
+        "the largest N measured"
+    )
+    whole = num(best["record"].get("efficiency"))
+    if key == "efficiency_per_core" and whole is not None:
+        line += (
+            f" (CPU workers: per core is against the baseline on one worker's threads; against the baseline on the "
+            f"whole machine it is {whole:.0%})"
+        )
     others = [f"{s} {e:.0%}" for s, e, _ in best["ranking"][1:]]
     line += (
         f" (then {', '.join(others)})." if others else ". It is the only strategy with a successful point at that N."
@@ -301,6 +337,8 @@ def _best_line(sweep: Sweep, points: list[dict]) -> str:
         line += " That point is noisy."
     if best["missing"]:
         line += f" No successful point at N={best['n']} for: {', '.join(best['missing'])}."
+    if key == "efficiency" and best["record"].get("device") == "cpu":
+        line += " On CPU workers this is the whole-machine efficiency: not every point has a per-core baseline."
     return line
 
 
@@ -337,13 +375,14 @@ def _wrapper_line(name: str, sweep: Sweep, one: dict, base: dict | None) -> str:
     return f"{line} (95% CI of the cost {lo:+.1%} to {hi:+.1%}){noise}"
 
 
-def _limit_line(name: str, points: list[dict], baselines: dict[str, dict]) -> str | None:
-    """What limited the strategy at its largest N below EFFICIENCY_TARGET (None: no efficiency at N > 1)."""
+def _limit_line(name: str, points: list[dict], baselines: dict[str, dict], key: str = "efficiency") -> str | None:
+    """What limited the strategy at its largest N below EFFICIENCY_TARGET (efficiency `key`; None: no efficiency
+    at N > 1)."""
 
-    multi = [r for r in points if int(r["world_size"]) > 1 and num(r.get("efficiency")) is not None]
+    multi = [r for r in points if int(r["world_size"]) > 1 and num(r.get(key)) is not None]
     if not multi:
         return None
-    below = [r for r in multi if num(r["efficiency"]) < EFFICIENCY_TARGET]
+    below = [r for r in multi if num(r[key]) < EFFICIENCY_TARGET]
     if not below:
         return (
             f"{name}: no limit within the measured range (efficiency at or above "

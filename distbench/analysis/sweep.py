@@ -52,30 +52,73 @@ def _training(data: "Sweep") -> list[dict]:
     return [r for r in data.scaling_points if record_kind(r) is not RecordKind.INFERENCE]
 
 
-def _is_converge(record: dict) -> bool:
+def is_converge(record: dict) -> bool:
     return record_kind(record) is RecordKind.CONVERGE
 
 
+SCALING_COMMANDS = ("scale", "run", "slurm", "k8s")
+"""The commands whose sweeps hold throughput at each N (fit's batch search, profile's few profiled steps and
+converge's time to accuracy do not)."""
+RESUMABLE_COMMANDS = ("scale", "run")
+"""The commands whose sweeps `distbench scale --resume` can finish (they store their SweepOptions)."""
+
+
+MEASURING_COMMANDS = (*SCALING_COMMANDS, "fit", "profile", "converge", "verify", "comm", "infer")
+
+
+def sweep_command(row: dict) -> str | None:
+    """The distbench subcommand that made a sweep ('scale', 'fit', ...), from its recorded command line; None
+    when none was recorded (or it names none of MEASURING_COMMANDS)."""
+    words = str(row.get("command") or "").split()
+    made = words[1] if len(words) > 1 and words[0].endswith("distbench") else None
+    return made if made in MEASURING_COMMANDS else None
+
+
+def _made_by(store: Store, row: dict, commands: tuple[str, ...]) -> bool:
+    """The sweep was made by one of `commands` (a sweep without a recorded command is judged on its points)."""
+    made = sweep_command(row)
+    return made is None or made in commands
+
+
+def _resumable(store: Store, row: dict) -> bool:
+    """A scale or run sweep (fit and profile store the same options, but are not resumed by scale) that stored
+    the options `scale --resume` replays (kinds.sweep.stored_options)."""
+    if not _made_by(store, row, RESUMABLE_COMMANDS):
+        return False
+    options = json.loads(store.sweep(row["id"]).get("options_json") or "{}")
+    return "sweep_options" in options or "replay" in options
+
+
 LATEST_USES = {
-    "any": ("any sweep", lambda data: True),
-    "training": ("training points", lambda data: bool(_training(data))),
-    "scaling": ("training throughput points", lambda data: any(not _is_converge(r) for r in _training(data))),
+    "any": ("any sweep", None, None),
+    "training": ("training points", None, lambda data: bool(_training(data))),
+    "scaling": (
+        "throughput points at each N (scale, run, slurm, k8s)",
+        lambda store, row: _made_by(store, row, SCALING_COMMANDS),
+        lambda data: any(not is_converge(r) for r in _training(data)),
+    ),
+    "resume": ("a scale or run sweep to resume", _resumable, None),
 }
 """What 'latest' means per command: `results show/export` any sweep; `report` the newest sweep with training
-points (scale, run, slurm, k8s, converge, ...: not comm, verify or infer alone); `compare` and `predict` the
-newest with training throughput points (time to accuracy alone does not do)."""
+points (scale, run, slurm, k8s, fit, profile, converge: not comm, verify or infer alone); `compare` and
+`predict` the newest made by scale, run, slurm or k8s with training throughput points (a fit, profile or
+converge sweep does not do); `scale --resume` the newest scale or run sweep."""
 
 
 def pick_latest(store: Store, use: str = "any") -> tuple[str, str]:
-    """'latest' for a command: (the newest sweep it can use (LATEST_USES[use]), one line saying which was picked,
+    """'latest' for a command: (the newest sweep it can use (LATEST_USES[use]: what it is, a test of its
+    store row or None, a test of its points or None), one line saying which was picked,
     naming newer sweeps passed over and `--resume` for an interrupted one). BadInput when none fits."""
-    what, usable = LATEST_USES[use]
+    what, row_ok, usable = LATEST_USES[use]
     rows = store.sweeps_with_counts(LATEST_SEARCH)
     if not rows:
         raise BadInput(f"{store.path} has no sweeps yet (run `distbench scale` first)")
     skipped: list[dict] = []
     for row in rows:
-        if use == "any" or (row["points_ok"] and usable(load_sweep(store, row["id"]))):
+        found = row_ok is None or row_ok(store, row)
+        if found and usable is not None:
+            found = bool(row["points_ok"]) and usable(load_sweep(store, row["id"]))
+        if found:
             line = (
                 f"latest: sweep {row['id']} ({row['status']}, {row['points_ok']} of {row['points_total']} point(s) ok: "
                 f"{row['command'] or 'no command recorded'})"

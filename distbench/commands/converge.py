@@ -4,9 +4,13 @@ seeds, until the held-out accuracy reaches the target or the budget runs out (is
 from __future__ import annotations
 
 import json
+import math
+import threading
+from pathlib import Path
 
 import click
 
+from distbench.core import phases
 from distbench.run import runner
 from distbench.results.kind import RecordKind
 from distbench.commands import options as opt
@@ -189,6 +193,7 @@ def converge(
         f"LR rule {lr_scaling}: base LR {lr:g} at global batch {batch_size}; warmup {warmup_epochs:g} epoch(s) "
         "where the LR is scaled; then constant",
     ]
+    notes.append(budget_note(options, [p for p in plan.points if not p.skip_reason], meta))
     err = opt.err_console()
     opt.print_notes(err, notes)
     stored = {"kind": "converge", "options": _options_doc(options), "data": meta, "cache": str(cache)}
@@ -203,7 +208,11 @@ def converge(
             err.print(f"  {_line(record)}", markup=False)
 
     with runner.new_sweep(results, "converge", stored, notes) as sweep:
-        records = sweep.run(planned, runner.Kind(runner.single_run(timeout), record_kind=RecordKind.CONVERGE), progress)
+        records = sweep.run(
+            planned,
+            runner.Kind(with_progress(runner.single_run(timeout), err), record_kind=RecordKind.CONVERGE),
+            progress,
+        )
         summary = summarize(records, equivalence_margin)
     if fmt == "json":
         click.echo(json.dumps({"sweep_id": sweep.id, "summary": summary, "runs": records}, indent=1, default=str))
@@ -213,6 +222,72 @@ def converge(
     for line in equivalence_lines(summary):
         out.print(line, markup=False)
     err.print(f"sweep {sweep.id} saved in {results}; report: distbench report {sweep.id}", markup=False)
+
+
+PROGRESS_EVERY_S = 15.0
+"""How often a running converge run's latest evaluation is looked for and, when new, printed."""
+
+
+def with_progress(measure, err, every_s: float = PROGRESS_EVERY_S):
+    """`measure` (one run of a point) with a line on stderr at each new evaluation while the run goes on: the
+    step, the epoch, the held-out accuracy and the seconds of training and of evaluation so far."""
+
+    def run(point, workdir):
+        done = threading.Event()
+        rank_dir = Path(workdir) / "ranks"
+
+        def watch():
+            shown = None
+            while not done.wait(every_s):
+                doc = phases.read_progress(rank_dir)
+                if doc and doc.get("step") != shown:
+                    shown = doc.get("step")
+                    err.print(progress_line(doc), markup=False, highlight=False)
+
+        watcher = threading.Thread(target=watch, daemon=True)
+        watcher.start()
+        try:
+            return measure(point, workdir)
+        finally:
+            done.set()
+            watcher.join()
+
+    return run
+
+
+def progress_line(doc: dict) -> str:
+    """'  step 450 (epoch 1.00): accuracy 0.6312, 31.2 s of training, 4.1 s of evaluation so far'."""
+    return (
+        f"  step {doc.get('step')} (epoch {doc.get('epoch', 0):.2f}): accuracy {doc.get('val_accuracy', 0):.4f}, "
+        f"{doc.get('train_s', 0):.1f} s of training, {doc.get('eval_s', 0):.1f} s of evaluation so far"
+    )
+
+
+LAUNCH_S = (6, 36)
+"""Seconds a run costs besides training and evaluation on CPU workers (start, imports, data, teardown): the
+range of a point's launch and teardown in docs/benchmarks.md's wall-time table."""
+
+
+def budget_note(o: ConvergeOptions, runs: list, meta: dict) -> str:
+    """Before anything runs: how many runs, what bounds each, and that evaluation comes on top of the training
+    time; with --max-time, the most the sweep can take."""
+    largest = max((p.config.world_size for p in runs), default=1)
+    per_epoch = max(1, meta["train"] // (o.batch_size * largest))
+    steps = o.max_epochs * per_epoch if o.max_steps is None else min(o.max_steps, o.max_epochs * per_epoch)
+    bound = f"{o.max_epochs} epoch(s) ({steps} steps at N={largest})"
+    if o.max_steps is not None:
+        bound = f"{steps} steps"
+    evals = 1 + max(1, math.ceil(min(o.max_epochs, steps / per_epoch) / o.eval_every_epochs))  # one before training
+    line = (
+        f"{len(runs)} run(s), each training up to {bound}"
+        + (" (or until the target, --stop-at-target)" if o.stop_at_target else "")
+        + f"; evaluation over the {meta['val']} held-out samples, up to {evals} time(s) a run (one before training), "
+        "is timed apart and comes on top"
+    )
+    if o.max_time_s is None:
+        return line + "; no time bound: --max-time S bounds each run's training"
+    lo, hi = (len(runs) * (o.max_time_s + s) for s in LAUNCH_S)
+    return line + f"; at most about {lo / 60:.0f}-{hi / 60:.0f} min of training and launch, plus evaluation"
 
 
 def _options_doc(o: ConvergeOptions) -> dict:

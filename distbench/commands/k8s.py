@@ -161,7 +161,7 @@ def k8s(
             f"started nodes wait up to --rendezvous-timeout ({settings.rendezvous_timeout_s} s) for the others"
         )
     for note in [*plan.notes, *notes]:
-        click.echo(f"note: {note}", err=True)
+        opt.echo_err(f"note: {note}")
     click.echo(f"wrote {len(files)} file(s) in {out}: {len(points)} points of {opts.model}, one job each")
     click.echo(f"  {'file':<44} {'kind':<11} {'launcher':<11} {'nodes':>5} {'per node':>8}")
     for path, po in zip(files[len(files) - len(points) :], points):

@@ -6,6 +6,7 @@ import json
 
 import click
 
+from distbench.commands import options as opt
 from distbench.commands.options import format_option
 from distbench.models import decoders
 from distbench.models.specs import MODEL_SPECS, input_shape
@@ -25,6 +26,12 @@ def _sizes(family: str) -> dict[str, int]:
     return {name: decoders.parameter_count(shape) for name, shape in decoders.SIZES[family].items()}
 
 
+def _torch_installed() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("torch") is not None
+
+
 @click.command()
 @format_option("table: aligned text; json: one object per model (FLOPs null when torch is missing).")
 def models(fmt: str):
@@ -32,6 +39,8 @@ def models(fmt: str):
 
     Example: distbench models --format json
     """
+    if fmt == "table" and _torch_installed():  # the table's FLOPs take seconds: say so first
+        click.echo("counting each model's forward FLOPs with torch (about 10 s on 2 cores)...", err=True)
     rows = [
         {
             "name": spec.name,
@@ -53,20 +62,25 @@ def models(fmt: str):
     if fmt == "json":
         click.echo(json.dumps(rows, indent=2))
         return
-    click.echo(f"{'model':<16} {'params':>13}  {'input':<15} {'GFLOPs':>7}  description")
+    out = opt.out_console()
+    shown = opt.table(None, ["model", "params", "input", "GFLOPs", "description"], right=["params", "GFLOPs"])
     for r in rows:
         gf = r["forward_gflops_per_sample"]
-        click.echo(
-            f"{r['name']:<16} {r['params']:>13,d}  {r['input']:<15} "
-            f"{'-' if gf is None else format(gf, '.2f'):>7}  {r['description']}"
-        )
-    for r in rows:
-        if "sizes" in r:
-            sizes = ", ".join(f"{name} {count:,}" for name, count in r["sizes"].items())
-            click.echo(f"{r['name']} --model-size: {sizes} parameters (or l<layers>-d<hidden>-h<heads>)")
-    click.echo(
-        "\nparams: exact trainable-parameter count at the default head size; tests/test_models.py verifies the "
-        "torch and the Keras model both have exactly this many\nGFLOPs: forward pass of one sample at the default "
-        "input, counted by torch's FlopCounterMode (a multiply-add = 2 FLOPs; matmuls, convolutions and "
-        "attention only)"
+        shown.add_row(r["name"], f"{r['params']:,d}", r["input"], "-" if gf is None else f"{gf:.2f}", r["description"])
+    opt.print_table(
+        out,
+        shown,
+        [
+            "params: exact trainable-parameter count at the default head size and input; tests/test_models.py "
+            "verifies the torch and the Keras model both have exactly this many",
+            "GFLOPs: forward pass of one sample at the default input, counted by torch's FlopCounterMode (a "
+            "multiply-add = 2 FLOPs; matmuls, convolutions and attention only)",
+        ]
+        + [
+            f"{r['name']} --model-size: "
+            + ", ".join(f"{name} {count:,}" for name, count in r["sizes"].items())
+            + " parameters (or l<layers>-d<hidden>-h<heads>)"
+            for r in rows
+            if "sizes" in r
+        ],
     )

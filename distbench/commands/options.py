@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import textwrap
+from pathlib import Path
 
 import click
 from rich.console import Console
@@ -58,13 +60,26 @@ RESULTS_ENV = "DISTBENCH_RESULTS"
 the working directory)."""
 
 
+def _store_file(ctx: click.Context, param: click.Parameter, value):
+    """--results (or its environment variable) must name the store file, not a folder: one line that blames
+    whichever of the two gave it."""
+    if value is not None and Path(value).is_dir():
+        env = ctx.get_parameter_source(param.name) is click.core.ParameterSource.ENVIRONMENT
+        given = f"${RESULTS_ENV}={value}" if env else f"--results {value}"
+        raise click.UsageError(
+            f"{given} is a folder, not a results store: name the .db file, e.g. {Path(value) / DEFAULT_PATH.name}"
+        )
+    return value
+
+
 def results_option(help: str = "SQLite results store."):
     return option(
         "--results",
-        type=click.Path(dir_okay=False),
+        type=click.Path(),
         default=str(DEFAULT_PATH),
         envvar=RESULTS_ENV,
         show_envvar=True,
+        callback=_store_file,
         help=f"{help} Relative to the working directory; ${RESULTS_ENV} sets it for every command.",
     )
 
@@ -74,7 +89,15 @@ def format_option(help: str):
 
 
 def err_console() -> Console:
-    return Console(stderr=True, highlight=False, soft_wrap=True)
+    """stderr's console: notes and progress lines wrapped at words to the tables' width (table_width)."""
+    return Console(stderr=True, highlight=False, width=table_width())
+
+
+def echo_err(text: str) -> None:
+    """One message on stderr, wrapped at words to the tables' width (a word longer than that stays whole)."""
+    width = table_width()
+    lines = textwrap.wrap(text, width=width, break_long_words=False, break_on_hyphens=False) or [""]
+    click.echo("\n".join(lines), err=True)
 
 
 def out_console() -> Console:

@@ -175,7 +175,7 @@ def predict(
             if not csv_path:
                 if sweep == "latest":  # the newest sweep with training throughput points, named on stderr
                     sweep, line = an.pick_latest(store, "scaling")
-                    click.echo(line, err=True)
+                    opt.echo_err(line)
                 data = an.load_sweep(store, sweep)
                 records, sweep_id, store_path = data.points, data.id, results
                 cores = sweep_cores(data.info)

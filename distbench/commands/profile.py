@@ -8,6 +8,7 @@ import json
 
 import click
 
+from distbench.analysis.records import is_noisy
 from distbench.commands import options as opt
 from distbench.core.errors import BadInput
 from distbench.run.plan import SweepOptions, make_plan
@@ -97,7 +98,7 @@ def profile(gpus_text, category_text, trace_dir, profile_steps, results, fmt, **
                 for r in records
             ],
             "side_by_side": {"headers": headers, "rows": rows},
-            "sentences": compare.sentences(records),
+            "sentences": compare.sentences(records, is_noisy),
         }
         click.echo(json.dumps(doc, indent=2, default=str))
     else:
@@ -130,7 +131,7 @@ def print_profiles(out, records: list[dict], categories: tuple[str, ...] | None 
     if len(recs) > 1:
         out.print("\nSide by side (ms per step; differences against the first):", markup=False)
         opt.print_table(out, _table(*compare.side_by_side(recs, categories)))
-        for line in compare.sentences(recs):
+        for line in compare.sentences(recs, is_noisy):
             out.print(f"- {line}", markup=False, highlight=False)
 
 

@@ -10,7 +10,14 @@ import click
 from distbench import analysis, report as report_mod
 from distbench.commands import options as opt
 from distbench.commands.profile import print_profiles
-from distbench.analysis.compare import compare_sweeps, comparison_table, gate, parse_threshold, summary_lines
+from distbench.analysis.compare import (
+    Undecided,
+    compare_sweeps,
+    comparison_table,
+    gate,
+    parse_threshold,
+    summary_lines,
+)
 from distbench.core.errors import BadInput
 from distbench.profile.compare import profiled
 
@@ -30,7 +37,7 @@ def _load(results: str, sweep: str, use: str = "any") -> analysis.Sweep:
 
 
 def _err(text: str) -> None:
-    click.echo(text, err=True)
+    opt.echo_err(text)
 
 
 @click.group()
@@ -201,9 +208,13 @@ def compare(sweep_a, sweep_b, results, results_b, threshold, noise_floor, allow_
         click.echo(json.dumps(result.to_json(), indent=2, default=str))
     else:
         out = opt.out_console()
-        opt.print_table(out, comparison_table(result))
+        if result.points:  # no empty table when nothing matched
+            opt.print_table(out, comparison_table(result))
         for line in summary_lines(result):
             out.print(line, markup=False)
-    if not result.points:
-        raise BadInput(result.no_match_message())
+    if not result.points:  # nothing could be judged: the gate's exit 3, as for any point it could not judge
+        if not allow_undecided:
+            raise Undecided(result.no_match_message())
+        _err(result.no_match_message())
+        return
     gate(result, allow_undecided=allow_undecided)

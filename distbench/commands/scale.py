@@ -7,6 +7,7 @@ import dataclasses
 import click
 
 from distbench.results import split
+from distbench.analysis.sweep import pick_latest
 from distbench.commands import options as opt
 from distbench.core.errors import BadInput
 from distbench.analysis.output import (
@@ -232,11 +233,9 @@ def scale(gpus_text, nodes_text, resume, results, records_dir, fmt, columns_text
     """
     if resume:
         with Store(results) as store:
-            if resume == "latest":
-                recent = store.sweeps(1)
-                if not recent:
-                    raise BadInput(f"no sweeps in {results} to resume")
-                resume = recent[0]["id"]
+            if resume == "latest":  # the newest scale or run sweep, named on stderr
+                resume, line = pick_latest(store, "resume")
+                opt.echo_err(line)
             opts = stored_options(store, resume)
         if click.get_current_context().get_parameter_source("timeout") == click.core.ParameterSource.COMMANDLINE:
             opts = dataclasses.replace(opts, timeout=workload["timeout"])  # e.g. points that timed out, more time

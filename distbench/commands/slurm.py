@@ -122,7 +122,7 @@ def slurm(gpus_text, nodes_text, gpus_per_node, device, records_dir, out, submit
         )
     files = write_sweep(plan, settings)
     for note in plan.notes:
-        click.echo(f"note: {note}", err=True)
+        opt.echo_err(f"note: {note}")
     shapes = plan.shapes()
     click.echo(
         f"wrote {files[0]}: {len(plan.points)} points of {opts.model} as {len(shapes)} job "

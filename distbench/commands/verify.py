@@ -53,7 +53,8 @@ from distbench.core.errors import BadInput
     help="Largest relative difference |a - b| / |b| allowed between a strategy and its single-device run, for "
     "every step's loss and each tensor's weight update, and between the replicas' weights. fp32 sums taken in "
     "another order differ by about 1e-7; the bugs verify catches (a sum instead of a mean, duplicated data, "
-    "a missing broadcast) by 1e-2 or more. Raise it for bf16/amp.",
+    "a missing broadcast) by 1e-2 or more. verify runs in fp32 (it has no --precision), so the default suits "
+    "every run it makes; raise it only to accept a known, larger difference.",
 )
 @opt.results_option("SQLite results store: every run (baselines too) is stored as a point of a 'verify' sweep.")
 @opt.format_option("json prints the verdicts as one JSON document.")

@@ -16,6 +16,7 @@ import time
 from typing import Callable
 
 from distbench.converge import data, lr as lr_rules
+from distbench.core import phases
 
 
 def crossing(before: dict, after: dict, target: float, error_floor: float) -> dict:
@@ -99,6 +100,7 @@ def run(
             "train_loss": loss,
         }
         curve.append(point)
+        phases.progress({**point, "eval_s": eval_s})  # the parent shows it while the run goes on
         return acc
 
     floor = 0.5 / max(1, val_samples)

@@ -163,9 +163,14 @@ def summarize(records: Iterable[dict], margin: float = EQUIVALENCE_MARGIN) -> li
         elif enough:
             verdict = "converged"
         else:
+            rule = (
+                f"MLPerf's rule counts at most {allowed} as the dropped slowest run"
+                if allowed
+                else f"with fewer than {MLPERF_MIN_RUNS} runs none is dropped, so every run must reach it"
+            )
             verdict = (
                 f"did not converge: {len(missing)} of {len(runs)} runs did not reach the target within the budget "
-                f"(or failed); MLPerf's rule counts at most {allowed} as the dropped slowest run"
+                f"(or failed); {rule}"
             )
         if incomplete and runs:
             verdict += f" ({incomplete} more skipped or interrupted, not counted)"

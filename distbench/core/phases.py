@@ -51,3 +51,33 @@ def during(rank_dir: str | os.PathLike, started: float, now: float | None = None
     phase, since = marks[-1]
     done = ", ".join(f"{p} {s:.0f} s" for p, s in spent.items())
     return phase, f"during {phase}, {max(0.0, now - since):.0f} s into it" + (f" ({done})" if done else "")
+
+
+PROGRESS = "progress.json"
+
+
+def progress(doc: dict, env: dict | None = None) -> None:
+    """Rank 0's latest progress inside a long run (converge: each evaluation), for the parent to show while the
+    run goes on; replaced atomically, nothing where no parent gave a rank folder or on other ranks."""
+    from distbench.core.rankguard import rank_of
+
+    env = os.environ if env is None else env
+    folder = env.get("DISTBENCH_RANK_DIR")
+    if not folder or rank_of(env) != 0:
+        return
+    path = Path(folder) / PROGRESS
+    try:
+        tmp = path.with_name(PROGRESS + ".tmp")
+        tmp.write_text(json.dumps(doc))
+        tmp.replace(path)
+    except (OSError, ValueError):
+        pass  # progress is for the eye only
+
+
+def read_progress(rank_dir: str | os.PathLike) -> dict | None:
+    """The last progress a run's rank 0 wrote (progress), or None."""
+    try:
+        doc = json.loads((Path(rank_dir) / PROGRESS).read_text())
+    except (OSError, ValueError):
+        return None
+    return doc if isinstance(doc, dict) else None

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from distbench.core.errors import BadInput
+from distbench.hints import did_you_mean
 from distbench.core.strategies import FRAMEWORK_BASELINE, STRATEGIES, Strategy
 from distbench.core.workload import Workload, device_default
 from distbench.models.specs import get_spec
@@ -163,8 +164,10 @@ def plan_infer(opts: InferOptions, visible_gpus: int | None = None) -> Plan:
     spec = _spec(opts.model)
     bad = [f for f in opts.frameworks if f not in INFER]
     if bad or not opts.frameworks:
+        hint = did_you_mean(bad[0], INFER) if bad else ""
         raise BadInput(
-            f"unknown framework {', '.join(bad) or repr(','.join(opts.frameworks))}; valid frameworks: torch, tf"
+            f"--framework: unknown framework {', '.join(map(repr, bad)) or repr(','.join(opts.frameworks))}{hint}; "
+            "valid frameworks: torch, tf"
         )
     choice = resolve_device(opts.device, [1], visible_gpus)
     check_model_input(spec, opts.image_size, opts.seq_len)

@@ -111,9 +111,10 @@ def predict(
                 )
             ns = [n for n in ns if n <= limit]
             if not ns:
+                asked = "--gpus: every requested N" if gpus else "every default N (2x to 16x the largest measured)"
                 raise BadInput(
-                    f"--gpus: every requested N exceeds the {limit} physical cores the CPU workers of "
-                    f"{s.strategy} share; predict at most N={limit}"
+                    f"{asked} exceeds the {limit} physical cores the CPU workers of {s.strategy} share; "
+                    f"predict at most N={limit} (--gpus)"
                 )
         intra = links.get("intra") or link_per_series(s)
         inter = links.get("inter")

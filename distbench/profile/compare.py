@@ -4,6 +4,7 @@ categories, their times, their operation counts and top operations; no explanati
 
 from __future__ import annotations
 
+from typing import Callable
 from distbench.profile.categories import CATEGORIES, LABELS, NOT_ON_GPU
 
 MIN_SENTENCE_SHARE = 0.05
@@ -91,15 +92,16 @@ def side_by_side(records: list[dict], categories: tuple[str, ...] | None = None)
     return headers, rows
 
 
-def sentences(records: list[dict]) -> list[str]:
-    """The largest differences of each later profiled point against the first, in words, from the numbers."""
+def sentences(records: list[dict], noisy: Callable[[dict], bool] | None = None) -> list[str]:
+    """The largest differences of each later profiled point against the first, in words, from the numbers;
+    with `noisy` (analysis.is_noisy), the step sentence says which compared point is flagged noisy."""
     recs = profiled(records)
     if len(recs) < 2:
         return []
     ref = recs[0]
     out = []
     for other in recs[1:]:
-        out.append(_step_sentence(ref, other))
+        out.append(_step_sentence(ref, other) + noisy_note([ref, other], noisy))
         ref_step = ref["profile"].get("clock_step_s") or ref["profile"].get("sum_s") or 0.0
         diffs = []
         for c in CATEGORIES:
@@ -130,6 +132,19 @@ def _step_sentence(ref: dict, other: dict) -> str:
     if ta and tb:
         text += f"; the timed, unprofiled steps: {_ms(ta)} and {_ms(tb)} ms ({tb / ta:.2f}x)"
     return text + "."
+
+
+def noisy_note(records: list[dict], noisy: Callable[[dict], bool] | None) -> str:
+    """' X is flagged noisy (step-time CV 56%): ...' for the compared points that are noisy, else ''."""
+    out = []
+    for r in records:
+        if noisy is not None and noisy(r):
+            cv = r.get("step_time_cv")
+            cv_text = f" (step-time CV {cv:.0%})" if isinstance(cv, (int, float)) else ""
+            out.append(f"{point_label(r)} is flagged noisy{cv_text}")
+    if not out:
+        return ""
+    return " " + "; ".join(out) + ": a ratio from a noisy point can be off by more than its spread; profile again."
 
 
 def _category_sentence(name_a: str, a: dict, name_b: str, b: dict, c: str) -> str:

@@ -93,7 +93,9 @@ def _errorbars(spts: Sequence[dict], key: str, points: Sequence[dict]):
     bars = []
     for r in spts:
         value = num(r.get(key))
-        ci = an.throughput_ci(r) if key == "throughput" else an.scaled_ci(r, key, an.baseline_for(r, points))
+        # the per-core figure's baseline is a separate record: its bars carry the point's own CI only
+        base = an.baseline_for(r, points) if key != "efficiency_per_core" else None
+        ci = an.throughput_ci(r) if key == "throughput" else an.scaled_ci(r, key, base)
         bars.append((max(0.0, value - ci[0]), max(0.0, ci[1] - value)) if ci and value is not None else None)
     return [[bar[i] if bar else 0.0 for bar in bars] for i in (0, 1)] if any(bars) else None
 
@@ -109,7 +111,7 @@ def line_plot(sweep: Sweep, colors, title: str, *, key: str, ylabel: str):
     if key == "speedup":
         lo, hi = min(ns), max(ns)
         ax.plot([lo, hi], [lo, hi], linestyle="--", color="#888888", label="ideal (linear)")
-    if key == "efficiency":
+    if key.startswith("efficiency"):
         ax.axhline(1.0, linestyle=":", color="#888888", label="ideal (100%)")
         ax.axhline(
             an.EFFICIENCY_TARGET, linestyle="--", color="#d62728", alpha=0.6, label=f"{an.EFFICIENCY_TARGET:.0%}"
@@ -126,7 +128,7 @@ def line_plot(sweep: Sweep, colors, title: str, *, key: str, ylabel: str):
             linestyle="none" if base else "-",
         )
     _n_axis(ax, ns)
-    if key == "efficiency":
+    if key.startswith("efficiency"):
         from matplotlib.ticker import PercentFormatter
 
         ax.yaxis.set_major_formatter(PercentFormatter(1.0))
@@ -137,6 +139,15 @@ def line_plot(sweep: Sweep, colors, title: str, *, key: str, ylabel: str):
     ax.set_title(title)
     ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
     return fig
+
+
+def plot_efficiency(sweep: Sweep, colors, title: str):
+    """Efficiency against N: the figure the summary reads (analysis.efficiency_key), per core on CPU workers."""
+    key = an.efficiency_key(sweep.scaling_points)
+    if key == "efficiency":
+        return line_plot(sweep, colors, title, key=key, ylabel="efficiency")
+    title = f"{title} (per core, as the summary reads; bars: the point's own CI)"
+    return line_plot(sweep, colors, title, key=key, ylabel="efficiency (per core)")
 
 
 def plot_comm(sweep: Sweep, colors, title: str):
@@ -178,7 +189,8 @@ SPLIT_TERMS = (
 
 def plot_split(sweep: Sweep, colors, title: str):
     """A stacked bar per point with a three-term split (distbench.results.split); each term's 95% CI as an error bar
-    at the top of its segment. A negative term (within its noise) is drawn as 0; the table keeps its value."""
+    at the top of its segment. A term below 0 is drawn hatched from the top of the others down, so the solid part
+    of the bar ends at the step it labels (a black tick)."""
     rows = [r for r in sweep.scaling_points if r.get("comm_split")]
     if not rows:
         return None
@@ -197,11 +209,20 @@ def plot_split(sweep: Sweep, colors, title: str):
                 err = [[max(0.0, v - ci[0] * 1e3)], [max(0.0, ci[1] * 1e3 - v)]]
                 ax.errorbar([x], [t], yerr=err, fmt="none", ecolor="black", elinewidth=0.8, capsize=2)
         bottom = top
+    for key, color, label in SPLIT_TERMS:  # terms below 0 subtract from the top
+        below = [-min(0.0, r["comm_split"][f"{key}_s"]) * 1e3 for r in rows]
+        if any(below):
+            top = [b - h for b, h in zip(bottom, below)]
+            ax.bar(xs, below, bottom=top, color="white", edgecolor=color, hatch="//", label=f"{label} below 0")
+            bottom = top
+    steps = [r["comm_split"]["step_s"] * 1e3 for r in rows]
+    ax.hlines(steps, [x - 0.45 for x in xs], [x + 0.45 for x in xs], color="black", linewidth=1.5, label="step")
     ax.set_xticks(xs, [_mpl(f"{an.series_name(r)}\nN={r.get('world_size')}") for r in rows], fontsize="small")
     ax.set_ylabel("step time, window mean (ms)")
     ax.set_title(title)
     ax.legend(fontsize="x-small", loc="upper left")
-    ax.set_ylim(bottom=0, top=max(max(bottom), max(r["comm_split"]["step_s"] * 1e3 for r in rows)) * 1.35)
+    tops = [sum(max(0.0, r["comm_split"][f"{k}_s"]) for k, _, _ in SPLIT_TERMS) * 1e3 for r in rows]
+    ax.set_ylim(bottom=0, top=max(tops + steps) * 1.35)
     return fig
 
 
@@ -324,8 +345,8 @@ SPLIT_CAPTION = (
     "all-reduced once per step) - B, communication = the real step (A) - T. The straggler wait also holds that "
     "tiny all-reduce's own latency (meeting once per step), which at short steps can be most of it; for a "
     "strategy whose replicas step in one process (mirrored) it is that latency alone, the stragglers being in "
-    "compute. Error bars: each term's 95% CI (its scope is in the table). A term below 0 within its noise is "
-    "drawn as 0."
+    "compute. Error bars: each term's 95% CI (its scope is in the table). A term below 0 is drawn hatched "
+    "from the top of the others down, so each bar's solid part ends at its step (the black tick)."
 )
 
 
@@ -356,7 +377,7 @@ PLOTS: list[PlotSpec] = [  # drawn in this order, so a strategy's colour is set 
     PlotSpec(
         "efficiency",
         "Scaling efficiency vs N",
-        partial(line_plot, key="efficiency", ylabel="efficiency"),
+        plot_efficiency,
         "scaling",
         f"Dashed red line: {an.EFFICIENCY_TARGET:.0%} efficiency.",
     ),

@@ -36,7 +36,9 @@ CAPACITY_NOTE = (
     "beyond the measured device counts."
 )
 CAPACITY_HINT = (
-    "The measured throughput of each strategy at each N, with its 95% CI, and per device. Pass "
+    "The measured throughput of each strategy at each N, with its 95% CI (the record's own, else the "
+    "within-run CI from its step times by batch means; '(no CI)': too few steps for one; 'noisy': the point is "
+    "flagged noisy), and per device. Pass "
     "--target-throughput SAMPLES_PER_S and/or --epoch-samples N [--epoch-time S] to `distbench report` for "
     "the devices each strategy needs; `distbench predict SWEEP --gpus 16,32,64` predicts device counts "
     "beyond the measured ones (the Predicted section, once a prediction is saved)."
@@ -198,7 +200,7 @@ def profile_section(c: Inputs) -> Section | None:
     if not points:
         return None
     blocks: list = [*c.figures("profile"), Table(*side_by_side(points))]
-    blocks += [Bullets(lines)] if (lines := sentences(points)) else []
+    blocks += [Bullets(lines)] if (lines := sentences(points, an.is_noisy)) else []
     notes = [f"{point_label(r)}: {r['profile_note']}" for r in c.sweep.points if r.get("profile_note")]
     blocks += [Bullets(notes)] if notes else []
     blocks.append(Text(PROFILE_NOTE, "muted"))

@@ -99,12 +99,13 @@ def comm_rows(sweep: Sweep) -> Rows:
 
 def split_rows(sweep: Sweep) -> Rows:
     """One row per point with a three-term split: each term in ms with its 95% CI, and the straggler."""
-    headers = ["strategy", "N", "step (ms)", "compute (ms)", "straggler wait (ms)", "communication (ms)"]
+    headers = ["strategy", "N", "mean step (ms)", "compute (ms)", "straggler wait (ms)", "communication (ms)"]
 
     def term(split: dict, key: str) -> str:
         ci = split.get(f"{key}_ci")
-        text = f"{split[f'{key}_s'] * 1e3:.2f}"
-        return text + (f" [{ci[0] * 1e3:.2f}, {ci[1] * 1e3:.2f}]" if ci else "")
+        text = f"{split[f'{key}_s'] * 1e3:.2f}" + (f" [{ci[0] * 1e3:.2f}, {ci[1] * 1e3:.2f}]" if ci else "")
+        below = split_mod.below_zero_phrase(split[f"{key}_s"], ci)
+        return f"{text} ({below})" if below else text
 
     rows = []
     for r in sweep.scaling_points:
@@ -279,7 +280,11 @@ def _ci_text(ci) -> str:
 
 def capacity_table(sweep: Sweep, target_throughput, epoch_samples, epoch_time) -> Rows:
     rows = an.capacity(
-        sweep.scaling_points, target_throughput=target_throughput, epoch_samples=epoch_samples, epoch_time_s=epoch_time
+        sweep.scaling_points,
+        target_throughput=target_throughput,
+        epoch_samples=epoch_samples,
+        epoch_time_s=epoch_time,
+        step_times=sweep.step_times,
     )
     multi = len({r.workload for r in rows}) > 1
     word = an.device_word(sweep.scaling_points)[:-1] or "device"
@@ -298,7 +303,10 @@ def capacity_table(sweep: Sweep, target_throughput, epoch_samples, epoch_time) -
     for row in rows:
         cells = ([row.workload] if multi else []) + [
             row.strategy,
-            ", ".join(f"N={n}: {fmt_num(t, '.2f')}{_ci_text(ci)}" for (n, t), ci in zip(row.measured, row.cis)),
+            ", ".join(
+                f"N={n}: {fmt_num(t, '.2f')}{_ci_text(ci) or ' (no CI)'}{' noisy' if noisy else ''}"
+                for (n, t), ci, noisy in zip(row.measured, row.cis, row.noisy)
+            ),
             ", ".join(f"N={n}: {fmt_num(t / n, '.2f')}" for n, t in row.measured),
         ]
         if target_throughput is not None:

@@ -262,3 +262,19 @@ def verdict_codes(d, se, df, threshold: float, alpha: float = ALPHA):
     slower = d < 0
     p, adj = np.where(slower, p_slower, p_faster), np.where(slower, adj_slower, adj_faster)
     return p, adj, np.where(np.isnan(p_slower), np.nan, code)
+
+
+def pooled_variances(logs_a: dict, logs_b: dict) -> dict[tuple, tuple[float, float]]:
+    """Per point with R >= 2 on both sides: (run-to-run variance of log throughput pooled over A's and B's
+    repeats, moderated across those points; its df)."""
+    keys = [k for k in logs_a if len(logs_a[k]) >= 2 and len(logs_b.get(k, ())) >= 2]
+    if not keys:
+        return {}
+    var, df = pooled(
+        [np.var(logs_a[k], ddof=1) for k in keys],
+        [len(logs_a[k]) - 1 for k in keys],
+        [np.var(logs_b[k], ddof=1) for k in keys],
+        [len(logs_b[k]) - 1 for k in keys],
+    )
+    post, df_post, _, _ = moderate(var, df)
+    return {k: (float(v), float(d)) for k, v, d in zip(keys, post, df_post)}

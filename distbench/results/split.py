@@ -216,9 +216,33 @@ def worst_straggler(record: dict) -> dict | None:
     return max(ranks, key=lambda r: r["slowest_share"]) if ranks else None
 
 
+LABELS = {"compute": "compute", "wait": "straggler wait", "communication": "communication"}
+
+
+def below_zero_phrase(value_s: float, ci: Sequence[float] | None) -> str | None:
+    """For a term below 0, what that means in a few words (None at or above 0): within noise of 0 (its 95% CI
+    includes 0), no CI to judge it, or beyond its CI (the machine's pace moved between the runs)."""
+    if value_s >= 0:
+        return None
+    if ci is None:
+        return "below 0 with no CI to judge it, too few steps: read it as 0 within unmeasured noise"
+    if ci[0] <= 0 <= ci[1]:
+        return "below 0 is within noise of 0: its 95% CI includes 0"
+    return "below 0 beyond its 95% CI: the machine's pace moved between the runs, so this split is not reliable"
+
+
+def below_zero_note(name: str, value_s: float, ci: Sequence[float] | None) -> str | None:
+    """below_zero_phrase with the term's name (a time cannot be negative: a term below 0 is noise, or the
+    machine's pace moved between runs)."""
+    phrase = below_zero_phrase(value_s, ci)
+    return f"{LABELS.get(name, name)} {phrase}" if phrase else None
+
+
 def split_line(record: dict) -> str | None:
-    """'step 120 ms = compute 100 ms + straggler wait 12 ms [8, 16] + communication 8 ms [3, 13]' (ms,
-    95% CIs) or None when the record has no three-term split."""
+    """'mean step 120 ms = compute 100 ms + straggler wait 12 ms [8, 16] + communication 8 ms [3, 13]' (ms,
+    95% CIs), then a phrase per term below 0 (below_zero_note), or None when the record has no three-term
+    split. The step is the real step's window mean (the split's statistic), labelled apart from the table's
+    step median."""
     split = record.get("comm_split")
     if not split:
         return None
@@ -228,9 +252,13 @@ def split_line(record: dict) -> str | None:
         return f"{value:.1f} ms" + (f" [{ci[0] * 1e3:.1f}, {ci[1] * 1e3:.1f}]" if ci else "")
 
     text = (
-        f"step {split['step_s'] * 1e3:.1f} ms = compute {ms('compute')} + straggler wait {ms('wait')} "
+        f"mean step {split['step_s'] * 1e3:.1f} ms = compute {ms('compute')} + straggler wait {ms('wait')} "
         f"+ communication {ms('communication')}"
     )
+    for name in LABELS:
+        note = below_zero_note(name, split[f"{name}_s"], split.get(f"{name}_ci"))
+        if note:
+            text += f" ({note})"
     worst = worst_straggler(record)
     if worst is not None:
         text += (

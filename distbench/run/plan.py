@@ -13,7 +13,7 @@ from distbench.core.errors import BadInput
 from distbench.run.launchers import RAY_TRAIN, check_ray_address, cluster_launcher
 from distbench.models.specs import check_input, get_spec, sized_spec
 from distbench.core.strategies import FRAMEWORK_BASELINE, STRATEGIES, Strategy, parse_strategies, strategy_names
-from distbench.core.workload import MAX_BATCH, Measurement, Workload, check, device_default, knob, knobs
+from distbench.core.workload import MAX_BATCH, Measurement, Workload, check, knob, knobs
 from distbench.core.workload import flag as knob_flag
 from distbench.run.devices import (  # noqa: F401 (the planners' device names, also reached as plan.X)
     CPU_WORKERS_PER_CORE,
@@ -284,7 +284,7 @@ def make_plan(opts: SweepOptions, visible_gpus: int | None = None, *, runs_here:
             f"({'per device' if opts.scaling == 'weak' else 'global'}), {steps} measured steps "
             f"after {warmup} warmup"
             + (
-                f", measuring up to {device_default('max_time', 'cpu'):.0f} s a point unless the CI target is met first"
+                f", measuring up to {defaults['max_time']:g} s a point unless the CI target is met first"
                 if opts.target_ci > 0
                 else ""
             )
