@@ -132,6 +132,6 @@ def test_without_a_queue_the_sweep_says_there_is_no_gang_scheduling(capsys, tmp_
     assert (
         "note: no --queue: the pods of a multi-node point are not gang-scheduled (Kueue admits a job's pods "
         "together); started nodes wait up to --rendezvous-timeout (600 s) for the others"
-    ) in err
+    ) in " ".join(err.split())  # notes wrap at the terminal's width
     code, out, err = _cli(capsys, [*args, "--queue", "team-a"])
     assert code == 0 and "gang" not in err

@@ -27,6 +27,15 @@ CPU_FLAGS: dict[str, list[str]] = {
     "distbench scale --gpus 1,2,4 --model resnet50": ["--gpus", "1,2", "--strategy", "ddp", *TINY_POINT],
     "distbench run --strategy ddp --gpus 2": TINY_POINT,
     "distbench scale --gpus 1,2 --strategy ddp,wrappers,sharded": TINY_POINT,
+    "distbench scale --model llama --model-size 350m --strategy ddp,fsdp,deepspeed --gpus 1,8": [
+        "--model-size",
+        "tiny",
+        "--strategy",
+        "ddp",
+        "--gpus",
+        "1,2",
+        *TINY_POINT[4:],
+    ],
     "distbench profile --strategy torch,tf --model resnet18 --image-size 32": [
         "--batch-size",
         "2",
