@@ -32,6 +32,7 @@ from distbench.predict.fit import build_model
 from distbench.predict.links import Link
 from distbench.predict.model import StepTimeModel
 from distbench.predict.sources import Observed, Series
+from distbench.predict.validate import check_row
 from distbench.core.strategies import STRATEGIES
 
 HOST_LOSS_PER_DOUBLING = 0.001
@@ -162,29 +163,7 @@ def holdout_single(series: Series, intra, inter, **kw) -> list[dict]:
     for p in series.points:
         if p.n <= 1:
             continue
-        thr, lo, hi = model.interval(p.n)
-        naive = model.naive(p.n)
-        err, naive_err = thr / p.throughput - 1, naive / p.throughput - 1
-        out.append(
-            {
-                "n": p.n,
-                "nodes": p.nodes,
-                "fitted_on": [1],
-                "measured": p.throughput,
-                "predicted": thr,
-                "low": lo,
-                "high": hi,
-                "error": err,
-                "naive": naive,
-                "naive_error": naive_err,
-                "beats_naive": abs(naive_err) - abs(err) >= 0.005 - 1e-12,
-                "covered": lo <= p.throughput <= hi,
-                "half_width": (hi - lo) / 2 / thr,
-                "extrapolation": float(p.n),
-                "crosses_nodes": p.n > series.per_node,
-                "doublings": math.log2(p.n),
-            }
-        )
+        out.append(check_row(model, p, [1], p.n > series.per_node))
     return out
 
 

@@ -57,29 +57,7 @@ def holdout(
     checks = []
     for p in series.points:
         if p.n > fitted_on[-1]:
-            thr, lo, hi = model.interval(p.n)
-            naive = model.naive(p.n)
-            err, naive_err = thr / p.throughput - 1, naive / p.throughput - 1
-            checks.append(
-                {
-                    "n": p.n,
-                    "nodes": p.nodes,
-                    "fitted_on": fitted_on,
-                    "measured": p.throughput,
-                    "predicted": thr,
-                    "low": lo,
-                    "high": hi,
-                    "error": err,
-                    "naive": naive,
-                    "naive_error": naive_err,
-                    "beats_naive": _beats(err, naive_err),
-                    "covered": lo <= p.throughput <= hi,
-                    "half_width": (hi - lo) / 2 / thr,
-                    "extrapolation": p.n / fitted_on[-1],
-                    "crosses_nodes": model.crosses(p.n),
-                    "doublings": math.log2(p.n / fitted_on[-1]),
-                }
-            )
+            checks.append(check_row(model, p, fitted_on, model.crosses(p.n)))
     return checks
 
 
@@ -88,6 +66,32 @@ NO_WORSE_MARGIN = 0.02
 BEATS_MARGIN = 0.005
 """A prediction "beats the naive guess" only when its |error| is at least half a point below the naive guess's:
 a 0.01-point win (the model reduced to the naive guess plus a sliver of forced communication) is a tie."""
+
+
+def check_row(model, p: Observed, fitted_on: list[int], crosses: bool) -> dict:
+    """One held-out check: the prediction at p.n from a model fitted on `fitted_on`, its interval, the naive guess
+    beside it and how each did against the measurement."""
+    thr, lo, hi = model.interval(p.n)
+    naive = model.naive(p.n)
+    err, naive_err = thr / p.throughput - 1, naive / p.throughput - 1
+    return {
+        "n": p.n,
+        "nodes": p.nodes,
+        "fitted_on": fitted_on,
+        "measured": p.throughput,
+        "predicted": thr,
+        "low": lo,
+        "high": hi,
+        "error": err,
+        "naive": naive,
+        "naive_error": naive_err,
+        "beats_naive": _beats(err, naive_err),
+        "covered": lo <= p.throughput <= hi,
+        "half_width": (hi - lo) / 2 / thr,
+        "extrapolation": p.n / fitted_on[-1],
+        "crosses_nodes": crosses,
+        "doublings": math.log2(p.n / fitted_on[-1]),
+    }
 
 
 def _beats(err: float, naive_err: float) -> bool:
