@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
+import shutil
+import sys
 import textwrap
 from pathlib import Path
 
@@ -88,14 +91,29 @@ def format_option(help: str):
     return option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", help=help)
 
 
+def note_width() -> int | None:
+    """The width stderr's notes wrap at: COLUMNS when set, else the terminal's when stderr is one; None (one line a
+    note, so grep and log readers find it whole) when stderr goes to a pipe or a file without COLUMNS."""
+    columns = os.environ.get("COLUMNS", "")
+    if columns.isdigit() and int(columns) > 0:
+        return int(columns)
+    return shutil.get_terminal_size((120, 24)).columns if sys.stderr.isatty() else None
+
+
 def err_console() -> Console:
-    """stderr's console: notes and progress lines wrapped at words to the tables' width (table_width)."""
-    return Console(stderr=True, highlight=False, width=table_width())
+    """stderr's console: notes and progress lines wrapped at words to note_width (not wrapped where it is None)."""
+    width = note_width()
+    if width is None:
+        return Console(stderr=True, highlight=False, soft_wrap=True)
+    return Console(stderr=True, highlight=False, width=width)
 
 
 def echo_err(text: str) -> None:
-    """One message on stderr, wrapped at words to the tables' width (a word longer than that stays whole)."""
-    width = table_width()
+    """One message on stderr, wrapped at words to note_width (a word longer than that stays whole)."""
+    width = note_width()
+    if width is None:
+        click.echo(text, err=True)
+        return
     lines = textwrap.wrap(text, width=width, break_long_words=False, break_on_hyphens=False) or [""]
     click.echo("\n".join(lines), err=True)
 
