@@ -599,3 +599,17 @@ def test_differences_name_an_unset_field_in_words(tmp_path):
         result = compare_sweeps(load_sweep(store, sa), load_sweep(store, sb))
     differences = result.differ[0][2]
     assert "seq_len not set in A, 64 in B" in differences and not any("None" in d for d in differences)
+
+
+def test_compared_workload_leaves_out_fields_without_a_value(tmp_path):
+    """A workload field with no value (seq_len, model_size, baseline_threads of an image model) is left out of
+    'compared workload:', never printed as 'None'."""
+    extra = {"seq_len": None, "model_size": None, "baseline_threads": None}
+    a = [rep("torch", 1, 0.1, config=extra), rep("ddp", 2, 0.1, config=extra)]
+    b = [rep("torch", 1, 0.1, config=extra), rep("ddp", 2, 0.1, config=extra)]
+    with Store(tmp_path / "r.db") as store:
+        result = compare_sweeps(load_sweep(store, add_sweep(store, a)), load_sweep(store, add_sweep(store, b)))
+    assert "seq_len" in dict(result.points[0].key.workload)  # the key holds the field, without a value
+    [line] = [x for x in summary_lines(result) if x.startswith("compared workload: ")]
+    assert line.startswith("compared workload: model resnet50, device cpu, scaling weak")
+    assert "None" not in line and "seq_len" not in line and "baseline_threads" not in line
