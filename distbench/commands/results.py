@@ -198,7 +198,7 @@ def compare(sweep_a, sweep_b, results, results_b, threshold, noise_floor, allow_
     floor = None
     if noise_floor is not None:
         try:
-            floor = _load(results, noise_floor)
+            floor = _load(results, noise_floor, "scaling")
         except BadInput as exc:
             raise BadInput(f"--noise-floor: {exc}") from None
         if floor.id in (a.id, b.id):
