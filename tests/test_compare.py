@@ -630,7 +630,7 @@ def _kinds_store(path):
 
 
 def test_latest_for_a_flag_is_the_newest_sweep_of_the_kind_it_reads(tmp_path, capsys):
-    """predict's --comm, --profile-sweep, --epochs-to-target and compare's --noise-floor take 'latest' as the
+    """predict's --comm, --profile, --epochs-to-target and compare's --noise-floor take 'latest' as the
     newest sweep of the kind they read, named on stderr, not the newest sweep of any kind."""
     from distbench.analysis import open_store, pick_latest
 
@@ -661,6 +661,8 @@ def test_latest_for_a_flag_is_the_newest_sweep_of_the_kind_it_reads(tmp_path, ca
         ],
     )
     assert f"latest: sweep {made['converge']}" in " ".join(err.split()), err
+    code, _, err = _run(capsys, ["predict", "latest", "--results", db, "--profile", "latest", "--gpus", "2"])
+    assert f"latest: sweep {made['profile']}" in " ".join(err.split()), err
     with Store(tmp_path / "none.db") as store:
         add_sweep(store, [rep("torch", 1, 0.1), rep("ddp", 2, 0.1)])
     code, _, err = _run(capsys, ["predict", "latest", "--results", str(tmp_path / "none.db"), "--comm", "latest"])

@@ -118,7 +118,7 @@ LATEST_USES = {
 points (scale, run, slurm, k8s, fit, profile, converge: not comm, verify or infer alone); `compare` and
 `predict` the newest made by scale, run, slurm or k8s with training throughput points (a fit, profile or
 converge sweep does not do); `scale --resume` the newest scale or run sweep; `predict --comm` the newest comm
-sweep, `--profile-sweep` the newest profile sweep, `--converge-sweep` the newest converge sweep; `compare
+sweep, `--profile` the newest profile sweep, `--converge-sweep` the newest converge sweep; `compare
 --noise-floor` the newest scaling sweep (as compare's own sweeps)."""
 
 

@@ -46,7 +46,8 @@ from distbench.run.runner import command_line
     "comm_sweeps",
     multiple=True,
     metavar="SWEEP",
-    help="A stored `distbench comm` sweep to fit link bandwidth and latency from (repeatable).",
+    help="A stored `distbench comm` sweep to fit link bandwidth and latency from (repeatable; 'latest': the "
+    "newest comm sweep).",
 )
 @click.option(
     "--link",
@@ -109,14 +110,15 @@ from distbench.run.runner import command_line
     "converge_sweep",
     metavar="SWEEP",
     help="A stored `distbench converge` sweep: predicted time (and cost) to train from its epochs to target per "
-    "global batch (with --epoch-samples; default: its training samples).",
+    "global batch (with --epoch-samples; default: its training samples; 'latest': the newest converge sweep).",
 )
 @click.option(
     "--profile",
     "profile_sweep",
     metavar="SWEEP",
     help="A stored one-device `distbench profile` sweep of the same model: from one device, the bucket ready "
-    "times and backward share come from its trace (default: the model's per-layer FLOPs).",
+    "times and backward share come from its trace (default: the model's per-layer FLOPs; 'latest': the newest "
+    "profile sweep).",
 )
 @click.option("--no-store", is_flag=True, help="Do not save the prediction in the store.")
 @format_option
@@ -180,7 +182,7 @@ def predict(
                 records, sweep_id, store_path = data.points, data.id, results
                 cores = sweep_cores(data.info)
             if profile_sweep:
-                profile_records = latest_or_named(store, profile_sweep, "profile", "--profile-sweep").points
+                profile_records = latest_or_named(store, profile_sweep, "profile", "--profile").points
             for cid in comm_sweeps:
                 cdata = latest_or_named(store, cid, "comm", "--comm")
                 if not cdata.comm_points:

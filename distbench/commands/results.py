@@ -172,7 +172,7 @@ def report(sweep, results, out, target_throughput, epoch_samples, epoch_time):
     "noise_floor",
     metavar="SWEEP",
     help="A second run of SWEEP_A (an A/A pair, in --results): its differences from A measure the run-to-run "
-    "noise for points that ran once (--repeats 1).",
+    "noise for points that ran once (--repeats 1; 'latest': the newest scale, run, slurm or k8s sweep).",
 )
 @opt.option(
     "--allow-undecided",
