@@ -599,3 +599,72 @@ def test_differences_name_an_unset_field_in_words(tmp_path):
         result = compare_sweeps(load_sweep(store, sa), load_sweep(store, sb))
     differences = result.differ[0][2]
     assert "seq_len not set in A, 64 in B" in differences and not any("None" in d for d in differences)
+
+
+def test_compared_workload_leaves_out_fields_without_a_value(tmp_path):
+    """A workload field with no value (seq_len, model_size, baseline_threads of an image model) is left out of
+    'compared workload:', never printed as 'None'."""
+    extra = {"seq_len": None, "model_size": None, "baseline_threads": None}
+    a = [rep("torch", 1, 0.1, config=extra), rep("ddp", 2, 0.1, config=extra)]
+    b = [rep("torch", 1, 0.1, config=extra), rep("ddp", 2, 0.1, config=extra)]
+    with Store(tmp_path / "r.db") as store:
+        result = compare_sweeps(load_sweep(store, add_sweep(store, a)), load_sweep(store, add_sweep(store, b)))
+    assert "seq_len" in dict(result.points[0].key.workload)  # the key holds the field, without a value
+    [line] = [x for x in summary_lines(result) if x.startswith("compared workload: ")]
+    assert line.startswith("compared workload: model resnet50, device cpu, scaling weak")
+    assert "None" not in line and "seq_len" not in line and "baseline_threads" not in line
+
+
+def _kinds_store(path):
+    """A store whose sweeps are, oldest first: scale, comm, profile, converge, then a newer scale and infer."""
+    made = {}
+    with Store(path) as store:
+        made["scale-old"] = add_sweep(store, [rep("torch", 1, 0.1), rep("ddp", 2, 0.1)])
+        made["comm"] = add_sweep(store, [dict(point("ddp", 2, 0.1), kind="comm")], command="distbench comm --gpus 2")
+        made["profile"] = add_sweep(store, [point("torch", 1, 0.1)], command="distbench profile --strategy torch")
+        converge = [dict(point("torch", 1, 0.1), kind="converge")]
+        made["converge"] = add_sweep(store, converge, command="distbench converge --gpus 1")
+        made["scale"] = add_sweep(store, [rep("torch", 1, 0.1), rep("ddp", 2, 0.1), rep("ddp", 4, 0.1)])
+        made["infer"] = add_sweep(store, [dict(point("torch", 1, 0.1), kind="inference")], command="distbench infer")
+    return made
+
+
+def test_latest_for_a_flag_is_the_newest_sweep_of_the_kind_it_reads(tmp_path, capsys):
+    """predict's --comm, --profile, --epochs-to-target and compare's --noise-floor take 'latest' as the
+    newest sweep of the kind they read, named on stderr, not the newest sweep of any kind."""
+    from distbench.analysis import open_store, pick_latest
+
+    made = _kinds_store(tmp_path / "r.db")
+    with open_store(tmp_path / "r.db") as store:
+        for use in ("comm", "profile", "converge", "scaling"):
+            assert pick_latest(store, use)[0] == made[use if use != "scaling" else "scale"], use
+    db = str(tmp_path / "r.db")
+    code, _, err = _run(
+        capsys, ["compare", made["scale-old"], made["profile"], "--results", db, "--noise-floor", "latest"]
+    )
+    assert f"latest: sweep {made['scale']}" in " ".join(err.split())  # not the newer infer sweep
+    code, _, err = _run(
+        capsys,
+        [
+            "predict",
+            "latest",
+            "--results",
+            db,
+            "--epochs-to-target",
+            "latest",
+            "--gpus",
+            "2",
+            "--grad-bytes",
+            "1e8",
+            "--link",
+            "nvlink4",
+        ],
+    )
+    assert f"latest: sweep {made['converge']}" in " ".join(err.split()), err
+    code, _, err = _run(capsys, ["predict", "latest", "--results", db, "--profile", "latest", "--gpus", "2"])
+    assert f"latest: sweep {made['profile']}" in " ".join(err.split()), err
+    with Store(tmp_path / "none.db") as store:
+        add_sweep(store, [rep("torch", 1, 0.1), rep("ddp", 2, 0.1)])
+    code, _, err = _run(capsys, ["predict", "latest", "--results", str(tmp_path / "none.db"), "--comm", "latest"])
+    assert code == 2 and "\nError: --comm latest: none of the 1 newest sweep(s) in " in err
+    assert err.rstrip().endswith("has `distbench comm` points: give a sweep id (`distbench results list`)")

@@ -3,7 +3,9 @@
 The commands are read from README.md, so the README and this test cannot drift apart. On a machine without
 GPUs each command gets the flags in CPU_FLAGS appended (a later flag overrides the README's: the smallest
 model, input and step counts that still run the command's real code), and the README lists those flags.
-The real-process test is marked slow; the fast test checks that every README command has its entry here."""
+A measuring command must also store at least one ok point. The cases share one store (later rows read the
+first row's sweep); a case run alone runs the first row first. The real-process test is marked slow; the
+fast test checks that every README command has its entry here."""
 
 from __future__ import annotations
 
@@ -102,6 +104,8 @@ def test_every_readme_command_has_its_cpu_flags():
     assert len(commands) == len(CPU_FLAGS) and set(commands) == set(CPU_FLAGS), set(commands) ^ set(CPU_FLAGS)
     text = README.read_text()
     assert "tests/test_readme_commands.py" in text  # the README says which flags a CPU machine adds
+    listed = " ".join(text.split("`tests/test_readme_commands.py` runs", 1)[1].split("## ", 1)[0].split())
+    assert f"--timeout {TINY_POINT[TINY_POINT.index('--timeout') + 1]}" in listed
 
 
 def argv(command: str, sweeps: list[str]) -> list[str]:
@@ -113,21 +117,21 @@ def argv(command: str, sweeps: list[str]) -> list[str]:
     return words + CPU_FLAGS[command]
 
 
-@pytest.fixture(scope="module")
-def shared(tmp_path_factory) -> dict:
-    """One store and working folder for the commands, in the README's order (later rows read earlier sweeps)."""
-    folder = tmp_path_factory.mktemp("readme")
-    return {"folder": folder, "store": str(folder / "distbench.db"), "sweeps": []}
+MEASURING = ("scale", "run", "profile", "verify", "converge", "fit", "comm", "infer")
+"""The commands that measure: each must store at least one ok point (a sweep whose every point failed exits 0)."""
 
 
-@pytest.mark.slow
-@pytest.mark.timeout(1800)  # the wrappers row runs 9 strategies at N = 1 and 2 on a shared 2-core machine
-@pytest.mark.parametrize("command", readme_commands())
-def test_every_readme_command_runs_on_cpu(command, shared):
+def _sweeps(store: str) -> list[dict]:
+    if not Path(store).exists():
+        return []
+    with Store(store) as opened:
+        return opened.sweeps_with_counts(1000)
+
+
+def _run(command: str, shared: dict) -> subprocess.CompletedProcess:
     env = dict(os.environ, DISTBENCH_NO_LOCAL_SLURM="1", DISTBENCH_RESULTS=shared["store"])
-    args = argv(command, shared["sweeps"])
-    proc = subprocess.run(
-        [*DISTBENCH, *args],
+    return subprocess.run(
+        [*DISTBENCH, *argv(command, shared["sweeps"])],
         capture_output=True,
         text=True,
         timeout=1700,
@@ -135,10 +139,45 @@ def test_every_readme_command_runs_on_cpu(command, shared):
         cwd=shared["folder"],
         stdin=subprocess.DEVNULL,
     )
-    if not shared["sweeps"] and Path(shared["store"]).exists():
-        with Store(shared["store"]) as opened:
-            shared["sweeps"] += [row["id"] for row in opened.sweeps(1)]
+
+
+@pytest.fixture(scope="module")
+def shared(tmp_path_factory) -> dict:
+    """One store and working folder for the commands, in the README's order (later rows read earlier sweeps)."""
+    folder = tmp_path_factory.mktemp("readme")
+    return {"folder": folder, "store": str(folder / "distbench.db"), "sweeps": []}
+
+
+def first_sweep(shared: dict) -> None:
+    """The README's first row run once, so that a case that reads a sweep (compare's SWEEP_A, `latest`) has
+    one whether the cases run in order or alone (`-k compare`)."""
+    if shared["sweeps"]:
+        return
+    first = readme_commands()[0]
+    proc = _run(first, shared)
+    assert proc.returncode == 0, f"{first}: exit {proc.returncode}: {proc.stderr.strip()[-1500:]}"
+    made = _sweeps(shared["store"])[:1]
+    assert made and made[0]["points_ok"] >= 1, f"{first}: {made}"
+    shared["sweeps"].append(made[0]["id"])
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1800)  # the wrappers row runs 9 strategies at N = 1 and 2 on a shared 2-core machine
+@pytest.mark.parametrize("command", readme_commands())
+def test_every_readme_command_runs_on_cpu(command, shared):
+    """Exit 0; a measuring command also stores at least one ok point (in its new sweep, or in the sweep it
+    resumed), since a sweep whose every point failed exits 0 too."""
+    first_sweep(shared)
+    if command == readme_commands()[0]:
+        return  # first_sweep ran it, checked
+    before = {row["id"] for row in _sweeps(shared["store"])}
+    proc = _run(command, shared)
+    args = argv(command, shared["sweeps"])
     assert proc.returncode == 0, f"{shlex.join(args)}: exit {proc.returncode}: {proc.stderr.strip()[-1500:]}"
+    if args[0] in MEASURING and "--help" not in args:
+        after = _sweeps(shared["store"])
+        made = [row for row in after if row["id"] not in before] or after[:1]  # --resume adds to its sweep
+        assert made and all(row["points_ok"] >= 1 for row in made), f"{shlex.join(args)}: {made}"
     for written in {"results export": "points.csv", "report": "report.html"}.items():
         if command.startswith(f"distbench {written[0]}"):
             assert (shared["folder"] / written[1]).exists()

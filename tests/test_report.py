@@ -161,7 +161,7 @@ def test_noisy_baseline_and_superlinear_efficiency_are_called_out(tmp_path):
         sweep = load_sweep(store, add_sweep(store, recs))
     notes = " ".join(an.summarize(sweep).notes)
     assert "The 'torch' baseline is noisy (step-time CV 82%): every torch speedup and efficiency" in notes
-    assert "Efficiency above 110% (ddp N=2 (450%)) is more than linear scaling allows" in notes
+    assert "Efficiency above 110% (ddp N=2 (efficiency 450%)) is more than linear scaling allows" in notes
 
 
 def test_cpu_workers_summary_reads_the_per_core_efficiency(tmp_path):
@@ -691,3 +691,33 @@ def test_a_converge_sweep_is_not_summarized_as_lacking_a_baseline(tmp_path):
     summary = an.summarize(sweep)
     assert summary.best == [] and not any("baseline" in line and "No strategy" in line for line in summary.best)
     assert any(note.startswith("A time-to-accuracy sweep (distbench converge)") for note in summary.notes)
+
+
+def test_per_core_or_whole_machine_is_chosen_per_workload_in_the_summary_and_the_plot(tmp_path):
+    """A CPU sweep of two workloads where only one has per-core figures: the summary reads per-core for that
+    one and whole-machine for the other, and the efficiency plot draws each line with the same figure and
+    says which; a superlinear note is judged on the figure its workload reads."""
+    recs = [
+        point("torch", 1, 0.1),
+        point("ddp", 1, 0.1 / 0.74, efficiency_per_core=0.74),
+        point("ddp", 2, 0.1 / 1.17, efficiency_per_core=0.40),  # whole machine 117%: not superlinear per core
+        point("torch", 1, 0.1, config={"image_size": 128}),
+        point("ddp", 1, 0.1 / 0.9, config={"image_size": 128}),
+        point("ddp", 2, 0.1 / 0.75, config={"image_size": 128}),  # 75% whole machine, no per-core baseline
+    ]
+    with Store(tmp_path / "r.db") as store:
+        sweep = load_sweep(store, add_sweep(store, recs))
+    keys = an.efficiency_keys(sweep.scaling_points)
+    assert sorted(keys.values()) == ["efficiency", "efficiency_per_core"]
+    summary = an.summarize(sweep)
+    [per_core] = [line for line in summary.best if "per-core efficiency at N=2" in line]
+    assert "40%" in per_core
+    [whole] = [line for line in summary.best if line is not per_core]
+    assert "75% efficiency at N=2" in whole
+    assert not any("above 110%" in note for note in summary.notes)
+    plot = report_plots.plot_efficiency(sweep, report_plots._colors(), "Scaling efficiency vs N")
+    labels = [t.get_text() for t in plot.axes[0].get_legend().get_texts()]
+    assert any("(per core)" in label for label in labels), labels
+    assert any("(whole machine)" in label for label in labels), labels
+    ys = [y for line in plot.axes[0].lines for y in line.get_ydata() if y not in (1.0, an.EFFICIENCY_TARGET)]
+    assert sorted(ys) == pytest.approx(sorted([0.74, 0.40, 0.9, 0.75]))

@@ -263,9 +263,56 @@ def test_a_split_term_below_zero_is_never_shown_without_what_it_means():
         }
     }
     line = split.split_line(rec)
-    assert "straggler wait -68.4 ms + communication 43.1 ms (straggler wait below 0 with no CI" in line
-    for value in re.findall(r"-\d+\.\d ms", line):  # every negative figure in the line has its phrase
+    assert (
+        "straggler wait ≈0 ms (-68.4 measured, no CI) + communication 43.1 ms (straggler wait below 0 with no CI"
+        in line
+    )
+    assert not re.findall(r"-\d+\.\d ms", line)  # no term is shown as a bare negative
+    for value in re.findall(r"-\d+\.\d", line):  # every negative figure in the line has its phrase
         assert "below 0" in line.split(value, 1)[1]
+
+
+def test_a_term_below_zero_with_no_ci_is_shown_as_about_zero_with_what_it_measured():
+    assert split.term_text(-0.006, None) == "≈0 ms (-6.0 measured, no CI)"
+    assert split.term_text(-0.006, [-0.01, 0.002]) == "-6.0 ms [-10.0, 2.0]"
+    assert split.term_text(0.012, None, digits=2) == "12.00 ms"
+
+
+def test_a_comm_overhead_below_zero_is_about_zero_with_its_ci_in_the_legend(tmp_path):
+    """comm_overhead is the split's communication term / the headline step, so it can measure below 0: the
+    results table and the report's Communication table show '≈0' and a legend line gives what it measured and
+    where its CI is, never a bare '-8%'."""
+    from distbench.analysis import load_sweep
+    from distbench.analysis.output import DEFAULT_COLUMNS, legend_lines, results_table
+    from distbench.report.tables import comm_legend, comm_rows
+    from distbench.results.store import Store
+    from rich.console import Console
+    from tests.builders import add_sweep, point
+
+    rec = point("ddp", 2, 0.100, allreduce_s=0.02)
+    rec.update(exposed_comm_s=-0.008, comm_overhead=-0.08, exposed_comm_ci_low=-0.02, exposed_comm_ci_high=0.004)
+    assert split.overhead_below_zero(rec) == "-8% measured, 95% CI [-20%, 4%]: within noise of 0"
+    assert split.overhead_below_zero({**rec, "exposed_comm_ci_high": -0.001}).endswith(
+        "beyond its CI, the machine's pace moved between the runs"
+    )
+    assert "no CI" in split.overhead_below_zero({**rec, "exposed_comm_ci_low": None})
+    assert split.overhead_below_zero({**rec, "comm_overhead": 0.05}) is None
+    with Store(tmp_path / "r.db") as store:
+        sweep = load_sweep(store, add_sweep(store, [point("torch", 1, 0.1), rec]))
+    headers, rows = comm_rows(sweep)
+    [row] = [r for r in rows if r[0].startswith("ddp")]
+    assert row[headers.index("comm overhead")] == "≈0"
+    assert comm_legend(sweep) == (
+        "comm overhead ≈0 = the communication term measured below 0 (a time cannot be negative): ddp N=2: -8% "
+        "measured, 95% CI [-20%, 4%]: within noise of 0"
+    )
+    console = Console(width=200, record=True)
+    console.print(results_table(sweep.points, columns=DEFAULT_COLUMNS))
+    text = console.export_text()
+    assert "≈0" in text and "-8%" not in text
+    legend = legend_lines(sweep.points, list(DEFAULT_COLUMNS))
+    assert any("ddp N=2: -8% measured, 95% CI [-20%, 4%]" in line for line in legend)
+    assert not any("measured below 0" in line for line in legend_lines(sweep.points, ["strategy", "N", "status"]))
 
 
 def test_deepspeed_amp_points_say_they_are_not_like_for_like():

@@ -53,3 +53,14 @@ def test_latest_line_fits(columns, capsys, tmp_path):
     err = capsys.readouterr().err
     assert "latest: sweep" in err and "passed over 3 newer sweep(s)" in " ".join(err.split())
     assert _widest(err) <= columns, err
+
+
+def test_compare_fits(columns, capsys, tmp_path):
+    """compare's table, its summary and its undecided verdict (exit 3, on stderr) fit the width."""
+    from tests.test_compare import _pair
+
+    path, sa, sb, _, _ = _pair(tmp_path, r=1)
+    assert main(["compare", sa, sb, "--results", str(path)]) == 3
+    out = capsys.readouterr()
+    assert "could not be judged" in out.err and "--allow-undecided accepts this" in " ".join(out.err.split())
+    assert _widest(out.out) <= columns and _widest(out.err) <= columns, out.err

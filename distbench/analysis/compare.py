@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import math
+import textwrap
 
 import numpy as np
 from rich.markup import escape
@@ -26,7 +27,7 @@ from distbench.analysis.drift import drift_note
 from distbench.analysis import Sweep, is_comm, num, record_key, series_name, workload_label
 from distbench.core.config import PointKey
 from distbench.core.errors import BadInput, DistbenchError
-from distbench.analysis.output import fmt_num, table
+from distbench.analysis.output import fmt_num, table, table_width
 
 BROKEN = ("failed", "timeout", "oom")
 
@@ -446,10 +447,9 @@ def gate(result: Comparison, *, allow_undecided: bool = False) -> None:
         )
     if result.undecided and not allow_undecided:
         head = f"no regression found, but {len(result.undecided)} point(s) could not be judged"
-        listed = f"{head}: {'; '.join(result.undecided)}; --allow-undecided accepts this"
-        raise Undecided(
-            listed if len(listed) <= 120 else f"{head} (their verdicts above); --allow-undecided accepts this"
-        )
+        listed, width = f"{head}: {'; '.join(result.undecided)}; --allow-undecided accepts this", table_width()
+        short = f"{head} (their verdicts above); --allow-undecided accepts this"
+        raise Undecided(textwrap.fill(listed if len(listed) <= width else short, width))
 
 
 def summary_lines(result: Comparison) -> list[str]:
@@ -460,7 +460,7 @@ def summary_lines(result: Comparison) -> list[str]:
     ]
     lines += [f"not compared, the workloads differ: {key_label(ka)}: {'; '.join(d)}" for ka, _, d in result.differ]
     lines += [
-        "compared workload: " + ", ".join(f"{k} {v}" for k, v in workload)
+        "compared workload: " + ", ".join(f"{k} {v}" for k, v in workload if v is not None)
         for workload in dict.fromkeys(p.key.workload for p in result.points)
     ]
     lines += [f"note: {n}" for n in result.notes]

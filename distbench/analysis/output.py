@@ -16,6 +16,7 @@ from rich.table import Table
 from distbench.analysis import num, series_name, split_lines, wall_split_line
 from distbench.core.strategies import FRAMEWORK_BASELINE
 from distbench.core.config import swept_batch
+from distbench.results.split import overhead_cell, overhead_legend
 from distbench.results.record import (
     BATCH_FIELDS,
     OUTCOME_FIELDS,
@@ -254,7 +255,7 @@ _CELL = {
     "step_median": lambda r: fmt_ms(r.get("step_time_median_s")),
     "step_p95": lambda r: fmt_ms(r.get("step_time_p95_s")),
     "cv": lambda r: cells(r, "step_time_cv")[0],
-    "comm": lambda r: cells(r, "comm_overhead")[0],
+    "comm": lambda r: overhead_cell(r, cells(r, "comm_overhead")[0]),
     "overlap": lambda r: cells(r, "overlap")[0],
     "memory": lambda r: fmt_bytes(r.get("peak_memory_bytes")),
 }
@@ -426,7 +427,12 @@ def legend_lines(records: list[dict], shown: list[str]) -> list[str]:
         )
     if "overlap" in shown:
         parts.append("overlap = share of the standalone all-reduce time hidden behind compute")
-    return out + (["; ".join(parts)] if parts else [])
+    below = (
+        overhead_legend([(f"{series_name(r)} N={r.get('world_size')}", r) for r in records])
+        if "comm" in shown
+        else None
+    )
+    return out + (["; ".join(parts)] if parts else []) + ([below] if below else [])
 
 
 def print_summary(

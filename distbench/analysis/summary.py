@@ -10,6 +10,7 @@ from typing import Iterable, Sequence
 from distbench.results import split, stats
 from distbench.analysis.cis import ci_df, efficiency_ratio_ci, throughput_ratio_ci
 from distbench.analysis.records import (
+    workload_key,
     CV_NOISY,
     by_strategy,
     group_by_workload,
@@ -71,6 +72,12 @@ def efficiency_key(points: Iterable[dict]) -> str:
     known = [r for r in points if not is_baseline(r) and num(r.get("efficiency")) is not None]
     per_core = bool(known) and all(num(r.get("efficiency_per_core")) is not None for r in known)
     return "efficiency_per_core" if per_core else "efficiency"
+
+
+def efficiency_keys(points: Iterable[dict]) -> dict[tuple, str]:
+    """efficiency_key per workload group (workload_key): what the summary reads for each group, and so what the
+    efficiency plot draws for it."""
+    return {group: efficiency_key(pts) for group, pts in group_by_workload(points).items()}
 
 
 def best_strategy(points: Sequence[dict], sweep: "Sweep | None" = None, key: str | None = None) -> dict | None:
@@ -202,12 +209,16 @@ def summarize(sweep: Sweep) -> Summary:
             + f": every {base['framework']} speedup and efficiency is divided by it and "
             "inherits that uncertainty."
         )
-    key = efficiency_key(sweep.scaling_points)
-    superlinear = [r for r in sweep.scaling_points if (num(r.get(key)) or 0) > SUPERLINEAR and not is_baseline(r)]
+    keys = efficiency_keys(sweep.scaling_points)  # per workload group, as _summarize_group reads it
+    superlinear = [
+        (r, k)
+        for r in sweep.scaling_points
+        if (num(r.get(k := keys[workload_key(r)])) or 0) > SUPERLINEAR and not is_baseline(r)
+    ]
     if superlinear:
-        names = ", ".join(f"{point_name(r)} ({num(r[key]):.0%})" for r in superlinear)
+        names = ", ".join(f"{point_name(r)} ({EFFICIENCY_NAMES[k]} {num(r[k]):.0%})" for r, k in superlinear)
         summary.notes.append(
-            f"{EFFICIENCY_NAMES[key].capitalize()} above {SUPERLINEAR:.0%} ({names}) is more than linear scaling allows "
+            f"Efficiency above {SUPERLINEAR:.0%} ({names}) is more than linear scaling allows "
             "for the same per-device work; it usually means the baseline ran slower than it "
             "should (e.g. other load on the machine), not that the strategy is that good. "
             "Re-measure before relying on it."

@@ -98,11 +98,28 @@ LATEST_USES = {
         lambda data: any(not is_converge(r) for r in _training(data)),
     ),
     "resume": ("a scale or run sweep to resume", _resumable, None),
+    "comm": (
+        "`distbench comm` points",
+        lambda store, row: _made_by(store, row, ("comm",)),
+        lambda d: bool(d.comm_points),
+    ),
+    "profile": (
+        "profiled training points (distbench profile)",
+        lambda store, row: _made_by(store, row, ("profile",)),
+        lambda data: bool(_training(data)),
+    ),
+    "converge": (
+        "`distbench converge` runs",
+        lambda store, row: _made_by(store, row, ("converge",)),
+        lambda data: any(is_converge(r) for r in data.points),
+    ),
 }
 """What 'latest' means per command: `results show/export` any sweep; `report` the newest sweep with training
 points (scale, run, slurm, k8s, fit, profile, converge: not comm, verify or infer alone); `compare` and
 `predict` the newest made by scale, run, slurm or k8s with training throughput points (a fit, profile or
-converge sweep does not do); `scale --resume` the newest scale or run sweep."""
+converge sweep does not do); `scale --resume` the newest scale or run sweep; `predict --comm` the newest comm
+sweep, `--profile` the newest profile sweep, `--converge-sweep` the newest converge sweep; `compare
+--noise-floor` the newest scaling sweep (as compare's own sweeps)."""
 
 
 def pick_latest(store: Store, use: str = "any") -> tuple[str, str]:

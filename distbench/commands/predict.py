@@ -46,7 +46,8 @@ from distbench.run.runner import command_line
     "comm_sweeps",
     multiple=True,
     metavar="SWEEP",
-    help="A stored `distbench comm` sweep to fit link bandwidth and latency from (repeatable).",
+    help="A stored `distbench comm` sweep to fit link bandwidth and latency from (repeatable; 'latest': the "
+    "newest comm sweep).",
 )
 @click.option(
     "--link",
@@ -109,14 +110,15 @@ from distbench.run.runner import command_line
     "converge_sweep",
     metavar="SWEEP",
     help="A stored `distbench converge` sweep: predicted time (and cost) to train from its epochs to target per "
-    "global batch (with --epoch-samples; default: its training samples).",
+    "global batch (with --epoch-samples; default: its training samples; 'latest': the newest converge sweep).",
 )
 @click.option(
     "--profile",
     "profile_sweep",
     metavar="SWEEP",
     help="A stored one-device `distbench profile` sweep of the same model: from one device, the bucket ready "
-    "times and backward share come from its trace (default: the model's per-layer FLOPs).",
+    "times and backward share come from its trace (default: the model's per-layer FLOPs; 'latest': the newest "
+    "profile sweep).",
 )
 @click.option("--no-store", is_flag=True, help="Do not save the prediction in the store.")
 @format_option
@@ -180,9 +182,9 @@ def predict(
                 records, sweep_id, store_path = data.points, data.id, results
                 cores = sweep_cores(data.info)
             if profile_sweep:
-                profile_records = an.load_sweep(store, profile_sweep).points
+                profile_records = latest_or_named(store, profile_sweep, "profile", "--profile").points
             for cid in comm_sweeps:
-                cdata = an.load_sweep(store, cid)
+                cdata = latest_or_named(store, cid, "comm", "--comm")
                 if not cdata.comm_points:
                     raise BadInput(f"--comm {cid}: that sweep has no successful `distbench comm` points")
                 for tier, link in pr.links_from_comm(cdata.comm_points, cdata.id).items():
@@ -240,11 +242,23 @@ def predict(
         )
 
 
+def latest_or_named(store, sweep: str, use: str, flag: str) -> an.Sweep:
+    """The sweep `flag` names; 'latest' is the newest sweep of the kind it reads (an.LATEST_USES[use]), named
+    on stderr."""
+    if sweep == "latest":
+        try:
+            sweep, line = an.pick_latest(store, use)
+        except BadInput as exc:
+            raise BadInput(f"{flag} latest: {exc}") from None
+        opt.echo_err(line)
+    return an.load_sweep(store, sweep)
+
+
 def time_to_train_doc(results, converge_sweep, doc, epoch_samples, gpu_hour_price) -> dict:
     from distbench.converge.capacity import time_to_train
 
     with an.open_store(results) as store:
-        data = an.load_sweep(store, converge_sweep)
+        data = latest_or_named(store, converge_sweep, "converge", "--epochs-to-target")
     records = [r for r in data.points if r.get("converge")]
     if not records:
         raise BadInput(f"--epochs-to-target {converge_sweep}: that sweep has no `distbench converge` runs")

@@ -172,7 +172,7 @@ def report(sweep, results, out, target_throughput, epoch_samples, epoch_time):
     "noise_floor",
     metavar="SWEEP",
     help="A second run of SWEEP_A (an A/A pair, in --results): its differences from A measure the run-to-run "
-    "noise for points that ran once (--repeats 1).",
+    "noise for points that ran once (--repeats 1; 'latest': the newest scale, run, slurm or k8s sweep).",
 )
 @opt.option(
     "--allow-undecided",
@@ -198,7 +198,7 @@ def compare(sweep_a, sweep_b, results, results_b, threshold, noise_floor, allow_
     floor = None
     if noise_floor is not None:
         try:
-            floor = _load(results, noise_floor)
+            floor = _load(results, noise_floor, "scaling")
         except BadInput as exc:
             raise BadInput(f"--noise-floor: {exc}") from None
         if floor.id in (a.id, b.id):

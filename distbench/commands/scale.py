@@ -219,7 +219,7 @@ def _execute(
     "--resume",
     metavar="SWEEP",
     help="Finish an interrupted or partly failed sweep: re-run only its missing or failed points, "
-    "with the options it was started with ('latest' for the newest sweep); --timeout may be raised.",
+    "with the options it was started with ('latest' for the newest scale or run sweep); --timeout may be raised.",
 )
 @opt.workload_options()
 @output_options

@@ -100,12 +100,19 @@ def _errorbars(spts: Sequence[dict], key: str, points: Sequence[dict]):
     return [[bar[i] if bar else 0.0 for bar in bars] for i in (0, 1)] if any(bars) else None
 
 
-def line_plot(sweep: Sweep, colors, title: str, *, key: str, ylabel: str):
-    """`key` (throughput, speedup or efficiency) against N, a line per strategy and workload."""
-    points = [r for r in sweep.scaling_points if num(r.get(key)) is not None]
+EFFICIENCY_LABELS = {"efficiency": "whole machine", "efficiency_per_core": "per core"}
+
+
+def line_plot(sweep: Sweep, colors, title: str, *, key: str, ylabel: str, keys: dict | None = None):
+    """`key` (throughput, speedup or efficiency) against N, a line per strategy and workload; `keys`: the key
+    per workload group (workload_key) where groups read different efficiencies, each line labelled with its own."""
+    key_of = (lambda r: keys.get(an.workload_key(r), key)) if keys else (lambda r: key)
+    points = [r for r in sweep.scaling_points if num(r.get(key_of(r))) is not None]
     series = _series(points, include_baselines=(key == "throughput"))
     if not series:
         return None
+    if keys:
+        series = [(f"{lab} ({EFFICIENCY_LABELS[key_of(pts[0])]})", ck, pts, base) for lab, ck, pts, base in series]
     fig, ax = _figure(6.4, 4.0)
     ns = [int(r["world_size"]) for _, _, spts, _ in series for r in spts]
     if key == "speedup":
@@ -119,8 +126,8 @@ def line_plot(sweep: Sweep, colors, title: str, *, key: str, ylabel: str):
     for label, ckey, spts, base in series:
         ax.errorbar(
             [int(r["world_size"]) for r in spts],
-            [num(r[key]) for r in spts],
-            yerr=_errorbars(spts, key, sweep.scaling_points),
+            [num(r[key_of(r)]) for r in spts],
+            yerr=_errorbars(spts, key_of(spts[0]), sweep.scaling_points),
             marker="s" if base else "o",
             capsize=4,
             color=colors(ckey),
@@ -143,6 +150,10 @@ def line_plot(sweep: Sweep, colors, title: str, *, key: str, ylabel: str):
 
 def plot_efficiency(sweep: Sweep, colors, title: str):
     """Efficiency against N: the figure the summary reads (analysis.efficiency_key), per core on CPU workers."""
+    keys = an.efficiency_keys(sweep.scaling_points)  # per workload group, as the summary reads each
+    if len(set(keys.values())) > 1:
+        title = f"{title} (each workload's line as the summary reads it)"
+        return line_plot(sweep, colors, title, key="efficiency", ylabel="efficiency", keys=keys)
     key = an.efficiency_key(sweep.scaling_points)
     if key == "efficiency":
         return line_plot(sweep, colors, title, key=key, ylabel="efficiency")

@@ -16,6 +16,7 @@ from distbench.report.tables import (
     batch_points,
     batch_table,
     busbw_rows,
+    comm_legend,
     comm_rows,
     energy_notes,
     env_rows,
@@ -147,6 +148,7 @@ def scaling_section(c: Inputs) -> Section:
 def communication_section(c: Inputs) -> Section:
     blocks = (
         [*c.figures("comm"), Table(*comm_rows(c.sweep)), Text(COMM_RELATION, "muted")]
+        + ([Text(legend, "muted")] if (legend := comm_legend(c.sweep)) else [])
         if "comm" in c.plots
         else [Text(NO_COMM)]
     )

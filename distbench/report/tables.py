@@ -89,12 +89,20 @@ def comm_rows(sweep: Sweep) -> Rows:
             str(r.get("world_size")),
             fmt_ms((an.comm_breakdown(r) or {}).get("step_s", r.get("time_per_step_s"))),
             fmt_ms((an.comm_breakdown(r) or {}).get("exposed_s", r.get("exposed_comm_s"))),
-            *cells(r, "comm_overhead", "allreduce_s", "overlap", "grad_bytes", "data_wait_fraction"),
+            split_mod.overhead_cell(r, cells(r, "comm_overhead")[0]),
+            *cells(r, "allreduce_s", "overlap", "grad_bytes", "data_wait_fraction"),
         ]
         for r in sweep.scaling_points
         if an.has_comm_fields(r)
     ]
     return [*headers, "overlap", "gradient bytes", "data wait"], rows
+
+
+def comm_legend(sweep: Sweep) -> str | None:
+    """The Communication table's line for its '≈0' overheads (split.overhead_legend), or None."""
+    return split_mod.overhead_legend(
+        [(f"{an.series_name(r)} N={r.get('world_size')}", r) for r in sweep.scaling_points if an.has_comm_fields(r)]
+    )
 
 
 def split_rows(sweep: Sweep) -> Rows:
@@ -103,7 +111,7 @@ def split_rows(sweep: Sweep) -> Rows:
 
     def term(split: dict, key: str) -> str:
         ci = split.get(f"{key}_ci")
-        text = f"{split[f'{key}_s'] * 1e3:.2f}" + (f" [{ci[0] * 1e3:.2f}, {ci[1] * 1e3:.2f}]" if ci else "")
+        text = split_mod.term_text(split[f"{key}_s"], ci, digits=2).replace(" ms", "", 1)
         below = split_mod.below_zero_phrase(split[f"{key}_s"], ci)
         return f"{text} ({below})" if below else text
 

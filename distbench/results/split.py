@@ -231,6 +231,46 @@ def below_zero_phrase(value_s: float, ci: Sequence[float] | None) -> str | None:
     return "below 0 beyond its 95% CI: the machine's pace moved between the runs, so this split is not reliable"
 
 
+def term_text(value_s: float, ci: Sequence[float] | None, digits: int = 1) -> str:
+    """A term in ms with its 95% CI ('12.0 ms [8.0, 16.0]'); below 0 with no CI, never a bare negative: '≈0 ms
+    (-6.0 measured, no CI)'."""
+    value = f"{value_s * 1e3:.{digits}f}"
+    if ci:
+        return f"{value} ms [{ci[0] * 1e3:.{digits}f}, {ci[1] * 1e3:.{digits}f}]"
+    return f"≈0 ms ({value} measured, no CI)" if value_s < 0 else f"{value} ms"
+
+
+def overhead_below_zero(record: dict) -> str | None:
+    """For a comm_overhead below 0 (the communication term measured below 0; a time cannot be negative), what
+    it measured, where its 95% CI is and what that means ('-8% measured, 95% CI [-20%, 4%]: within noise of
+    0'); None at or above 0. The CI is the exposed time's over the overhead's denominator."""
+    value = record.get("comm_overhead")
+    if not isinstance(value, (int, float)) or value >= 0:
+        return None
+    exposed, low, high = (record.get(k) for k in ("exposed_comm_s", "exposed_comm_ci_low", "exposed_comm_ci_high"))
+    if low is None or high is None or not exposed:
+        return f"{value:.0%} measured, no CI to judge it: read it as 0 within unmeasured noise"
+    step = exposed / value
+    text = f"{value:.0%} measured, 95% CI [{low / step:.0%}, {high / step:.0%}]"
+    if low <= 0 <= high:
+        return f"{text}: within noise of 0"
+    return f"{text}: beyond its CI, the machine's pace moved between the runs"
+
+
+def overhead_cell(record: dict, shown: str) -> str:
+    """The comm overhead cell: '≈0' where it measured below 0 (overhead_below_zero says what), else `shown`."""
+    return "≈0" if overhead_below_zero(record) else shown
+
+
+def overhead_legend(named: Sequence[tuple[str, dict]]) -> str | None:
+    """The line under a table whose comm overhead shows '≈0': each such point (name, record) with what it
+    measured and its CI; None when none shows it."""
+    parts = [f"{name}: {text}" for name, r in named if (text := overhead_below_zero(r))]
+    if not parts:
+        return None
+    return "comm overhead ≈0 = the communication term measured below 0 (a time cannot be negative): " + "; ".join(parts)
+
+
 def below_zero_note(name: str, value_s: float, ci: Sequence[float] | None) -> str | None:
     """below_zero_phrase with the term's name (a time cannot be negative: a term below 0 is noise, or the
     machine's pace moved between runs)."""
@@ -248,8 +288,7 @@ def split_line(record: dict) -> str | None:
         return None
 
     def ms(name: str) -> str:
-        value, ci = split[f"{name}_s"] * 1e3, split.get(f"{name}_ci")
-        return f"{value:.1f} ms" + (f" [{ci[0] * 1e3:.1f}, {ci[1] * 1e3:.1f}]" if ci else "")
+        return term_text(split[f"{name}_s"], split.get(f"{name}_ci"))
 
     text = (
         f"mean step {split['step_s'] * 1e3:.1f} ms = compute {ms('compute')} + straggler wait {ms('wait')} "
