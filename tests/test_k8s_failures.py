@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import sys
 import threading
@@ -322,3 +323,8 @@ def test_apply_reads_a_failed_points_record_from_the_volume_and_goes_on(
     record = k8s_pods.record_of(volume, "distbench", "distbench-ddp-g2-n2")
     assert record["kubernetes"]["node_rank"] == "0"
     assert [o["stopped"] for o in record["kubernetes"]["outcomes"]] == ["sigterm", None]
+    # every pod and the reader pod carried this rendering's run id, and stamped what they published with it
+    reader = (tmp_path / "k8s" / "collect" / "distbench-ddp-g2-n2.yaml").read_text()
+    run_id = record["kubernetes"]["run_id"]
+    assert re.fullmatch(r"[0-9a-f]{16}", run_id) and f"- {run_id}" in reader.split("--run-id", 1)[1][:40]
+    assert {o["run_id"] for o in record["kubernetes"]["outcomes"]} == {run_id}
