@@ -122,11 +122,11 @@ def name_first_failure(record: dict, outcomes: list[dict], own_rank: str | None 
     which of its `nodes` node ranks published no outcome."""
     kubernetes = record.setdefault("kubernetes", {})
     kubernetes["outcomes"] = outcomes
+    if record.get("status") == "ok":  # (node 0 does not wait for the others' outcomes then)
+        return record
     missing = missing_ranks(outcomes, nodes)
     if missing:
         kubernetes["no_outcome"] = missing
-    if record.get("status") == "ok":
-        return record
     first = first_failure(outcomes)
     if first is not None:
         kubernetes["first_failure"] = {k: first.get(k) for k in ("node_rank", "node", "status", "reason")}
