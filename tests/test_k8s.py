@@ -865,7 +865,7 @@ def test_k8s_refuses_repeats_with_the_reason(capsys, tmp_path):
 
 
 def test_the_wrapper_flags_a_noisy_point_against_noisy_cv(tmp_path, monkeypatch):
-    monkeypatch.setattr("distbench.k8s.job.pods_of", lambda work, nodes: [])
+    monkeypatch.setattr("distbench.k8s.job.pods_of", lambda work, nodes, **_: [])
     work = tmp_path / "records" / "work" / "j"
     cfg = point_config("ddp", 2, model="resnet50")
     rec = base_record(cfg.to_dict(), strategy="ddp", framework="torch", status="ok")

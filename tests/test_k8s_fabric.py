@@ -79,6 +79,27 @@ def test_the_transport_is_the_one_nccls_log_names():
     assert network_fields("the pod network (TCP; no RDMA resource requested)", "")["network"].startswith("the pod")
 
 
+NCCL_PLUGIN = (
+    "gpu-a:12:40 [0] NCCL INFO NET/Plugin: Loaded net plugin NCCL RDMA Plugin v8 (v8)\n"
+    "gpu-a:12:40 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/IB [1]mlx5_1:1/IB ; OOB eth0:10.0.0.1<0>\n"
+    "gpu-a:12:40 [0] NCCL INFO Using network IBext_v8\n"
+    "gpu-a:12:40 [0] NCCL INFO Channel 00/0 : 0[0] -> 4[0] [send] via NET/IBext_v8/0/GDRDMA\n"
+)
+NCCL_MIXED = NCCL_IB + "gpu-a:12:40 [0] NCCL INFO Channel 01/0 : 0[0] -> 4[0] [send] via NET/Socket/1\n"
+
+
+def test_an_ib_network_plugin_is_rdma_and_a_log_naming_ib_and_socket_is_not():
+    assert transport(NCCL_PLUGIN) == "NET/IBext_v8"
+    assert transport("x NCCL INFO Channel 00/0 : 0[0] -> 1[0] [send] via NET/IBext_v7/0\n") == "NET/IBext_v7"
+    asked = "asked for RDMA (rdma/ib: 1 per pod)"
+    assert network_fields(asked, NCCL_PLUGIN)["network"] == "RDMA (NCCL's log: NET/IBext_v8)"
+    # IB on one channel and Socket on another: not RDMA, whichever came first
+    for log in (NCCL_MIXED, NCCL_SOCKET + NCCL_IB):
+        fields = network_fields(asked, log)
+        assert fields["transport"] == "mixed (NET/IB, NET/Socket)"
+        assert fields["network"] == "mixed: NCCL's log names RDMA and TCP sockets (NET/IB, NET/Socket), so not all RDMA"
+
+
 @pytest.mark.parametrize("log, network", [(NCCL_IB, "RDMA (NCCL's log: NET/IB)"),
                                           (NCCL_SOCKET, "TCP sockets (NCCL's log: NET/Socket), not RDMA")])  # fmt: skip
 def test_the_record_says_rdma_only_where_nccl_used_it(tmp_path, capsys, log, network):

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import sys
 import threading
@@ -16,7 +17,15 @@ import pytest
 from distbench.k8s.apply import reader_pod
 from distbench.k8s.job import run_point
 from distbench.k8s.manifests import K8sSettings, sweep_objects
-from distbench.k8s.outcomes import OUTCOME_MARKER, first_failure, name_first_failure, volume_record
+from distbench.core.errors import BadInput
+from distbench.k8s.outcomes import (
+    OUTCOME_MARKER,
+    RUN_ID_ENV,
+    first_failure,
+    name_first_failure,
+    read_outcomes,
+    volume_record,
+)
 from distbench.run.plan import SweepOptions
 from distbench.slurm.plan import plan_sweep
 from tests import k8s_pods
@@ -116,6 +125,80 @@ def test_the_volume_reader_builds_a_record_when_node_zero_published_none(capsys,
     assert json.loads((records / "sw-ddp-g2-n2.json").read_text())["record_id"] == record["record_id"]
     code, out, err = _cli(capsys, ["k8s-job", "collect", "--records", str(records), "--job", "nothing", "--wait", "0"])
     assert code == 1 and out == "distbench: nothing: no record and no node outcome on the volume (no node of it ran)\n"
+
+
+def test_another_runs_outcomes_and_record_are_ignored(capsys, tmp_path, monkeypatch):
+    # last run: node 1 failed and node 0 published a record; this run (same job name, same folder): node 1 never ran
+    monkeypatch.setenv(RUN_ID_ENV, "0123456789abcdef")
+    _wrapper(tmp_path, "1", OOM)
+    timer = threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGTERM))
+    timer.start()
+    try:
+        _, records, work = _wrapper(tmp_path, "0", BLOCKED)
+    finally:
+        timer.cancel()
+    old = json.loads((records / "sw-ddp-g2-n2.json").read_text())
+    assert old["kubernetes"]["run_id"] == "0123456789abcdef" and old["status"] == "oom"
+    capsys.readouterr()
+    # the reader of this run finds node 1's stale outcome and last run's record, and takes neither
+    assert read_outcomes(work, 2, run_id="fedcba9876543210") == []
+    assert volume_record(records, "sw-ddp-g2-n2", 2, wait_s=0.0, run_id="fedcba9876543210") is None
+    code, out, _ = _cli(
+        capsys, ["k8s-job", "collect", "--records", str(records), "--job", "sw-ddp-g2-n2", "--wait", "0",
+                 "--run-id", "fedcba9876543210"],
+    )  # fmt: skip
+    assert code == 1
+    assert (
+        out
+        == "distbench: sw-ddp-g2-n2: no record and no node outcome of run fedcba9876543210 on the volume (no node of it ran)\n"
+    )
+    assert volume_record(records, "sw-ddp-g2-n2", 2, wait_s=0.0, run_id="0123456789abcdef")["status"] == "oom"
+    # this run's node 0 fails on its own and does not blame node 1 for last run's failure
+    monkeypatch.setenv(RUN_ID_ENV, "fedcba9876543210")
+    rc, records, _ = _wrapper(tmp_path, "0", OOM)
+    record = json.loads((records / "sw-ddp-g2-n2.json").read_text())
+    assert rc == 0 and record["kubernetes"]["run_id"] == "fedcba9876543210"
+    assert [o["node_rank"] for o in record["kubernetes"]["outcomes"]] == ["0"]
+    assert record["status"] == "oom" and not record["reason"].startswith("on node rank 1")
+    assert record["reason"].endswith("; node rank(s) 1 published no outcome")
+    assert record["kubernetes"]["no_outcome"] == ["1"]
+
+
+def test_a_record_built_on_the_volume_names_the_ranks_that_published_nothing(capsys, tmp_path):
+    _wrapper(tmp_path, "1", OOM, nodes=3, job="sw-ddp-g3-n3")
+    capsys.readouterr()
+    record = volume_record(tmp_path / "vol" / "sw", "sw-ddp-g3-n3", 3, wait_s=0.0)
+    assert record["status"] == "oom" and record["reason"].startswith("on node rank 1")
+    assert record["kubernetes"]["no_outcome"] == ["0", "2"]
+    missing = name_first_failure({"status": "failed", "reason": "boom"}, [outcome("0")], nodes=3)
+    assert missing["reason"] == "boom; node rank(s) 1, 2 published no outcome"
+
+
+def test_every_container_and_the_reader_carry_the_renderings_run_id(tmp_path):
+    opts = SweepOptions(gpus="2", strategies=("ddp", "horovod-torch"), device="cpu", add_baselines=True)
+    settings = K8sSettings(run_id="00112233aabbccdd")
+    _, points, _ = sweep_objects(plan_sweep(opts, [2], None), settings)
+    for po in points:
+        envs = [c["env"] for c in _all_containers(po.objects)]
+        assert envs and all({"name": RUN_ID_ENV, "value": "00112233aabbccdd"} in env for env in envs)
+        command = reader_pod(settings, po)["spec"]["containers"][0]["command"]
+        assert command[command.index("--run-id") + 1] == "00112233aabbccdd"
+    assert "--run-id" not in str(
+        reader_pod(K8sSettings(), sweep_objects(plan_sweep(opts, [2], None), K8sSettings())[1][0])
+    )
+    with pytest.raises(BadInput, match="run id 'x' is not 8 to 32 lower-case hex digits"):
+        K8sSettings(run_id="x")
+
+
+def _all_containers(node):
+    if isinstance(node, dict):
+        if "image" in node and "command" in node and "env" in node:
+            yield node
+        for value in node.values():
+            yield from _all_containers(value)
+    elif isinstance(node, list):
+        for item in node:
+            yield from _all_containers(item)
 
 
 @needs_validator
@@ -240,3 +323,8 @@ def test_apply_reads_a_failed_points_record_from_the_volume_and_goes_on(
     record = k8s_pods.record_of(volume, "distbench", "distbench-ddp-g2-n2")
     assert record["kubernetes"]["node_rank"] == "0"
     assert [o["stopped"] for o in record["kubernetes"]["outcomes"]] == ["sigterm", None]
+    # every pod and the reader pod carried this rendering's run id, and stamped what they published with it
+    reader = (tmp_path / "k8s" / "collect" / "distbench-ddp-g2-n2.yaml").read_text()
+    run_id = record["kubernetes"]["run_id"]
+    assert re.fullmatch(r"[0-9a-f]{16}", run_id) and f"- {run_id}" in reader.split("--run-id", 1)[1][:40]
+    assert {o["run_id"] for o in record["kubernetes"]["outcomes"]} == {run_id}

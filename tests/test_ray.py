@@ -306,6 +306,42 @@ def test_ray_points_are_placed_per_node_within_one_node_or_over_whole_nodes():
     assert "its nodes' CPUs: 2 x 1" in place(3, "cpu", _nodes((0, 1), (0, 1)), "h:1")[0]
 
 
+def test_a_ray_point_never_asks_a_node_for_more_cpus_than_it_has():
+    from distbench.run.raycluster import Placement, place
+
+    # 8 GPUs and 4 CPUs per node: N=8 within one node gets half a CPU per worker (8 x 0.5 = 4), not 8 x 1
+    assert place(8, "cuda", _nodes((8, 4), (8, 4)), "h:1") == (None, Placement(1, 8, "STRICT_PACK", 0.5, 1))
+    assert place(16, "cuda", _nodes((8, 4), (8, 4)), "h:1") == (None, Placement(2, 8, "PACK", 0.5, 1))
+    assert (
+        place(
+            3,
+            "cuda",
+            _nodes(
+                (4, 2),
+            ),
+            "h:1",
+        )[1].cpus
+        == 0.6666
+    )  # rounded down to Ray's 1/10000
+    for gpus, cpus in ((8, 4), (4, 3), (8, 1), (4, 4), (8, 20), (3, 2)):
+        for n in range(1, 2 * gpus + 1):
+            why, placement = place(n, "cuda", _nodes((gpus, cpus), (gpus, cpus)), "h:1")
+            if placement is not None:
+                assert 0 < placement.cpus * placement.per_node <= cpus, (gpus, cpus, n, placement)
+    why, placement = place(
+        2,
+        "cuda",
+        _nodes(
+            (4, 0),
+        ),
+        "head:6379",
+    )
+    assert placement is None and why == (
+        "cannot be placed on the Ray cluster at head:6379: N=2 needs 2 worker(s) on a node with 0 CPU(s), too few "
+        "to give each a CPU share"
+    )
+
+
 def test_a_cpu_only_driver_plans_ray_points_from_the_clusters_nodes(monkeypatch):
     from distbench.core import envinfo
     from distbench.run import raycluster

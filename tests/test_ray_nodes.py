@@ -1,7 +1,7 @@
 """Ray points placed per node on a local Ray cluster of two nodes: two raylets on this machine (a head and a
-second `ray start --address`, each with one CPU, on loopback, in a temp folder of their own). A point of
-one node's size runs on one node, a two-node point on two, a point that fits neither way is refused in one
-line; each record lists the nodes its workers ran on. The head and the second node are stopped, with every
+second `ray start --address`, each with two CPUs, on loopback, in a temp folder of their own). A point of
+one node's size (N=2) runs on one node although a worker would fit on each, a two-node point (N=4) on two,
+a point that fits neither way (N=3) is refused in one line; each record lists the nodes its workers ran on. The head and the second node are stopped, with every
 process of their sessions, at the end: nothing outlives the test."""
 
 from __future__ import annotations
@@ -68,7 +68,7 @@ def two_node_cluster():
     port = _free_port()
     temp = tempfile.mkdtemp(prefix="dbray2n-", dir="/tmp")  # Ray's socket paths must stay short
     env = dict(os.environ, RAY_USAGE_STATS_ENABLED="0", PYTHONPATH=f"{ROOT}:{os.environ.get('PYTHONPATH', '')}")
-    common = ["--block", "--node-ip-address=127.0.0.1", "--num-cpus=1", "--num-gpus=0", "--disable-usage-stats"]
+    common = ["--block", "--node-ip-address=127.0.0.1", "--num-cpus=2", "--num-gpus=0", "--disable-usage-stats"]
     common.append(f"--temp-dir={temp}")
     procs: list[subprocess.Popen] = []
 
@@ -125,7 +125,7 @@ def test_ray_points_run_on_the_nodes_they_were_planned_on(tmp_path, two_node_clu
     address, nodes = two_node_cluster
     db = tmp_path / "r.db"
     runs = {}
-    for n in (1, 2, 3):
+    for n in (2, 4, 3):
         args = ["run", "--strategy", "ray-ddp", "--gpus", str(n), "--ray-address", address, *quick(device="cpu")]
         runs[n] = subprocess.run(
             [*DISTBENCH, *args, "--results", str(db)],
@@ -136,18 +136,20 @@ def test_ray_points_run_on_the_nodes_they_were_planned_on(tmp_path, two_node_clu
     with Store(db) as store:
         by_n = {p["world_size"]: p for sweep in store.sweeps(3) for p in store.points(sweep["id"])}
     ids = {n["node_id"] for n in nodes}
-    one, two, three = by_n[1], by_n[2], by_n[3]
-    assert one["status"] == "ok" and two["status"] == "ok", (one.get("reason"), two.get("reason"))
-    assert one["engine"]["placement"]["strategy"] == "STRICT_PACK" and one["nodes"] == 1
-    assert len(one["engine"]["node_ids"]) == 1 and set(one["engine"]["node_ids"]) <= ids
-    assert two["engine"]["placement"]["strategy"] == "STRICT_SPREAD" and two["nodes"] == 2
-    assert set(two["engine"]["node_ids"]) == ids  # one worker on each raylet
-    assert {w["node_id"] for w in two["engine"]["workers"]} == ids
-    assert one["engine"]["restarts"] == 0 == two["engine"]["restarts"]
+    two, four, three = by_n[2], by_n[4], by_n[3]
+    assert two["status"] == "ok" and four["status"] == "ok", (two.get("reason"), four.get("reason"))
+    # one node's size: both workers on one raylet (PACK could have spread them, one CPU free on each)
+    assert two["engine"]["placement"]["strategy"] == "STRICT_PACK" and two["nodes"] == 1
+    assert len(two["engine"]["node_ids"]) == 1 and set(two["engine"]["node_ids"]) <= ids
+    assert len({w["node_id"] for w in two["engine"]["workers"]}) == 1
+    assert four["engine"]["placement"]["per_node"] == 2 and four["nodes"] == 2
+    assert set(four["engine"]["node_ids"]) == ids  # two workers on each raylet
+    assert sorted([w["node_id"] for w in four["engine"]["workers"]].count(i) for i in ids) == [2, 2]
+    assert two["engine"]["restarts"] == 0 == four["engine"]["restarts"]
     assert three["status"] == "skipped"
     assert three["reason"] == (
         f"cannot be placed on the Ray cluster at {address}: N=3 CPUs is neither within one node nor a multiple "
-        "of one node's CPUs over that many nodes (its nodes' CPUs: 2 x 1)"
+        "of one node's CPUs over that many nodes (its nodes' CPUs: 2 x 2)"
     )
-    lines = [ln for ln in (runs[3].stdout + runs[3].stderr).splitlines() if "cannot be placed" in ln]
-    assert any(three["reason"] in ln for ln in lines)  # said whole on one line (the progress line shortens it)
+    said = " ".join((runs[3].stdout + runs[3].stderr).split())  # notes wrap at the terminal's width
+    assert three["reason"] in said  # said whole, wrapped at words (the progress line shortens it)

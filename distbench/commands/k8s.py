@@ -19,6 +19,7 @@ from distbench.k8s.manifests import (
     sweep_objects,
 )
 from distbench.k8s.render import write_manifests
+from distbench.k8s.settings import new_run_id
 from distbench.run.plan import SweepOptions, parse_gpus
 from distbench.slurm.plan import DEVICE_WHY, GPUS_WHY, check_name, jobs_epilog, plan_sweep
 from distbench.run.runner import command_line
@@ -145,7 +146,7 @@ def k8s(
             "together at every repeat, which these jobs do not do); repeat with `distbench slurm` or `distbench scale`"
         )
     opts = SweepOptions(gpus=gpus_text, strategies=strategies, device=device, add_baselines=True, **kw)
-    settings = K8sSettings(command=command_line(), point_timeout_s=opts.timeout, **cluster)
+    settings = K8sSettings(command=command_line(), point_timeout_s=opts.timeout, run_id=new_run_id(), **cluster)
     if opts.batch_size and len(opts.batch_size) > 1:
         raise BadInput("distbench k8s takes one --batch-size per sweep (write one sweep per batch size)")
     plan = plan_sweep(opts, parse_gpus(nodes_text, "--nodes", "node"), gpus_per_node)

@@ -90,12 +90,14 @@ def sshd(records, job, argv):
 @click.option("--job", required=True, help="The point's job name.")
 @click.option("--nodes", type=click.IntRange(1), default=1, help="The point's node (pod) count.")
 @click.option("--wait", type=click.FloatRange(0), default=120.0, help="Seconds to wait for node rank 0's record.")
-def collect(records, job, nodes, wait):
+@click.option("--run-id", help="The run whose record to read (what another run left is ignored); default: any.")
+def collect(records, job, nodes, wait, run_id):
     """Print a point's record from the volume (the reader pod of `distbench k8s --apply`): node rank 0's, or
     one built from the nodes' published outcomes; exit 1 when no node of the point ran."""
-    record = volume_record(Path(records), job, nodes, wait)
+    record = volume_record(Path(records), job, nodes, wait, run_id=run_id)
     if record is None:
-        click.echo(f"distbench: {job}: no record and no node outcome on the volume (no node of it ran)")
+        run = f" of run {run_id}" if run_id else ""
+        click.echo(f"distbench: {job}: no record and no node outcome{run} on the volume (no node of it ran)")
         click.get_current_context().exit(1)
     click.echo(record_line(record))
     click.echo(f"distbench: {job}: {record['status']}" + (f" ({record['reason']})" if record.get("reason") else ""))

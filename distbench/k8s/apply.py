@@ -22,6 +22,7 @@ from pathlib import Path
 
 from distbench.results.kubelogs import RECORD_MARKER
 from distbench.k8s.manifests import GRACE_S, K8sSettings, MOUNTS, PointObjects, deadline, metadata, volumes
+from distbench.k8s.outcomes import RUN_ID_ENV
 from distbench.k8s.render import to_yaml
 from distbench.k8s.settings import k8s_arg
 
@@ -126,11 +127,28 @@ def apply_sweep(
     return saved
 
 
+def run_id_of(objects) -> str | None:
+    """The run id (RUN_ID_ENV) in the containers' environment of a point's objects, as written to its file
+    (None: the objects carry none)."""
+    if isinstance(objects, dict):
+        if objects.get("name") == RUN_ID_ENV and isinstance(objects.get("value"), str):
+            return objects["value"]
+        objects = list(objects.values())
+    if isinstance(objects, list):
+        for item in objects:
+            if (found := run_id_of(item)) is not None:
+                return found
+    return None
+
+
 def reader_pod(settings: K8sSettings, po: PointObjects) -> dict:
     """A pod that prints a point's record from the results volume (`k8s-job collect`), for a point whose
     own pods, and their logs, are gone."""
     argv = [settings.python, "-m", "distbench.cli", "k8s-job", "collect", "--records", settings.records]
     argv += ["--job", po.name, "--nodes", str(po.point.nodes), "--wait", f"{READER_WAIT_S:g}"]
+    run_id = run_id_of(po.objects)
+    if run_id:  # the reader ignores what a previous run of this job's name left on the volume
+        argv += ["--run-id", run_id]
     container = {"name": "collect", "image": settings.image, "command": [k8s_arg(a) for a in argv]}
     container["volumeMounts"] = MOUNTS[:1]
     spec: dict = {"restartPolicy": "Never", "containers": [container], "volumes": volumes(settings)[:1]}

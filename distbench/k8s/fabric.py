@@ -1,8 +1,9 @@
 """What carries a Kubernetes point's gradients: what the pods ask for (an RDMA device resource, the Multus
 network that attaches the RDMA interface, the IPC_LOCK capability RDMA needs to pin memory), horovodrun's
 interface from the same --nccl-env NCCL_SOCKET_IFNAME that NCCL gets, and the transport NCCL actually
-used, read back from its log (NCCL_DEBUG=INFO names NET/IB or NET/Socket). A record says RDMA only when
-NCCL's log says NET/IB."""
+used, read back from its log (NCCL_DEBUG=INFO names NET/IB, an IB network plugin such as NET/IBext_v8, or
+NET/Socket). A record says RDMA only when every transport NCCL's log names is IB; a log that names both IB
+and Socket is recorded as mixed, not RDMA."""
 
 from __future__ import annotations
 
@@ -12,8 +13,9 @@ from distbench.core.errors import BadInput
 from distbench.k8s.settings import K8sSettings
 
 MULTUS_ANNOTATION = "k8s.v1.cni.cncf.io/networks"
-RDMA_TRANSPORT = "NET/IB"
-_USING = re.compile(r"NCCL INFO (?:Using network (IB|Socket)\b|.*\bvia NET/(IB|Socket)\b|NET/(IB|Socket) : Using\b)")
+_USING = re.compile(
+    r"NCCL INFO (?:Using network (IB\w*|Socket)\b|.*\bvia NET/(IB\w*|Socket)\b|NET/(IB\w*|Socket) : Using\b)"
+)
 
 
 def asked(settings: K8sSettings) -> str:
@@ -70,18 +72,32 @@ def horovod_interface(settings: K8sSettings) -> str | None:
 
 
 def transport(log_text: str) -> str | None:
-    """NET/IB or NET/Socket, from NCCL's own INFO lines (None: the log names no NCCL transport)."""
-    seen = [next(g for g in m.groups() if g) for m in _USING.finditer(log_text)]
+    """The NCCL transport its own INFO lines name: NET/IB, or an IB network plugin by its name (NET/IBext_v8),
+    NET/Socket, or "mixed (NET/IB…, NET/Socket)" when some lines name IB and others Socket (None: the log
+    names no NCCL transport)."""
+    seen = {next(g for g in m.groups() if g) for m in _USING.finditer(log_text)}
     if not seen:
         return None
-    return f"NET/{'IB' if 'IB' in seen else 'Socket'}"
+    ib = sorted(n for n in seen if n != "Socket")
+    named = [n for n in ib if n != "IB"] or ib  # a plugin's own name over the plain IB its lines also print
+    ib_text = "NET/" + "+".join(named) if ib else None
+    if ib and "Socket" in seen:
+        return f"mixed ({ib_text}, NET/Socket)"
+    return ib_text or "NET/Socket"
+
+
+def is_rdma(used: str | None) -> bool:
+    """Whether every transport NCCL's log names is InfiniBand / RoCE verbs (NET/IB or an IB plugin)."""
+    return bool(used) and used.startswith("NET/IB")
 
 
 def network_fields(asked_text: str, log_text: str) -> dict:
     """The record's network (what carried the gradients, as NCCL's log says), transport and what was asked."""
     used = transport(log_text)
-    if used == RDMA_TRANSPORT:
+    if is_rdma(used):
         network = f"RDMA (NCCL's log: {used})"
+    elif used and used.startswith("mixed"):
+        network = f"mixed: NCCL's log names RDMA and TCP sockets ({used[7:-1]}), so not all RDMA"
     elif used:
         network = f"TCP sockets (NCCL's log: {used})" + (", not RDMA" if "RDMA" in asked_text else "")
     elif asked_text.startswith("asked for RDMA"):

@@ -34,11 +34,13 @@ from distbench.results.kubelogs import record_line
 from distbench.k8s.fabric import network_fields
 from distbench.k8s.outcomes import (
     OUTCOME_WAIT_S,
+    RUN_ID_ENV,
     name_first_failure,
     node_outcome,
     outcome_path,
     publish_outcome,
     read_outcomes,
+    same_run,
 )
 from distbench.run.launch import log_tail, outcome_record
 from distbench.run.launchers import TORCHRUN
@@ -71,20 +73,23 @@ def note_pod(work: Path, node_rank: str, environ: dict | None = None) -> None:
     name is the pod's stable name within its job, so a rerun overwrites its own note)."""
     env = os.environ if environ is None else environ
     info = {"pod": env.get("DISTBENCH_POD_NAME") or os.uname().nodename, "node": env.get("DISTBENCH_NODE_NAME")}
+    info["run_id"] = env.get(RUN_ID_ENV) or None
     write_record(work / "pods" / f"{node_rank}-{os.uname().nodename}.json", {**info, "node_rank": node_rank})
 
 
-def pods_of(work: Path, nodes: int, wait_s: float = POD_WAIT_S) -> list[dict]:
-    """Every pod's note (see note_pod), waiting up to wait_s for `nodes` of them (a launcher pod that runs
-    no rank, mpi-operator's, is listed but not counted)."""
+def pods_of(work: Path, nodes: int, wait_s: float = POD_WAIT_S, run_id: str | None = None) -> list[dict]:
+    """Every pod's note of run `run_id` (see note_pod; another run's are ignored), waiting up to wait_s for
+    `nodes` of them (a launcher pod that runs no rank, mpi-operator's, is listed but not counted)."""
     folder, deadline = work / "pods", time.monotonic() + wait_s
     while True:
         pods = []
         for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
             try:
-                pods.append(json.loads(path.read_text()))
+                pod = json.loads(path.read_text())
             except (OSError, ValueError):
                 continue
+            if isinstance(pod, dict) and same_run(pod.get("run_id"), run_id):
+                pods.append(pod)
         if len(ranked(pods)) >= nodes or time.monotonic() >= deadline:
             return sorted(pods, key=lambda p: str(p.get("node_rank")))
         time.sleep(1.0)
@@ -187,6 +192,7 @@ def run_point(
     launcher_pod: bool = False,
 ) -> int:
     cfg = PointConfig.from_json(config_json)
+    run_id = os.environ.get(RUN_ID_ENV) or None  # the rendering's token, shared by every pod of this run
     threads = threads or max(1, cpu_cores() // max(1, per_node))
     cfg = dataclasses.replace(cfg, threads_per_worker=threads)
     work = Path(records) / "work" / job
@@ -236,17 +242,18 @@ def run_point(
                 cfg, strategy, work / f"no-result-node{node_rank}", rc, log_tail(log), status=status,
                 reason=reason, rank_dir=rank_dir,
             )  # fmt: skip
-        outcome = node_outcome(node_rank, own, rc, stopped, os.environ.get("DISTBENCH_NODE_NAME"))
+        outcome = node_outcome(node_rank, own, rc, stopped, os.environ.get("DISTBENCH_NODE_NAME"), run_id)
         publish_outcome(work, outcome, echo=click.echo)
         return rc if rc != 0 or own["status"] == "ok" else 1
     # global rank 0 runs here (static rendezvous; horovodrun's first host), so its record exists by now
-    pods = pods_of(work, nodes)
+    pods = pods_of(work, nodes, run_id=run_id)
     record = outcome_record(cfg, strategy, result, rc, log_tail(log), status=status, reason=reason, rank_dir=rank_dir)
     each_node = nodes > 1 and launcher == TORCHRUN.name  # every node runs this wrapper (Horovod's run sshd)
     if each_node:  # every node's outcome; the record names the first node that failed
-        mine = node_outcome(node_rank, record, rc, stopped, os.environ.get("DISTBENCH_NODE_NAME"))
+        mine = node_outcome(node_rank, record, rc, stopped, os.environ.get("DISTBENCH_NODE_NAME"), run_id)
         publish_outcome(work, mine, echo=click.echo)
-        outcomes = read_outcomes(work, nodes, 0.0 if record.get("status") == "ok" else OUTCOME_WAIT_S)
+        wait_s = 0.0 if record.get("status") == "ok" else OUTCOME_WAIT_S
+        outcomes = read_outcomes(work, nodes, wait_s, run_id=run_id)
     cv = stats.step_stats(record["step_times_s"], 1, None)["step_time_cv"] if record.get("step_times_s") else None
     if record.get("status") == "ok" and cv is not None:  # --noisy-cv, as scale flags it (measure.repeat_fields)
         record["noisy"] = cv > noisy_cv
@@ -260,13 +267,14 @@ def run_point(
     }
     record["kubernetes"] = {
         **kubernetes_info(job, node_rank),
+        "run_id": run_id,
         "pods": pods,
         "nodes": sorted({p["node"] for p in pods if p.get("node")}),
     }
     if network:  # what carried the gradients, from NCCL's log: RDMA only where it says NET/IB
         record["kubernetes"].update(network_fields(network, log.read_text(errors="replace")))
     if each_node:
-        name_first_failure(record, outcomes)
+        name_first_failure(record, outcomes, nodes=nodes)
     if (shared := shared_node(pods, nodes)) and record.get("status") == "ok":
         record.update(status="failed", reason=f"refused: {shared}")
     if "environment" not in record:

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 from distbench.core.errors import BadInput
 from distbench.k8s import fabric
+from distbench.k8s.outcomes import RUN_ID_ENV
 from distbench.k8s.settings import (  # noqa: F401 - re-exported: the settings' module is settings.py
     APIS,
     DEFAULT_IMAGE,
@@ -208,6 +209,8 @@ def container_env(settings: K8sSettings, point: SlurmPoint) -> list[dict]:
         env = {k: v for k, v in env.items() if k not in ("OMP_NUM_THREADS", "MKL_NUM_THREADS")}
     env.update(fabric.fabric_env(settings))
     env.update(settings.nccl_env)
+    if settings.run_id:
+        env[RUN_ID_ENV] = settings.run_id
     items = [{"name": k, "value": k8s_arg(v)} for k, v in sorted(env.items())]
     for var, path in (
         ("DISTBENCH_POD_NAME", "metadata.name"),

@@ -6,6 +6,7 @@ $(VAR) reference)."""
 from __future__ import annotations
 
 import re
+import secrets
 from dataclasses import dataclass
 
 from distbench.core.errors import BadInput
@@ -32,7 +33,13 @@ PATH = re.compile(r"^(/[A-Za-z0-9._+-]+)+$")
 LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]{0,61})?[A-Za-z0-9])?$")
 COUNT = re.compile(r"^[1-9][0-9]{0,3}$")
 _NET = r"([a-z0-9]([-a-z0-9]*[a-z0-9])?/)?[a-z0-9]([-a-z0-9.]*[a-z0-9])?(@[A-Za-z0-9_.-]{1,15})?"
+RUN_ID = re.compile(r"^[0-9a-f]{8,32}$")
 NETWORKS = re.compile(rf"^{_NET}(,{_NET})*$")
+
+
+def new_run_id() -> str:
+    """A fresh run id: every rendering of a sweep gets its own, so a rerun of the same --name is told apart."""
+    return secrets.token_hex(8)
 
 
 class EnvRef(str):
@@ -128,6 +135,9 @@ class K8sSettings:
     point_timeout_s: float = 900.0
     """--timeout: the launch is stopped after this and the point recorded as 'timeout'."""
     command: str = ""
+    run_id: str = ""
+    """This rendering's token (DISTBENCH_RUN_ID in every container, --run-id of the reader pod): the pods of one
+    run stamp their outcomes and record with it, and readers ignore what a rerun of the same name left."""
 
     def __post_init__(self):
         if self.api not in APIS:
@@ -170,6 +180,8 @@ class K8sSettings:
             raise BadInput(f"--rendezvous-timeout must be 1..86400 seconds, got {self.rendezvous_timeout_s}")
         for key, _ in self.nccl_env:
             _check("--nccl-env", key, ENV_NAME, "a NCCL_*, UCX_*, GLOO_* or HOROVOD_* variable name")
+        if self.run_id and not RUN_ID.fullmatch(self.run_id):
+            raise BadInput(f"run id {self.run_id!r} is not 8 to 32 lower-case hex digits")
         if self.cpus is not None and self.cpus < 1:
             raise BadInput(f"--cpus must be >= 1, got {self.cpus}")
 

@@ -23,6 +23,7 @@ import ctypes
 import dataclasses
 import functools
 import json
+import math
 import os
 import shutil
 import signal
@@ -78,11 +79,26 @@ class Placement:
     nodes: int
     per_node: int
     strategy: str
-    cpus: int
+    cpus: float
+    """CPUs per worker: a whole share of its node's CPUs, or, on a node with fewer CPUs than workers, a
+    fraction (Ray's fractional resources) so that per_node of them fit the node (one thread each)."""
     gpus: int
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
+
+
+RAY_RESOURCE_STEP = 10_000
+"""Ray rounds a fractional resource to 1/10000."""
+
+
+def worker_cpus(node_cpus: float, per_node: int) -> float | None:
+    """Each of per_node workers' CPUs so that together they fit a node of node_cpus: a whole share, else a
+    fraction below one (None: the node has too few CPUs for even the smallest fraction Ray grants)."""
+    if node_cpus >= per_node:
+        return int(node_cpus) // per_node
+    share = math.floor(node_cpus / per_node * RAY_RESOURCE_STEP) / RAY_RESOURCE_STEP
+    return share if share > 0 else None
 
 
 def place(world_size: int, device: str, nodes, address: str) -> tuple[str | None, Placement | None]:
@@ -93,15 +109,28 @@ def place(world_size: int, device: str, nodes, address: str) -> tuple[str | None
         return int(float(node.get(unit, 0)))
 
     gpus = 1 if device == "cuda" else 0
+
+    def no_cpus(node_cpus: float, per_node: int) -> str:
+        return (
+            f"cannot be placed on the Ray cluster at {address}: N={world_size} needs {per_node} worker(s) on a node "
+            f"with {node_cpus:g} CPU(s), too few to give each a CPU share"
+        )
+
     within = [n for n in nodes if devices(n) >= world_size]
     if within:
         node = min(within, key=devices)  # the smallest node that holds the point
-        return None, Placement(1, world_size, "STRICT_PACK", max(1, int(float(node["CPU"])) // world_size), gpus)
+        cpus = worker_cpus(float(node["CPU"]), world_size)
+        if cpus is None:
+            return no_cpus(float(node["CPU"]), world_size), None
+        return None, Placement(1, world_size, "STRICT_PACK", cpus, gpus)
     sizes = sorted({devices(n) for n in nodes if devices(n) > 0}, reverse=True)
     for size in sizes:
         shaped = [n for n in nodes if devices(n) == size]
         if world_size % size == 0 and len(shaped) >= world_size // size:
-            cpus = max(1, min(int(float(n["CPU"])) for n in shaped) // size)
+            fewest = min(float(n["CPU"]) for n in shaped)
+            cpus = worker_cpus(fewest, size)
+            if cpus is None:
+                return no_cpus(fewest, size), None
             return None, Placement(world_size // size, size, "STRICT_SPREAD" if size == 1 else "PACK", cpus, gpus)
     shape = ", ".join(f"{sum(devices(n) == d for n in nodes)} x {d}" for d in sizes) or "none"
     return (
@@ -132,7 +161,9 @@ def plan_on_cluster(points: list, address: str, notes: list[str], nodes=None) ->
             extra = {**(p.config.extra or {}), **({"ray_placement": placement.to_dict()} if placement else {})}
             # the point's `nodes` stays 1 (one driver process; Ray places the workers): the planned node count
             # is the placement's, and the record's `nodes` is the count the workers ran on
-            cfg = dataclasses.replace(p.config, threads_per_worker=placement.cpus if placement else 1, extra=extra)
+            cfg = dataclasses.replace(
+                p.config, threads_per_worker=max(1, int(placement.cpus)) if placement else 1, extra=extra
+            )
             p = dataclasses.replace(p, config=cfg, skip_reason=p.skip_reason or why)
         out.append(p)
     return out
