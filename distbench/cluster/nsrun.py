@@ -25,6 +25,8 @@ def node_env(state: spec.ClusterState, i: int, base: dict) -> dict:
         env.setdefault(var, state.nic)
     env["DISTBENCH_NODE_RANK"] = str(i)
     env["DISTBENCH_NODE_HOST"] = state.node(i)["hostname"]
+    if state.ssh:  # the cluster's ssh client (its key, the nodes' host keys) before any other
+        env["PATH"] = os.pathsep.join([state.ssh["bin"], *filter(None, [env.get("PATH")])])
     return env
 
 
