@@ -148,11 +148,12 @@ def _wait_pid(pidfile: Path, log: Path, timeout_s: float = 10.0) -> int:
 
 def alive(pid: int, config: Path | None = None) -> bool:
     """pid is a running sshd (started with `config`, when given)."""
-    try:
-        cmd = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    try:  # sshd rewrites its command line ("sshd: /usr/sbin/sshd -f CONF ... [listener] ...")
+        comm = Path(f"/proc/{pid}/comm").read_text().strip()
+        cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
     except OSError:
         return False
-    return bool(cmd) and cmd[0].endswith(b"sshd") and (config is None or str(config).encode() in cmd)
+    return comm == "sshd" and (config is None or str(config).encode() in cmd)
 
 
 def stop(entry: dict | None, state_dir: str | Path, grace_s: float = 3.0) -> list[str]:
@@ -189,7 +190,7 @@ def running(state_dir: str | Path) -> list[int]:
                 cmd = (p / "cmdline").read_bytes()
             except OSError:
                 continue
-            if marker in cmd and cmd.split(b"\0")[0].endswith(b"sshd"):
+            if marker in cmd and alive(int(p.name)):
                 out.append(int(p.name))
     return out
 
