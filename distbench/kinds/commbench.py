@@ -12,7 +12,7 @@ from distbench.core.strategies import Strategy
 
 def _backend(name: str, description: str, **kw) -> Strategy:
     """torch.distributed under torchrun unless `kw` says otherwise."""
-    kw = {"framework": "torch", "module": "comm_torch", "launcher": TORCHRUN, "requires": ("torch",), **kw}
+    kw = {"framework": "torch", "module": "comm_torch", "launcher": TORCHRUN.name, "requires": ("torch",), **kw}
     return Strategy(name=f"comm-{name}", description=description, **kw)
 
 
