@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from distbench.cluster import netns, nsrun, spec, sshd
+from distbench.cluster import netns, nsrun, slurmd, spec, sshd
 from distbench.core.errors import BadInput
 from distbench.core.strategies import STRATEGIES
 from distbench.core import rankguard
@@ -326,3 +326,29 @@ def test_a_cut_or_missing_node_is_named_as_a_network_fault(tmp_path, monkeypatch
     ]
     monkeypatch.setattr(netns, "ours", lambda: ["dbc-node1", "dbc-node3"])
     assert netns.link_faults(state)[0] == "node2 is gone (namespace dbc-node2 deleted)"
+
+
+def test_the_nodes_slurm_conf_is_the_clusters_own(tmp_path):
+    nodes = [spec.node_entry(spec.Node(i, spec.Link(1e9, 0))) for i in (1, 2)]
+    conf = slurmd.slurm_conf(nodes, tmp_path, 1).splitlines()
+    assert "SlurmctldHost=node1(10.199.39.1)" in conf
+    assert "NodeName=node[1-2] NodeAddr=10.199.39.[1-2] CPUs=1 State=UNKNOWN" in conf
+    assert f"PartitionName={slurmd.PARTITION} Nodes=node[1-2] Default=YES MaxTime=INFINITE State=UP" in conf
+    # every file of the daemons under the cluster's state directory, none under /etc/slurm
+    paths = [line.split("=", 1)[1] for line in conf if line.split("=", 1)[0].endswith(("Location", "Dir", "File"))]
+    assert len(paths) == 6 and all(p.startswith(str(tmp_path)) for p in paths)
+
+
+def test_a_nodes_dead_slurmd_is_named(tmp_path):
+    state = _state(tmp_path)
+    state.slurm = {
+        "conf": str(tmp_path / "slurm" / "slurm.conf"),
+        "pids": {"slurmctld": os.getpid(), "node2": 2**22 + 1},
+    }
+    assert slurmd.faults(state) == [
+        f"node1's slurmctld (pid {os.getpid()}) is not running",
+        f"node2's slurmd (pid {2**22 + 1}) is not running",
+    ]
+    # nsrun gives the nodes' commands the cluster's slurm.conf
+    (_, env), _ = nsrun.commands(state, 2, ["sinfo"], {})
+    assert env["SLURM_CONF"] == str(tmp_path / "slurm" / "slurm.conf")
