@@ -2,7 +2,7 @@
 # Several nodes on one machine: K network + UTS namespaces (hostnames node1..nodeK, addresses 10.199.39.K),
 # one veth each into a bridge in a namespace of its own, each node's egress shaped by tc netem.
 #
-#   sudo scripts/cluster-local.sh up --nodes 2 --rate 1gbit --delay 100us [--loss 0.1]
+#   sudo scripts/cluster-local.sh up --nodes 2 --rate 1gbit --delay 100us [--loss 0.1] [--ssh] [--slurm]
 #   sudo scripts/cluster-local.sh link --rate 100mbit --delay 1ms [--node 2]   # reshape a running cluster
 #   sudo scripts/cluster-local.sh status                                      # exit 0 when up and shaped
 #   sudo scripts/cluster-local.sh down                                        # remove everything it made

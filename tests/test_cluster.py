@@ -2,12 +2,13 @@
 the launch across its nodes as pure argv/env, the placement a multi-node record carries, and the rank guard's
 interface counters. The real cluster is in tests/test_cluster_real.py (root and namespaces)."""
 
+import os
 import subprocess
 import sys
 
 import pytest
 
-from distbench.cluster import netns, nsrun, spec
+from distbench.cluster import netns, nsrun, slurmd, spec, sshd
 from distbench.core.errors import BadInput
 from distbench.core.strategies import STRATEGIES
 from distbench.core import rankguard
@@ -116,8 +117,53 @@ def test_torchrun_across_the_cluster_starts_one_agent_per_node(tmp_path):
     assert "--nnodes=2" in argv and "--nproc_per_node=2" in argv and "--rdzv_backend=c10d" in argv
     assert argv[argv.index("--rdzv_endpoint") + 1].startswith("node1:")
     assert env["GLOO_SOCKET_IFNAME"] == "eth0"
-    with pytest.raises(BadInput, match="horovodrun does not run across the one-machine cluster"):
-        HOROVODRUN.on_cluster(STRATEGIES["horovod-torch"], cfg, "c", "r", hosts=["node1", "node2"], nic="eth0")
+
+
+def test_horovodrun_across_the_cluster_runs_on_node1_and_needs_its_sshd(tmp_path, monkeypatch):
+    monkeypatch.setenv(spec.STATE_DIR_VAR, str(tmp_path))
+    cfg = tiny_config("horovod-torch", 4, model="resnet50", nodes=2, device="cpu")
+    hosts = ["node1", "node2"]
+    state = _state(tmp_path)
+    with pytest.raises(BadInput) as err:
+        HOROVODRUN.on_cluster(STRATEGIES["horovod-torch"], cfg, "c", "r", hosts=hosts, nic="eth0")
+    assert str(err.value) == (
+        "horovodrun across the one-machine cluster needs sshd on its nodes: scripts/cluster-local.sh up --ssh"
+    )
+    state.ssh = {"bin": str(tmp_path / "ssh" / "bin"), "pids": {"node1": 1, "node2": 2}}
+    (tmp_path / "state.json").write_text(state.to_json())
+    argv, env = HOROVODRUN.on_cluster(
+        STRATEGIES["horovod-torch"], cfg, "c.json", "r.json", hosts=hosts, nic="eth0", base_env={}, python="/py"
+    )
+    # one horovodrun, on node 1 (the cluster's srun on one node); the ranks of node2 over ssh
+    assert argv[:6] == ["/py", "-m", "distbench.cluster.nsrun", "--nodes", "1", "--"]
+    assert argv[6:13] == ["/horovodrun", "-np", "4", "-H", "node1:2,node2:2", "--gloo", "--network-interface"]
+    assert argv[13] == "eth0" and env["GLOO_SOCKET_IFNAME"] == "eth0"
+    # nsrun puts the cluster's ssh client first on PATH
+    (_, node_env), _ = nsrun.commands(state, 2, ["true"], {"PATH": "/bin"})
+    assert node_env["PATH"] == f"{tmp_path}/ssh/bin:/bin"
+
+
+def test_the_nodes_sshd_and_the_clusters_ssh_client_are_configured_for_key_login_only(tmp_path):
+    node = spec.node_entry(spec.Node(2, spec.Link(1e9, 0)))
+    conf = sshd.sshd_config(node, tmp_path).splitlines()
+    assert "ListenAddress 10.199.39.2" in conf and f"HostKey {tmp_path}/host_node2" in conf
+    assert "PasswordAuthentication no" in conf and "PermitRootLogin prohibit-password" in conf
+    assert f"AuthorizedKeysFile {tmp_path}/authorized_keys" in conf
+    assert f"ForceCommand {sys.executable} {sshd.WATCH}" in conf and sshd.WATCH.exists()
+    client = sshd.ssh_config(tmp_path).splitlines()
+    assert f"  UserKnownHostsFile {tmp_path}/known_hosts" in client and "  StrictHostKeyChecking yes" in client
+    assert f"  IdentityFile {tmp_path}/id_ed25519" in client and "  BatchMode yes" in client
+
+
+def test_a_nodes_dead_sshd_is_named(tmp_path):
+    state = _state(tmp_path)
+    assert sshd.faults(state) == []
+    state.ssh = {"pids": {"node1": os.getpid(), "node2": 2**22 + 1}}
+    # this process is not an sshd started with node1's config, and no process has node2's pid
+    assert sshd.faults(state) == [
+        f"node1's sshd (pid {os.getpid()}) is not running",
+        f"node2's sshd (pid {2**22 + 1}) is not running",
+    ]
 
 
 def test_tf_multiworker_across_the_cluster_runs_one_worker_per_node():
@@ -280,3 +326,29 @@ def test_a_cut_or_missing_node_is_named_as_a_network_fault(tmp_path, monkeypatch
     ]
     monkeypatch.setattr(netns, "ours", lambda: ["dbc-node1", "dbc-node3"])
     assert netns.link_faults(state)[0] == "node2 is gone (namespace dbc-node2 deleted)"
+
+
+def test_the_nodes_slurm_conf_is_the_clusters_own(tmp_path):
+    nodes = [spec.node_entry(spec.Node(i, spec.Link(1e9, 0))) for i in (1, 2)]
+    conf = slurmd.slurm_conf(nodes, tmp_path, 1).splitlines()
+    assert "SlurmctldHost=node1(10.199.39.1)" in conf
+    assert "NodeName=node[1-2] NodeAddr=10.199.39.[1-2] CPUs=1 State=UNKNOWN" in conf
+    assert f"PartitionName={slurmd.PARTITION} Nodes=node[1-2] Default=YES MaxTime=INFINITE State=UP" in conf
+    # every file of the daemons under the cluster's state directory, none under /etc/slurm
+    paths = [line.split("=", 1)[1] for line in conf if line.split("=", 1)[0].endswith(("Location", "Dir", "File"))]
+    assert len(paths) == 6 and all(p.startswith(str(tmp_path)) for p in paths)
+
+
+def test_a_nodes_dead_slurmd_is_named(tmp_path):
+    state = _state(tmp_path)
+    state.slurm = {
+        "conf": str(tmp_path / "slurm" / "slurm.conf"),
+        "pids": {"slurmctld": os.getpid(), "node2": 2**22 + 1},
+    }
+    assert slurmd.faults(state) == [
+        f"node1's slurmctld (pid {os.getpid()}) is not running",
+        f"node2's slurmd (pid {2**22 + 1}) is not running",
+    ]
+    # nsrun gives the nodes' commands the cluster's slurm.conf
+    (_, env), _ = nsrun.commands(state, 2, ["sinfo"], {})
+    assert env["SLURM_CONF"] == str(tmp_path / "slurm" / "slurm.conf")

@@ -1,18 +1,21 @@
-"""The one-machine cluster for real (root, network namespaces): two nodes joined by a shaped link, `distbench
-comm` and a DDP point across them (each record naming two hosts, eth0 and the link), a link cut mid-point
-(a timeout record naming the node and the network), and `down` leaving nothing behind. Skipped, with the
-reason, where this machine cannot host the cluster."""
+"""The one-machine cluster for real (root, network namespaces): two nodes joined by a shaped link, each with
+its sshd, `distbench comm` and DDP, mirrored and horovod-torch (horovodrun over ssh) points across them (each
+record naming two hosts, eth0 and the link), a node's sshd killed mid-point and a link cut mid-point (records
+naming the node and the cause), and `down` leaving nothing behind. Skipped, with the reason, where this
+machine cannot host the cluster (or, for the ssh tests, cannot run sshd)."""
 
+import json
 import os
+import signal
 import subprocess
 import sys
 import time
 
 import pytest
 
-from distbench.cluster import netns, spec
+from distbench.cluster import netns, slurmd, spec, sshd
 from distbench.results.store import Store
-from tests.conftest import ROOT, quick, require, run_cli
+from tests.conftest import DISTBENCH, ROOT, quick, require, run_cli
 
 pytestmark = pytest.mark.slow
 RATE = "1gbit"
@@ -36,10 +39,18 @@ def cluster(tmp_path_factory):
     old = os.environ.get(spec.STATE_DIR_VAR)
     os.environ[spec.STATE_DIR_VAR] = str(tmp_path_factory.mktemp("cluster"))
     before = root_links()
-    done = cluster_cli("up", "--nodes", "2", "--rate", RATE, "--delay", "0us")
+    ssh_why = sshd.unavailable()  # installs Debian's openssh-server where it is missing
+    slurm_why = slurmd.unavailable()  # and slurm-wlm
+    daemons = ([] if ssh_why else ["--ssh"]) + ([] if slurm_why else ["--slurm"])
+    done = cluster_cli("up", "--nodes", "2", "--rate", RATE, "--delay", "0us", *daemons)
     try:
         assert done.returncode == 0, done.stderr
-        yield {"root_links": before}
+        yield {
+            "root_links": before,
+            "ssh_why": ssh_why,
+            "slurm_why": slurm_why,
+            "state_dir": os.environ[spec.STATE_DIR_VAR],
+        }
     finally:
         cluster_cli("down")
         if old is None:
@@ -129,6 +140,157 @@ def test_mirrored_across_two_nodes_is_multi_worker_over_the_link(cluster, tmp_pa
     assert set(placed["interface"].values()) == {"eth0"}
 
 
+@require("torch", "horovod.torch")
+def test_horovod_torch_across_two_nodes_runs_its_remote_rank_over_ssh(cluster, tmp_path):
+    if cluster["ssh_why"]:
+        pytest.skip(cluster["ssh_why"])
+    db = tmp_path / "r.db"
+    args = ["scale", "--strategy", "horovod-torch", "--gpus", "2", "--nodes", "2", *quick(batch=4, timeout=240)]
+    done = run_cli([*args, "--results", str(db)])
+    assert done.returncode == 0, done.stderr
+    (rec,) = [r for r in last_points(db) if r["nodes"] == 2]
+    assert rec["status"] == "ok", rec.get("reason")
+    placed = rec["launch"]["placement"]
+    assert placed["rank_hosts"] == {"0": "node1", "1": "node2"}
+    assert placed["interface"] == {"node1": "eth0", "node2": "eth0"}
+    assert rec["launch"]["launcher"] == "horovodrun"
+    argv = rec["launch"]["argv"]
+    assert argv[1:6] == ["-m", "distbench.cluster.nsrun", "--nodes", "1", "--"]
+    assert argv[argv.index("-H") + 1] == "node1:1,node2:1" and argv[argv.index("--network-interface") + 1] == "eth0"
+    # the rank on node2 came over ssh and left with the point: only the nodes' sshd are left
+    for i in (1, 2):
+        assert settled(i, daemons(i))
+
+
+def daemons(node: int, without: tuple[str, ...] = ()) -> set[int]:
+    """The pids of the daemons `up` started on the node (its sshd, its slurmd, node1's slurmctld and its
+    slurmscriptd)."""
+    state = spec.read_state()
+    pids = set()
+    for kind, entry in (("sshd", state.ssh), ("slurm", state.slurm)):
+        for name, pid in ((entry or {}).get("pids") or {}).items():
+            if kind not in without and (name == f"node{node}" or (name == "slurmctld" and node == 1)):
+                pids.add(pid)
+    ctld = ((state.slurm or {}).get("pids") or {}).get("slurmctld")
+    for pid in netns.pids_in(f"dbc-node{node}"):  # slurmctld's own helper (slurmscriptd)
+        try:
+            if ctld and int(open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[1]) == ctld:
+                pids.add(pid)
+        except OSError:
+            pass
+    return pids
+
+
+def settled(node: int, expected: set[int], wait_s: float = 20) -> bool:
+    """The node's processes come down to `expected` (an ssh session's sshd may take a moment to exit)."""
+    deadline = time.monotonic() + wait_s
+    while set(netns.pids_in(f"dbc-node{node}")) != expected and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return set(netns.pids_in(f"dbc-node{node}")) == expected
+
+
+def _node_processes(node: int) -> list[tuple[int, str]]:
+    out = []
+    for pid in netns.pids_in(f"dbc-node{node}"):
+        try:
+            out.append((pid, open(f"/proc/{pid}/cmdline", "rb").read().replace(b"\0", b" ").decode()))
+        except OSError:
+            pass
+    return out
+
+
+@require("torch", "horovod.torch")
+def test_a_nodes_sshd_killed_mid_point_ends_it_with_a_record_naming_the_node(cluster, tmp_path):
+    if cluster["ssh_why"]:
+        pytest.skip(cluster["ssh_why"])
+    db = tmp_path / "r.db"
+    argv = [sys.executable, "-m", "distbench.cli", "scale", "--strategy", "horovod-torch", "--gpus", "2"]
+    argv += ["--nodes", "2", "--model", "mlp", "--batch-size", "4", "--steps", "5", "--warmup", "1"]
+    argv += ["--target-ci", "0.001%", "--max-time", "10", "--no-comm", "--telemetry-interval", "0"]
+    argv += ["--timeout", "120", "--results", str(db)]
+    listener = spec.read_state().ssh["pids"]["node2"]
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 240  # the two baselines run first
+        while not any("horovod_torch" in cmd for _, cmd in _node_processes(2)):
+            assert time.monotonic() < deadline and proc.poll() is None, "no rank ever started on node2"
+            time.sleep(0.5)
+        for pid, cmd in _node_processes(2):  # node2's sshd: the listener and the point's ssh session
+            if cmd.startswith("sshd") and pid not in daemons(2, without=("sshd",)):
+                os.kill(pid, signal.SIGKILL)
+        out, err = proc.communicate(timeout=200)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    (rec,) = [r for r in last_points(db) if r["nodes"] == 2]
+    assert rec["status"] in ("failed", "timeout"), (rec["status"], err[-2000:])
+    fault = f"node2's sshd (pid {listener}) is not running"
+    assert rec["reason"].startswith(f"node: {fault} ("), rec["reason"]
+    assert rec["launch"]["placement"]["daemon_faults"] == [fault]
+    # nothing of the point is left on either node: node1 keeps its sshd, node2 has nothing
+    assert settled(2, daemons(2, without=("sshd",))) and settled(1, daemons(1))
+
+
+@require("torch")
+def test_a_distbench_slurm_ddp_job_runs_across_the_two_nodes_slurmds(cluster, tmp_path):
+    if cluster["slurm_why"]:
+        pytest.skip(cluster["slurm_why"])
+    argv = [sys.executable, "-m", "distbench.cluster.nsrun", "--nodes", "1", "--", *DISTBENCH, "slurm"]
+    argv += ["--device", "cpu", "--gpus", "2", "--nodes", "2", "--gpus-per-node", "1", "--strategy", "ddp"]
+    argv += ["--model", "resnet18", "--image-size", "32", "--steps", "2", "--warmup", "1", "--target-ci", "0"]
+    argv += ["--no-comm", "--batch-size", "4", "--timeout", "240", "--time", "00:15:00"]
+    argv += ["--partition", slurmd.PARTITION]
+    argv += ["--out", str(tmp_path / "sweep.sbatch"), "--submit"]
+    done = subprocess.run(argv, capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "submitted job" in done.stdout and "ddp-g2-n2" in done.stdout, done.stdout
+    deadline = time.monotonic() + 300
+    while not (found := list((tmp_path / "sweep-records").glob("ddp-g2-n2-*.json"))):
+        assert time.monotonic() < deadline, "the ddp job left no record"
+        time.sleep(2)
+    rec = json.loads(found[0].read_text())
+    assert rec["status"] == "ok", rec.get("reason")
+    assert rec["slurm"]["job_nodelist"] == "node[1-2]" and rec["slurm"]["job_num_nodes"] == "2"
+    placed = rec["launch"]["placement"]
+    assert placed["rank_hosts"] == {"0": "node1", "1": "node2"}
+    assert placed["interface"] == {"node1": "eth0", "node2": "eth0"}
+    assert rec["launch"]["argv"][0] == "srun"
+
+
+def test_a_remote_command_dies_with_its_ssh_session(tmp_path):
+    """sshd's ForceCommand (sshwatch.py): when the process that started it (the session's sshd) dies, the
+    command's whole process group is stopped. Needs no root: the parent here stands in for sshd."""
+    pgid_file = tmp_path / "pgid"
+    command = f"echo $$ > {pgid_file}; sleep 300 & sleep 300"
+    parent = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            f"import subprocess, sys, time; subprocess.Popen([sys.executable, {str(sshd.WATCH)!r}]); time.sleep(300)",
+        ],
+        env=dict(os.environ, SSH_ORIGINAL_COMMAND=command),
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while not pgid_file.exists() or not pgid_file.read_text().strip():
+            assert time.monotonic() < deadline, "the command never started"
+            time.sleep(0.1)
+        pgid = int(pgid_file.read_text())
+        os.killpg(pgid, 0)  # the command's group runs
+    finally:
+        parent.kill()
+        parent.wait()
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.1)
+    with pytest.raises(ProcessLookupError):
+        os.killpg(pgid, 0)
+
+
 @require("torch")
 def test_a_link_cut_mid_point_ends_it_with_a_network_record_and_nothing_left(cluster, tmp_path):
     db = tmp_path / "r.db"
@@ -148,13 +310,14 @@ def test_a_link_cut_mid_point_ends_it_with_a_network_record_and_nothing_left(clu
     assert rec["status"] == "timeout"
     assert rec["reason"].startswith("network: node2's link eth0 is down (timed out after 20s (--timeout)")
     assert rec["launch"]["placement"]["link_faults"] == ["node2's link eth0 is down"]
-    assert [netns.pids_in(f"dbc-node{i}") for i in (1, 2)] == [[], []]
+    assert [set(netns.pids_in(f"dbc-node{i}")) - daemons(i) for i in (1, 2)] == [set(), set()]
 
 
 def test_down_leaves_nothing(cluster):
     done = cluster_cli("down")
     assert done.returncode == 0, done.stderr
     assert netns.leftovers() == []
+    assert sshd.running(cluster["state_dir"]) == [] and slurmd.running(cluster["state_dir"]) == []
     assert netns.ours() == []
     assert root_links() == cluster["root_links"]
     assert cluster_cli("status").returncode == 1

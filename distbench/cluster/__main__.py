@@ -25,13 +25,16 @@ def _link(rate: str, delay: str, loss: str) -> spec.Link:
 @click.option("--rate", default="1gbit", show_default=True, help="Each node's egress rate (tc units).")
 @click.option("--delay", default="0us", show_default=True, help="One-way delay added on each node's egress (netem).")
 @click.option("--loss", default="0", show_default=True, help="Percent of packets each node's egress drops (netem).")
-def up(k, rate, delay, loss):
+@click.option("--ssh", is_flag=True, help="Start an sshd on each node (root logs in with the cluster's key).")
+@click.option("--slurm", is_flag=True, help="Start slurmctld on node1 and a slurmd on each node.")
+def up(k, rate, delay, loss, ssh, slurm):
     """Create the nodes (hostnames node1..nodeK, addresses 10.199.39.K on eth0)."""
     spec.check_nodes(k)
     link = _link(rate, delay, loss)
-    state = netns.up(k, link)
+    state = netns.up(k, link, ssh=ssh, slurm=slurm)
     for n in state.nodes:
-        click.echo(f"{n['hostname']}  {n['address']}  namespace {n['namespace']}  {link.describe()}")
+        sshd = f"  sshd pid {state.ssh['pids'][n['hostname']]}" if state.ssh else ""
+        click.echo(f"{n['hostname']}  {n['address']}  namespace {n['namespace']}  {link.describe()}{sshd}")
     click.echo(f"state: {spec.state_path()}")
 
 

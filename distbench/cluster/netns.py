@@ -17,7 +17,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from distbench.cluster import spec
+from distbench.cluster import slurmd, spec, sshd
 from distbench.core.errors import BadInput, DistbenchError
 
 NETNS_ETC = Path("/etc/netns")
@@ -74,9 +74,11 @@ def shape(namespace: str, link: spec.Link, nic: str = spec.NIC) -> str:
     return "tbf"
 
 
-def up(k: int, link: spec.Link) -> spec.ClusterState:
+def up(k: int, link: spec.Link, ssh: bool = False, slurm: bool = False) -> spec.ClusterState:
+    """Make the nodes; with `ssh`, start an sshd on each (distbench.cluster.sshd); with `slurm`, slurmctld
+    on node1 and a slurmd on each (distbench.cluster.slurmd)."""
     spec.check_nodes(k)
-    why = unavailable()
+    why = unavailable() or (sshd.unavailable() if ssh else None) or (slurmd.unavailable() if slurm else None)
     if why:
         raise DistbenchError(why)
     if spec.read_state() is not None or ours():
@@ -87,6 +89,12 @@ def up(k: int, link: spec.Link) -> spec.ClusterState:
     state = spec.ClusterState(state_dir=str(sdir))
     try:
         _up(k, link, state, sdir)
+        if ssh:
+            state.ssh = sshd.start(state.nodes, lambda i: node_prefix(state, i), sdir)
+            spec.state_path().write_text(state.to_json())
+        if slurm:
+            state.slurm = slurmd.start(state.nodes, lambda i: node_prefix(state, i), sdir)
+            spec.state_path().write_text(state.to_json())
     except BaseException:
         down()
         raise
@@ -155,6 +163,10 @@ def down(grace_s: float = 3.0) -> list[str]:
     """Remove everything `up` made: processes in the namespaces (TERM, then KILL), the namespaces (and with
     them the veth pairs and the bridge), the hosts files, the UTS mounts, the state file. Returns what it removed."""
     removed: list[str] = []
+    state = spec.read_state()
+    sdir = spec.state_dir()
+    removed += slurmd.stop(state.slurm if state else None, sdir)
+    removed += sshd.stop(state.ssh if state else None, sdir)
     names = ours()
     pids = sorted({p for ns in names for p in pids_in(ns)})
     for sig in (signal.SIGTERM, signal.SIGKILL):
@@ -175,7 +187,6 @@ def down(grace_s: float = 3.0) -> list[str]:
         shutil.rmtree(NETNS_ETC / ns, ignore_errors=True)
     if NETNS_ETC.exists() and not any(NETNS_ETC.iterdir()):
         NETNS_ETC.rmdir()
-    sdir = spec.state_dir()
     uts_dir = sdir / "uts"
     if uts_dir.exists():
         for f in sorted(uts_dir.iterdir()):
@@ -195,6 +206,8 @@ def leftovers() -> list[str]:
     left = [f"namespace {n}" for n in ours()]
     left += [f"hosts file {p}" for p in NETNS_ETC.glob(f"{spec.PREFIX}*")] if NETNS_ETC.exists() else []
     sdir = spec.state_dir()
+    left += [f"sshd pid {p}" for p in sshd.running(sdir)]
+    left += [f"Slurm daemon pid {p}" for p in slurmd.running(sdir)]
     if sdir.exists():
         left.append(f"state directory {sdir}")
     return left

@@ -25,6 +25,10 @@ def node_env(state: spec.ClusterState, i: int, base: dict) -> dict:
         env.setdefault(var, state.nic)
     env["DISTBENCH_NODE_RANK"] = str(i)
     env["DISTBENCH_NODE_HOST"] = state.node(i)["hostname"]
+    if state.ssh:  # the cluster's ssh client (its key, the nodes' host keys) before any other
+        env["PATH"] = os.pathsep.join([state.ssh["bin"], *filter(None, [env.get("PATH")])])
+    if state.slurm:  # sbatch, srun, sinfo on a node talk to the nodes' slurmctld
+        env["SLURM_CONF"] = state.slurm["conf"]
     return env
 
 

@@ -140,6 +140,10 @@ class ClusterState:
     subnet: str = f"{SUBNET}.0/24"
     switch_namespace: str = SWITCH_NS
     state_dir: str = DEFAULT_STATE_DIR
+    ssh: dict | None = None
+    """sshd on the nodes (distbench.cluster.sshd): the client's bin directory, its config and each sshd's pid."""
+    slurm: dict | None = None
+    """Slurm on the nodes (distbench.cluster.slurmd): its slurm.conf and each daemon's pid."""
 
     def node(self, i: int) -> dict:
         return self.nodes[i]

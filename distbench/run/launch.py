@@ -393,10 +393,14 @@ def run_point(
         launch["placement"] = placement(failures.rank_reports(rank_dir), cluster.link_settings() if cluster else None)
         if cluster is not None and record["status"] != "ok":
             from distbench.cluster.netns import link_faults
+            from distbench.cluster.sshd import faults as daemon_faults
 
             if faults := link_faults(cluster):  # the network, not the rank that noticed it, is the cause
                 launch["placement"]["link_faults"] = faults
                 record["reason"] = f"network: {'; '.join(faults)} ({record.get('reason')})"
+            elif faults := daemon_faults(cluster):  # a node's daemon died under the point
+                launch["placement"]["daemon_faults"] = faults
+                record["reason"] = f"node: {'; '.join(faults)} ({record.get('reason')})"
     fields = launch_fields(record, launch, stopped=stopped, samples=samples, sampler=sampler, cfg=cfg)
     return build_record(record, launch=fields)
 

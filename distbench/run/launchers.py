@@ -88,7 +88,7 @@ class Launcher:
     def on_cluster(self, strategy, cfg, config, out, *, hosts, nic: str, base_env=None, python=sys.executable):
         """(argv, env) across the nodes of the one-machine cluster (distbench.cluster): `hosts` its node names."""
         raise BadInput(
-            f"{self.name} does not run across the one-machine cluster's nodes (torchrun and tf-multiworker do)"
+            f"{self.name} does not run across the one-machine cluster's nodes (torchrun, tf-multiworker and horovodrun do)"
         )
 
     def nsrun(self, cfg, python=sys.executable) -> list[str]:
@@ -277,6 +277,29 @@ class Horovodrun(Launcher):
             hosts=horovod_hosts(hosts[: cfg.nodes], devices_per_node(cfg)),
             base_env=base_env,
         )
+
+    def on_cluster(self, strategy, cfg, config, out, *, hosts, nic, base_env=None, python=sys.executable):
+        """horovodrun on node 1 (the cluster's srun on one node puts the cluster's ssh first on PATH), its
+        ranks on the other nodes started over ssh, traffic on the nodes' NIC."""
+        from distbench.cluster.spec import read_state
+
+        state = read_state()
+        if state is None or not state.ssh:
+            raise BadInput(
+                "horovodrun across the one-machine cluster needs sshd on its nodes: scripts/cluster-local.sh up --ssh"
+            )
+        argv, env = self.over_hosts(
+            strategy,
+            cfg,
+            config,
+            out,
+            hosts=horovod_hosts(hosts[: cfg.nodes], devices_per_node(cfg)),
+            network_interface=nic,
+            python=python,
+            base_env=base_env,
+        )
+        env.setdefault("GLOO_SOCKET_IFNAME", nic)
+        return [python, "-m", "distbench.cluster.nsrun", "--nodes", "1", "--", *argv], env
 
     def sbatch_step(self, strategy, cfg):
         if cfg.nodes == 1:

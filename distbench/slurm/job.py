@@ -78,6 +78,11 @@ def finish_point(
         "workdir": str(Path(result).parent),
         "log": str(log),
     }
+    if cfg.nodes > 1:  # where the ranks ran and what carried their traffic, from the rank guards' reports
+        from distbench.core.failures import rank_reports
+        from distbench.run.hosts import placement
+
+        record["launch"]["placement"] = placement(rank_reports(Path(result).parent / "ranks"))
     record["slurm"] = slurm_info(environ)
     if "environment" not in record:
         try:
