@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
 import subprocess
 import time
 from pathlib import Path
 
+from distbench.cluster.spec import stop_pids
 from distbench.core.errors import DistbenchError
 
 DAEMONS = ("slurmctld", "slurmd", "sbatch", "srun", "sinfo")
@@ -169,15 +169,7 @@ def stop(entry: dict | None, state_dir: str | Path, grace_s: float = 10.0) -> li
     d = slurm_dir(state_dir)
     conf = str(d / "slurm.conf")
     pids = {name: pid for name, pid in ((entry or {}).get("pids") or {}).items() if alive(pid, conf)}
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        for pid in pids.values():
-            try:
-                os.kill(pid, sig)
-            except ProcessLookupError:
-                pass
-        deadline = time.monotonic() + grace_s
-        while time.monotonic() < deadline and any(alive(p) for p in pids.values()):
-            time.sleep(0.1)
+    stop_pids(pids.values(), alive, grace_s)
     removed = [f"{'slurmctld' if n == 'slurmctld' else 'slurmd on ' + n} (pid {p})" for n, p in pids.items()]
     if d.exists():
         shutil.rmtree(d, ignore_errors=True)

@@ -6,6 +6,9 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
+import time
+from typing import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -192,3 +195,18 @@ def node_entry(node: Node) -> dict:
         "address": node.address,
         **asdict(node.links),
     }
+
+
+def stop_pids(pids: Iterable[int], alive: Callable[[int], bool], grace_s: float) -> None:
+    """TERM, then KILL, the daemons `pids` (only those: the caller checked each is its own), waiting up to
+    `grace_s` after each signal for every one that `alive` still sees."""
+    pids = list(pids)
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for pid in pids:
+            try:
+                os.kill(pid, sig)
+            except ProcessLookupError:
+                pass
+        deadline = time.monotonic() + grace_s
+        while time.monotonic() < deadline and any(alive(p) for p in pids):
+            time.sleep(0.1)

@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+from distbench.cluster.spec import stop_pids
 from distbench.core.errors import DistbenchError
 
 SSHD = "/usr/sbin/sshd"
@@ -162,15 +162,7 @@ def stop(entry: dict | None, state_dir: str | Path, grace_s: float = 3.0) -> lis
     removed = []
     d = ssh_dir(state_dir)
     pids = {name: pid for name, pid in ((entry or {}).get("pids") or {}).items() if alive(pid, d / f"sshd_{name}.conf")}
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        for pid in pids.values():
-            try:
-                os.kill(pid, sig)
-            except ProcessLookupError:
-                pass
-        deadline = time.monotonic() + grace_s
-        while time.monotonic() < deadline and any(alive(p) for p in pids.values()):
-            time.sleep(0.1)
+    stop_pids(pids.values(), alive, grace_s)
     removed += [f"sshd on {name} (pid {pid})" for name, pid in pids.items()]
     if d.exists():
         shutil.rmtree(d, ignore_errors=True)
