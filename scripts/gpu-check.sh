@@ -20,12 +20,13 @@ DB="${GPU_CHECK_RESULTS:-$ROOT/distbench-results/gpu-check.db}"
 MODEL="${GPU_CHECK_MODEL:-resnet50}"
 BATCH="${GPU_CHECK_BATCH:-256}"
 T="${GPU_CHECK_MAX_TIME:-8}"
-PRINT=0 OUT=""
+PRINT=0 OUT="" ONLY=""
 while [ $# -gt 0 ]; do
     case "$1" in
         --print) PRINT=1 ;;
         --out) OUT="${2:-}"; shift ;;
-        *) printf 'gpu-check: unknown option %s (use --print or --out FILE)\n' "'$1'" >&2; exit 2 ;;
+        --only) ONLY="${2:-}"; shift ;;
+        *) printf 'gpu-check: unknown option %s (use --print, --out FILE or --only REGEX)\n' "'$1'" >&2; exit 2 ;;
     esac
     shift
 done
@@ -37,12 +38,18 @@ if [ "$PRINT" = 1 ] && [ "$GPUS" = 0 ]; then GPUS="${GPU_CHECK_GPUS:-2}"; fi  # 
 DB_ARGS=(--results "$DB")
 W=(--model "$MODEL" --batch-size "$BATCH" --device cuda)
 STEPS=()
-step() { STEPS+=("$1"$'\t'"$2"); }  # title, command (run by bash -c)
+step() {  # title, command (run by bash -c); --only REGEX keeps the steps whose title matches (grep -E)
+    if [ -z "$ONLY" ] || printf '%s' "$1" | grep -Eq -- "$ONLY"; then STEPS+=("$1"$'\t'"$2"); fi
+}
 DISTBENCH="'$PY' -c 'import sys; from distbench.cli import main; sys.exit(main())'"
 step "versions" "nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv; '$PY' -c 'import torch; print(\"torch\", torch.__version__, \"CUDA\", torch.version.cuda, \"NCCL\", torch.cuda.nccl.version(), \"cuDNN\", torch.backends.cudnn.version())'"
 step "torch baseline vs the hand-written loop, interleaved (amp)" "'$PY' scripts/gpu_check.py pairs --model $MODEL --batch-size $BATCH --max-time $T ${DB_ARGS[*]}"
 step "1-device cost at N=1: dp, ddp, fsdp, wrappers, deepspeed" "$DISTBENCH scale --strategy torch,dp,ddp,fsdp,accelerate,lightning,fabric,ignite,deepspeed-zero1,deepspeed-zero2,deepspeed-zero3 --gpus 1 --precision amp --max-time 5 ${W[*]} ${DB_ARGS[*]}"
 step "host clock vs CUDA events (torch, dp, lightning at N=1, short step; 3 alternated rounds)" "for i in 1 2 3; do for c in host events; do echo \"round \$i, clock \$c:\"; env \$([ \$c = host ] && echo DISTBENCH_STEP_CLOCK=host) $DISTBENCH scale --strategy torch,dp,lightning --gpus 1 --model resnet18 --image-size 32 --batch-size 8 --max-time 3 --device cuda --format json ${DB_ARGS[*]} | '$PY' scripts/gpu_check.py clock; done; done"
+step "torch fp32 (TF32) point: does it finish, and where its time goes" "$DISTBENCH run --strategy torch --gpus 1 --precision fp32 --max-time $T ${W[*]} ${DB_ARGS[*]}"
+DEC=(--model gpt2 --seq-len 1024 --batch-size 8 --gpus 1 --precision amp --max-time 5 --device cuda)
+step "decoders: tokens/s, MFU, memory beside the formulas (gpt2 124m, sequence 1024, amp; checkpointing off, on)" "for ck in '' --activation-checkpointing; do $DISTBENCH scale --strategy torch,ddp,fsdp ${DEC[*]} --model-size 124m \$ck --format json ${DB_ARGS[*]} | '$PY' scripts/gpu_check.py memory; done"
+step "decoders, the logits set apart: the same shape with a 1,024-token vocabulary (torch, ddp; checkpointing off, on)" "for ck in '' --activation-checkpointing; do $DISTBENCH scale --strategy torch,ddp ${DEC[*]} --model-size l12-d768-h12-v1024 \$ck --format json ${DB_ARGS[*]} | '$PY' scripts/gpu_check.py memory; done"
 step "profile: torch vs ddp, per-operation breakdown with CUDA kernels" "$DISTBENCH profile --strategy torch,ddp --gpus 1 ${W[*]} --max-time 5 ${DB_ARGS[*]}"
 step "the test suite's GPU tests (pytest -m gpu)" "'$PY' -m pytest -q -m gpu tests"
 if [ "$GPUS" -ge 2 ]; then

@@ -4,7 +4,12 @@ pairs: the `torch` baseline (distbench run) and the hand-written loop (scripts/g
     back to back, --pairs times, each a whole process; prints each throughput and the ratio distbench / hand
     (median of the pairs' ratios) with a bootstrap 95% CI over the pairs (few pairs: a wide, rough interval).
 clock: reads `distbench run --format json` on stdin and prints, per point, the step-time clock used and how
-    the sum of its step times compares with the host's wall time of the measured window."""
+    the sum of its step times compares with the host's wall time of the measured window.
+memory: reads `distbench scale --format json` of a decoder sweep on stdin and prints, per point, tokens/s, MFU
+    and the peak allocated memory per GPU beside the model-state formula (distbench.core.memory's optimizer),
+    and what is above the states in bytes per layer, token and hidden unit, the unit of Korthikanti et al.'s
+    activation estimate (arXiv:2205.05198: 34 s b h bytes a layer in 16-bit without recomputation, less the
+    attention scores with a fused attention kernel; with whole-block recomputation only the block inputs)."""
 
 from __future__ import annotations
 
@@ -72,6 +77,36 @@ def clock(_: argparse.Namespace) -> int:
     return 0
 
 
+def memory(_: argparse.Namespace) -> int:
+    from distbench.core.memory import OPTIMIZER
+    from distbench.core.strategies import STRATEGIES
+    from distbench.models import decoders
+
+    doc = json.load(sys.stdin)
+    for r in doc["points"] if isinstance(doc, dict) else doc:
+        c = r.get("config") or {}
+        name = f"{r.get('strategy')} N={r.get('world_size')} ckpt={'on' if c.get('activation_checkpointing') else 'off'}"
+        if r.get("status") != "ok" or not r.get("peak_memory_bytes"):
+            print(f"{name}: {r.get('status')}: {r.get('reason') or 'no peak memory'}")
+            continue
+        shape = decoders.decoder_shape(c["model"], c.get("model_size"))
+        params = decoders.parameter_count(shape)
+        strategy = STRATEGIES.get(str(r.get("strategy")))
+        sharded = strategy.sharded_states if strategy else ()
+        states = decoders.model_state_bytes(params, r.get("world_size") or 1, sharded, OPTIMIZER)
+        peak, seq, batch = r["peak_memory_bytes"], c.get("seq_len"), r.get("per_device_batch")
+        above = peak - states
+        unit = above / (shape.layers * seq * batch * shape.hidden)
+        mfu = f"{r['mfu']:.1%}" if r.get("mfu") is not None else "n/a"
+        print(
+            f"{name} {c['model']} {c.get('model_size')} ({params:,} params) seq {seq} batch {batch}: "
+            f"{r['throughput'] * seq:,.0f} tokens/s, MFU {mfu}; peak allocated {peak / 2**30:.2f} GiB, "
+            f"model states ({OPTIMIZER}) {states / 2**30:.2f} GiB, above them {above / 2**30:.2f} GiB "
+            f"= {unit:.1f} bytes per layer x token x hidden unit"
+        )
+    return 0
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="what", required=True)
@@ -82,8 +117,9 @@ def main() -> int:
     q.add_argument("--pairs", type=int, default=3)
     q.add_argument("--results", required=True)
     sub.add_parser("clock")
+    sub.add_parser("memory")
     a = p.parse_args()
-    return pairs(a) if a.what == "pairs" else clock(a)
+    return {"pairs": pairs, "clock": clock, "memory": memory}[a.what](a)
 
 
 if __name__ == "__main__":

@@ -37,7 +37,9 @@ def test_no_gpu_is_one_line_and_exit_2(tmp_path, smi):
 
 def test_a_bad_option_is_one_line_and_exit_2(tmp_path):
     done = _run(tmp_path, "--fast")
-    assert done.returncode == 2 and done.stderr == "gpu-check: unknown option '--fast' (use --print or --out FILE)\n"
+    assert done.returncode == 2 and done.stderr == (
+        "gpu-check: unknown option '--fast' (use --print, --out FILE or --only REGEX)\n"
+    )
 
 
 def test_print_lists_every_step_for_the_gpus_found(tmp_path):
@@ -50,6 +52,9 @@ def test_print_lists_every_step_for_the_gpus_found(tmp_path):
         "torch baseline vs the hand-written loop, interleaved (amp)",
         "1-device cost at N=1: dp, ddp, fsdp, wrappers, deepspeed",
         "host clock vs CUDA events (torch, dp, lightning at N=1, short step; 3 alternated rounds)",
+        "torch fp32 (TF32) point: does it finish, and where its time goes",
+        "decoders: tokens/s, MFU, memory beside the formulas (gpt2 124m, sequence 1024, amp; checkpointing off, on)",
+        "decoders, the logits set apart: the same shape with a 1,024-token vocabulary (torch, ddp; checkpointing off, on)",
         "profile: torch vs ddp, per-operation breakdown with CUDA kernels",
         "the test suite's GPU tests (pytest -m gpu)",
         "every strategy at N=2,3,4",
@@ -66,6 +71,38 @@ def test_print_lists_every_step_for_the_gpus_found(tmp_path):
         "infer --model resnet50 --batch-sizes 1,32,256 --device cuda" in out
         and "verify --model resnet18 --gpus 2" in out
     )
+
+
+def test_only_keeps_the_steps_whose_title_matches(tmp_path):
+    done = _run(tmp_path, "--print", "--only", "versions|decoders", smi='echo "GPU 0: NVIDIA H200 (UUID: GPU-0)"\n')
+    assert done.returncode == 0, done.stderr
+    titles = [line for line in done.stdout.splitlines() if not line.startswith("    ")]
+    assert titles[0] == "versions" and len(titles) == 3 and all(t.startswith("decoders") for t in titles[1:])
+    assert "--model-size 124m $ck" in done.stdout and "--model-size l12-d768-h12-v1024 $ck" in done.stdout
+
+
+def test_the_memory_step_sets_states_apart_per_layer_token_and_hidden_unit(monkeypatch, capsys):
+    h = _helper()
+    from distbench.models import decoders
+
+    shape = decoders.decoder_shape("gpt2", "l12-d768-h12-v1024")
+    states = 12 * decoders.parameter_count(shape)  # fp32 SGD with momentum, N=1, nothing sharded
+    act = 37 * 12 * 1024 * 8 * 768
+    record = {
+        "strategy": "torch",
+        "world_size": 1,
+        "status": "ok",
+        "throughput": 100.0,
+        "mfu": 0.15,
+        "per_device_batch": 8,
+        "peak_memory_bytes": states + act,
+        "config": {"model": "gpt2", "model_size": "l12-d768-h12-v1024", "seq_len": 1024},
+    }
+    monkeypatch.setattr(sys, "stdin", io.StringIO(json.dumps([record, {**record, "status": "failed", "reason": "x"}])))
+    assert h.memory(None) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert "102,400 tokens/s, MFU 15.0%" in out[0] and out[0].endswith("= 37.0 bytes per layer x token x hidden unit")
+    assert out[1] == "torch N=1 ckpt=off: failed: x"
 
 
 def test_one_gpu_has_no_multi_gpu_steps_and_no_comm(tmp_path):
