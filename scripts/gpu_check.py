@@ -85,7 +85,9 @@ def memory(_: argparse.Namespace) -> int:
     doc = json.load(sys.stdin)
     for r in doc["points"] if isinstance(doc, dict) else doc:
         c = r.get("config") or {}
-        name = f"{r.get('strategy')} N={r.get('world_size')} ckpt={'on' if c.get('activation_checkpointing') else 'off'}"
+        name = (
+            f"{r.get('strategy')} N={r.get('world_size')} ckpt={'on' if c.get('activation_checkpointing') else 'off'}"
+        )
         if r.get("status") != "ok" or not r.get("peak_memory_bytes"):
             print(f"{name}: {r.get('status')}: {r.get('reason') or 'no peak memory'}")
             continue
