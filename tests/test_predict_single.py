@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from distbench import predict as pr
+from distbench.analysis import Z95
 from distbench.cli import main
 from distbench.models import specs
 from distbench.core.errors import BadInput
@@ -127,6 +128,36 @@ def test_one_device_prediction_is_physics_from_the_links():
     assert t.bw == pytest.approx(math.sqrt(t.lo * t.hi))  # the middle of the plausible range
     thr, lo, hi = sg.build_single(s, slow, None).interval(8)
     assert lo < thr < hi
+
+
+def test_one_device_interval_combines_spans_and_residual_in_quadrature():
+    """From one device nothing is fitted: the parameters' spans (corners) and the calibrated residual are
+    independent, so their 95% half-widths in log throughput add in quadrature, not end to end."""
+    s = one_device()
+    m = sg.build_single(s, pr.Link(2e9, 1e-6, "t", False), None, error=0.03)
+    assert m.one_device
+    for n in (2, 8):
+        thr, lo, hi = m.interval(n)
+        corners = m.corners(n)
+        down = math.hypot(math.log(thr / min(corners)), Z95 * m.sd(n))
+        assert math.log(thr / min(corners)) > 0.01 and lo == pytest.approx(thr * math.exp(-down), rel=1e-9)
+        stacked = min(corners) * math.exp(-Z95 * m.sd(n))
+        assert stacked < lo < thr <= hi  # narrower than the worst corner widened by the whole residual
+    m.one_device = False  # several points measured: stacked, as before
+    assert m.interval(8)[1] == pytest.approx(min(m.corners(8)) * math.exp(-Z95 * m.sd(8)), rel=1e-9)
+
+
+def test_one_device_host_terms_count_the_devices_sharing_a_host():
+    """The loss no link explains and the residual per doubling grow with the devices on one host, up to the node:
+    a second node brings its own host (what it adds is the inter-node link and the crossing terms)."""
+    s = one_device(per_node=8)
+    m = sg.build_single(s, pr.Link(300e9, 1e-6, "t", False), pr.Link(25e9, 1e-6, "t", False), loss=0.02, error=0.03)
+    assert [m.host_doublings(n) for n in (1, 2, 8, 16, 64)] == pytest.approx([0, 1, 3, 3, 3])
+    assert m.host_loss(8) == pytest.approx(0.06) and m.host_loss(64) == pytest.approx(0.06 + m.loss_crossing)
+    assert m.sd(64) == pytest.approx(math.sqrt(m.anchor_se**2 + (0.03 * 3) ** 2 + m.crossing_sd**2))
+    several = series([(1, 32, 100.0), (2, 32, 190.0)], per_node=8)
+    fitted = pr.build_model(several, pr.Link(300e9, 1e-6, "t", False), pr.Link(25e9, 1e-6, "t", False))
+    assert not fitted.one_device and fitted.host_doublings(64) == pytest.approx(5)  # per doubling of N, as before
 
 
 def test_one_device_with_the_flops_timeline():
