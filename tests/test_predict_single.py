@@ -259,6 +259,15 @@ def test_docs_show_the_flops_timeline_beside_the_assumed_one():
     doc = DOC.read_text()
     lines = timeline_lines()
     assert len({line.split(" | ")[0] for line in lines[2:]}) >= 3  # at least three models
+    both = [
+        m
+        for m in {line.split(" | ")[0] for line in lines[2:]}
+        if all(
+            any(line.startswith(m + " |") and f" | {kind}" in line for line in lines)
+            for kind in ("model FLOPs", "profile (")
+        )
+    ]
+    assert len(both) >= 3  # a profile-based and a FLOPs-based prediction side by side for at least three models
     for line in lines:
         assert line in doc, f"docs/prediction.md lacks (or has other numbers than): {line}"
 
@@ -332,6 +341,26 @@ def test_profile_timeline_from_real_profiles(name):
     tl, share = profiled.profile_timeline(profile_record(name), DOC_BUCKET, "--profile")
     tl.check()
     assert 0.2 < share < 1 and tl.ready[-1] == pytest.approx(1.0) and "profile (" + name in tl.source
+
+
+def test_profile_of_another_model_on_the_command_line(tmp_path, capsys):
+    """A stored `distbench profile` sweep of resnet18 against resnet50 points: one line naming --profile, exit 2."""
+    from distbench.results.store import Store
+    from tests.builders import add_sweep, point
+
+    store = tmp_path / "r.db"
+    with Store(store) as st:
+        trace = synthetic_trace(tmp_path / "t.json", 62)
+        sid = add_sweep(
+            st,
+            [point("ddp", 1, 0.1, model="resnet18", profile_trace=trace)],
+            command="distbench profile --model resnet18 --strategies ddp --gpus 1",
+        )
+    header = "strategy,model,world_size,per_device_batch,throughput,grad_bytes"
+    one = write_csv(tmp_path / "one.csv", ["ddp,resnet50,1,64,400,1.0223e8"], header)
+    args = ["predict", "--csv", one, "--results", str(store), "--profile", sid, "--link", "nvlink3"]
+    err = one_line_error(capsys, [*args, "--gpus", "8", "--gpus-per-node", "8", "--no-store"])
+    assert "--profile: a profile of resnet18, the points are resnet50: profile the same model" in err
 
 
 def test_profile_bad_input(tmp_path, capsys):
