@@ -160,6 +160,14 @@ def test_one_device_host_terms_count_the_devices_sharing_a_host():
     assert not fitted.one_device and fitted.host_doublings(64) == pytest.approx(5)  # per doubling of N, as before
 
 
+def test_strategy_what_if_from_one_device_keeps_the_host_terms():
+    s = one_device()
+    base = sg.build_single(s, pr.Link(300e9, 1e-6, "t", False), pr.Link(25e9, 1e-6, "t", False), loss=0.02)
+    m = pr.build_model(s, base.tiers["intra"].link, base.tiers["inter"].link, traffic_of="fsdp", base=base)
+    assert m.one_device and m.loss_per_doubling == base.loss_per_doubling and m.loss_crossing == base.loss_crossing
+    assert m.throughput(64) < base.throughput(64)  # 1.5x the bytes, the same host loss
+
+
 def test_one_device_with_the_flops_timeline():
     s = one_device(grad=25_557_032 * 4)
     s.model = "resnet50"
