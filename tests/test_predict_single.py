@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from distbench import predict as pr
+from distbench.analysis import Z95
 from distbench.cli import main
 from distbench.models import specs
 from distbench.core.errors import BadInput
@@ -129,6 +130,44 @@ def test_one_device_prediction_is_physics_from_the_links():
     assert lo < thr < hi
 
 
+def test_one_device_interval_combines_spans_and_residual_in_quadrature():
+    """From one device nothing is fitted: the parameters' spans (corners) and the calibrated residual are
+    independent, so their 95% half-widths in log throughput add in quadrature, not end to end."""
+    s = one_device()
+    m = sg.build_single(s, pr.Link(2e9, 1e-6, "t", False), None, error=0.03)
+    assert m.one_device
+    for n in (2, 8):
+        thr, lo, hi = m.interval(n)
+        corners = m.corners(n)
+        down = math.hypot(math.log(thr / min(corners)), Z95 * m.sd(n))
+        assert math.log(thr / min(corners)) > 0.01 and lo == pytest.approx(thr * math.exp(-down), rel=1e-9)
+        stacked = min(corners) * math.exp(-Z95 * m.sd(n))
+        assert stacked < lo < thr <= hi  # narrower than the worst corner widened by the whole residual
+    m.one_device = False  # several points measured: stacked, as before
+    assert m.interval(8)[1] == pytest.approx(min(m.corners(8)) * math.exp(-Z95 * m.sd(8)), rel=1e-9)
+
+
+def test_one_device_host_terms_count_the_devices_sharing_a_host():
+    """The loss no link explains and the residual per doubling grow with the devices on one host, up to the node:
+    a second node brings its own host (what it adds is the inter-node link and the crossing terms)."""
+    s = one_device(per_node=8)
+    m = sg.build_single(s, pr.Link(300e9, 1e-6, "t", False), pr.Link(25e9, 1e-6, "t", False), loss=0.02, error=0.03)
+    assert [m.host_doublings(n) for n in (1, 2, 8, 16, 64)] == pytest.approx([0, 1, 3, 3, 3])
+    assert m.host_loss(8) == pytest.approx(0.06) and m.host_loss(64) == pytest.approx(0.06 + m.loss_crossing)
+    assert m.sd(64) == pytest.approx(math.sqrt(m.anchor_se**2 + (0.03 * 3) ** 2 + m.crossing_sd**2))
+    several = series([(1, 32, 100.0), (2, 32, 190.0)], per_node=8)
+    fitted = pr.build_model(several, pr.Link(300e9, 1e-6, "t", False), pr.Link(25e9, 1e-6, "t", False))
+    assert not fitted.one_device and fitted.host_doublings(64) == pytest.approx(5)  # per doubling of N, as before
+
+
+def test_strategy_what_if_from_one_device_keeps_the_host_terms():
+    s = one_device()
+    base = sg.build_single(s, pr.Link(300e9, 1e-6, "t", False), pr.Link(25e9, 1e-6, "t", False), loss=0.02)
+    m = pr.build_model(s, base.tiers["intra"].link, base.tiers["inter"].link, traffic_of="fsdp", base=base)
+    assert m.one_device and m.loss_per_doubling == base.loss_per_doubling and m.loss_crossing == base.loss_crossing
+    assert m.throughput(64) < base.throughput(64)  # 1.5x the bytes, the same host loss
+
+
 def test_one_device_with_the_flops_timeline():
     s = one_device(grad=25_557_032 * 4)
     s.model = "resnet50"
@@ -228,6 +267,15 @@ def test_docs_show_the_flops_timeline_beside_the_assumed_one():
     doc = DOC.read_text()
     lines = timeline_lines()
     assert len({line.split(" | ")[0] for line in lines[2:]}) >= 3  # at least three models
+    both = [
+        m
+        for m in {line.split(" | ")[0] for line in lines[2:]}
+        if all(
+            any(line.startswith(m + " |") and f" | {kind}" in line for line in lines)
+            for kind in ("model FLOPs", "profile (")
+        )
+    ]
+    assert len(both) >= 3  # a profile-based and a FLOPs-based prediction side by side for at least three models
     for line in lines:
         assert line in doc, f"docs/prediction.md lacks (or has other numbers than): {line}"
 
@@ -301,6 +349,26 @@ def test_profile_timeline_from_real_profiles(name):
     tl, share = profiled.profile_timeline(profile_record(name), DOC_BUCKET, "--profile")
     tl.check()
     assert 0.2 < share < 1 and tl.ready[-1] == pytest.approx(1.0) and "profile (" + name in tl.source
+
+
+def test_profile_of_another_model_on_the_command_line(tmp_path, capsys):
+    """A stored `distbench profile` sweep of resnet18 against resnet50 points: one line naming --profile, exit 2."""
+    from distbench.results.store import Store
+    from tests.builders import add_sweep, point
+
+    store = tmp_path / "r.db"
+    with Store(store) as st:
+        trace = synthetic_trace(tmp_path / "t.json", 62)
+        sid = add_sweep(
+            st,
+            [point("ddp", 1, 0.1, model="resnet18", profile_trace=trace)],
+            command="distbench profile --model resnet18 --strategies ddp --gpus 1",
+        )
+    header = "strategy,model,world_size,per_device_batch,throughput,grad_bytes"
+    one = write_csv(tmp_path / "one.csv", ["ddp,resnet50,1,64,400,1.0223e8"], header)
+    args = ["predict", "--csv", one, "--results", str(store), "--profile", sid, "--link", "nvlink3"]
+    err = one_line_error(capsys, [*args, "--gpus", "8", "--gpus-per-node", "8", "--no-store"])
+    assert "--profile: a profile of resnet18, the points are resnet50: profile the same model" in err
 
 
 def test_profile_bad_input(tmp_path, capsys):

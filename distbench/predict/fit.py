@@ -111,6 +111,11 @@ def build_model(
         model.beta, model.beta_span, model.beta_source = base.beta, base.beta_span, base.beta_source
         model.base, model.ref_points = base, base.ref_points
         model.anchor_se_source, model.model_error_source = base.anchor_se_source, base.model_error_source
+        model.one_device, model.loss_per_doubling, model.loss_crossing = (
+            base.one_device,
+            base.loss_per_doubling,
+            base.loss_crossing,
+        )  # from one device: the same host terms and interval
         for name, t in model.tiers.items():
             b = base.tiers[name]
             t.bw, t.span, t.source, t.exercised, t.identified = b.bw, b.span, b.source, b.exercised, b.identified

@@ -140,10 +140,18 @@ class StepTimeModel:
     pace_sd: float = 0.0
     """seconds: the spread of the ranks' own paces (a persistent gap g measured at N0 gives g / m(N0))."""
     loss_per_doubling: float = 0.0
-    """From one device only: share of throughput lost per doubling of N to what no link explains (shared host
-    resources, clocks), calibrated on the tuning sources; 0 when several N are measured (the anchor holds it)."""
+    """From one device only: share of throughput lost per doubling of the devices sharing one host to what no link
+    explains (shared host resources, clocks), calibrated on the tuning sources; 0 when several N are measured (the
+    anchor holds it)."""
     loss_crossing: float = 0.0
     """From one device only: the further share lost where N first spans several nodes, calibrated likewise."""
+    one_device: bool = False
+    """Predicted from one device (single.py). Two things follow. The loss no link explains and the residual per
+    doubling count the doublings of the devices sharing one host (min(N, devices per node)): host resources are
+    per node, and what more nodes add is the inter-node link (the pipeline) and the crossing terms. And nothing
+    is fitted, so the parameters' spans and the calibrated residual are independent uncertainties whose 95%
+    half-widths (in log throughput) add in quadrature; with several points measured the worst corner is widened
+    by the residual (stacked), as calibrated there."""
 
     def batch(self, n: int) -> float:
         return per_device_batch(self.series, n)
@@ -245,7 +253,7 @@ class StepTimeModel:
 
     def host_loss(self, n: int) -> float:
         """Log throughput lost at n to what no link explains (from one device only; 0 otherwise)."""
-        loss = self.loss_per_doubling * self.doublings(n)
+        loss = self.loss_per_doubling * self.host_doublings(n)
         return loss + (self.loss_crossing if self.crosses(n) else 0.0)
 
     def step_time(self, n: int, **kw) -> float:
@@ -265,9 +273,16 @@ class StepTimeModel:
     def doublings(self, n: int) -> float:
         return max(0.0, math.log2(n / self.ref_n))
 
+    def host_doublings(self, n: int) -> float:
+        """Doublings the per-doubling terms count: of N (several points measured), or, from one device, of the
+        devices sharing one host, min(N, devices per node)."""
+        if not self.one_device:
+            return self.doublings(n)
+        return max(0.0, math.log2(min(n, max(self.series.per_node, self.ref_n)) / self.ref_n))
+
     def sd(self, n: int) -> float:
         cross = self.crossing_sd if self.crosses(n) else 0.0
-        return math.sqrt(self.anchor_se**2 + (self.model_error * self.doublings(n)) ** 2 + cross**2)
+        return math.sqrt(self.anchor_se**2 + (self.model_error * self.host_doublings(n)) ** 2 + cross**2)
 
     def bias(self, n: int) -> float:
         """Calibrated mean log over-prediction at n (positive: the truth tends to lie below the prediction)."""
@@ -323,17 +338,25 @@ class StepTimeModel:
         compute-only limit (no communication, no waiting)."""
         thr = self.throughput(n)
         values = self.corner_values(n)
-        corners = [t for t, _ in values]
-        sd, shift = self.sd(n), self.bias(n)
-        low = min(corners) * math.exp(-an.Z95 * sd - max(0.0, shift))
-        high = max(corners) * math.exp(an.Z95 * sd + max(0.0, -shift))
+        low, high = self._bounds(n, thr, [t for t, _ in values])
         return thr, low, max(thr, min(high, self.compute_limit(n, values)))
+
+    def _bounds(self, n: int, thr: float, corners: list[float]) -> tuple[float, float]:
+        """The interval before the compute-only cap: the corners' extremes widened by the residual (stacked), or
+        both combined in quadrature on each side (one device: independent uncertainties)."""
+        sd, shift = self.sd(n), self.bias(n)
+        if not self.one_device:
+            return min(corners) * math.exp(-an.Z95 * sd - max(0.0, shift)), max(corners) * math.exp(
+                an.Z95 * sd + max(0.0, -shift)
+            )
+        down = math.hypot(math.log(thr / min(corners)), an.Z95 * sd)
+        up = math.hypot(math.log(max(corners) / thr), an.Z95 * sd)
+        return thr * math.exp(-down - max(0.0, shift)), thr * math.exp(up + max(0.0, -shift))
 
     def capped(self, n: int) -> bool:
         """The interval's high side would pass the compute-only limit (it is cut there)."""
         values = self.corner_values(n)
-        high = max(t for t, _ in values) * math.exp(an.Z95 * self.sd(n) + max(0.0, -self.bias(n)))
-        return high > self.compute_limit(n, values)
+        return self._bounds(n, self.throughput(n), [t for t, _ in values])[1] > self.compute_limit(n, values)
 
 
 def expected_max(n: int) -> float:

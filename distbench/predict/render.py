@@ -203,6 +203,11 @@ def summary_lines(doc: dict) -> list[str]:
         " anchor's measurement error, a model error per doubling of N beyond the largest fitted N and, on its side"
         " only, the calibrated bias per doubling (docs/prediction.md)"
     )
+    if any(s["inputs"].get("from_one_device") for s in doc["series"]):
+        lines.append(
+            "  from one device: the parameters' ranges and the model error (per doubling of the devices sharing a "
+            "host) are independent and combine in quadrature"
+        )
     return lines
 
 

@@ -12,10 +12,12 @@
                         interval
 
 The bucket pipeline (pipeline.py) gives the exposed communication at every N. What no link explains -- shared
-host resources (PCIe root complex, CPU data loading, memory bandwidth), clocks -- is a loss per doubling of N and
-a further loss where N first spans several nodes, both calibrated on the tuning sources' one-device checks
-(tests/data/predict_sources.csv, role tune) and bounded to [0, MAX_HOST_LOSS] per doubling; their spread is the
-interval's model error. The scores in docs/prediction.md are on the other sources.
+host resources (PCIe root complex, CPU data loading, memory bandwidth), clocks -- is a loss per doubling of the
+devices sharing one host (min(N, devices per node): each node brings its own host) and a further loss where N
+first spans several nodes, both calibrated on the tuning sources' one-device checks (tests/data/predict_sources.csv,
+role tune) and bounded to [0, MAX_HOST_LOSS] per doubling; their spread is the interval's model error, combined in
+quadrature with the spans of the links and the backward share (independent uncertainties; nothing is fitted). The
+scores in docs/prediction.md are on the other sources.
 """
 
 from __future__ import annotations
@@ -36,13 +38,14 @@ from distbench.predict.validate import check_row
 from distbench.core.strategies import STRATEGIES
 
 HOST_LOSS_PER_DOUBLING = 0.001
-"""Mean log throughput lost per doubling of N that the links do not explain, from one device (calibrated on the
-tuning sources' one-device checks; bounded to [0, MAX_HOST_LOSS])."""
-HOST_LOSS_CROSSING = 0.053
+"""Mean log throughput lost per doubling of the devices sharing one host that the links do not explain, from one
+device (calibrated on the tuning sources' one-device checks; bounded to [0, MAX_HOST_LOSS])."""
+HOST_LOSS_CROSSING = 0.058
 """The further mean log loss where N first spans several nodes (calibrated likewise; bounded to
 [0, MAX_HOST_LOSS])."""
 SINGLE_ERROR_PER_DOUBLING = 0.048
-"""Standard deviation of log throughput per doubling of N around the point prediction from one device."""
+"""Standard deviation of log throughput per doubling of the devices sharing one host, around the point prediction
+from one device."""
 SINGLE_CROSSING_SD = 0.0
 """Extra standard deviation where N first spans several nodes, from one device."""
 MAX_HOST_LOSS = 0.1
@@ -83,8 +86,9 @@ def one_device_sources(series: Series, model: StepTimeModel, intra, inter, bucke
                 f"{t.lo / 1e9:.3g}..{t.hi / 1e9:.3g}, the range in the interval)"
             )
     lines.append(
-        f"what no link explains: {model.loss_per_doubling:.1%} per doubling of N, {model.loss_crossing:.1%} more "
-        "across nodes (calibrated on the tuning sources' one-device checks)"
+        f"what no link explains: {model.loss_per_doubling:.1%} per doubling of the devices sharing a host (up to "
+        f"{model.series.per_node} a node), {model.loss_crossing:.1%} more across nodes (calibrated on the tuning "
+        "sources' one-device checks)"
     )
     return lines
 
@@ -149,7 +153,11 @@ def build_single(
         model.beta, model.beta_span, model.beta_source = value, (lo, hi), source
     model.loss_per_doubling = min(MAX_HOST_LOSS, max(0.0, loss))
     model.loss_crossing = min(MAX_HOST_LOSS, max(0.0, loss_crossing))
-    model.model_error_source = "calibrated on the tuning sources' one-device checks"
+    model.model_error_source = (
+        "calibrated on the tuning sources' one-device checks; per doubling of the devices sharing a host, in "
+        "quadrature with the spans of the links and the backward share"
+    )
+    model.one_device = True
     model.warnings = [w for w in model.warnings if "bound" not in w]
     return model
 
@@ -163,7 +171,7 @@ def holdout_single(series: Series, intra, inter, **kw) -> list[dict]:
     for p in series.points:
         if p.n <= 1:
             continue
-        out.append(check_row(model, p, [1], p.n > series.per_node))
+        out.append(dict(check_row(model, p, [1], p.n > series.per_node), host_doublings=model.host_doublings(p.n)))
     return out
 
 
@@ -171,15 +179,16 @@ def calibrate_single(checks: Sequence[dict]) -> tuple[float, float, float, float
     """(loss per doubling, crossing loss, error per doubling, crossing sd) from one-device checks made with no
     loss and no spread, by robust statistics (median; spread 1.4826 x the median absolute deviation): within a
     node, the median log over-prediction per doubling is the loss and the spread around it the error; across
-    nodes, what is left after the loss per doubling gives the crossing loss (its median) and sd (its spread
-    beyond the error per doubling). Robust because a one-device point can be anomalous (a tuning table's BERT
+    nodes, what is left after the loss per doubling of the devices on one host (host_doublings) gives the crossing
+    loss (its median) and sd (its spread beyond the error per doubling). Robust because a one-device point can be anomalous (a tuning table's BERT
     seq 128 on DGX-2 speeds up 5.5x from 1 to 4 GPUs): a mean would let one such point set the constants."""
     within = [math.log(1 + c["error"]) / c["doublings"] for c in checks if not c["crosses_nodes"]]
     if not within:
         return 0.0, 0.0, 0.0, 0.0
     loss = float(np.median(within))
     e = MAD_SD * float(np.median([abs(r - loss) for r in within]))
-    rest = [(math.log(1 + c["error"]) - loss * c["doublings"], c["doublings"]) for c in checks if c["crosses_nodes"]]
+    host = [(c, c.get("host_doublings", c["doublings"])) for c in checks if c["crosses_nodes"]]
+    rest = [(math.log(1 + c["error"]) - loss * d, d) for c, d in host]
     if not rest:
         return loss, 0.0, e, 0.0
     c_loss = float(np.median([r for r, _ in rest]))
