@@ -394,7 +394,7 @@ def run_strategy(strategy: str, args, env: dict, tmp: str) -> list[dict]:
 
 
 def section(results: dict, args, load: str, env: dict) -> str:
-    from distbench.core.memory import OPTIMIZER
+    from distbench.core.memory import optimizer_for
     from distbench.core.strategies import STRATEGIES
     from distbench.models import decoders
 
@@ -403,7 +403,8 @@ def section(results: dict, args, load: str, env: dict) -> str:
         r = max(ranks, key=lambda x: x["rss"]["peak (VmHWM since reset)"] - x["rss"]["before model"])
         params = r["params"]
         sharded = STRATEGIES[strategy].sharded_states
-        formula = decoders.model_state_bytes(params, args.n, sharded, OPTIMIZER)
+        optimizer, precision = optimizer_for(strategy)
+        formula = decoders.model_state_bytes(params, args.n, sharded, optimizer, precision)
         measured = r["rss"]["peak (VmHWM since reset)"] - r["rss"]["before model"]
         imports = import_cost(r["modules_before"], r["imported"], env)
         tensors = r["tensor_peak_bytes"]
@@ -411,7 +412,7 @@ def section(results: dict, args, load: str, env: dict) -> str:
         lines.append(f"### {strategy}, N = {args.n} (rank {r['rank']}, the larger peak)\n")
         lines.append(
             f"Measured peak RSS above the RSS before the model: **{measured / MIB:.1f} MiB**; formula "
-            f"({', '.join(sharded) or 'nothing'} sharded): {formula / MIB:.1f} MiB. RSS before the model "
+            f"({optimizer}, {', '.join(sharded) or 'nothing'} sharded): {formula / MIB:.1f} MiB. RSS before the model "
             f"{r['rss']['before model'] / MIB:.0f} MiB (the interpreter, torch, gloo; not counted), "
             f"{(r['rss']['model built'] - r['rss']['before model']) / MIB:.1f} MiB more once built, "
             f"{(r['rss']['wrapped (peak reset)'] - r['rss']['before model']) / MIB:.1f} MiB more once wrapped.\n"

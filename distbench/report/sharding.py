@@ -85,7 +85,10 @@ def step_s(r: dict) -> float | None:
 
 
 def _mib(value) -> str:
-    return "-" if value is None else f"{value / MIB:,.0f}"
+    """MiB, whole above 10, to 0.1 below (a tiny model's states)."""
+    if value is None:
+        return "-"
+    return f"{value / MIB:,.0f}" if value >= 10 * MIB else f"{value / MIB:.1f}"
 
 
 def _shape(sharded: tuple[str, ...], optimizer: str, precision: str) -> str:
