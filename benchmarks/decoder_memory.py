@@ -3,8 +3,8 @@
 Runs one `distbench scale` sweep of a decoder (default: gpt2 l8-d512-h8, about 51M parameters) with the
 replicated and the sharded torch strategies at N = 2 (--gpus) on CPU workers, at batch 1 and sequence 32 so
 that activations are small against the model states, and writes a section of docs/benchmarks.md: per point
-the formula (fp32 SGD with momentum: 4 bytes each of parameters, gradients and momentum, the sharded ones
-divided by N) and the measured peak RSS above the RSS before the model was built (largest rank).
+the formula (fp32 SGD with momentum: 4 bytes each of parameters, gradients and momentum, and DeepSpeed's fp32
+master copy, the sharded ones divided by N) and the measured peak RSS above the RSS before the model was built (largest rank).
 
     PYTHONPATH=. .venv/bin/python benchmarks/decoder_memory.py [--model gpt2 --model-size l8-d512-h8]
 """
@@ -60,12 +60,12 @@ def main() -> None:
     for r in records:
         m = state_memory(r)
         if r.get("status") != "ok" or m is None:
-            rows.append(f"| {r['strategy']} | {r['world_size']} | {r.get('status')} | | | |")
+            rows.append(f"| {r['strategy']} | {r['world_size']} | {r.get('status')} | | | | |")
             continue
         measured, ratio = m["measured_bytes"], m["ratio"]
         rows.append(
             f"| {r['strategy']} | {r['world_size']} | {', '.join(m['sharded_states']) or 'none'} | "
-            f"{m['formula_bytes'] / 2**20:.0f} | {'-' if measured is None else f'{measured / 2**20:.0f}'} | "
+            f"{m['formula'].split(' = ')[0]} | {m['formula_bytes'] / 2**20:.0f} | {'-' if measured is None else f'{measured / 2**20:.0f}'} | "
             f"{'-' if ratio is None else f'{ratio:.2f}'} |"
         )
     params = next((state_memory(r)["params"] for r in records if state_memory(r)), 0)
@@ -82,14 +82,16 @@ def main() -> None:
 ({params:,} parameters), batch 1, sequence 32, fp32, torch SGD with momentum, {args.strategies} at N = {args.gpus}
 on CPU workers (gloo) of a 2-core machine shared with other jobs ({load});
 {malloc}.
-Formula: model states per device, 4 bytes each of parameters, gradients and momentum, those the strategy
-shards divided by N (ZeRO's formulas with K = 4 instead of mixed-precision Adam's 12). Measured: the largest
-rank's peak RSS over the timed steps less its RSS before the model was built, so the torch runtime and
-gloo are left out; it still holds activations, the logits, communication buffers and allocator slack.
-docs/methodology.md ("Decoder memory") explains the differences.
+Formula: model states per device, 4 bytes each of parameters, gradients and momentum (ddp, fsdp) plus
+DeepSpeed's fp32 master copy (4 more: 16 bytes a parameter), those the strategy shards divided by N (ZeRO's
+formulas with the optimizer used instead of mixed-precision Adam). Measured: the largest rank's peak RSS over
+the timed steps less its RSS before the model was built, so the torch runtime and gloo are left out; it
+still holds activations, the logits, the wrapper's buffers, the modules it imported and allocator slack.
+docs/benchmarks.md ("Decoder memory accounted for") takes these apart; docs/methodology.md ("Decoder
+memory") explains them.
 
-| strategy | N | sharded states | formula (MiB) | measured (MiB) | measured / formula |
-|---|---:|---|---:|---:|---:|
+| strategy | N | sharded states | formula | formula (MiB) | measured (MiB) | measured / formula |
+|---|---:|---|---|---:|---:|---:|
 """
         + "\n".join(rows)
         + "\n"

@@ -48,6 +48,10 @@ class Strategy:
     sharded_states: tuple[str, ...] = ()
     """The model states it divides among the N devices ('optimizer', 'grads', 'params'): ZeRO stage 1 the
     first, stage 2 the first two, stage 3 and FSDP's full shard all three; replicated strategies none."""
+    master_copy: bool = False
+    """Its optimizer keeps a flat fp32 copy of the parameters it updates (its shard's, where it shards the
+    optimizer) besides the model's own: DeepSpeed's ZeRO optimizer does even when the model is fp32, so its
+    model states are 16 bytes a parameter with SGD and momentum where ddp's and fsdp's are 12."""
     converge_module: str | None = None
     """`distbench converge`: its framework's converge worker, which drives this strategy's Distribution
     (None: converge does not run it)."""
@@ -236,6 +240,7 @@ STRATEGIES: dict[str, Strategy] = {
                 no_comm_reason=SHARDED_NO_COMM,
                 **({"traffic": ZERO3_TRAFFIC} if k == 3 else {}),
                 sharded_states=("optimizer", "grads", "params")[:k],
+                master_copy=True,
                 description=f"deepspeed.initialize, ZeRO stage {k}: {what}, same torch SGD (torchrun)",
             )
             for k, what in [

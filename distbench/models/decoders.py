@@ -148,17 +148,28 @@ def train_flops_per_token(shape: DecoderShape, seq_len: int) -> int:
     return 6 * matmul_parameters(shape) + 12 * shape.layers * shape.hidden * seq_len
 
 
+OPTIMIZERS = ("adam_mixed", "adam_fp32", "sgd_momentum", "sgd_momentum_master")
+
+
 def state_bytes_per_param(optimizer: str = "sgd_momentum", precision: str = "fp32") -> dict[str, float]:
-    """Model-state bytes per parameter: {'params', 'grads', 'optimizer'} (ZeRO's K).
+    """Model-state bytes per parameter: {'params', 'grads', 'optimizer'} (the optimizer's share is ZeRO's K).
 
     'adam_mixed': the ZeRO paper's mixed-precision Adam: fp16 params 2, fp16 grads 2, fp32 master
-    params + momentum + variance 12 (Rajbhandari et al. 2020, section 3.1). 'sgd_momentum' in fp32 (what
-    every distbench strategy trains with; bf16 autocast keeps fp32 weights): params 4, grads 4, momentum 4.
+    params + momentum + variance 12 (Rajbhandari et al. 2020, section 3.1). 'adam_fp32': Adam on fp32
+    weights, no master copy: 4, 4, momentum + variance 8. 'sgd_momentum' in fp32 (ddp's and fsdp's; bf16
+    autocast keeps fp32 weights): params 4, grads 4, momentum 4. 'sgd_momentum_master': the same optimizer
+    under DeepSpeed's ZeRO optimizer, which adds an fp32 master copy: 4, 4, master + momentum 8; with
+    precision 'fp16' (DeepSpeed's fp16 mode) the params and grads are 2 bytes each.
     """
+    half = precision == "fp16"
     if optimizer == "adam_mixed":
         return {"params": 2.0, "grads": 2.0, "optimizer": 12.0}
+    if optimizer == "adam_fp32":
+        return {"params": 4.0, "grads": 4.0, "optimizer": 8.0}
     if optimizer == "sgd_momentum":
         return {"params": 4.0, "grads": 4.0, "optimizer": 4.0}
+    if optimizer == "sgd_momentum_master":
+        return {"params": 2.0 if half else 4.0, "grads": 2.0 if half else 4.0, "optimizer": 8.0}
     raise ValueError(f"unknown optimizer {optimizer!r}")
 
 
@@ -172,12 +183,31 @@ ZERO_STAGES = {
 Strategy.sharded_states says it per strategy)."""
 
 
-def model_state_bytes(params: int, n: int, sharded: tuple[str, ...], optimizer: str = "sgd_momentum") -> float:
+def model_state_bytes(
+    params: int, n: int, sharded: tuple[str, ...], optimizer: str = "sgd_momentum", precision: str = "fp32"
+) -> float:
     """Model-state bytes per device with the states `sharded` divided among n (ZeRO's formulas: with
     mixed-precision Adam, stage 1 4P + 12P/N, stage 2 2P + 14P/N, stage 3 16P/N; with fp32 SGD + momentum
-    8P + 4P/N, 4P + 8P/N, 12P/N)."""
-    per = state_bytes_per_param(optimizer)
+    8P + 4P/N, 4P + 8P/N, 12P/N; with DeepSpeed's master copy of it, 8P + 8P/N, 4P + 12P/N, 16P/N)."""
+    per = state_bytes_per_param(optimizer, precision)
     return sum(b * params / (n if k in sharded else 1) for k, b in per.items())
+
+
+def activation_bytes(
+    shape: DecoderShape, batch: int, seq_len: int, value_bytes: int = 4, checkpointed: bool = False
+) -> int:
+    """An estimate of the activations one step keeps for backward, per device: Korthikanti et al. 2022 (arXiv
+    2205.05198, section 4.1) count s b d (34 + 5 a s / d) bytes per layer in fp16 with dropout; with no dropout
+    (its 1-byte masks, 2 s b d and a s^2 b, gone) and fused attention, which keeps no s x s matrix, that is
+    16 values per token and hidden unit per layer, at `value_bytes` each; plus the logits and their gradient,
+    2 b s V fp32 values. With activation checkpointing a layer keeps only its input (1 value per token and
+    unit), and one layer's full set is live again while it is recomputed."""
+    tokens = batch * seq_len
+    per_layer = 16 * tokens * shape.hidden * value_bytes
+    layers = (
+        shape.layers * tokens * shape.hidden * value_bytes + per_layer if checkpointed else shape.layers * per_layer
+    )
+    return layers + 2 * tokens * shape.vocab * 4
 
 
 def gradient_tensors(shape: DecoderShape) -> list[int]:

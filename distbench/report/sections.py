@@ -28,6 +28,7 @@ from distbench.report.tables import (
 )
 from distbench.profile.categories import CATEGORIES, LABELS, MEANING
 from distbench.profile.compare import point_label, profiled, sentences, side_by_side
+from distbench.report.sharding import sharding_section
 from distbench.report.wrappers import is_wrapper, timing_lines, wrapper_answer, wrapper_rows
 
 # -- what the sections say
@@ -289,6 +290,7 @@ SECTIONS: list[Callable[[Inputs], Section | None]] = [  # in page order; None: t
     scaling_section,
     communication_section,
     wrappers_section,  # only when the sweep has wrapper or sharded strategies (their `group`)
+    lambda c: sharding_section(c.sweep),  # only when the sweep has a decoder model or a sharded strategy
     profile_section,  # only when points were profiled (distbench profile, --profile)
     steps_section,
     telemetry_section,
