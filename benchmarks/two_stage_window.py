@@ -2,10 +2,12 @@
 step clocks: the pilot and K as the project's own functions choose them (stats.two_stage_pilot_steps,
 stats.two_stage_steps: K from the time budget and the pilot's mean pace), then the window's mean step time and its
 batch-means 95% CI (stats.step_time_ci). Coverage of that CI of the true mean (over the windows given a CI), bias
-of the window's mean with its Monte Carlo standard error, and K's spread. Prints a markdown section; --out writes
-it into docs/benchmarks.md.
+of the window's mean with its Monte Carlo standard error, and K's spread. Then where the regime-switching clock's
+bias comes from (`diagnose`): the same runs' windows with the pilot's length and K each following the steps or
+fixed. Prints a markdown section; --out writes it into docs/benchmarks.md.
 
-    .venv/bin/python benchmarks/two_stage_window.py --trials 4000 --out docs/benchmarks.md
+    .venv/bin/python benchmarks/two_stage_window.py --trials 8000 --regime-trials 16000 --diagnose-trials 200000 \
+        --out docs/benchmarks.md
 """
 
 from __future__ import annotations
