@@ -59,6 +59,56 @@ def rows(trials: int, sd: float, seed: int) -> list[str]:
     return out
 
 
+def holm_sidak(p):
+    """Holm's step-down with Sidak's thresholds, 1 - (1 - p)^k for the k points left (valid for independent
+    points): an alternative `alternatives` measures, not what compare uses."""
+    p = np.asarray(p, dtype=float)
+    filled = np.where(np.isnan(p), np.inf, p)
+    m = np.isfinite(filled).sum(axis=-1, keepdims=True)
+    order = np.argsort(filled, axis=-1)
+    ranked = np.minimum(np.take_along_axis(filled, order, axis=-1), 1.0)
+    adj = np.maximum.accumulate(1 - (1 - ranked) ** np.maximum(m - np.arange(p.shape[-1]), 1), axis=-1)
+    out = np.empty_like(adj)
+    np.put_along_axis(out, order, adj, axis=-1)
+    return np.where(np.isnan(p), np.nan, out)
+
+
+ALTERNATIVES = {
+    "as built": {},
+    f"prior df cap 32 (built: {gatestats.D0_MAX:g})": {"D0_MAX": 32.0},
+    f"d0 at a 0.25-sd bound (built: {gatestats.SPREAD_MARGIN:g})": {"SPREAD_MARGIN": 0.25},
+    "Holm-Sidak instead of Holm": {"holm_adjusted": holm_sidak},
+}
+"""Changes to gatestats that could buy power at R = 3 and 20 points, each judged on the same simulated sweeps."""
+
+
+def alternatives(trials: int, sd: float, seed: int) -> list[str]:
+    """R = 3 cells (and the 1-df cell) under each of ALTERNATIVES, every alternative on the same random sweeps
+    (one seed per cell), so their differences are paired: 'false alarm / power' per cell and alternative."""
+    cells = [(law, pattern, points) for law in LAWS for pattern in PATTERNS for points in (10, 20)]
+    cells.append(("Gaussian", "5 of 20 points 3x noisier (sd), one point with 1 df in B", 20))
+    out = []
+    for i, (law, pattern, points) in enumerate(cells):
+        extra = PATTERNS.get(pattern, {"noisy": 3.0, "noisy_points": 5, "one_df_points": 1})
+        kw = dict(points=points, r=3, run_sd=sd, law=LAWS[law], trials=trials, **extra)
+        cols = []
+        for changes in ALTERNATIVES.values():
+            saved = {name: getattr(gatestats, name) for name in changes}
+            try:
+                for name, value in changes.items():
+                    setattr(gatestats, name, value)
+                rng = np.random.default_rng([seed, i])
+                fa = cisim.gate_sweeps(rng, **kw)["family_false_alarm"]
+                pw = cisim.gate_sweeps(rng, effect=0.9, **kw)["power"]
+            finally:
+                for name, value in saved.items():
+                    setattr(gatestats, name, value)
+            cols.append(f"{fa:.1%} / {pw:.1%}")
+        out.append(f"| {law} | {pattern} | {points} | " + " | ".join(cols) + " |")
+        print(out[-1], file=sys.stderr, flush=True)
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
@@ -66,8 +116,38 @@ def main() -> None:
     )
     parser.add_argument("--sd", type=float, default=0.03, help="run-to-run sd of log throughput (median point)")
     parser.add_argument("--out", help="markdown file to write the section into")
+    parser.add_argument(
+        "--alternatives",
+        action="store_true",
+        help="instead: the R = 3 cells under each of ALTERNATIVES (its own section)",
+    )
     args = parser.parse_args()
     start = time.time()
+    if args.alternatives:
+        body = alternatives(args.trials, args.sd, 2042)
+        text = "\n".join(
+            [
+                "## The regression gate: alternatives for power at 20 points (`benchmarks/gate_power.py --alternatives`)",
+                "",
+                f"{args.trials} simulated pairs of sweeps per cell and column, R = 3 per side, run-to-run sd of the "
+                f"median point {args.sd:.0%}, set up as in the section above, each alternative judged on the same "
+                "simulated sweeps as the gate as built (paired). Each cell: family false alarm / power to call a 10% "
+                f"slowdown of one point, ± about {_se(0.04, args.trials):.1%} and {_se(0.8, args.trials):.1%} (one "
+                "Monte Carlo standard error).",
+                "",
+                "| noise | pattern | points | " + " | ".join(ALTERNATIVES) + " |",
+                "|---|---|---|" + "---|" * len(ALTERNATIVES),
+                *body,
+                "",
+                f"Run {time.strftime('%Y-%m-%d', time.gmtime())}, `benchmarks/gate_power.py --alternatives --trials "
+                f"{args.trials}`, {time.time() - start:.0f} s on a shared 2-core machine.",
+                "",
+            ]
+        )
+        print(text)
+        if args.out:
+            write_section(args.out, text)
+        return
     body = rows(args.trials, args.sd, 2042)
     text = "\n".join(
         [

@@ -2,10 +2,12 @@
 step clocks: the pilot and K as the project's own functions choose them (stats.two_stage_pilot_steps,
 stats.two_stage_steps: K from the time budget and the pilot's mean pace), then the window's mean step time and its
 batch-means 95% CI (stats.step_time_ci). Coverage of that CI of the true mean (over the windows given a CI), bias
-of the window's mean with its Monte Carlo standard error, and K's spread. Prints a markdown section; --out writes
-it into docs/benchmarks.md.
+of the window's mean with its Monte Carlo standard error, and K's spread. Then where the regime-switching clock's
+bias comes from (`diagnose`): the same runs' windows with the pilot's length and K each following the steps or
+fixed. Prints a markdown section; --out writes it into docs/benchmarks.md.
 
-    .venv/bin/python benchmarks/two_stage_window.py --trials 4000 --out docs/benchmarks.md
+    .venv/bin/python benchmarks/two_stage_window.py --trials 8000 --regime-trials 16000 --diagnose-trials 200000 \
+        --out docs/benchmarks.md
 """
 
 from __future__ import annotations
@@ -105,11 +107,85 @@ def summarize(clock, rng: np.random.Generator, trials: int, max_time_s: float, m
     }
 
 
+def pilot_and_k(x: np.ndarray, max_time_s: float, min_steps: int, pace_from_first: bool = False):
+    """(pilot steps, K) per run of x (runs x LENGTH, seconds), as `window` takes them (stats.two_stage_pilot_steps,
+    stats.two_stage_steps). pace_from_first: K from the pace of the pilot's first --steps steps alone (the rest
+    of the pilot then separates them from the window): a design `diagnose` compares, not the rule."""
+    first = min(max(min_steps, 1), stats.PILOT_STEPS)
+    cs = np.cumsum(x, axis=1)
+    pilot = np.array([first + stats.two_stage_pilot_steps(first, float(s), max_time_s) for s in cs[:, first - 1]])
+    spent = cs[np.arange(len(x)), pilot - 1]
+    if pace_from_first:
+        spent = cs[:, first - 1] * pilot / first  # the pilot's seconds at its first steps' pace
+    k = [stats.two_stage_steps(int(n), float(s), min_steps, 10_000, max_time_s)[0] for n, s in zip(pilot, spent)]
+    return pilot, np.asarray(k)
+
+
+DESIGNS = {
+    "the rule: K from the pilot's mean pace (stats.two_stage_steps)": "rule",
+    "K from the pace of the pilot's first --steps steps (the rest of the pilot a gap)": "first",
+    "the rule's pilot, K fixed at the rule's median": "fixed k",
+    "pilot and K fixed at the rule's medians (nothing depends on the steps: a check of the clock and its truth)": "fixed",
+}
+
+
+def diagnose(rng: np.random.Generator, trials: int, max_time_s: float, min_steps: int) -> list[str]:
+    """The regime-switching clock's window mean under each of DESIGNS on the same runs: the mean over runs of
+    (window mean / true mean - 1) with its standard error, its difference from the fixed design's run by run,
+    and the ratio of the totals (all windows' seconds over all their steps: every step weighs the same, not
+    every run)."""
+    sums = {name: [] for name in DESIGNS}
+    steps = {name: [] for name in DESIGNS}
+    medians = None
+    for start in range(0, trials, CHUNK):
+        series, truth = regime_clock(rng, min(CHUNK, trials - start))
+        x = series * STEP_S
+        cs = np.cumsum(x, axis=1)
+        rule = pilot_and_k(x, max_time_s, min_steps)
+        medians = medians or (int(np.median(rule[0])), int(np.median(rule[1])))
+        for name, how in DESIGNS.items():
+            pilot, k = {
+                "rule": rule,
+                "first": pilot_and_k(x, max_time_s, min_steps, pace_from_first=True),
+                "fixed k": (rule[0], np.full(len(x), medians[1])),
+                "fixed": (np.full(len(x), medians[0]), np.full(len(x), medians[1])),
+            }[how]
+            if (pilot + k).max() > LENGTH:
+                raise ValueError("LENGTH too short for this budget")
+            rows = np.arange(len(x))
+            sums[name].append((cs[rows, pilot + k - 1] - cs[rows, pilot - 1]) / (truth * STEP_S))
+            steps[name].append(k)
+    out = []
+    control = next(name for name, how in DESIGNS.items() if how == "fixed")
+    rel_fixed = np.concatenate(sums[control]) / np.concatenate(steps[control]) - 1
+    for name in DESIGNS:
+        total, k = np.concatenate(sums[name]), np.concatenate(steps[name])
+        rel = total / k - 1
+        bias, se = rel.mean(), rel.std(ddof=1) / math.sqrt(len(rel))
+        diff = rel - rel_fixed
+        paired = f"{diff.mean():+.3%} ± {diff.std(ddof=1) / math.sqrt(len(diff)):.4%}" if name != control else "-"
+        ratio = total.sum() / k.sum()
+        ratio_se = (total - ratio * k).std(ddof=1) / (k.mean() * math.sqrt(len(k)))  # the delta method
+        lo, med, hi = np.percentile(k, [1, 50, 99])
+        out.append(
+            f"| {name} | {len(rel)} | {bias:+.3%} ± {se:.3%} ({bias / se:+.1f} SE) | {paired} | "
+            f"{ratio - 1:+.3%} ± {ratio_se:.3%} ({(ratio - 1) / ratio_se:+.1f} SE) | {med:.0f} ({lo:.0f}-{hi:.0f}) |"
+        )
+        print(out[-1], file=sys.stderr, flush=True)
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trials", type=int, default=4000, help="simulated runs per clock")
     parser.add_argument(
         "--regime-trials", type=int, default=16000, help="runs of the regime-switching clock (its bias is small)"
+    )
+    parser.add_argument(
+        "--diagnose-trials",
+        type=int,
+        default=200_000,
+        help="runs of the regime-switching clock per design in the table that finds the bias's cause",
     )
     parser.add_argument("--max-time", type=float, default=60.0, help="the budget, seconds (--max-time)")
     parser.add_argument("--steps", type=int, default=10, help="--steps (the fewest a window runs)")
@@ -128,6 +204,7 @@ def main() -> None:
             f"{med:.0f} ({lo:.0f}-{hi:.0f}) |"
         )
         print(lines[-1], file=sys.stderr, flush=True)
+    designs = diagnose(rng, args.diagnose_trials, args.max_time, args.steps)
     text = "\n".join(
         [
             "## The two-stage window (`benchmarks/two_stage_window.py`)",
@@ -147,8 +224,19 @@ def main() -> None:
             "|---|---|---|---|---|---|",
             *lines,
             "",
+            f"Where the regime-switching clock's bias comes from: {args.diagnose_trials} further runs of that clock, "
+            f"each window taken {len(DESIGNS)} ways from the same steps. Bias as above (every run weighs the same); "
+            "minus the fixed one's: the mean over runs of the difference between this window's mean and the last "
+            "design's on the same steps, ± its standard error (the clock's own noise cancels); ratio of "
+            "the totals: all windows' seconds over all their steps, over the true mean step, - 1 (every step weighs "
+            "the same), ± its delta-method standard error.",
+            "",
+            "| pilot and K | runs | bias of the window's mean | minus the fixed one's, run by run | ratio of the totals | K |",
+            "|---|---|---|---|---|---|",
+            *designs,
+            "",
             f"Run {time.strftime('%Y-%m-%d', time.gmtime())}, `benchmarks/two_stage_window.py --trials {args.trials} "
-            f"--regime-trials {args.regime_trials}`, "
+            f"--regime-trials {args.regime_trials} --diagnose-trials {args.diagnose_trials}`, "
             f"{time.time() - start:.0f} s on a shared 2-core machine.",
             "",
         ]

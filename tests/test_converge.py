@@ -288,6 +288,23 @@ def test_a_run_crossing_in_the_first_two_evaluations_widens_the_interval_to_its_
     assert ci is None and note.startswith("no interval: a run reached the target at its first evaluation")
 
 
+def test_a_speedup_without_an_interval_says_the_reason_it_has():
+    # one seed a side, both crossing late: no interval because a side has one run, not a first-evaluation crossing
+    one = summary.summarize([_rec("torch", 1, 100.0), _rec("ddp", 2, 60.0)])
+    ddp = next(r for r in one if r["strategy"] == "ddp")
+    assert ddp["time_speedup_ci"] is None and ddp["time_speedup_note"] == summary.NO_CI_FEW_RUNS
+    assert summary.speed_and_time_cells(ddp)[0] == "1.67 (no CI: fewer than 2 converged runs on a side)"
+    # three seeds a side, the baseline crossing at its first evaluation: that reason, and only then
+    recs = [
+        {**_rec("torch", 1, t), "converge": {**_rec("torch", 1, t)["converge"], **_early(t, 0.0, 1.0, 10)}}
+        for t in (0.5, 0.6, 0.7)
+    ]
+    rows = summary.summarize(recs + [_rec("ddp", 2, t) for t in (0.3, 0.35, 0.4)])
+    ddp = next(r for r in rows if r["strategy"] == "ddp")
+    assert ddp["time_speedup_note"].startswith(summary.NO_CI_FIRST_EVAL)
+    assert summary.speed_and_time_cells(ddp)[0].endswith(" (no CI: a run reached the target at its first evaluation)")
+
+
 def test_the_summarys_interval_covers_where_the_baseline_crosses_in_the_first_evaluations():
     """The review's case: the baseline crosses the target in the first or second evaluation interval, where the
     interpolation from the initial accuracy fails (coverage 0-0.77 at 0.1-0.3 epoch on a 0.25-epoch grid); the

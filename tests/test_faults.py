@@ -271,7 +271,8 @@ def test_a_stopped_rank_times_out_and_every_process_goes(tmp_path, sweeps):
     time.sleep(2.0)
     os.kill(ranks[1], signal.SIGSTOP)
     rc, out, err = sweep.finish(timeout_s=120)
-    assert rc == 0, err[-3000:]
+    assert rc == 1, err[-3000:]  # its one point failed: exit 1 with a one-line summary
+    assert "no point succeeded: 1 of 1 point(s) ran (1 timeout)" in err
     [point] = sweep.points()
     assert point["status"] == "timeout"
     assert point["reason"].startswith("timed out after 25s (--timeout) during ")  # + the phase (distbench.core.phases)
@@ -316,7 +317,8 @@ def test_running_out_of_cpu_memory_is_recorded_oom(tmp_path, sweeps):
     sweeps.append(sweep)
     started = time.monotonic()
     rc, out, err = sweep.finish(timeout_s=200)
-    assert rc == 0, err[-3000:]
+    assert rc == 1, err[-3000:]  # its one point failed: exit 1 with a one-line summary
+    assert "no point succeeded: 1 of 1 point(s) ran (1 oom)" in err
     [point] = sweep.points()
     print(
         f"\n[fault] CPU OOM under ulimit -v: {point['status']} after {time.monotonic() - started:.1f}s: "

@@ -228,3 +228,22 @@ def test_results_given_a_folder_blames_the_flag_or_the_variable(capsys, tmp_path
     code, _, err = _run(capsys, ["report", "latest"])
     assert code == 2 and err.startswith(f"Error: $DISTBENCH_RESULTS={tmp_path} is a folder") and "\n" == err[-1]
     assert err.count("\n") == 1
+
+
+@pytest.mark.parametrize("command", [["scale", "--gpus", "1,2"], ["run", "--gpus", "2"]])
+def test_a_sweep_where_no_point_succeeded_exits_1_with_one_line(capsys, monkeypatch, command):
+    def records_of(*statuses):
+        return lambda opts, **kw: (7, [{"status": s} for s in statuses], None)
+
+    args = [*command, "--device", "cpu"]
+    monkeypatch.setattr(scale_cmd, "_execute", records_of("failed", "timeout", "failed", "skipped"))
+    code, out, err = _run(capsys, args)
+    assert (code, out) == (1, "")
+    assert err == (
+        "Error: no point succeeded: 3 of 4 point(s) ran (2 failed, 1 timeout); the reasons are above and in "
+        "`distbench results show 7`\n"
+    )
+    for fine in (("failed", "ok"), ("skipped", "skipped"), ()):  # one ok point, or nothing ran: exit 0
+        monkeypatch.setattr(scale_cmd, "_execute", records_of(*fine))
+        code, _, err = _run(capsys, args)
+        assert code == 0, (fine, err)

@@ -82,7 +82,8 @@ def test_ctrl_c_keeps_finished_points_and_resume_finishes_the_sweep(tmp_path):
 def test_resume_reruns_failed_points_with_a_longer_timeout(tmp_path):
     db = tmp_path / "r.db"
     first = run_cli(["scale", "--gpus", "1", "--strategy", "torch", "--results", str(db), "--timeout", "0.2", *FAST])
-    assert first.returncode == 0
+    assert first.returncode == 1  # its one point failed
+    assert "no point succeeded: 1 of 1 point(s) ran (1 timeout)" in first.stderr
     assert _rows(db) == [("torch", 1, "timeout")]
     second = run_cli(["scale", "--resume", "latest", "--results", str(db), "--timeout", "300", *FAST])
     assert second.returncode == 0, second.stderr[-2000:]

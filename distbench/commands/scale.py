@@ -9,7 +9,7 @@ import click
 from distbench.results import split
 from distbench.analysis.sweep import pick_latest
 from distbench.commands import options as opt
-from distbench.core.errors import BadInput
+from distbench.core.errors import BadInput, DistbenchError
 from distbench.analysis.output import (
     DECODER_COLUMNS,
     DEFAULT_COLUMNS,
@@ -206,6 +206,22 @@ def _execute(
     return sweep_id, records, profiling
 
 
+def check_some_ok(sweep_id: int, records: list[dict]) -> None:
+    """Exit 1 with a one-line summary when points ran and none of them is ok (a sweep with only skipped points
+    ran nothing and failed nothing: the opening line already says so)."""
+    ran = [r for r in records if r.get("status") != "skipped"]
+    if not ran or any(r.get("status") == "ok" for r in ran):
+        return
+    counts: dict[str, int] = {}
+    for r in ran:
+        counts[r.get("status")] = counts.get(r.get("status"), 0) + 1
+    summary = ", ".join(f"{n} {status}" for status, n in counts.items())
+    raise DistbenchError(
+        f"no point succeeded: {len(ran)} of {len(records)} point(s) ran ({summary}); the reasons are above and in "
+        f"`distbench results show {sweep_id}`"
+    )
+
+
 @click.command()
 @opt.option("--gpus", "gpus_text", default="1,2,4", help="Comma list of device counts to measure, e.g. 1,2,4.")
 @opt.option(
@@ -241,11 +257,12 @@ def scale(gpus_text, nodes_text, resume, results, records_dir, fmt, columns_text
             opts = dataclasses.replace(opts, timeout=workload["timeout"])  # e.g. points that timed out, more time
     else:
         opts = SweepOptions(gpus=gpus_text, nodes=nodes_text, add_baselines=True, **honour_steps(workload))
-    _, _, profiling = _execute(
+    sweep_id, records, profiling = _execute(
         opts, results=results, records_dir=records_dir, fmt=fmt, resume=resume, columns_text=columns_text, wide=wide
     )
     if profiling:
         profiling.finish()
+    check_some_ok(sweep_id, records)
 
 
 RUN_DEFAULT_STRATEGY = "ddp"
@@ -283,8 +300,9 @@ def run(gpus_text, results, records_dir, fmt, columns_text, wide, **workload):
         raise BadInput("run measures one point: give exactly one --strategy (use `distbench scale` for several)")
     if opts.batch_size and len(opts.batch_size) != 1:
         raise BadInput("run measures one point: --batch-size takes one value (use `distbench scale` for several)")
-    _, _, profiling = _execute(
+    sweep_id, records, profiling = _execute(
         opts, results=results, records_dir=records_dir, fmt=fmt, columns_text=columns_text, wide=wide
     )
     if profiling:
         profiling.finish()
+    check_some_ok(sweep_id, records)

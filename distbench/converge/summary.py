@@ -103,6 +103,17 @@ def time_bounds(c: dict) -> tuple[float, float, float]:
     return t, t, t
 
 
+NO_CI_FEW_RUNS = "no interval: needs 2 or more converged runs on both sides"
+NO_CI_FIRST_EVAL = "no interval: a run reached the target at its first evaluation"
+NO_CI_NOT_CONVERGED = "no interval: a run that did not converge was counted as the slowest (its time is unknown)"
+NO_CI_CELL = {
+    NO_CI_FEW_RUNS: "(no CI: fewer than 2 converged runs on a side)",
+    NO_CI_FIRST_EVAL: "(no CI: a run reached the target at its first evaluation)",
+    NO_CI_NOT_CONVERGED: "(no CI: a run did not converge)",
+}
+"""Why a time-to-target speedup has no interval (the note's opening), and the words its table cell adds."""
+
+
 def speedup_interval(ref: list[tuple], other: list[tuple], level: float = stats.CI_LEVEL) -> tuple[dict | None, str]:
     """(the 95% interval of the time-to-target speedup ref / other, a note) from time_bounds of each side's runs:
     welch_log_ratio of the interpolated times where no run crossed early; else its low end from (ref's low
@@ -111,13 +122,13 @@ def speedup_interval(ref: list[tuple], other: list[tuple], level: float = stats.
     0) or a side has fewer than 2 runs."""
     ci = welch_log_ratio([t for t, _, _ in ref], [t for t, _, _ in other], level)
     if ci is None:
-        return None, "no interval: needs 2 or more converged runs on both sides"
+        return None, NO_CI_FEW_RUNS
     early = sum(lo != hi for _, lo, hi in ref + other)
     if not early:
         return ci, ""
     advice = "use a finer --eval-every"
     if min(lo for _, lo, _ in ref + other) <= 0:
-        return None, f"no interval: a run reached the target at its first evaluation ({advice})"
+        return None, f"{NO_CI_FIRST_EVAL} ({advice})"
     low = welch_log_ratio([lo for _, lo, _ in ref], [hi for _, _, hi in other], level)
     high = welch_log_ratio([hi for _, _, hi in ref], [lo for _, lo, _ in other], level)
     note = (
@@ -256,7 +267,7 @@ def _compare(rows: list[dict], margin: float = EQUIVALENCE_MARGIN) -> None:
         r["time_speedup"] = ref["time_to_target_s"] / r["time_to_target_s"] if both else None
         ci, note = None, None
         if both and not all_converged:
-            note = "no interval: a run that did not converge was counted as the slowest (its time is unknown)"
+            note = NO_CI_NOT_CONVERGED
         elif both:
             ci, note = speedup_interval(ref["time_bounds_s"], r["time_bounds_s"])
         r["time_speedup_ci"] = ci
@@ -337,10 +348,9 @@ def speed_and_time_cells(r: dict) -> tuple[str, str]:
     speed = fmt(r.get("time_speedup"), ".2f")
     if ci:
         speed += f" [{ci['low']:.2f}, {ci['high']:.2f}]"
-    elif (r.get("time_speedup_note") or "").startswith("no interval: a run that did not converge"):
-        speed += " (no CI: a run did not converge)"
     elif r.get("time_speedup_note"):
-        speed += " (no CI: a run reached the target at its first evaluation)"
+        note = r["time_speedup_note"]
+        speed += " " + next((cell for why, cell in NO_CI_CELL.items() if note.startswith(why)), "(no CI)")
     time_text = fmt(r["time_to_target_s"], ".3g", "did not converge")
     if r["time_min_s"] is not None:
         time_text += f" ({r['time_min_s']:.3g}-{r['time_max_s']:.3g})"
