@@ -15,8 +15,10 @@ SUPPORTED = tuple(s.name for s in STRATEGIES.values() if s.converge_module)
 
 
 @dataclass(frozen=True, kw_only=True)
-class ConvergeOptions:
-    model: str
+class ConvergeOptions(Workload):
+    """A Workload (model, device and the training section, core.workload.OPTIMIZER, taken whole; `seed` is the
+    first seed) plus converge's own settings."""
+
     strategies: tuple[Strategy, ...]
     gpus: tuple[int, ...]
     seeds: int
@@ -32,7 +34,5 @@ class ConvergeOptions:
     max_time_s: float | None
     eval_every_epochs: float
     stop_at_target: bool
-    momentum: float = Workload.momentum
-    first_seed: int = 0
     threads: int | None = None
     """CPU workers: intra-op threads per worker (None: the machine's cores divided among the N workers)."""

@@ -199,9 +199,9 @@ def plan_converge(opts, choice: DeviceChoice, *, cores: int, cache: str, image_s
     converge worker (Strategy.converge_module) driving the strategy's own Distribution."""
     from distbench.converge import lr as lr_rules
 
-    workload = Workload(model=opts.model, momentum=opts.momentum, tf32=False, num_classes=num_classes)
+    workload = replace(opts.workload, tf32=False, num_classes=num_classes)
     points = []
-    for seed in range(opts.first_seed, opts.first_seed + opts.seeds):
+    for seed in range(opts.seed, opts.seed + opts.seeds):
         for s in opts.strategies:
             for n in opts.gpus:
                 if s.baseline and n != 1:
