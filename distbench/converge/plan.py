@@ -1,5 +1,5 @@
 """The options of a converge run. Its points (kinds.plans.plan_converge): (strategy, N, seed), each a PointConfig whose
-`extra['converge']` carries the target, the budget, the LR rule, the data cache and the strategy's Distribution,
+`converge` section (core.sections.ConvergeSection) carries the target, the budget, the LR rule, the data cache and the strategy's Distribution,
 run by the strategy's own launcher with the converge worker of its framework (Strategy.converge_module) in place
 of its benchmark worker."""
 
