@@ -96,8 +96,10 @@ def _run(settings, gain=0.2, loss=0.5):
         acc["v"] = min(1.0, acc["v"] + gain)
         return out, 1.0 - out
 
+    from distbench.core.sections import ConvergeSection
+
     result = loop.run(
-        settings,
+        ConvergeSection(**settings),
         train_samples=40,
         per_device_batch=4,
         world=2,
@@ -633,8 +635,8 @@ def test_the_points_run_each_strategy_through_its_frameworks_converge_worker():
     modules = {s.name: s.module for s, _ in points}
     assert modules == {"torch": "converge_torch", "ddp": "converge_torch", "mirrored": "converge_tf"}
     ddp2 = next(c for s, c in points if s.name == "ddp" and c.world_size == 2)
-    assert ddp2.extra["converge"]["lr"]["peak_lr"] == pytest.approx(0.05 * math.sqrt(2))
-    assert ddp2.threads_per_worker == 1 and ddp2.extra["converge"]["cache"] == "/c.npz"
+    assert ddp2.converge.lr["peak_lr"] == pytest.approx(0.05 * math.sqrt(2))
+    assert ddp2.threads_per_worker == 1 and ddp2.converge.cache == "/c.npz"
 
 
 # ---- predict --epochs-to-target

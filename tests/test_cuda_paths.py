@@ -425,7 +425,7 @@ def test_comm_defaults_to_nccl_on_cuda_and_gloo_on_cpu_workers(monkeypatch):
     monkeypatch.setattr(cmd.runner, "new_sweep", _no_sweep)
     result = CliRunner().invoke(cmd.comm, ["--gpus", "2", "--sizes", "1K"])
     assert result.exit_code == 0, result.output
-    assert [c.extra["backend"] for c in ran] == ["nccl"] and ran[0].strategy == "comm-nccl"
+    assert [c.comm_bench.backend for c in ran] == ["nccl"] and ran[0].strategy == "comm-nccl"
     assert "--backend nccl: the default on CUDA GPUs" in result.output
 
 

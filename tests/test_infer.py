@@ -4,6 +4,7 @@ import sqlite3
 
 import pytest
 
+from distbench.core.sections import InferSection
 from distbench.kinds.infer import expand
 from distbench.results.record import base_record
 from tests.conftest import require, run_cli, run_json
@@ -11,7 +12,7 @@ from tests.builders import point_config
 
 
 def test_expand_keeps_going_past_an_oom_batch():
-    cfg = point_config("infer-torch", 1, device="cuda", per_device_batch=1, extra={"batch_sizes": [1, 512]})
+    cfg = point_config("infer-torch", 1, device="cuda", per_device_batch=1, infer=InferSection(batch_sizes=(1, 512)))
     rec = base_record(cfg.to_dict(), strategy="infer-torch", framework="torch", status="ok")
     rec["per_batch"] = [
         {"batch": 1, "status": "ok", "times": [0.01, 0.02, 0.01]},

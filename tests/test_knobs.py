@@ -27,7 +27,7 @@ def test_options_for_the_other_framework_are_rejected_or_recorded_not_applicable
         _plan(strategies=parse_strategies(("mirrored",)), compile=True)
     plan = _plan(compile=True)
     tf_points = [p for p in plan.points if p.strategy.framework == "tf"]
-    assert all(not p.config.compile and p.config.extra["not_applicable"] == ["--compile"] for p in tf_points)
+    assert all(not p.config.compile and p.config.not_applicable == ("--compile",) for p in tf_points)
     assert all(p.config.compile for p in plan.points if p.strategy.framework == "torch")
     assert any("--compile does not apply to tf, mirrored, horovod-tf" in n for n in plan.notes)
 

@@ -9,6 +9,7 @@ import json
 
 import pytest
 
+from distbench.core.sections import ProfileSection
 from distbench.core.errors import BadInput
 from distbench.run.plan import SweepOptions, make_plan
 from distbench.profile import breakdown as bd
@@ -287,7 +288,7 @@ def test_the_request_rides_on_the_planned_points(tmp_path):
     prof = with_profiling(_plan("torch", "tf"), tmp_path / "traces", steps=2)
     assert prof.problem is None
     for p in prof.plan.points:
-        assert p.config.extra["profile"] == {"steps": 2, "trace_dir": str((tmp_path / "traces").resolve())}
+        assert p.config.profiling == ProfileSection(steps=2, trace_dir=str((tmp_path / "traces").resolve()))
     prof.finish()  # nothing to say
 
 
@@ -295,8 +296,8 @@ def test_no_profiler_and_unwritable_folder_are_measured_then_refused(tmp_path):
     (tmp_path / "f").write_text("x")
     prof = with_profiling(_plan("ddp", "composer"), tmp_path / "f" / "t", dir_flag="--trace-dir")
     points = {p.strategy.name: p for p in prof.plan.points}
-    assert "profile" not in points["composer"].config.extra  # measured, unprofiled
-    assert points["ddp"].config.extra["profile"]["trace_dir"] is None  # profiled, trace not kept
+    assert points["composer"].config.profiling is None  # measured, unprofiled
+    assert points["ddp"].config.profiling.trace_dir is None  # profiled, trace not kept
     if not points["composer"].skip_reason:
         assert prof.problem.startswith(
             f"--profile: strategy composer has no profiler ({STRATEGIES['composer'].no_profiler_reason})"

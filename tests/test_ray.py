@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from distbench.core.sections import RaySection
 from distbench.cli import main
 from distbench.run.launchers import RAY_TRAIN, check_ray_address, cluster_launcher
 from distbench.core.errors import BadInput
@@ -95,11 +96,11 @@ def test_the_address_reaches_ray_points_only(monkeypatch):
     node = {"node_id": "n1", "address": "10.0.0.1", "CPU": 8.0, "GPU": 0.0}
     monkeypatch.setattr(raycluster, "cluster_nodes", lambda address: (node,))  # planning asks the cluster
     opts = SweepOptions(gpus=(1, 2), strategies=("ddp", "ray-ddp"), device="cpu", ray_address="ray://head:10001")
-    extras = {(p.strategy.name, p.config.world_size): p.config.extra for p in make_plan(opts).points}
-    assert extras[("ray-ddp", 2)]["ray_address"] == "ray://head:10001" == extras[("ray-ddp", 1)]["ray_address"]
-    assert all("ray_address" not in e for (name, _), e in extras.items() if name != "ray-ddp")
+    rays = {(p.strategy.name, p.config.world_size): p.config.ray for p in make_plan(opts).points}
+    assert rays[("ray-ddp", 2)].address == "ray://head:10001" == rays[("ray-ddp", 1)].address
+    assert all(r is None for (name, _), r in rays.items() if name != "ray-ddp")
     local = make_plan(dataclasses.replace(opts, ray_address=None)).points
-    assert all("ray_address" not in p.config.extra for p in local)
+    assert all(p.config.ray is None for p in local)
 
 
 def test_without_ray_the_points_are_skipped_with_the_install_hint(monkeypatch):
@@ -357,14 +358,14 @@ def test_a_cpu_only_driver_plans_ray_points_from_the_clusters_nodes(monkeypatch)
     assert by_n[2].skip_reason is None or "not installed" in by_n[2].skip_reason
     if by_n[2].skip_reason is None:
         assert by_n[2].config.threads_per_worker == 48  # 96 CPUs of its node over 2 workers, not this machine's
-        assert by_n[2].config.extra["ray_placement"] == {
+        assert by_n[2].config.ray.placement == {
             "nodes": 1,
             "per_node": 2,
             "strategy": "STRICT_PACK",
             "cpus": 48,
             "gpus": 1,
         }
-        assert by_n[8].config.extra["ray_placement"] == {
+        assert by_n[8].config.ray.placement == {
             "nodes": 2,
             "per_node": 4,
             "strategy": "PACK",
@@ -451,7 +452,7 @@ def test_no_head_is_started_for_a_sweep_without_ray_points_or_with_an_address(mo
     )
     with raycluster.sweep_head([PlannedPoint(STRATEGIES["ddp"], cfg)]) as head:
         assert head is None
-    remote = dataclasses.replace(cfg, extra={"ray_address": "h:6379"})
+    remote = dataclasses.replace(cfg, ray=RaySection(address="h:6379"))
     with raycluster.sweep_head([PlannedPoint(RAY, remote), PlannedPoint(RAY, cfg, skip_reason="x")]) as head:
         assert head is None
 
@@ -470,7 +471,7 @@ def test_ray_train_may_retry_nothing_not_even_after_a_preemption():
 def test_the_record_counts_the_nodes_the_workers_ran_on_and_refuses_another_placement():
     cfg = dataclasses.replace(
         make_plan(SweepOptions(gpus=(2,), strategies=("ray-ddp",), device="cpu", add_baselines=False)).points[0].config,
-        extra={"ray_placement": {"nodes": 2, "per_node": 1, "strategy": "STRICT_SPREAD", "cpus": 1, "gpus": 0}},
+        ray=RaySection(placement={"nodes": 2, "per_node": 1, "strategy": "STRICT_SPREAD", "cpus": 1, "gpus": 0}),
     )
     engine = {}
     spread = [{"rank": 0, "node_id": "a"}, {"rank": 1, "node_id": "b"}]

@@ -19,7 +19,8 @@ from distbench.kinds.sweep import stored_options
 FIELDS = {f.name: f for f in dataclasses.fields(SweepOptions)}
 COMMAND_ONLY = {"gpus", "nodes", "add_baselines"}  # each command declares these itself (own defaults and help)
 
-# Non-default values for the fields whose type gives none by itself (bool: flipped, int: +1, float: doubled).
+# Non-default values for the fields whose type gives none by itself (bool: flipped, int: +1, float: doubled, or
+# 0.5 where it is 0).
 EXAMPLES = {
     "gpus": (2, 4),
     "nodes": (1, 2),
@@ -50,7 +51,7 @@ def _changed(f: dataclasses.Field):
     if isinstance(f.default, bool):
         return not f.default
     if isinstance(f.default, (int, float)):
-        return f.default + 1 if isinstance(f.default, int) else f.default * 2
+        return f.default + 1 if isinstance(f.default, int) else f.default * 2 or 0.5
     raise AssertionError(f"add a non-default example value for the new SweepOptions field {f.name!r} to EXAMPLES")
 
 

@@ -22,10 +22,10 @@ def _cfg(**kw):
 
 def test_only_the_first_synchronized_run_of_an_order_is_sized_by_a_pilot():
     runs = common.segment_configs(_cfg(nosync_order="ATBTA", target_ci=0.02))
-    flags = [(letter, bool(c.extra.get(stop_loop.TWO_STAGE)), c.target_ci) for letter, c in runs]
+    flags = [(letter, c.two_stage, c.target_ci) for letter, c in runs]
     assert flags[0] == ("A", True, 0.02)
     assert all(not two and ci == 0.0 for _, two, ci in flags[1:])
-    assert not common.segment_configs(_cfg(target_ci=0.02))[0][1].extra.get(stop_loop.TWO_STAGE)  # no split: adaptive
+    assert not common.segment_configs(_cfg(target_ci=0.02))[0][1].two_stage  # no split: adaptive
 
 
 def _fake_clock(monkeypatch, draw):
@@ -43,7 +43,7 @@ def test_the_window_runs_the_steps_its_pilot_planned(monkeypatch):
         looks.append(None if obj is None else len(obj[0]))
         return [obj]
 
-    cfg = _cfg(world_size=1, target_ci=0.01, extra={stop_loop.TWO_STAGE: True}, max_time_s=30, max_steps=100_000)
+    cfg = _cfg(world_size=1, target_ci=0.01, two_stage=True, max_time_s=30, max_steps=100_000)
     times, _, stopping = stop_loop.measure(step, lambda o: None, cfg, gather)
     plan = stopping["two_stage"]
     assert plan["pilot_steps"] == stats.PILOT_STEPS == len(plan["pilot_step_times_s"])
@@ -63,7 +63,7 @@ def test_max_time_bounds_the_pilot_and_the_window(monkeypatch):
     """--max-time 20 s at 0.125 s a step: the pilot stops at a tenth of it (16 steps), the window takes what is
     left (144 steps), not 150 pilot steps."""
     step = _fake_clock(monkeypatch, lambda: 0.125)
-    cfg = _cfg(world_size=1, steps=4, warmup=0, target_ci=0.02, extra={stop_loop.TWO_STAGE: True}, max_time_s=20)
+    cfg = _cfg(world_size=1, steps=4, warmup=0, target_ci=0.02, two_stage=True, max_time_s=20)
     times, _, stopping = stop_loop.measure(step, lambda o: None, cfg)
     assert stopping["two_stage"]["pilot_steps"] == 16 and len(times) == 144
     assert stopping["rule"] == "two_stage" and stopping["two_stage"]["sized_by"] == "max_time"
@@ -91,8 +91,9 @@ def _bias(monkeypatch, two_stage: bool, trials: int, seed: int, max_time_s: floa
         return 11 * x if rng.random() < 0.01 else x
 
     step = _fake_clock(monkeypatch, draw)
-    extra = {stop_loop.TWO_STAGE: True} if two_stage else {}
-    cfg = _cfg(world_size=1, steps=20, warmup=0, target_ci=0.05, extra=extra, max_steps=9600, max_time_s=max_time_s)
+    cfg = _cfg(
+        world_size=1, steps=20, warmup=0, target_ci=0.05, two_stage=two_stage, max_steps=9600, max_time_s=max_time_s
+    )
     means = [statistics.fmean(stop_loop.measure(step, lambda o: None, cfg)[0]) for _ in range(trials)]
     true = 0.01 * 1.1
     return statistics.fmean(means) / true - 1, statistics.stdev(means) / true / math.sqrt(trials)

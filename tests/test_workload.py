@@ -5,7 +5,7 @@ import dataclasses
 
 import pytest
 
-from distbench.cli import main
+from distbench.cli import cli, main
 from distbench.commands.options import WORKLOAD
 from distbench.core.config import IDENTITY, LOADER_FIELDS, point_key
 from distbench.core.errors import BadInput
@@ -88,3 +88,44 @@ def test_device_defaults_fill_only_what_was_not_given():
     )
     cfg = next(p.config for p in given.points if p.strategy.name == "ddp")
     assert (cfg.steps, cfg.per_device_batch) == (4, 2)
+
+
+TRAINING_COMMANDS = ("scale", "run", "slurm", "k8s", "verify", "converge")
+
+
+def test_every_command_that_trains_takes_the_training_section_whole():
+    from distbench.core.workload import OPTIMIZER
+
+    assert {"seed", "lr", "momentum"} <= set(OPTIMIZER)
+    for name in TRAINING_COMMANDS:
+        params = {p.name for p in cli.commands[name].params}
+        assert set(OPTIMIZER) <= params, name
+
+
+def test_converge_points_take_the_training_section_from_its_options():
+    from distbench.converge.plan import ConvergeOptions
+    from distbench.core.strategies import parse_strategies
+    from tests.builders import converge_point_configs
+
+    section = {"seed": 7, "lr": 0.02, "momentum": 0.5}
+    opts = ConvergeOptions(
+        model="mlp",
+        strategies=tuple(parse_strategies(("torch,ddp",))),
+        gpus=(1, 2),
+        seeds=1,
+        target_accuracy=0.9,
+        batch_size=16,
+        lr_scaling="none",
+        warmup_epochs=0.0,
+        max_epochs=1,
+        max_steps=None,
+        max_time_s=None,
+        eval_every_epochs=1.0,
+        stop_at_target=False,
+        **section,
+    )
+    configs = [
+        c for _, c in converge_point_configs(opts, device="cpu", cores=2, cache="/c", image_size=8, num_classes=3)
+    ]
+    assert [(c.seed, c.lr, c.momentum) for c in configs] == [(7, 0.02, 0.5)] * 3
+    assert {c.num_classes for c in configs} == {3} and not any(c.tf32 for c in configs)

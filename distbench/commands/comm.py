@@ -86,12 +86,12 @@ def comm(gpus_text, backend, sizes, factor, iters, warmup, max_time_per_size, no
     )
     plan = plan_comm(opts)
     strategy = plan.points[0].strategy
-    extra = plan.points[0].config.extra
-    size_list = extra["sizes"]
+    section = plan.points[0].config.comm_bench
+    size_list = list(section.sizes)
     err = opt.err_console()
     notes = plan.notes
     opt.print_notes(err, notes)
-    options = {"kind": "comm", "backend": extra["backend"], "gpus": list(opts.gpus), "sizes": size_list}
+    options = {"kind": "comm", "backend": section.backend, "gpus": list(opts.gpus), "sizes": size_list}
     if nodes > 1:
         options["nodes"] = nodes
     points = plan.points

@@ -3,6 +3,7 @@ seeds, until the held-out accuracy reaches the target or the budget runs out (is
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import threading
@@ -19,6 +20,7 @@ from distbench.converge import lr as lr_rules
 from distbench.converge.plan import SUPPORTED, ConvergeOptions
 from distbench.converge.summary import EQUIVALENCE_MARGIN, fmt, speed_and_time_cells, summarize
 from distbench.core.errors import BadInput
+from distbench.core.workload import OPTIMIZER, Workload
 from distbench.models.specs import check_input, get_spec
 from distbench.run.plan import cpu_cores, parse_gpus, resolve_device
 from distbench.kinds.plans import plan_converge
@@ -54,10 +56,7 @@ DEFAULT_STRATEGIES = "torch,ddp,tf,mirrored"
     "with arrays x and y, or a folder with x.npy and y.npy.",
 )
 @opt.option("--batch-size", type=opt.BATCH, default=32, help="Per-device batch (weak scaling: global = B x N).")
-@opt.knob_options(
-    "lr",
-    "momentum",
-    "seed",
+@opt.optimizer_options(
     lr={"default": 0.05, "help": "SGD learning rate at the reference batch (--batch-size, one device)."},
     seed={"help": "The first seed: the runs of each (strategy, N) use seeds --seed .. --seed + S - 1."},
 )
@@ -111,9 +110,6 @@ def converge(
     target_accuracy,
     data_path,
     batch_size,
-    lr,
-    momentum,
-    seed,
     lr_scaling,
     warmup_epochs,
     max_epochs,
@@ -127,6 +123,7 @@ def converge(
     timeout,
     results,
     fmt,
+    **optimizer,
 ):
     """Time to accuracy: steps, epochs and training time to a validation accuracy, per strategy and N.
 
@@ -166,7 +163,6 @@ def converge(
         seeds=seeds,
         target_accuracy=target_accuracy,
         batch_size=batch_size,
-        lr=lr,
         lr_scaling=lr_scaling,
         warmup_epochs=warmup_epochs,
         max_epochs=max_epochs,
@@ -174,9 +170,9 @@ def converge(
         max_time_s=max_time,
         eval_every_epochs=eval_every,
         stop_at_target=stop_at_target,
-        momentum=momentum,
-        first_seed=seed,
+        device=device,
         threads=threads,
+        **optimizer,
     )
     plan = plan_converge(
         options,
@@ -190,7 +186,7 @@ def converge(
         choice.note,
         f"data: {meta.get('note') or meta['source']}; {meta['train']} training / {meta['val']} held-out "
         f"validation samples (fixed split), decoded once into {cache}",
-        f"LR rule {lr_scaling}: base LR {lr:g} at global batch {batch_size}; warmup {warmup_epochs:g} epoch(s) "
+        f"LR rule {lr_scaling}: base LR {options.lr:g} at global batch {batch_size}; warmup {warmup_epochs:g} epoch(s) "
         "where the LR is scaled; then constant",
     ]
     notes.append(budget_note(options, [p for p in plan.points if not p.skip_reason], meta))
@@ -291,7 +287,12 @@ def budget_note(o: ConvergeOptions, runs: list, meta: dict) -> str:
 
 
 def _options_doc(o: ConvergeOptions) -> dict:
-    doc = {k: v for k, v in vars(o).items() if k != "strategies"}
+    """The sweep's stored options: converge's own settings, the model and the training section (its seed stored as
+    `first_seed`, the first of the seeds)."""
+    common = {f.name for f in dataclasses.fields(Workload)}
+    own = [f.name for f in dataclasses.fields(ConvergeOptions) if f.name not in common and f.name != "strategies"]
+    doc = {k: getattr(o, k) for k in ("model", *own)}
+    doc.update({k: getattr(o, k) for k in OPTIMIZER if k != "seed"}, first_seed=o.seed)
     doc["strategies"] = [s.name for s in o.strategies]
     return doc
 

@@ -20,7 +20,7 @@ from distbench.core.errors import BadInput
 from distbench.analysis.output import Notes, print_table, table, table_width  # noqa: F401 - the commands' tables (opt.table)
 from distbench.run.plan import MAX_BATCH, SweepOptions, flag, parse_counts
 from distbench.results.store import DEFAULT_PATH
-from distbench.core.workload import Knob, Workload, knobs
+from distbench.core.workload import OPTIMIZER, Knob, Workload, knobs
 
 
 class FiniteFloatRange(click.FloatRange):
@@ -196,6 +196,12 @@ def knob_options(*names: str, **overrides: dict):
         return fn
 
     return decorate
+
+
+def optimizer_options(**overrides: dict):
+    """Decorator: the training section's options (core.workload.OPTIMIZER: seed, lr, momentum, ...), whole, for the
+    commands that take it as one part of their Workload (`verify`, `converge`); `overrides` as in knob_options."""
+    return knob_options(*OPTIMIZER, **overrides)
 
 
 def workload_options(*, slurm: bool = False, **overrides: dict):

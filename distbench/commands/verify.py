@@ -36,16 +36,12 @@ from distbench.core.errors import BadInput
     "model_size",
     "activation_checkpointing",
     "num_classes",
-    "lr",
-    "momentum",
-    "seed",
-    "device",
-    "timeout",
     model={"default": "resnet18"},
     image_size={"help": "Image models: input side (default: 32 on CPU workers, the model's on GPUs)."},
     num_classes={"default": 10},
-    timeout={"help": "Seconds per run before it is killed."},
 )
+@opt.optimizer_options()
+@opt.knob_options("device", "timeout", timeout={"help": "Seconds per run before it is killed."})
 @opt.option(
     "--rtol",
     type=opt.FiniteFloatRange(0, 1, min_open=True),

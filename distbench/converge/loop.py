@@ -17,6 +17,7 @@ from typing import Callable
 
 from distbench.converge import data, lr as lr_rules
 from distbench.core import phases
+from distbench.core.sections import ConvergeSection
 
 
 def crossing(before: dict, after: dict, target: float, error_floor: float) -> dict:
@@ -53,7 +54,7 @@ def crossing(before: dict, after: dict, target: float, error_floor: float) -> di
 
 
 def run(
-    settings: dict,
+    settings: ConvergeSection,
     *,
     train_samples: int,
     per_device_batch: int,
@@ -65,7 +66,7 @@ def run(
     barrier: Callable[[], None],
     agree: Callable[[float], float],
 ) -> dict:
-    """settings: PointConfig.extra['converge'] (target, budget, LR plan, evaluation interval).
+    """settings: PointConfig.converge (target, budget, LR plan, evaluation interval).
     train_step(epoch order, step within the epoch, lr) -> this rank's loss; evaluate() -> (accuracy, loss) on
     the whole validation split (val_samples samples); agree(x) -> x averaged over the ranks."""
     global_batch = per_device_batch * world
@@ -74,11 +75,11 @@ def run(
         raise ValueError(
             f"the training split has {train_samples} samples: too few for one global batch of {global_batch}"
         )
-    plan = settings["lr"]
-    every = max(1, int(round(spe * settings["eval_every_epochs"])))
-    max_steps = min(settings.get("max_steps") or math.inf, settings["max_epochs"] * spe)
-    max_time = settings.get("max_time_s") or math.inf
-    target = settings["target_accuracy"]
+    plan = settings.lr
+    every = max(1, int(round(spe * settings.eval_every_epochs)))
+    max_steps = min(settings.max_steps or math.inf, settings.max_epochs * spe)
+    max_time = settings.max_time_s or math.inf
+    target = settings.target_accuracy
     curve: list[dict] = []
     train_s = eval_s = first_step_s = 0.0
     step, epoch, order = 0, -1, None
@@ -107,7 +108,7 @@ def run(
     if evaluation() >= target:  # the initial accuracy (step 0) already at the target: reached before training
         reached = crossing(curve[0], curve[0], target, floor)
         reached["with_first"] = 0.0
-        if settings.get("stop_at_target"):
+        if settings.stop_at_target:
             reason = "target"
     while reason is None:
         barrier()
@@ -132,9 +133,9 @@ def run(
         out_of_time = agree(1.0 if train_s >= max_time else 0.0) > 0
         if diverged:
             reason = "diverged"
-        elif reached is not None and settings.get("stop_at_target"):
+        elif reached is not None and settings.stop_at_target:
             reason = "target"
-        elif step >= settings["max_epochs"] * spe:
+        elif step >= settings.max_epochs * spe:
             reason = "max_epochs"
         elif step >= max_steps:
             reason = "max_steps"

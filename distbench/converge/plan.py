@@ -1,5 +1,5 @@
 """The options of a converge run. Its points (kinds.plans.plan_converge): (strategy, N, seed), each a PointConfig whose
-`extra['converge']` carries the target, the budget, the LR rule, the data cache and the strategy's Distribution,
+`converge` section (core.sections.ConvergeSection) carries the target, the budget, the LR rule, the data cache and the strategy's Distribution,
 run by the strategy's own launcher with the converge worker of its framework (Strategy.converge_module) in place
 of its benchmark worker."""
 
@@ -15,8 +15,10 @@ SUPPORTED = tuple(s.name for s in STRATEGIES.values() if s.converge_module)
 
 
 @dataclass(frozen=True, kw_only=True)
-class ConvergeOptions:
-    model: str
+class ConvergeOptions(Workload):
+    """A Workload (model, device and the training section, core.workload.OPTIMIZER, taken whole; `seed` is the
+    first seed) plus converge's own settings."""
+
     strategies: tuple[Strategy, ...]
     gpus: tuple[int, ...]
     seeds: int
@@ -32,7 +34,5 @@ class ConvergeOptions:
     max_time_s: float | None
     eval_every_epochs: float
     stop_at_target: bool
-    momentum: float = Workload.momentum
-    first_seed: int = 0
     threads: int | None = None
     """CPU workers: intra-op threads per worker (None: the machine's cores divided among the N workers)."""

@@ -7,6 +7,15 @@ import json
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
+from distbench.core.sections import (
+    CommSection,
+    ConvergeSection,
+    InferSection,
+    ProfileSection,
+    RaySection,
+    from_extra,
+    to_extra,
+)
 from distbench.core.workload import (  # noqa: F401 - the choices, re-exported where they were always imported from
     DATA_SOURCES,
     DEVICES,
@@ -74,8 +83,18 @@ class PointConfig(Workload):
     baseline_threads: int | None = knob(None)
     """Only on an extra CPU baseline run at some N-worker points' per-worker thread count: the reference
     of their per-core efficiency."""
-    extra: dict = knob(factory=dict, identity=False)
-    """Strategy-specific settings (e.g. ray_address, not_applicable)."""
+    # -- what only some kinds of point carry (distbench.core.sections; stored under `extra` in the JSON)
+    not_applicable: tuple[str, ...] = knob((), identity=False)
+    """The flags of the sweep that do not apply to this point's framework (recorded, not run)."""
+    two_stage: bool = knob(False, identity=False)
+    """The first run of an in-process order: sized by a pilot in advance instead of stopping adaptively."""
+    tiny_collective: bool = knob(False, identity=False)
+    """The tiny-collective variant (T) of an in-process order."""
+    ray: RaySection | None = knob(None, identity=False)
+    comm_bench: CommSection | None = knob(None, identity=False)
+    infer: InferSection | None = knob(None, identity=False)
+    converge: ConvergeSection | None = knob(None, identity=False)
+    profiling: ProfileSection | None = knob(None, identity=False)
 
     def __post_init__(self):
         try:
@@ -102,14 +121,19 @@ class PointConfig(Workload):
         return json.dumps(self.to_dict(), sort_keys=True)
 
     def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
+        """Flat, as records have always stored a config: the sections under `extra` (sections.to_extra)."""
+        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name not in _SECTIONS}
+        return {**out, "extra": to_extra(self)}
 
     @classmethod
     def from_dict(cls, data: dict) -> "PointConfig":
-        unknown = sorted(set(data) - set(_FIELD_NAMES))
+        """A config from its dict (any version's: its `extra` object read into the typed sections)."""
+        data = dict(data)
+        sections = from_extra(data.pop("extra", None))
+        unknown = sorted(set(data) - set(_FIELD_NAMES) | set(data) & set(_SECTIONS))
         if unknown:
             raise ValueError(f"unknown config keys: {', '.join(unknown)}")
-        return cls(**data)
+        return cls(**data, **sections)
 
     @classmethod
     def from_json(cls, text: str) -> "PointConfig":
@@ -156,6 +180,8 @@ def point_key(strategy: str | None, config: dict) -> PointKey:
     )
 
 
+_SECTIONS = ("not_applicable", "two_stage", "tiny_collective", "ray", "comm_bench", "infer", "converge", "profiling")
+"""The fields stored under `extra` (distbench.core.sections)."""
 _FIELD_NAMES = tuple(f.name for f in dataclasses.fields(PointConfig))
 _DEFAULTS = {f.name: f.default for f in dataclasses.fields(PointConfig) if f.default is not dataclasses.MISSING}
 _CHECKED = ("world_size", "per_device_batch", "steps", "warmup", "max_time_s", "threads_per_worker", "target_ci")

@@ -54,6 +54,9 @@ class Knob:
     """More click attributes (is_flag, multiple, metavar, show_default)."""
     command_only: bool = False
     """Each command declares this flag itself (own help and default), e.g. --gpus."""
+    trains: bool = False
+    """The training section (OPTIMIZER): every command that trains takes it, and means the same by it. `scale`,
+    `run`, `slurm` and `k8s` take every Workload knob; `verify` and `converge` take this section whole."""
 
 
 def knob(default=dataclasses.MISSING, *, factory=dataclasses.MISSING, **kw) -> Any:
@@ -141,12 +144,26 @@ class Workload:
         help="--data disk: DataLoader pinned host memory (GPUs only).",
     )
     seed: int = knob(
-        0, low=0, high=2**32 - 1, jobs=True, identity=False, help="Random seed of the weights and the data."
+        0,
+        low=0,
+        high=2**32 - 1,
+        jobs=True,
+        trains=True,
+        identity=False,
+        help="Random seed of the weights and the data.",
     )
     lr: float = knob(
-        0.01, low=0, high=10, low_open=True, jobs=True, help="SGD learning rate (every strategy's optimizer)."
+        0.01,
+        low=0,
+        high=10,
+        low_open=True,
+        jobs=True,
+        trains=True,
+        help="SGD learning rate (every strategy's optimizer).",
     )
-    momentum: float = knob(0.9, low=0, high=1, jobs=True, help="SGD momentum (every strategy's optimizer).")
+    momentum: float = knob(
+        0.9, low=0, high=1, jobs=True, trains=True, help="SGD momentum (every strategy's optimizer)."
+    )
     tf32: bool = knob(
         True,
         flag="--tf32/--no-tf32",
@@ -325,3 +342,8 @@ def check(obj, names=None, label=flag) -> None:
 
 
 _KNOBS = {**knobs(Workload), **knobs(Measurement)}
+
+OPTIMIZER = tuple(name for name, (_, k) in knobs(Workload).items() if k.trains)
+"""The training section: the Workload knobs declared `trains` (seed, lr, momentum), in field order. `verify` and
+`converge` take these options whole (commands/options.optimizer_options) into a Workload, so a knob added here
+reaches every command that trains."""

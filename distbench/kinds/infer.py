@@ -32,7 +32,7 @@ INFER = {
 def expand(record: dict, cfg: PointConfig) -> list[dict]:
     """One point record per batch size from a worker's record (or its failure)."""
     out = []
-    for bs in cfg.extra["batch_sizes"]:
+    for bs in cfg.infer.batch_sizes:
         c = dataclasses.replace(cfg, per_device_batch=bs).to_dict()
         ok = record["status"] == "ok"
         entry = next(e for e in record["per_batch"] if e["batch"] == bs) if ok else record

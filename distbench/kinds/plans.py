@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from distbench.core.errors import BadInput
+from distbench.core.sections import CommSection, ConvergeSection, InferSection
 from distbench.hints import did_you_mean
 from distbench.core.strategies import FRAMEWORK_BASELINE, STRATEGIES, Strategy
 from distbench.core.workload import Workload, device_default
@@ -118,8 +119,13 @@ def plan_comm(opts: CommOptions, visible_gpus: int | None = None) -> Plan:
     if backend == "nccl" and choice.device != "cuda":
         raise BadInput("--backend nccl needs CUDA GPUs; none are in use (try --backend gloo)")
     sizes = parse_sizes(opts.sizes or ("1K:1G" if choice.device == "cuda" else "1K:64M"), opts.factor)
-    extra = dict(backend=backend, sizes=sizes, iters=opts.iters, warmup=opts.warmup)
-    extra["max_time_per_size"] = opts.max_time_per_size
+    section = CommSection(
+        backend=backend,
+        sizes=tuple(sizes),
+        iters=opts.iters,
+        warmup=opts.warmup,
+        max_time_per_size=opts.max_time_per_size,
+    )
     workload = Workload(model="none")
     notes = [choice.note, *([backend_note] if backend_note else [])]
     if opts.nodes > 1:
@@ -140,7 +146,7 @@ def plan_comm(opts: CommOptions, visible_gpus: int | None = None) -> Plan:
             warmup=0,
             threads_per_worker=max(1, cpu_cores() // n),
             nodes=opts.nodes,
-            extra=dict(extra),
+            comm_bench=section,
         )
         for n in opts.gpus
     ]
@@ -185,7 +191,7 @@ def plan_infer(opts: InferOptions, visible_gpus: int | None = None) -> Plan:
             warmup=opts.warmup,
             threads_per_worker=cpu_cores(),
             num_classes=spec.num_classes,
-            extra={"batch_sizes": list(opts.batch_sizes)},
+            infer=InferSection(batch_sizes=tuple(opts.batch_sizes)),
         )
         for fw in opts.frameworks
     ]
@@ -199,15 +205,15 @@ def plan_converge(opts, choice: DeviceChoice, *, cores: int, cache: str, image_s
     converge worker (Strategy.converge_module) driving the strategy's own Distribution."""
     from distbench.converge import lr as lr_rules
 
-    workload = Workload(model=opts.model, momentum=opts.momentum, tf32=False, num_classes=num_classes)
+    workload = replace(opts.workload, tf32=False, num_classes=num_classes)
     points = []
-    for seed in range(opts.first_seed, opts.first_seed + opts.seeds):
+    for seed in range(opts.seed, opts.seed + opts.seeds):
         for s in opts.strategies:
             for n in opts.gpus:
                 if s.baseline and n != 1:
                     continue
                 lr = lr_rules.plan(opts.lr_scaling, opts.lr, opts.batch_size, opts.batch_size * n, opts.warmup_epochs)
-                settings = dict(
+                settings = ConvergeSection(
                     target_accuracy=opts.target_accuracy,
                     max_epochs=opts.max_epochs,
                     max_steps=opts.max_steps,
@@ -229,7 +235,7 @@ def plan_converge(opts, choice: DeviceChoice, *, cores: int, cache: str, image_s
                         per_device_batch=opts.batch_size,
                         image_size=image_size,
                         threads_per_worker=threads,
-                        extra={"converge": settings},
+                        converge=settings,
                     )
                 )
     return Plan(points, choice, [choice.note])

@@ -6,6 +6,6 @@ of categories for both frameworks, and a Chrome trace-event file per profiled po
   trace       trace-event JSON: loading and checking it, TF's XSpace converted to it, where traces are kept
   breakdown   a trace's steps attributed to the categories (time per step, share, ops, top ops)
   compare     two breakdowns side by side: the differences per category and sentences drawn from the data
-  request     what a sweep asks its points (PointConfig.extra['profile']) and the checks of the flags
+  request     what a sweep asks its points (PointConfig.profiling) and the checks of the flags
   hooks       inside the workers: profile a few steps after the timed window (torch_common, tf_common)
 """

@@ -3,7 +3,7 @@ and throughput are those of an unprofiled run), with the framework's own profile
 meet in their collectives); rank 0 keeps the trace file and puts the breakdown in its record.
 
 Called by distbench/workers/torch_common.run and tf_common.run when the point's config asks for it
-(PointConfig.extra['profile'], distbench.profile.request)."""
+(PointConfig.profiling, distbench.profile.request)."""
 
 from __future__ import annotations
 
@@ -25,10 +25,10 @@ a CPU-worker point's trace stays a few MB."""
 
 def request(cfg) -> dict | None:
     """What the point asks (None: no profiling): {'steps': K, 'trace_dir': folder or None}."""
-    asked = (cfg.extra or {}).get("profile")
-    if not asked or cfg.verify or not cfg.sync:
+    asked = cfg.profiling
+    if asked is None or cfg.verify or not cfg.sync:
         return None
-    return asked if isinstance(asked, dict) else {}
+    return {"steps": asked.steps, "trace_dir": asked.trace_dir}
 
 
 def kept(fn):

@@ -1,5 +1,5 @@
 """What a sweep asks its points when it profiles them (`--profile` on run/scale, `distbench profile`): the
-request rides to the worker in PointConfig.extra['profile'] ({'steps', 'trace_dir'}, not part of a point's
+request rides to the worker in PointConfig.profiling (core.sections.ProfileSection: steps, trace_dir, not part of a point's
 identity), put on the planned points here (the plan itself is plan.make_plan's). A strategy whose worker has
 no profiling hook, or a trace folder that cannot be written, does not stop the sweep: its points are measured
 (without a profile, or without a trace file) and the command then ends with one line naming the flag
@@ -11,6 +11,7 @@ import dataclasses
 from pathlib import Path
 
 from distbench.core.errors import BadInput
+from distbench.core.sections import ProfileSection
 from distbench.profile.hooks import STEPS
 from distbench.profile.trace import check_trace_folder
 
@@ -29,7 +30,7 @@ class Profiling:
 
 
 def with_profiling(plan, trace_dir: str | Path, *, flag: str = "--profile", dir_flag: str = "--results", steps=STEPS):
-    """`plan` with its points asking to be profiled (PointConfig.extra['profile']); traces into `trace_dir`.
+    """`plan` with its points asking to be profiled (PointConfig.profiling); traces into `trace_dir`.
     A strategy with no profiler is measured unprofiled; an unwritable `trace_dir` means breakdowns without
     trace files. Either is the returned Profiling's `problem`."""
     problems = []
@@ -45,8 +46,8 @@ def with_profiling(plan, trace_dir: str | Path, *, flag: str = "--profile", dir_
                 unprofiled.append(p.strategy)
             points.append(p)
             continue
-        ask = {"steps": steps, "trace_dir": str(folder) if folder else None}
-        cfg = dataclasses.replace(p.config, extra={**p.config.extra, "profile": ask})
+        ask = ProfileSection(steps=steps, trace_dir=str(folder) if folder else None)
+        cfg = dataclasses.replace(p.config, profiling=ask)
         points.append(dataclasses.replace(p, config=cfg))
     for s in unprofiled:
         problems.insert(

@@ -10,6 +10,7 @@ from distbench.run import raycluster
 from distbench.core import strategies as registry
 from distbench.core.config import PointConfig
 from distbench.core.errors import BadInput
+from distbench.core.sections import RaySection
 from distbench.run.launchers import RAY_TRAIN, check_ray_address, cluster_launcher
 from distbench.models.specs import check_input, get_spec, sized_spec
 from distbench.core.strategies import FRAMEWORK_BASELINE, STRATEGIES, Strategy, parse_strategies, strategy_names
@@ -375,10 +376,8 @@ def make_plan(opts: SweepOptions, visible_gpus: int | None = None, *, runs_here:
                 measure_comm=opts.comm and n > 1 and not s.baseline and s.no_comm_reason is None,
                 max_time_s=defaults["max_time"],
                 data_dir=data_dir,
-                extra={
-                    **({"not_applicable": [flag(name) for name in not_applicable]} if not_applicable else {}),
-                    **({"ray_address": opts.ray_address} if opts.ray_address and s.launcher == RAY_TRAIN.name else {}),
-                },
+                not_applicable=tuple(flag(name) for name in not_applicable),
+                ray=RaySection(address=opts.ray_address) if opts.ray_address and s.launcher == RAY_TRAIN.name else None,
             )
             resolved.update(target_ci=opts.target_ci, **dict.fromkeys(not_applicable, False))
             auto = s.name not in opts.strategies

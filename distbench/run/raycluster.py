@@ -37,6 +37,7 @@ import psutil
 from pathlib import Path
 
 from distbench.core.errors import BadInput
+from distbench.core.sections import RaySection
 
 HEAD_ENV = "DISTBENCH_RAY_HEAD"
 """The sweep head's GCS address, for the points' drivers (inherited through the launch's environment)."""
@@ -158,11 +159,13 @@ def plan_on_cluster(points: list, address: str, notes: list[str], nodes=None) ->
     for p in points:
         if p.strategy.launcher == RAY_TRAIN.name:
             why, placement = place(p.config.world_size, p.config.device, nodes, address)
-            extra = {**(p.config.extra or {}), **({"ray_placement": placement.to_dict()} if placement else {})}
+            ray = dataclasses.replace(
+                p.config.ray or RaySection(), placement=placement.to_dict() if placement else None
+            )
             # the point's `nodes` stays 1 (one driver process; Ray places the workers): the planned node count
             # is the placement's, and the record's `nodes` is the count the workers ran on
             cfg = dataclasses.replace(
-                p.config, threads_per_worker=max(1, int(placement.cpus)) if placement else 1, extra=extra
+                p.config, threads_per_worker=max(1, int(placement.cpus)) if placement else 1, ray=ray
             )
             p = dataclasses.replace(p, config=cfg, skip_reason=p.skip_reason or why)
         out.append(p)
@@ -316,7 +319,7 @@ def sweep_head(points, progress=None, python: str = sys.executable):
     ray_points = [
         p
         for p in points
-        if p.strategy.launcher == RAY_TRAIN.name and not p.skip_reason and not (p.config.extra or {}).get("ray_address")
+        if p.strategy.launcher == RAY_TRAIN.name and not p.skip_reason and not (p.config.ray and p.config.ray.address)
     ]
     if not ray_points or os.environ.get(HEAD_ENV):
         yield None

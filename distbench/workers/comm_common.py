@@ -21,8 +21,9 @@ def sweep_sizes(
 ) -> dict:
     """For each message size: warmup, then iterations each starting after a barrier; the tensor is
     refilled (outside the timed region) so every iteration's result can be checked."""
-    sizes = cfg.extra["sizes"]
-    iters, warmup, budget = cfg.extra["iters"], cfg.extra["warmup"], cfg.extra["max_time_per_size"]
+    section = cfg.comm_bench
+    sizes = list(section.sizes)
+    iters, warmup, budget = section.iters, section.warmup, section.max_time_per_size
     per_size, correct = [], []
     for size in sizes:
         t = make(size // 4)

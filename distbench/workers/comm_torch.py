@@ -14,7 +14,7 @@ def body(cfg, out_path):
 
     from distbench.workers.comm_common import emit_comm, sweep_sizes
 
-    backend = cfg.extra["backend"]
+    backend = cfg.comm_bench.backend
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     local = int(os.environ.get("LOCAL_RANK", 0))
     device = torch.device("cuda", local) if backend == "nccl" else torch.device("cpu")

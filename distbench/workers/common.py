@@ -20,7 +20,7 @@ from distbench.core.failures import OOM_MARKERS
 from distbench.core.rankguard import rank_of
 from distbench.results.record import base_record, write_record
 from distbench.core.errors import INSTALL_HINT  # the same hint as the parent's skip rule
-from distbench.workers.stopping import TWO_STAGE, Gather, combine_ranks, measure
+from distbench.workers.stopping import Gather, combine_ranks, measure
 
 
 def parse_args(argv: list[str] | None = None) -> tuple[PointConfig, str]:
@@ -157,8 +157,8 @@ def tiny_elements(grad_elements: int) -> int:
 
 
 def is_tiny(cfg: PointConfig) -> bool:
-    """The tiny-collective variant's segment (segment_configs marks it in the config's `extra`)."""
-    return bool(cfg.extra.get("tiny_collective"))
+    """The tiny-collective variant's segment (segment_configs marks it: PointConfig.tiny_collective)."""
+    return cfg.tiny_collective
 
 
 def segment_configs(cfg: PointConfig) -> list[tuple[str, PointConfig]]:
@@ -176,9 +176,9 @@ def segment_configs(cfg: PointConfig) -> list[tuple[str, PointConfig]]:
     if not cfg.nosync_order:
         return [("A", run)]
     variant = dataclasses.replace(run, sync=False, measure_comm=False, target_ci=0.0)
-    tiny = dataclasses.replace(variant, extra={**run.extra, "tiny_collective": True})
+    tiny = dataclasses.replace(variant, tiny_collective=True)
     again = dataclasses.replace(run, measure_comm=False, target_ci=0.0)
-    first = dataclasses.replace(run, measure_comm=False, extra={**run.extra, TWO_STAGE: True})
+    first = dataclasses.replace(run, measure_comm=False, two_stage=True)
     out: list[tuple[str, PointConfig]] = []
     for letter in cfg.nosync_order:
         first_a = letter == "A" and all(x != "A" for x, _ in out)

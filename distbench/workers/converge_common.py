@@ -30,7 +30,7 @@ def run_and_emit(
 
     x_tr, _, x_va, _, meta = data
     result = loop.run(
-        cfg.extra["converge"],
+        cfg.converge,
         train_samples=len(x_tr),
         per_device_batch=cfg.per_device_batch,
         world=world,

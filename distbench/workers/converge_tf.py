@@ -25,14 +25,14 @@ def body(cfg, out_path):
     from distbench.workers import tf_common as tfc
     from distbench.models import keras_models
 
-    settings = cfg.extra["converge"]
-    dist = make_distribution(settings["distribution"])
+    settings = cfg.converge
+    dist = make_distribution(settings.distribution)
     tf = dist.start(cfg)
     tfc.set_precision(cfg)
     try:
         if dist.world != cfg.world_size:
             raise RuntimeError(f"launched with {dist.world} replicas but the point asks for {cfg.world_size}")
-        cache = data.read_cache(settings["cache"])
+        cache = data.read_cache(settings.cache)
         x_tr, y_tr, x_va, y_va, _ = cache
         strategy = getattr(dist, "strategy", None)
         b, world = cfg.per_device_batch, dist.world

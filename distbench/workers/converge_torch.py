@@ -35,15 +35,15 @@ def body(cfg, out_path):
     from distbench.workers import torch_common as tc
     from distbench.models import torch_models
 
-    settings = cfg.extra["converge"]
-    dist = make_distribution(settings["distribution"])
+    settings = cfg.converge
+    dist = make_distribution(settings.distribution)
     dist.start(cfg)
     try:
         if dist.world != cfg.world_size:
             raise RuntimeError(f"launched with {dist.world} processes but the point asks for {cfg.world_size}")
         math_mode = tc.configure_threads(cfg)
         device = tc.device_for(cfg, dist.local_rank)
-        cache = data.read_cache(settings["cache"])
+        cache = data.read_cache(settings.cache)
         x_tr, y_tr, x_va, y_va, _ = cache
         to = lambda a: torch.from_numpy(a).to(device)  # noqa: E731
         xt, yt = to(x_tr).permute(0, 3, 1, 2).contiguous(), to(y_tr)  # NHWC -> NCHW

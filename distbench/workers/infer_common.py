@@ -10,7 +10,7 @@ from distbench.workers import common
 def sweep_batches(cfg, run_batch, sync, is_oom) -> list[dict]:
     """run_batch(bs) -> callable doing one forward pass; returns per-batch entries (times or oom)."""
     entries = []
-    for bs in cfg.extra["batch_sizes"]:
+    for bs in cfg.infer.batch_sizes:
         try:
             common.reset_peak_memory(cfg.device)
             forward = run_batch(bs)

@@ -1,6 +1,6 @@
 """Strategy `ray-ddp`: ddp's workload under Ray Train, the way Ray users run it.
 
-This module is the Ray *driver*: it joins the cluster at --ray-address (PointConfig.extra["ray_address"]),
+This module is the Ray *driver*: it joins the cluster at --ray-address (PointConfig.ray.address),
 else the sweep's local head (DISTBENCH_RAY_HEAD: one per sweep, distbench.run.raycluster), else starts a local
 head for the point (its temp dir and logs in a folder this module removes), and runs Ray Train's
 `TorchTrainer` with `ScalingConfig(num_workers=N, use_gpu=<cuda>, resources_per_worker, placement_strategy)`
@@ -128,7 +128,7 @@ def scaling(cfg, scaling_config, *, on_cluster: bool):
     as planned per node (distbench.run.raycluster.place): within one node (STRICT_PACK), one worker per node
     (STRICT_SPREAD), or D per node, each holding 1/D of its node's CPUs (PACK); on a local head, PACK with
     one CPU each (the head has N+1)."""
-    placement = (cfg.extra or {}).get("ray_placement") if on_cluster else None
+    placement = (cfg.ray.placement if cfg.ray else None) if on_cluster else None
     cpus = placement["cpus"] if placement else cfg.threads_per_worker if on_cluster else 1
     return scaling_config(
         num_workers=cfg.world_size,
@@ -153,7 +153,7 @@ def placed_fields(cfg, workers: list[dict], engine: dict) -> dict:
     not the planned ones (a point measured on other nodes than it claims)."""
     ids = sorted({w["node_id"] for w in workers if w.get("node_id")})
     engine["node_ids"] = ids
-    placement = (cfg.extra or {}).get("ray_placement")
+    placement = cfg.ray.placement if cfg.ray else None
     out = {"nodes": len(ids)} if ids else {}
     if placement and ids and len(ids) != placement["nodes"]:
         out.update(
@@ -274,7 +274,7 @@ def body(cfg, out_path):
     handle(stop)
 
     published: list[dict] = []
-    address = (cfg.extra or {}).get("ray_address")
+    address = cfg.ray.address if cfg.ray else None
     sweep_head = None if address else os.environ.get("DISTBENCH_RAY_HEAD")
     temp = None
     started = time.time()
@@ -340,7 +340,7 @@ def body(cfg, out_path):
         with contextlib.suppress(Exception):  # Ray Train restarts the worker group in place: count its starts
             engine["worker_group_starts"] = ray.get(starts.get.remote(), timeout=30)
             engine["restarts"] = max(0, engine["worker_group_starts"] - 1)
-        if placement := (cfg.extra or {}).get("ray_placement"):
+        if placement := (cfg.ray.placement if cfg.ray else None):
             engine["placement"] = placement
         if metrics and metrics.get("record"):
             engine["workers"] = metrics["workers"]

@@ -56,7 +56,7 @@ def measure(
     look is brought forward to end at about the time limit) or cfg.max_steps is reached. Every rank
     takes the same decision from the same gathered data.
     """
-    if cfg.target_ci > 0 and cfg.extra.get(TWO_STAGE):
+    if cfg.target_ci > 0 and cfg.two_stage:
         return measure_two_stage(step, sync, cfg, gather, new_event)
     out = None
     sync(None)
@@ -116,11 +116,6 @@ def measure(
     return times, out, stopping
 
 
-TWO_STAGE = "two_stage"
-"""PointConfig.extra key (segment_configs sets it on the first run of an in-process order): that run is sized
-by a pilot in advance (measure_two_stage) instead of stopping adaptively."""
-
-
 def measure_two_stage(
     step: Callable[[], Any],
     sync: Callable[[Any], None],
@@ -135,7 +130,7 @@ def measure_two_stage(
     (fixed_steps).
     Adaptive stopping on the first run alone biased its mean against the fixed-length runs beside it, and the
     split takes differences of these means. Every rank takes the same decisions from the same gathered data."""
-    plain = dataclasses.replace(cfg, target_ci=0.0, extra={k: v for k, v in cfg.extra.items() if k != TWO_STAGE})
+    plain = dataclasses.replace(cfg, target_ci=0.0, two_stage=False)
     first = min(max(cfg.steps, 1), stats.PILOT_STEPS)
     pilot_times, _, pilot = measure(step, sync, dataclasses.replace(plain, steps=first), gather, new_event)
     segments = list(pilot["segments_s"])
