@@ -344,12 +344,13 @@ def make_plan(opts: SweepOptions, visible_gpus: int | None = None, *, runs_here:
             )
         )
     cores = node_cores = cpu_cores()
+    on_nodes = None  # the one-machine cluster, where the multi-node points run across its nodes
     if max(opts.nodes) > 1:
         from distbench.run.hosts import check_allocation, local_cluster
 
         hosts = check_allocation(max(opts.nodes))
         where = "inside this Slurm allocation"
-        if local_cluster():  # the nodes share this machine's cores: a rank gets its share of all of them
+        if on_nodes := local_cluster():  # the nodes share this machine's cores: a rank gets its share of all of them
             where, node_cores = "across the one-machine cluster (its nodes share this machine's cores)", None
         notes.append(f"multi-node points run {where} ({', '.join(hosts)}); N is the total device count over the nodes")
     points: list[PlannedPoint] = []
@@ -359,7 +360,10 @@ def make_plan(opts: SweepOptions, visible_gpus: int | None = None, *, runs_here:
             name for name, (framework, _) in FRAMEWORK_ONLY.items() if getattr(opts, name) and s.framework != framework
         ]
         for batch, (n, k) in ((b, nk) for nk in ([(1, 1)] if s.baseline else shapes) for b in batches):
-            if k > 1 and cluster_launcher(s) is None:
+            # Ray Train places its workers itself: across the one-machine cluster's nodes, on the Ray cluster
+            # the sweep starts on them (distbench.run.raynodes), unless the sweep names its own --ray-address
+            ray_on_nodes = on_nodes is not None and s.launcher == RAY_TRAIN.name and not opts.ray_address
+            if k > 1 and cluster_launcher(s) is None and not ray_on_nodes:
                 continue
             per_device = batch if opts.scaling == "weak" else batch // n
             resolved = dict(
@@ -385,6 +389,8 @@ def make_plan(opts: SweepOptions, visible_gpus: int | None = None, *, runs_here:
             points.append(planned(s, choice, opts.workload, runs_here=runs_here, auto_added=auto, **resolved))
     if opts.ray_address:  # Ray points: planned per node from ray.nodes(), not this machine
         points = raycluster.plan_on_cluster(points, opts.ray_address, notes)
+    elif on_nodes is not None:  # Ray points across the nodes: planned per node from what Ray will be given there
+        points = _ray_on_nodes(points, on_nodes, notes)
     if choice.device == "cpu":
         points = _with_per_core_baselines(points, notes)
     else:
@@ -393,6 +399,31 @@ def make_plan(opts: SweepOptions, visible_gpus: int | None = None, *, runs_here:
             "matmuls and convolutions (--tf32/--no-tf32), cuDNN autotuning on; recorded per point"
         )
     return Plan(points=points, device=choice, notes=notes)
+
+
+def _ray_on_nodes(points: list[PlannedPoint], state, notes: list[str]) -> list[PlannedPoint]:
+    """Ray points at K > 1 nodes of the one-machine cluster, placed as on any Ray cluster
+    (raycluster.place) over the K nodes the sweep starts Ray on, each with its share of the cores."""
+    from distbench.run.raynodes import node_shapes
+
+    out = []
+    for p in points:
+        if p.strategy.launcher == RAY_TRAIN.name and p.config.nodes > 1:
+            nodes = node_shapes(state, p.config.nodes)
+            why, placement = raycluster.place(p.config.world_size, p.config.device, nodes, "the nodes")
+            if placement is not None and placement.nodes != p.config.nodes:
+                why = f"N={p.config.world_size} on {p.config.nodes} nodes: Ray would place it on {placement.nodes}"
+            extra = {**(p.config.extra or {}), **({"ray_placement": placement.to_dict()} if placement else {})}
+            cfg = replace(p.config, threads_per_worker=max(1, int(placement.cpus)) if placement else 1, extra=extra)
+            p = replace(p, config=cfg, skip_reason=p.skip_reason or why)
+            note = (
+                f"{p.strategy.name} across the nodes: a Ray head on node1 and a raylet on each other node, "
+                f"{nodes[0]['CPU']:g} CPU(s) each, started for the sweep and stopped after it"
+            )
+            if note not in notes:
+                notes.append(note)
+        out.append(p)
+    return out
 
 
 def _with_per_core_baselines(points: list[PlannedPoint], notes: list[str]) -> list[PlannedPoint]:
