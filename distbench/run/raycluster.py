@@ -63,7 +63,9 @@ def cluster_nodes(
     )
     env = dict(os.environ, RAY_USAGE_STATS_ENABLED="0")
     try:
-        proc = subprocess.run([*prefix, python, "-c", code, address], capture_output=True, text=True, timeout=timeout_s, env=env)
+        proc = subprocess.run(
+            [*prefix, python, "-c", code, address], capture_output=True, text=True, timeout=timeout_s, env=env
+        )
     except subprocess.TimeoutExpired:
         raise BadInput(f"--ray-address {address}: no answer from the Ray cluster in {timeout_s:.0f}s") from None
     for line in proc.stdout.splitlines():

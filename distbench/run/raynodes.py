@@ -54,7 +54,10 @@ def nodes_ray(k: int, progress=None, python: str = sys.executable):
         raise DistbenchError(f"Ray across {k} nodes needs the one-machine cluster up with {k} nodes")
     started = time.monotonic()
     common = dict(
-        num_cpus=node_cpus(state), num_gpus=0, python=python, extra_args=(f"--object-store-memory={OBJECT_STORE_BYTES}",)
+        num_cpus=node_cpus(state),
+        num_gpus=0,
+        python=python,
+        extra_args=(f"--object-store-memory={OBJECT_STORE_BYTES}",),
     )
     nodes: list[SweepHead] = []
     saved = {v: os.environ.get(v) for v in (NODES_HEAD_ENV, NODES_START_ENV)}
@@ -73,7 +76,9 @@ def nodes_ray(k: int, progress=None, python: str = sys.executable):
         os.environ[NODES_START_ENV] = f"{time.monotonic() - started:.3f}"
         if progress:
             where = ", ".join(f"{n['address']}" for n in alive)
-            progress(f"Ray on the nodes started in {time.monotonic() - started:.1f}s: head {head.address}, nodes {where}")
+            progress(
+                f"Ray on the nodes started in {time.monotonic() - started:.1f}s: head {head.address}, nodes {where}"
+            )
         yield head
     finally:
         for key, value in saved.items():
@@ -97,4 +102,6 @@ def wait_for_nodes(address: str, k: int, prefix: tuple[str, ...], python: str) -
         if len(alive) >= k:
             return alive
         time.sleep(1.0)
-    raise DistbenchError(f"Ray on the nodes: {len(alive)} of {k} nodes registered with {address} in {START_TIMEOUT_S:g}s")
+    raise DistbenchError(
+        f"Ray on the nodes: {len(alive)} of {k} nodes registered with {address} in {START_TIMEOUT_S:g}s"
+    )

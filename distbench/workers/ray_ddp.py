@@ -297,8 +297,7 @@ def body(cfg, out_path):
     engine = {
         "engine": "ray-train",
         "ray": ray.__version__,
-        "address": address
-        or (sweep_head_text(sweep_head) if sweep_head else "local head started for this point"),
+        "address": address or (sweep_head_text(sweep_head) if sweep_head else "local head started for this point"),
         "num_workers": cfg.world_size,
         "use_gpu": cfg.device == "cuda",
         "train_api": "v2" if os.environ.get("RAY_TRAIN_V2_ENABLED", "1") != "0" else "v1",
@@ -335,7 +334,9 @@ def body(cfg, out_path):
                 "rank_dir": os.environ.get("DISTBENCH_RANK_DIR"),
                 "starts": starts_name,
             },
-            scaling_config=scaling(cfg, ScalingConfig, on_cluster=bool(address or (cfg.extra or {}).get("ray_placement"))),
+            scaling_config=scaling(
+                cfg, ScalingConfig, on_cluster=bool(address or (cfg.extra or {}).get("ray_placement"))
+            ),
             torch_config=TorchConfig(backend="nccl" if cfg.device == "cuda" else "gloo"),
             run_config=RunConfig(
                 name=f"distbench-{cfg.strategy}-{cfg.world_size}",
