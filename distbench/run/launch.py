@@ -396,11 +396,14 @@ def run_point(
         "launcher": point_launcher(strategy, cfg.nodes).name,
         "workdir": str(workdir),
     }
+    reports = failures.rank_reports(rank_dir)
+    if pinned := {str(r["rank"]): r["cores"] for r in sorted(reports, key=lambda r: r["rank"]) if r.get("cores")}:
+        launch["pinned_cores"] = pinned  # each rank's cores (DISTBENCH_PIN_CORES)
     if cfg.nodes > 1:  # where the ranks ran and what carried their traffic
         cluster = local_cluster()
         # Ray's workers are actors, not guarded ranks: each reports its host and its node's interface bytes
         ranks = [w for w in (record.get("engine") or {}).get("workers") or [] if "net" in w]
-        ranks = ranks or failures.rank_reports(rank_dir)
+        ranks = ranks or reports
         launch["placement"] = placement(ranks, cluster.link_settings() if cluster else None)
         if cluster is not None and record["status"] != "ok":
             from distbench.cluster.netns import link_faults

@@ -402,23 +402,31 @@ def make_plan(opts: SweepOptions, visible_gpus: int | None = None, *, runs_here:
 
 
 def _ray_on_nodes(points: list[PlannedPoint], state, notes: list[str]) -> list[PlannedPoint]:
-    """Ray points at K > 1 nodes of the one-machine cluster, placed as on any Ray cluster
-    (raycluster.place) over the K nodes the sweep starts Ray on, each with its share of the cores."""
-    from distbench.run.raynodes import node_shapes
+    """Ray points at K > 1 nodes of the one-machine cluster: N/K workers on each of the K nodes the sweep
+    starts Ray on (one per node: STRICT_SPREAD; D per node: PACK, each worker holding 1/D of its node's
+    CPUs, so no node takes more than D), as raycluster.place spreads a point over several nodes."""
+    from distbench.run.raynodes import node_cpus
 
     out = []
     for p in points:
-        if p.strategy.launcher == RAY_TRAIN.name and p.config.nodes > 1:
-            nodes = node_shapes(state, p.config.nodes)
-            why, placement = raycluster.place(p.config.world_size, p.config.device, nodes, "the nodes")
-            if placement is not None and placement.nodes != p.config.nodes:
-                why = f"N={p.config.world_size} on {p.config.nodes} nodes: Ray would place it on {placement.nodes}"
-            extra = {**(p.config.extra or {}), **({"ray_placement": placement.to_dict()} if placement else {})}
-            cfg = replace(p.config, threads_per_worker=max(1, int(placement.cpus)) if placement else 1, extra=extra)
+        cfg = p.config
+        if p.strategy.launcher == RAY_TRAIN.name and cfg.nodes > 1:
+            per_node = cfg.world_size // cfg.nodes
+            cpus = raycluster.worker_cpus(node_cpus(state), per_node)
+            why = None
+            if cfg.device == "cuda":
+                why = "the one-machine cluster's nodes have no GPUs (CPU workers only)"
+            elif cpus is None:
+                why = f"{per_node} workers per node do not fit a node's {node_cpus(state)} CPU(s)"
+            placement = raycluster.Placement(
+                cfg.nodes, per_node, "STRICT_SPREAD" if per_node == 1 else "PACK", cpus or 1, 0
+            )
+            extra = {**(cfg.extra or {}), "ray_placement": placement.to_dict()}
+            cfg = replace(cfg, threads_per_worker=max(1, int(cpus or 1)), extra=extra)
             p = replace(p, config=cfg, skip_reason=p.skip_reason or why)
             note = (
-                f"{p.strategy.name} across the nodes: a Ray head on node1 and a raylet on each other node, "
-                f"{nodes[0]['CPU']:g} CPU(s) each, started for the sweep and stopped after it"
+                f"{p.strategy.name} across the nodes: a Ray head on node1 and a raylet on each other node "
+                f"({node_cpus(state)} CPU(s) each), started for the sweep and stopped after it"
             )
             if note not in notes:
                 notes.append(note)

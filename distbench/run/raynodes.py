@@ -34,14 +34,6 @@ def node_cpus(state) -> int:
     return max(1, (os.cpu_count() or 1) // len(state.nodes))
 
 
-def node_shapes(state, k: int) -> list[dict]:
-    """The first k nodes as distbench.run.raycluster.place reads a Ray cluster's nodes (what nodes_ray gives
-    Ray: each node's CPU share, no GPUs), so that the points are planned before Ray starts."""
-    return [
-        {"node_id": n["hostname"], "address": n["address"], "CPU": node_cpus(state), "GPU": 0} for n in state.nodes[:k]
-    ]
-
-
 @contextlib.contextmanager
 def nodes_ray(k: int, progress=None, python: str = sys.executable):
     """Ray on the cluster's first k nodes for the length of the block (module doc); exports
