@@ -22,6 +22,11 @@ pytestmark = pytest.mark.slow
 RATE = "1gbit"
 
 
+def tiny(timeout: int = 240) -> list[str]:
+    """quick() with the smallest model (mlp): the launch path across the nodes is what these points check."""
+    return ["--model", "mlp", *quick(batch=4, timeout=timeout)[4:]]
+
+
 def cluster_cli(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "distbench.cluster", *args], capture_output=True, text=True, cwd=ROOT)
 
@@ -117,7 +122,7 @@ def test_reshaping_the_link_slows_the_all_reduce_to_the_new_rate(cluster, tmp_pa
 @require("torch")
 def test_ddp_across_two_nodes_records_both_hosts_and_the_link(cluster, tmp_path):
     db = tmp_path / "r.db"
-    args = ["scale", "--strategy", "ddp", "--gpus", "2", "--nodes", "2", *quick(batch=4, timeout=240)]
+    args = ["scale", "--strategy", "ddp", "--gpus", "2", "--nodes", "2", *tiny(timeout=240)]
     done = run_cli([*args, "--results", str(db)])
     assert done.returncode == 0, done.stderr
     (rec,) = [r for r in last_points(db) if r["nodes"] == 2]
@@ -132,7 +137,7 @@ def test_ddp_across_two_nodes_records_both_hosts_and_the_link(cluster, tmp_path)
 @require("tensorflow")
 def test_mirrored_across_two_nodes_is_multi_worker_over_the_link(cluster, tmp_path):
     db = tmp_path / "r.db"
-    args = ["scale", "--strategy", "mirrored", "--gpus", "2", "--nodes", "2", *quick(batch=4, timeout=300)]
+    args = ["scale", "--strategy", "mirrored", "--gpus", "2", "--nodes", "2", *tiny(timeout=300)]
     done = run_cli([*args, "--results", str(db)])
     assert done.returncode == 0, done.stderr
     (rec,) = [r for r in last_points(db) if r["nodes"] == 2]
@@ -148,7 +153,7 @@ def test_horovod_torch_across_two_nodes_runs_its_remote_rank_over_ssh(cluster, t
     if cluster["ssh_why"]:
         pytest.skip(cluster["ssh_why"])
     db = tmp_path / "r.db"
-    args = ["scale", "--strategy", "horovod-torch", "--gpus", "2", "--nodes", "2", *quick(batch=4, timeout=240)]
+    args = ["scale", "--strategy", "horovod-torch", "--gpus", "2", "--nodes", "2", *tiny(timeout=240)]
     done = run_cli([*args, "--results", str(db)])
     assert done.returncode == 0, done.stderr
     (rec,) = [r for r in last_points(db) if r["nodes"] == 2]
