@@ -88,7 +88,7 @@ class Launcher:
     def on_cluster(self, strategy, cfg, config, out, *, hosts, nic: str, base_env=None, python=sys.executable):
         """(argv, env) across the nodes of the one-machine cluster (distbench.cluster): `hosts` its node names."""
         raise BadInput(
-            f"{self.name} does not run across the one-machine cluster's nodes (torchrun, tf-multiworker and horovodrun do)"
+            f"{self.name} does not run across the one-machine cluster's nodes (torchrun, tf-multiworker, horovodrun and ray-train do)"
         )
 
     def nsrun(self, cfg, python=sys.executable) -> list[str]:
