@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from distbench.cluster import netns, nsrun, slurmd, spec, sshd
-from distbench.core.errors import BadInput
+from distbench.core.errors import BadInput, DistbenchError
 from distbench.core.strategies import STRATEGIES
 from distbench.core import rankguard
 from distbench.run.launchers import HOROVODRUN, TF_MULTIWORKER, TORCHRUN
@@ -352,3 +352,78 @@ def test_a_nodes_dead_slurmd_is_named(tmp_path):
     # nsrun gives the nodes' commands the cluster's slurm.conf
     (_, env), _ = nsrun.commands(state, 2, ["sinfo"], {})
     assert env["SLURM_CONF"] == str(tmp_path / "slurm" / "slurm.conf")
+
+
+def test_ray_points_across_the_nodes_are_planned_one_worker_per_node(tmp_path, monkeypatch):
+    """ray-ddp at N=2 over 2 nodes of the cluster: one worker on each node (STRICT_SPREAD), each with its
+    node's share of the cores; the driver runs on node1 and joins the Ray cluster the sweep started there,
+    and without that cluster (a lone point) it refuses in one line."""
+    from distbench.run.launchers import RAY_TRAIN
+    from distbench.run.launch import point_launcher
+    from distbench.run.plan import SweepOptions, make_plan, parse_strategies
+    from distbench.run.raynodes import NODES_HEAD_ENV, node_cpus
+
+    monkeypatch.setenv(spec.STATE_DIR_VAR, str(tmp_path))
+    for var in ("SLURM_JOB_NODELIST", "SLURM_NODELIST", NODES_HEAD_ENV):
+        monkeypatch.delenv(var, raising=False)
+    state = _state(tmp_path)
+    opts = SweepOptions(model="mlp", gpus=[2], nodes=(2,), strategies=parse_strategies(("ray-ddp",)), device="cpu")
+    plan = make_plan(opts, visible_gpus=0)
+    (point,) = [p for p in plan.points if p.strategy.name == "ray-ddp"]
+    assert point.config.nodes == 2 and point.skip_reason is None
+    assert point.config.extra["ray_placement"] == {
+        "nodes": 2,
+        "per_node": 1,
+        "strategy": "STRICT_SPREAD",
+        "cpus": node_cpus(state),
+        "gpus": 0,
+    }
+    assert point.config.threads_per_worker == node_cpus(state)
+    assert point_launcher(point.strategy, 2) is RAY_TRAIN
+    with pytest.raises(BadInput, match="^ray-ddp runs across the nodes on the Ray cluster a sweep starts on them$"):
+        RAY_TRAIN.on_cluster(point.strategy, point.config, "c", "r", hosts=["node1", "node2"], nic="eth0", base_env={})
+    base = {NODES_HEAD_ENV: "10.199.39.1:6379"}
+    argv, env = RAY_TRAIN.on_cluster(
+        point.strategy, point.config, "c", "r", hosts=["node1", "node2"], nic="eth0", base_env=base, python="/py"
+    )
+    assert argv[:6] == ["/py", "-m", "distbench.cluster.nsrun", "--nodes", "1", "--"]
+    assert env["DISTBENCH_RAY_HEAD"] == "10.199.39.1:6379" and env["GLOO_SOCKET_IFNAME"] == "eth0"
+
+
+def test_a_slurm_job_on_the_nodes_records_their_links(tmp_path, monkeypatch):
+    from distbench.run.hosts import cluster_links
+
+    monkeypatch.setenv(spec.STATE_DIR_VAR, str(tmp_path))
+    _state(tmp_path)
+    assert cluster_links(["node1", "node2"])["nodes"]["node2"]["rate_bps"] == 5e8
+    assert cluster_links(["gpu-a1", "gpu-a2"]) is None and cluster_links([]) is None
+
+
+def test_a_loss_without_netem_is_dropped_by_the_nodes_own_packet_filter(monkeypatch):
+    """A kernel without netem: the rate on tbf, the loss as iptables rules in the node's namespace (a random
+    share, or every packet at 100%); a delay is still refused, naming the flag."""
+    calls = []
+
+    def run(*argv, check=True):
+        calls.append(list(argv))
+        failed = "netem" in argv or ("-L" in argv and not any("-N" in c for c in calls))
+        return subprocess.CompletedProcess(argv, 1 if failed else 0, "", "Error: Specified qdisc kind is unknown.")
+
+    monkeypatch.setattr(netns, "_run", run)
+    monkeypatch.setattr(netns, "filter_unavailable", lambda install=False: None)
+    assert netns.shape("dbc-node2", spec.Link(1e9, 0, 1.0)) == "tbf"
+    ipt = ["ip", "netns", "exec", "dbc-node2", "iptables", "-w"]
+    assert [*ipt, "-A", "OUTPUT", "-o", "eth0", "-j", netns.LOSS_CHAIN] in calls
+    assert calls[-1] == [*ipt, "-A", netns.LOSS_CHAIN, "-m", "statistic", "--mode", "random", "--probability", "0.010000", "-j", "DROP"]  # fmt: skip
+    netns.drop_egress("dbc-node2", 100)
+    assert calls[-2:] == [[*ipt, "-F", netns.LOSS_CHAIN], [*ipt, "-A", netns.LOSS_CHAIN, "-j", "DROP"]]
+    with pytest.raises(DistbenchError, match="^--delay needs the netem qdisc"):
+        netns.shape("dbc-node2", spec.Link(1e9, 1e-4))
+
+
+def test_pinned_ranks_get_the_same_cores_on_one_node_or_on_two():
+    env = {rankguard.PIN_VAR: "1", "OMP_NUM_THREADS": "1"}
+    assert [rankguard.pinned_cores(env, r, {0, 1}) for r in (0, 1, 2)] == [[0], [1], [0]]
+    assert rankguard.pinned_cores(dict(env, OMP_NUM_THREADS="2"), 0, {0, 1}) == [0, 1]
+    assert rankguard.pinned_cores(dict(env, OMP_NUM_THREADS="2"), 1, {2, 3, 4, 5}) == [4, 5]
+    assert rankguard.pinned_cores({"OMP_NUM_THREADS": "1"}, 0, {0, 1}) is None

@@ -10,15 +10,21 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
 from distbench.cluster import netns, slurmd, spec, sshd
 from distbench.results.store import Store
-from tests.conftest import DISTBENCH, ROOT, quick, require, run_cli
+from tests.conftest import DISTBENCH, ROOT, have, quick, require, run_cli
 
 pytestmark = pytest.mark.slow
 RATE = "1gbit"
+
+
+def tiny(timeout: int = 240) -> list[str]:
+    """quick() with the smallest model (mlp): the launch path across the nodes is what these points check."""
+    return ["--model", "mlp", *quick(batch=4, timeout=timeout)[4:]]
 
 
 def cluster_cli(*args: str) -> subprocess.CompletedProcess:
@@ -41,6 +47,7 @@ def cluster(tmp_path_factory):
     before = root_links()
     ssh_why = sshd.unavailable()  # installs Debian's openssh-server where it is missing
     slurm_why = slurmd.unavailable()  # and slurm-wlm
+    loss_why = netns.filter_unavailable(install=True)  # and iptables (a kernel without netem drops with it)
     daemons = ([] if ssh_why else ["--ssh"]) + ([] if slurm_why else ["--slurm"])
     done = cluster_cli("up", "--nodes", "2", "--rate", RATE, "--delay", "0us", *daemons)
     try:
@@ -49,6 +56,7 @@ def cluster(tmp_path_factory):
             "root_links": before,
             "ssh_why": ssh_why,
             "slurm_why": slurm_why,
+            "loss_why": loss_why,
             "state_dir": os.environ[spec.STATE_DIR_VAR],
         }
     finally:
@@ -114,7 +122,7 @@ def test_reshaping_the_link_slows_the_all_reduce_to_the_new_rate(cluster, tmp_pa
 @require("torch")
 def test_ddp_across_two_nodes_records_both_hosts_and_the_link(cluster, tmp_path):
     db = tmp_path / "r.db"
-    args = ["scale", "--strategy", "ddp", "--gpus", "2", "--nodes", "2", *quick(batch=4, timeout=240)]
+    args = ["scale", "--strategy", "ddp", "--gpus", "2", "--nodes", "2", *tiny(timeout=240)]
     done = run_cli([*args, "--results", str(db)])
     assert done.returncode == 0, done.stderr
     (rec,) = [r for r in last_points(db) if r["nodes"] == 2]
@@ -129,7 +137,7 @@ def test_ddp_across_two_nodes_records_both_hosts_and_the_link(cluster, tmp_path)
 @require("tensorflow")
 def test_mirrored_across_two_nodes_is_multi_worker_over_the_link(cluster, tmp_path):
     db = tmp_path / "r.db"
-    args = ["scale", "--strategy", "mirrored", "--gpus", "2", "--nodes", "2", *quick(batch=4, timeout=300)]
+    args = ["scale", "--strategy", "mirrored", "--gpus", "2", "--nodes", "2", *tiny(timeout=300)]
     done = run_cli([*args, "--results", str(db)])
     assert done.returncode == 0, done.stderr
     (rec,) = [r for r in last_points(db) if r["nodes"] == 2]
@@ -145,7 +153,7 @@ def test_horovod_torch_across_two_nodes_runs_its_remote_rank_over_ssh(cluster, t
     if cluster["ssh_why"]:
         pytest.skip(cluster["ssh_why"])
     db = tmp_path / "r.db"
-    args = ["scale", "--strategy", "horovod-torch", "--gpus", "2", "--nodes", "2", *quick(batch=4, timeout=240)]
+    args = ["scale", "--strategy", "horovod-torch", "--gpus", "2", "--nodes", "2", *tiny(timeout=240)]
     done = run_cli([*args, "--results", str(db)])
     assert done.returncode == 0, done.stderr
     (rec,) = [r for r in last_points(db) if r["nodes"] == 2]
@@ -160,6 +168,115 @@ def test_horovod_torch_across_two_nodes_runs_its_remote_rank_over_ssh(cluster, t
     # the rank on node2 came over ssh and left with the point: only the nodes' sshd are left
     for i in (1, 2):
         assert settled(i, daemons(i))
+
+
+FAMILIES = {  # strategy: (what it needs installed, whether it needs sshd on the nodes)
+    "ddp": (("torch",), False),
+    "fsdp": (("torch",), False),
+    "horovod-torch": (("torch", "horovod.torch"), True),
+    "horovod-tf": (("tensorflow", "horovod.tensorflow"), True),
+    "mirrored": (("tensorflow",), False),
+}
+
+
+def family_why(strategy: str, cluster: dict) -> str | None:
+    needs, ssh = FAMILIES[strategy]
+    missing = [m for m in needs if not have(m)]
+    if missing:
+        return f"{', '.join(missing)} not installed (run make install)"
+    return cluster["ssh_why"] if ssh else None
+
+
+@pytest.fixture(scope="module")
+def slurm_sweep(cluster, tmp_path_factory):
+    """One `distbench slurm` sweep of every strategy family that can run here, 2 nodes of 1 CPU worker each,
+    submitted through sbatch on node1 to the nodes' slurmctld: one job per point (and per baseline)."""
+    if cluster["slurm_why"]:
+        pytest.skip(cluster["slurm_why"])
+    families = [s for s in FAMILIES if family_why(s, cluster) is None]
+    if not families:
+        pytest.skip("no strategy family's framework is installed")
+    work = tmp_path_factory.mktemp("slurm-sweep")
+    argv = [sys.executable, "-m", "distbench.cluster.nsrun", "--nodes", "1", "--", *DISTBENCH, "slurm"]
+    argv += ["--device", "cpu", "--gpus", "2", "--nodes", "2", "--gpus-per-node", "1", "--strategy", ",".join(families)]
+    argv += ["--model", "mlp", "--steps", "2", "--warmup", "1", "--target-ci", "0", "--no-comm", "--batch-size", "4"]
+    argv += ["--timeout", "240", "--time", "00:15:00", "--partition", slurmd.PARTITION]
+    argv += ["--out", str(work / "sweep.sbatch"), "--submit"]
+    done = subprocess.run(argv, capture_output=True, text=True, cwd=work, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "submitted job" in done.stdout, done.stdout
+    return {"records": work / "sweep-records", "stdout": done.stdout, "deadline": time.monotonic() + 480}
+
+
+@pytest.mark.parametrize("strategy", list(FAMILIES))
+def test_a_distbench_slurm_job_of_each_family_runs_across_the_two_nodes_slurmds(cluster, slurm_sweep, strategy):
+    """The multi-node sbatch template of every family (torchrun: ddp, fsdp; horovodrun over ssh: horovod-torch,
+    horovod-tf; srun's MultiWorkerMirroredStrategy workers: mirrored) on the nodes' slurmds: each record
+    names both nodes, eth0 and the nodes' link settings."""
+    if why := family_why(strategy, cluster):
+        pytest.skip(why)
+    key = f"{strategy}-g2-n2"
+    assert key in slurm_sweep["stdout"], slurm_sweep["stdout"]
+    while not (found := list(slurm_sweep["records"].glob(f"{key}-*.json"))):
+        assert time.monotonic() < slurm_sweep["deadline"], f"the {strategy} job left no record"
+        time.sleep(2)
+    rec = json.loads(found[0].read_text())
+    assert rec["status"] == "ok", rec.get("reason")
+    assert rec["strategy"] == strategy and rec["nodes"] == 2
+    assert rec["slurm"]["job_nodelist"] == "node[1-2]" and rec["slurm"]["job_num_nodes"] == "2"
+    placed = rec["launch"]["placement"]
+    assert placed["rank_hosts"] == {"0": "node1", "1": "node2"}
+    assert placed["interface"] == {"node1": "eth0", "node2": "eth0"}
+    assert placed["interface_bytes"]["node2"]["eth0"]["tx_bytes"] > 0
+    assert placed["links"]["interface"] == "eth0"
+    assert {h: n["rate_bps"] for h, n in placed["links"]["nodes"].items()} == {"node1": 1e9, "node2": 1e9}
+    launcher = {"ddp": "torchrun", "fsdp": "torchrun", "mirrored": "tf-multiworker"}.get(strategy, "horovodrun")
+    assert rec["launch"]["launcher"] == launcher
+    # torchrun and the TF workers start through the real srun on both slurmds; horovodrun starts node2's
+    # rank over ssh (the cluster's client, on PATH through the job's environment)
+    argv0 = rec["launch"]["argv"][0]
+    assert argv0.endswith("/horovodrun") if launcher == "horovodrun" else argv0 == "srun", argv0
+
+
+def ray_processes() -> list[int]:
+    """Every process on this machine that is a Ray node started at one of the cluster's addresses."""
+    out = []
+    for proc in Path("/proc").iterdir():
+        try:
+            if proc.name.isdigit() and b"--node-ip-address=10.199.39." in (proc / "cmdline").read_bytes():
+                out.append(int(proc.name))
+        except OSError:
+            pass
+    return out
+
+
+@require("torch", "ray")
+def test_ray_ddp_runs_one_worker_per_node_on_a_ray_cluster_the_sweep_starts_on_the_nodes(cluster, tmp_path):
+    """A Ray head on node1 and a raylet on node2 at their addresses, joined over the link, for the sweep;
+    the driver on node1; Ray Train places one worker per node (STRICT_SPREAD). The record names both
+    nodes, their addresses and eth0; after the sweep no Ray process is left, on the nodes or anywhere."""
+    db = tmp_path / "r.db"
+    args = ["scale", "--strategy", "ray-ddp", "--gpus", "2", "--nodes", "2", "--model", "mlp", "--batch-size", "4"]
+    args += ["--steps", "2", "--warmup", "1", "--target-ci", "0", "--no-comm", "--telemetry-interval", "0"]
+    done = run_cli([*args, "--timeout", "240", "--results", str(db)])
+    assert done.returncode == 0, done.stderr
+    (rec,) = [r for r in last_points(db) if r["strategy"] == "ray-ddp"]
+    assert rec["status"] == "ok", rec.get("reason")
+    assert rec["nodes"] == 2 and rec["launch"]["launcher"] == "ray-train"
+    engine = rec["engine"]
+    assert engine["placement"]["strategy"] == "STRICT_SPREAD" and len(engine["node_ids"]) == 2
+    assert engine["address"].startswith("the sweep's head on the nodes at 10.199.39.1:")
+    assert {(w["host"], w["address"]) for w in engine["workers"]} == {
+        ("node1", "10.199.39.1"),
+        ("node2", "10.199.39.2"),
+    }
+    placed = rec["launch"]["placement"]
+    assert placed["hosts"] == ["node1", "node2"]
+    assert placed["interface"] == {"node1": "eth0", "node2": "eth0"}
+    assert placed["links"]["nodes"]["node2"]["address"] == "10.199.39.2"
+    assert rec["launch"]["argv"][1:6] == ["-m", "distbench.cluster.nsrun", "--nodes", "1", "--"]
+    assert ray_processes() == []
+    assert settled(1, daemons(1)) and settled(2, daemons(2))
 
 
 def daemons(node: int, without: tuple[str, ...] = ()) -> set[int]:
@@ -231,32 +348,6 @@ def test_a_nodes_sshd_killed_mid_point_ends_it_with_a_record_naming_the_node(clu
     assert settled(2, daemons(2, without=("sshd",))) and settled(1, daemons(1))
 
 
-@require("torch")
-def test_a_distbench_slurm_ddp_job_runs_across_the_two_nodes_slurmds(cluster, tmp_path):
-    if cluster["slurm_why"]:
-        pytest.skip(cluster["slurm_why"])
-    argv = [sys.executable, "-m", "distbench.cluster.nsrun", "--nodes", "1", "--", *DISTBENCH, "slurm"]
-    argv += ["--device", "cpu", "--gpus", "2", "--nodes", "2", "--gpus-per-node", "1", "--strategy", "ddp"]
-    argv += ["--model", "resnet18", "--image-size", "32", "--steps", "2", "--warmup", "1", "--target-ci", "0"]
-    argv += ["--no-comm", "--batch-size", "4", "--timeout", "240", "--time", "00:15:00"]
-    argv += ["--partition", slurmd.PARTITION]
-    argv += ["--out", str(tmp_path / "sweep.sbatch"), "--submit"]
-    done = subprocess.run(argv, capture_output=True, text=True, cwd=tmp_path, timeout=120)
-    assert done.returncode == 0, done.stderr
-    assert "submitted job" in done.stdout and "ddp-g2-n2" in done.stdout, done.stdout
-    deadline = time.monotonic() + 300
-    while not (found := list((tmp_path / "sweep-records").glob("ddp-g2-n2-*.json"))):
-        assert time.monotonic() < deadline, "the ddp job left no record"
-        time.sleep(2)
-    rec = json.loads(found[0].read_text())
-    assert rec["status"] == "ok", rec.get("reason")
-    assert rec["slurm"]["job_nodelist"] == "node[1-2]" and rec["slurm"]["job_num_nodes"] == "2"
-    placed = rec["launch"]["placement"]
-    assert placed["rank_hosts"] == {"0": "node1", "1": "node2"}
-    assert placed["interface"] == {"node1": "eth0", "node2": "eth0"}
-    assert rec["launch"]["argv"][0] == "srun"
-
-
 def test_a_remote_command_dies_with_its_ssh_session(tmp_path):
     """sshd's ForceCommand (sshwatch.py): when the process that started it (the session's sshd) dies, the
     command's whole process group is stopped. Needs no root: the parent here stands in for sshd."""
@@ -310,6 +401,35 @@ def test_a_link_cut_mid_point_ends_it_with_a_network_record_and_nothing_left(clu
     assert rec["status"] == "timeout"
     assert rec["reason"].startswith("network: node2's link eth0 is down (timed out after 20s (--timeout)")
     assert rec["launch"]["placement"]["link_faults"] == ["node2's link eth0 is down"]
+    assert [set(netns.pids_in(f"dbc-node{i}")) - daemons(i) for i in (1, 2)] == [set(), set()]
+
+
+@require("torch")
+def test_a_total_loss_on_one_node_mid_point_ends_it_with_a_network_record_and_nothing_left(cluster, tmp_path):
+    """node2's egress loses every packet mid-point (netem, or iptables rules in node2's namespace where the
+    kernel has no netem): the point ends at its timeout, its record names node2 and the loss, not a rank."""
+    if cluster["loss_why"] and "netem" not in in_node(2, "tc", "qdisc", "show", "dev", "eth0"):
+        pytest.skip(f"a loss without netem needs {cluster['loss_why']}")
+    db = tmp_path / "r.db"
+    argv = [sys.executable, "-m", "distbench.cli", "comm", "--gpus", "2", "--nodes", "2", "--sizes", "64M"]
+    argv += ["--iters", "1000", "--max-time-per-size", "600", "--timeout", "20", "--results", str(db)]
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        time.sleep(8)
+        lost = cluster_cli("link", "--node", "2", "--rate", RATE, "--loss", "100")
+        assert lost.returncode == 0, lost.stderr
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        cluster_cli("link", "--node", "2", "--rate", RATE, "--loss", "0")
+    assert proc.returncode == 1, err
+    (rec,) = last_points(db)
+    assert rec["status"] in ("timeout", "failed"), rec["status"]
+    fault = "node2's link eth0 drops every packet (100% loss)"
+    assert rec["reason"].startswith(f"network: {fault} ("), rec["reason"]
+    assert rec["launch"]["placement"]["link_faults"] == [fault]
+    assert rec["launch"]["placement"]["links"]["nodes"]["node2"]["loss_pct"] == 100
     assert [set(netns.pids_in(f"dbc-node{i}")) - daemons(i) for i in (1, 2)] == [set(), set()]
 
 

@@ -24,7 +24,12 @@ def _link(rate: str, delay: str, loss: str) -> spec.Link:
 @click.option("--nodes", "k", type=int, default=2, show_default=True, help="Node count (2 to 4).")
 @click.option("--rate", default="1gbit", show_default=True, help="Each node's egress rate (tc units).")
 @click.option("--delay", default="0us", show_default=True, help="One-way delay added on each node's egress (netem).")
-@click.option("--loss", default="0", show_default=True, help="Percent of packets each node's egress drops (netem).")
+@click.option(
+    "--loss",
+    default="0",
+    show_default=True,
+    help="Percent of packets each node's egress drops (netem, else the node's own iptables rules).",
+)
 @click.option("--ssh", is_flag=True, help="Start an sshd on each node (root logs in with the cluster's key).")
 @click.option("--slurm", is_flag=True, help="Start slurmctld on node1 and a slurmd on each node.")
 def up(k, rate, delay, loss, ssh, slurm):
@@ -66,7 +71,9 @@ def status():
 @cluster.command()
 @click.option("--rate", default="1gbit", show_default=True, help="Egress rate (tc units).")
 @click.option("--delay", default="0us", show_default=True, help="One-way delay (netem).")
-@click.option("--loss", default="0", show_default=True, help="Percent of packets dropped (100 cuts the link).")
+@click.option(
+    "--loss", default="0", show_default=True, help="Percent of packets dropped (netem, else iptables; 100: all)."
+)
 @click.option("--node", type=int, default=None, help="Only this node (1-based); default every node.")
 def link(rate, delay, loss, node):
     """Reshape the nodes' links of a running cluster (recorded in the state file)."""

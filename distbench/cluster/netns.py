@@ -59,19 +59,59 @@ def node_prefix(state: spec.ClusterState, i: int) -> list[str]:
 
 def shape(namespace: str, link: spec.Link, nic: str = spec.NIC) -> str:
     """Replace the egress qdisc of `nic` in `namespace`: netem (delay, rate, loss) where the kernel has it,
-    else a token bucket (rate only); returns the qdisc's name. A delay or loss on a kernel without netem is
-    refused with tc's own message: this cannot be emulated faithfully another way here."""
+    else a token bucket (rate only) with the loss, if any, dropped by the node's packet filter (drop_egress);
+    returns the qdisc's name. A delay on a kernel without netem is refused with tc's own message: this cannot
+    be emulated faithfully another way here."""
     tc = ["ip", "netns", "exec", namespace, "tc", "qdisc", "replace", "dev", nic, "root"]
     done = _run(*tc, *link.netem_args(), check=False)
     if done.returncode == 0:
         return "netem"
-    if link.delay_s or link.loss_pct:
+    if link.delay_s:
         raise DistbenchError(
-            f"--delay/--loss need the netem qdisc, which this kernel ({os.uname().release}) lacks "
-            f"(tc: {done.stderr.strip()}); give --delay 0us --loss 0 for a rate-limited link (tbf)"
+            f"--delay needs the netem qdisc, which this kernel ({os.uname().release}) lacks "
+            f"(tc: {done.stderr.strip()}); give --delay 0us for a rate-limited link (tbf)"
+        )
+    if link.loss_pct and (why := filter_unavailable()):
+        raise DistbenchError(
+            f"--loss needs the netem qdisc, which this kernel ({os.uname().release}) lacks "
+            f"(tc: {done.stderr.strip()}), or {why}; give --loss 0 for a rate-limited link (tbf)"
         )
     _run(*tc, *link.tbf_args())
+    if link.loss_pct or filter_unavailable() is None:
+        drop_egress(namespace, link.loss_pct, nic)
     return "tbf"
+
+
+LOSS_CHAIN = "DBC-LOSS"
+"""The packet filter chain (in the node's namespace only) that drops a share of the node's egress."""
+
+
+def filter_unavailable(install: bool = False) -> str | None:
+    """Why the nodes' packet filter cannot drop packets (None: iptables is there; with `install`, after
+    trying to install Debian's iptables with apt-get where it is missing)."""
+    if shutil.which("iptables") is None and install and shutil.which("apt-get"):
+        env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+        argv = ["apt-get", "install", "-y", "-qq", "--no-install-recommends", "iptables"]
+        subprocess.run(argv, capture_output=True, text=True, env=env, stdin=subprocess.DEVNULL)
+    return None if shutil.which("iptables") else "iptables (Debian's iptables package) to drop packets"
+
+
+def drop_egress(namespace: str, loss_pct: float, nic: str = spec.NIC) -> None:
+    """The node's egress on `nic` loses loss_pct percent of its packets, chosen at random (iptables'
+    statistic match in the node's own namespace; 100: every packet, as a link that passes nothing). The
+    rules live in the namespace and go with it."""
+    ipt = ["ip", "netns", "exec", namespace, "iptables", "-w"]
+    if _run(*ipt, "-L", LOSS_CHAIN, "-n", check=False).returncode != 0:
+        if not loss_pct:
+            return  # nothing to drop, nothing set before
+        _run(*ipt, "-N", LOSS_CHAIN)
+        _run(*ipt, "-A", "OUTPUT", "-o", nic, "-j", LOSS_CHAIN)
+    _run(*ipt, "-F", LOSS_CHAIN)
+    if loss_pct >= 100:
+        _run(*ipt, "-A", LOSS_CHAIN, "-j", "DROP")
+    elif loss_pct > 0:
+        share = f"{loss_pct / 100:.6f}"
+        _run(*ipt, "-A", LOSS_CHAIN, "-m", "statistic", "--mode", "random", "--probability", share, "-j", "DROP")
 
 
 def up(k: int, link: spec.Link, ssh: bool = False, slurm: bool = False) -> spec.ClusterState:

@@ -26,6 +26,20 @@ RANK_VARS = ("RANK", "HOROVOD_RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_
 """Where each launcher puts the global rank; DISTBENCH_NODE_RANK last (the one-machine cluster's nsrun: the
 node's index, the rank of a one-process-per-node launch such as MultiWorkerMirroredStrategy's)."""
 PR_SET_PDEATHSIG = 1
+PIN_VAR = "DISTBENCH_PIN_CORES"
+"""'1': every rank runs on cores of its own (pinned_cores), the same cores whether its node is this machine or
+a node of the one-machine cluster (benchmarks/cluster_predict.py sets it); unset: the kernel places ranks."""
+
+
+def pinned_cores(env: dict, rank: int, allowed: set[int] | None = None) -> list[int] | None:
+    """With DISTBENCH_PIN_CORES=1, rank r's cores: its T threads (OMP_NUM_THREADS) on the allowed cores
+    r*T .. r*T+T-1 in order, wrapping around (None: not pinned). Two single-thread ranks on 2 cores get
+    core 0 and core 1, on one node or on two."""
+    if env.get(PIN_VAR) != "1":
+        return None
+    cores = sorted(os.sched_getaffinity(0) if allowed is None else allowed)
+    threads = int(env["OMP_NUM_THREADS"]) if env.get("OMP_NUM_THREADS", "").isdigit() else 1
+    return sorted({cores[(rank * threads + j) % len(cores)] for j in range(max(1, min(threads, len(cores))))})
 
 
 def rank_of(env: dict) -> int:
@@ -135,7 +149,15 @@ def net_delta(before: dict, after: dict) -> dict[str, dict[str, int]]:
     return out
 
 
-def write_exit(rank_dir: str, rank: int, pid: int, returncode: int, started: float, net: dict | None = None) -> None:
+def write_exit(
+    rank_dir: str,
+    rank: int,
+    pid: int,
+    returncode: int,
+    started: float,
+    net: dict | None = None,
+    cores: list[int] | None = None,
+) -> None:
     record = {
         "rank": rank,
         "pid": pid,
@@ -147,6 +169,8 @@ def write_exit(rank_dir: str, rank: int, pid: int, returncode: int, started: flo
     }
     if net is not None:
         record["net"] = net  # what every interface of the rank's node carried while the rank ran
+    if cores is not None:
+        record["cores"] = cores  # the cores the rank was pinned to (DISTBENCH_PIN_CORES)
     path = os.path.join(rank_dir, f"exit-{rank}.json")
     tmp = f"{path}.{os.getpid()}.tmp"
     with open(tmp, "w") as fh:
@@ -165,7 +189,14 @@ def main(argv: list[str]) -> int:
     parent_ticks = env.get("DISTBENCH_PARENT_START")
     started = time.time()
     net_before = net_bytes()
-    child = subprocess.Popen(argv, preexec_fn=die_with_parent)
+    cores = pinned_cores(env, rank)
+
+    def start_child() -> None:
+        die_with_parent()
+        if cores is not None:  # before the worker starts any thread: every thread it makes inherits it
+            os.sched_setaffinity(0, cores)
+
+    child = subprocess.Popen(argv, preexec_fn=start_child)
 
     def forward(signum, _frame):
         with contextlib.suppress(ProcessLookupError):
@@ -191,7 +222,7 @@ def main(argv: list[str]) -> int:
     returncode = child.wait()
     if rank_dir:
         try:
-            write_exit(rank_dir, rank, child.pid, returncode, started, net_delta(net_before, net_bytes()))
+            write_exit(rank_dir, rank, child.pid, returncode, started, net_delta(net_before, net_bytes()), cores)
         except OSError as exc:  # a full disk must not change the rank's exit status
             print(f"distbench rankguard: could not record rank {rank}'s exit: {exc}", file=sys.stderr)
     # A rank killed by signal S exits 128+S, as a shell would report it to the launcher.

@@ -17,6 +17,17 @@ def local_cluster(environ: dict | None = None):
     return read_state()
 
 
+def cluster_links(hosts: list[str]) -> dict | None:
+    """The one-machine cluster's link settings when every one of `hosts` is one of its nodes (a Slurm job on
+    the nodes' slurmds: the allocation's hosts are the cluster's), else None."""
+    from distbench.cluster.spec import read_state
+
+    state = read_state()
+    if state is None or not hosts or not set(hosts) <= set(state.hosts()):
+        return None
+    return state.link_settings()
+
+
 def check_allocation(max_nodes: int, environ: dict | None = None) -> list[str]:
     """`distbench scale --nodes K` runs inside an existing allocation of at least K nodes, or across the
     one-machine cluster (scripts/cluster-local.sh up) when one is up."""

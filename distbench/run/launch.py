@@ -22,7 +22,7 @@ from distbench.core.config import PointConfig
 from distbench.run.hosts import check_allocation, local_cluster, placement
 from distbench.results.record import base_record, build_record, read_record
 from distbench.core.strategies import Strategy
-from distbench.run.launchers import launcher_for
+from distbench.run.launchers import launcher_for, nodes_launcher
 
 STDERR_TAIL_CHARS = 8000
 FAILURE_GRACE_S = 10.0
@@ -39,7 +39,7 @@ def build_command(
 ) -> tuple[list[str], dict]:
     """The argv and environment that run `cfg` the way users launch this strategy: on one node, or
     on the first cfg.nodes nodes of the current Slurm allocation (distbench scale --nodes)."""
-    launcher = launcher_for(strategy, cfg.nodes)
+    launcher = point_launcher(strategy, cfg.nodes)
     if cfg.nodes > 1:
         hosts = check_allocation(cfg.nodes)
         if (cluster := local_cluster()) is not None:
@@ -48,6 +48,14 @@ def build_command(
             )
         return launcher.allocation(strategy, cfg, str(config_path), str(out_path), hosts=hosts, base_env=base_env)
     return launcher.local(strategy, cfg, str(config_path), str(out_path), base_env=base_env)
+
+
+def point_launcher(strategy: Strategy, nodes: int):
+    """The Launcher of a point on `nodes` nodes: across the one-machine cluster's nodes when it is up (Ray
+    Train's driver included), else launcher_for's."""
+    if nodes > 1 and local_cluster() is not None:
+        return nodes_launcher(strategy)
+    return launcher_for(strategy, nodes)
 
 
 def gpu_indices(cfg: PointConfig, env: dict) -> list[int] | None:
@@ -385,12 +393,18 @@ def run_point(
         "returncode": returncode,
         "started": started,
         "wall_s": wall,
-        "launcher": launcher_for(strategy, cfg.nodes).name,
+        "launcher": point_launcher(strategy, cfg.nodes).name,
         "workdir": str(workdir),
     }
+    reports = failures.rank_reports(rank_dir)
+    if pinned := {str(r["rank"]): r["cores"] for r in sorted(reports, key=lambda r: r["rank"]) if r.get("cores")}:
+        launch["pinned_cores"] = pinned  # each rank's cores (DISTBENCH_PIN_CORES)
     if cfg.nodes > 1:  # where the ranks ran and what carried their traffic
         cluster = local_cluster()
-        launch["placement"] = placement(failures.rank_reports(rank_dir), cluster.link_settings() if cluster else None)
+        # Ray's workers are actors, not guarded ranks: each reports its host and its node's interface bytes
+        ranks = [w for w in (record.get("engine") or {}).get("workers") or [] if "net" in w]
+        ranks = ranks or reports
+        launch["placement"] = placement(ranks, cluster.link_settings() if cluster else None)
         if cluster is not None and record["status"] != "ok":
             from distbench.cluster.netns import link_faults
             from distbench.cluster.sshd import faults as daemon_faults

@@ -88,7 +88,7 @@ class Launcher:
     def on_cluster(self, strategy, cfg, config, out, *, hosts, nic: str, base_env=None, python=sys.executable):
         """(argv, env) across the nodes of the one-machine cluster (distbench.cluster): `hosts` its node names."""
         raise BadInput(
-            f"{self.name} does not run across the one-machine cluster's nodes (torchrun, tf-multiworker and horovodrun do)"
+            f"{self.name} does not run across the one-machine cluster's nodes (torchrun, tf-multiworker, horovodrun and ray-train do)"
         )
 
     def nsrun(self, cfg, python=sys.executable) -> list[str]:
@@ -450,6 +450,18 @@ class RayTrain(Launcher):
         env.setdefault("RAY_USAGE_STATS_ENABLED", "0")  # nothing reaches the network at run time
         return self.worker(strategy, config, out, python), env
 
+    def on_cluster(self, strategy, cfg, config, out, *, hosts, nic, base_env=None, python=sys.executable):
+        """The driver on node 1 (the cluster's srun on one node), joining the Ray cluster the sweep started on
+        the nodes (distbench.run.raynodes: DISTBENCH_RAY_NODES_HEAD); Ray Train places the workers on them."""
+        from distbench.run.raynodes import NODES_HEAD_ENV, NODES_START_ENV
+
+        argv, env = self.local(strategy, cfg, config, out, python=python, base_env=base_env)
+        if not env.get(NODES_HEAD_ENV):
+            raise BadInput(f"{strategy.name} runs across the nodes on the Ray cluster a sweep starts on them")
+        env.update(DISTBENCH_RAY_HEAD=env[NODES_HEAD_ENV], DISTBENCH_RAY_HEAD_START_S=env.get(NODES_START_ENV, "nan"))
+        env.setdefault("GLOO_SOCKET_IFNAME", nic)
+        return [python, "-m", "distbench.cluster.nsrun", "--nodes", "1", "--", *argv], env
+
 
 RAY_TRAIN = RayTrain("ray-train")
 
@@ -466,6 +478,11 @@ def cluster_launcher(strategy) -> Launcher | None:
         return LAUNCHERS[strategy.multi_node]
     launcher = LAUNCHERS[strategy.launcher]
     return launcher if launcher.spans_nodes else None
+
+
+def nodes_launcher(strategy) -> Launcher:
+    """The Launcher across the one-machine cluster's nodes: multi-node's, or Ray Train's driver (Ray places)."""
+    return cluster_launcher(strategy) or LAUNCHERS[strategy.launcher]
 
 
 def launcher_for(strategy, nodes: int) -> Launcher:

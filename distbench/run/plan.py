@@ -345,12 +345,13 @@ def make_plan(opts: SweepOptions, visible_gpus: int | None = None, *, runs_here:
             )
         )
     cores = node_cores = cpu_cores()
+    on_nodes = None  # the one-machine cluster, where the multi-node points run across its nodes
     if max(opts.nodes) > 1:
         from distbench.run.hosts import check_allocation, local_cluster
 
         hosts = check_allocation(max(opts.nodes))
         where = "inside this Slurm allocation"
-        if local_cluster():  # the nodes share this machine's cores: a rank gets its share of all of them
+        if on_nodes := local_cluster():  # the nodes share this machine's cores: a rank gets its share of all of them
             where, node_cores = "across the one-machine cluster (its nodes share this machine's cores)", None
         notes.append(f"multi-node points run {where} ({', '.join(hosts)}); N is the total device count over the nodes")
     points: list[PlannedPoint] = []
@@ -360,7 +361,10 @@ def make_plan(opts: SweepOptions, visible_gpus: int | None = None, *, runs_here:
             name for name, (framework, _) in FRAMEWORK_ONLY.items() if getattr(opts, name) and s.framework != framework
         ]
         for batch, (n, k) in ((b, nk) for nk in ([(1, 1)] if s.baseline else shapes) for b in batches):
-            if k > 1 and cluster_launcher(s) is None:
+            # Ray Train places its workers itself: across the one-machine cluster's nodes, on the Ray cluster
+            # the sweep starts on them (distbench.run.raynodes), unless the sweep names its own --ray-address
+            ray_on_nodes = on_nodes is not None and s.launcher == RAY_TRAIN.name and not opts.ray_address
+            if k > 1 and cluster_launcher(s) is None and not ray_on_nodes:
                 continue
             per_device = batch if opts.scaling == "weak" else batch // n
             resolved = dict(
@@ -384,6 +388,8 @@ def make_plan(opts: SweepOptions, visible_gpus: int | None = None, *, runs_here:
             points.append(planned(s, choice, opts.workload, runs_here=runs_here, auto_added=auto, **resolved))
     if opts.ray_address:  # Ray points: planned per node from ray.nodes(), not this machine
         points = raycluster.plan_on_cluster(points, opts.ray_address, notes)
+    elif on_nodes is not None:  # Ray points across the nodes: planned per node from what Ray will be given there
+        points = _ray_on_nodes(points, on_nodes, notes)
     if choice.device == "cpu":
         points = _with_per_core_baselines(points, notes)
     else:
@@ -392,6 +398,39 @@ def make_plan(opts: SweepOptions, visible_gpus: int | None = None, *, runs_here:
             "matmuls and convolutions (--tf32/--no-tf32), cuDNN autotuning on; recorded per point"
         )
     return Plan(points=points, device=choice, notes=notes)
+
+
+def _ray_on_nodes(points: list[PlannedPoint], state, notes: list[str]) -> list[PlannedPoint]:
+    """Ray points at K > 1 nodes of the one-machine cluster: N/K workers on each of the K nodes the sweep
+    starts Ray on (one per node: STRICT_SPREAD; D per node: PACK, each worker holding 1/D of its node's
+    CPUs, so no node takes more than D), as raycluster.place spreads a point over several nodes."""
+    from distbench.run.raynodes import node_cpus
+
+    out = []
+    for p in points:
+        cfg = p.config
+        if p.strategy.launcher == RAY_TRAIN.name and cfg.nodes > 1:
+            per_node = cfg.world_size // cfg.nodes
+            cpus = raycluster.worker_cpus(node_cpus(state), per_node)
+            why = None
+            if cfg.device == "cuda":
+                why = "the one-machine cluster's nodes have no GPUs (CPU workers only)"
+            elif cpus is None:
+                why = f"{per_node} workers per node do not fit a node's {node_cpus(state)} CPU(s)"
+            placement = raycluster.Placement(
+                cfg.nodes, per_node, "STRICT_SPREAD" if per_node == 1 else "PACK", cpus or 1, 0
+            )
+            extra = {**(cfg.extra or {}), "ray_placement": placement.to_dict()}
+            cfg = replace(cfg, threads_per_worker=max(1, int(cpus or 1)), extra=extra)
+            p = replace(p, config=cfg, skip_reason=p.skip_reason or why)
+            note = (
+                f"{p.strategy.name} across the nodes: a Ray head on node1 and a raylet on each other node "
+                f"({node_cpus(state)} CPU(s) each), started for the sweep and stopped after it"
+            )
+            if note not in notes:
+                notes.append(note)
+        out.append(p)
+    return out
 
 
 def _with_per_core_baselines(points: list[PlannedPoint], notes: list[str]) -> list[PlannedPoint]:

@@ -51,9 +51,11 @@ _PR_SET_PDEATHSIG = 1
 
 # -- planning on a cluster ---------------------------------------------------------------------------
 @functools.lru_cache(maxsize=8)
-def cluster_nodes(address: str, timeout_s: float = PROBE_TIMEOUT_S, python: str = sys.executable) -> tuple:
+def cluster_nodes(
+    address: str, timeout_s: float = PROBE_TIMEOUT_S, python: str = sys.executable, prefix: tuple[str, ...] = ()
+) -> tuple:
     """The cluster's live nodes as ({"node_id", "address", "CPU", "GPU"}, ...), from `ray.nodes()` asked
-    from a child process (once per address)."""
+    from a child process (once per address; `prefix`: the argv that runs it where the address is reachable)."""
     code = (
         "import json, sys, ray; ray.init(address=sys.argv[1], log_to_driver=False, logging_level='ERROR'); "
         "nodes = [{'node_id': n['NodeID'], 'address': n['NodeManagerAddress'], 'CPU': n['Resources'].get('CPU', 0),"
@@ -62,7 +64,9 @@ def cluster_nodes(address: str, timeout_s: float = PROBE_TIMEOUT_S, python: str 
     )
     env = dict(os.environ, RAY_USAGE_STATS_ENABLED="0")
     try:
-        proc = subprocess.run([python, "-c", code, address], capture_output=True, text=True, timeout=timeout_s, env=env)
+        proc = subprocess.run(
+            [*prefix, python, "-c", code, address], capture_output=True, text=True, timeout=timeout_s, env=env
+        )
     except subprocess.TimeoutExpired:
         raise BadInput(f"--ray-address {address}: no answer from the Ray cluster in {timeout_s:.0f}s") from None
     for line in proc.stdout.splitlines():
@@ -208,6 +212,13 @@ class SweepHead:
     num_cpus: int
     num_gpus: int | None = None
     python: str = sys.executable
+    prefix: tuple[str, ...] = ()
+    """argv that runs `ray start` elsewhere (a node of the one-machine cluster: distbench.run.raynodes)."""
+    node_ip: str | None = None
+    """The node's address (--node-ip-address); None: loopback."""
+    join: str | None = None
+    """A head's GCS address: start a worker node (a raylet) that joins it instead of a head."""
+    extra_args: tuple[str, ...] = ()
     address: str | None = None
     start_s: float | None = None
     stop_s: float | None = None
@@ -220,10 +231,13 @@ class SweepHead:
         port = _free_port()
         root = tempfile.gettempdir() if len(tempfile.gettempdir()) <= 24 else "/tmp"
         self.temp = tempfile.mkdtemp(prefix="dbrayhead-", dir=root)  # Ray's socket paths must stay short
+        role = [f"--address={self.join}"] if self.join else ["--head", f"--port={port}", "--include-dashboard=false"]
         argv = [
-            ray, "start", "--head", "--block", f"--port={port}", f"--num-cpus={self.num_cpus}",
-            "--include-dashboard=false", "--disable-usage-stats", f"--temp-dir={self.temp}",
+            *self.prefix, ray, "start", *role, "--block", f"--num-cpus={self.num_cpus}",
+            "--disable-usage-stats", f"--temp-dir={self.temp}", *self.extra_args,
         ]  # fmt: skip
+        if self.node_ip:
+            argv.append(f"--node-ip-address={self.node_ip}")
         if self.num_gpus is not None:
             argv.append(f"--num-gpus={self.num_gpus}")
         started = time.monotonic()
@@ -235,14 +249,17 @@ class SweepHead:
             env=dict(os.environ, RAY_USAGE_STATS_ENABLED="0"),
         )
         raylet = Path(self.temp) / "session_latest" / "sockets" / "raylet"
-        while not (raylet.exists() and _accepts(port)):
+        # a node's raylet starts after its head's GCS: its socket is there once both are (a head elsewhere
+        # listens on an address this namespace may not reach: only a local head's port is tried)
+        while not (raylet.exists() and (self.node_ip or _accepts(port))):
             if self.proc.poll() is not None or time.monotonic() - started > START_TIMEOUT_S:
                 log = Path(self.temp, "ray-start.log").read_text(errors="replace").strip().splitlines()
                 self.stop()
-                raise RuntimeError(f"the sweep's Ray head did not start: {(log or ['no output'])[-1][:300]}")
+                what = f"Ray node joining {self.join}" if self.join else "Ray head"
+                raise RuntimeError(f"the sweep's {what} did not start: {(log or ['no output'])[-1][:300]}")
             time.sleep(0.1)
         self.start_s = time.monotonic() - started
-        self.address = f"127.0.0.1:{port}"
+        self.address = self.join or f"{self.node_ip or '127.0.0.1'}:{port}"
         return self.address
 
     def stop(self) -> None:
@@ -321,6 +338,15 @@ def sweep_head(points, progress=None, python: str = sys.executable):
         for p in points
         if p.strategy.launcher == RAY_TRAIN.name and not p.skip_reason and not (p.config.ray and p.config.ray.address)
     ]
+    on_nodes = [p for p in ray_points if p.config.nodes > 1]  # across the one-machine cluster's nodes
+    ray_points = [p for p in ray_points if p.config.nodes == 1]
+    if on_nodes:
+        from distbench.run.raynodes import nodes_ray
+
+        with nodes_ray(max(p.config.nodes for p in on_nodes), progress, python):
+            with sweep_head(ray_points, progress, python) as head:
+                yield head
+        return
     if not ray_points or os.environ.get(HEAD_ENV):
         yield None
         return

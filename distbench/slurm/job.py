@@ -80,9 +80,12 @@ def finish_point(
     }
     if cfg.nodes > 1:  # where the ranks ran and what carried their traffic, from the rank guards' reports
         from distbench.core.failures import rank_reports
-        from distbench.run.hosts import placement
+        from distbench.core.multinode import allocation_hosts
+        from distbench.run.hosts import cluster_links, placement
 
-        record["launch"]["placement"] = placement(rank_reports(Path(result).parent / "ranks"))
+        # on the one-machine cluster's slurmds, the nodes' link settings too (the allocation is its nodes)
+        links = cluster_links(allocation_hosts(environ))
+        record["launch"]["placement"] = placement(rank_reports(Path(result).parent / "ranks"), links)
     record["slurm"] = slurm_info(environ)
     if "environment" not in record:
         try:

@@ -86,8 +86,10 @@ def train_loop(config: dict) -> dict:
     ctx = ray.train.get_context()
     rank = ctx.get_world_rank()
     node_id = ray.get_runtime_context().get_node_id()
-    me = {"rank": rank, "pid": os.getpid(), "host": os.uname().nodename, "node_id": node_id}
+    address = ray.util.get_node_ip_address()
+    me = {"rank": rank, "pid": os.getpid(), "host": os.uname().nodename, "address": address, "node_id": node_id}
     note_worker(config.get("rank_dir"), me)
+    net_before = rankguard.net_bytes()
     if rank == 0 and config.get("starts"):  # one more start of the worker group (a restart after the first)
         with contextlib.suppress(ValueError):  # the counter is gone: counting must not fail the point
             ray.get(ray.get_actor(config["starts"]).add.remote())
@@ -96,6 +98,12 @@ def train_loop(config: dict) -> dict:
     with tempfile.TemporaryDirectory(prefix="distbench-ray-rank-") as tmp:
         out = os.path.join(tmp, "result.json")
         tc.run(cfg, out, make_distribution())
+        # what every interface of the worker's node carried while it trained (the rank guards' `net` of the
+        # other launchers: launch.placement names the interface from these)
+        nets = [None] * ctx.get_world_size()
+        dist.all_gather_object(nets, rankguard.net_delta(net_before, rankguard.net_bytes()))
+        for worker, net in zip(workers, nets):
+            worker["net"] = net
         metrics = {}
         if rank == 0:
             metrics = {"record": Path(out).read_text(), "workers": workers, "began": began, "done": time.time()}
@@ -136,6 +144,14 @@ def scaling(cfg, scaling_config, *, on_cluster: bool):
         resources_per_worker={"CPU": cpus, **({"GPU": 1} if cfg.device == "cuda" else {})},
         placement_strategy=placement["strategy"] if placement else "PACK",
     )
+
+
+def sweep_head_text(address: str) -> str:
+    """The record's engine.address for a head the sweep started: on this machine, or on the one-machine
+    cluster's nodes (distbench.run.raynodes: a head on node1 at its address)."""
+    if address.startswith("127.0.0.1:"):
+        return "the sweep's local head (one per sweep)"
+    return f"the sweep's head on the nodes at {address} (one per sweep)"
 
 
 def failure_config(failure_config_class):
@@ -281,8 +297,7 @@ def body(cfg, out_path):
     engine = {
         "engine": "ray-train",
         "ray": ray.__version__,
-        "address": address
-        or ("the sweep's local head (one per sweep)" if sweep_head else "local head started for this point"),
+        "address": address or (sweep_head_text(sweep_head) if sweep_head else "local head started for this point"),
         "num_workers": cfg.world_size,
         "use_gpu": cfg.device == "cuda",
         "train_api": "v2" if os.environ.get("RAY_TRAIN_V2_ENABLED", "1") != "0" else "v1",
@@ -319,7 +334,9 @@ def body(cfg, out_path):
                 "rank_dir": os.environ.get("DISTBENCH_RANK_DIR"),
                 "starts": starts_name,
             },
-            scaling_config=scaling(cfg, ScalingConfig, on_cluster=bool(address)),
+            scaling_config=scaling(
+                cfg, ScalingConfig, on_cluster=bool(address or (cfg.extra or {}).get("ray_placement"))
+            ),
             torch_config=TorchConfig(backend="nccl" if cfg.device == "cuda" else "gloo"),
             run_config=RunConfig(
                 name=f"distbench-{cfg.strategy}-{cfg.world_size}",
