@@ -371,7 +371,7 @@ def test_ray_points_across_the_nodes_are_planned_one_worker_per_node(tmp_path, m
     plan = make_plan(opts, visible_gpus=0)
     (point,) = [p for p in plan.points if p.strategy.name == "ray-ddp"]
     assert point.config.nodes == 2 and point.skip_reason is None
-    assert point.config.extra["ray_placement"] == {
+    assert point.config.ray.placement == {
         "nodes": 2,
         "per_node": 1,
         "strategy": "STRICT_SPREAD",

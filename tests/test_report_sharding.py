@@ -153,9 +153,9 @@ def test_activation_estimate_counts_layers_and_logits():
     shape = decoders.decoder_shape("gpt2", SIZE)
     tokens = 3 * 32
     full = decoders.activation_bytes(shape, 3, 32, 4)
-    assert full == 2 * 16 * tokens * 512 * 4 + 2 * tokens * 512 * 4
+    assert full == 2 * 16 * tokens * 512 * 4 + 3 * tokens * 512 * 4
     ckpt = decoders.activation_bytes(shape, 3, 32, 4, checkpointed=True)
-    assert ckpt == 2 * tokens * 512 * 4 + 16 * tokens * 512 * 4 + 2 * tokens * 512 * 4
+    assert ckpt == 2 * tokens * 512 * 4 + 16 * tokens * 512 * 4 + 3 * tokens * 512 * 4
 
 
 def test_markdown_and_html_both_carry_the_section(sweep, tmp_path):

@@ -199,15 +199,17 @@ def activation_bytes(
     """An estimate of the activations one step keeps for backward, per device: Korthikanti et al. 2022 (arXiv
     2205.05198, section 4.1) count s b d (34 + 5 a s / d) bytes per layer in fp16 with dropout; with no dropout
     (its 1-byte masks, 2 s b d and a s^2 b, gone) and fused attention, which keeps no s x s matrix, that is
-    16 values per token and hidden unit per layer, at `value_bytes` each; plus the logits and their gradient,
-    2 b s V fp32 values. With activation checkpointing a layer keeps only its input (1 value per token and
-    unit), and one layer's full set is live again while it is recomputed."""
+    16 values per token and hidden unit per layer, at `value_bytes` each; plus the logits, 3 b s V fp32 values
+    (the logits the loss reads in fp32, the log-softmax it keeps for backward, and their gradient: 12 bytes a
+    logit, where an H200 measured 13 under fp16 autocast, docs/gpu-validation.md). With activation
+    checkpointing a layer keeps only its input (1 value per token and unit), and one layer's full set is live
+    again while it is recomputed."""
     tokens = batch * seq_len
     per_layer = 16 * tokens * shape.hidden * value_bytes
     layers = (
         shape.layers * tokens * shape.hidden * value_bytes + per_layer if checkpointed else shape.layers * per_layer
     )
-    return layers + 2 * tokens * shape.vocab * 4
+    return layers + 3 * tokens * shape.vocab * 4
 
 
 def gradient_tensors(shape: DecoderShape) -> list[int]:

@@ -420,8 +420,8 @@ def _ray_on_nodes(points: list[PlannedPoint], state, notes: list[str]) -> list[P
             placement = raycluster.Placement(
                 cfg.nodes, per_node, "STRICT_SPREAD" if per_node == 1 else "PACK", cpus or 1, 0
             )
-            extra = {**(cfg.extra or {}), "ray_placement": placement.to_dict()}
-            cfg = replace(cfg, threads_per_worker=max(1, int(cpus or 1)), extra=extra)
+            ray = replace(cfg.ray or RaySection(), placement=placement.to_dict())
+            cfg = replace(cfg, threads_per_worker=max(1, int(cpus or 1)), ray=ray)
             p = replace(p, config=cfg, skip_reason=p.skip_reason or why)
             note = (
                 f"{p.strategy.name} across the nodes: a Ray head on node1 and a raylet on each other node "

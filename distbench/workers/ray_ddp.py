@@ -335,7 +335,7 @@ def body(cfg, out_path):
                 "starts": starts_name,
             },
             scaling_config=scaling(
-                cfg, ScalingConfig, on_cluster=bool(address or (cfg.extra or {}).get("ray_placement"))
+                cfg, ScalingConfig, on_cluster=bool(address or (cfg.ray and cfg.ray.placement))
             ),
             torch_config=TorchConfig(backend="nccl" if cfg.device == "cuda" else "gloo"),
             run_config=RunConfig(
