@@ -334,9 +334,7 @@ def body(cfg, out_path):
                 "rank_dir": os.environ.get("DISTBENCH_RANK_DIR"),
                 "starts": starts_name,
             },
-            scaling_config=scaling(
-                cfg, ScalingConfig, on_cluster=bool(address or (cfg.ray and cfg.ray.placement))
-            ),
+            scaling_config=scaling(cfg, ScalingConfig, on_cluster=bool(address or (cfg.ray and cfg.ray.placement))),
             torch_config=TorchConfig(backend="nccl" if cfg.device == "cuda" else "gloo"),
             run_config=RunConfig(
                 name=f"distbench-{cfg.strategy}-{cfg.world_size}",
