@@ -361,7 +361,8 @@ def test_ray_points_across_the_nodes_are_planned_one_worker_per_node(tmp_path, m
     from distbench.run.launchers import RAY_TRAIN
     from distbench.run.launch import point_launcher
     from distbench.run.plan import SweepOptions, make_plan, parse_strategies
-    from distbench.run.raynodes import NODES_HEAD_ENV, node_cpus
+    from distbench.run.commandline import NODES_HEAD_ENV
+    from distbench.run.raycluster import node_cpus
 
     monkeypatch.setenv(spec.STATE_DIR_VAR, str(tmp_path))
     for var in ("SLURM_JOB_NODELIST", "SLURM_NODELIST", NODES_HEAD_ENV):

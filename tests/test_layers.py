@@ -112,3 +112,16 @@ def test_every_registry_entry_names_a_launcher_that_exists():
     ddp = STRATEGIES["ddp"]
     assert launcher_for(ddp, 1) is TORCHRUN and launcher_for(ddp, 2) is TORCHRUN and cluster_launcher(ddp) is TORCHRUN
     assert cluster_launcher(STRATEGIES["torch"]) is None
+
+
+def test_no_two_modules_import_each_other_even_inside_a_function():
+    """No import cycle between modules: every import counts, a function's own included (grimp reads them all)."""
+    import grimp
+
+    graph = grimp.build_graph("distbench")
+    cycles = []
+    for module in sorted(graph.modules):
+        for imported in sorted(graph.find_modules_directly_imported_by(module)):
+            if imported != module and graph.find_shortest_chain(importer=imported, imported=module):
+                cycles.append(f"{module} -> {imported} -> ... -> {module}")
+    assert not cycles, "\n".join(cycles)

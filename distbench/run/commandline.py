@@ -87,3 +87,10 @@ def srun_prefix(
     if cpus_per_task is not None:
         argv += ["--cpus-per-task", cpus_per_task]
     return argv
+
+
+# The Ray cluster a sweep starts on the one-machine cluster's nodes (distbench.run.raycluster.nodes_ray)
+NODES_HEAD_ENV = "DISTBENCH_RAY_NODES_HEAD"
+"""The GCS address of the Ray cluster the sweep started on the nodes (node1's address and the head's port)."""
+NODES_START_ENV = "DISTBENCH_RAY_NODES_START_S"
+"""Seconds its head and raylets took to start and register: paid once per sweep."""

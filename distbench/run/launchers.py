@@ -24,6 +24,8 @@ from distbench.core.strategies import STRATEGIES
 from distbench.run.commandline import (
     DEFAULT_START_TIMEOUT_S,
     JOB_CONFIG,
+    NODES_HEAD_ENV,
+    NODES_START_ENV,
     JOB_PYTHON,
     JOB_RESULT,
     Shell,
@@ -452,9 +454,7 @@ class RayTrain(Launcher):
 
     def on_cluster(self, strategy, cfg, config, out, *, hosts, nic, base_env=None, python=sys.executable):
         """The driver on node 1 (the cluster's srun on one node), joining the Ray cluster the sweep started on
-        the nodes (distbench.run.raynodes: DISTBENCH_RAY_NODES_HEAD); Ray Train places the workers on them."""
-        from distbench.run.raynodes import NODES_HEAD_ENV, NODES_START_ENV
-
+        the nodes (distbench.run.raycluster.nodes_ray: DISTBENCH_RAY_NODES_HEAD); Ray Train places the workers."""
         argv, env = self.local(strategy, cfg, config, out, python=python, base_env=base_env)
         if not env.get(NODES_HEAD_ENV):
             raise BadInput(f"{strategy.name} runs across the nodes on the Ray cluster a sweep starts on them")

@@ -362,7 +362,7 @@ def make_plan(opts: SweepOptions, visible_gpus: int | None = None, *, runs_here:
         ]
         for batch, (n, k) in ((b, nk) for nk in ([(1, 1)] if s.baseline else shapes) for b in batches):
             # Ray Train places its workers itself: across the one-machine cluster's nodes, on the Ray cluster
-            # the sweep starts on them (distbench.run.raynodes), unless the sweep names its own --ray-address
+            # the sweep starts on them (distbench.run.raycluster.nodes_ray), unless the sweep names its own --ray-address
             ray_on_nodes = on_nodes is not None and s.launcher == RAY_TRAIN.name and not opts.ray_address
             if k > 1 and cluster_launcher(s) is None and not ray_on_nodes:
                 continue
@@ -404,7 +404,7 @@ def _ray_on_nodes(points: list[PlannedPoint], state, notes: list[str]) -> list[P
     """Ray points at K > 1 nodes of the one-machine cluster: N/K workers on each of the K nodes the sweep
     starts Ray on (one per node: STRICT_SPREAD; D per node: PACK, each worker holding 1/D of its node's
     CPUs, so no node takes more than D), as raycluster.place spreads a point over several nodes."""
-    from distbench.run.raynodes import node_cpus
+    from distbench.run.raycluster import node_cpus
 
     out = []
     for p in points:

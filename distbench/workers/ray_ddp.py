@@ -148,7 +148,7 @@ def scaling(cfg, scaling_config, *, on_cluster: bool):
 
 def sweep_head_text(address: str) -> str:
     """The record's engine.address for a head the sweep started: on this machine, or on the one-machine
-    cluster's nodes (distbench.run.raynodes: a head on node1 at its address)."""
+    cluster's nodes (distbench.run.raycluster.nodes_ray: a head on node1 at its address)."""
     if address.startswith("127.0.0.1:"):
         return "the sweep's local head (one per sweep)"
     return f"the sweep's head on the nodes at {address} (one per sweep)"
