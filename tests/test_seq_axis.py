@@ -116,3 +116,12 @@ def test_the_table_names_the_sequence_length_when_there_are_several():
     console = Console(width=200, record=True)
     console.print(results_table([_record(32, 20.0)]))
     assert "seq 32" not in console.export_text()
+
+
+def test_compare_keys_name_the_sequence_length():
+    from distbench.analysis.compare import key_label
+    from distbench.analysis.records import record_key
+
+    short, long = record_key(_record(32, 20.0)), record_key(_record(64, 10.0))
+    assert short != long
+    assert "seq=32" in key_label(short) and "seq=64" in key_label(long)

@@ -159,19 +159,21 @@ def _execute(
     if opts.data == "disk":
         from distbench.core import datasets
 
-        cfg = plan.points[0].config
-        datasets.ensure_dataset(
-            opts.model,
-            image_size=cfg.image_size,
-            seq_len=cfg.seq_len,
-            num_classes=cfg.num_classes,
-            samples=opts.dataset_size,
-            seed=opts.seed,
-        )
+        for cfg in {p.config.seq_len: p.config for p in plan.points}.values():  # one dataset per sequence length
+            datasets.ensure_dataset(
+                opts.model,
+                image_size=cfg.image_size,
+                seq_len=cfg.seq_len,
+                num_classes=cfg.num_classes,
+                samples=opts.dataset_size,
+                seed=opts.seed,
+            )
 
     def progress(phase, i, total, point, record):
-        name = f"{point.strategy.name} N={point.config.world_size}" + (
-            f" batch {point.config.swept_batch}" if opts.batch_size and len(opts.batch_size) > 1 else ""
+        name = (
+            f"{point.strategy.name} N={point.config.world_size}"
+            + (f" batch {point.config.swept_batch}" if opts.batch_size and len(opts.batch_size) > 1 else "")
+            + (f" seq {point.config.seq_len}" if opts.seq_len and len(opts.seq_len) > 1 else "")
         )
         if phase == "kept":
             err.print(f"[{i}/{total}] {name}: kept from sweep {resume} ({record['status']})", markup=False)
