@@ -35,6 +35,7 @@ from distbench.core.errors import BadInput
     "seq_len",
     "model_size",
     "activation_checkpointing",
+    "shard_group",
     "num_classes",
     "lr",
     "momentum",

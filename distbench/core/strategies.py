@@ -48,6 +48,9 @@ class Strategy:
     sharded_states: tuple[str, ...] = ()
     """The model states it divides among the N devices ('optimizer', 'grads', 'params'): ZeRO stage 1 the
     first, stage 2 the first two, stage 3 and FSDP's full shard all three; replicated strategies none."""
+    shard_scope: str = "world"
+    """Over how many devices `sharded_states` are divided: 'world' (all N) or 'group' (the --shard-group ranks of
+    hybrid sharding, the states replicated across the N/G groups)."""
     converge_module: str | None = None
     """`distbench converge`: its framework's converge worker, which drives this strategy's Distribution
     (None: converge does not run it)."""
@@ -56,6 +59,15 @@ class Strategy:
     with in the report, and what converge compares a strategy's accuracy with at N > 1."""
     driver_module: str | None = None
     """A worker module that only drives the ranks (a launcher, not a rank: telemetry leaves it out)."""
+
+    def shard_degree(self, n: int, nodes: int = 1, shard_group: int | None = None) -> int:
+        """How many devices its sharded states are divided among at N=n: n, or for hybrid sharding the
+        --shard-group ranks (default n / nodes), the states replicated across the groups. The model-state
+        formula per device is then the ZeRO one with this in place of N (full shard: 12P/G with fp32 SGD +
+        momentum, 16P/G with mixed-precision Adam)."""
+        if not self.sharded_states:
+            return 1
+        return (shard_group or max(1, n // max(1, nodes))) if self.shard_scope == "group" else n
 
 
 DDP_BUCKET = 25 * 2**20  # DistributedDataParallel's bucket_cap_mb default
@@ -67,6 +79,11 @@ SHARDED_NO_COMM = (
     "reduce-scatter is not implemented"
 )
 
+HYBRID_TRAFFIC = (
+    1.5,
+    "hybrid shard: FSDP's all-gather in forward and backward + reduce-scatter within a group of G ranks, then "
+    "the gradient shards all-reduced across the N/G groups",
+)
 ZERO3_TRAFFIC = (1.5, "ZeRO-3: parameter all-gather in forward and backward + gradient reduce-scatter")
 
 STRATEGIES: dict[str, Strategy] = {
@@ -224,6 +241,20 @@ STRATEGIES: dict[str, Strategy] = {
             traffic=(1.5, "FSDP: all-gather in forward, all-gather in backward, reduce-scatter of the gradients"),
             sharded_states=("optimizer", "grads", "params"),
             description="FSDP2 fully_shard per top-level module + root, reshard after forward (torchrun)",
+        ),
+        Strategy(
+            name="fsdp-hybrid",
+            group="sharded",
+            framework="torch",
+            module="torch_fsdp_hybrid",
+            launcher="torchrun",
+            requires=("torch",),
+            no_comm_reason=SHARDED_NO_COMM,
+            traffic=HYBRID_TRAFFIC,
+            sharded_states=("optimizer", "grads", "params"),
+            shard_scope="group",
+            description="FSDP2 hybrid shard: fully_shard over a 2-D mesh (replicate x shard), states sharded "
+            "within a group of --shard-group ranks (a node), gradients all-reduced across groups (torchrun)",
         ),
         *(
             Strategy(

@@ -109,6 +109,15 @@ class Workload:
         cli={"is_flag": True},
         help="Recompute each decoder block's activations in the backward pass (torch strategies, gpt2 and llama).",
     )
+    shard_group: int | None = knob(
+        None,
+        low=1,
+        high=1 << 20,
+        jobs=True,
+        help="fsdp-hybrid: ranks per shard group (parameters, gradients and optimizer state sharded within a "
+        "group, replicated across groups, as hybrid sharding does within and across nodes). Default: the ranks "
+        "per node (N / --nodes); on one machine e.g. 2 runs N=4 as 2 groups of 2.",
+    )
     num_classes: int = knob(1000, low=2, high=1_000_000, jobs=True, help="Classifier width of classification models.")
     precision: str = knob(
         "fp32",

@@ -166,6 +166,9 @@ class SweepOptions(Workload, Measurement):
             raise BadInput(f"--seq-len {','.join(map(str, self.seq_len))} has a duplicated value")
         for length in self.seq_len or (None,):
             check_model_input(spec, self.image_size, length, self.channels_last)
+        hybrid = [n for n in STRATEGIES if STRATEGIES[n].shard_scope == "group"]
+        if self.shard_group is not None and not set(hybrid) & set(self.strategies):
+            raise BadInput(f"--shard-group applies to {', '.join(hybrid)}, which is not selected")
         if self.ray_address is not None:
             object.__setattr__(self, "ray_address", check_ray_address(self.ray_address))
             if not any(STRATEGIES[s].launcher == RAY_TRAIN.name for s in self.strategies):
@@ -405,7 +408,10 @@ def make_plan(opts: SweepOptions, visible_gpus: int | None = None, *, runs_here:
             )
             resolved.update(target_ci=opts.target_ci, **dict.fromkeys(not_applicable, False))
             auto = s.name not in opts.strategies
-            points.append(planned(s, choice, opts.workload, runs_here=runs_here, auto_added=auto, **resolved))
+            skip = hybrid_skip(s, opts.shard_group or n // k, n)
+            points.append(
+                planned(s, choice, opts.workload, skip=skip, runs_here=runs_here, auto_added=auto, **resolved)
+            )
     if opts.ray_address:  # Ray points: planned per node from ray.nodes(), not this machine
         points = raycluster.plan_on_cluster(points, opts.ray_address, notes)
     if choice.device == "cpu":
@@ -416,6 +422,13 @@ def make_plan(opts: SweepOptions, visible_gpus: int | None = None, *, runs_here:
             "matmuls and convolutions (--tf32/--no-tf32), cuDNN autotuning on; recorded per point"
         )
     return Plan(points=points, device=choice, notes=notes)
+
+
+def hybrid_skip(s: Strategy, group: int, n: int) -> str | None:
+    """Why a hybrid-shard point cannot run: its N is not a whole number of shard groups of `group` ranks."""
+    if s.shard_scope != "group" or n % group == 0:
+        return None
+    return f"N={n} is not a multiple of --shard-group {group} (hybrid shard needs whole groups)"
 
 
 def _with_per_core_baselines(points: list[PlannedPoint], notes: list[str]) -> list[PlannedPoint]:
