@@ -266,7 +266,7 @@ ONE_POINT = {
         "Default: 32 on GPUs, 8 on CPU workers.",
     },
 }
-"""`run`'s own --strategy and --batch-size: one value each (scale's take lists)."""
+"""`run`'s own --strategy and --batch-size: one value each (scale's take lists; so does --seq-len)."""
 
 
 @click.command()
@@ -285,6 +285,8 @@ def run(gpus_text, results, records_dir, fmt, columns_text, wide, **workload):
         raise BadInput("run measures one point: give exactly one --strategy (use `distbench scale` for several)")
     if opts.batch_size and len(opts.batch_size) != 1:
         raise BadInput("run measures one point: --batch-size takes one value (use `distbench scale` for several)")
+    if opts.seq_len and len(opts.seq_len) != 1:
+        raise BadInput("run measures one point: --seq-len takes one value (use `distbench scale` for several)")
     _, _, profiling = _execute(
         opts, results=results, records_dir=records_dir, fmt=fmt, columns_text=columns_text, wide=wide
     )

@@ -93,8 +93,8 @@ class Workload:
         jobs=True,
         parse="lengths",
         cli={"metavar": "S[,S]"},
-        help="Token models (bert_base, lstm, gpt2, llama): sequence length; a comma list sweeps them (scale, run, "
-        "slurm, k8s). Default: the model's (64 at most on CPU).",
+        help="Token models (bert_base, lstm, gpt2, llama): sequence length; `scale` sweeps a comma list of them. "
+        "Default: the model's (64 at most on CPU).",
     )
     model_size: str | None = knob(
         None,
