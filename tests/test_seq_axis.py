@@ -126,3 +126,21 @@ def test_compare_keys_name_the_sequence_length():
     short, long = record_key(_record(32, 20.0)), record_key(_record(64, 10.0))
     assert short != long
     assert "seq=32" in key_label(short) and "seq=64" in key_label(long)
+
+
+@pytest.mark.slow
+def test_a_sweep_over_two_lengths_records_both_and_resume_keeps_them(capsys, tmp_path):
+    pytest.importorskip("torch")
+    db = str(tmp_path / "r.db")
+    args = ["scale", "--model", "gpt2", "--seq-len", "16,32", "--gpus", "1", "--strategy", "ddp", "--device", "cpu"]
+    args += ["--batch-size", "2", "--steps", "3", "--warmup", "1", "--target-ci", "0", "--results", db]
+    assert main(args) == 0
+    capsys.readouterr()
+    assert main(["results", "show", "latest", "--results", db, "--format", "json"]) == 0
+    points = json.loads(capsys.readouterr().out)["points"]
+    ddp = {p["config"]["seq_len"]: p for p in points if p["strategy"] == "ddp"}
+    assert set(ddp) == {16, 32} and all(p["status"] == "ok" for p in ddp.values())
+    assert all(p["tokens_per_s"] == pytest.approx(p["throughput"] * q) for q, p in ddp.items())
+    assert main(["scale", "--resume", "latest", "--results", db]) == 0
+    err = capsys.readouterr().err
+    assert "ddp N=1 seq 16: kept from sweep" in err and "ddp N=1 seq 32: kept from sweep" in err
