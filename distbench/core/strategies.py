@@ -69,6 +69,12 @@ class Strategy:
             return 1
         return (shard_group or max(1, n // max(1, nodes))) if self.shard_scope == "group" else n
 
+    def group_skip(self, n: int, group: int) -> str | None:
+        """Why a hybrid-shard point cannot run at N=n: n is not a whole number of shard groups of `group` ranks."""
+        if self.shard_scope != "group" or n % group == 0:
+            return None
+        return f"N={n} is not a multiple of --shard-group {group} (hybrid shard needs whole groups)"
+
 
 DDP_BUCKET = 25 * 2**20  # DistributedDataParallel's bucket_cap_mb default
 HOROVOD_FUSION = 64 * 2**20  # HOROVOD_FUSION_THRESHOLD's default

@@ -41,10 +41,7 @@ def check_model_input(spec, image_size: int | None, seq_len: int | None, channel
     --image-size (and --channels-last), each within the model's range."""
     if isinstance(seq_len, (tuple, list)):
         if len(seq_len) > 1:
-            raise BadInput(
-                f"--seq-len {','.join(map(str, seq_len))}: this command takes one sequence length "
-                "(a list sweeps in scale, run, slurm and k8s)"
-            )
+            raise BadInput(f"--seq-len {','.join(map(str, seq_len))}: this command takes one sequence length")
         seq_len = seq_len[0] if seq_len else None
     if spec.kind == "tokens":
         if image_size is not None:
@@ -408,7 +405,7 @@ def make_plan(opts: SweepOptions, visible_gpus: int | None = None, *, runs_here:
             )
             resolved.update(target_ci=opts.target_ci, **dict.fromkeys(not_applicable, False))
             auto = s.name not in opts.strategies
-            skip = hybrid_skip(s, opts.shard_group or n // k, n)
+            skip = s.group_skip(n, opts.shard_group or n // k)
             points.append(
                 planned(s, choice, opts.workload, skip=skip, runs_here=runs_here, auto_added=auto, **resolved)
             )
@@ -422,13 +419,6 @@ def make_plan(opts: SweepOptions, visible_gpus: int | None = None, *, runs_here:
             "matmuls and convolutions (--tf32/--no-tf32), cuDNN autotuning on; recorded per point"
         )
     return Plan(points=points, device=choice, notes=notes)
-
-
-def hybrid_skip(s: Strategy, group: int, n: int) -> str | None:
-    """Why a hybrid-shard point cannot run: its N is not a whole number of shard groups of `group` ranks."""
-    if s.shard_scope != "group" or n % group == 0:
-        return None
-    return f"N={n} is not a multiple of --shard-group {group} (hybrid shard needs whole groups)"
 
 
 def _with_per_core_baselines(points: list[PlannedPoint], notes: list[str]) -> list[PlannedPoint]:
