@@ -199,8 +199,10 @@ def verify(
     progress=lambda what: None,
     workdir: str | None = None,
     sweep=None,
+    **workload,
 ) -> list[dict]:
-    """The verdict of each strategy (baselines excluded): plans.plan_verify's points, run_plan's verdicts."""
+    """The verdict of each strategy (baselines excluded): plans.plan_verify's points, run_plan's verdicts
+    (`workload`: more Workload knobs, e.g. model_size, seq_len, shard_group)."""
     from distbench.kinds.plans import VerifyOptions, plan_verify
     from distbench.kinds.verify import run_plan
 
@@ -217,5 +219,6 @@ def verify(
         momentum=momentum,
         seed=seed,
         threads=threads,
+        **workload,
     )
     return run_plan(plan_verify(opts), rtol=rtol, timeout_s=timeout_s, progress=progress, workdir=workdir, sweep=sweep)

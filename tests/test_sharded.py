@@ -31,7 +31,7 @@ VERIFY = dict(
 
 
 def test_registry_group_launcher_and_why_no_comm():
-    assert [s.name for s in parse_strategies(["sharded"])] == list(SHARDED)
+    assert [s.name for s in parse_strategies(["sharded"])] == ["fsdp", "fsdp-hybrid", *list(SHARDED)[1:]]
     for name, mods in SHARDED.items():
         s = STRATEGIES[name]
         assert s.launcher == TORCHRUN.name and s.requires == mods and not s.needs_cuda_for_multi

@@ -14,7 +14,7 @@ WEEK = "0<x<=604800"
 CASES = [
     # scale (the workload options are shared with run and, in part, slurm)
     (["scale", "--image-size", "0"], _range("--image-size", "0", "1<=x<=8192")),
-    (["scale", "--seq-len", "0", "--model", "lstm"], _range("--seq-len", "0", "1<=x<=65536")),
+    (["scale", "--seq-len", "0", "--model", "lstm"], "--seq-len value '0' must be a positive sequence length"),
     (["scale", "--steps", "0"], _range("--steps", "0", "1<=x<=1000000")),
     (["scale", "--warmup", "0"], _range("--warmup", "0", "1<=x<=100000")),
     (["scale", "--timeout", "1e12"], _range("--timeout", "1000000000000.0", WEEK)),
@@ -70,6 +70,14 @@ CASES = [
     (["slurm", "--steps", "0"], _range("--steps", "0", "1<=x<=1000000")),
     (["slurm", "--timeout", "nan"], _range("--timeout", "nan", WEEK)),
     (["slurm", "--batch-size", "999999999999"], "--batch-size value '999999999999' is not in the range 1..1048576"),
+    (
+        ["slurm", "--seq-len", "32,64", "--model", "gpt2"],
+        "distbench slurm takes one --seq-len per sweep (write one script per sequence length)",
+    ),
+    (
+        ["scale", "--seq-len", "70000", "--model", "lstm"],
+        "--seq-len value '70000' is not in the range 1..65536",
+    ),
     (
         ["slurm", "--batch-size", "2,4"],
         "distbench slurm takes one --batch-size per sweep (write one script per batch size)",

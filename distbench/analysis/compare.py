@@ -95,7 +95,8 @@ def key_dict(key: PointKey) -> dict:
 def key_label(key: PointKey) -> str:
     w = dict(key.workload)
     where = f" over {key.nodes} nodes" if key.nodes > 1 else ""
-    return f"{key.strategy} N={key.world_size}{where} {w.get('model')} batch={key.batch} {w.get('scaling')}"
+    seq = f" seq={w['seq_len']}" if w.get("seq_len") else ""
+    return f"{key.strategy} N={key.world_size}{where} {w.get('model')} batch={key.batch}{seq} {w.get('scaling')}"
 
 
 def _shown(value) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 from distbench.analysis.fields import COMM_FIELDS
+from distbench.analysis.records import token_fields
 from distbench.analysis.sweep import Sweep
 from distbench.profile.compare import profile_columns
 from distbench.results.record import HEADLINE_FIELDS
@@ -39,4 +40,7 @@ def points_frame(sweep: Sweep):
 
 def sweep_document(sweep: Sweep) -> dict:
     """The sweep row and every full record with its steps, JSON-able."""
-    return {"sweep": sweep.info, "points": [{**r, "step_times_s": sweep.step_times(r)} for r in sweep.points]}
+    return {
+        "sweep": sweep.info,
+        "points": [{**r, **token_fields(r), "step_times_s": sweep.step_times(r)} for r in sweep.points],
+    }

@@ -14,6 +14,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from distbench.analysis import num, series_name, split_lines, wall_split_line
+from distbench.analysis.records import token_fields, tokens_per_s
 from distbench.core.strategies import FRAMEWORK_BASELINE
 from distbench.core.config import swept_batch
 from distbench.results.split import overhead_cell, overhead_legend
@@ -147,6 +148,7 @@ def json_document(records: list[dict], extra_fields: tuple[str, ...] = ()) -> st
     for r in records:
         p = {k: r.get(k) for k in (*JSON_FIELDS, *extra_fields)}
         p["config"] = r.get("config")
+        p.update(token_fields(r))  # token models: seq_len, tokens/s in total and per device, MFU
         if r.get("status") != "ok" and r.get("stderr_tail"):
             p["stderr_tail"] = r["stderr_tail"][-1500:]
         points.append(p)
@@ -226,14 +228,6 @@ def default_columns(records: list[dict]) -> tuple[str, ...]:
     return DECODER_COLUMNS if decoder else DEFAULT_COLUMNS
 
 
-def tokens_per_s(r: dict, per_device: bool = False) -> float | None:
-    """Tokens per second of a token model's point: samples/s x the sequence length (per device: / N)."""
-    seq, throughput = (r.get("config") or {}).get("seq_len"), num(r.get("throughput"))
-    if not seq or throughput is None:
-        return None
-    return throughput * seq / ((r.get("world_size") or 1) if per_device else 1)
-
-
 def _ci_cell(r: dict) -> str:
     if r.get("throughput_ci_low") is None:
         return "-"
@@ -295,6 +289,7 @@ def results_table(records: list[dict], title: str | None = None, columns: tuple[
     """The points, one row each, in the chosen columns (default: DEFAULT_COLUMNS); status as a short word
     with the number of its reason (reason_lines, printed under the table)."""
     several_batches = len({swept_batch(r.get("config") or r) for r in records}) > 1
+    several_lengths = len({(r.get("config") or {}).get("seq_len") for r in records} - {None}) > 1
     cpu = any(r.get("device") == "cpu" for r in records)
     tokens = any((r.get("config") or {}).get("seq_len") for r in records)
     shown = [
@@ -314,6 +309,8 @@ def results_table(records: list[dict], title: str | None = None, columns: tuple[
         label = escape(series_name(r))
         if several_batches:
             label += f" batch {swept_batch(r.get('config') or r)}"
+        if several_lengths and (r.get("config") or {}).get("seq_len"):
+            label += f" seq {r['config']['seq_len']}"
         row = {"strategy": label, "status": short_status(r, numbers)}
         t.add_row(*(row[c] if c in row else _CELL[c](r) for c in shown))
     return t

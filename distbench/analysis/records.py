@@ -56,6 +56,28 @@ def baseline_for(record: dict, points: Iterable[dict]) -> dict | None:
     )
 
 
+def tokens_per_s(r: dict, per_device: bool = False) -> float | None:
+    """Tokens per second of a token model's point: samples/s x the sequence length (per device: / N)."""
+    seq, throughput = (r.get("config") or {}).get("seq_len"), num(r.get("throughput"))
+    if not seq or throughput is None:
+        return None
+    return throughput * seq / ((r.get("world_size") or 1) if per_device else 1)
+
+
+def token_fields(r: dict) -> dict:
+    """A token model's point in tokens (none for an image model): the sequence length (tokens per sample),
+    tokens/s in total and per device (samples/s x the sequence length), beside its MFU."""
+    seq = (r.get("config") or {}).get("seq_len")
+    if not seq:
+        return {}
+    return {
+        "seq_len": seq,
+        "tokens_per_s": tokens_per_s(r),
+        "tokens_per_s_per_device": tokens_per_s(r, per_device=True),
+        "mfu": r.get("mfu"),
+    }
+
+
 def is_noisy(record: dict) -> bool:
     """Flagged `noisy` by the measurement, or (when the record has no flag) step-time CV above CV_NOISY."""
     if record.get("noisy") is not None:

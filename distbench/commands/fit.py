@@ -124,6 +124,8 @@ def fit(by, layers_batch, memory_cap, start, max_batch, tolerance, results, fmt,
     """
     if start > max_batch:
         raise BadInput(f"--start {start} is larger than --max-batch {max_batch}")
+    if isinstance(workload.get("seq_len"), tuple):
+        raise BadInput(f"--seq-len {','.join(map(str, workload['seq_len']))}: fit takes one sequence length")
     cap = parse_cap(memory_cap)
     base = layer_base(workload["model"], workload.get("model_size")) if by == "layers" else None
 

@@ -149,6 +149,8 @@ def k8s(
     settings = K8sSettings(command=command_line(), point_timeout_s=opts.timeout, run_id=new_run_id(), **cluster)
     if opts.batch_size and len(opts.batch_size) > 1:
         raise BadInput("distbench k8s takes one --batch-size per sweep (write one sweep per batch size)")
+    if opts.seq_len and len(opts.seq_len) > 1:
+        raise BadInput("distbench k8s takes one --seq-len per sweep (write one sweep per sequence length)")
     plan = plan_sweep(opts, parse_gpus(nodes_text, "--nodes", "node"), gpus_per_node)
     shared, points, notes = sweep_objects(plan, settings)
     files = write_manifests(Path(out), shared, points, settings)

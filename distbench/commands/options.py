@@ -41,6 +41,17 @@ def batch_list(ctx, param, value):
     return None if value is None else tuple(parse_counts(str(value), "--batch-size", "batch size", MAX_BATCH))
 
 
+MAX_SEQ_LEN = 65536
+
+
+def length_list(ctx, param, value):
+    """--seq-len '128' -> 128, '128,256' -> (128, 256) (a sweep's axis; one value stays a number); None stays None."""
+    if value is None:
+        return None
+    lengths = parse_counts(str(value), "--seq-len", "sequence length", MAX_SEQ_LEN)
+    return lengths[0] if len(lengths) == 1 else tuple(lengths)
+
+
 def percent(ctx, param, value):
     """--target-ci '2%' (or '2') -> 0.02."""
     text = str(value).strip()
@@ -143,6 +154,8 @@ def _click_attrs(f: dataclasses.Field, k: Knob) -> dict:
         attrs["callback"] = percent
     elif k.parse == "counts":
         attrs["callback"] = batch_list
+    elif k.parse == "lengths":
+        attrs["callback"] = length_list
     elif k.choices is not None:
         attrs["type"] = click.Choice(k.choices)
     elif k.low is not None:

@@ -159,19 +159,21 @@ def _execute(
     if opts.data == "disk":
         from distbench.core import datasets
 
-        cfg = plan.points[0].config
-        datasets.ensure_dataset(
-            opts.model,
-            image_size=cfg.image_size,
-            seq_len=cfg.seq_len,
-            num_classes=cfg.num_classes,
-            samples=opts.dataset_size,
-            seed=opts.seed,
-        )
+        for cfg in {p.config.seq_len: p.config for p in plan.points}.values():  # one dataset per sequence length
+            datasets.ensure_dataset(
+                opts.model,
+                image_size=cfg.image_size,
+                seq_len=cfg.seq_len,
+                num_classes=cfg.num_classes,
+                samples=opts.dataset_size,
+                seed=opts.seed,
+            )
 
     def progress(phase, i, total, point, record):
-        name = f"{point.strategy.name} N={point.config.world_size}" + (
-            f" batch {point.config.swept_batch}" if opts.batch_size and len(opts.batch_size) > 1 else ""
+        name = (
+            f"{point.strategy.name} N={point.config.world_size}"
+            + (f" batch {point.config.swept_batch}" if opts.batch_size and len(opts.batch_size) > 1 else "")
+            + (f" seq {point.config.seq_len}" if opts.seq_len and len(opts.seq_len) > 1 else "")
         )
         if phase == "kept":
             err.print(f"[{i}/{total}] {name}: kept from sweep {resume} ({record['status']})", markup=False)
@@ -281,7 +283,7 @@ ONE_POINT = {
         "Default: 32 on GPUs, 8 on CPU workers.",
     },
 }
-"""`run`'s own --strategy and --batch-size: one value each (scale's take lists)."""
+"""`run`'s own --strategy and --batch-size: one value each (scale's take lists; so does --seq-len)."""
 
 
 @click.command()
@@ -300,6 +302,8 @@ def run(gpus_text, results, records_dir, fmt, columns_text, wide, **workload):
         raise BadInput("run measures one point: give exactly one --strategy (use `distbench scale` for several)")
     if opts.batch_size and len(opts.batch_size) != 1:
         raise BadInput("run measures one point: --batch-size takes one value (use `distbench scale` for several)")
+    if opts.seq_len and len(opts.seq_len) != 1:
+        raise BadInput("run measures one point: --seq-len takes one value (use `distbench scale` for several)")
     sweep_id, records, profiling = _execute(
         opts, results=results, records_dir=records_dir, fmt=fmt, columns_text=columns_text, wide=wide
     )

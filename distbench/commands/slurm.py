@@ -109,6 +109,8 @@ def slurm(gpus_text, nodes_text, gpus_per_node, device, records_dir, out, submit
     nodes = parse_gpus(nodes_text, "--nodes", "node")
     if opts.batch_size and len(opts.batch_size) > 1:
         raise BadInput("distbench slurm takes one --batch-size per sweep (write one script per batch size)")
+    if opts.seq_len and len(opts.seq_len) > 1:
+        raise BadInput("distbench slurm takes one --seq-len per sweep (write one script per sequence length)")
     plan = plan_sweep(opts, nodes, gpus_per_node)
     script = Path(out).expanduser().resolve()
     records = Path(records_dir).expanduser().resolve() if records_dir else script.with_name(script.stem + "-records")

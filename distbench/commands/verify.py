@@ -35,6 +35,7 @@ from distbench.core.errors import BadInput
     "seq_len",
     "model_size",
     "activation_checkpointing",
+    "shard_group",
     "num_classes",
     model={"default": "resnet18"},
     image_size={"help": "Image models: input side (default: 32 on CPU workers, the model's on GPUs)."},

@@ -52,6 +52,9 @@ class Strategy:
     """Its optimizer keeps a flat fp32 copy of the parameters it updates (its shard's, where it shards the
     optimizer) besides the model's own: DeepSpeed's ZeRO optimizer does even when the model is fp32, so its
     model states are 16 bytes a parameter with SGD and momentum where ddp's and fsdp's are 12."""
+    shard_scope: str = "world"
+    """Over how many devices `sharded_states` are divided: 'world' (all N) or 'group' (the --shard-group ranks of
+    hybrid sharding, the states replicated across the N/G groups)."""
     converge_module: str | None = None
     """`distbench converge`: its framework's converge worker, which drives this strategy's Distribution
     (None: converge does not run it)."""
@@ -60,6 +63,21 @@ class Strategy:
     with in the report, and what converge compares a strategy's accuracy with at N > 1."""
     driver_module: str | None = None
     """A worker module that only drives the ranks (a launcher, not a rank: telemetry leaves it out)."""
+
+    def shard_degree(self, n: int, nodes: int = 1, shard_group: int | None = None) -> int:
+        """How many devices its sharded states are divided among at N=n: n, or for hybrid sharding the
+        --shard-group ranks (default n / nodes), the states replicated across the groups. The model-state
+        formula per device is then the ZeRO one with this in place of N (full shard: 12P/G with fp32 SGD +
+        momentum, 16P/G with mixed-precision Adam)."""
+        if not self.sharded_states:
+            return 1
+        return (shard_group or max(1, n // max(1, nodes))) if self.shard_scope == "group" else n
+
+    def group_skip(self, n: int, group: int) -> str | None:
+        """Why a hybrid-shard point cannot run at N=n: n is not a whole number of shard groups of `group` ranks."""
+        if self.shard_scope != "group" or n % group == 0:
+            return None
+        return f"N={n} is not a multiple of --shard-group {group} (hybrid shard needs whole groups)"
 
 
 DDP_BUCKET = 25 * 2**20  # DistributedDataParallel's bucket_cap_mb default
@@ -71,6 +89,11 @@ SHARDED_NO_COMM = (
     "reduce-scatter is not implemented"
 )
 
+HYBRID_TRAFFIC = (
+    1.5,
+    "hybrid shard: FSDP's all-gather in forward and backward + reduce-scatter within a group of G ranks, then "
+    "the gradient shards all-reduced across the N/G groups",
+)
 ZERO3_TRAFFIC = (1.5, "ZeRO-3: parameter all-gather in forward and backward + gradient reduce-scatter")
 
 STRATEGIES: dict[str, Strategy] = {
@@ -228,6 +251,20 @@ STRATEGIES: dict[str, Strategy] = {
             traffic=(1.5, "FSDP: all-gather in forward, all-gather in backward, reduce-scatter of the gradients"),
             sharded_states=("optimizer", "grads", "params"),
             description="FSDP2 fully_shard per top-level module + root, reshard after forward (torchrun)",
+        ),
+        Strategy(
+            name="fsdp-hybrid",
+            group="sharded",
+            framework="torch",
+            module="torch_fsdp_hybrid",
+            launcher="torchrun",
+            requires=("torch",),
+            no_comm_reason=SHARDED_NO_COMM,
+            traffic=HYBRID_TRAFFIC,
+            sharded_states=("optimizer", "grads", "params"),
+            shard_scope="group",
+            description="FSDP2 hybrid shard: fully_shard over a 2-D mesh (replicate x shard), states sharded "
+            "within a group of --shard-group ranks (a node), gradients all-reduced across groups (torchrun)",
         ),
         *(
             Strategy(

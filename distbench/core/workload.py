@@ -49,7 +49,8 @@ class Knob:
     by_device: dict[str, Any] | None = None
     """Its value when not given (None), per resolved device ('cuda', 'cpu'): `device_default`."""
     parse: str | None = None
-    """How the CLI reads it beyond its type: 'percent' ('2%' -> 0.02), 'counts' ('16,32' -> (16, 32))."""
+    """How the CLI reads it beyond its type: 'percent' ('2%' -> 0.02), 'counts' ('16,32' -> (16, 32)), 'lengths'
+    ('128' -> 128, '128,256' -> (128, 256): a list only where the command sweeps it)."""
     cli: dict = field(default_factory=dict)
     """More click attributes (is_flag, multiple, metavar, show_default)."""
     command_only: bool = False
@@ -93,7 +94,10 @@ class Workload:
         low=1,
         high=65536,
         jobs=True,
-        help="Token models (bert_base, lstm, gpt2, llama): sequence length. Default: the model's (64 at most on CPU).",
+        parse="lengths",
+        cli={"metavar": "S[,S]"},
+        help="Token models (bert_base, lstm, gpt2, llama): sequence length; `scale` sweeps a comma list of them. "
+        "Default: the model's (64 at most on CPU).",
     )
     model_size: str | None = knob(
         None,
@@ -107,6 +111,15 @@ class Workload:
         jobs=True,
         cli={"is_flag": True},
         help="Recompute each decoder block's activations in the backward pass (torch strategies, gpt2 and llama).",
+    )
+    shard_group: int | None = knob(
+        None,
+        low=1,
+        high=1 << 20,
+        jobs=True,
+        help="fsdp-hybrid: ranks per shard group (parameters, gradients and optimizer state sharded within a "
+        "group, replicated across groups, as hybrid sharding does within and across nodes). Default: the ranks "
+        "per node (N / --nodes); on one machine e.g. 2 runs N=4 as 2 groups of 2.",
     )
     num_classes: int = knob(1000, low=2, high=1_000_000, jobs=True, help="Classifier width of classification models.")
     precision: str = knob(
@@ -336,9 +349,11 @@ def check(obj, names=None, label=flag) -> None:
             if not 0 <= value < 1:
                 raise BadInput(f"{label(name)} must be a percentage in [0, 100), got {value * 100:g}%")
             continue
-        why = problem(name, getattr(obj, name), k, label(name))
-        if why:
-            raise BadInput(why)
+        value = getattr(obj, name)
+        for one in value if isinstance(value, (tuple, list)) else (value,):  # a swept axis: each of its values
+            why = problem(name, one, k, label(name))
+            if why:
+                raise BadInput(why)
 
 
 _KNOBS = {**knobs(Workload), **knobs(Measurement)}

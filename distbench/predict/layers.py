@@ -11,8 +11,12 @@ ready times are FLOP shares, not seconds; a one-device profile measures them.
 
 from __future__ import annotations
 
-from distbench.models import specs
+from distbench.core.strategies import DDP_BUCKET
+from distbench.models import decoders, specs
 from distbench.predict import pipeline
+
+DDP_FIRST_BUCKET = 2**20
+"""DDP's first bucket (1 MiB, `dist._DEFAULT_FIRST_BUCKET_BYTES`) before its 25 MiB ones."""
 
 Layer = tuple[str, int, float]
 """(name, trainable parameters, forward FLOPs per sample)."""
@@ -109,11 +113,60 @@ def ready_fractions(layers: list[Layer]) -> list[tuple[float, int]]:
     return out
 
 
+def decoder_tensors(name: str, model_size: str | None, seq_len: int | None) -> list[tuple[int, float]]:
+    """(elements, backward FLOPs per sample of the layer that produces it, or 0 after the first of that
+    layer) of each gradient tensor of a decoder, in the order backward produces them (decoders.gradient_tensors:
+    the output side first, the blocks last to first, the embedding tables last). A block's forward: 2 FLOPs
+    per weight and token + 4 d T per token for the attention scores and weighted sum; the output projection
+    2 V d per token (gpt2's tied table is its token table, produced last). Backward: twice the forward."""
+    shape = decoders.decoder_shape(name, model_size)
+    d, t = shape.hidden, seq_len or shape.max_positions
+    tensors = decoders.gradient_tensors(shape)
+    head = 2  # gpt2: ln_f weight and bias; llama: lm_head and the final norm
+    tail = 2 if shape.family == "gpt2" else 1  # gpt2: positions and the tied token table; llama: embed_tokens
+    per_block = (len(tensors) - head - tail) // shape.layers
+    flops = [0.0] * len(tensors)
+    flops[0] = 2.0 * 2 * shape.vocab * d * t
+    for i in range(shape.layers):
+        first = head + i * per_block
+        block = sum(tensors[first : first + per_block])
+        flops[first] = 2.0 * (2.0 * block * t + 4.0 * d * t * t)
+    return list(zip(tensors, flops))
+
+
+def decoder_timeline(
+    name: str, model_size: str | None, bucket_bytes: float | None, seq_len: int | None = None
+) -> pipeline.Timeline:
+    """A decoder's buckets (decoders.gradient_tensors filled by DDP's rule: 1 MiB first, then `bucket_bytes`,
+    fp32 gradients; None: one message), each ready when the backward FLOPs of the layers that produce its
+    tensors have run."""
+    rows = decoder_tensors(name, model_size, seq_len)
+    total = sum(f for _, f in rows) or 1.0
+    ready, done = [], 0.0
+    for _, f in rows:
+        done += f
+        ready.append(done / total)
+    cap = bucket_bytes or float("inf")
+    first = DDP_FIRST_BUCKET if bucket_bytes == DDP_BUCKET else None
+    tl = pipeline.merge(ready, [4.0 * n for n, _ in rows], cap, first)
+    source = (
+        f"model FLOPs ({name} {model_size or 'default size'}: {len(rows)} gradient tensors in backward order, "
+        "models/decoders.py; backward 2x forward per layer)"
+    )
+    return pipeline.Timeline(tl.ready, tl.shares, source)
+
+
 def flops_timeline(
-    name: str, bucket_bytes: float | None, image_size: int | None = None, seq_len: int | None = None
+    name: str,
+    bucket_bytes: float | None,
+    image_size: int | None = None,
+    seq_len: int | None = None,
+    model_size: str | None = None,
 ) -> pipeline.Timeline | None:
     """Buckets of `bucket_bytes` (FP32 gradients; None: one message) over the model's layers, each ready when
     its last layer's backward has run, by FLOP share. None for a model not tabulated here."""
+    if name in decoders.FAMILIES:
+        return decoder_timeline(name, model_size, bucket_bytes, seq_len)
     layers = model_layers(name, image_size, seq_len)
     if not layers:
         return None

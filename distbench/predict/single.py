@@ -58,7 +58,7 @@ def one_device_timeline(series: Series, bucket_bytes: float | None) -> pipeline.
     size = bucket_bytes or default_bucket_bytes(series.strategy)
     if not series.model or (size is None and series.strategy not in STRATEGIES):
         return None
-    return layers.flops_timeline(series.model, size, series.image_size, series.seq_len)
+    return layers.flops_timeline(series.model, size, series.image_size, series.seq_len, series.model_size)
 
 
 def one_device_sources(series: Series, model: StepTimeModel, intra, inter, bucket_bytes) -> list[str]:

@@ -61,6 +61,8 @@ class Series:
     """The model's registry name (models/specs.py) where the points name one."""
     image_size: int | None = None
     seq_len: int | None = None
+    model_size: str | None = None
+    """A decoder's --model-size (its bucket layout and FLOPs: models/decoders.py)."""
 
 
 def _int(value, default=None):
@@ -254,6 +256,7 @@ def series_from_records(
                     model=str(spts[0].get("model") or ""),
                     image_size=_int(_field(spts[0], "image_size")),
                     seq_len=_int(_field(spts[0], "seq_len")),
+                    model_size=_field(spts[0], "model_size"),
                 )
             )
     return out

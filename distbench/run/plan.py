@@ -40,6 +40,10 @@ def cpu_image_size(spec, side: int) -> int:
 def check_model_input(spec, image_size: int | None, seq_len: int | None, channels_last: bool = False) -> None:
     """THE input rule of every kind (BadInput naming the flag): a token model takes --seq-len, an image model
     --image-size (and --channels-last), each within the model's range."""
+    if isinstance(seq_len, (tuple, list)):
+        if len(seq_len) > 1:
+            raise BadInput(f"--seq-len {','.join(map(str, seq_len))}: this command takes one sequence length")
+        seq_len = seq_len[0] if seq_len else None
     if spec.kind == "tokens":
         if image_size is not None:
             raise BadInput(f"--image-size does not apply to {spec.name} (a token model): use --seq-len")
@@ -131,6 +135,8 @@ class SweepOptions(Workload, Measurement):
         put("strategies", tuple(s.name for s in parse_strategies([getattr(s, "name", s) for s in self.strategies])))
         batches = (self.batch_size,) if isinstance(self.batch_size, int) else tuple(self.batch_size or ())
         put("batch_size", batches or None)
+        lengths = (self.seq_len,) if isinstance(self.seq_len, int) else tuple(self.seq_len or ())
+        put("seq_len", lengths or None)
         self._check()
 
     def _check(self) -> None:
@@ -154,7 +160,13 @@ class SweepOptions(Workload, Measurement):
         if max(self.nodes) > 1 and not any(n % k == 0 and k > 1 for n in self.gpus for k in self.nodes):
             raise BadInput(f"no --gpus value splits evenly over --nodes {','.join(map(str, self.nodes))}")
         spec = check_model_size(spec, self.model_size, self.activation_checkpointing)
-        check_model_input(spec, self.image_size, self.seq_len, self.channels_last)
+        if self.seq_len and len(set(self.seq_len)) != len(self.seq_len):
+            raise BadInput(f"--seq-len {','.join(map(str, self.seq_len))} has a duplicated value")
+        for length in self.seq_len or (None,):
+            check_model_input(spec, self.image_size, length, self.channels_last)
+        hybrid = [n for n in STRATEGIES if STRATEGIES[n].shard_scope == "group"]
+        if self.shard_group is not None and not set(hybrid) & set(self.strategies):
+            raise BadInput(f"--shard-group applies to {', '.join(hybrid)}, which is not selected")
         if self.ray_address is not None:
             object.__setattr__(self, "ray_address", check_ray_address(self.ray_address))
             if not any(STRATEGIES[s].launcher == RAY_TRAIN.name for s in self.strategies):
@@ -265,20 +277,23 @@ def make_plan(opts: SweepOptions, visible_gpus: int | None = None, *, runs_here:
     tokens = spec.kind == "tokens"
     if tokens:
         image = None
-        seq_len = opts.seq_len or (
+        lengths = sorted(opts.seq_len or ()) or [
             spec.default_seq_len if choice.device == "cuda" else min(spec.default_seq_len, CPU_MAX_SEQ_LEN)
-        )
+        ]
     else:
         image = defaults["image_size"] and cpu_image_size(spec, defaults["image_size"])
         image = (image if opts.image_size is None else opts.image_size) or spec.default_image_size
-        seq_len = None
+        lengths = [None]
+    seq_text = ",".join(map(str, lengths))
+    for length in lengths if opts.seq_len else ():  # the size the device resolved may have fewer positions
+        check_model_input(spec, None, length)
     if opts.scaling == "strong":
         for n in opts.gpus:
             for batch in batches:
                 if batch % n:
                     raise BadInput(f"--scaling strong: the global batch {batch} is not divisible by N={n}")
     if choice.device == "cpu" and (opts.image_size is None or opts.batch_size is None):
-        size = f"sequence {seq_len}" if tokens else f"image {image}px"
+        size = f"sequence {seq_text}" if tokens else f"image {image}px"
         size += f", size {model_size}" if model_size else ""
         notes.append(
             f"CPU-sized defaults: {size}, batch {batch_text} "
@@ -324,16 +339,23 @@ def make_plan(opts: SweepOptions, visible_gpus: int | None = None, *, runs_here:
             notes.append(
                 f"{flag(name)} does not apply to {', '.join(skipped)} ({why}): recorded there as not applicable"
             )
-    data_dir = None
+    if len(lengths) > 1:
+        notes.append(
+            f"sequence lengths {seq_text}: each strategy and N runs every sequence length (and every batch), "
+            "shortest first; tokens per sample = the sequence length"
+        )
+    data_dirs: dict[int | None, str | None] = dict.fromkeys(lengths)
     if opts.data == "disk":
         from distbench.core import datasets
 
-        data_dir = str(
-            datasets.DEFAULT_ROOT / datasets.dataset_key(spec.name, image, seq_len, opts.num_classes, opts.dataset_size)
-        )
+        for length in lengths:
+            data_dirs[length] = str(
+                datasets.DEFAULT_ROOT
+                / datasets.dataset_key(spec.name, image, length, opts.num_classes, opts.dataset_size)
+            )
         notes.append(
-            f"--data disk: {opts.dataset_size} samples cached in {data_dir}, read every step by "
-            f"DataLoader / tf.data ({opts.loader_workers} workers, prefetch {opts.prefetch})"
+            f"--data disk: {opts.dataset_size} samples cached in {', '.join(map(str, data_dirs.values()))}, read "
+            f"every step by DataLoader / tf.data ({opts.loader_workers} workers, prefetch {opts.prefetch})"
         )
     if opts.precision != "fp32":
         notes.append(
@@ -360,7 +382,8 @@ def make_plan(opts: SweepOptions, visible_gpus: int | None = None, *, runs_here:
         not_applicable = [
             name for name, (framework, _) in FRAMEWORK_ONLY.items() if getattr(opts, name) and s.framework != framework
         ]
-        for batch, (n, k) in ((b, nk) for nk in ([(1, 1)] if s.baseline else shapes) for b in batches):
+        grid = ((q, b, nk) for nk in ([(1, 1)] if s.baseline else shapes) for q in lengths for b in batches)
+        for seq_len, batch, (n, k) in grid:
             # Ray Train places its workers itself: across the one-machine cluster's nodes, on the Ray cluster
             # the sweep starts on them (distbench.run.raycluster.nodes_ray), unless the sweep names its own --ray-address
             ray_on_nodes = on_nodes is not None and s.launcher == RAY_TRAIN.name and not opts.ray_address
@@ -379,13 +402,16 @@ def make_plan(opts: SweepOptions, visible_gpus: int | None = None, *, runs_here:
                 threads_per_worker=max(1, node_cores // (n // k) if node_cores else cores // n),
                 measure_comm=opts.comm and n > 1 and not s.baseline and s.no_comm_reason is None,
                 max_time_s=defaults["max_time"],
-                data_dir=data_dir,
+                data_dir=data_dirs[seq_len],
                 not_applicable=tuple(flag(name) for name in not_applicable),
                 ray=RaySection(address=opts.ray_address) if opts.ray_address and s.launcher == RAY_TRAIN.name else None,
             )
             resolved.update(target_ci=opts.target_ci, **dict.fromkeys(not_applicable, False))
             auto = s.name not in opts.strategies
-            points.append(planned(s, choice, opts.workload, runs_here=runs_here, auto_added=auto, **resolved))
+            skip = s.group_skip(n, opts.shard_group or n // k)
+            points.append(
+                planned(s, choice, opts.workload, skip=skip, runs_here=runs_here, auto_added=auto, **resolved)
+            )
     if opts.ray_address:  # Ray points: planned per node from ray.nodes(), not this machine
         points = raycluster.plan_on_cluster(points, opts.ray_address, notes)
     elif on_nodes is not None:  # Ray points across the nodes: planned per node from what Ray will be given there
