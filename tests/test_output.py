@@ -535,3 +535,14 @@ def test_stopping_and_noisy_lines_tell_the_per_core_reference_apart(capsys):
     assert (
         "noisy points (step-time CV above the threshold; read their curves with care): torch (1 thread, per-core" in out
     )
+
+
+def test_a_decoder_tables_ci_is_in_tokens_per_second_beside_tokens_per_second():
+    from distbench.analysis import output as out
+
+    r = {"throughput": 100.0, "throughput_ci_low": 90.0, "throughput_ci_high": 110.0, "world_size": 1}
+    r["config"] = {"model": "gpt2", "seq_len": 64}
+    assert "tokens_ci" in out.default_columns([r]) and "ci" not in out.default_columns([r])
+    assert out.TABLE_COLUMNS["tokens_ci"] == "95% CI\n(tokens/s)"
+    assert out._CELL["tokens_ci"](r) == "5,760..7,040" and out._CELL["ci"](r) == "90.00..110.00"
+    assert out._CELL["tokens_ci"]({**r, "throughput_ci_high": None}) == "5,760..unbounded"

@@ -172,6 +172,7 @@ TABLE_COLUMNS = {  # --columns name: header (CPU workers' efficiency header says
     "tokens": "tokens/s",
     "tokens_per_device": "tokens/s\nper\ndevice",
     "ci": "95% CI",
+    "tokens_ci": "95% CI\n(tokens/s)",
     "speedup": "speedup",
     "efficiency": "efficiency",
     "efficiency_per_core": "eff.\n(per\ncore)",
@@ -216,7 +217,7 @@ def parse_columns(text: str | None, wide: bool = False) -> tuple[str, ...] | Non
     return tuple(n for n in TABLE_COLUMNS if n in names)
 
 
-DECODER_COLUMNS = ("strategy", "N", "backend", "tokens", "tokens_per_device", "ci", "speedup", "efficiency")
+DECODER_COLUMNS = ("strategy", "N", "backend", "tokens", "tokens_per_device", "tokens_ci", "speedup", "efficiency")
 DECODER_COLUMNS += ("mfu", "memory", "status")
 """The default columns when the points train a decoder language model (gpt2, llama): tokens per second in
 total and per device, MFU and peak memory per device."""
@@ -228,11 +229,13 @@ def default_columns(records: list[dict]) -> tuple[str, ...]:
     return DECODER_COLUMNS if decoder else DEFAULT_COLUMNS
 
 
-def _ci_cell(r: dict) -> str:
-    if r.get("throughput_ci_low") is None:
+def _ci_cell(r: dict, per_sample: int = 1) -> str:
+    """The throughput's CI, in samples/s, or in tokens/s with per_sample = the sequence length."""
+    if r.get("throughput_ci_low") is None or not per_sample:
         return "-"
-    high = r.get("throughput_ci_high")  # None: unbounded (step-time CI half-width >= 100%)
-    return f"{r['throughput_ci_low']:.2f}..{'unbounded' if high is None else f'{high:.2f}'}"
+    low, high = r["throughput_ci_low"] * per_sample, r.get("throughput_ci_high")  # None: unbounded
+    spec = ".2f" if per_sample == 1 else ",.0f"
+    return f"{low:{spec}}..{'unbounded' if high is None else format(high * per_sample, spec)}"
 
 
 _CELL = {
@@ -242,6 +245,7 @@ _CELL = {
     "tokens": lambda r: fmt_num(tokens_per_s(r), ",.0f"),
     "tokens_per_device": lambda r: fmt_num(tokens_per_s(r, per_device=True), ",.0f"),
     "ci": _ci_cell,
+    "tokens_ci": lambda r: _ci_cell(r, (r.get("config") or {}).get("seq_len") or 0),
     "speedup": lambda r: cells(r, "speedup")[0],
     "efficiency": lambda r: cells(r, "efficiency")[0],
     "efficiency_per_core": lambda r: cells(r, "efficiency_per_core")[0],
@@ -295,7 +299,7 @@ def results_table(records: list[dict], title: str | None = None, columns: tuple[
     shown = [
         c
         for c in (columns or default_columns(records))
-        if (cpu or c != "efficiency_per_core") and (tokens or c not in ("tokens", "tokens_per_device"))
+        if (cpu or c != "efficiency_per_core") and (tokens or c not in ("tokens", "tokens_per_device", "tokens_ci"))
     ]
     headers = {**TABLE_COLUMNS, "efficiency": "eff.\n(whole\nmachine)" if cpu else "efficiency"}
     t = Table(
@@ -317,7 +321,7 @@ def results_table(records: list[dict], title: str | None = None, columns: tuple[
 
 
 TEXT_COLUMNS = ("strategy", "backend", "status")
-DROP_ORDER = ("efficiency_per_core", "comm", "step_median", "ci", "backend", "speedup", "efficiency")
+DROP_ORDER = ("efficiency_per_core", "comm", "step_median", "ci", "tokens_ci", "backend", "speedup", "efficiency")
 DROP_ORDER += ("tokens",)
 """Which columns give way, first to last, when the table does not fit the width (names and status never)."""
 
