@@ -8,7 +8,8 @@ import sys
 import typing
 
 from distbench.cli import main
-from distbench.k8s.manifests import JobPods, K8sSettings
+from distbench.k8s.manifests import JobPods
+from distbench.k8s.settings import K8sSettings
 from distbench.run.commandline import PodJob, build_env
 from distbench.run.launcher import Launcher
 from distbench.run.launchers import HOROVODRUN, LAUNCHERS, TORCHRUN

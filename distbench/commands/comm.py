@@ -10,7 +10,7 @@ from distbench.results.kind import RecordKind
 from distbench.commands import options as opt
 from distbench.core.errors import BadInput
 from distbench.analysis.output import json_document
-from distbench.run.plan import parse_gpus
+from distbench.run.devices import parse_gpus
 from distbench.kinds.plans import CommOptions, plan_comm
 
 SERIES = ("sizes_bytes", "time_median_s", "time_p95_s", "algbw_gbps", "busbw_gbps", "correct")

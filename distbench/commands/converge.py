@@ -20,7 +20,7 @@ from distbench.converge.plan import SUPPORTED, ConvergeOptions
 from distbench.converge.summary import EQUIVALENCE_MARGIN, fmt, speed_and_time_cells, summarize
 from distbench.core.errors import BadInput
 from distbench.models.specs import check_input, get_spec
-from distbench.run.plan import cpu_cores, parse_gpus, resolve_device
+from distbench.run.devices import cpu_cores, parse_gpus, resolve_device
 from distbench.kinds.plans import plan_converge
 from distbench.core.strategies import parse_strategies
 

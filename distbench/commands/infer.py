@@ -11,7 +11,8 @@ from distbench.commands import options as opt
 from distbench.kinds.infer import TELEMETRY_INTERVAL_S, expand
 from distbench.models.specs import model_names
 from distbench.analysis.output import fmt_bytes, json_document
-from distbench.run.plan import MAX_BATCH, parse_counts
+from distbench.run.plan import MAX_BATCH
+from distbench.run.devices import parse_counts
 from distbench.kinds.plans import InferOptions, plan_infer
 
 

@@ -8,7 +8,7 @@ import click
 
 from distbench.run import runner
 from distbench.commands import options as opt
-from distbench.run.plan import parse_gpus
+from distbench.run.devices import parse_gpus
 from distbench.kinds.plans import VerifyOptions, plan_verify
 from distbench.core.strategies import parse_strategies, strategy_names
 from distbench.kinds.verify import DEFAULT_RTOL, run_plan

@@ -21,19 +21,7 @@ from dataclasses import dataclass
 from distbench.core.errors import BadInput
 from distbench.k8s import fabric
 from distbench.k8s.outcomes import RUN_ID_ENV
-from distbench.k8s.settings import (  # noqa: F401 - re-exported: the settings' module is settings.py
-    APIS,
-    DEFAULT_IMAGE,
-    DEFAULT_PYTHON,
-    DNS1035,
-    RESULTS_MOUNT,
-    EnvRef,
-    K8sSettings,
-    check_k8s_name,
-    k8s_arg,
-    parse_pair,
-    parse_toleration,
-)
+from distbench.k8s.settings import DNS1035, RESULTS_MOUNT, EnvRef, K8sSettings, k8s_arg
 from distbench.run.commandline import build_env, devices_per_node
 from distbench.slurm.plan import SlurmPlan, SlurmPoint
 
