@@ -14,6 +14,7 @@ from distbench.core import phases
 from distbench.run import runner
 from distbench.results.kind import RecordKind
 from distbench.commands import options as opt
+from distbench.analysis import output
 from distbench.converge import data as cdata
 from distbench.converge import lr as lr_rules
 from distbench.converge.plan import SUPPORTED, ConvergeOptions
@@ -218,7 +219,7 @@ def converge(
         click.echo(json.dumps({"sweep_id": sweep.id, "summary": summary, "runs": records}, indent=1, default=str))
         return
     out = opt.out_console()
-    opt.print_table(out, render_table(summary, target_accuracy))
+    output.print_table(out, render_table(summary, target_accuracy))
     for line in equivalence_lines(summary):
         out.print(line, markup=False)
     err.print(f"sweep {sweep.id} saved in {results}; report: distbench report {sweep.id}", markup=False)
@@ -309,7 +310,7 @@ def _line(record: dict) -> str:
 
 
 def render_table(summary: list[dict], target: float):
-    table = opt.table(
+    table = output.table(
         f"time to {target:g} validation accuracy (mean over the seeds; >= 3 runs: fastest and slowest dropped, a "
         "run that did not converge counts as the slowest: MLPerf)",
         (
