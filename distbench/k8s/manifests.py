@@ -37,7 +37,6 @@ HOSTNAME_TOPOLOGY = "kubernetes.io/hostname"
 KUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 MAX_JOB_NAME = 45
 """Pods' host names add up to 18 characters ('-launcher-0-0', '-worker-12'...) within DNS's 63."""
-FIELD_MANAGER = "distbench"
 GRACE_S = 90
 """terminationGracePeriodSeconds: the wrapper stops the launch (SIGTERM, 30 s, SIGKILL) and publishes the record."""
 START_SLACK_S = 1800
