@@ -43,7 +43,7 @@ from mdsection import write_section  # noqa: E402
 from distbench.core import envinfo  # noqa: E402
 from distbench.core import rankguard
 from distbench.run import launch, telemetry
-from distbench.run.plan import cpu_cores  # noqa: E402
+from distbench.run.devices import cpu_cores  # noqa: E402
 
 TARGET = 0.98
 POINTS = (("torch", 1, "none"), ("ddp", 2, "ddp"))

@@ -26,7 +26,7 @@ from distbench.kinds.commbench import BACKENDS
 from distbench.core.config import PointConfig
 from distbench.run.commandline import build_env
 from distbench.run.launch import run_point
-from distbench.run.plan import cpu_cores
+from distbench.run.devices import cpu_cores
 
 HERE = Path(__file__).resolve().parent
 TARGET = 0.95

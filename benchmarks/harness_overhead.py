@@ -43,7 +43,8 @@ from distbench.core import envinfo
 from distbench.core.config import PointConfig
 from distbench.run.commandline import build_env
 from distbench.kinds.measure import measure_point
-from distbench.run.plan import PlannedPoint, SweepOptions, cpu_cores, make_plan
+from distbench.run.plan import PlannedPoint, SweepOptions, make_plan
+from distbench.run.devices import cpu_cores
 from distbench.core.strategies import STRATEGIES
 
 HERE = Path(__file__).resolve().parent

@@ -173,7 +173,7 @@ def run_chromium(exe: str, tmp_path: Path, name: str, *args: str) -> subprocess.
 def converge_point_configs(opts, *, device: str, cores: int, cache: str, image_size: int, num_classes: int) -> list:
     """The (strategy, config) of every point kinds.plans.plan_converge plans on `device` (seeds outermost)."""
     from distbench.kinds.plans import plan_converge
-    from distbench.run.plan import DeviceChoice
+    from distbench.run.devices import DeviceChoice
 
     choice = DeviceChoice(device, 0, "")
     plan = plan_converge(opts, choice, cores=cores, cache=cache, image_size=image_size, num_classes=num_classes)

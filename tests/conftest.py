@@ -91,3 +91,21 @@ def chromium():
     from tests.builders import find_chromium
 
     return find_chromium()
+
+
+@pytest.fixture
+def horovod_planned(monkeypatch):
+    """Plan Horovod points whether or not horovod is installed here (the image has it)."""
+    from distbench.run import plan as plan_module
+
+    real = plan_module.registry.not_installed
+    monkeypatch.setattr(plan_module.registry, "not_installed", lambda s: None if s.name == "horovod-torch" else real(s))
+
+
+@pytest.fixture
+def sweeps():
+    """The sweeps a test starts (tests.test_faults.Sweep); none may leave a process behind."""
+    started: list = []
+    yield started
+    orphans = [pid for s in started for pid in s.cleanup()]
+    assert not orphans, f"processes outlived their sweep: {orphans}"

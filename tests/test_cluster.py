@@ -295,7 +295,8 @@ def test_predicting_one_device_per_node_from_one_node_costs_the_measured_point_o
 def test_on_the_cluster_a_rank_gets_its_share_of_the_machines_cores(tmp_path, monkeypatch):
     """The nodes share this machine's cores: N=2 over 2 nodes gets cores // 2 threads per rank, as N=2 on one
     node does, not a whole node's cores each (which would oversubscribe the machine twice over)."""
-    from distbench.run.plan import SweepOptions, cpu_cores, make_plan, parse_strategies
+    from distbench.run.plan import SweepOptions, make_plan, parse_strategies
+    from distbench.run.devices import cpu_cores
 
     monkeypatch.setenv(spec.STATE_DIR_VAR, str(tmp_path))
     for var in ("SLURM_JOB_NODELIST", "SLURM_NODELIST"):

@@ -412,7 +412,7 @@ def test_comm_defaults_to_nccl_on_cuda_and_gloo_on_cpu_workers(monkeypatch):
     from distbench.commands import comm as cmd
     from distbench.kinds.commbench import default_backend
     from distbench.kinds import plans as plan_kinds
-    from distbench.run.plan import DeviceChoice
+    from distbench.run.devices import DeviceChoice
 
     assert default_backend(None, "cuda")[0] == "nccl" and default_backend(None, "cpu") == ("gloo", None)
     assert default_backend("gloo", "cuda") == ("gloo", None)  # an explicit choice stands

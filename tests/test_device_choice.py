@@ -5,7 +5,8 @@ import pytest
 
 from distbench.run import plan as plan_mod
 from distbench.core.errors import BadInput
-from distbench.run.plan import SweepOptions, make_plan, resolve_device
+from distbench.run.plan import SweepOptions, make_plan
+from distbench.run.devices import resolve_device
 from distbench.core.strategies import parse_strategies
 
 

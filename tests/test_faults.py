@@ -162,14 +162,6 @@ class Sweep:
         return row
 
 
-@pytest.fixture
-def sweeps():
-    started: list[Sweep] = []
-    yield started
-    orphans = [pid for s in started for pid in s.cleanup()]
-    assert not orphans, f"processes outlived their sweep: {orphans}"
-
-
 def _strategy_module(strategy: str) -> str:
     return {
         "ddp": "torch_ddp",

@@ -12,7 +12,7 @@ import time
 import pytest
 
 from tests.conftest import require
-from tests.test_faults import LONG, Sweep, sweeps, wait_gone  # noqa: F401 (sweeps: the fixture)
+from tests.test_faults import LONG, Sweep, wait_gone
 
 pytestmark = [pytest.mark.slow, require("torch", "ray")]
 

@@ -24,7 +24,8 @@ from distbench.core.config import PointConfig
 from distbench.run.launchers import HOROVODRUN, PROCESS, TORCHRUN, horovod_hosts
 from distbench.results.kubelogs import RECORD_MARKER, records_from_log
 from distbench.k8s.job import run_point
-from distbench.k8s.manifests import K8sSettings, EnvRef, k8s_arg, sweep_objects
+from distbench.k8s.manifests import sweep_objects
+from distbench.k8s.settings import EnvRef, K8sSettings, k8s_arg
 from distbench.run.plan import SweepOptions
 from distbench.results.record import base_record
 from distbench.slurm.plan import plan_sweep
@@ -173,15 +174,6 @@ def test_the_validator_refuses_unknown_fields_wrong_types_bad_names_and_a_bad_pv
     }
     with pytest.raises(Exception, match="'RWX' is not of type 'array'"):
         validate(pvc)
-
-
-@pytest.fixture
-def horovod_planned(monkeypatch):
-    """Plan Horovod points whether or not horovod is installed here (the image has it)."""
-    from distbench.run import plan as plan_module
-
-    real = plan_module.registry.not_installed
-    monkeypatch.setattr(plan_module.registry, "not_installed", lambda s: None if s.name == "horovod-torch" else real(s))
 
 
 # -- every generated manifest validates --------------------------------------------------------------

@@ -11,11 +11,12 @@ import pytest
 
 from distbench.k8s.fabric import MULTUS_ANNOTATION, network_fields, transport
 from distbench.k8s.job import run_point
-from distbench.k8s.manifests import K8sSettings, sweep_objects
+from distbench.k8s.manifests import sweep_objects
+from distbench.k8s.settings import K8sSettings
 from distbench.run.plan import SweepOptions
 from distbench.slurm.plan import plan_sweep
 from tests.builders import point_config
-from tests.test_k8s import _cli, _containers, _pod_templates, horovod_planned, needs_validator, validate  # noqa: F401
+from tests.test_k8s import _cli, _containers, _pod_templates, needs_validator, validate
 
 
 @pytest.fixture(autouse=True)

@@ -16,7 +16,8 @@ import pytest
 
 from distbench.k8s.apply import reader_pod
 from distbench.k8s.job import run_point
-from distbench.k8s.manifests import K8sSettings, sweep_objects
+from distbench.k8s.manifests import sweep_objects
+from distbench.k8s.settings import K8sSettings
 from distbench.core.errors import BadInput
 from distbench.k8s.outcomes import (
     OUTCOME_MARKER,

@@ -3,7 +3,7 @@ import re
 
 import pytest
 
-from distbench.analysis.output import json_document, stopping_line, wrapper_lines
+from distbench.analysis.output import json_document, print_table, stopping_line, wrapper_lines
 
 
 def test_stopping_line_says_which_points_met_the_target():
@@ -442,7 +442,7 @@ def _converge(monkeypatch, tmp_path):
     }
     buf = io.StringIO()
     monkeypatch.setattr(opt, "Console", lambda **kw: Console(file=buf, **kw))
-    opt.print_table(opt.out_console(), cmd.render_table([row, dict(row, strategy="ddp")], 0.9))
+    print_table(opt.out_console(), cmd.render_table([row, dict(row, strategy="ddp")], 0.9))
     return buf.getvalue()
 
 
@@ -462,7 +462,7 @@ def _predict(monkeypatch, tmp_path):
         )
     buf = io.StringIO()
     monkeypatch.setattr(opt, "Console", lambda **kw: Console(file=buf, **kw))
-    opt.print_table(opt.out_console(), shown)  # commands/predict.py prints its tables with print_table
+    print_table(opt.out_console(), shown)  # commands/predict.py prints its tables with print_table
     return buf.getvalue()
 
 

@@ -8,9 +8,10 @@ from distbench.kinds.commbench import BACKENDS
 from distbench.run import runner
 from distbench.results.kind import RecordKind
 from distbench.commands import options as opt
+from distbench.analysis import output
 from distbench.core.errors import BadInput
 from distbench.analysis.output import json_document
-from distbench.run.plan import parse_gpus
+from distbench.run.devices import parse_gpus
 from distbench.kinds.plans import CommOptions, plan_comm
 
 SERIES = ("sizes_bytes", "time_median_s", "time_p95_s", "algbw_gbps", "busbw_gbps", "correct")
@@ -113,7 +114,7 @@ def comm(gpus_text, backend, sizes, factor, iters, warmup, max_time_per_size, no
             continue
         cols = ("size", "time median (us)", "time p95 (us)", "algbw (GB/s)", "busbw (GB/s)", "correct")
         title = f"{r['strategy']} all-reduce, N={r['world_size']} ({r.get('backend')}, {r['device']})"
-        table = opt.table(title, cols, right=cols)
+        table = output.table(title, cols, right=cols)
         for size, median, p95, algbw, busbw, correct in zip(*(r[k] for k in SERIES)):
             table.add_row(
                 _human(size),
@@ -123,7 +124,7 @@ def comm(gpus_text, backend, sizes, factor, iters, warmup, max_time_per_size, no
                 f"{busbw:.3f}",
                 "yes" if correct else "[red]NO[/]",
             )
-        opt.print_table(out, table)
+        output.print_table(out, table)
     out.print("algbw = S / t; busbw = algbw * 2(n-1)/n (nccl-tests definitions); GB/s = 1e9 B/s", style="dim")
     out.print(f"results stored in {results} (sweep {sweep.id})")
     if any(r["status"] not in ("ok", "skipped") for r in records):

@@ -15,6 +15,7 @@ from distbench.core import phases
 from distbench.run import runner
 from distbench.results.kind import RecordKind
 from distbench.commands import options as opt
+from distbench.analysis import output
 from distbench.converge import data as cdata
 from distbench.converge import lr as lr_rules
 from distbench.converge.plan import SUPPORTED, ConvergeOptions
@@ -22,7 +23,7 @@ from distbench.converge.summary import EQUIVALENCE_MARGIN, fmt, speed_and_time_c
 from distbench.core.errors import BadInput
 from distbench.core.workload import OPTIMIZER, Workload
 from distbench.models.specs import check_input, get_spec
-from distbench.run.plan import cpu_cores, parse_gpus, resolve_device
+from distbench.run.devices import cpu_cores, parse_gpus, resolve_device
 from distbench.kinds.plans import plan_converge
 from distbench.core.strategies import parse_strategies
 
@@ -214,7 +215,7 @@ def converge(
         click.echo(json.dumps({"sweep_id": sweep.id, "summary": summary, "runs": records}, indent=1, default=str))
         return
     out = opt.out_console()
-    opt.print_table(out, render_table(summary, target_accuracy))
+    output.print_table(out, render_table(summary, target_accuracy))
     for line in equivalence_lines(summary):
         out.print(line, markup=False)
     err.print(f"sweep {sweep.id} saved in {results}; report: distbench report {sweep.id}", markup=False)
@@ -310,7 +311,7 @@ def _line(record: dict) -> str:
 
 
 def render_table(summary: list[dict], target: float):
-    table = opt.table(
+    table = output.table(
         f"time to {target:g} validation accuracy (mean over the seeds; >= 3 runs: fastest and slowest dropped, a "
         "run that did not converge counts as the slowest: MLPerf)",
         (

@@ -14,6 +14,7 @@ from rich.markup import escape
 from distbench.kinds.batchfit import BatchSearch, find_largest_batch
 from distbench.run import runner
 from distbench.commands import options as opt
+from distbench.analysis import output
 from distbench.core.errors import BadInput
 from distbench.analysis.output import fmt_bytes
 from distbench.run.plan import MAX_BATCH, SweepOptions, make_plan
@@ -47,7 +48,7 @@ def _ratio(fit: BatchSearch, ref: BatchSearch) -> float | None:
     return fit.largest[0] / ref.largest[0] if fit.largest and ref.largest else None
 
 
-def _outcome_cell(fit: BatchSearch, notes: opt.Notes) -> str:
+def _outcome_cell(fit: BatchSearch, notes: output.Notes) -> str:
     """_outcome as a table cell (markup): the reason a number, its text under the table."""
     ended = fit.stopped or fit.first_oom
     if not ended:
@@ -329,8 +330,8 @@ def _print_table(
     title = (
         f"largest model that fits ({base.format(layers='<layers>')})" if base else "largest per-device batch that fits"
     )
-    table = opt.table(title, cols, right=("N", largest))
-    notes = opt.Notes()
+    table = output.table(title, cols, right=("N", largest))
+    notes = output.Notes()
     for name, f in fits:
         ratio = _ratio(f, ref)
         table.add_row(
@@ -342,7 +343,7 @@ def _print_table(
             "-" if ratio is None else f"{ratio:.2f}x",
             ", ".join(f"{b} {r['status']}" for b, r in f.trials),
         )
-    opt.print_table(out, table, notes)
+    output.print_table(out, table, notes)
     for name, f in fits[1:]:
         ratio = _ratio(f, ref)
         if ratio is None:

@@ -8,10 +8,12 @@ from rich.markup import escape
 from distbench.run import runner
 from distbench.results.kind import RecordKind
 from distbench.commands import options as opt
+from distbench.analysis import output
 from distbench.kinds.infer import TELEMETRY_INTERVAL_S, expand
 from distbench.models.specs import model_names
 from distbench.analysis.output import fmt_bytes, json_document
-from distbench.run.plan import MAX_BATCH, parse_counts
+from distbench.run.plan import MAX_BATCH
+from distbench.run.devices import parse_counts
 from distbench.kinds.plans import InferOptions, plan_infer
 
 
@@ -91,8 +93,8 @@ def infer(batch_sizes, frameworks, steps, warmup, timeout, results, fmt, **workl
         "energy/sample (J)",
         "status",
     )
-    table = opt.table(f"inference {model} ({choice.device}, {precision})", cols, right=cols[1:-1])
-    notes = opt.Notes()
+    table = output.table(f"inference {model} ({choice.device}, {precision})", cols, right=cols[1:-1])
+    notes = output.Notes()
     for r in records:
         ok = r["status"] == "ok"
         table.add_row(
@@ -106,5 +108,5 @@ def infer(batch_sizes, frameworks, steps, warmup, timeout, results, fmt, **workl
             f"{r['energy_per_sample_j']:.4g}" if r.get("energy_per_sample_j") is not None else "unknown" if ok else "-",
             escape(r["status"]) + (f" {notes.ref(r['reason'])}" if r.get("reason") else ""),
         )
-    opt.print_table(out, table, notes)
+    output.print_table(out, table, notes)
     out.print(f"results stored in {results} (sweep {sweep.id})")

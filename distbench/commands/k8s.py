@@ -9,18 +9,19 @@ import click
 
 from distbench.commands import options as opt
 from distbench.core.errors import BadInput
-from distbench.k8s.manifests import (
+from distbench.k8s.manifests import sweep_objects
+from distbench.k8s.render import write_manifests
+from distbench.k8s.settings import (
     APIS,
     DEFAULT_IMAGE,
     DEFAULT_PYTHON,
     K8sSettings,
+    new_run_id,
     parse_pair,
     parse_toleration,
-    sweep_objects,
 )
-from distbench.k8s.render import write_manifests
-from distbench.k8s.settings import new_run_id
-from distbench.run.plan import SweepOptions, parse_gpus
+from distbench.run.plan import SweepOptions
+from distbench.run.devices import parse_gpus
 from distbench.slurm.plan import DEVICE_WHY, GPUS_WHY, check_name, jobs_epilog, plan_sweep
 from distbench.run.runner import command_line
 

@@ -7,6 +7,7 @@ import json
 import click
 
 from distbench.commands import options as opt
+from distbench.analysis import output
 from distbench.commands.options import format_option
 from distbench.models import decoders
 from distbench.models.specs import MODEL_SPECS, input_shape
@@ -63,11 +64,11 @@ def models(fmt: str):
         click.echo(json.dumps(rows, indent=2))
         return
     out = opt.out_console()
-    shown = opt.table(None, ["model", "params", "input", "GFLOPs", "description"], right=["params", "GFLOPs"])
+    shown = output.table(None, ["model", "params", "input", "GFLOPs", "description"], right=["params", "GFLOPs"])
     for r in rows:
         gf = r["forward_gflops_per_sample"]
         shown.add_row(r["name"], f"{r['params']:,d}", r["input"], "-" if gf is None else f"{gf:.2f}", r["description"])
-    opt.print_table(
+    output.print_table(
         out,
         shown,
         [

@@ -17,8 +17,9 @@ from rich.console import Console
 from rich.markup import escape
 
 from distbench.core.errors import BadInput
-from distbench.analysis.output import Notes, print_table, table, table_width  # noqa: F401 - the commands' tables (opt.table)
-from distbench.run.plan import MAX_BATCH, SweepOptions, flag, parse_counts
+from distbench.analysis.output import table_width
+from distbench.run.plan import MAX_BATCH, SweepOptions, flag
+from distbench.run.devices import parse_counts
 from distbench.results.store import DEFAULT_PATH
 from distbench.core.workload import OPTIMIZER, Knob, Workload, knobs
 

@@ -14,7 +14,7 @@ from distbench.commands.results import format_option
 from distbench.predict import whatif
 from distbench.core.errors import BadInput
 from distbench.analysis.output import print_table, table
-from distbench.run.plan import parse_counts
+from distbench.run.devices import parse_counts
 from distbench.core.strategies import STRATEGIES
 from distbench.run.runner import command_line
 

@@ -10,6 +10,7 @@ import click
 
 from distbench.analysis.records import is_noisy
 from distbench.commands import options as opt
+from distbench.analysis import output
 from distbench.core.errors import BadInput
 from distbench.run.plan import SweepOptions, make_plan
 from distbench.profile import compare
@@ -127,10 +128,10 @@ def print_profiles(out, records: list[dict], categories: tuple[str, ...] | None 
             markup=False,
             highlight=False,
         )
-        opt.print_table(out, _table(*compare.breakdown_rows(r, categories)))
+        output.print_table(out, _table(*compare.breakdown_rows(r, categories)))
     if len(recs) > 1:
         out.print("\nSide by side (ms per step; differences against the first):", markup=False)
-        opt.print_table(out, _table(*compare.side_by_side(recs, categories)))
+        output.print_table(out, _table(*compare.side_by_side(recs, categories)))
         for line in compare.sentences(recs, is_noisy):
             out.print(f"- {line}", markup=False, highlight=False)
 
@@ -139,7 +140,7 @@ def _table(headers: list[str], rows: list[list[str]]):
     """The commands' table style; cells as plain text (an operation's name is never read as markup)."""
     from rich.text import Text
 
-    shown = opt.table(None, headers, right=[h for h in headers[1:] if not h.startswith("top")])
+    shown = output.table(None, headers, right=[h for h in headers[1:] if not h.startswith("top")])
     for row in rows:
         shown.add_row(*(Text(str(cell)) for cell in row))
     return shown

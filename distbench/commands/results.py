@@ -9,6 +9,7 @@ import click
 
 from distbench import analysis, report as report_mod
 from distbench.commands import options as opt
+from distbench.analysis import output
 from distbench.commands.profile import print_profiles
 from distbench.analysis.compare import (
     Undecided,
@@ -65,7 +66,7 @@ def list_cmd(results, limit, fmt):
         _err(f"{results} has no sweeps yet (run `distbench scale` first)")
     else:
         out = opt.out_console()
-        opt.print_table(out, report_mod.sweeps_table(rows, results))
+        output.print_table(out, report_mod.sweeps_table(rows, results))
 
 
 @results.command()
@@ -84,8 +85,8 @@ def show(sweep, results, fmt):
     out = opt.out_console()
     for line in report_mod.sweep_header(data):
         out.print(line, markup=False)
-    notes = opt.Notes()
-    opt.print_table(out, report_mod.points_table(data, notes), notes)
+    notes = output.Notes()
+    output.print_table(out, report_mod.points_table(data, notes), notes)
     for line in analysis.summarize(data).wrapper:
         out.print(f"1-device wrapper cost: {line}", markup=False)
     if profiled(data.points):  # distbench profile / --profile: the breakdowns and their comparison
@@ -209,7 +210,7 @@ def compare(sweep_a, sweep_b, results, results_b, threshold, noise_floor, allow_
     else:
         out = opt.out_console()
         if result.points:  # no empty table when nothing matched
-            opt.print_table(out, comparison_table(result))
+            output.print_table(out, comparison_table(result))
         for line in summary_lines(result):
             out.print(line, markup=False)
     if not result.points:  # nothing could be judged: the gate's exit 3, as for any point it could not judge

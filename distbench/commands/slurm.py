@@ -10,7 +10,8 @@ import click
 
 from distbench.commands import options as opt
 from distbench.core.errors import BadInput
-from distbench.run.plan import SweepOptions, parse_gpus
+from distbench.run.plan import SweepOptions
+from distbench.run.devices import parse_gpus
 from distbench.kinds.collect import collect_records, tail_lines
 from distbench.slurm.plan import check_name, plan_sweep, time_seconds
 from distbench.slurm.plan import DEVICE_WHY, GPUS_WHY, SlurmSettings, jobs_epilog

@@ -8,7 +8,8 @@ import click
 
 from distbench.run import runner
 from distbench.commands import options as opt
-from distbench.run.plan import parse_gpus
+from distbench.analysis import output
+from distbench.run.devices import parse_gpus
 from distbench.kinds.plans import VerifyOptions, plan_verify
 from distbench.core.strategies import parse_strategies, strategy_names
 from distbench.kinds.verify import DEFAULT_RTOL, run_plan
@@ -100,11 +101,11 @@ def verify(gpus_text, strategies, batch_size, steps, rtol, timeout, results, fmt
         click.echo(json.dumps(verdicts, indent=2))
     else:
         out = opt.out_console()
-        table = opt.table(
+        table = output.table(
             f"verify {opts.model}: N={n}, global batch {batch_size}, {steps} steps, rtol {rtol:g}",
             ("strategy", "N", "loss max rel diff", "update max rel diff", "replicas max rel diff", "verdict"),
         )
-        notes = opt.Notes()
+        notes = output.Notes()
         for r in verdicts:
             verdict = {True: "[green]pass[/]", False: "[red]FAIL[/]", None: "[yellow]skipped[/]"}[r["passed"]]
             if r.get("reason"):
@@ -112,6 +113,6 @@ def verify(gpus_text, strategies, batch_size, steps, rtol, timeout, results, fmt
             keys = ("loss_max_rel_diff", "update_max_rel_diff", "replica_max_rel_diff")
             diffs = (f"{r[k]:.2e}" if r.get(k) is not None else "-" for k in keys)
             table.add_row(r["strategy"], str(r["world_size"]), *diffs, verdict)
-        opt.print_table(out, table, notes)
+        output.print_table(out, table, notes)
     if any(r["passed"] is False for r in verdicts):
         raise click.exceptions.Exit(1)

@@ -16,17 +16,7 @@ from distbench.core.sections import (
     from_extra,
     to_extra,
 )
-from distbench.core.workload import (  # noqa: F401 - the choices, re-exported where they were always imported from
-    DATA_SOURCES,
-    DEVICES,
-    PRECISIONS,
-    SCALINGS,
-    Workload,
-    check,
-    disk_only_fields,
-    identity_fields,
-    knob,
-)
+from distbench.core.workload import Workload, check, disk_only_fields, identity_fields, knob
 
 
 def _redefault(name: str, default) -> dataclasses.Field:

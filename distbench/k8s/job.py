@@ -45,7 +45,7 @@ from distbench.k8s.outcomes import (
 from distbench.run.launch import log_tail, outcome_record
 from distbench.run.launchers import TORCHRUN
 from distbench.kinds.measure import NOISY_CV
-from distbench.run.plan import cpu_cores
+from distbench.run.devices import cpu_cores
 from distbench.results.record import write_record
 from distbench.core.strategies import get_strategy
 

@@ -21,20 +21,7 @@ from dataclasses import dataclass
 from distbench.core.errors import BadInput
 from distbench.k8s import fabric
 from distbench.k8s.outcomes import RUN_ID_ENV
-from distbench.k8s.settings import (  # noqa: F401 - re-exported: the settings' module is settings.py
-    APIS,
-    DEFAULT_IMAGE,
-    DEFAULT_PYTHON,
-    DNS1035,
-    RESULTS_MOUNT,
-    EnvRef,
-    K8sSettings,
-    check_k8s_name,
-    k8s_arg,
-    parse_pair,
-    parse_toleration,
-)
-from distbench.run.launchers import Horovodrun, Process, Torchrun, horovod_hosts
+from distbench.k8s.settings import DNS1035, RESULTS_MOUNT, EnvRef, K8sSettings, k8s_arg
 from distbench.run.commandline import build_env, devices_per_node
 from distbench.slurm.plan import SlurmPlan, SlurmPoint
 
@@ -50,7 +37,6 @@ HOSTNAME_TOPOLOGY = "kubernetes.io/hostname"
 KUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 MAX_JOB_NAME = 45
 """Pods' host names add up to 18 characters ('-launcher-0-0', '-worker-12'...) within DNS's 63."""
-FIELD_MANAGER = "distbench"
 GRACE_S = 90
 """terminationGracePeriodSeconds: the wrapper stops the launch (SIGTERM, 30 s, SIGKILL) and publishes the record."""
 START_SLACK_S = 1800
@@ -64,9 +50,7 @@ ANCESTOR_LABEL = f"{TRAINER_GROUP}/trainjob-ancestor-step"
 def supported(point: SlurmPoint) -> str | None:
     """Why a point has no Kubernetes job (None: it has one)."""
     launcher = point.launcher
-    if point.nodes == 1 and isinstance(launcher, (Process, Torchrun, Horovodrun)):
-        return None
-    if point.nodes > 1 and isinstance(launcher, (Torchrun, Horovodrun)):
+    if launcher.k8s_job(point.nodes) is not None:
         return None
     where = "over several nodes" if point.nodes > 1 else "on one node"
     return f"its launcher {launcher.name} {where} has no Kubernetes job here (torchrun, horovodrun and one process do)"
@@ -83,7 +67,8 @@ def job_name(settings: K8sSettings, point: SlurmPoint) -> str:
 
 
 def multi_node_mpi(point: SlurmPoint) -> bool:
-    return point.nodes > 1 and isinstance(point.launcher, Horovodrun)
+    """Its pods are an MPI job: the command runs on the launcher pod and reaches the node pods over SSH."""
+    return point.launcher.k8s_job(point.nodes) == "mpi"
 
 
 def mpi_hosts(settings: K8sSettings, name: str, nodes: int) -> list[str]:
@@ -99,42 +84,40 @@ def threads_per_worker(settings: K8sSettings, point: SlurmPoint) -> int:
     return max(1, settings.cpus // devices_per_node(point.config)) if settings.cpus else 0
 
 
+@dataclass(frozen=True)
+class JobPods:
+    """distbench.run.commandline.Pods for one point's job: the operators' variables and pods' names."""
+
+    settings: K8sSettings
+    name: str
+    nodes: int
+    ssh_identity: str = SSH_IDENTITY
+
+    @property
+    def rendezvous_timeout_s(self) -> int:
+        return self.settings.rendezvous_timeout_s
+
+    def node_rank(self) -> str:
+        return EnvRef("$(PET_NODE_RANK)")
+
+    def master(self) -> tuple[str, str]:
+        prefix = "PET_" if self.settings.api == "trainer" else ""
+        return EnvRef(f"$({prefix}MASTER_ADDR)"), EnvRef(f"$({prefix}MASTER_PORT)")
+
+    def hosts(self) -> list[str]:
+        return mpi_hosts(self.settings, self.name, self.nodes)
+
+    def network_interface(self) -> str | None:
+        return fabric.horovod_interface(self.settings)
+
+
 def launch_argv(settings: K8sSettings, point: SlurmPoint, name: str) -> list[str]:
-    """The point's torchrun / horovodrun / process command, from the same builders as local and Slurm runs."""
-    s, cfg, launcher, py = point.strategy, point.config, point.launcher, settings.python
+    """The point's launch command, from its launcher's `pod_command` (the builders of local and Slurm runs)."""
     work = f"{settings.records}/work/{name}"
-    config, out = f"{work}/config.json", f"{work}/result.json"
-    if point.nodes == 1:
-        argv, _ = launcher.local(s, cfg, config, out, python=py, base_env={})
-    elif isinstance(launcher, Torchrun):  # static rendezvous: global rank 0 is on node rank 0
-        prefix = "PET_" if settings.api == "trainer" else ""
-        argv, _ = launcher.static(
-            s,
-            cfg,
-            config,
-            out,
-            node_rank=EnvRef("$(PET_NODE_RANK)"),
-            master_addr=EnvRef(f"$({prefix}MASTER_ADDR)"),
-            master_port=EnvRef(f"$({prefix}MASTER_PORT)"),
-            python=py,
-            base_env={},
-        )
-        argv = [argv[0], f"--rdzv-conf=timeout={settings.rendezvous_timeout_s}", *argv[1:]]  # static: 600 s
-    else:
-        hosts = horovod_hosts(mpi_hosts(settings, name, point.nodes), devices_per_node(cfg))
-        argv, _ = launcher.over_hosts(
-            s,
-            cfg,
-            config,
-            out,
-            hosts=hosts,
-            network_interface=fabric.horovod_interface(settings),
-            start_timeout_s=settings.rendezvous_timeout_s,
-            launcher_args=["--ssh-identity-file", SSH_IDENTITY],
-            python=py,
-            base_env={},
-        )
-    return argv
+    pods = JobPods(settings, name, point.nodes)
+    return point.launcher.pod_command(
+        point.strategy, point.config, f"{work}/config.json", f"{work}/result.json", pods=pods, python=settings.python
+    )
 
 
 def wrapper_argv(

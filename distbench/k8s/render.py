@@ -8,7 +8,8 @@ from pathlib import Path
 import yaml
 
 from distbench.core.errors import BadInput
-from distbench.k8s.manifests import K8sSettings, PointObjects
+from distbench.k8s.manifests import PointObjects
+from distbench.k8s.settings import K8sSettings
 
 SHARED_FILE = "00-shared.yaml"
 

@@ -14,17 +14,8 @@ from distbench.hints import did_you_mean
 from distbench.core.strategies import FRAMEWORK_BASELINE, STRATEGIES, Strategy
 from distbench.core.workload import Workload, device_default
 from distbench.models.specs import get_spec
-from distbench.run.plan import (
-    DeviceChoice,
-    Plan,
-    PlannedPoint,
-    check_model_input,
-    check_model_size,
-    cpu_cores,
-    cpu_image_size,
-    planned,
-    resolve_device,
-)
+from distbench.run.plan import Plan, PlannedPoint, check_model_input, check_model_size, cpu_image_size, planned
+from distbench.run.devices import DeviceChoice, cpu_cores, resolve_device
 
 
 def _spec(model: str):

@@ -12,7 +12,8 @@ from distbench.results import stats
 from distbench.kinds.measure import measure_point
 from distbench.core.config import point_key  # what identifies a point (resume, OOM bookkeeping)
 from distbench.core.errors import BadInput
-from distbench.run.plan import Plan, PlannedPoint, SweepOptions, cpu_cores
+from distbench.run.plan import Plan, PlannedPoint, SweepOptions
+from distbench.run.devices import cpu_cores
 from distbench.results.record import add_step_metrics, build_record
 from distbench.run.runner import Kind, ProgressFn, recorded_sweep
 from distbench.run.runner import run_points

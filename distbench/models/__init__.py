@@ -16,5 +16,3 @@ per architecture family, the two frameworks' files mirroring each other:
 Importing this package imports neither torch nor TensorFlow; only the framework modules do. The model
 files know nothing about distribution: launchers decide how a model is parallelized.
 """
-
-from distbench.models.specs import MODEL_SPECS, ModelSpec, get_spec, model_names  # noqa: F401

@@ -76,8 +76,6 @@ SIZES: dict[str, dict[str, DecoderShape]] = {
 """Per family, its named sizes (the first is the smallest; `DEFAULT_SIZE` is the benchmarked default)."""
 
 DEFAULT_SIZE = {"gpt2": "124m", "llama": "125m"}
-CPU_SIZE = "tiny"
-"""The size CPU workers run when --model-size is not given (the default sizes take seconds per step there)."""
 
 _CUSTOM = re.compile(r"^l(\d+)-d(\d+)-h(\d+)(?:-kv(\d+))?(?:-v(\d+))?$")
 

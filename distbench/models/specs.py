@@ -20,9 +20,6 @@ from dataclasses import dataclass
 from distbench.models import decoders
 from distbench.hints import did_you_mean
 
-KINDS = ("image", "keypoints", "tokens")
-LOSSES = ("cross_entropy", "mse", "lm_cross_entropy")
-
 
 @dataclass(frozen=True, kw_only=True)
 class ModelSpec:

@@ -14,10 +14,13 @@ from a physical step-time model (docs/prediction.md). One job per module:
   document   the prediction document (rows, parameters, warnings, what-ifs, order checks)
   render     tables, summary lines, plot images
   saved      the store's predictions table
+
+The package's face (`__all__`) is what the predict command, the report and the tests call it by.
 """
 
-from distbench.predict.document import physical_cores, predict, target_counts  # noqa: F401
-from distbench.predict.links import (  # noqa: F401
+from distbench.predict.document import predict
+from distbench.predict.fit import build_model
+from distbench.predict.links import (
     ALGORITHMS,
     Link,
     allreduce_time,
@@ -27,20 +30,45 @@ from distbench.predict.links import (  # noqa: F401
     link_from_allreduce,
     links_from_comm,
     ring_allreduce_time,
-    tier_times,
     traffic_factor,
     tree_allreduce_time,
 )
-from distbench.predict.fit import build_model  # noqa: F401
-from distbench.predict.model import (  # noqa: F401
-    MODEL_BIAS_PER_DOUBLING,
-    MODEL_ERROR_PER_DOUBLING,
-    NOMINAL_EFFICIENCY,
-    StepTimeModel,
-    per_device_batch,
-    straggler,
-)
-from distbench.predict.render import PREDICTION_NOTE, plot_images, summary_lines, table_rows, validation_rows  # noqa: F401
-from distbench.predict.saved import latest_for, save  # noqa: F401
-from distbench.predict.sources import CSV_OPTIONAL, CSV_REQUIRED, Observed, Series, read_csv, series_from_records  # noqa: F401
-from distbench.predict.validate import holdout, next_measurement, score, verdict_lines  # noqa: F401
+from distbench.predict.model import MODEL_BIAS_PER_DOUBLING, MODEL_ERROR_PER_DOUBLING, straggler
+from distbench.predict.render import PREDICTION_NOTE, plot_images, summary_lines, table_rows, validation_rows
+from distbench.predict.saved import latest_for, save
+from distbench.predict.sources import Observed, Series, read_csv, series_from_records
+from distbench.predict.validate import holdout, next_measurement, score, verdict_lines
+
+__all__ = [
+    "ALGORITHMS",
+    "MODEL_BIAS_PER_DOUBLING",
+    "MODEL_ERROR_PER_DOUBLING",
+    "PREDICTION_NOTE",
+    "Link",
+    "Observed",
+    "Series",
+    "allreduce_time",
+    "buckets_for",
+    "build_model",
+    "explicit_links",
+    "fit_link",
+    "holdout",
+    "latest_for",
+    "link_from_allreduce",
+    "links_from_comm",
+    "next_measurement",
+    "plot_images",
+    "predict",
+    "read_csv",
+    "ring_allreduce_time",
+    "save",
+    "score",
+    "series_from_records",
+    "straggler",
+    "summary_lines",
+    "table_rows",
+    "traffic_factor",
+    "tree_allreduce_time",
+    "validation_rows",
+    "verdict_lines",
+]

@@ -8,7 +8,7 @@ import math
 from typing import Callable, Sequence
 
 from distbench.core import mfu
-from distbench.run import plan
+from distbench.run import devices
 from distbench.core.errors import BadInput
 from distbench.predict.links import Link, default_bucket_bytes, reduces_to_one, traffic_factor
 from distbench.predict.fit import build_model
@@ -23,7 +23,7 @@ from distbench.predict.validate import holdout, next_measurement, own_error_per_
 def physical_cores() -> int:
     """The physical cores of the CPUs this process may use (CPU workers share them): the same count `scale`
     sizes its CPU workers by (hyperthreads share a core's execution units)."""
-    return mfu.physical_cores(plan.cpu_cores())
+    return mfu.physical_cores(devices.cpu_cores())
 
 
 def target_counts(series: Sequence[Series], gpus: Sequence[int] | None) -> list[int]:

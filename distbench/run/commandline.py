@@ -9,12 +9,38 @@ import shlex
 import shutil
 import sys
 from pathlib import Path
-from typing import Sequence
+from typing import Literal, Protocol, Sequence
 
 from distbench.core.config import PointConfig
 from distbench.core.errors import BadInput
 
 DEFAULT_START_TIMEOUT_S = 120
+
+PodJob = Literal["torch", "mpi"]
+"""The Kubernetes job a launcher's pods run in: 'torch' (PyTorchJob, Trainer's torch policy: one pod per node,
+each running the launch command, the operator's rendezvous variables set) or 'mpi' (MPIJob, Trainer's MPI
+policy: the command runs once, on the launcher pod, and reaches the node pods over SSH)."""
+
+
+class Pods(Protocol):
+    """What a Kubernetes job tells its pods' launch command (distbench.k8s builds it). Values may be `$(VAR)`
+    references to the container's environment that Kubernetes fills in; each is read only when asked for."""
+
+    rendezvous_timeout_s: int
+    ssh_identity: str
+    """The private key file for the launcher pod's ssh to the node pods ('mpi' jobs)."""
+
+    def node_rank(self) -> str: ...
+
+    def master(self) -> tuple[str, str]:
+        """(address, port) of node rank 0, from the operator's variables."""
+        ...
+
+    def hosts(self) -> list[str]:
+        """The DNS names of the job's pods, rank 0's first ('mpi' jobs)."""
+        ...
+
+    def network_interface(self) -> str | None: ...
 
 
 class Shell(str):

@@ -1,6 +1,7 @@
-"""How a strategy's ranks are started: one Launcher per engine. Each builds its command, as pure
-functions, for one node (`local`), several nodes in the current Slurm allocation (`allocation`) and a
-step of a generated sbatch script (`sbatch_step`, with `Shell` values the job computes at run time).
+"""How a strategy's ranks are started: one Launcher (distbench.run.launcher) per engine. Each builds its
+command, as pure functions, for one node (`local`), several nodes in the current Slurm allocation
+(`allocation`), a step of a generated sbatch script (`sbatch_step`, with `Shell` values the job computes at
+run time) and the pods of a Kubernetes job (`k8s_job`: which job, None for none; `pod_command`: its argv).
 Every rank runs under distbench.core.rankguard.
 
   process         one process (plain loops, DataParallel, MirroredStrategy)
@@ -13,14 +14,14 @@ Every rank runs under distbench.core.rankguard.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 import secrets
 import sys
-from typing import Protocol, Sequence
+from typing import Sequence
 
 from distbench.core.config import PointConfig
 from distbench.core.errors import BadInput
 from distbench.core.strategies import STRATEGIES
+from distbench.run.launcher import Launcher
 from distbench.run.commandline import (
     DEFAULT_START_TIMEOUT_S,
     JOB_CONFIG,
@@ -37,81 +38,12 @@ from distbench.run.commandline import (
 from distbench.workers.runtime import ACCELERATE_PRECISION, free_port, tf_config
 
 
-class Strategy(Protocol):
-    """What a launcher needs of a strategy (distbench.core.strategies.Strategy has it): its worker module."""
-
-    module: str
-
-
-@dataclass(frozen=True)
-class Launcher:
-    """One way of starting a point's ranks; `name` is the records' launch.launcher."""
-
-    name: str
-    spans_nodes: bool = False
-    module: str | None = None
-    """Run instead of the strategy's own worker module."""
-
-    def worker(self, strategy: Strategy, config: str, out: str, python: str = sys.executable) -> list[str]:
-        return [
-            python,
-            "-m",
-            "distbench.core.rankguard",
-            python,
-            "-m",
-            "distbench.workers",  # the one worker entry point (distbench/workers/__main__.py)
-            self.module or strategy.module,
-            "--config",
-            config,
-            "--out",
-            out,
-        ]
-
-    def tasks_per_node(self, cfg: PointConfig) -> int:
-        """Slurm tasks per node; 1 where one process starts the rest."""
-        return 1
-
-    def local(self, strategy, cfg, config, out, *, python=sys.executable, tool=None, base_env=None):
-        """(argv, env) on one node: every launcher has it."""
-        raise NotImplementedError
-
-    def allocation(
-        self,
-        strategy: Strategy,
-        cfg: PointConfig,
-        config: str,
-        out: str,
-        *,
-        hosts: Sequence[str],
-        base_env: dict | None = None,
-    ) -> tuple[list[str], dict]:
-        raise BadInput(f"{self.name} cannot span nodes")
-
-    def on_cluster(self, strategy, cfg, config, out, *, hosts, nic: str, base_env=None, python=sys.executable):
-        """(argv, env) across the nodes of the one-machine cluster (distbench.cluster): `hosts` its node names."""
-        raise BadInput(
-            f"{self.name} does not run across the one-machine cluster's nodes (torchrun, tf-multiworker, horovodrun and ray-train do)"
-        )
-
-    def nsrun(self, cfg, python=sys.executable) -> list[str]:
-        """The cluster's srun: the command that follows runs once on each of the point's nodes."""
-        return [python, "-m", "distbench.cluster.nsrun", "--nodes", str(cfg.nodes), "--"]
-
-    def one_node(self, cfg: PointConfig) -> None:
-        if cfg.nodes != 1:
-            raise BadInput(f"{self.name} cannot span nodes")
-
-    def sbatch_step(self, strategy: Strategy, cfg: PointConfig) -> list[str]:
-        self.one_node(cfg)
-        argv, _ = self.local(
-            strategy, cfg, JOB_CONFIG, JOB_RESULT, python=JOB_PYTHON, tool=Shell(f'"${self.name.upper()}"'), base_env={}
-        )
-        return argv
-
-
 class Process(Launcher):
     def local(self, strategy, cfg, config, out, *, python=sys.executable, tool=None, base_env=None):
         return self.worker(strategy, config, out, python), build_env(cfg, base_env)
+
+    def k8s_job(self, nodes):
+        return "torch" if nodes == 1 else None
 
 
 class Torchrun(Launcher):
@@ -226,6 +158,18 @@ class Torchrun(Launcher):
         )
         return [*srun_prefix(cfg.nodes, 1, Shell('"$SLURM_CPUS_ON_NODE"')), *argv]
 
+    def k8s_job(self, nodes):
+        return "torch"
+
+    def pod_command(self, strategy, cfg, config, out, *, pods, python):
+        """Several nodes: one agent per pod at the static rendezvous, global rank 0 on node rank 0."""
+        if cfg.nodes == 1:
+            return super().pod_command(strategy, cfg, config, out, pods=pods, python=python)
+        addr, port = pods.master()
+        kw = dict(node_rank=pods.node_rank(), master_addr=addr, master_port=port, python=python, base_env={})
+        argv, _ = self.static(strategy, cfg, config, out, **kw)
+        return [argv[0], f"--rdzv-conf=timeout={pods.rendezvous_timeout_s}", *argv[1:]]  # static's default: 600 s
+
 
 def horovod_hosts(hosts: Sequence[str], slots: int) -> str:
     """-H value: 'host1:4,host2:4'."""
@@ -319,6 +263,21 @@ class Horovodrun(Launcher):
             base_env={},
         )
         return argv
+
+    def k8s_job(self, nodes):
+        return "torch" if nodes == 1 else "mpi"
+
+    def pod_command(self, strategy, cfg, config, out, *, pods, python):
+        """Several nodes: horovodrun on the launcher pod over every pod's slots, ranks started over ssh."""
+        if cfg.nodes == 1:
+            return super().pod_command(strategy, cfg, config, out, pods=pods, python=python)
+        kw = dict(
+            hosts=horovod_hosts(pods.hosts(), devices_per_node(cfg)),
+            network_interface=pods.network_interface(),
+            start_timeout_s=pods.rendezvous_timeout_s,
+            launcher_args=["--ssh-identity-file", pods.ssh_identity],
+        )
+        return self.over_hosts(strategy, cfg, config, out, python=python, base_env={}, **kw)[0]
 
 
 class TFMultiWorker(Launcher):

@@ -16,16 +16,7 @@ from distbench.models.specs import check_input, get_spec, sized_spec
 from distbench.core.strategies import FRAMEWORK_BASELINE, STRATEGIES, Strategy, parse_strategies, strategy_names
 from distbench.core.workload import MAX_BATCH, Measurement, Workload, check, knob, knobs
 from distbench.core.workload import flag as knob_flag
-from distbench.run.devices import (  # noqa: F401 (the planners' device names, also reached as plan.X)
-    CPU_WORKERS_PER_CORE,
-    MAX_DEVICES,
-    DeviceChoice,
-    cpu_cores,
-    parse_counts,
-    parse_gpus,
-    per_node_counts,
-    resolve_device,
-)
+from distbench.run.devices import DeviceChoice, cpu_cores, parse_gpus, resolve_device
 
 
 CPU_MAX_SEQ_LEN = 64

@@ -10,7 +10,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from distbench.core.config import PointConfig
-from distbench.run.launchers import Launcher, cluster_launcher, launcher_for
+from distbench.run.launcher import Launcher
+from distbench.run.launchers import cluster_launcher, launcher_for
 from distbench.run.commandline import devices_per_node
 from distbench.core.errors import BadInput
 from distbench.kinds.measure import NOISY_CV
