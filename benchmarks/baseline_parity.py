@@ -36,12 +36,14 @@ import threading
 import time
 from pathlib import Path
 
-
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from harness_overhead import RunFailed, distbench_run, handwritten_run, median_ci, metered, plan  # noqa: E402
 from mdsection import write_section  # noqa: E402
-from distbench.core import envinfo  # noqa: E402
-from distbench.core import rankguard
+
+from distbench.core import (
+    envinfo,  # noqa: E402
+    rankguard,
+)
 from distbench.run import launch, telemetry
 from distbench.run.devices import cpu_cores  # noqa: E402
 

@@ -22,6 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from mdsection import write_section  # noqa: E402
+
 from distbench.cluster import netns, spec  # noqa: E402
 from distbench.results.store import Store  # noqa: E402
 

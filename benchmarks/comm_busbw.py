@@ -22,11 +22,12 @@ from distbench.core import envinfo
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from mdsection import write_section  # noqa: E402
-from distbench.kinds.commbench import BACKENDS
+
 from distbench.core.config import PointConfig
+from distbench.kinds.commbench import BACKENDS
 from distbench.run.commandline import build_env
-from distbench.run.launch import run_point
 from distbench.run.devices import cpu_cores
+from distbench.run.launch import run_point
 
 HERE = Path(__file__).resolve().parent
 TARGET = 0.95

@@ -19,8 +19,9 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/cisim.py: the simulations the tests also run
 from mdsection import write_section  # noqa: E402
-from tests import cisim  # noqa: E402
+
 from distbench.results import gatestats  # noqa: E402
+from tests import cisim  # noqa: E402
 
 PATTERNS = {
     "equal variances": {},

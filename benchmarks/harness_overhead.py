@@ -39,13 +39,14 @@ import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from mdsection import write_section  # noqa: E402
+
 from distbench.core import envinfo
 from distbench.core.config import PointConfig
-from distbench.run.commandline import build_env
-from distbench.kinds.measure import measure_point
-from distbench.run.plan import PlannedPoint, SweepOptions, make_plan
-from distbench.run.devices import cpu_cores
 from distbench.core.strategies import STRATEGIES
+from distbench.kinds.measure import measure_point
+from distbench.run.commandline import build_env
+from distbench.run.devices import cpu_cores
+from distbench.run.plan import PlannedPoint, SweepOptions, make_plan
 
 HERE = Path(__file__).resolve().parent
 TRAIN = HERE / "handwritten" / "train.py"

@@ -23,8 +23,9 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from mdsection import write_section  # noqa: E402
-from tests import cisim  # noqa: E402
+
 from distbench.results import stats  # noqa: E402
+from tests import cisim  # noqa: E402
 
 STEP_S = 0.1
 """The clocks' mean step time scale (seconds): at --max-time 60 s a window of about 540 steps after the pilot."""

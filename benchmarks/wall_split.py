@@ -21,10 +21,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from mdsection import write_section  # noqa: E402
+
 from distbench import analysis as an  # noqa: E402
+from distbench.cli import main as distbench_main  # noqa: E402
 from distbench.core import envinfo  # noqa: E402
 from distbench.kinds import measure
-from distbench.cli import main as distbench_main  # noqa: E402
 
 TARGET = 0.75
 HEADING = "## Where the wall time goes (`benchmarks/wall_split.py`)"

@@ -10,14 +10,14 @@ import sys
 import click
 
 from distbench import __version__
-from distbench.run import signals
 from distbench.commands import comm, converge, fit, infer, k8s, models, predict, results, scale, slurm, verify
 from distbench.commands import profile as profile_cmd
-from distbench.core.errors import DistbenchError
-from distbench.results.kind import RecordKind
-from distbench.core.strategies import strategy_names
 from distbench.commands.k8s_job import k8s_job
 from distbench.commands.slurm_job import slurm_job
+from distbench.core.errors import DistbenchError
+from distbench.core.strategies import strategy_names
+from distbench.results.kind import RecordKind
+from distbench.run import signals
 
 
 class EchoErr(logging.Handler):

@@ -16,12 +16,11 @@ from pathlib import Path
 import pytest
 
 from distbench.core.config import PointConfig
-from distbench.results.record import base_record
-from distbench.results.store import Store
+from distbench.core.workload import Workload
 from distbench.kinds.sweep import derive
 from distbench.kinds.verify import DEFAULT_RTOL
-from distbench.core.workload import Workload
-
+from distbench.results.record import base_record
+from distbench.results.store import Store
 
 # -- point configs ---------------------------------
 TINY = dict(image_size=32, steps=2, warmup=1, threads_per_worker=1)

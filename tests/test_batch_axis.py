@@ -13,12 +13,12 @@ import pytest
 
 from distbench.analysis import load_sweep
 from distbench.cli import main
-from distbench.run.plan import SweepOptions, make_plan
+from distbench.core.strategies import parse_strategies
 from distbench.report import write_report
 from distbench.results.store import Store
-from distbench.core.strategies import parse_strategies
-from tests.conftest import DISTBENCH, quick, require, run_cli, run_json
+from distbench.run.plan import SweepOptions, make_plan
 from tests.builders import add_sweep, point, run_chromium
+from tests.conftest import DISTBENCH, quick, require, run_cli, run_json
 
 TINY = quick(batch=None)
 

@@ -4,8 +4,8 @@ import click
 import pytest
 
 from distbench.cli import cli, main
-from distbench.models.specs import model_names
 from distbench.core.strategies import STRATEGIES
+from distbench.models.specs import model_names
 
 
 def _run(capsys, args):

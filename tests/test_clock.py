@@ -8,8 +8,8 @@ import pytest
 from distbench.core.strategies import STRATEGIES
 from distbench.workers import common
 from distbench.workers import stopping as stop_loop
-from tests.conftest import require
 from tests.builders import point_config
+from tests.conftest import require
 
 EVENTS = "CUDA events per step, host synchronized at segment ends"
 

@@ -9,11 +9,11 @@ import sys
 import pytest
 
 from distbench.cluster import netns, nsrun, slurmd, spec, sshd
+from distbench.core import rankguard
 from distbench.core.errors import BadInput, DistbenchError
 from distbench.core.strategies import STRATEGIES
-from distbench.core import rankguard
-from distbench.run.launchers import HOROVODRUN, TF_MULTIWORKER, TORCHRUN
 from distbench.run.hosts import check_allocation, local_cluster, placement
+from distbench.run.launchers import HOROVODRUN, TF_MULTIWORKER, TORCHRUN
 from tests.builders import tiny_config
 from tests.conftest import ROOT
 
@@ -295,8 +295,8 @@ def test_predicting_one_device_per_node_from_one_node_costs_the_measured_point_o
 def test_on_the_cluster_a_rank_gets_its_share_of_the_machines_cores(tmp_path, monkeypatch):
     """The nodes share this machine's cores: N=2 over 2 nodes gets cores // 2 threads per rank, as N=2 on one
     node does, not a whole node's cores each (which would oversubscribe the machine twice over)."""
-    from distbench.run.plan import SweepOptions, make_plan, parse_strategies
     from distbench.run.devices import cpu_cores
+    from distbench.run.plan import SweepOptions, make_plan, parse_strategies
 
     monkeypatch.setenv(spec.STATE_DIR_VAR, str(tmp_path))
     for var in ("SLURM_JOB_NODELIST", "SLURM_NODELIST"):
@@ -359,10 +359,10 @@ def test_ray_points_across_the_nodes_are_planned_one_worker_per_node(tmp_path, m
     """ray-ddp at N=2 over 2 nodes of the cluster: one worker on each node (STRICT_SPREAD), each with its
     node's share of the cores; the driver runs on node1 and joins the Ray cluster the sweep started there,
     and without that cluster (a lone point) it refuses in one line."""
-    from distbench.run.launchers import RAY_TRAIN
-    from distbench.run.launch import point_launcher
-    from distbench.run.plan import SweepOptions, make_plan, parse_strategies
     from distbench.run.commandline import NODES_HEAD_ENV
+    from distbench.run.launch import point_launcher
+    from distbench.run.launchers import RAY_TRAIN
+    from distbench.run.plan import SweepOptions, make_plan, parse_strategies
     from distbench.run.raycluster import node_cpus
 
     monkeypatch.setenv(spec.STATE_DIR_VAR, str(tmp_path))

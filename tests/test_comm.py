@@ -5,10 +5,10 @@ import sqlite3
 
 import pytest
 
-from distbench.results import stats
-from distbench.kinds.commbench import parse_size, parse_sizes
-from distbench.workers.comm_common import summarize
 from distbench.core.errors import BadInput
+from distbench.kinds.commbench import parse_size, parse_sizes
+from distbench.results import stats
+from distbench.workers.comm_common import summarize
 from tests.conftest import require, run_cli
 
 

@@ -8,13 +8,11 @@ from __future__ import annotations
 import json
 import math
 
+import numpy as np
 import pytest
 
 from distbench import analysis as an
 from distbench.analysis import load_sweep
-import numpy as np
-from distbench.cli import main
-from distbench.results import gatestats, stats
 from distbench.analysis.compare import (
     MODERATION_CAVEAT,
     NOT_ENOUGH,
@@ -25,7 +23,9 @@ from distbench.analysis.compare import (
     parse_threshold,
     summary_lines,
 )
+from distbench.cli import main
 from distbench.core.errors import BadInput
+from distbench.results import gatestats, stats
 from distbench.results.store import Store
 from tests.builders import add_sweep, point
 from tests.conftest import TINY, require, run_cli

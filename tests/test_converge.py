@@ -609,8 +609,8 @@ def test_the_report_tests_equivalence_at_the_sweeps_stored_margin():
 
 def test_the_points_run_each_strategy_through_its_frameworks_converge_worker():
     from distbench.converge.plan import ConvergeOptions
-    from tests.builders import converge_point_configs as point_configs
     from distbench.core.strategies import parse_strategies
+    from tests.builders import converge_point_configs as point_configs
 
     opts = ConvergeOptions(
         model="mlp",

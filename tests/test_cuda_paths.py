@@ -14,8 +14,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from distbench.run import telemetry
 from distbench.core.config import PointConfig
+from distbench.run import telemetry
 from distbench.workers import tf_device
 from distbench.workers.comm_common import horovod_backend
 from distbench.workers.tf_multiworker import worker_gpus
@@ -410,8 +410,8 @@ def test_comm_defaults_to_nccl_on_cuda_and_gloo_on_cpu_workers(monkeypatch):
     from click.testing import CliRunner
 
     from distbench.commands import comm as cmd
-    from distbench.kinds.commbench import default_backend
     from distbench.kinds import plans as plan_kinds
+    from distbench.kinds.commbench import default_backend
     from distbench.run.devices import DeviceChoice
 
     assert default_backend(None, "cuda")[0] == "nccl" and default_backend(None, "cpu") == ("gloo", None)

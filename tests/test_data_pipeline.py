@@ -7,9 +7,9 @@ import pytest
 
 from distbench.core import datasets
 from distbench.workers import common
+from tests.builders import point_config, tiny_config
 from tests.conftest import require
 from tests.test_multinode import run_two_tf_workers
-from tests.builders import point_config, tiny_config
 
 
 def _dataset(tmp_path, samples=8):

@@ -3,11 +3,11 @@
 
 import pytest
 
-from distbench.run import plan as plan_mod
 from distbench.core.errors import BadInput
-from distbench.run.plan import SweepOptions, make_plan
-from distbench.run.devices import resolve_device
 from distbench.core.strategies import parse_strategies
+from distbench.run import plan as plan_mod
+from distbench.run.devices import resolve_device
+from distbench.run.plan import SweepOptions, make_plan
 
 
 def _plan(visible, gpus, nodes=(1,), device="auto", strategies=("ddp",)):

@@ -8,9 +8,8 @@ import pytest
 
 from distbench.results import stats
 from distbench.results.record import undeclared_keys
-
-from tests.conftest import TINY, require, run_cli, run_json
 from tests.builders import point_config
+from tests.conftest import TINY, require, run_cli, run_json
 
 pytestmark = pytest.mark.slow
 

@@ -8,15 +8,15 @@ import sys
 
 import pytest
 
-from distbench.run import plan as plan_mod
 from distbench.core.config import point_key
-from distbench.results.kind import RecordKind, record_kind
-from distbench.run.plan import SweepOptions, make_plan
-from distbench.slurm.plan import plan_sweep
 from distbench.core.strategies import parse_strategies
 from distbench.kinds.sweep import add_baseline, derive
-from tests.conftest import require
+from distbench.results.kind import RecordKind, record_kind
+from distbench.run import plan as plan_mod
+from distbench.run.plan import SweepOptions, make_plan
+from distbench.slurm.plan import plan_sweep
 from tests.builders import point_config
+from tests.conftest import require
 
 
 def _plan(monkeypatch, cores: int, gpus, strategies=("ddp", "horovod-tf"), **kw):

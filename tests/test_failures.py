@@ -204,8 +204,8 @@ def test_launcher_exit_summaries_say_how_each_rank_ended():
 
 def test_only_consequences_on_record_means_the_cause_is_unknown_and_the_silent_rank_is_named(tmp_path):
     """Rank 1's rank guard was killed (no exit-1.json); rank 0 only says its peer went away."""
-    from distbench.run.launch import outcome_record
     from distbench.core.strategies import STRATEGIES
+    from distbench.run.launch import outcome_record
 
     survivor = _report(0, 1, 2.0, error="RuntimeError: [pair.cc:534] Read error: Connection reset by peer")
     (tmp_path / "exit-0.json").write_text(json.dumps(survivor))

@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import DISTBENCH, require
 from tests.builders import point_config
+from tests.conftest import DISTBENCH, require
 
 pytestmark = pytest.mark.slow
 
@@ -322,9 +322,9 @@ def test_running_out_of_cpu_memory_is_recorded_oom(tmp_path, sweeps):
 
 @HOROVOD_TORCH
 def test_an_oom_on_a_non_zero_rank_is_oom_within_seconds_not_a_timeout(tmp_path):
+    from distbench.core.strategies import Strategy
     from distbench.run.launch import run_point
     from distbench.run.launchers import HOROVODRUN
-    from distbench.core.strategies import Strategy
 
     broken = Strategy(
         name="horovod-torch",

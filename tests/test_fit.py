@@ -10,8 +10,8 @@ import subprocess
 
 import pytest
 
-from distbench.kinds.batchfit import find_largest_batch
 from distbench.cli import main
+from distbench.kinds.batchfit import find_largest_batch
 from tests.conftest import DISTBENCH, require
 from tests.test_batch_axis import _torch_vm_peak_bytes
 

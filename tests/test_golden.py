@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from distbench.results import store as store_mod
 from distbench.cli import main
+from distbench.results import store as store_mod
 from distbench.results.store import Store
 from tests.builders import add_sweep, point, scaling_records
 

@@ -7,8 +7,8 @@ import sqlite3
 
 import pytest
 
-from distbench.run.plan import SweepOptions, make_plan
 from distbench.core.strategies import parse_strategies
+from distbench.run.plan import SweepOptions, make_plan
 from tests.conftest import quick, require, run_json
 
 pytestmark = pytest.mark.gpu

@@ -11,10 +11,10 @@ import pytest
 
 from distbench.core import horovod_nccl
 from distbench.core.config import PointConfig
-from distbench.workers import comm_common, common
+from distbench.core.strategies import parse_strategies
 from distbench.run.plan import SweepOptions, make_plan
 from distbench.slurm.plan import plan_sweep
-from distbench.core.strategies import parse_strategies
+from distbench.workers import comm_common, common
 from tests.builders import point_config
 
 

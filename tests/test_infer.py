@@ -7,8 +7,8 @@ import pytest
 from distbench.core.sections import InferSection
 from distbench.kinds.infer import expand
 from distbench.results.record import base_record
-from tests.conftest import require, run_cli, run_json
 from tests.builders import point_config
+from tests.conftest import require, run_cli, run_json
 
 
 def test_expand_keeps_going_past_an_oom_batch():

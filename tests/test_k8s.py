@@ -21,15 +21,15 @@ import yaml
 
 from distbench.cli import main
 from distbench.core.config import PointConfig
-from distbench.run.launchers import HOROVODRUN, PROCESS, TORCHRUN, horovod_hosts
-from distbench.results.kubelogs import RECORD_MARKER, records_from_log
 from distbench.k8s.job import run_point
 from distbench.k8s.manifests import sweep_objects
 from distbench.k8s.settings import EnvRef, K8sSettings, k8s_arg
-from distbench.run.plan import SweepOptions
+from distbench.results.kubelogs import RECORD_MARKER, records_from_log
 from distbench.results.record import base_record
-from distbench.slurm.plan import plan_sweep
 from distbench.results.store import Store
+from distbench.run.launchers import HOROVODRUN, PROCESS, TORCHRUN, horovod_hosts
+from distbench.run.plan import SweepOptions
+from distbench.slurm.plan import plan_sweep
 from tests.builders import point_config
 from tests.conftest import ROOT, require
 

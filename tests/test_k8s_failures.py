@@ -14,11 +14,10 @@ import time
 
 import pytest
 
+from distbench.core.errors import BadInput
 from distbench.k8s.apply import reader_pod
 from distbench.k8s.job import run_point
 from distbench.k8s.manifests import sweep_objects
-from distbench.k8s.settings import K8sSettings
-from distbench.core.errors import BadInput
 from distbench.k8s.outcomes import (
     OUTCOME_MARKER,
     RUN_ID_ENV,
@@ -27,6 +26,7 @@ from distbench.k8s.outcomes import (
     read_outcomes,
     volume_record,
 )
+from distbench.k8s.settings import K8sSettings
 from distbench.run.plan import SweepOptions
 from distbench.slurm.plan import plan_sweep
 from tests import k8s_pods

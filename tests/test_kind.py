@@ -10,10 +10,10 @@ import pytest
 
 from distbench.analysis import Sweep
 from distbench.cli import interrupted_message
+from distbench.core.strategies import STRATEGIES
 from distbench.results.kind import RecordKind, Status, record_kind, sweep_kind
 from distbench.run import runner, signals
 from distbench.run.plan import PlannedPoint
-from distbench.core.strategies import STRATEGIES
 from tests.builders import tiny_config
 
 

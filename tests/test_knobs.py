@@ -6,8 +6,8 @@ import json
 import pytest
 
 from distbench.core.errors import BadInput
-from distbench.run.plan import SweepOptions, make_plan
 from distbench.core.strategies import parse_strategies
+from distbench.run.plan import SweepOptions, make_plan
 from tests.builders import tiny_config
 from tests.conftest import quick, require, run_json
 

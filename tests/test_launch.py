@@ -3,13 +3,12 @@
 import os
 import sys
 
-
 import pytest
 
-from distbench.run.launchers import PROCESS
 from distbench.core import failures
-from distbench.run.launch import build_command, run_point
 from distbench.core.strategies import STRATEGIES, Strategy
+from distbench.run.launch import build_command, run_point
+from distbench.run.launchers import PROCESS
 from tests.builders import tiny_config
 
 
@@ -144,8 +143,8 @@ def test_a_workers_record_is_named_by_the_registry_not_by_the_worker(tmp_path):
     import pathlib
     import re
 
-    from distbench.workers import common
     from distbench.results.record import read_record
+    from distbench.workers import common
 
     for path in pathlib.Path(common.__file__).parent.glob("*.py"):
         assert not re.search(r"^STRATEGY\b", path.read_text(), re.M), path.name
@@ -159,8 +158,8 @@ def test_a_rank_that_fails_after_the_record_is_written_keeps_the_measurement(tmp
     """Rank 0 writes the record after gathering every rank's measurements, so a rank that aborts later (a
     destructor at interpreter exit: 'terminate called without an active exception') broke nothing that was
     measured: the point stays ok, with a note naming what happened and the tail kept."""
-    from distbench.run.launch import outcome_record
     from distbench.results.record import base_record, write_record
+    from distbench.run.launch import outcome_record
 
     cfg = _cfg("ddp", 2)
     ok = base_record(cfg.to_dict(), strategy="ddp", framework="torch", status="ok")

@@ -8,11 +8,11 @@ import sys
 import pytest
 
 from distbench.cli import main
-from distbench.run.plan import SweepOptions, make_plan
 from distbench.core.strategies import parse_strategies
+from distbench.run.plan import SweepOptions, make_plan
+from tests.builders import point_config
 from tests.conftest import require, run_json
 from tests.test_efficiency import _FakeTF
-from tests.builders import point_config
 
 
 def _cfg(device="cuda", **kw):

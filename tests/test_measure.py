@@ -6,15 +6,15 @@ import time
 
 import pytest
 
+from distbench.core.strategies import STRATEGIES
 from distbench.kinds import measure as measure_mod
+from distbench.kinds.measure import combine_repeats, exposed_comm_ci
 from distbench.results import stats
+from distbench.results.record import base_record
 from distbench.workers.common import measured_run
 from distbench.workers.stopping import measure
-from distbench.kinds.measure import combine_repeats, exposed_comm_ci
-from distbench.results.record import base_record
-from tests.conftest import require
-from distbench.core.strategies import STRATEGIES
 from tests.builders import point_config
+from tests.conftest import require
 
 
 def _rec(times, status="ok", window=None):

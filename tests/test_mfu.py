@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from distbench.core import mfu
-from tests.conftest import require, run_json
 from tests.builders import point_config
+from tests.conftest import require, run_json
 
 
 @pytest.mark.parametrize(

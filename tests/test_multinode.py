@@ -13,14 +13,14 @@ import pytest
 
 from distbench.core.config import PointConfig
 from distbench.core.errors import BadInput
-from distbench.workers import tf_multiworker
-from distbench.run.launchers import HOROVODRUN, TF_MULTIWORKER, TORCHRUN, cluster_launcher, horovod_hosts, launcher_for
-from distbench.run.commandline import Shell, shell_join, srun_prefix
-from distbench.workers.runtime import tf_config
 from distbench.core.multinode import expand_hostlist, expand_tasks_per_node, slurm_tf_workers
 from distbench.core.strategies import STRATEGIES
-from tests.conftest import require
+from distbench.run.commandline import Shell, shell_join, srun_prefix
+from distbench.run.launchers import HOROVODRUN, TF_MULTIWORKER, TORCHRUN, cluster_launcher, horovod_hosts, launcher_for
+from distbench.workers import tf_multiworker
+from distbench.workers.runtime import tf_config
 from tests.builders import tiny_config
+from tests.conftest import require
 
 VENV_BIN = os.path.dirname(sys.executable)
 GUARD = ["-m", "distbench.core.rankguard"]

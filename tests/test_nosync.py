@@ -9,11 +9,11 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from distbench.run.launch import run_point
 from distbench.core.strategies import STRATEGIES
+from distbench.run.launch import run_point
+from tests.builders import tiny_config
 from tests.conftest import require
 from tests.test_multinode import run_two_tf_workers
-from tests.builders import tiny_config
 
 pytestmark = pytest.mark.slow
 
@@ -185,8 +185,8 @@ def test_zero_communication_reads_zero_with_the_wait_apart(tmp_path):
     communication counted it as communication). Five repeats, judged on a 99% paired t-interval over the
     repeats' own values (comm_split.communication_per_repeat): a true 0 fails it 1% of the time, not the 5%
     of the record's 95% CI, and five repeats keep it narrower than three at 95% (t 4.60/sqrt 5 vs 4.30/sqrt 3)."""
-    from distbench.results import stats
     from distbench.kinds.measure import measure_point
+    from distbench.results import stats
     from distbench.run.plan import PlannedPoint
 
     cfg = _cfg("ddp", 2, model="linear", num_classes=2, steps=300, warmup=20, measure_comm=True)

@@ -59,8 +59,8 @@ def test_an_unbounded_ci_is_shown_not_crashed_on():
     """A step-time CI half-width of 100% or more leaves the throughput CI without an upper end (None)."""
     from rich.console import Console
 
-    from distbench.commands.scale import _ok_detail
     from distbench.analysis.output import results_table
+    from distbench.commands.scale import _ok_detail
     from distbench.results.stats import rate_ci
 
     low, high = rate_ci(10.0, 1.2)
@@ -274,8 +274,8 @@ def test_a_short_sweep_is_estimated_in_seconds():
 
 
 def test_bad_columns_on_the_command_line_exit_2_with_one_line(capsys, tmp_path):
-    from distbench.cli import main
     from distbench.analysis.output import TABLE_COLUMNS
+    from distbench.cli import main
 
     assert main(["run", "--strategy", "torch", "--columns", "strategy,bogus", "--results", str(tmp_path / "r.db")]) == 2
     assert (
@@ -312,8 +312,8 @@ def _scale(monkeypatch, tmp_path):
 
     from rich.console import Console
 
-    from distbench.commands import options as opt
     from distbench.analysis.output import print_summary
+    from distbench.commands import options as opt
     from tests.builders import point, scaling_records
 
     records = scaling_records() + [point("dp", 2, status="skipped", reason=LONG)]
@@ -399,9 +399,9 @@ def _fit(monkeypatch, tmp_path):
 
     from rich.console import Console
 
-    from distbench.kinds.batchfit import BatchSearch
     from distbench.commands import fit as cmd
     from distbench.commands import options as opt
+    from distbench.kinds.batchfit import BatchSearch
 
     ok = {"status": "ok", "world_size": 2, "peak_memory_bytes": 3 * 2**30}
     oom = {"status": "oom", "world_size": 2, "reason": "CUDA out of memory. " + LONG}
@@ -451,8 +451,8 @@ def _predict(monkeypatch, tmp_path):
 
     from rich.console import Console
 
-    from distbench.commands import options as opt
     from distbench.analysis.output import table
+    from distbench.commands import options as opt
 
     headers = ["workload", "strategy", "N", "predicted throughput samples/s [95%]", "speedup", "efficiency", "limit"]
     shown = table("PREDICTED (not measured)", headers, headers[2:])

@@ -87,9 +87,9 @@ def test_a_signal_names_the_phase_the_point_was_stopped_in(tmp_path, monkeypatch
 
 
 def test_the_runner_puts_the_phase_in_the_interrupted_points_reason(tmp_path):
+    from distbench.results.store import Store
     from distbench.run import runner
     from distbench.run.signals import Interrupted
-    from distbench.results.store import Store
     from tests.test_runner import _fake_measure, _point
 
     def measure(point, workdir):

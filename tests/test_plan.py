@@ -1,9 +1,9 @@
 import pytest
 
 from distbench.core.errors import BadInput
-from distbench.run.plan import SweepOptions, make_plan
-from distbench.run.devices import parse_gpus, resolve_device
 from distbench.core.strategies import STRATEGIES, parse_strategies
+from distbench.run.devices import parse_gpus, resolve_device
+from distbench.run.plan import SweepOptions, make_plan
 from tests.builders import point_config
 
 

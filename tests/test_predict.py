@@ -15,10 +15,9 @@ from distbench import predict as pr
 from distbench.analysis import load_sweep
 from distbench.cli import main
 from distbench.report import write_report
-from tests.conftest import ROOT
 from distbench.results.store import Store
-from tests.conftest import require, run_cli
 from tests.builders import add_sweep, point
+from tests.conftest import ROOT, require, run_cli
 
 
 def link(bw_gbps: float, lat_us: float) -> pr.Link:

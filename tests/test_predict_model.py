@@ -9,9 +9,9 @@ import math
 import numpy as np
 import pytest
 
-from distbench.core import mfu
 from distbench import predict as pr
 from distbench.cli import main
+from distbench.core import mfu
 from distbench.core.errors import BadInput
 from distbench.predict.model import bandwidth_range
 from distbench.predict.sources import hidden_share, rank_spread

@@ -13,9 +13,10 @@ import pytest
 from distbench import predict as pr
 from distbench.analysis import Z95
 from distbench.cli import main
-from distbench.models import specs
 from distbench.core.errors import BadInput
-from distbench.predict import layers, pipeline, profiled, single as sg, whatif
+from distbench.models import specs
+from distbench.predict import layers, pipeline, profiled, whatif
+from distbench.predict import single as sg
 from distbench.predict.model import expected_max, pace_spread
 from distbench.predict.sources import pace_gap, rank_spread, series_from_records
 from tests.test_predict import one_line_error, write_csv

@@ -18,7 +18,8 @@ from functools import cache
 import pytest
 
 from distbench import predict as pr
-from distbench.predict import model as pm, single as sg
+from distbench.predict import model as pm
+from distbench.predict import single as sg
 from distbench.predict.validate import calibrate
 from tests.conftest import ROOT
 

@@ -9,15 +9,15 @@ import json
 
 import pytest
 
-from distbench.core.sections import ProfileSection
 from distbench.core.errors import BadInput
-from distbench.run.plan import SweepOptions, make_plan
+from distbench.core.sections import ProfileSection
+from distbench.core.strategies import STRATEGIES
 from distbench.profile import breakdown as bd
 from distbench.profile import compare
 from distbench.profile.categories import CATEGORIES, classify, parse_filter
-from distbench.core.strategies import STRATEGIES
 from distbench.profile.request import with_profiling
 from distbench.profile.trace import check_trace_folder, load_trace, trace_folder, trace_problems, write_trace
+from distbench.run.plan import SweepOptions, make_plan
 from tests.conftest import have, quick, require, run_cli
 
 

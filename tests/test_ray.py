@@ -12,14 +12,14 @@ from pathlib import Path
 
 import pytest
 
-from distbench.core.sections import RaySection
 from distbench.cli import main
-from distbench.run.launchers import RAY_TRAIN, check_ray_address, cluster_launcher
 from distbench.core.errors import BadInput
-from distbench.workers import ray_ddp
-from distbench.run.plan import SweepOptions, make_plan
-from distbench.results.store import Store
+from distbench.core.sections import RaySection
 from distbench.core.strategies import STRATEGIES, parse_strategies
+from distbench.results.store import Store
+from distbench.run.launchers import RAY_TRAIN, check_ray_address, cluster_launcher
+from distbench.run.plan import SweepOptions, make_plan
+from distbench.workers import ray_ddp
 from tests.conftest import DISTBENCH, quick, require
 
 RAY = STRATEGIES["ray-ddp"]

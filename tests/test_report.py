@@ -482,8 +482,8 @@ def test_the_browser_check_catches_errors_and_network_loads(chromium, tmp_path):
 
 # -- point keys: the whole workload, nodes included --------------------------------------------------------
 def test_point_key_is_the_whole_workload_from_the_config():
-    from distbench.kinds import sweep
     from distbench.core.config import point_key
+    from distbench.kinds import sweep
 
     cfg = point_config(
         "ddp",

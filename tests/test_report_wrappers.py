@@ -18,11 +18,11 @@ import pytest
 
 from distbench import analysis as an
 from distbench.analysis import load_sweep
+from distbench.core.strategies import STRATEGIES
 from distbench.report import build_report, make_plots, md, render_html, render_markdown, write_report
 from distbench.report.blocks import Bullets, Table, Text
 from distbench.report.sections import wrappers_section
 from distbench.results.store import Store
-from distbench.core.strategies import STRATEGIES
 from tests.builders import add_sweep, point, scaling_records
 
 TIMING = "wrapper callback at step boundaries: the wrapper's own loop pauses at its end-of-step hook"

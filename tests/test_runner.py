@@ -9,20 +9,19 @@ from pathlib import Path
 import pytest
 
 from distbench import analysis as an
-from distbench.run import runner
 from distbench.cli import main
-from distbench.core.config import point_key
-from distbench.run.launchers import PROCESS
-from distbench.run.plan import PlannedPoint
-from distbench.results.record import base_record, undeclared_keys
-from distbench.run.signals import Interrupted
-from distbench.results.store import Store, StoreWriteError
 from distbench.core import strategies
+from distbench.core.config import point_key
 from distbench.core.errors import INSTALL_HINT
 from distbench.core.strategies import STRATEGIES, Strategy
-from tests.builders import verify
+from distbench.results.record import base_record, undeclared_keys
+from distbench.results.store import Store, StoreWriteError
+from distbench.run import runner
+from distbench.run.launchers import PROCESS
+from distbench.run.plan import PlannedPoint
+from distbench.run.signals import Interrupted
+from tests.builders import point_config, verify
 from tests.conftest import require, run_cli
-from tests.builders import point_config
 
 FAKE = Strategy(name="fake", framework="torch", module="fake_worker", launcher=PROCESS.name)
 

@@ -6,14 +6,13 @@ import os
 
 import pytest
 
-from distbench.run.launchers import TORCHRUN
-from distbench.run.launch import run_point
-from distbench.run.plan import SweepOptions, make_plan
 from distbench.core.strategies import STRATEGIES, Strategy, parse_strategies
 from distbench.kinds.verify import DEFAULT_RTOL
-from tests.builders import verify
+from distbench.run.launch import run_point
+from distbench.run.launchers import TORCHRUN
+from distbench.run.plan import SweepOptions, make_plan
+from tests.builders import point_config, verify
 from tests.conftest import ROOT, require
-from tests.builders import point_config
 
 SHARDED = {"fsdp": ("torch",), **{f"deepspeed-zero{k}": ("torch", "deepspeed") for k in (1, 2, 3)}}
 PARAMS = [pytest.param(s, marks=require(*mods)) for s, mods in SHARDED.items()]

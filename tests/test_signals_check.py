@@ -34,9 +34,9 @@ def test_no_signal_no_interruption():
 
 
 def test_the_runner_starts_no_point_after_a_lost_signal(tmp_path):
+    from distbench.core.strategies import STRATEGIES
     from distbench.run import runner
     from distbench.run.plan import PlannedPoint
-    from distbench.core.strategies import STRATEGIES
 
     cfg = point_config("torch", 1, model="mlp")
     measured = []

@@ -17,21 +17,18 @@ import pytest
 
 from distbench.cli import main
 from distbench.core.config import PointConfig
+from distbench.core.strategies import STRATEGIES, parse_strategies
+from distbench.kinds.collect import MANIFEST_KIND, stable_record_id
 from distbench.models.specs import model_names
-from distbench.run.launchers import TORCHRUN
-from distbench.run.plan import SweepOptions
 from distbench.results.record import base_record, read_record, write_record
 from distbench.results.store import Store
-from distbench.core.strategies import STRATEGIES, parse_strategies
-from tests.conftest import DISTBENCH, ROOT, TINY, require
-from tests.builders import point_config
-
-from distbench.kinds.collect import stable_record_id
+from distbench.run.launchers import TORCHRUN
+from distbench.run.plan import SweepOptions
 from distbench.slurm.job import finish_point
-from distbench.slurm.plan import plan_sweep, time_seconds
-from distbench.slurm.plan import SlurmSettings
-from distbench.kinds.collect import MANIFEST_KIND
+from distbench.slurm.plan import SlurmSettings, plan_sweep, time_seconds
 from distbench.slurm.submit import sbatch_argv
+from tests.builders import point_config
+from tests.conftest import DISTBENCH, ROOT, TINY, require
 
 NAME_RULE = "use letters, digits, '_', '.' and '-', starting with a letter or digit"
 
@@ -842,8 +839,8 @@ def test_the_cluster_commands_take_scales_knobs_but_a_declared_explained_few():
     from distbench.commands.scale import scale
     from distbench.commands.slurm import slurm
     from distbench.commands.slurm_job import point
-    from distbench.slurm.plan import NOT_IN_JOBS, jobs_epilog
     from distbench.core.workload import Measurement, Workload, knobs
+    from distbench.slurm.plan import NOT_IN_JOBS, jobs_epilog
 
     declared = set(knobs(Workload)) | set(knobs(Measurement))
     scale_knobs = _params(scale) & declared

@@ -193,8 +193,8 @@ def test_summary_lines_name_the_three_terms_and_the_straggler():
 
 def test_report_has_a_stacked_bar_and_a_table_row_per_split_point(tmp_path):
     from distbench.analysis import load_sweep
-    from distbench.results.record import base_record
     from distbench.report import plots, tables
+    from distbench.results.record import base_record
     from distbench.results.store import Store
 
     r = base_record({"world_size": 2, "per_device_batch": 4}, strategy="ddp", framework="torch", status="ok")
@@ -282,11 +282,12 @@ def test_a_comm_overhead_below_zero_is_about_zero_with_its_ci_in_the_legend(tmp_
     """comm_overhead is the split's communication term / the headline step, so it can measure below 0: the
     results table and the report's Communication table show '≈0' and a legend line gives what it measured and
     where its CI is, never a bare '-8%'."""
+    from rich.console import Console
+
     from distbench.analysis import load_sweep
     from distbench.analysis.output import DEFAULT_COLUMNS, legend_lines, results_table
     from distbench.report.tables import comm_legend, comm_rows
     from distbench.results.store import Store
-    from rich.console import Console
     from tests.builders import add_sweep, point
 
     rec = point("ddp", 2, 0.100, allreduce_s=0.02)

@@ -18,10 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from distbench.results import store as store_mod
-from distbench.kinds import sweep as sweep_mod
 from distbench.cli import main
 from distbench.core.errors import BadInput
+from distbench.kinds import sweep as sweep_mod
+from distbench.results import store as store_mod
 from distbench.results.record import read_record
 from distbench.results.store import Store, StoreWriteError
 from tests.builders import point

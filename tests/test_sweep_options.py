@@ -12,9 +12,9 @@ from distbench.commands.scale import _execute, run, scale
 from distbench.commands.slurm import slurm
 from distbench.core.errors import BadInput
 from distbench.kinds.measure import NOISY_CV
-from distbench.run.plan import SweepOptions
-from distbench.results.store import Store
 from distbench.kinds.sweep import stored_options
+from distbench.results.store import Store
+from distbench.run.plan import SweepOptions
 
 FIELDS = {f.name: f for f in dataclasses.fields(SweepOptions)}
 COMMAND_ONLY = {"gpus", "nodes", "add_baselines"}  # each command declares these itself (own defaults and help)
@@ -91,10 +91,10 @@ def test_bad_options_name_their_flag(kw, message):
 
 def test_resume_replays_every_option(tmp_path, monkeypatch):
     """A sweep started with every field away from its default resumes with exactly those options."""
-    from distbench.core import datasets
-    from distbench.run import raycluster
-    from distbench.kinds import sweep
     from distbench.commands import scale as scale_cmd
+    from distbench.core import datasets
+    from distbench.kinds import sweep
+    from distbench.run import raycluster
 
     # --ray-address plans from the cluster's nodes: one node of 8 CPUs and 8 GPUs answers here
     node = {"node_id": "n1", "address": "10.0.0.1", "CPU": 8.0, "GPU": 8.0}

@@ -1,9 +1,9 @@
 import pytest
 
-from distbench.run.launch import gpu_indices
-from distbench.workers.stopping import combine_ranks
 from distbench.kinds.sweep import derive
+from distbench.run.launch import gpu_indices
 from distbench.run.telemetry import summarize
+from distbench.workers.stopping import combine_ranks
 from tests.builders import point_config
 
 

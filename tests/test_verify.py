@@ -4,12 +4,11 @@ import os
 
 import pytest
 
-from distbench.run.launchers import TORCHRUN
 from distbench.core.strategies import Strategy
 from distbench.kinds.verify import DEFAULT_RTOL, compare
+from distbench.run.launchers import TORCHRUN
 from tests.builders import verify
 from tests.conftest import ROOT, require, run_cli
-
 
 ARGS = dict(
     model="resnet18",

@@ -11,15 +11,15 @@ from rich.console import Console
 
 from distbench import analysis as an
 from distbench.analysis import load_sweep
-from distbench.kinds.measure import measure_point
 from distbench.analysis.output import print_summary
-from distbench.run.plan import PlannedPoint
-from distbench.results.record import base_record
-from distbench.report.tables import wall_table
-from distbench.results.store import Store
 from distbench.core.strategies import STRATEGIES
-from tests.conftest import require
+from distbench.kinds.measure import measure_point
+from distbench.report.tables import wall_table
+from distbench.results.record import base_record
+from distbench.results.store import Store
+from distbench.run.plan import PlannedPoint
 from tests.builders import point_config
+from tests.conftest import require
 
 
 def run(start: float, wall: float, warmup_start: float, window: tuple[float, float], allreduce=None) -> dict:

@@ -9,8 +9,8 @@ from distbench.cli import cli, main
 from distbench.commands.options import WORKLOAD
 from distbench.core.config import IDENTITY, LOADER_FIELDS, point_key
 from distbench.core.errors import BadInput
-from distbench.run.plan import SweepOptions, make_plan
 from distbench.core.workload import Measurement, Workload, device_default, knobs
+from distbench.run.plan import SweepOptions, make_plan
 from tests.builders import point_config
 
 

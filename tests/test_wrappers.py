@@ -11,14 +11,13 @@ import time
 import psutil
 import pytest
 
-from distbench.run.launchers import ACCELERATE
-from distbench.run.launch import run_point
 from distbench.core.strategies import STRATEGIES
 from distbench.kinds.verify import DEFAULT_RTOL
-from tests.builders import verify
+from distbench.run.launch import run_point
+from distbench.run.launchers import ACCELERATE
 from distbench.workers.wrapper_loop import TIMING, LoopEnded, SteppedLoop
+from tests.builders import tiny_config, verify
 from tests.conftest import require
-from tests.builders import tiny_config
 
 WRAPPERS = {
     "accelerate": ("torch", "accelerate"),

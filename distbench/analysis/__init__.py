@@ -18,6 +18,20 @@ One job per module (imports run one way, down this list):
 The names below are re-exported so callers write `analysis.X` (or `an.X`) without knowing the module.
 """
 
+from distbench.analysis.capacity import CapacityRow, capacity, format_duration
+from distbench.analysis.cis import (
+    Z95,
+    ci_df,
+    efficiency_ratio_ci,
+    log_se,
+    ratio_ci_from_cis,
+    scaled_ci,
+    steps_throughput_ci,
+    throughput_ci,
+    throughput_ratio_ci,
+)
+from distbench.analysis.export import FRAME_COLUMNS, points_frame, sweep_document
+from distbench.analysis.fields import COMM_FIELDS, TELEMETRY_META, comm_breakdown, has_comm_fields, telemetry_values
 from distbench.analysis.records import (
     CV_NOISY,
     baseline_for,
@@ -34,18 +48,6 @@ from distbench.analysis.records import (
     series_name,
     workload_key,
     workload_label,
-)
-from distbench.analysis.sweep import Sweep, list_sweeps, load_sweep, open_store, pick_latest, resolve_sweep_id
-from distbench.analysis.cis import (
-    Z95,
-    ci_df,
-    efficiency_ratio_ci,
-    log_se,
-    ratio_ci_from_cis,
-    scaled_ci,
-    steps_throughput_ci,
-    throughput_ci,
-    throughput_ratio_ci,
 )
 from distbench.analysis.summary import (
     COMM_LARGE,
@@ -64,10 +66,8 @@ from distbench.analysis.summary import (
     summarize,
     wait_causes,
 )
-from distbench.analysis.capacity import CapacityRow, capacity, format_duration
+from distbench.analysis.sweep import Sweep, list_sweeps, load_sweep, open_store, pick_latest, resolve_sweep_id
 from distbench.analysis.wall import WALL_PARTS, span, wall_split, wall_split_line, wall_split_total
-from distbench.analysis.fields import COMM_FIELDS, TELEMETRY_META, comm_breakdown, has_comm_fields, telemetry_values
-from distbench.analysis.export import FRAME_COLUMNS, points_frame, sweep_document
 
 __all__ = [
     # records

@@ -6,9 +6,9 @@ from __future__ import annotations
 import math
 from typing import Sequence
 
-from distbench.results import stats
 from distbench.analysis.records import num
 from distbench.analysis.sweep import Sweep
+from distbench.results import stats
 
 Z95 = 1.959963984540054  # two-sided 95% normal quantile
 

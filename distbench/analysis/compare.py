@@ -13,21 +13,20 @@ gate's family-wise false alarm and power: benchmarks/gate_power.py (tests/test_c
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 import math
 import textwrap
+from dataclasses import dataclass, field
 
 import numpy as np
 from rich.markup import escape
 from rich.table import Table
 
-from distbench.results import gatestats, stats
-from distbench.analysis.drift import drift_note
 from distbench.analysis import Sweep, is_comm, num, record_key, series_name, workload_label
+from distbench.analysis.drift import drift_note
+from distbench.analysis.output import fmt_num, table, table_width
 from distbench.core.config import PointKey
 from distbench.core.errors import BadInput, DistbenchError
-from distbench.analysis.output import fmt_num, table, table_width
+from distbench.results import gatestats, stats
 
 BROKEN = ("failed", "timeout", "oom")
 

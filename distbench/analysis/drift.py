@@ -10,7 +10,6 @@ import numpy as np
 
 from distbench.analysis import Sweep, num
 
-
 DRIFT_GAP_S = 600.0
 """Sweeps that started further apart than this are said to have run far apart (repeats run back to back)."""
 DRIFT_LOAD = 0.10

@@ -15,9 +15,8 @@ from rich.table import Table
 
 from distbench.analysis import num, series_name, split_lines, wall_split_line
 from distbench.analysis.records import token_fields, tokens_per_s
-from distbench.core.strategies import FRAMEWORK_BASELINE
 from distbench.core.config import swept_batch
-from distbench.results.split import overhead_cell, overhead_legend
+from distbench.core.strategies import FRAMEWORK_BASELINE
 from distbench.results.record import (
     BATCH_FIELDS,
     OUTCOME_FIELDS,
@@ -26,6 +25,7 @@ from distbench.results.record import (
     STEP_TIME_FIELDS,
     THROUGHPUT_CI_FIELDS,
 )
+from distbench.results.split import overhead_cell, overhead_legend
 
 JSON_FIELDS = (
     *POINT_FIELDS,

@@ -7,10 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Iterable, Sequence
 
-from distbench.results import split, stats
 from distbench.analysis.cis import ci_df, efficiency_ratio_ci, throughput_ratio_ci
 from distbench.analysis.records import (
-    workload_key,
     CV_NOISY,
     by_strategy,
     group_by_workload,
@@ -20,10 +18,12 @@ from distbench.analysis.records import (
     num,
     point_name,
     series_name,
+    workload_key,
     workload_label,
 )
 from distbench.analysis.sweep import Sweep, is_converge
 from distbench.core.strategies import FRAMEWORK_BASELINE
+from distbench.results import split, stats
 
 EFFICIENCY_TARGET = 0.80
 """Efficiency below this is reported as 'scaling drops'."""

@@ -8,10 +8,10 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from distbench.results import split
 from distbench.core.errors import BadInput
-from distbench.results.store import Store
+from distbench.results import split
 from distbench.results.kind import RecordKind, Status, record_kind
+from distbench.results.store import Store
 
 
 # -- opening the store and finding a sweep

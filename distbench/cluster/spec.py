@@ -8,9 +8,9 @@ import os
 import re
 import signal
 import time
-from typing import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Callable, Iterable
 
 from distbench.core.errors import BadInput
 

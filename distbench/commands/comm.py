@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import click
 
-from distbench.kinds.commbench import BACKENDS
-from distbench.run import runner
-from distbench.results.kind import RecordKind
-from distbench.commands import options as opt
 from distbench.analysis import output
-from distbench.core.errors import BadInput
 from distbench.analysis.output import json_document
-from distbench.run.devices import parse_gpus
+from distbench.commands import options as opt
+from distbench.core.errors import BadInput
+from distbench.kinds.commbench import BACKENDS
 from distbench.kinds.plans import CommOptions, plan_comm
+from distbench.results.kind import RecordKind
+from distbench.run import runner
+from distbench.run.devices import parse_gpus
 
 SERIES = ("sizes_bytes", "time_median_s", "time_p95_s", "algbw_gbps", "busbw_gbps", "correct")
 """A comm record's per-size lists."""

@@ -11,21 +11,21 @@ from pathlib import Path
 
 import click
 
-from distbench.core import phases
-from distbench.run import runner
-from distbench.results.kind import RecordKind
-from distbench.commands import options as opt
 from distbench.analysis import output
+from distbench.commands import options as opt
 from distbench.converge import data as cdata
 from distbench.converge import lr as lr_rules
 from distbench.converge.plan import SUPPORTED, ConvergeOptions
 from distbench.converge.summary import EQUIVALENCE_MARGIN, fmt, speed_and_time_cells, summarize
+from distbench.core import phases
 from distbench.core.errors import BadInput
-from distbench.core.workload import OPTIMIZER, Workload
-from distbench.models.specs import check_input, get_spec
-from distbench.run.devices import cpu_cores, parse_gpus, resolve_device
-from distbench.kinds.plans import plan_converge
 from distbench.core.strategies import parse_strategies
+from distbench.core.workload import OPTIMIZER, Workload
+from distbench.kinds.plans import plan_converge
+from distbench.models.specs import check_input, get_spec
+from distbench.results.kind import RecordKind
+from distbench.run import runner
+from distbench.run.devices import cpu_cores, parse_gpus, resolve_device
 
 DEFAULT_STRATEGIES = "torch,ddp,tf,mirrored"
 

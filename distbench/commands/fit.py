@@ -11,15 +11,15 @@ from pathlib import Path
 import click
 from rich.markup import escape
 
-from distbench.kinds.batchfit import BatchSearch, find_largest_batch
-from distbench.run import runner
-from distbench.commands import options as opt
 from distbench.analysis import output
-from distbench.core.errors import BadInput
 from distbench.analysis.output import fmt_bytes
-from distbench.run.plan import MAX_BATCH, SweepOptions, make_plan
+from distbench.commands import options as opt
+from distbench.core.errors import BadInput
 from distbench.core.strategies import strategy_names
+from distbench.kinds.batchfit import BatchSearch, find_largest_batch
 from distbench.kinds.sweep import training
+from distbench.run import runner
+from distbench.run.plan import MAX_BATCH, SweepOptions, make_plan
 
 MMAP_THRESHOLD = 65536
 """--memory-cap: glibc's mmap threshold for the trials (unless the environment sets one). Its default grows up

@@ -5,16 +5,16 @@ from __future__ import annotations
 import click
 from rich.markup import escape
 
-from distbench.run import runner
-from distbench.results.kind import RecordKind
-from distbench.commands import options as opt
 from distbench.analysis import output
-from distbench.kinds.infer import TELEMETRY_INTERVAL_S, expand
-from distbench.models.specs import model_names
 from distbench.analysis.output import fmt_bytes, json_document
-from distbench.run.plan import MAX_BATCH
-from distbench.run.devices import parse_counts
+from distbench.commands import options as opt
+from distbench.kinds.infer import TELEMETRY_INTERVAL_S, expand
 from distbench.kinds.plans import InferOptions, plan_infer
+from distbench.models.specs import model_names
+from distbench.results.kind import RecordKind
+from distbench.run import runner
+from distbench.run.devices import parse_counts
+from distbench.run.plan import MAX_BATCH
 
 
 @click.command()

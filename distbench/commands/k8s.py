@@ -20,10 +20,10 @@ from distbench.k8s.settings import (
     parse_pair,
     parse_toleration,
 )
-from distbench.run.plan import SweepOptions
 from distbench.run.devices import parse_gpus
-from distbench.slurm.plan import DEVICE_WHY, GPUS_WHY, check_name, jobs_epilog, plan_sweep
+from distbench.run.plan import SweepOptions
 from distbench.run.runner import command_line
+from distbench.slurm.plan import DEVICE_WHY, GPUS_WHY, check_name, jobs_epilog, plan_sweep
 
 
 @click.command(epilog=jobs_epilog())
@@ -193,8 +193,8 @@ def run_on_cluster(
     """--apply: each point created, waited for and its logs saved (distbench.k8s.apply), then the records
     collected into the store; a sweep stopped by kubectl or by a point that left no record exits 1 after
     the records that ran are in."""
-    from distbench.kinds.collect import collect_records
     from distbench.k8s.apply import ApplyFailed, Kubectl, apply_sweep
+    from distbench.kinds.collect import collect_records
     from distbench.results.store import Store
 
     logs = out / "logs"

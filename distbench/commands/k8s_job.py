@@ -8,10 +8,10 @@ from pathlib import Path
 
 import click
 
-from distbench.results.kubelogs import record_line
 from distbench.k8s.job import run_point, run_sshd
 from distbench.k8s.outcomes import volume_record
 from distbench.kinds.measure import NOISY_CV
+from distbench.results.kubelogs import record_line
 
 
 @click.group("k8s-job", hidden=True)

@@ -6,8 +6,8 @@ import json
 
 import click
 
-from distbench.commands import options as opt
 from distbench.analysis import output
+from distbench.commands import options as opt
 from distbench.commands.options import format_option
 from distbench.models import decoders
 from distbench.models.specs import MODEL_SPECS, input_shape

@@ -16,12 +16,12 @@ import click
 from rich.console import Console
 from rich.markup import escape
 
-from distbench.core.errors import BadInput
 from distbench.analysis.output import table_width
-from distbench.run.plan import MAX_BATCH, SweepOptions, flag
-from distbench.run.devices import parse_counts
-from distbench.results.store import DEFAULT_PATH
+from distbench.core.errors import BadInput
 from distbench.core.workload import OPTIMIZER, Knob, Workload, knobs
+from distbench.results.store import DEFAULT_PATH
+from distbench.run.devices import parse_counts
+from distbench.run.plan import MAX_BATCH, SweepOptions, flag
 
 
 class FiniteFloatRange(click.FloatRange):

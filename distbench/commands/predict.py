@@ -7,15 +7,16 @@ import socket
 
 import click
 
-from distbench import analysis as an, predict as pr
-from distbench.core import mfu
+from distbench import analysis as an
+from distbench import predict as pr
+from distbench.analysis.output import print_table, table
 from distbench.commands import options as opt
 from distbench.commands.results import format_option
-from distbench.predict import whatif
+from distbench.core import mfu
 from distbench.core.errors import BadInput
-from distbench.analysis.output import print_table, table
-from distbench.run.devices import parse_counts
 from distbench.core.strategies import STRATEGIES
+from distbench.predict import whatif
+from distbench.run.devices import parse_counts
 from distbench.run.runner import command_line
 
 

@@ -8,18 +8,18 @@ import json
 
 import click
 
+from distbench.analysis import output
 from distbench.analysis.records import is_noisy
 from distbench.commands import options as opt
-from distbench.analysis import output
 from distbench.core.errors import BadInput
-from distbench.run.plan import SweepOptions, make_plan
+from distbench.kinds.sweep import run_plan
 from distbench.profile import compare
 from distbench.profile.categories import parse_filter
 from distbench.profile.hooks import STEPS
 from distbench.profile.request import with_profiling
 from distbench.profile.trace import trace_folder
 from distbench.results.store import Store
-from distbench.kinds.sweep import run_plan
+from distbench.run.plan import SweepOptions, make_plan
 from distbench.run.runner import command_line
 
 DEFAULT_STRATEGIES = ("torch", "tf")

@@ -7,10 +7,9 @@ import json
 
 import click
 
-from distbench import analysis, report as report_mod
-from distbench.commands import options as opt
+from distbench import analysis
+from distbench import report as report_mod
 from distbench.analysis import output
-from distbench.commands.profile import print_profiles
 from distbench.analysis.compare import (
     Undecided,
     compare_sweeps,
@@ -19,9 +18,10 @@ from distbench.analysis.compare import (
     parse_threshold,
     summary_lines,
 )
+from distbench.commands import options as opt
+from distbench.commands.profile import print_profiles
 from distbench.core.errors import BadInput
 from distbench.profile.compare import profiled
-
 
 results_option = opt.results_option("SQLite results store to read.")
 format_option = opt.format_option("table for people, json for scripts (one JSON document on stdout).")

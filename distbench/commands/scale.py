@@ -6,10 +6,6 @@ import dataclasses
 
 import click
 
-from distbench.results import split
-from distbench.analysis.sweep import pick_latest
-from distbench.commands import options as opt
-from distbench.core.errors import BadInput, DistbenchError
 from distbench.analysis.output import (
     DECODER_COLUMNS,
     DEFAULT_COLUMNS,
@@ -18,12 +14,16 @@ from distbench.analysis.output import (
     parse_columns,
     print_summary,
 )
-from distbench.run.plan import SweepOptions, make_plan
-from distbench.profile.request import with_profiling
-from distbench.profile.trace import trace_folder
-from distbench.results.store import Store
+from distbench.analysis.sweep import pick_latest
+from distbench.commands import options as opt
+from distbench.core.errors import BadInput, DistbenchError
 from distbench.core.strategies import strategy_names
 from distbench.kinds.sweep import run_plan, stored_options
+from distbench.profile.request import with_profiling
+from distbench.profile.trace import trace_folder
+from distbench.results import split
+from distbench.results.store import Store
+from distbench.run.plan import SweepOptions, make_plan
 from distbench.run.runner import command_line
 
 

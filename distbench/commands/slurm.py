@@ -10,15 +10,14 @@ import click
 
 from distbench.commands import options as opt
 from distbench.core.errors import BadInput
-from distbench.run.plan import SweepOptions
-from distbench.run.devices import parse_gpus
 from distbench.kinds.collect import collect_records, tail_lines
-from distbench.slurm.plan import check_name, plan_sweep, time_seconds
-from distbench.slurm.plan import DEVICE_WHY, GPUS_WHY, SlurmSettings, jobs_epilog
+from distbench.results.store import Store
+from distbench.run.devices import parse_gpus
+from distbench.run.plan import SweepOptions
+from distbench.run.runner import command_line
+from distbench.slurm.plan import DEVICE_WHY, GPUS_WHY, SlurmSettings, check_name, jobs_epilog, plan_sweep, time_seconds
 from distbench.slurm.render import SIGNAL_LEAD_S, write_sweep
 from distbench.slurm.submit import sbatch_argv, submit_sweep
-from distbench.results.store import Store
-from distbench.run.runner import command_line
 
 
 @click.command(epilog=jobs_epilog())

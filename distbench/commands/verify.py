@@ -6,14 +6,14 @@ import json
 
 import click
 
-from distbench.run import runner
-from distbench.commands import options as opt
 from distbench.analysis import output
-from distbench.run.devices import parse_gpus
-from distbench.kinds.plans import VerifyOptions, plan_verify
-from distbench.core.strategies import parse_strategies, strategy_names
-from distbench.kinds.verify import DEFAULT_RTOL, run_plan
+from distbench.commands import options as opt
 from distbench.core.errors import BadInput
+from distbench.core.strategies import parse_strategies, strategy_names
+from distbench.kinds.plans import VerifyOptions, plan_verify
+from distbench.kinds.verify import DEFAULT_RTOL, run_plan
+from distbench.run import runner
+from distbench.run.devices import parse_gpus
 
 
 @click.command()

@@ -15,7 +15,8 @@ import math
 import time
 from typing import Callable
 
-from distbench.converge import data, lr as lr_rules
+from distbench.converge import data
+from distbench.converge import lr as lr_rules
 from distbench.core import phases
 from distbench.core.sections import ConvergeSection
 

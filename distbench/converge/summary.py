@@ -33,8 +33,8 @@ import statistics
 from collections import defaultdict
 from typing import Iterable
 
-from distbench.results import stats
 from distbench.core.strategies import FRAMEWORK_BASELINE, FRAMEWORK_REFERENCE
+from distbench.results import stats
 
 MLPERF_MIN_RUNS = 3
 """From this many runs the fastest and the slowest are dropped (see trimmed)."""

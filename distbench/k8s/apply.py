@@ -20,11 +20,11 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from distbench.results.kubelogs import RECORD_MARKER
 from distbench.k8s.manifests import GRACE_S, MOUNTS, PointObjects, deadline, metadata, volumes
 from distbench.k8s.outcomes import RUN_ID_ENV
 from distbench.k8s.render import to_yaml
 from distbench.k8s.settings import K8sSettings, k8s_arg
+from distbench.results.kubelogs import RECORD_MARKER
 
 DONE = ("Complete", "Succeeded")
 FAILED = "Failed"

@@ -28,9 +28,8 @@ from pathlib import Path
 import click
 
 from distbench.core import phases
-from distbench.results import stats
 from distbench.core.config import PointConfig
-from distbench.results.kubelogs import record_line
+from distbench.core.strategies import get_strategy
 from distbench.k8s.fabric import network_fields
 from distbench.k8s.outcomes import (
     OUTCOME_WAIT_S,
@@ -42,12 +41,13 @@ from distbench.k8s.outcomes import (
     read_outcomes,
     same_run,
 )
+from distbench.kinds.measure import NOISY_CV
+from distbench.results import stats
+from distbench.results.kubelogs import record_line
+from distbench.results.record import write_record
+from distbench.run.devices import cpu_cores
 from distbench.run.launch import log_tail, outcome_record
 from distbench.run.launchers import TORCHRUN
-from distbench.kinds.measure import NOISY_CV
-from distbench.run.devices import cpu_cores
-from distbench.results.record import write_record
-from distbench.core.strategies import get_strategy
 
 LAUNCHER_ROLE = "launcher"
 POD_WAIT_S = 30.0

@@ -24,9 +24,9 @@ import time
 from pathlib import Path
 
 from distbench.core.config import PointConfig
-from distbench.results.record import base_record, read_record, write_record
-from distbench.core.strategies import get_strategy
 from distbench.core.failures import is_secondary
+from distbench.core.strategies import get_strategy
+from distbench.results.record import base_record, read_record, write_record
 
 OUTCOME_MARKER = "distbench-node-outcome: "
 RUN_ID_ENV = "DISTBENCH_RUN_ID"

@@ -14,9 +14,9 @@ from pathlib import Path
 
 from distbench import __version__
 from distbench.core.errors import BadInput
+from distbench.core.strategies import FRAMEWORK_BASELINE
 from distbench.results.kubelogs import LOG_SUFFIXES, records_from_log  # saved `kubectl logs` of k8s sweeps
 from distbench.results.record import read_record
-from distbench.core.strategies import FRAMEWORK_BASELINE
 
 MANIFEST_KIND = "distbench-slurm-manifest"
 """The `kind` of the manifest a Slurm sweep writes beside its records (distbench.slurm.render)."""

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import re
 
-from distbench.run.launchers import HOROVODRUN, PROCESS, TORCHRUN
 from distbench.core.errors import BadInput
 from distbench.core.strategies import Strategy
+from distbench.run.launchers import HOROVODRUN, PROCESS, TORCHRUN
 
 
 def _backend(name: str, description: str, **kw) -> Strategy:

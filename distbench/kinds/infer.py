@@ -10,10 +10,10 @@ from __future__ import annotations
 import dataclasses
 
 from distbench.core.config import PointConfig
-from distbench.run.launchers import PROCESS
-from distbench.results.record import add_step_metrics, base_record
-from distbench.results.kind import RecordKind
 from distbench.core.strategies import Strategy
+from distbench.results.kind import RecordKind
+from distbench.results.record import add_step_metrics, base_record
+from distbench.run.launchers import PROCESS
 from distbench.run.telemetry import summarize
 
 INFER = {

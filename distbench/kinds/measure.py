@@ -18,11 +18,11 @@ import dataclasses
 import statistics
 from pathlib import Path
 
+from distbench.core.workload import Measurement
 from distbench.results import split, stats
+from distbench.results.record import add_step_metrics, build_record
 from distbench.run.launch import run_point
 from distbench.run.plan import PlannedPoint
-from distbench.results.record import add_step_metrics, build_record
-from distbench.core.workload import Measurement
 
 NOSYNC_KEPT = ("step_times_s", "peak_memory_bytes", "peak_memory_per_rank_bytes", "tiny_collective_calls")
 """What a no-sync run keeps beside its summary (and its nosync_* and data_wait_* fields): every sample."""

@@ -10,12 +10,12 @@ from dataclasses import dataclass, replace
 
 from distbench.core.errors import BadInput
 from distbench.core.sections import CommSection, ConvergeSection, InferSection
-from distbench.hints import did_you_mean
 from distbench.core.strategies import FRAMEWORK_BASELINE, STRATEGIES, Strategy
 from distbench.core.workload import Workload, device_default
+from distbench.hints import did_you_mean
 from distbench.models.specs import get_spec
-from distbench.run.plan import Plan, PlannedPoint, check_model_input, check_model_size, cpu_image_size, planned
 from distbench.run.devices import DeviceChoice, cpu_cores, resolve_device
+from distbench.run.plan import Plan, PlannedPoint, check_model_input, check_model_size, cpu_image_size, planned
 
 
 def _spec(model: str):

@@ -8,18 +8,17 @@ import tempfile
 from pathlib import Path
 
 from distbench.core import mfu
-from distbench.results import stats
-from distbench.kinds.measure import measure_point
 from distbench.core.config import point_key  # what identifies a point (resume, OOM bookkeeping)
 from distbench.core.errors import BadInput
-from distbench.run.plan import Plan, PlannedPoint, SweepOptions
-from distbench.run.devices import cpu_cores
-from distbench.results.record import add_step_metrics, build_record
-from distbench.run.runner import Kind, ProgressFn, recorded_sweep
-from distbench.run.runner import run_points
-from distbench.results.store import Store
-from distbench.results.kind import RecordKind, Status, record_kind
 from distbench.core.strategies import FRAMEWORK_BASELINE
+from distbench.kinds.measure import measure_point
+from distbench.results import stats
+from distbench.results.kind import RecordKind, Status, record_kind
+from distbench.results.record import add_step_metrics, build_record
+from distbench.results.store import Store
+from distbench.run.devices import cpu_cores
+from distbench.run.plan import Plan, PlannedPoint, SweepOptions
+from distbench.run.runner import Kind, ProgressFn, recorded_sweep, run_points
 
 
 def add_baseline(baselines: dict, record: dict) -> None:

@@ -14,9 +14,9 @@ import dataclasses
 import tempfile
 from pathlib import Path
 
+from distbench.results.kind import RecordKind
 from distbench.run.plan import Plan, PlannedPoint
 from distbench.run.runner import Kind, OpenSweep, single_run
-from distbench.results.kind import RecordKind
 
 DEFAULT_RTOL = 1e-4
 """fp32 sums taken in a different order (N shard means vs one full-batch mean, all-reduce order) differ by

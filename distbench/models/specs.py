@@ -17,8 +17,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from distbench.models import decoders
 from distbench.hints import did_you_mean
+from distbench.models import decoders
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -8,16 +8,16 @@ import math
 from typing import Callable, Sequence
 
 from distbench.core import mfu
-from distbench.run import devices
 from distbench.core.errors import BadInput
-from distbench.predict.links import Link, default_bucket_bytes, reduces_to_one, traffic_factor
 from distbench.predict.fit import build_model
+from distbench.predict.links import Link, default_bucket_bytes, reduces_to_one, traffic_factor
 from distbench.predict.model import StepTimeModel, per_device_batch
+from distbench.predict.profiled import pick_record, profile_timeline
 from distbench.predict.single import build_single, one_device_sources, one_device_timeline, timeline_doc
 from distbench.predict.sources import Series
-from distbench.predict.whatif import link_what_ifs
-from distbench.predict.profiled import pick_record, profile_timeline
 from distbench.predict.validate import holdout, next_measurement, own_error_per_doubling, score, verdict_lines
+from distbench.predict.whatif import link_what_ifs
+from distbench.run import devices
 
 
 def physical_cores() -> int:

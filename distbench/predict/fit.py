@@ -19,15 +19,15 @@ from distbench.predict.model import (
     GRID,
     MODEL_BIAS_PER_DOUBLING,
     MODEL_ERROR_PER_DOUBLING,
+    NOMINAL_EFFICIENCY,
     UNKNOWN_BUCKET_BYTES,
     WANT_RANGE,
     StepTimeModel,
     Tier,
-    NOMINAL_EFFICIENCY,
     anchor,
     bandwidth_range,
-    pace_spread,
     extrapolated,
+    pace_spread,
     unknown_bucket,
 )
 from distbench.predict.sources import Observed, Series

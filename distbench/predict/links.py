@@ -17,8 +17,8 @@ import numpy as np
 
 from distbench import analysis as an
 from distbench.core.errors import BadInput
-from distbench.predict.linkprofiles import get_profile
 from distbench.core.strategies import STRATEGIES, Strategy
+from distbench.predict.linkprofiles import get_profile
 
 ALGORITHMS = ("auto", "ring", "tree", "hierarchical")
 MIN_LATENCY_S = 1e-7

@@ -33,9 +33,9 @@ from typing import Sequence
 import numpy as np
 
 from distbench import analysis as an
+from distbench.core.strategies import STRATEGIES
 from distbench.predict import pipeline
 from distbench.predict.links import Link, tier_times
-from distbench.core.strategies import STRATEGIES
 from distbench.predict.sources import Observed, Series
 
 NOMINAL_EFFICIENCY = (0.25, 1.0)

@@ -28,14 +28,13 @@ from typing import Sequence
 import numpy as np
 
 from distbench.core.errors import BadInput
+from distbench.core.strategies import STRATEGIES
 from distbench.predict import layers, pipeline
-from distbench.predict.links import default_bucket_bytes
 from distbench.predict.fit import build_model
-from distbench.predict.links import Link
+from distbench.predict.links import Link, default_bucket_bytes
 from distbench.predict.model import StepTimeModel
 from distbench.predict.sources import Observed, Series
 from distbench.predict.validate import check_row
-from distbench.core.strategies import STRATEGIES
 
 HOST_LOSS_PER_DOUBLING = 0.001
 """Mean log throughput lost per doubling of the devices sharing one host that the links do not explain, from one

@@ -9,6 +9,7 @@ from typing import Sequence
 
 import numpy as np
 
+from distbench.predict.fit import build_model
 from distbench.predict.model import (
     CROSSING_BIAS,
     CROSSING_SD,
@@ -16,7 +17,6 @@ from distbench.predict.model import (
     MODEL_ERROR_PER_DOUBLING,
     StepTimeModel,
 )
-from distbench.predict.fit import build_model
 from distbench.predict.sources import Observed, Series
 
 

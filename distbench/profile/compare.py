@@ -5,6 +5,7 @@ categories, their times, their operation counts and top operations; no explanati
 from __future__ import annotations
 
 from typing import Callable
+
 from distbench.profile.categories import CATEGORIES, LABELS, NOT_ON_GPU
 
 MIN_SENTENCE_SHARE = 0.05

@@ -11,8 +11,9 @@ from typing import Callable, Sequence
 from distbench import analysis as an
 from distbench.analysis import Sweep, num
 from distbench.analysis.output import fmt_bytes
+from distbench.profile.plot import CAPTION as PROFILE_CAPTION
+from distbench.profile.plot import plot_profile
 from distbench.report.blocks import Plot
-from distbench.profile.plot import CAPTION as PROFILE_CAPTION, plot_profile
 from distbench.report.tables import batch_of, batch_series, batch_values, busbw_pairs, telemetry_rows
 
 

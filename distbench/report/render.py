@@ -15,8 +15,8 @@ from distbench import predict as predict_mod
 from distbench.analysis import Sweep
 from distbench.core.errors import BadInput
 from distbench.report import converge as converge_report
-from distbench.report.exports import check_writable, safe_csv, spreadsheet_safe
 from distbench.report.blocks import Bullets, Details, Figure, Grid, Heading, Plot, Report, Table, Text
+from distbench.report.exports import check_writable, safe_csv, spreadsheet_safe
 from distbench.report.model import build_report
 from distbench.report.plots import make_plots
 

@@ -9,7 +9,10 @@ from typing import Callable
 from distbench import analysis as an
 from distbench import predict as predict_mod
 from distbench.analysis import Sweep
+from distbench.profile.categories import CATEGORIES, LABELS, MEANING
+from distbench.profile.compare import point_label, profiled, sentences, side_by_side
 from distbench.report.blocks import Bullets, Details, Figure, Grid, Heading, Plot, Section, Table, Text
+from distbench.report.sharding import sharding_section
 from distbench.report.tables import (
     Rows,
     batch_fit_table,
@@ -26,9 +29,6 @@ from distbench.report.tables import (
     telemetry_table,
     wall_table,
 )
-from distbench.profile.categories import CATEGORIES, LABELS, MEANING
-from distbench.profile.compare import point_label, profiled, sentences, side_by_side
-from distbench.report.sharding import sharding_section
 from distbench.report.wrappers import is_wrapper, timing_lines, wrapper_answer, wrapper_rows
 
 # -- what the sections say

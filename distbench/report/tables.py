@@ -7,11 +7,11 @@ import json
 from typing import Callable
 
 from distbench import analysis as an
-from distbench.results import split as split_mod
 from distbench.analysis import Sweep, num
-from distbench.core.config import swept_batch
 from distbench.analysis.output import cells, fmt_bytes, fmt_ms, fmt_num
+from distbench.core.config import swept_batch
 from distbench.report.blocks import Table
+from distbench.results import split as split_mod
 
 Rows = tuple[list[str], list[list[str]]]  # (headers, rows)
 

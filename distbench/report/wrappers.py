@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from distbench import analysis as an
 from distbench.analysis import Sweep, num
 from distbench.analysis.output import fmt_bytes, fmt_num
-from distbench.report.tables import batch_values
 from distbench.core.strategies import FRAMEWORK_REFERENCE, STRATEGIES
+from distbench.report.tables import batch_values
 
 STEPS_SCOPE = "within-run noise (batch means over the point's stored step times)"
 

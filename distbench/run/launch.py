@@ -16,12 +16,12 @@ import time
 from pathlib import Path
 
 from distbench.core import failures, phases, rankguard
-from distbench.run import signals
-from distbench.core.failures import failure_summary
 from distbench.core.config import PointConfig
-from distbench.run.hosts import check_allocation, local_cluster, placement
-from distbench.results.record import base_record, build_record, read_record
+from distbench.core.failures import failure_summary
 from distbench.core.strategies import Strategy
+from distbench.results.record import base_record, build_record, read_record
+from distbench.run import signals
+from distbench.run.hosts import check_allocation, local_cluster, placement
 from distbench.run.launchers import launcher_for, nodes_launcher
 
 STDERR_TAIL_CHARS = 8000

@@ -5,8 +5,8 @@ Kubernetes, has no job (`k8s_job` None)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 import sys
+from dataclasses import dataclass
 from typing import Protocol, Sequence
 
 from distbench.core.config import PointConfig

@@ -21,20 +21,20 @@ from typing import Sequence
 from distbench.core.config import PointConfig
 from distbench.core.errors import BadInput
 from distbench.core.strategies import STRATEGIES
-from distbench.run.launcher import Launcher
 from distbench.run.commandline import (
     DEFAULT_START_TIMEOUT_S,
     JOB_CONFIG,
-    NODES_HEAD_ENV,
-    NODES_START_ENV,
     JOB_PYTHON,
     JOB_RESULT,
+    NODES_HEAD_ENV,
+    NODES_START_ENV,
     Shell,
     build_env,
     devices_per_node,
     srun_prefix,
     tool_path,
 )
+from distbench.run.launcher import Launcher
 from distbench.workers.runtime import ACCELERATE_PRECISION, free_port, tf_config
 
 

@@ -6,18 +6,17 @@ import dataclasses
 from dataclasses import dataclass, field, replace
 
 from distbench.core import horovod_nccl
-from distbench.run import raycluster
 from distbench.core import strategies as registry
 from distbench.core.config import PointConfig
 from distbench.core.errors import BadInput
 from distbench.core.sections import RaySection
-from distbench.run.launchers import RAY_TRAIN, check_ray_address, cluster_launcher
-from distbench.models.specs import check_input, get_spec, sized_spec
 from distbench.core.strategies import FRAMEWORK_BASELINE, STRATEGIES, Strategy, parse_strategies, strategy_names
 from distbench.core.workload import MAX_BATCH, Measurement, Workload, check, knob, knobs
 from distbench.core.workload import flag as knob_flag
+from distbench.models.specs import check_input, get_spec, sized_spec
+from distbench.run import raycluster
 from distbench.run.devices import DeviceChoice, cpu_cores, parse_gpus, resolve_device
-
+from distbench.run.launchers import RAY_TRAIN, check_ray_address, cluster_launcher
 
 CPU_MAX_SEQ_LEN = 64
 

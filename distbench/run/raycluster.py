@@ -32,9 +32,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from pathlib import Path
 
 import psutil
-from pathlib import Path
 
 from distbench.core.errors import BadInput, DistbenchError
 from distbench.core.sections import RaySection

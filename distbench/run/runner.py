@@ -21,13 +21,13 @@ from typing import Callable, Iterable
 
 from distbench import __version__
 from distbench.core import envinfo, strategies
-from distbench.run import signals
 from distbench.core.config import point_key
-from distbench.run.launch import run_point
-from distbench.run.plan import PlannedPoint
+from distbench.results.kind import RecordKind, Status, record_kind, sweep_kind
 from distbench.results.record import base_record, write_record
 from distbench.results.store import Store
-from distbench.results.kind import RecordKind, Status, record_kind, sweep_kind
+from distbench.run import signals
+from distbench.run.launch import run_point
+from distbench.run.plan import PlannedPoint
 
 ProgressFn = Callable[[str, int, int, PlannedPoint, "dict | None"], None]
 """progress(phase, i, total, point, record): phase 'kept' (resumed, with its record), 'start' (record None)

@@ -8,11 +8,11 @@ import os
 from pathlib import Path
 
 from distbench.core.config import PointConfig
-from distbench.run.launch import log_tail, outcome_record
-from distbench.kinds.measure import NOISY_CV, combine_repeats
-from distbench.run.devices import cpu_cores
-from distbench.results.record import read_record, write_record
 from distbench.core.strategies import get_strategy
+from distbench.kinds.measure import NOISY_CV, combine_repeats
+from distbench.results.record import read_record, write_record
+from distbench.run.devices import cpu_cores
+from distbench.run.launch import log_tail, outcome_record
 
 SLURM_KEYS = [
     "SLURM_" + k

@@ -10,13 +10,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from distbench.core.config import PointConfig
+from distbench.core.errors import BadInput
+from distbench.core.strategies import Strategy, get_strategy
+from distbench.kinds.measure import NOISY_CV
+from distbench.run.commandline import devices_per_node
 from distbench.run.launcher import Launcher
 from distbench.run.launchers import cluster_launcher, launcher_for
-from distbench.run.commandline import devices_per_node
-from distbench.core.errors import BadInput
-from distbench.kinds.measure import NOISY_CV
 from distbench.run.plan import SweepOptions, make_plan
-from distbench.core.strategies import Strategy, get_strategy
 
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 TIME_PATTERN = re.compile(r"^(\d+-)?\d+(:\d{1,2}){0,2}$")

@@ -11,11 +11,11 @@ from pathlib import Path
 import jinja2
 
 from distbench import __version__
-from distbench.run.commandline import build_env, shell_join
 from distbench.core.errors import BadInput
+from distbench.kinds.collect import MANIFEST_KIND
+from distbench.run.commandline import build_env, shell_join
 from distbench.slurm.plan import SlurmPlan, SlurmPoint, SlurmSettings
 from distbench.slurm.submit import sbatch_argv, sbatch_value
-from distbench.kinds.collect import MANIFEST_KIND
 
 SIGNAL_LEAD_S = 60
 """Slurm sends USR1 this long before --time runs out; the script then writes an 'interrupted' record."""

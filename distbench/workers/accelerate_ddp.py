@@ -7,7 +7,6 @@ optimizer wrapper's step. At N=1 Accelerate does not wrap the model in DDP (the 
 
 from __future__ import annotations
 
-
 FRAMEWORK = "torch"
 
 

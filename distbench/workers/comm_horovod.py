@@ -6,7 +6,6 @@ synchronized before every clock read, so NCCL (when Horovod was built with it) i
 
 from __future__ import annotations
 
-
 FRAMEWORK = "torch"
 
 

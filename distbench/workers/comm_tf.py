@@ -3,7 +3,6 @@ devices on CPU workers), one process."""
 
 from __future__ import annotations
 
-
 FRAMEWORK = "tf"
 
 

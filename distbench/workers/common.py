@@ -14,12 +14,12 @@ import traceback
 from typing import Any, Callable
 
 from distbench.core import phases
-from distbench.results import stats
 from distbench.core.config import PointConfig
+from distbench.core.errors import INSTALL_HINT  # the same hint as the parent's skip rule
 from distbench.core.failures import OOM_MARKERS
 from distbench.core.rankguard import rank_of
+from distbench.results import stats
 from distbench.results.record import base_record, write_record
-from distbench.core.errors import INSTALL_HINT  # the same hint as the parent's skip rule
 from distbench.workers.stopping import Gather, combine_ranks, measure
 
 

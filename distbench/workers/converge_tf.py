@@ -5,7 +5,6 @@ evaluated on the whole validation split."""
 
 from __future__ import annotations
 
-
 from distbench.workers import common
 
 FRAMEWORK = "tf"
@@ -21,9 +20,9 @@ def body(cfg, out_path):
     import numpy as np
 
     from distbench.converge import data
+    from distbench.models import keras_models
     from distbench.workers import converge_common
     from distbench.workers import tf_common as tfc
-    from distbench.models import keras_models
 
     settings = cfg.converge
     dist = make_distribution(settings.distribution)

@@ -4,7 +4,6 @@ of each global batch in the seeded order (distbench.converge.data), evaluated on
 
 from __future__ import annotations
 
-
 from distbench.workers import common
 
 FRAMEWORK = "torch"
@@ -31,9 +30,9 @@ def body(cfg, out_path):
     import torch
 
     from distbench.converge import data
+    from distbench.models import torch_models
     from distbench.workers import converge_common
     from distbench.workers import torch_common as tc
-    from distbench.models import torch_models
 
     settings = cfg.converge
     dist = make_distribution(settings.distribution)

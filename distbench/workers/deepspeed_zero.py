@@ -11,7 +11,6 @@ Backend: NCCL on CUDA, gloo on CPU workers (DeepSpeed's CPU accelerator). The wh
 
 from __future__ import annotations
 
-
 from distbench.workers import common
 
 FRAMEWORK = "torch"

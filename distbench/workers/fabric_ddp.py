@@ -8,7 +8,6 @@ user of Fabric on one device gets, so its 1-device cost is Fabric's own, not DDP
 
 from __future__ import annotations
 
-
 FRAMEWORK = "torch"
 
 

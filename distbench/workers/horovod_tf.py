@@ -7,7 +7,6 @@ let Keras' train_step bypass Horovod so gradients would silently not be averaged
 
 from __future__ import annotations
 
-
 from distbench.workers import common
 
 FRAMEWORK = "tf"

@@ -5,7 +5,6 @@ Launched by horovodrun (Gloo controller here; MPI where Horovod was built with i
 
 from __future__ import annotations
 
-
 from distbench.workers import common
 
 FRAMEWORK = "torch"

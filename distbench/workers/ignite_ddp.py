@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import os
 
-
 FRAMEWORK = "torch"
 
 
@@ -95,8 +94,8 @@ def make_distribution():
 
 
 def training(local_rank, cfg, out_path, parent_pid):
-    from distbench.workers import torch_common as tc
     from distbench.core.rankguard import die_with_parent
+    from distbench.workers import torch_common as tc
 
     die_with_parent()
     if os.getppid() != parent_pid:  # the parent died before the signal was armed

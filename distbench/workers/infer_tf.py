@@ -6,9 +6,9 @@ FRAMEWORK = "tf"
 
 
 def body(cfg, out_path):
+    from distbench.models import keras_models
     from distbench.workers import tf_common as tfc
     from distbench.workers.infer_common import is_oom_text, sweep_and_emit
-    from distbench.models import keras_models
 
     tf = tfc.configure(cfg)
     tfc.set_precision(cfg)

@@ -8,10 +8,10 @@ FRAMEWORK = "torch"
 def body(cfg, out_path):
     import torch
 
+    from distbench.models import torch_models
     from distbench.workers import torch_common as tc
     from distbench.workers.infer_common import is_oom_text, sweep_and_emit
     from distbench.workers.torch_data import to_device
-    from distbench.models import torch_models
 
     tc.configure_threads(cfg)
     device = tc.device_for(cfg)

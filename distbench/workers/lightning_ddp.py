@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import os
 
-
 FRAMEWORK = "torch"
 DEFAULTS_ON = "logger, progress bar, model summary, checkpointing (Trainer defaults, unchanged)"
 

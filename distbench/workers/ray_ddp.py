@@ -46,10 +46,10 @@ DIED_MARKERS = ("actor died unexpectedly", "worker process has died", "health ch
 
 
 def make_distribution():
-    import torch
-    import torch.distributed as dist
     import ray.train
     import ray.train.torch
+    import torch
+    import torch.distributed as dist
 
     from distbench.workers import torch_ddp
 

@@ -9,8 +9,8 @@ import time
 from typing import Any, Callable
 
 from distbench.core import phases
-from distbench.results import stats
 from distbench.core.config import PointConfig
+from distbench.results import stats
 
 Gather = Callable[[Any], list]
 

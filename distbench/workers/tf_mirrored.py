@@ -9,7 +9,6 @@ each replica applying its own gradients) are tf_common.StrategyDistribution's.
 
 from __future__ import annotations
 
-
 FRAMEWORK = "tf"
 
 

@@ -25,7 +25,6 @@ import json
 import os
 import sys
 
-
 FRAMEWORK = "tf"
 TF_STRATEGY = "MultiWorkerMirroredStrategy"
 
@@ -143,8 +142,8 @@ def make_distribution(tf_config: dict):
 
 
 def body(cfg, out_path):
-    from distbench.workers import tf_common as tfc
     from distbench.results.record import read_record, write_record
+    from distbench.workers import tf_common as tfc
 
     tf_config = resolve_cluster()
     dist = make_distribution(tf_config)

@@ -13,8 +13,7 @@ import os
 import time
 from typing import Any
 
-from distbench.core import datasets, mfu
-from distbench.core import phases
+from distbench.core import datasets, mfu, phases
 from distbench.core.config import PointConfig
 from distbench.profile import hooks as profile_hooks
 from distbench.workers import common

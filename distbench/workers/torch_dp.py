@@ -10,7 +10,6 @@ communication.
 
 from __future__ import annotations
 
-
 from distbench.workers import common, stopping
 
 FRAMEWORK = "torch"
@@ -54,9 +53,9 @@ def event_clock(devices):
 def body(cfg, out_path):
     import torch
 
+    from distbench.models import torch_models
     from distbench.workers import torch_common as tc
     from distbench.workers import torch_data
-    from distbench.models import torch_models
 
     if cfg.device != "cuda":
         common.emit(

@@ -9,7 +9,6 @@ and SGD steps each rank's shard. Backend: NCCL on CUDA, gloo on CPU workers.
 
 from __future__ import annotations
 
-
 FRAMEWORK = "torch"
 RESHARD_AFTER_FORWARD = True
 
