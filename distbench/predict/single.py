@@ -36,13 +36,13 @@ from distbench.predict.model import StepTimeModel
 from distbench.predict.sources import Observed, Series
 from distbench.predict.validate import check_row
 
-HOST_LOSS_PER_DOUBLING = 0.001
+HOST_LOSS_PER_DOUBLING = 0.02
 """Mean log throughput lost per doubling of the devices sharing one host that the links do not explain, from one
 device (calibrated on the tuning sources' one-device checks; bounded to [0, MAX_HOST_LOSS])."""
-HOST_LOSS_CROSSING = 0.058
+HOST_LOSS_CROSSING = 0.024
 """The further mean log loss where N first spans several nodes (calibrated likewise; bounded to
 [0, MAX_HOST_LOSS])."""
-SINGLE_ERROR_PER_DOUBLING = 0.048
+SINGLE_ERROR_PER_DOUBLING = 0.016
 """Standard deviation of log throughput per doubling of the devices sharing one host, around the point prediction
 from one device."""
 SINGLE_CROSSING_SD = 0.0
