@@ -441,6 +441,9 @@ def test_compare_cli_errors(capsys, tmp_path):
     code, _, err = _run(capsys, ["compare", sa, sb, "--results", str(tmp_path / "r.db"), "--threshold", "5"])
     assert code == 2
     assert err == "Error: --threshold '5' is ambiguous: write 5% for a percentage or a fraction below 1\n"
+    # compare has no random draws: a --seed it would ignore is refused, not silently taken
+    code, out, err = _run(capsys, ["compare", sa, sb, "--results", str(tmp_path / "r.db"), "--seed", "3"])
+    assert (code, out, err) == (2, "", "Error: No such option '--seed'.\n")
 
 
 # -- the whole workload is the key -------------------------------------------------------------------------
