@@ -119,6 +119,35 @@ def test_the_table_names_the_sequence_length_when_there_are_several():
     assert "seq 32" not in console.export_text()
 
 
+def test_the_reports_batch_tables_keep_each_sequence_length_apart(tmp_path):
+    from distbench.analysis import load_sweep
+    from distbench.report.tables import batch_fit_table, batch_series, batch_table
+    from distbench.results.store import Store
+    from tests.builders import add_sweep, point
+
+    def gpt2(batch, seq, step=None, status="ok"):
+        return point("ddp", 2, step, model="gpt2", batch=batch, status=status, config={"seq_len": seq})
+
+    # at seq 32 batches 2 and 4 fit; at seq 64 batch 4 runs out of memory
+    records = [gpt2(2, 32, 0.1), gpt2(4, 32, 0.15), gpt2(2, 64, 0.2), gpt2(4, 64, status="oom")]
+    with Store(tmp_path / "r.db") as store:
+        sweep = load_sweep(store, add_sweep(store, records))
+    series = batch_series(sweep)
+    assert {label: [r["config"]["per_device_batch"] for r in pts] for label, pts in series.items()} == {
+        "ddp N=2 seq 32": [2, 4],
+        "ddp N=2 seq 64": [2, 4],
+    }
+    assert batch_fit_table(sweep)[1] == [["ddp N=2 seq 32", "4", "-"], ["ddp N=2 seq 64", "2", "4"]]
+    rows = batch_table(sweep)[1]
+    assert [row[:3] for row in rows] == [
+        ["ddp N=2 seq 32", "2", "ok"],
+        ["ddp N=2 seq 32", "4", "ok"],
+        ["ddp N=2 seq 64", "2", "ok"],
+        ["ddp N=2 seq 64", "4", "oom"],
+    ]
+    assert [row[3] for row in rows] == ["40.00", "53.33", "20.00", "-"]  # samples/s: 2 devices x batch / step
+
+
 def test_compare_keys_name_the_sequence_length():
     from distbench.analysis.compare import key_label
     from distbench.analysis.records import record_key
