@@ -10,14 +10,8 @@ import click
 from distbench import analysis
 from distbench import report as report_mod
 from distbench.analysis import output
-from distbench.analysis.compare import (
-    Undecided,
-    compare_sweeps,
-    comparison_table,
-    gate,
-    parse_threshold,
-    summary_lines,
-)
+from distbench.analysis.compare import Undecided, compare_sweeps, gate, parse_threshold, summary_lines
+from distbench.analysis.compare_table import comparison_table
 from distbench.commands import options as opt
 from distbench.commands.profile import print_profiles
 from distbench.core.errors import BadInput
