@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 
 import pytest
 from rich.console import Console
@@ -164,7 +165,11 @@ def test_a_sweep_over_two_lengths_records_both_and_resume_keeps_them(capsys, tmp
     args = ["scale", "--model", "gpt2", "--seq-len", "16,32", "--gpus", "1", "--strategy", "ddp", "--device", "cpu"]
     args += ["--batch-size", "2", "--steps", "3", "--warmup", "1", "--target-ci", "0", "--results", db]
     assert main(args) == 0
-    capsys.readouterr()
+    out = " ".join(capsys.readouterr().out.split())  # lines wrap at the width
+    for length in (16, 32):  # each length's wrapper cost against its own baseline, named by its length
+        assert re.search(
+            rf"1-device wrapper cost: ddp at N=1 \(seq {length}\) is \d+\.\d% (slower|faster) than", out
+        ), out
     assert main(["results", "show", "latest", "--results", db, "--format", "json"]) == 0
     points = json.loads(capsys.readouterr().out)["points"]
     ddp = {p["config"]["seq_len"]: p for p in points if p["strategy"] == "ddp"}
