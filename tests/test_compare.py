@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 
 import numpy as np
 import pytest
@@ -410,6 +411,34 @@ def test_compare_cli_noise_floor(capsys, tmp_path):
     assert err == f"Error: --noise-floor {sa!r} is a compared sweep: give a second run of SWEEP_A\n"
 
 
+def test_a_decoder_comparison_shows_tokens_per_second(capsys, tmp_path, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "120")
+    gpt2 = {"model": "gpt2", "config": {"seq_len": 64}}
+    with Store(tmp_path / "r.db") as store:
+        sa = add_sweep(store, [rep("torch", 1, 0.1, **gpt2), rep("ddp", 2, 0.1, **gpt2)])
+        sb = add_sweep(store, [rep("torch", 1, 0.1, **gpt2), rep("ddp", 2, 0.125, **gpt2)])
+    code, out, _ = _run(capsys, ["compare", sa, sb, "--results", str(tmp_path / "r.db")])
+    assert code == 1
+    lines = out.splitlines()
+    assert re.search(r"strategy +N +workload +\(tokens/s\) +\(tokens/s\) +A/B", out) and "samples/s" not in out
+    # 2 devices x batch 4 / 0.1 s = 80 samples/s x 64 tokens = 5,120 tokens/s; B at 0.125 s: 4,096
+    assert any(
+        re.match(r"ddp +2 +gpt2 \(weak scaling, batch 4\) +5,120 +4,096 +3/3 +0\.800 ", line) for line in lines
+    ), out
+    assert max(len(line.rstrip()) for line in lines) <= 120
+    code, out, _ = _run(capsys, ["compare", sa, sb, "--results", str(tmp_path / "r.db"), "--format", "json"])
+    ddp = next(p for p in json.loads(out)["points"] if p["strategy"] == "ddp")
+    assert (ddp["throughput_a"], ddp["throughput_b"]) == pytest.approx((80.0, 64.0))
+    assert (ddp["tokens_per_s_a"], ddp["tokens_per_s_b"]) == pytest.approx((5120.0, 4096.0))
+    # an image model's comparison stays in samples/s, with no token fields
+    with Store(tmp_path / "i.db") as store:
+        ia, ib = (add_sweep(store, [rep("ddp", 2, step)]) for step in (0.1, 0.125))
+    code, out, _ = _run(capsys, ["compare", ia, ib, "--results", str(tmp_path / "i.db")])
+    assert "(samples/s)" in out and "tokens/s" not in out
+    code, out, _ = _run(capsys, ["compare", ia, ib, "--results", str(tmp_path / "i.db"), "--format", "json"])
+    assert "tokens_per_s_a" not in json.loads(out)["points"][0]
+
+
 def test_compare_cli_across_two_stores(capsys, tmp_path):
     with Store(tmp_path / "a.db") as store:
         sa = add_sweep(store, [rep("ddp", 2, 0.1)])
@@ -441,6 +470,9 @@ def test_compare_cli_errors(capsys, tmp_path):
     code, _, err = _run(capsys, ["compare", sa, sb, "--results", str(tmp_path / "r.db"), "--threshold", "5"])
     assert code == 2
     assert err == "Error: --threshold '5' is ambiguous: write 5% for a percentage or a fraction below 1\n"
+    # compare has no random draws: a --seed it would ignore is refused, not silently taken
+    code, out, err = _run(capsys, ["compare", sa, sb, "--results", str(tmp_path / "r.db"), "--seed", "3"])
+    assert (code, out, err) == (2, "", "Error: No such option '--seed'.\n")
 
 
 # -- the whole workload is the key -------------------------------------------------------------------------

@@ -139,6 +139,11 @@ def test_zero_formulas():
     assert decoders.model_state_bytes(p, 2, z[0]) == 12 * p
     assert decoders.model_state_bytes(p, 2, z[2]) == 4 * p + 8 * p / 2
     assert decoders.model_state_bytes(p, 2, z[3]) == 12 * p / 2
+    # DeepSpeed's ZeRO optimizer over SGD: an fp32 master copy; its fp16 mode (--precision amp) halves the
+    # parameters and gradients, so the precision the formula is given changes it
+    assert decoders.model_state_bytes(p, 4, z[3], "sgd_momentum_master") == 16 * p / 4
+    assert decoders.model_state_bytes(p, 4, z[3], "sgd_momentum_master", "fp16") == 12 * p / 4
+    assert decoders.model_state_bytes(p, 4, z[1], "sgd_momentum_master", "fp16") == 4 * p + 8 * p / 4
     from distbench.core.strategies import STRATEGIES
 
     assert STRATEGIES["fsdp"].sharded_states == z[3] and STRATEGIES["ddp"].sharded_states == z[0]

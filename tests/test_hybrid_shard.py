@@ -10,6 +10,7 @@ import pytest
 
 from distbench.cli import main
 from distbench.core.strategies import STRATEGIES
+from distbench.kinds.plans import VerifyOptions, plan_verify
 from distbench.kinds.verify import DEFAULT_RTOL
 from distbench.models import decoders
 from distbench.run.plan import SweepOptions, make_plan
@@ -65,10 +66,23 @@ def test_model_state_formula_divides_by_the_group_not_n():
         ),
     ],
 )
-def test_bad_shard_group_exits_2_with_one_line(capsys, args, message):
-    code = main(["scale", "--model", "gpt2", "--gpus", "4", "--device", "cpu", *args])
+@pytest.mark.parametrize("command", ["scale", "run", "profile", "verify", "slurm", "k8s"])
+def test_bad_shard_group_exits_2_with_one_line(capsys, tmp_path, command, args, message):
+    """Every command that takes --shard-group refuses it the same way, before planning or running anything."""
+    where = ["--out", str(tmp_path / "out")] if command in ("slurm", "k8s") else ["--results", str(tmp_path / "r.db")]
+    code = main([command, "--model", "gpt2", "--gpus", "4", "--device", "cpu", *args, *where])
     out = capsys.readouterr()
     assert (code, out.err, out.out) == (2, message, "")
+    assert not list(tmp_path.iterdir())  # nothing written
+
+
+def test_verify_skips_a_hybrid_point_that_is_not_whole_groups():
+    opts = VerifyOptions(
+        model="gpt2", gpus=3, strategies=(HYBRID,), global_batch=6, steps=1, device="cpu", shard_group=2
+    )
+    [base, hybrid] = plan_verify(opts, visible_gpus=0).points
+    assert base.skip_reason is None and base.config.world_size == 1
+    assert hybrid.skip_reason == "N=3 is not a multiple of --shard-group 2 (hybrid shard needs whole groups)"
 
 
 @pytest.mark.slow

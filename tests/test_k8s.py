@@ -698,7 +698,7 @@ def test_collect_refuses_a_file_that_is_not_a_saved_log(capsys, tmp_path):
     other.write_text("a,b\n")
     code, out, err = _cli(capsys, ["collect", str(other), "--results", str(tmp_path / "db.sqlite")])
     assert code == 2
-    assert err == f"Error: {other} is not a folder of result records (nor a saved log: *.log, *.txt)\n"
+    assert err == f"Error: DIRECTORY {other} is not a folder of result records (nor a saved log: *.log, *.txt)\n"
 
 
 # -- the image recipe ---------------------------------------------------------------------------------

@@ -151,7 +151,8 @@ def test_another_runs_outcomes_and_record_are_ignored(capsys, tmp_path, monkeypa
     assert code == 1
     assert (
         out
-        == "distbench: sw-ddp-g2-n2: no record and no node outcome of run fedcba9876543210 on the volume (no node of it ran)\n"
+        == "distbench: sw-ddp-g2-n2: no record and no node outcome of run fedcba9876543210 on the volume (no node of it "
+        "ran; the volume holds only run(s) 0123456789abcdef of it)\n"
     )
     assert volume_record(records, "sw-ddp-g2-n2", 2, wait_s=0.0, run_id="0123456789abcdef")["status"] == "oom"
     # this run's node 0 fails on its own and does not blame node 1 for last run's failure
@@ -163,6 +164,17 @@ def test_another_runs_outcomes_and_record_are_ignored(capsys, tmp_path, monkeypa
     assert record["status"] == "oom" and not record["reason"].startswith("on node rank 1")
     assert record["reason"].endswith("; node rank(s) 1 published no outcome")
     assert record["kubernetes"]["no_outcome"] == ["1"]
+
+
+@pytest.mark.parametrize("run_id", ["", "0123", "0123456789ABCDEF", "../0123456789abcdef", "0" * 33])
+def test_a_malformed_run_id_is_refused_in_one_line(capsys, tmp_path, run_id):
+    args = ["k8s-job", "collect", "--records", str(tmp_path), "--job", "sw-ddp-g2-n2", "--wait", "0"]
+    code, out, err = _cli(capsys, [*args, "--run-id", run_id])
+    assert (code, out) == (2, "")
+    assert err == (
+        f"Error: --run-id {run_id!r} is not 8 to 32 lower-case hex digits (the DISTBENCH_RUN_ID of the manifests "
+        "`distbench k8s` wrote)\n"
+    )
 
 
 def test_a_record_built_on_the_volume_names_the_ranks_that_published_nothing(capsys, tmp_path):

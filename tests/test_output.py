@@ -3,7 +3,8 @@ import re
 
 import pytest
 
-from distbench.analysis.output import json_document, print_table, stopping_line, wrapper_lines
+from distbench.analysis.lines import stopping_line, wrapper_lines
+from distbench.analysis.output import json_document, print_table
 
 
 def test_stopping_line_says_which_points_met_the_target():
@@ -23,6 +24,29 @@ def test_stopping_line_says_which_points_met_the_target():
         "stopping: 1 point(s) reached the CI target; 1 point(s) with a split ran windows sized in advance from "
         "--max-time and a pilot's pace (two-stage, not adaptive)"
     )
+
+
+def _decoder(strategy, n, seq, batch=4, rule="max_time", **kw):
+    config = {"model": "gpt2", "seq_len": seq, "per_device_batch": batch, "scaling": "weak", "world_size": n}
+    return {"status": "ok", "strategy": strategy, "framework": "torch", "world_size": n, "config": config,
+            "stopping": {"rule": rule}, **kw}  # fmt: skip
+
+
+def test_the_lines_under_the_table_name_the_sequence_length_and_a_swept_batch():
+    recs = [_decoder("ddp", 2, 32), _decoder("ddp", 2, 64), _decoder("fsdp", 1, 64, wrapper_overhead=0.1)]
+    assert stopping_line(recs) == (
+        "adaptive stopping: 3 stopped at --max-time before reaching it (ddp@2 seq 32, ddp@2 seq 64, fsdp@1 seq 64)"
+    )
+    assert wrapper_lines(recs) == [
+        "1-device wrapper cost: fsdp at N=1 (seq 64) is 10.0% slower than the plain 'torch' loop (CIs: distbench "
+        "report)"
+    ]
+    batches = [_decoder("fsdp", 1, 64, batch=b, wrapper_overhead=w) for b, w in ((2, 0.1), (8, -0.05))]
+    assert [line.split(" is ")[0] for line in wrapper_lines(batches)] == [
+        "1-device wrapper cost: fsdp at N=1 (batch 2, seq 64)",
+        "1-device wrapper cost: fsdp at N=1 (batch 8, seq 64)",
+    ]
+    assert stopping_line(batches).endswith("(fsdp@1 batch 2 seq 64, fsdp@1 batch 8 seq 64)")
 
 
 def test_wrapper_lines_and_json_fields():

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 
 import pytest
 from rich.console import Console
@@ -119,6 +120,35 @@ def test_the_table_names_the_sequence_length_when_there_are_several():
     assert "seq 32" not in console.export_text()
 
 
+def test_the_reports_batch_tables_keep_each_sequence_length_apart(tmp_path):
+    from distbench.analysis import load_sweep
+    from distbench.report.tables import batch_fit_table, batch_series, batch_table
+    from distbench.results.store import Store
+    from tests.builders import add_sweep, point
+
+    def gpt2(batch, seq, step=None, status="ok"):
+        return point("ddp", 2, step, model="gpt2", batch=batch, status=status, config={"seq_len": seq})
+
+    # at seq 32 batches 2 and 4 fit; at seq 64 batch 4 runs out of memory
+    records = [gpt2(2, 32, 0.1), gpt2(4, 32, 0.15), gpt2(2, 64, 0.2), gpt2(4, 64, status="oom")]
+    with Store(tmp_path / "r.db") as store:
+        sweep = load_sweep(store, add_sweep(store, records))
+    series = batch_series(sweep)
+    assert {label: [r["config"]["per_device_batch"] for r in pts] for label, pts in series.items()} == {
+        "ddp N=2 seq 32": [2, 4],
+        "ddp N=2 seq 64": [2, 4],
+    }
+    assert batch_fit_table(sweep)[1] == [["ddp N=2 seq 32", "4", "-"], ["ddp N=2 seq 64", "2", "4"]]
+    rows = batch_table(sweep)[1]
+    assert [row[:3] for row in rows] == [
+        ["ddp N=2 seq 32", "2", "ok"],
+        ["ddp N=2 seq 32", "4", "ok"],
+        ["ddp N=2 seq 64", "2", "ok"],
+        ["ddp N=2 seq 64", "4", "oom"],
+    ]
+    assert [row[3] for row in rows] == ["40.00", "53.33", "20.00", "-"]  # samples/s: 2 devices x batch / step
+
+
 def test_compare_keys_name_the_sequence_length():
     from distbench.analysis.compare import key_label
     from distbench.analysis.records import record_key
@@ -135,7 +165,11 @@ def test_a_sweep_over_two_lengths_records_both_and_resume_keeps_them(capsys, tmp
     args = ["scale", "--model", "gpt2", "--seq-len", "16,32", "--gpus", "1", "--strategy", "ddp", "--device", "cpu"]
     args += ["--batch-size", "2", "--steps", "3", "--warmup", "1", "--target-ci", "0", "--results", db]
     assert main(args) == 0
-    capsys.readouterr()
+    out = " ".join(capsys.readouterr().out.split())  # lines wrap at the width
+    for length in (16, 32):  # each length's wrapper cost against its own baseline, named by its length
+        assert re.search(
+            rf"1-device wrapper cost: ddp at N=1 \(seq {length}\) is \d+\.\d% (slower|faster) than", out
+        ), out
     assert main(["results", "show", "latest", "--results", db, "--format", "json"]) == 0
     points = json.loads(capsys.readouterr().out)["points"]
     ddp = {p["config"]["seq_len"]: p for p in points if p["strategy"] == "ddp"}

@@ -665,7 +665,11 @@ def test_collect_merges_once_and_lists_failed_and_missing_points(tmp_path, capsy
 def test_collect_of_a_missing_folder_is_bad_input(capsys, tmp_path):
     code, _, err = _cli(capsys, ["collect", str(tmp_path / "nope"), "--results", str(tmp_path / "r.db")])
     assert code == 2
-    assert err == f"Error: {tmp_path / 'nope'} is not a folder (give the records folder of a sweep)\n"
+    assert (
+        err
+        == f"Error: DIRECTORY {tmp_path / 'nope'} does not exist (give the records folder of a sweep, or a saved log)\n"
+    )
+    assert not (tmp_path / "r.db").exists()
 
 
 # -- a real Slurm on this machine ----------------------------------------------------------------------

@@ -18,12 +18,11 @@ import textwrap
 from dataclasses import dataclass, field
 
 import numpy as np
-from rich.markup import escape
-from rich.table import Table
 
 from distbench.analysis import Sweep, is_comm, num, record_key, series_name, workload_label
 from distbench.analysis.drift import drift_note
-from distbench.analysis.output import fmt_num, table, table_width
+from distbench.analysis.output import table_width
+from distbench.analysis.records import tokens_per_s
 from distbench.core.config import PointKey
 from distbench.core.errors import BadInput, DistbenchError
 from distbench.results import gatestats, stats
@@ -149,6 +148,12 @@ class PointComparison:
             "note": self.note or None,
             "point_id_a": self.a.get("point_id"),
             "point_id_b": self.b.get("point_id"),
+            # a token model's point: its throughputs in tokens/s too (samples/s x the sequence length)
+            **(
+                {"tokens_per_s_a": tokens_per_s(self.a), "tokens_per_s_b": tokens_per_s(self.b)}
+                if (self.a.get("config") or {}).get("seq_len")
+                else {}
+            ),
         }
 
 
@@ -395,44 +400,6 @@ def _judge(tested: list[PointComparison], logs_a, logs_b, floor_var, floor_prior
         pc.p_value, pc.p_holm, pc.verdict = float(pv), float(pa), CODE_VERDICT[int(c)]
         notes = [f"flagged noisy in {side}" for side, r in (("A", pc.a), ("B", pc.b)) if r.get("noisy")]
         pc.note = "; ".join(notes)
-
-
-def comparison_table(result: Comparison) -> Table:
-    columns = [
-        "strategy",
-        "N",
-        "workload",
-        "A\n(samples/s)",
-        "B\n(samples/s)",
-        "R\nA/B",
-        "B/A",
-        "95% CI",
-        "p\n(Holm)",
-        "verdict",
-    ]
-    t = table(
-        f"B = {result.sweep_b} vs A = {result.sweep_a} (threshold {result.threshold:.1%})",
-        columns,
-        right={"N", *columns[3:-1]},
-    )
-    workloads = [p.key[3:] for p in result.points]
-    for p in result.points:
-        verdict = f"[{VERDICT_STYLE.get(p.verdict, 'white')}]{p.verdict}[/]"
-        if p.note:
-            verdict += f" ({escape(p.note)})"
-        t.add_row(
-            escape(series_name(p.a)),
-            str(p.key.world_size),
-            escape(workload_label(p.key[3:], workloads)),
-            fmt_num(p.a.get("throughput"), ".2f"),
-            fmt_num(p.b.get("throughput"), ".2f"),
-            f"{p.repeats[0]}/{p.repeats[1]}" if p.ratio else "-",
-            fmt_num(p.ratio, ".3f"),
-            f"{p.ci[0]:.3f}-{p.ci[1]:.3f}" if p.ci else "-",
-            f"{p.p_holm:.3g}" if p.p_holm is not None else "-",
-            verdict,
-        )
-    return t
 
 
 def gate(result: Comparison, *, allow_undecided: bool = False) -> None:

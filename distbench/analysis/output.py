@@ -14,9 +14,9 @@ from rich.markup import escape
 from rich.table import Table
 
 from distbench.analysis import num, series_name, split_lines, wall_split_line
+from distbench.analysis.lines import stopping_line, wrapper_lines
 from distbench.analysis.records import token_fields, tokens_per_s
 from distbench.core.config import swept_batch
-from distbench.core.strategies import FRAMEWORK_BASELINE
 from distbench.results.record import (
     BATCH_FIELDS,
     OUTCOME_FIELDS,
@@ -357,45 +357,6 @@ def table_width(console: Console | None = None) -> int:
     if console is None:
         return shutil.get_terminal_size((120, 24)).columns if sys.stdout.isatty() else 120
     return console.width if console.is_terminal else min(console.width, 120)
-
-
-def wrapper_lines(records: list[dict]) -> list[str]:
-    lines = []
-    for r in records:
-        if r.get("wrapper_overhead") is not None:
-            cost = r["wrapper_overhead"]
-            lines.append(
-                f"1-device wrapper cost: {r['strategy']} at N=1 is {abs(cost):.1%} "
-                f"{'slower' if cost >= 0 else 'faster'} than the plain "
-                f"{FRAMEWORK_BASELINE.get(r['framework'], r['framework'])!r} loop (CIs: distbench report)"
-            )
-    return lines
-
-
-def stopping_line(records: list[dict]) -> str | None:
-    """Which points met the CI target and which ran out of measuring time."""
-    rules: dict[str, list[str]] = {}
-    for r in records:
-        rule = (r.get("stopping") or {}).get("rule")
-        if r.get("status") == "ok" and rule:
-            rules.setdefault(rule, []).append(f"{series_name(r)}@{r['world_size']}")
-    if not rules or set(rules) == {"fixed_steps"}:
-        return None
-    parts = []
-    if rules.get("target_ci_met"):
-        parts.append(f"{len(rules['target_ci_met'])} point(s) reached the CI target")
-    if rules.get("two_stage"):
-        parts.append(
-            f"{len(rules['two_stage'])} point(s) with a split ran windows sized in advance from --max-time and a "
-            "pilot's pace (two-stage, not adaptive)"
-        )
-    if rules.get("max_time"):
-        parts.append(
-            f"{len(rules['max_time'])} stopped at --max-time before reaching it ({', '.join(rules['max_time'])})"
-        )
-    if rules.get("max_steps"):
-        parts.append(f"{len(rules['max_steps'])} stopped at the step cap")
-    return ("stopping: " if rules.get("two_stage") else "adaptive stopping: ") + "; ".join(parts)
 
 
 def legend_lines(records: list[dict], shown: list[str]) -> list[str]:

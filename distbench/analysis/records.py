@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from typing import Iterable, Sequence
 
-from distbench.core.config import PointKey, point_key
+from distbench.core.config import PointKey, point_key, swept_batch
 from distbench.core.strategies import STRATEGIES
 from distbench.core.workload import Measurement
 from distbench.results.kind import RecordKind, record_kind
@@ -124,6 +124,16 @@ def series_name(record: dict) -> str:
         + (f" ({threads} thread{'s' if threads != 1 else ''}, per-core reference)" if threads else "")
         + (" (fp16 weights and communication)" if record.get("precision_note") else "")  # deepspeed amp
     )
+
+
+def point_axes(record: dict, among: Iterable[dict] = ()) -> list[str]:
+    """What sets a point apart from the others of its sweep beyond strategy, N and nodes: 'batch B' when the
+    records `among` hold more than one swept batch size, and 'seq S' for a point with a sequence length (a
+    language model's tokens per sample: samples/s at two lengths are not the same work)."""
+    config = record.get("config") or {}
+    batches = {swept_batch(r.get("config") or r) for r in among}
+    axes = [f"batch {swept_batch(config or record)}"] if len(batches) > 1 else []
+    return axes + ([f"seq {config['seq_len']}"] if config.get("seq_len") else [])
 
 
 def point_name(record: dict) -> str:

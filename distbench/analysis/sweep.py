@@ -74,7 +74,7 @@ def sweep_command(row: dict) -> str | None:
     return made if made in MEASURING_COMMANDS else None
 
 
-def _made_by(store: Store, row: dict, commands: tuple[str, ...]) -> bool:
+def _made_by(row: dict, commands: tuple[str, ...]) -> bool:
     """The sweep was made by one of `commands` (a sweep without a recorded command is judged on its points)."""
     made = sweep_command(row)
     return made is None or made in commands
@@ -83,7 +83,7 @@ def _made_by(store: Store, row: dict, commands: tuple[str, ...]) -> bool:
 def _resumable(store: Store, row: dict) -> bool:
     """A scale or run sweep (fit and profile store the same options, but are not resumed by scale) that stored
     the options `scale --resume` replays (kinds.sweep.stored_options)."""
-    if not _made_by(store, row, RESUMABLE_COMMANDS):
+    if not _made_by(row, RESUMABLE_COMMANDS):
         return False
     options = json.loads(store.sweep(row["id"]).get("options_json") or "{}")
     return "sweep_options" in options or "replay" in options
@@ -94,23 +94,23 @@ LATEST_USES = {
     "training": ("training points", None, lambda data: bool(_training(data))),
     "scaling": (
         "throughput points at each N (scale, run, slurm, k8s)",
-        lambda store, row: _made_by(store, row, SCALING_COMMANDS),
+        lambda _store, row: _made_by(row, SCALING_COMMANDS),
         lambda data: any(not is_converge(r) for r in _training(data)),
     ),
     "resume": ("a scale or run sweep to resume", _resumable, None),
     "comm": (
         "`distbench comm` points",
-        lambda store, row: _made_by(store, row, ("comm",)),
+        lambda _store, row: _made_by(row, ("comm",)),
         lambda d: bool(d.comm_points),
     ),
     "profile": (
         "profiled training points (distbench profile)",
-        lambda store, row: _made_by(store, row, ("profile",)),
+        lambda _store, row: _made_by(row, ("profile",)),
         lambda data: bool(_training(data)),
     ),
     "converge": (
         "`distbench converge` runs",
-        lambda store, row: _made_by(store, row, ("converge",)),
+        lambda _store, row: _made_by(row, ("converge",)),
         lambda data: any(is_converge(r) for r in data.points),
     ),
 }

@@ -8,8 +8,10 @@ from pathlib import Path
 
 import click
 
+from distbench.core.errors import BadInput
 from distbench.k8s.job import run_point, run_sshd
-from distbench.k8s.outcomes import volume_record
+from distbench.k8s.outcomes import RUN_ID_ENV, runs_on_volume, volume_record
+from distbench.k8s.settings import RUN_ID
 from distbench.kinds.measure import NOISY_CV
 from distbench.results.kubelogs import record_line
 
@@ -94,10 +96,17 @@ def sshd(records, job, argv):
 def collect(records, job, nodes, wait, run_id):
     """Print a point's record from the volume (the reader pod of `distbench k8s --apply`): node rank 0's, or
     one built from the nodes' published outcomes; exit 1 when no node of the point ran."""
+    if run_id is not None and not RUN_ID.fullmatch(run_id):
+        raise BadInput(
+            f"--run-id {run_id!r} is not 8 to 32 lower-case hex digits (the {RUN_ID_ENV} of the manifests "
+            "`distbench k8s` wrote)"
+        )
     record = volume_record(Path(records), job, nodes, wait, run_id=run_id)
     if record is None:
         run = f" of run {run_id}" if run_id else ""
-        click.echo(f"distbench: {job}: no record and no node outcome{run} on the volume (no node of it ran)")
+        others = [r for r in runs_on_volume(Path(records), job) if r != run_id] if run_id else []
+        held = f"; the volume holds only run(s) {', '.join(others)} of it" if others else ""
+        click.echo(f"distbench: {job}: no record and no node outcome{run} on the volume (no node of it ran{held})")
         click.get_current_context().exit(1)
     click.echo(record_line(record))
     click.echo(f"distbench: {job}: {record['status']}" + (f" ({record['reason']})" if record.get("reason") else ""))

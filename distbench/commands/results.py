@@ -10,14 +10,8 @@ import click
 from distbench import analysis
 from distbench import report as report_mod
 from distbench.analysis import output
-from distbench.analysis.compare import (
-    Undecided,
-    compare_sweeps,
-    comparison_table,
-    gate,
-    parse_threshold,
-    summary_lines,
-)
+from distbench.analysis.compare import Undecided, compare_sweeps, gate, parse_threshold, summary_lines
+from distbench.analysis.compare_table import comparison_table
 from distbench.commands import options as opt
 from distbench.commands.profile import print_profiles
 from distbench.core.errors import BadInput
@@ -181,9 +175,8 @@ def report(sweep, results, out, target_throughput, epoch_samples, epoch_time):
     help="Exit 0, not 3, when no point regressed but some could not be judged (one run and no --noise-floor, "
     "skipped or interrupted, unmatched).",
 )
-@opt.option("--seed", type=int, default=0, hidden=True, help="Ignored (kept for scripts that pass it).")
 @format_option
-def compare(sweep_a, sweep_b, results, results_b, threshold, noise_floor, allow_undecided, seed, fmt):
+def compare(sweep_a, sweep_b, results, results_b, threshold, noise_floor, allow_undecided, fmt):
     """Compare sweep B against sweep A (ids or 'latest'): throughput ratio B/A per matching point, judged on
     run-to-run noise (the repeats of both sides, or a --noise-floor A/A sweep): t on log throughput, Holm
     across the points, one-sided for regressions. Exits 1 when a point regressed beyond that noise and the

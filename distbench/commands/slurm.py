@@ -160,7 +160,7 @@ def collect(directory, results):
     Example: distbench collect sweep-records --results distbench-results/distbench.db
     """
     if not Path(directory).is_dir() and not Path(directory).is_file():
-        raise BadInput(f"{directory} is not a folder (give the records folder of a sweep)")
+        raise BadInput(f"DIRECTORY {directory} does not exist (give the records folder of a sweep, or a saved log)")
     with Store(results) as store:
         report = collect_records(directory, store)
     click.echo(

@@ -306,6 +306,14 @@ def strategy_names() -> list[str]:
     return list(STRATEGIES)
 
 
+def check_shard_group(shard_group: int | None, names) -> None:
+    """--shard-group means something only to a hybrid-shard strategy (shard_scope 'group'): refuse it, naming
+    the flag, when none of `names` (the selected strategies' names) is one."""
+    hybrid = [s.name for s in STRATEGIES.values() if s.shard_scope == "group"]
+    if shard_group is not None and not set(hybrid) & set(names):
+        raise BadInput(f"--shard-group applies to {', '.join(hybrid)}, which is not selected")
+
+
 GROUPS = ("core", "wrappers", "sharded", "engines")
 ALIASES = {"deepspeed": ("deepspeed-zero1", "deepspeed-zero2", "deepspeed-zero3")}
 """Names that stand for several strategies: `deepspeed` is its three ZeRO stages."""

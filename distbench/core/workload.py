@@ -317,7 +317,7 @@ def disk_only_fields(config_cls) -> tuple[str, ...]:
     return tuple(name for name, (_, k) in knobs(config_cls).items() if k.identity == "disk")
 
 
-def problem(name: str, value, k: Knob, label: str) -> str | None:
+def problem(value, k: Knob, label: str) -> str | None:
     """Why `value` is not a valid value of the knob (None: it is)."""
     if value is None:
         return None
@@ -351,7 +351,7 @@ def check(obj, names=None, label=flag) -> None:
             continue
         value = getattr(obj, name)
         for one in value if isinstance(value, (tuple, list)) else (value,):  # a swept axis: each of its values
-            why = problem(name, one, k, label(name))
+            why = problem(one, k, label(name))
             if why:
                 raise BadInput(why)
 

@@ -143,6 +143,24 @@ def record_run(record: dict) -> str | None:
     return kubernetes.get("run_id") if isinstance(kubernetes, dict) else None
 
 
+def runs_on_volume(records: Path, job: str) -> list[str]:
+    """The run ids stamped on what the volume holds of `job` (its record and its nodes' outcomes), sorted."""
+    found = []
+    try:
+        found.append(record_run(read_record(Path(records) / f"{job}.json")))
+    except (OSError, ValueError):
+        pass
+    folder = Path(records) / "work" / job / "outcomes"
+    for path in sorted(folder.glob("node*.json")) if folder.is_dir() else []:
+        try:
+            outcome = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        if isinstance(outcome, dict):
+            found.append(outcome.get("run_id"))
+    return sorted({r for r in found if isinstance(r, str) and r})
+
+
 def volume_record(records: Path, job: str, nodes: int, wait_s: float, run_id: str | None = None) -> dict | None:
     """Node rank 0's record of `job` from run `run_id` on the volume (waiting up to wait_s for it: node 0
     publishes within its grace period; another run's record is ignored), else one built from this run's

@@ -64,7 +64,7 @@ def collect_records(directory: str | os.PathLike, store, *, command: str | None 
         files = sorted(folder.glob("*.json"))
         logs = sorted(p for p in folder.iterdir() if p.suffix in LOG_SUFFIXES and p.is_file())
     else:
-        raise BadInput(f"{directory} is not a folder of result records (nor a saved log: *.log, *.txt)")
+        raise BadInput(f"DIRECTORY {directory} is not a folder of result records (nor a saved log: *.log, *.txt)")
     entries: list[tuple[str, dict]] = []
     report = CollectReport(sweep_id=None)
     manifests = []

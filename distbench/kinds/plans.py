@@ -10,7 +10,7 @@ from dataclasses import dataclass, replace
 
 from distbench.core.errors import BadInput
 from distbench.core.sections import CommSection, ConvergeSection, InferSection
-from distbench.core.strategies import FRAMEWORK_BASELINE, STRATEGIES, Strategy
+from distbench.core.strategies import FRAMEWORK_BASELINE, STRATEGIES, Strategy, check_shard_group
 from distbench.core.workload import Workload, device_default
 from distbench.hints import did_you_mean
 from distbench.models.specs import get_spec
@@ -41,6 +41,7 @@ def plan_verify(opts: VerifyOptions, visible_gpus: int | None = None) -> Plan:
     """Each framework's single-device baseline at the global batch before the first of its strategies, then
     each strategy at N with its shard of the batch; no warmup, the worker's verify path."""
     n = opts.gpus
+    check_shard_group(opts.shard_group, [s.name for s in opts.strategies])
     if opts.global_batch % n:
         raise BadInput(f"--batch-size {opts.global_batch} (global) is not divisible by --gpus {n}")
     spec = _spec(opts.model)
@@ -79,6 +80,7 @@ def plan_verify(opts: VerifyOptions, visible_gpus: int | None = None) -> Plan:
                     world_size=n,
                     per_device_batch=opts.global_batch // n,
                     threads_per_worker=max(1, threads // n),
+                    skip=s.group_skip(n, opts.shard_group or n),
                     **same,
                 )
             )

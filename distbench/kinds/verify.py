@@ -105,7 +105,7 @@ def run_plan(
         if not skip:
             progress(f"{s.name} N={cfg.world_size}")
 
-        def judged(point: PlannedPoint, record: dict, base=base, skip=skip) -> list[dict]:
+        def judged(_point: PlannedPoint, record: dict, base=base, skip=skip) -> list[dict]:
             record["verdict"] = _verdict(record, base, rtol, skip)
             results.append(record["verdict"])
             return [record]

@@ -239,13 +239,16 @@ def batch_values(r: dict) -> dict[str, float | None]:
 
 
 def batch_series(sweep: Sweep) -> dict[str, list[dict]]:
-    """'strategy N=n [over k nodes]' -> its points sorted by batch size."""
-    groups: dict[tuple[str, int, int], list[dict]] = {}
+    """'strategy N=n [over k nodes] [seq S]' -> its points sorted by batch size: a language model's points
+    at two sequence lengths are two series (a sample is S tokens: their samples/s are not the same work)."""
+    groups: dict[tuple[str, int, int, int | None], list[dict]] = {}
     for r in batch_points(sweep):
-        key = (str(r.get("strategy")), int(r.get("world_size") or 0), int(r.get("nodes") or 1))
+        seq = (r.get("config") or {}).get("seq_len")
+        key = (str(r.get("strategy")), int(r.get("world_size") or 0), int(r.get("nodes") or 1), seq)
         groups.setdefault(key, []).append(r)
     return {
-        f"{s} N={n}" + (f" over {k} nodes" if k > 1 else ""): sorted(v, key=batch_of) for (s, n, k), v in groups.items()
+        f"{s} N={n}" + (f" over {k} nodes" if k > 1 else "") + (f" seq {seq}" if seq else ""): sorted(v, key=batch_of)
+        for (s, n, k, seq), v in groups.items()
     }
 
 

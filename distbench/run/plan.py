@@ -154,9 +154,7 @@ class SweepOptions(Workload, Measurement):
             raise BadInput(f"--seq-len {','.join(map(str, self.seq_len))} has a duplicated value")
         for length in self.seq_len or (None,):
             check_model_input(spec, self.image_size, length, self.channels_last)
-        hybrid = [n for n in STRATEGIES if STRATEGIES[n].shard_scope == "group"]
-        if self.shard_group is not None and not set(hybrid) & set(self.strategies):
-            raise BadInput(f"--shard-group applies to {', '.join(hybrid)}, which is not selected")
+        registry.check_shard_group(self.shard_group, self.strategies)
         if self.ray_address is not None:
             object.__setattr__(self, "ray_address", check_ray_address(self.ray_address))
             if not any(STRATEGIES[s].launcher == RAY_TRAIN.name for s in self.strategies):
