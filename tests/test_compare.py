@@ -140,6 +140,8 @@ def test_sampling_excess_measures_heavy_tails_from_each_points_two_sides():
     unequal = gatestats.sampling_excess([1e-4, 9e-4, 1e-4, 1e-4], [2, 2, 2, 1], [1e-2, 1e-4, 1e-4, 1e-4], 2.0)
     assert unequal[0] > 1  # three points with equal df on both sides; the fourth (1 df in B) left out
     assert gatestats.sampling_excess([1e-4, 9e-4], 2.0, [1e-2, 1e-4], 2.0)[0] == 1.0  # fewer than 3: none
+    zero = gatestats.sampling_excess([0.0, 1e-4, 2e-4, 1e-4], 2.0, [1e-4, 1e-4, 1e-4, 3e-4], 2.0)
+    assert zero[0] == gatestats.EXCESS_MAX  # one variance of 0 does not decide the whole comparison's pooling
 
 
 def test_pooled_variances_moderate_with_the_excess_of_the_two_sides():

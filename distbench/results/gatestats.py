@@ -145,6 +145,10 @@ d0's own is a moment estimate). None: the normal law's alone. Without it the mod
 heavy-tailed or skewed noise's sample variances for real differences between the points and pooled less: a 10%
 slowdown at R = 3, 20 points, lognormal noise was caught in 77.9% of comparisons, 80.8% with it, the family false
 alarm <= 5% in every cell either way (16000 comparisons a cell, docs/benchmarks.md)."""
+EXCESS_MAX = 2.0
+"""sampling_excess is at most this (twice the normal law's spread; t(4) and lognormal noise make 1.25x and 1.33x):
+the estimate is a mean of squares, and one point whose variance came out (near) zero on one side would otherwise
+decide the pooling of the whole comparison."""
 EXCESS_FLOOR: float | None = 1.0
 """sampling_excess is at least this (None: not floored): a spread narrower than the normal law's is not
 credited, as the noise of run-to-run throughput is not lighter-tailed than the normal law's."""
@@ -156,10 +160,10 @@ def sampling_excess(var_a, df_a, var_b, df_b, margin: float = 0.0):
     var_a - log var_b holds none of the points' differences in noise, only sampling, whose variance is 2
     trigamma(df / 2) under the normal law at df a side. Over the last axis, the points with equal df >= 2 on both
     sides (at least 3 of them, else 1): the mean of (log var_a - log var_b)^2 / (2 trigamma(df / 2)) less
-    `margin` of its standard errors, at least EXCESS_FLOOR. Heavy-tailed or skewed run-to-run noise spreads
+    `margin` of its standard errors, at least EXCESS_FLOOR and at most EXCESS_MAX. Heavy-tailed or skewed run-to-run noise spreads
     sample variances wider than chi-square sampling does: 1.25x for t(4) and 1.33x for the lognormal of
     tests/cisim.run_noise at 2 df a side (by simulation)."""
-    va, vb = (np.maximum(np.asarray(v, dtype=float), 1e-300) for v in (var_a, var_b))
+    va, vb = (np.maximum(np.asarray(v, dtype=float), 1e-12) for v in (var_a, var_b))
     dfa = np.broadcast_to(np.asarray(df_a, dtype=float), va.shape)
     dfb = np.broadcast_to(np.asarray(df_b, dtype=float), vb.shape)
     ok = (dfa == dfb) & (dfa >= 2) & np.isfinite(va) & np.isfinite(vb)
@@ -168,7 +172,8 @@ def sampling_excess(var_a, df_a, var_b, df_b, margin: float = 0.0):
     mean = u.sum(axis=-1, keepdims=True) / np.maximum(m, 1)
     sd = np.sqrt(np.where(ok, (u - mean) ** 2, 0.0).sum(axis=-1, keepdims=True) / np.maximum(m - 1, 1))
     est = mean - margin * sd / np.sqrt(np.maximum(m, 1))
-    return np.where(m >= 3, est if EXCESS_FLOOR is None else np.maximum(est, EXCESS_FLOOR), 1.0)
+    est = np.minimum(est if EXCESS_FLOOR is None else np.maximum(est, EXCESS_FLOOR), EXCESS_MAX)
+    return np.where(m >= 3, est, 1.0)
 
 
 def moderate(var, df, excess=1.0):
