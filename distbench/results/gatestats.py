@@ -150,8 +150,9 @@ EXCESS_MAX = 2.0
 the estimate is a mean of squares, and one point whose variance came out (near) zero on one side would otherwise
 decide the pooling of the whole comparison."""
 EXCESS_FLOOR: float | None = 1.0
-"""sampling_excess is at least this (None: not floored): a spread narrower than the normal law's is not
-credited, as the noise of run-to-run throughput is not lighter-tailed than the normal law's."""
+"""sampling_excess is at least this (None: not floored): an estimate below the normal law's spread is taken for
+the estimate's own sampling noise, not for noise lighter-tailed than the normal law (a modelling choice; with
+equal Gaussian noise at 20 points, crediting it cost 2 points of power: docs/benchmarks.md, the alternatives)."""
 
 
 def sampling_excess(var_a, df_a, var_b, df_b, margin: float = 0.0):
@@ -160,9 +161,9 @@ def sampling_excess(var_a, df_a, var_b, df_b, margin: float = 0.0):
     var_a - log var_b holds none of the points' differences in noise, only sampling, whose variance is 2
     trigamma(df / 2) under the normal law at df a side. Over the last axis, the points with equal df >= 2 on both
     sides (at least 3 of them, else 1): the mean of (log var_a - log var_b)^2 / (2 trigamma(df / 2)) less
-    `margin` of its standard errors, at least EXCESS_FLOOR and at most EXCESS_MAX. Heavy-tailed or skewed run-to-run noise spreads
-    sample variances wider than chi-square sampling does: 1.25x for t(4) and 1.33x for the lognormal of
-    tests/cisim.run_noise at 2 df a side (by simulation)."""
+    `margin` of its standard errors, at least EXCESS_FLOOR and at most EXCESS_MAX. Heavy-tailed or skewed
+    run-to-run noise spreads sample variances wider than chi-square sampling does: 1.25x for t(4) and 1.33x for
+    the lognormal of tests/cisim.run_noise at 2 df a side (by simulation)."""
     va, vb = (np.maximum(np.asarray(v, dtype=float), 1e-12) for v in (var_a, var_b))
     dfa = np.broadcast_to(np.asarray(df_a, dtype=float), va.shape)
     dfb = np.broadcast_to(np.asarray(df_b, dtype=float), vb.shape)
