@@ -299,8 +299,9 @@ def gate_sweeps(
         var, df, _, _ = gatestats.moderate((c - a[..., 0]) ** 2 / 2, np.ones(points))
         d, se, df = gatestats.welch(ma, var, reps, df, mb, var, reps, df, shared=True)
     else:
-        var, df = gatestats.pooled(a.var(axis=-1, ddof=1), reps - 1.0, np.nanvar(b, axis=-1, ddof=1), n_b - 1)
-        var, df, _, _ = gatestats.moderate(var, df)
+        sides = (a.var(axis=-1, ddof=1), reps - 1.0, np.nanvar(b, axis=-1, ddof=1), n_b - 1)
+        var, df = gatestats.pooled(*sides)
+        var, df, _, _ = gatestats.moderate(var, df, gatestats.spread_excess(*sides))
         d, se = mb - ma, np.sqrt(var * (1 / reps + 1 / n_b))
     _, _, code = gatestats.verdict_codes(d, se, df, threshold)
     regression = code == -1

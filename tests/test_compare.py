@@ -28,6 +28,7 @@ from distbench.cli import main
 from distbench.core.errors import BadInput
 from distbench.results import gatestats, stats
 from distbench.results.store import Store
+from tests import cisim
 from tests.builders import add_sweep, point
 from tests.conftest import TINY, require, run_cli
 
@@ -126,6 +127,37 @@ def test_moderation_pools_equal_variances_and_keeps_unequal_ones_apart():
     assert d0[0] < 5 and df.max() < 7  # little pooling: each point keeps most of its own variance
     post, df, _, d0 = gatestats.moderate(np.array([1e-4, 4e-4]), np.array([2.0, 2.0]))
     assert list(post) == pytest.approx([1e-4, 4e-4]) and d0[0] == 0  # 2 points: no moderation
+
+
+def test_sampling_excess_measures_heavy_tails_from_each_points_two_sides():
+    """The spread of log var_a - log var_b holds no differences between the points, only sampling: about 1 under
+    the normal law (floored at 1), about 1.33 under the skewed lognormal noise, whatever the points' variances."""
+    rng = np.random.default_rng(5)
+    scale = np.exp(rng.normal(0, 1.5, 2000))  # the points' variances spread widely: it must not count
+    for law, low, high in (("normal", 1.0, 1.08), ("lognormal", 1.22, 1.45)):
+        a, b = (scale[:, None] * cisim.run_noise(rng, law, (2000, 3)) for _ in range(2))
+        excess = gatestats.sampling_excess(a.var(axis=1, ddof=1), 2.0, b.var(axis=1, ddof=1), 2.0)
+        assert low <= excess[0] <= high, (law, excess)
+    unequal = gatestats.sampling_excess([1e-4, 9e-4, 1e-4, 1e-4], [2, 2, 2, 1], [1e-2, 1e-4, 1e-4, 1e-4], 2.0)
+    assert unequal[0] > 1  # three points with equal df on both sides; the fourth (1 df in B) left out
+    assert gatestats.sampling_excess([1e-4, 9e-4], 2.0, [1e-2, 1e-4], 2.0)[0] == 1.0  # fewer than 3: none
+    zero = gatestats.sampling_excess([0.0, 1e-4, 2e-4, 1e-4], 2.0, [1e-4, 1e-4, 1e-4, 3e-4], 2.0)
+    assert zero[0] == gatestats.EXCESS_MAX  # one variance of 0 does not decide the whole comparison's pooling
+
+
+def test_pooled_variances_moderate_with_the_excess_of_the_two_sides():
+    rng = np.random.default_rng(6)
+    noise = 0.03 * cisim.run_noise(rng, "t4", (2, 12, 3))
+    logs_a, logs_b = ({(i,): list(side[i]) for i in range(12)} for side in noise)
+    got = gatestats.pooled_variances(logs_a, logs_b)
+    var_a, var_b = noise.var(axis=-1, ddof=1)
+    var, df = gatestats.pooled(var_a, 2.0, var_b, 2.0)
+    excess = gatestats.sampling_excess(var_a, 2.0, var_b, 2.0)
+    assert excess[0] > 1  # these two sides' variances differ more than chi-square sampling makes them
+    post, df_post, _, _ = gatestats.moderate(var, np.broadcast_to(df, var.shape), excess)
+    assert np.array([got[(i,)] for i in range(12)]) == pytest.approx(np.column_stack([post, df_post]))
+    plain, _, _, _ = gatestats.moderate(var, np.broadcast_to(df, var.shape))
+    assert not np.allclose(plain, post)
 
 
 def test_verdict_codes_follow_holm_and_the_threshold():
@@ -518,8 +550,9 @@ def test_gate_uses_the_same_verdicts_as_compare(tmp_path):
     rng = np.random.default_rng(31)
     a, b = rng.normal(0, 0.02, (6, 3)), rng.normal(0, 0.02, (6, 3))
     b[0] += np.log(0.8)
-    var, df = gatestats.pooled(a.var(axis=1, ddof=1), 2.0, b.var(axis=1, ddof=1), 2.0)
-    var, df, _, _ = gatestats.moderate(var, df)
+    sides = (a.var(axis=1, ddof=1), 2.0, b.var(axis=1, ddof=1), 2.0)
+    var, df = gatestats.pooled(*sides)
+    var, df, _, _ = gatestats.moderate(var, df, gatestats.spread_excess(*sides))
     _, adj, code = gatestats.verdict_codes(b.mean(1) - a.mean(1), np.sqrt(var * 2 / 3), df, 0.05)
     sweeps = []
     with Store(tmp_path / "r.db") as store:
