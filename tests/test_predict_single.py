@@ -291,12 +291,13 @@ def test_link_what_if_moves_only_the_named_tier():
     intra, inter = pr.Link(300e9, 1e-6, "t", False), pr.Link(25e9, 1e-6, "t", False)
     base = sg.build_single(s, intra, inter)
     (_, tier, slow), (_, _, fast) = whatif.parse(["link=inter=10gbe", "link=inter=ib-ndr"], 1)[1]
-    assert tier == "inter" and slow.bandwidth == pytest.approx(1.25e9)
+    payload = 1.25e9 * 1448 / 1538  # 10 Gbit/s of Ethernet frames at MTU 1500: TCP's payload share
+    assert tier == "inter" and slow.line_rate == pytest.approx(1.25e9) and slow.bandwidth == pytest.approx(payload)
     m_slow, m_fast = whatif.link_model(base, "inter", slow), whatif.link_model(base, "inter", fast)
     assert m_slow.throughput(8) == pytest.approx(base.throughput(8))  # one node: the inter link does not matter
     assert m_slow.throughput(64) < base.throughput(64) < m_fast.throughput(64)
     t = m_slow.tiers["inter"]
-    assert (t.lo, t.hi) == pytest.approx((0.25 * 1.25e9, 1.25e9)) and t.bw == pytest.approx(math.sqrt(t.lo * t.hi))
+    assert (t.lo, t.hi) == pytest.approx((0.25 * payload, payload)) and t.bw == pytest.approx(math.sqrt(t.lo * t.hi))
     assert base.tiers["inter"].link is inter  # the base is untouched
     (row,) = whatif.link_what_ifs(base, [("link=inter=10gbe", "inter", slow)], [64])[0]["predicted"]
     assert row["throughput_low"] < row["throughput"] < row["throughput_high"]

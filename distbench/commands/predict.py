@@ -58,7 +58,22 @@ from distbench.run.runner import command_line
     help="A named link profile, e.g. nvlink4, pcie4, ib-ndr, 100gbe (tier intra or inter; bare names "
     "go to their own tier). Repeatable.",
 )
-@click.option("--link-bw", "link_bws", multiple=True, metavar="TIER=GBPS", help="Link bandwidth in GB/s per tier.")
+@click.option(
+    "--link-bw",
+    "link_bws",
+    multiple=True,
+    metavar="TIER=GBPS|RATE",
+    help="Link bandwidth per tier: GB/s of payload, or a line rate in kbit, mbit, gbit or tbit (bits/s, e.g. "
+    "inter=100mbit), which counts whole frames (Ethernet framing unless --link-framing says otherwise).",
+)
+@click.option(
+    "--link-framing",
+    "link_framings",
+    multiple=True,
+    metavar="TIER=KIND[:MTU]",
+    help="What a tier's rate counts beyond the payload: ethernet (a wire), tbf (a Linux token bucket) or none "
+    "(the rate is the payload), MTU default 1500, e.g. inter=tbf or inter=ethernet:9000.",
+)
 @click.option("--link-latency", "link_lats", multiple=True, metavar="TIER=US", help="Link latency in us per tier.")
 @opt.option(
     "--nics-per-node",
@@ -133,6 +148,7 @@ def predict(
     comm_sweeps,
     links,
     link_bws,
+    link_framings,
     link_lats,
     nics_per_node,
     algorithm,
@@ -168,7 +184,7 @@ def predict(
     unknown = [w for w in what_if if w not in STRATEGIES]
     if unknown:
         raise BadInput(f"--what-if: unknown strategy {unknown[0]!r}; known: {', '.join(STRATEGIES)}")
-    link_map = pr.explicit_links(links, link_bws, link_lats, nics_per_node)
+    link_map = pr.explicit_links(links, link_bws, link_lats, nics_per_node, link_framings)
     records, sweep_id, store_path, cores = [], None, None, None
     if csv_path:
         records = pr.read_csv(csv_path)

@@ -13,7 +13,13 @@ Sources of the bandwidths (vendor / standard figures, not measurements):
     128b/130b encoding: 15.75 / 31.5 / 63 GB/s per direction for 16 lanes.
   InfiniBand 4x ports: InfiniBand Trade Association roadmap
     (https://www.infinibandta.org/infiniband-roadmap/): EDR 100 Gb/s, HDR 200 Gb/s, NDR 400 Gb/s.
-  Ethernet: IEEE 802.3 line rates 10 / 25 / 100 / 400 Gb/s.
+  Ethernet: IEEE 802.3 line rates 10 / 25 / 100 / 400 Gb/s. A line rate counts whole frames: TCP's payload is
+    1448 of every 1538 bytes on the wire at MTU 1500 (94.1%; framing.py), the bandwidth the model uses.
+  Framing of the others: the NVLink and PCIe figures above are data rates (PCIe's after its 128b/130b
+    coding; its transaction-layer headers are not taken off); InfiniBand's 100 / 200 / 400 Gb/s are data rates
+    after the 64b/66b coding, and each packet adds 26 bytes of headers (local route 8, base transport 12,
+    invariant CRC 4, variant CRC 2) to up to 4096 bytes of payload: 0.6%, not taken off (the interval
+    constants were calibrated on InfiniBand tables with these figures as they are).
 Latencies are ASSUMED typical one-hop software-to-software figures, not specifications: about 1 us
 for NVLink and PCIe peer copies, about 1 us for InfiniBand RDMA (ConnectX adapters are specified
 below 1 us port to port; NCCL adds its own protocol cost), 10-25 us for TCP over Ethernet (kernel
@@ -38,6 +44,9 @@ class LinkProfile:
     bandwidth_gbps: float
     latency_us: float
     description: str
+    framing: str = "none"
+    """What the bandwidth counts beyond the payload (distbench/predict/framing.py): `ethernet` for the Ethernet
+    profiles (a line rate counts whole frames), `none` for the others."""
 
 
 _GBIT = 1 / 8  # Gb/s -> GB/s
@@ -55,10 +64,10 @@ PROFILES: dict[str, LinkProfile] = {
         ("ib-edr", "inter", 100 * _GBIT, 1.0, "InfiniBand EDR 4x port, 100 Gb/s"),
         ("ib-hdr", "inter", 200 * _GBIT, 1.0, "InfiniBand HDR 4x port, 200 Gb/s"),
         ("ib-ndr", "inter", 400 * _GBIT, 1.0, "InfiniBand NDR 4x port, 400 Gb/s"),
-        ("10gbe", "inter", 10 * _GBIT, 25.0, "10 Gigabit Ethernet, TCP"),
-        ("25gbe", "inter", 25 * _GBIT, 15.0, "25 Gigabit Ethernet, TCP"),
-        ("100gbe", "inter", 100 * _GBIT, 10.0, "100 Gigabit Ethernet, TCP"),
-        ("400gbe", "inter", 400 * _GBIT, 10.0, "400 Gigabit Ethernet, TCP"),
+        ("10gbe", "inter", 10 * _GBIT, 25.0, "10 Gigabit Ethernet, TCP", "ethernet"),
+        ("25gbe", "inter", 25 * _GBIT, 15.0, "25 Gigabit Ethernet, TCP", "ethernet"),
+        ("100gbe", "inter", 100 * _GBIT, 10.0, "100 Gigabit Ethernet, TCP", "ethernet"),
+        ("400gbe", "inter", 400 * _GBIT, 10.0, "400 Gigabit Ethernet, TCP", "ethernet"),
     )
 }
 

@@ -18,6 +18,7 @@ import numpy as np
 from distbench import analysis as an
 from distbench.core.errors import BadInput
 from distbench.core.strategies import STRATEGIES, Strategy
+from distbench.predict.framing import ETHERNET, NONE, Framing, line_rate, parse_framing
 from distbench.predict.linkprofiles import get_profile
 
 ALGORITHMS = ("auto", "ring", "tree", "hierarchical")
@@ -65,11 +66,26 @@ class Link:
     warnings: list[str] = field(default_factory=list)
     largest_bytes: float | None = None
     """The largest message the measurement timed (a measured link): beyond it the bandwidth is extrapolated."""
+    line_rate: float | None = None
+    """bytes/s the link's rate counts, frames and all (a profile, `--link-bw` in bit/s); `bandwidth` is its payload
+    share (framing.py)."""
+    framing: Framing = NONE
 
     def describe(self) -> str:
         bw = "inf" if math.isinf(self.bandwidth) else f"{self.bandwidth / 1e9:.3g} GB/s"
+        if self.line_rate is not None and self.framing.kind != "none":
+            bw += f" payload = {self.framing.share:.1%} of {bit_rate(self.line_rate)} ({self.framing.describe()})"
         lat = "latency not resolved" if any("latency" in w for w in self.warnings) else f"{self.latency * 1e6:.3g} us"
         return f"{bw}, {lat} ({'measured' if self.measured else 'nominal'}: {self.source})"
+
+
+def bit_rate(bytes_per_s: float) -> str:
+    """A rate in bytes/s as bits per second: `100 Mbit/s`, `10 Gbit/s`."""
+    bits = bytes_per_s * 8
+    for unit, scale in (("Tbit/s", 1e12), ("Gbit/s", 1e9), ("Mbit/s", 1e6), ("kbit/s", 1e3)):
+        if bits >= scale:
+            return f"{bits / scale:.4g} {unit}"
+    return f"{bits:.4g} bit/s"
 
 
 def ring_allreduce_time(size: float, n: int, link: Link) -> float:
@@ -201,9 +217,12 @@ def _tiered(values: Sequence[str], default_tier: Callable[[str], str] = lambda v
 
 
 def explicit_links(
-    profiles: Sequence[str], bws: Sequence[str], lats: Sequence[str], nics_per_node: int
+    profiles: Sequence[str], bws: Sequence[str], lats: Sequence[str], nics_per_node: int, framings: Sequence[str] = ()
 ) -> dict[str, Link]:
-    """--link [TIER=]NAME, --link-bw TIER=GBPS, --link-latency TIER=US (a bare value is intra)."""
+    """--link [TIER=]NAME, --link-bw TIER=GBPS|RATE, --link-latency TIER=US (a bare value is intra),
+    --link-framing TIER=KIND[:MTU]. A link's bandwidth is its payload rate: a profile's line rate or a `--link-bw`
+    in bit/s (`100mbit`) times its framing's payload share (framing.py; Ethernet unless --link-framing says
+    otherwise); a `--link-bw` in GB/s is the payload rate itself unless --link-framing names a framing."""
     out: dict[str, Link] = {}
     for tier, name in _tiered(profiles, lambda v: get_profile(v).tier).items():
         p = get_profile(name)
@@ -213,8 +232,10 @@ def explicit_links(
             p.latency_us * 1e-6,
             f"profile {p.name}: {p.description}" + (f", x{k} NICs" if k > 1 else ""),
             False,
+            line_rate=p.bandwidth_gbps * 1e9 * k,
+            framing=Framing(p.framing),
         )
-    bw = {t: _positive(v, "--link-bw", "GB/s") for t, v in _tiered(bws).items()}
+    bw = {t: _rate(v) for t, v in _tiered(bws).items()}
     lat = {t: _positive(v, "--link-latency", "us", zero=True) for t, v in _tiered(lats).items()}
     for tier in set(bw) | set(lat):
         base = out.get(tier)
@@ -223,13 +244,53 @@ def explicit_links(
                 ("--link-bw", "--link-latency", "US") if tier in bw else ("--link-latency", "--link-bw", "GBPS")
             )
             raise BadInput(f"{has} {tier}=... needs {needs} {tier}={unit} too (or a --link profile)")
+        rate, framing = bw[tier] if tier in bw else (base.line_rate or base.bandwidth, base.framing)
         out[tier] = Link(
-            bw[tier] * 1e9 if tier in bw else base.bandwidth,
+            rate,
             lat[tier] * 1e-6 if tier in lat else base.latency,
             "--link-bw/--link-latency",
             False,
+            line_rate=rate,
+            framing=framing,
         )
+    for tier, spec in _framed(framings).items():
+        if tier not in out:
+            raise BadInput(
+                f"--link-framing {tier}={spec}: no {tier}-node rate to apply it to: pass --link {tier}=PROFILE or "
+                f"--link-bw {tier}=RATE (a measured link is already the payload rate)"
+            )
+        out[tier].framing = parse_framing(spec, f"{tier}={spec}")
+    for link in out.values():
+        if link.line_rate is not None:
+            link.bandwidth = link.line_rate * link.framing.share
     return out
+
+
+def _framed(values: Sequence[str]) -> dict[str, str]:
+    out = {}
+    for v in values:
+        m = _TIER.match(v)
+        if not m:
+            raise BadInput(f"--link-framing: {v!r} names no tier: write TIER=KIND[:MTU], e.g. inter=ethernet")
+        out[m.group(1).lower()] = m.group(2).strip()
+    return out
+
+
+def _rate(text: str) -> tuple[float, Framing]:
+    """A `--link-bw` value: bytes/s and the framing it implies (bit/s: a line rate, Ethernet; GB/s: payload)."""
+    rate = line_rate(text)
+    if rate is not None and 0 < rate < math.inf:
+        return rate, ETHERNET
+    try:
+        x = float(text)
+    except ValueError:
+        x = float("nan")
+    if math.isnan(x) or x <= 0 or math.isinf(x):
+        raise BadInput(
+            f"--link-bw: {text!r} is not a positive number of GB/s (payload) or a line rate in kbit, mbit, gbit or "
+            "tbit (bits/s, e.g. 100mbit)"
+        )
+    return x * 1e9, NONE
 
 
 def _positive(text: str, flag: str, unit: str, zero: bool = False, allow_inf: bool = False) -> float:

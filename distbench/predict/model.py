@@ -39,9 +39,10 @@ from distbench.predict.links import Link, tier_times
 from distbench.predict.sources import Observed, Series
 
 NOMINAL_EFFICIENCY = (0.25, 1.0)
-"""Achieved share of a nominal (profile, --link-bw) link's figure a collective gets: up to the full rate (NCCL's
-all-reduce bus bandwidth reaches 70-95% of NVLink / InfiniBand line rate, TCP about 90% of Ethernet's), down to a
-quarter (beyond that the link is not healthy, or the loss is not communication)."""
+"""Achieved share of a nominal (profile, --link-bw) link's figure, its payload rate (framing.py), a collective gets:
+up to the full rate (NCCL's all-reduce bus bandwidth reaches 70-95% of NVLink / InfiniBand line rate, TCP about 90%
+of Ethernet's line rate, whose payload rate is 94% of it), down to a quarter (beyond that the link is not healthy,
+or the loss is not communication)."""
 MEASURED_EFFICIENCY = (1 / 1.5, 1.5)
 """A link measured with `distbench comm` is what the collective gets: only bucketing and contention move it."""
 BACKWARD_SHARE = (0.5, 2 / 3)
