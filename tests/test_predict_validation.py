@@ -684,5 +684,5 @@ if __name__ == "__main__":  # print the docs' tables
     print("\n" + "\n".join(single_target_lines() + tuning_within_lines() + [""] + single_sensitivity_lines()))
     print("\n" + "\n".join(earlier_scoring_line(w) for w in EARLIER_ONE_DEVICE))
     print("\n" + without_anomalous_line())
-    print("\n" + "\n".join(several_target_lines() + [earlier_interval_line(), outside_line()]))
+    print("\n" + "\n".join(several_target_lines() + [earlier_interval_line(), outside_line(), construction_line()]))
     print("\n" + "\n".join(several_target_lines({s["file"] for s in sources() if s["publisher"] in LAST_ADDED})))
