@@ -40,10 +40,7 @@ CPU_FLAGS: dict[str, list[str]] = {
         "1,2",
         *TINY_POINT[4:],
     ],
-    # torch alone: tests/test_profile.py runs this command with both frameworks and checks what it prints.
     "distbench profile --strategy torch,tf --model resnet18 --image-size 32": [
-        "--strategy",
-        "torch",
         "--batch-size",
         "2",
         "--steps",
