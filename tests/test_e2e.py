@@ -146,9 +146,6 @@ def test_every_point_is_in_the_store_with_steps_and_environment(sweep):
 def test_strong_scaling_divides_the_batch(tmp_path):
     args = [a for a in TINY]
     args[args.index("--batch-size") + 1] = "4"
-    # --no-comm: ddp's rank config here (batch 2 per rank) is the sweep's ddp N=2, whose communication the tests
-    # above check; this test checks how the batch is divided.
-    args.append("--no-comm")
     _, points = run_json(
         [
             "scale",
