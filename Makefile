@@ -25,10 +25,10 @@ test-fast: lint
 	$(PY) -m pytest -ra -m "not slow" tests
 
 test-slow: slurm-notice install
-	$(PY) -m pytest -ra -m slow tests
+	$(PY) -m pytest -ra -m slow --durations=30 tests
 
 test: slurm-notice test-fast
-	$(PY) -m pytest -ra -m slow tests
+	$(PY) -m pytest -ra -m slow --durations=30 tests
 
 # Said before the slow tier starts, as root only (tests/test_slurm.py's local_slurm fixture).
 slurm-notice:

@@ -9,7 +9,7 @@ import pytest
 from distbench.results import stats
 from distbench.results.record import undeclared_keys
 from tests.builders import point_config
-from tests.conftest import TINY, require, run_cli, run_json
+from tests.conftest import TINY, require, run_json
 
 pytestmark = pytest.mark.slow
 
@@ -140,16 +140,6 @@ def test_every_point_is_in_the_store_with_steps_and_environment(sweep):
     env = json.loads(sweep_row[1])
     assert env["packages"]["torch"] and env["packages"]["horovod"] and env["hostname"]
     assert "--gpus 1,2" in sweep_row[2]
-
-
-@require("torch")
-def test_run_one_point_table_output(tmp_path):
-    proc = run_cli(
-        ["run", "--strategy", "ddp", "--gpus", "2", "--device", "cpu", "--results", str(tmp_path / "r.db"), *TINY]
-    )
-    assert proc.returncode == 0, proc.stderr
-    assert "ddp" in proc.stdout and "ok" in proc.stdout
-    assert "results stored in" in proc.stdout
 
 
 @require("torch")

@@ -215,3 +215,23 @@ def test_verify_refuses_a_results_file_that_is_not_a_store_in_one_line(tmp_path,
     err = capsys.readouterr().err
     assert err.endswith(f"Error: {bad} is not a distbench results store (left untouched)\n")
     assert "Traceback" not in err and bad.read_text() == "not a database\n"
+
+
+def test_run_prints_its_point_in_a_table_and_where_it_stored_it(tmp_path, monkeypatch, capsys):
+    """`distbench run`'s table output, from the records a real run would return (the real run of this command on
+    CPU workers: tests/test_readme_commands.py, its `run` row)."""
+    from distbench.kinds import measure
+
+    def worker(strategy, cfg, workdir, timeout_s, telemetry_interval_s=0.0):
+        record = base_record(cfg.to_dict(), strategy=strategy.name, framework=strategy.framework, status="ok")
+        record.update(step_times_s=[0.1 * cfg.world_size] * 3, measured_window_s=0.3 * cfg.world_size)
+        return record
+
+    monkeypatch.setattr(measure, "run_point", worker)
+    db = tmp_path / "r.db"
+    args = ["run", "--strategy", "ddp", "--gpus", "2", "--device", "cpu", "--results", str(db), "--no-comm"]
+    assert main([*args, "--model", "mlp", "--steps", "3", "--warmup", "1", "--target-ci", "0"]) == 0
+    out = capsys.readouterr().out
+    [row] = [line for line in out.splitlines() if line.split()[:2] == ["ddp", "2"]]
+    assert " ok " in f"{row} "
+    assert f"results stored in {db} (sweep " in out

@@ -12,7 +12,7 @@ from distbench.run.launch import run_point
 from distbench.run.launchers import TORCHRUN
 from distbench.run.plan import SweepOptions, make_plan
 from tests.builders import point_config, verify
-from tests.conftest import ROOT, require
+from tests.conftest import ROOT, have, require
 
 SHARDED = {"fsdp": ("torch",), **{f"deepspeed-zero{k}": ("torch", "deepspeed") for k in (1, 2, 3)}}
 PARAMS = [pytest.param(s, marks=require(*mods)) for s, mods in SHARDED.items()]
@@ -84,29 +84,42 @@ def test_each_sharded_strategy_runs_and_records_peak_memory(strategy, n, tmp_pat
     )
 
 
+BROKEN = {"fsdp_sum": ("torch",), "zero_sum": ("torch", "deepspeed")}
+"""Workers in tests/fault_workers that sum the gradients instead of averaging them."""
+
+
+@pytest.fixture(scope="module")
+def verdicts():
+    """One verify of every sharded strategy and every broken worker installed here (the broken ones importable
+    by the ranks): one single-device baseline run for all, each judged against it as when verified alone.
+    {strategy: verdict}"""
+    installed = lambda mods: all(have(m) for m in mods)  # noqa: E731
+    strategies = [STRATEGIES[s] for s, mods in SHARDED.items() if installed(mods)]
+    strategies += [
+        Strategy(name=m, framework="torch", module=f"tests.fault_workers.{m}", launcher=TORCHRUN.name)
+        for m, mods in BROKEN.items()
+        if installed(mods)
+    ]
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("PYTHONPATH", os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+        results = verify(strategies=strategies, **VERIFY)
+    assert [r["strategy"] for r in results] == [s.name for s in strategies]
+    return {r["strategy"]: r for r in results}
+
+
 @pytest.mark.slow
 @require("torch", "deepspeed")
-def test_verify_passes_for_every_sharded_strategy():
-    results = {r["strategy"]: r for r in verify(strategies=[STRATEGIES[s] for s in SHARDED], **VERIFY)}
-    assert set(results) == set(SHARDED)
+def test_verify_passes_for_every_sharded_strategy(verdicts):
+    results = {s: verdicts[s] for s in SHARDED}
     for r in results.values():
         assert r["passed"] is True, r
         assert r["loss_max_rel_diff"] < DEFAULT_RTOL and r["update_max_rel_diff"] < DEFAULT_RTOL
 
 
-@pytest.fixture
-def tests_importable(monkeypatch):
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
-
-
 @pytest.mark.slow
-@pytest.mark.parametrize(
-    "module",
-    [pytest.param("fsdp_sum", marks=require("torch")), pytest.param("zero_sum", marks=require("torch", "deepspeed"))],
-)
-def test_summed_gradients_fail_verify(module, tests_importable):
-    broken = Strategy(name=module, framework="torch", module=f"tests.fault_workers.{module}", launcher=TORCHRUN.name)
-    [r] = verify(strategies=[broken], **VERIFY)
+@pytest.mark.parametrize("module", [pytest.param(m, marks=require(*mods)) for m, mods in BROKEN.items()])
+def test_summed_gradients_fail_verify(module, verdicts):
+    r = verdicts[module]
     assert r["passed"] is False, r
     assert "weight updates differ" in r["reason"]
     assert r["update_max_rel_diff"] > 0.5  # updates ~2x the single-device ones at N=2

@@ -61,15 +61,24 @@ def _broken(module):
     return Strategy(name=module.rsplit(".", 1)[1], framework="torch", module=module, launcher=TORCHRUN.name)
 
 
-@pytest.fixture
-def tests_importable(monkeypatch):
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+BROKEN = ("ddp_sum", "ddp_same_data", "ddp_no_broadcast")
+
+
+@pytest.fixture(scope="module")
+def broken_verdicts():
+    """One verify of the three broken workers (tests/fault_workers, importable by the ranks): one single-device
+    baseline run for all three, each judged against it as when verified alone. {worker: verdict}"""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("PYTHONPATH", os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+        results = verify(strategies=[_broken(f"tests.fault_workers.{name}") for name in BROKEN], **ARGS)
+    assert [r["strategy"] for r in results] == list(BROKEN)
+    return {r["strategy"]: r for r in results}
 
 
 @pytest.mark.slow
 @require("torch")
-def test_summing_instead_of_averaging_fails(tests_importable):
-    [r] = verify(strategies=[_broken("tests.fault_workers.ddp_sum")], **ARGS)
+def test_summing_instead_of_averaging_fails(broken_verdicts):
+    r = broken_verdicts["ddp_sum"]
     assert r["passed"] is False
     assert "weight updates differ" in r["reason"]
     assert r["update_max_rel_diff"] > 0.5  # updates ~2x the single-device ones at N=2
@@ -77,16 +86,16 @@ def test_summing_instead_of_averaging_fails(tests_importable):
 
 @pytest.mark.slow
 @require("torch")
-def test_feeding_every_worker_the_same_data_fails(tests_importable):
-    [r] = verify(strategies=[_broken("tests.fault_workers.ddp_same_data")], **ARGS)
+def test_feeding_every_worker_the_same_data_fails(broken_verdicts):
+    r = broken_verdicts["ddp_same_data"]
     assert r["passed"] is False
     assert "losses differ from the single-device run" in r["reason"]
 
 
 @pytest.mark.slow
 @require("torch")
-def test_a_missing_initial_broadcast_fails(tests_importable):
-    [r] = verify(strategies=[_broken("tests.fault_workers.ddp_no_broadcast")], **ARGS)
+def test_a_missing_initial_broadcast_fails(broken_verdicts):
+    r = broken_verdicts["ddp_no_broadcast"]
     assert r["passed"] is False
     assert "losses differ" in r["reason"]
 
