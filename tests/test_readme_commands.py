@@ -31,13 +31,13 @@ CPU_FLAGS: dict[str, list[str]] = {
     # At N=2 only (with the N=1 baselines): tests/test_wrappers.py and tests/test_sharded.py run each wrapper and
     # each of fsdp and deepspeed-zero1/2/3 at N=1 and N=2 with their own checks; this row checks the command.
     "distbench scale --gpus 1,2 --strategy ddp,wrappers,sharded": ["--gpus", "2", *TINY_POINT],
-    # --strategy adds to a command's list (it replaces nothing), so this row runs its five strategies; at N=2 only,
-    # as tests/test_decoders.py runs each of them at N=1 and N=2 on the tiny gpt2.
+    # --strategy adds to a command's list (it replaces nothing), so this row runs its five strategies; at N=1 and
+    # N=2, since the predict row after it fits `latest` (this sweep), which needs two N per strategy.
     "distbench scale --model llama --model-size 350m --strategy ddp,fsdp,deepspeed --gpus 1,8": [
         "--model-size",
         "tiny",
         "--gpus",
-        "2",
+        "1,2",
         *TINY_POINT[4:],
     ],
     "distbench profile --strategy torch,tf --model resnet18 --image-size 32": [
