@@ -18,7 +18,7 @@ sampling does, which the moment estimate would take for differences between the 
 is measured on each point's A/B split, where the points' differences cannot enter (`sampling_excess`), and left
 out of the prior's. The false alarm and power per noise law, heterogeneity, R and point count:
 docs/benchmarks.md. On a noise floor (one run per side, 1 df per point) the false alarm exceeds 5% where one
-point is much noisier, and compare says so beside its verdict (compare.MODERATION_CAVEAT).
+point is much noisier or the noise is skewed, and compare says so beside its verdict (compare.MODERATION_CAVEAT).
 """
 
 from __future__ import annotations
