@@ -44,6 +44,7 @@ bench: install
 	$(PY) benchmarks/comm_busbw.py --out docs/benchmarks.md
 	$(PY) benchmarks/ci_coverage.py --out docs/benchmarks.md
 	$(PY) benchmarks/gate_power.py --out docs/benchmarks.md
+	$(PY) benchmarks/gate_probes.py --out docs/benchmarks.md
 	$(PY) benchmarks/two_stage_window.py --out docs/benchmarks.md
 	$(PY) benchmarks/wall_split.py --out docs/benchmarks.md
 

@@ -262,6 +262,9 @@ def gate_sweeps(
     floor: bool = False,
     threshold: float = 0.05,
     one_df_points: int = 0,
+    slowed_points: int = 1,
+    b_noise: float = 1.0,
+    slowed_noise: float = 1.0,
     trials: int = 4000,
 ) -> dict:
     """`distbench compare` of simulated sweeps A and B of `points` points, exactly as compare._judge judges
@@ -271,23 +274,29 @@ def gate_sweeps(
     runs and points); the points' run_sd spread by a factor `hetero` from the quietest to the noisiest
     (geometrically), and the last `noisy_points` points' are `noisy` times that (points much noisier than the
     rest: the moderation's assumption, one noise level per sweep, broken). B's median-noise point (index
-    points // 2 - 1: among the quiet ones in every pattern) is `effect` times A's (the others are A/A). No
+    points // 2 - 1: among the quiet ones in every pattern) is `effect` times A's (the others are A/A);
+    `slowed_points` > 1: that many, from there towards the quieter points. `b_noise`: every point's run_sd in B
+    that many times A's (B on a busier machine: A and B no longer share a point's variance); `slowed_noise`: the
+    slowed points' run_sd in B that many times more (a change that also adds noise). No
     shift common to a whole sweep (another time of day, a busier machine) is simulated: repeats do not see
     one, only a noise floor does. r repeats per side; `floor`: r = 1 and the variances from a third sweep C,
     an A/A run of A (compare --noise-floor). family_false_alarm: share of comparisons calling any A/A point a
-    regression; power: share calling the changed point one. `one_df_points`: that many of B's first points lost one repeat (a failed
+    regression; power: share calling the changed point one (per slowed point, averaged; all_caught: share
+    calling every slowed point one; per_point: each point's share called a regression). `one_df_points`: that many of B's first points lost one repeat (a failed
     run): R - 1 runs, R - 2 df there."""
     from distbench.results import gatestats
 
     sd = run_sd * np.exp(np.linspace(-math.log(hetero) / 2, math.log(hetero) / 2, points))
     sd[points - noisy_points :] *= noisy
     reps = 1 if floor else r
-    target = points // 2 - 1
+    target = [points // 2 - 1 - i for i in range(slowed_points)]
+    sd_b = sd * b_noise
+    sd_b[target] *= slowed_noise
 
-    def runs() -> np.ndarray:
-        return sd[None, :, None] * run_noise(rng, law, (trials, points, reps))
+    def runs(scale: np.ndarray = sd) -> np.ndarray:
+        return scale[None, :, None] * run_noise(rng, law, (trials, points, reps))
 
-    a, b = runs(), runs()
+    a, b = runs(), runs(sd_b)
     b[:, target, :] += math.log(effect)
     n_b = np.full(points, float(reps))
     if one_df_points and not floor:
@@ -309,5 +318,7 @@ def gate_sweeps(
     return {
         "family_false_alarm": float(null.any(axis=1).mean()),
         "power": float(regression[:, target].mean()) if effect != 1.0 else float("nan"),
+        "all_caught": float(regression[:, target].all(axis=1).mean()) if effect != 1.0 else float("nan"),
+        "per_point": regression.mean(axis=0),
         "trials": trials,
     }

@@ -44,8 +44,9 @@ NOT_ENOUGH = "not enough repeats to say"
 CODE_VERDICT = {0: "within noise", -1: "regression", 1: "improvement", 2: "below threshold"}
 MODERATION_CAVEAT = (
     "judged at {how}: the run-to-run variances are moderated across the points, which assumes the points of a "
-    "sweep share a noise level; on a noise floor where one point is much noisier than the rest the simulated "
-    "family false alarm exceeds 5%, and at R = 2 a 10% regression at 3% run-to-run noise is caught in only a "
+    "sweep share a noise level; on a noise floor the simulated family false alarm exceeds 5% (up to 9%) where "
+    "one point is much noisier than the rest or the run-to-run noise is skewed, and at R = 2 a 10% regression at "
+    "3% run-to-run noise is caught in only a "
     "quarter to a half of comparisons (docs/benchmarks.md), so confirm a flagged point with --repeats 3 or more"
 )
 """Said beside the verdict when a point was judged on 1 df per side (R = 2, or one run with a noise floor)."""
