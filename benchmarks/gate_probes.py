@@ -22,6 +22,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from gate_power import LAWS, _se, _upper  # noqa: E402
 from mdsection import write_section  # noqa: E402
 
+from distbench.analysis import gatenotes  # noqa: E402
+from distbench.results import gatestats  # noqa: E402
 from tests import cisim  # noqa: E402
 
 S10 = math.sqrt(10)
@@ -124,6 +126,132 @@ def by_point(trials: int, sd: float, seed: int) -> list[dict]:
     return out
 
 
+NOTE_PATTERNS = {
+    "equal variances": {},
+    "variances spread 10x": {"hetero": S10},
+    "one point's variance 10x": {"noisy": S10},
+}
+"""The A/A patterns of gate_power.py's table, for how often compare's note on B's noise fires with nothing changed."""
+NOTE_SIZES = ((3, 10), (3, 20), (5, 10), (5, 20))
+B_RATIOS = (0.5, 1.5, 2.0, 3.0)
+"""B's run-to-run sd over A's on every point (cisim.gate_sweeps b_noise), variances spread 10x, nothing slowed."""
+B_SIZES = ((3, 10), (3, 20), (5, 20))
+
+
+def note_rows(trials: int, sd: float, seed: int) -> tuple[list[str], list[str], dict]:
+    """compare's note on B's noise (gatestats.noise_ratio_p; cisim.gate_sweeps' noise_note): its firing rate in
+    A/A pairs per noise law, R, points and pattern; and with B's sd B_RATIOS times A's on every point, its firing
+    rate beside the gate's family false alarm. Returns the two tables' rows and the gate's false alarm range
+    (lowest, highest) where B is noisier and where B is quieter (and where B is noisier, per noise law)."""
+    aa, unshared, fas = [], [], {"noisier": [], "quieter": []}
+    by_law: dict[str, list[float]] = {}
+    for i, law in enumerate(LAWS):
+        for r, points in NOTE_SIZES:
+            got = []
+            for j, kw in enumerate(NOTE_PATTERNS.values()):
+                rng = np.random.default_rng([seed, 200 + i, j, r, points])
+                common = dict(points=points, r=r, run_sd=sd, law=LAWS[law], trials=trials)
+                f = cisim.gate_sweeps(rng, **common, **kw)["noise_note"]
+                got.append(f"{f:.1%} ± {_se(f, trials):.1%} (<= {_upper(f, trials):.1%})")
+                fas.setdefault("a/a", []).append(f)
+            aa.append(f"| {law} | {r} | {points} | " + " | ".join(got) + " |")
+            print(aa[-1], file=sys.stderr, flush=True)
+        for r, points in B_SIZES:
+            fires, alarms = [], []
+            for j, ratio in enumerate(B_RATIOS):
+                rng = np.random.default_rng([seed, 300 + i, j, r, points])
+                res = cisim.gate_sweeps(
+                    rng, points=points, r=r, run_sd=sd, law=LAWS[law], trials=trials, hetero=S10, b_noise=ratio
+                )
+                fires.append(f"{res['noise_note']:.1%} ± {_se(res['noise_note'], trials):.1%}")
+                fa = res["family_false_alarm"]
+                alarms.append(f"{fa:.1%} ± {_se(fa, trials):.1%}")
+                fas["noisier" if ratio > 1 else "quieter"].append(fa)
+                if ratio > 1:
+                    by_law.setdefault(law, []).append(fa)
+            unshared.append(f"| {law} | {r} | {points} | " + " | ".join(fires + alarms) + " |")
+            print(unshared[-1], file=sys.stderr, flush=True)
+    ranges: dict = {k: (min(v), max(v)) for k, v in fas.items()}
+    ranges["a/a"] = (float(np.mean(fas["a/a"])), len(fas["a/a"]))
+    ranges["noisier by law"] = {law: (min(v), max(v)) for law, v in by_law.items()}
+    ranges["no threshold"] = {
+        ratio: cisim.gate_sweeps(
+            np.random.default_rng([seed, 400, j]),
+            points=20,
+            r=3,
+            run_sd=sd,
+            law="normal",
+            trials=trials,
+            hetero=S10,
+            b_noise=ratio,
+            threshold=0.0,
+        )["family_false_alarm"]
+        for j, ratio in enumerate((0.5, 2.0))
+    }
+    return aa, unshared, ranges
+
+
+def note_section(aa: list[str], unshared: list[str], ranges: dict, trials: int, sd: float) -> list[str]:
+    """The second table of the section: compare's note on B's noise (gatenotes.unshared_noise)."""
+    size = {
+        m: 2 * float(gatestats.signed_rank_cdf(m)[np.searchsorted(gatestats.signed_rank_cdf(m), 0.025, "right") - 1])
+        for m in (10, 20)
+    }
+
+    above = ", ".join(law for law, (_, high) in ranges["noisier by law"].items() if high - 2 * _se(high, trials) > 0.05)
+    free = ranges["no threshold"]
+    pooled, cells = ranges["a/a"]
+
+    def span(values) -> str:
+        return "-".join(dict.fromkeys(f"{v:g}" for v in (min(values), max(values))))
+
+    quoted = "; ".join(
+        f"B's sd {span([v for v in B_RATIOS if (v > 1) == (side == 'noisier')])}x A's on every point: "
+        f"{ranges[side][0]:.1%}-{ranges[side][1]:.1%}"
+        for side in ("noisier", "quieter")
+    )
+    by_law = "; ".join(f"{law} {low:.1%}-{high:.1%}" for law, (low, high) in ranges["noisier by law"].items())
+    ratio_heads = " | ".join(f"note fires, B's sd {v:g}x" for v in B_RATIOS)
+    alarm_heads = " | ".join(f"gate's family false alarm, {v:g}x" for v in B_RATIOS)
+    return [
+        "### compare's note on B's noise",
+        "",
+        "The pooled t assumes A and B share each point's run-to-run variance. `compare` tests that over the points "
+        "with repeats on both sides (equal df): Wilcoxon's signed-rank test of the points' log variance ratios "
+        "log(var_B / var_A) at a two-sided 5% (gatestats.noise_ratio_p), and where it rejects, it says by how much "
+        "B's sd differs (the Hodges-Lehmann estimate and its exact 95% interval) and what the gate's false alarm "
+        "was in the simulations below. With A and B sharing a point's variance the log ratio is symmetric about 0 "
+        "whatever the noise law and whatever the point's own noise (A's and B's runs can be swapped), so the "
+        f"test's level is exact: at most {size[10]:.2%} at 10 points and {size[20]:.2%} at 20 (its discrete law); "
+        "it cannot reject with fewer than 6 points. The pattern of the points' noise cannot change it (the log "
+        "ratio is free of each point's scale); each pattern below is an independent simulation of the same rate. "
+        f"{trials} simulated pairs per cell, set up as above (sd of the median point {sd:.0%}). Over the "
+        f"{cells} A/A cells it fires in {pooled:.2%} of pairs (± {_se(pooled, trials * cells):.2%}).",
+        "",
+        "Fires in A/A pairs (nothing changed; ± one Monte Carlo standard error, the bracket the 95% Wilson upper end):",
+        "",
+        "| noise | repeats per side | points | " + " | ".join(NOTE_PATTERNS) + " |",
+        "|---|---|---|---|---|---|",
+        *aa,
+        "",
+        "With B's sd the given multiple of A's on every point, variances spread 10x, nothing slowed: how often the "
+        "note fires (its power), and the gate's family false alarm (any point called a regression):",
+        "",
+        f"| noise | repeats per side | points | {ratio_heads} | {alarm_heads} |",
+        "|" + "---|" * (3 + 2 * len(B_RATIOS)),
+        *unshared,
+        "",
+        f"The note quotes the range of the gate's family false alarm over these cells (gatenotes."
+        f"UNSHARED_NOISE_FALSE_ALARM): {quoted}. Where B is noisier, by noise law: {by_law}; over 5% by more than "
+        f"2 standard errors: {above or 'none'}. Where B is quieter the threshold binds more often (B's noise is "
+        "smaller against the same 5%): without it (threshold 0, Gaussian, R = 3, 20 points, variances spread 10x) "
+        f"the false alarm is {free[0.5]:.1%} at B's sd 0.5x and {free[2.0]:.1%} at 2x (± "
+        f"{_se(free[2.0], trials):.1%}; the gate is the same with A and B swapped but for the "
+        "threshold's scale).",
+        "",
+    ]
+
+
 def reading(cells: list[dict], split: list[dict], trials: int) -> list[str]:
     """The section's reading, its figures taken from this run's cells."""
     above = [(c, key) for c in cells for key in ("fa", "beside") if c[key] - 2 * _se(c[key], trials) > 0.05]
@@ -165,6 +293,15 @@ def main() -> None:
     start = time.time()
     cells = rows(args.trials, args.sd, 2043)
     split = by_point(args.trials, args.sd, 2043)
+    aa, unshared, ranges = note_rows(args.trials, args.sd, 2043)
+    for side in ("noisier", "quieter"):
+        low, high = ranges[side]
+        _, quoted = gatenotes.UNSHARED_NOISE_FALSE_ALARM[side]
+        if (round(low, 3), round(high, 3)) != tuple(quoted):
+            print(
+                f"gatenotes.UNSHARED_NOISE_FALSE_ALARM[{side!r}] quotes {quoted}: this run {low:.3f}-{high:.3f}",
+                file=sys.stderr,
+            )
     text = "\n".join(
         [
             "## The regression gate beyond its table (`benchmarks/gate_probes.py`)",
@@ -188,6 +325,7 @@ def main() -> None:
             f"{time.time() - start:.0f} s on a shared 2-core machine.",
             "",
             *reading(cells, split, args.trials),
+            *note_section(aa, unshared, ranges, args.trials, args.sd),
         ]
     )
     print(text)

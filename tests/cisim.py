@@ -283,7 +283,10 @@ def gate_sweeps(
     an A/A run of A (compare --noise-floor). family_false_alarm: share of comparisons calling any A/A point a
     regression; power: share calling the changed point one (per slowed point, averaged; all_caught: share
     calling every slowed point one; per_point: each point's share called a regression). `one_df_points`: that many of B's first points lost one repeat (a failed
-    run): R - 1 runs, R - 2 df there."""
+    run): R - 1 runs, R - 2 df there. noise_note: share
+    of comparisons in which compare says B's run-to-run noise differs from A's (gatestats.noise_ratio_p <=
+    ALPHA over the points with equal df on both sides; NaN on a floor); it draws no random numbers, so the other
+    outputs are as without it."""
     from distbench.results import gatestats
 
     sd = run_sd * np.exp(np.linspace(-math.log(hetero) / 2, math.log(hetero) / 2, points))
@@ -303,6 +306,7 @@ def gate_sweeps(
         b[:, :one_df_points, reps - 1] = np.nan
         n_b[:one_df_points] = reps - 1
     ma, mb = a.mean(axis=-1), np.nanmean(b, axis=-1)
+    fires = math.nan  # a noise floor has no repeats: compare's noise-ratio check needs them on both sides
     if floor:
         c = runs()[..., 0]
         var, df, _, _ = gatestats.moderate((c - a[..., 0]) ** 2 / 2, np.ones(points))
@@ -311,6 +315,7 @@ def gate_sweeps(
         sides = (a.var(axis=-1, ddof=1), reps - 1.0, np.nanvar(b, axis=-1, ddof=1), n_b - 1)
         var, df = gatestats.pooled(*sides)
         var, df, _, _ = gatestats.moderate(var, df, gatestats.spread_excess(*sides))
+        fires = float((gatestats.noise_ratio_p(*sides)[0] <= gatestats.ALPHA).mean())
         d, se = mb - ma, np.sqrt(var * (1 / reps + 1 / n_b))
     _, _, code = gatestats.verdict_codes(d, se, df, threshold)
     regression = code == -1
@@ -320,5 +325,6 @@ def gate_sweeps(
         "power": float(regression[:, target].mean()) if effect != 1.0 else float("nan"),
         "all_caught": float(regression[:, target].all(axis=1).mean()) if effect != 1.0 else float("nan"),
         "per_point": regression.mean(axis=0),
+        "noise_note": fires,
         "trials": trials,
     }

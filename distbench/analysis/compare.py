@@ -21,6 +21,7 @@ import numpy as np
 
 from distbench.analysis import Sweep, is_comm, num, record_key, series_name, workload_label
 from distbench.analysis.drift import drift_note
+from distbench.analysis.gatenotes import unshared_noise
 from distbench.analysis.output import table_width
 from distbench.analysis.records import tokens_per_s
 from distbench.core.config import PointKey
@@ -170,6 +171,10 @@ class Comparison:
     differ: list[tuple[PointKey, PointKey, list[str]]] = field(default_factory=list)
     """Same strategy, N and nodes in A and B but another workload: (key A, key B, differing fields)."""
     notes: list[str] = field(default_factory=list)
+    noise_ratio: dict | None = None
+    """B's run-to-run sd over A's across the points with repeats on both sides (gatestats.noise_ratio)."""
+    level_simulated_apart: bool = False
+    """A note says the simulated family false alarm of this kind of comparison is not the design's 5%."""
 
     def label(self, p: PointComparison) -> str:
         """The point's key as a label: strategy, N, model, scaling, batch, and every workload field that differs
@@ -213,6 +218,7 @@ class Comparison:
             "unmatched_b": [key_dict(k) for k in self.only_b],
             "workloads_differ": [{"a": key_dict(a), "b": key_dict(b), "differences": d} for a, b, d in self.differ],
             "notes": self.notes,
+            "noise_ratio": self.noise_ratio,
         }
 
     def no_match_message(self) -> str:
@@ -347,6 +353,10 @@ def _judge(tested: list[PointComparison], logs_a, logs_b, floor_var, floor_prior
     """t per point on log throughput, Holm across the points (one-sided for regressions): with repeats on both
     sides the point's variance pooled over them, else each side's own (repeats, or the noise floor), Welch."""
     both = gatestats.pooled_variances(logs_a, logs_b)
+    result.noise_ratio, note = unshared_noise(logs_a, logs_b)
+    if note:
+        result.notes.append(note)
+        result.level_simulated_apart = True
     var_a, var_b = side_variances(logs_a), side_variances(logs_b)
 
     def side(var: dict, key: tuple) -> tuple:
@@ -393,6 +403,7 @@ def _judge(tested: list[PointComparison], logs_a, logs_b, floor_var, floor_prior
         return
     if weak and sum(not math.isnan(row[1]) for row in rows) >= 3:  # moderation needs 3 points
         result.notes.append(MODERATION_CAVEAT.format(how=" and ".join(sorted(weak))))
+        result.level_simulated_apart |= "R = 1 with a noise floor" in weak
     d, se, df = (np.array(col) for col in zip(*rows))
     p, adj, code = gatestats.verdict_codes(d, se, df, result.threshold)
     for pc, pv, pa, c in zip(tested, p, adj, code):
@@ -436,10 +447,10 @@ def summary_lines(result: Comparison) -> list[str]:
     tested = [p for p in result.points if p.p_value is not None]
     unknown = sum(p.verdict == NOT_ENOUGH for p in result.points)
     floor = f", noise floor from {result.noise_floor} (A/A)" if result.noise_floor else ""
+    design = " (the design level; see the notes)" if result.level_simulated_apart else ""
     lines.append(
         f"run-to-run noise: t on log throughput, Holm over {len(tested)} tested point(s) (one-sided for regressions) "
-        f"at a family-wise "
-        f"{gatestats.ALPHA:.0%}{floor}"
+        f"at a family-wise {gatestats.ALPHA:.0%}{design}{floor}"
     )
     if unknown:
         lines.append(

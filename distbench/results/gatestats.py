@@ -23,6 +23,7 @@ point is much noisier or the noise is skewed, and compare says so beside its ver
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -336,3 +337,78 @@ def pooled_variances(logs_a: dict, logs_b: dict) -> dict[tuple, tuple[float, flo
 def spread_excess(var_a, df_a, var_b, df_b):
     """The `excess` moderate takes for a comparison of A and B (sampling_excess; 1 where EXCESS_MARGIN is None)."""
     return 1.0 if EXCESS_MARGIN is None else sampling_excess(var_a, df_a, var_b, df_b, EXCESS_MARGIN)
+
+
+NOISE_RATIO_MIN_POINTS = 6
+"""The signed-rank test below cannot reject at a two-sided 5% with fewer points (its smallest p is 2 / 2^m)."""
+
+
+@functools.lru_cache(maxsize=64)
+def signed_rank_cdf(m: int) -> np.ndarray:
+    """P(T+ <= t), t = 0 .. m(m + 1)/2, of Wilcoxon's signed-rank statistic of m points under its null (each
+    point's sign + or - with probability 1/2, independently): the exact law, by recursion over the ranks."""
+    p = np.ones(1)
+    for k in range(1, m + 1):
+        p = 0.5 * (np.concatenate([p, np.zeros(k)]) + np.concatenate([np.zeros(k), p]))
+    return np.minimum(np.cumsum(p), 1.0)
+
+
+def _log_variance_ratios(var_a, df_a, var_b, df_b):
+    """(log var_b - log var_a, the points it counts): points with equal df >= 1 on both sides, finite, nonzero."""
+    va, vb = (np.maximum(np.asarray(v, dtype=float), 1e-12) for v in (var_a, var_b))
+    dfa = np.broadcast_to(np.asarray(df_a, dtype=float), va.shape)
+    dfb = np.broadcast_to(np.asarray(df_b, dtype=float), vb.shape)
+    with np.errstate(invalid="ignore"):
+        x = np.log(vb) - np.log(va)
+        ok = (dfa == dfb) & (dfa >= 1) & np.isfinite(x) & (x != 0)
+    return np.where(ok, x, 0.0), ok
+
+
+def noise_ratio_p(var_a, df_a, var_b, df_b):
+    """Two-sided p of Wilcoxon's signed-rank test that B's run-to-run noise is A's, over the last axis (many
+    comparisons at once: tests/cisim.gate_sweeps), and the number of points it counts. A point counts where it
+    has equal df (>= 1) on both sides; there, under the null (A and B share the point's variance, whatever it
+    is), log var_b - log var_a is symmetric about 0 for any noise law, since A's and B's runs can be swapped,
+    and independent from point to point: the test's level is exact (at most alpha, discretely) for Gaussian,
+    heavy-tailed or skewed noise, points as noisy as they like. A log ratio of exactly 0 is left out; ties
+    among the others are ranked in order (continuous data makes none). Fewer than NOISE_RATIO_MIN_POINTS: p
+    cannot reach 5%."""
+    x, ok = _log_variance_ratios(var_a, df_a, var_b, df_b)
+    m = ok.sum(axis=-1)
+    mag = np.where(ok, np.abs(x), -1.0)  # left-out points rank below every counted one
+    rank = mag.argsort(axis=-1).argsort(axis=-1) + 1 - (ok.shape[-1] - m)[..., None]
+    t = np.where(ok & (x > 0), rank, 0).sum(axis=-1)
+    p = np.ones(m.shape)
+    for k in np.unique(m):
+        if k == 0:
+            continue
+        cdf, here = signed_rank_cdf(int(k)), m == k
+        lower = cdf[t[here]]
+        upper = 1 - np.where(t[here] > 0, cdf[np.maximum(t[here] - 1, 0)], 0.0)  # P(T+ >= t)
+        p[here] = np.minimum(1.0, 2 * np.minimum(lower, upper))
+    return p, m
+
+
+def noise_ratio(var_a, df_a, var_b, df_b, alpha: float = ALPHA) -> dict:
+    """B's run-to-run sd over A's across one comparison's points (1-D arrays, one entry per point judged with
+    repeats on both sides): the Hodges-Lehmann estimate of the centre of symmetry of the points' log variance
+    ratios (the median of their Walsh averages) and its exact 1 - alpha interval from the signed-rank law
+    (the Walsh averages of ranks c + 1 and M - c, M = m(m + 1)/2, c the largest count with P(T+ <= c) <=
+    alpha / 2), both as a ratio of sds (exp of half). Where B's sd is k times A's on every point (any noise
+    law, equal df) that centre is 2 log k. `differs`: the two-sided p (noise_ratio_p) <= alpha, which is the
+    interval leaving out 1. ratio, low, high in sd units; low/high 0 and inf where the points are too few."""
+    x, ok = _log_variance_ratios(var_a, df_a, var_b, df_b)
+    x = x[ok]
+    m = int(x.size)
+    p, _ = noise_ratio_p(var_a, df_a, var_b, df_b)
+    out = {"points": m, "p": float(p), "differs": bool(p <= alpha), "ratio": math.nan, "low": 0.0, "high": math.inf}
+    if m == 0:
+        return out
+    i, j = np.triu_indices(m)
+    walsh = np.sort((x[i] + x[j]) / 2)
+    cdf = signed_rank_cdf(m)
+    c = int(np.searchsorted(cdf, alpha / 2, side="right"))  # the number of t with P(T+ <= t) <= alpha / 2
+    out["ratio"] = float(np.exp(np.median(walsh) / 2))
+    if c >= 1:
+        out["low"], out["high"] = float(np.exp(walsh[c - 1] / 2)), float(np.exp(walsh[walsh.size - c] / 2))
+    return out
