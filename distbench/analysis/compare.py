@@ -8,7 +8,9 @@ Each ratio gets a t on log throughput, a 95% CI and a p-value; regressions are o
 with Holm across the points, improvements another. A change is flagged only when it survives the correction AND
 is larger than the threshold; a point ok in A and broken in B is a regression too. Without repeats or a floor
 the verdict is "not enough repeats to say", and a gate that could not judge a point exits 3 (Undecided). The
-gate's family-wise false alarm and power: benchmarks/gate_power.py (tests/test_ci_coverage.py).
+gate's family-wise false alarm and power: benchmarks/gate_power.py (tests/test_ci_coverage.py). Where B's run-to-run
+noise differs from A's across the points (which the pooled t does not allow for), a note says so
+(distbench.analysis.gatenotes).
 """
 
 from __future__ import annotations

@@ -19,6 +19,9 @@ is measured on each point's A/B split, where the points' differences cannot ente
 out of the prior's. The false alarm and power per noise law, heterogeneity, R and point count:
 docs/benchmarks.md. On a noise floor (one run per side, 1 df per point) the false alarm exceeds 5% where one
 point is much noisier or the noise is skewed, and compare says so beside its verdict (compare.MODERATION_CAVEAT).
+The pooled t assumes A and B share each point's variance; `noise_ratio_p` and `noise_ratio` test that across the
+points (Wilcoxon's signed-rank test of their log variance ratios, exact under A/A for any noise law) and say by
+how much B's sd differs, for the note of distbench.analysis.gatenotes.
 """
 
 from __future__ import annotations
