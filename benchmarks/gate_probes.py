@@ -1,8 +1,10 @@
 """The regression gate of `distbench compare` in cases its table (benchmarks/gate_power.py) does not cover, which
 users hit: several points slowed at once, slowdowns smaller than 10%, a change that also adds noise, a point with
 1 df under heavy-tailed noise, R = 2 under heavy-tailed noise, and B's noise changed on every point (a busier
-machine). Same simulation and functions as gate_power.py (tests/cisim.gate_sweeps, gatestats as `compare` calls
-them). Prints a markdown section; --out writes it into docs/benchmarks.md.
+machine); and how often compare's note on B's noise (distbench/analysis/gatenotes.py) fires with nothing changed
+and where B's sd is 0.5-3x A's, beside the gate's false alarm there (the figures the note quotes). Same
+simulation and functions as gate_power.py (tests/cisim.gate_sweeps, gatestats as `compare` calls them). Prints a
+markdown section; --out writes it into docs/benchmarks.md.
 
     .venv/bin/python benchmarks/gate_probes.py --trials 16000 --out docs/benchmarks.md
 """
@@ -223,7 +225,7 @@ def note_section(aa: list[str], unshared: list[str], ranges: dict, trials: int, 
         "was in the simulations below. With A and B sharing a point's variance the log ratio is symmetric about 0 "
         "whatever the noise law and whatever the point's own noise (A's and B's runs can be swapped), so the "
         f"test's level is exact: at most {size[10]:.2%} at 10 points and {size[20]:.2%} at 20 (its discrete law); "
-        "it cannot reject with fewer than 6 points. The pattern of the points' noise cannot change it (the log "
+        f"it cannot reject with fewer than {gatestats.NOISE_RATIO_MIN_POINTS} points. The pattern of the points' noise cannot change it (the log "
         "ratio is free of each point's scale); each pattern below is an independent simulation of the same rate. "
         f"{trials} simulated pairs per cell, set up as above (sd of the median point {sd:.0%}). Over the "
         f"{cells} A/A cells it fires in {pooled:.2%} of pairs (± {_se(pooled, trials * cells):.2%}).",
@@ -275,7 +277,7 @@ def reading(cells: list[dict], split: list[dict], trials: int) -> list[str]:
         "meant to hold whichever points truly changed; here, when quiet points truly regress, Holm tests the "
         "rest at a looser level and the noisier points left can take the family false alarm above 5% (the "
         "cases above). When B's noise differs from A's on every point (a busier machine), A and B no longer "
-        "share a point's variance, as the pooled t assumes. A change at the threshold (5%) is called a "
+        "share a point's variance, as the pooled t assumes (compare's note on it: below). A change at the threshold (5%) is called a "
         "regression only when its estimate lands beyond it, so at most about half the time however many "
         "repeats; a change that also makes the point noisier is caught less often than a plain 10% slowdown.",
         "",

@@ -31,7 +31,8 @@ def test_signed_rank_law_and_the_interval_agree_with_the_test():
     va = np.array([1.0, 2.0, 0.5, 3.0, 1.5, 0.7])
     p, m = gatestats.noise_ratio_p(va, 2, va * np.array([2, 3, 4, 5, 6, 7]), 2)
     assert m == 6 and p == pytest.approx(2 / 64)
-    assert gatestats.noise_ratio_p(va[:5], 2, va[:5] * 9, 2)[0] == pytest.approx(2 / 32)  # 5 points cannot reach 5%
+    few = gatestats.NOISE_RATIO_MIN_POINTS - 1
+    assert gatestats.noise_ratio_p(va[:few], 2, va[:few] * 9, 2)[0] == pytest.approx(2 / 2**few) > 0.05
     rng = np.random.default_rng(5)
     for _ in range(200):
         m = int(rng.integers(6, 30))
