@@ -15,7 +15,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/cisim.py: the simulations the tests also run
-from mdsection import write_section  # noqa: E402
+from mdsection import emit  # noqa: E402
 
 from tests import cisim  # noqa: E402
 
@@ -84,9 +84,7 @@ def main() -> None:
     new = np.random.default_rng(2026)  # its own stream: --only-new prints the same numbers
     lines += autocorrelation_table(new, args.runs)
     text = "\n".join(lines) + "\n"
-    print(text)
-    if args.out:
-        write_section(args.out, text)
+    emit(text, args.out)
 
 
 def autocorrelation_table(rng: np.random.Generator, runs: int) -> list[str]:

@@ -21,7 +21,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from mdsection import write_section  # noqa: E402
+from mdsection import emit  # noqa: E402
 
 from distbench.cluster import netns, spec  # noqa: E402
 from distbench.results.store import Store  # noqa: E402
@@ -90,9 +90,7 @@ def main() -> int:
                 f"{med / bound:.1%} | {'yes' if med >= TARGET * bound else 'NO'} |"
             )
     text = "\n".join(lines) + "\n"
-    print(text)
-    if args.out:
-        write_section(args.out, text)
+    emit(text, args.out)
     return 0
 
 

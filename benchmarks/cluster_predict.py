@@ -33,7 +33,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from mdsection import write_section  # noqa: E402
+from mdsection import emit  # noqa: E402
 
 from distbench.cluster import netns, spec  # noqa: E402
 from distbench.core import rankguard  # noqa: E402
@@ -152,9 +152,7 @@ def main() -> int:
     finally:
         run([*CLUSTER, "down"])
     text = render(rows, started, loads, args.repeats, args.pin)
-    print(text)
-    if args.out:
-        write_section(args.out, text)
+    emit(text, args.out)
     return 0
 
 

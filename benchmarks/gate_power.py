@@ -18,7 +18,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/cisim.py: the simulations the tests also run
-from mdsection import write_section  # noqa: E402
+from mdsection import emit, run_line  # noqa: E402
 
 from distbench.results import gatestats  # noqa: E402
 from tests import cisim  # noqa: E402
@@ -248,13 +248,19 @@ def alternatives_reading(found: dict, trials: int) -> list[str]:
     ]
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def gate_parser(doc: str, trials: int, per: str) -> argparse.ArgumentParser:
+    """The gate benchmarks' common flags: --trials (sweep pairs per `per`), --sd, --out."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
     parser.add_argument(
-        "--trials", type=int, default=4000, help="simulated sweep pairs per cell (each of A/A and power)"
+        "--trials", type=int, default=trials, help=f"simulated sweep pairs per {per} (each of A/A and power)"
     )
     parser.add_argument("--sd", type=float, default=0.03, help="run-to-run sd of log throughput (median point)")
     parser.add_argument("--out", help="markdown file to write the section into")
+    return parser
+
+
+def main() -> None:
+    parser = gate_parser(__doc__, 4000, "cell")
     parser.add_argument(
         "--alternatives",
         action="store_true",
@@ -278,15 +284,12 @@ def main() -> None:
                 "|---|---|---|" + "---|" * len(ALTERNATIVES),
                 *body,
                 "",
-                f"Run {time.strftime('%Y-%m-%d', time.gmtime())}, `benchmarks/gate_power.py --alternatives --trials "
-                f"{args.trials}`, {time.time() - start:.0f} s on a shared 2-core machine.",
+                run_line(f"benchmarks/gate_power.py --alternatives --trials {args.trials}", start),
                 "",
                 *alternatives_reading(found, args.trials),
             ]
         )
-        print(text)
-        if args.out:
-            write_section(args.out, text)
+        emit(text, args.out)
         return
     main_cells, below = rows(args.trials, args.sd, 2042)
     text = "\n".join(
@@ -318,15 +321,12 @@ def main() -> None:
             "|---|---|---|---|---|---|",
             *(c["line"] for c in below),
             "",
-            f"Run {time.strftime('%Y-%m-%d', time.gmtime())}, "
-            f"`benchmarks/gate_power.py --trials {args.trials}`, {time.time() - start:.0f} s on a shared 2-core machine.",
+            run_line(f"benchmarks/gate_power.py --trials {args.trials}", start),
             "",
             *reading(main_cells, below, args.trials),
         ]
     )
-    print(text)
-    if args.out:
-        write_section(args.out, text)
+    emit(text, args.out)
 
 
 if __name__ == "__main__":

@@ -11,7 +11,6 @@ markdown section; --out writes it into docs/benchmarks.md.
 
 from __future__ import annotations
 
-import argparse
 import math
 import sys
 import time
@@ -21,8 +20,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from gate_power import LAWS, _se, _upper  # noqa: E402
-from mdsection import write_section  # noqa: E402
+from gate_power import LAWS, _se, _upper, gate_parser  # noqa: E402
+from mdsection import emit, run_line  # noqa: E402
 
 from distbench.analysis import gatenotes  # noqa: E402
 from distbench.results import gatestats  # noqa: E402
@@ -285,13 +284,7 @@ def reading(cells: list[dict], split: list[dict], trials: int) -> list[str]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument(
-        "--trials", type=int, default=16000, help="simulated sweep pairs per case (each of A/A and power)"
-    )
-    parser.add_argument("--sd", type=float, default=0.03, help="run-to-run sd of log throughput (median point)")
-    parser.add_argument("--out", help="markdown file to write the section into")
-    args = parser.parse_args()
+    args = gate_parser(__doc__, 16000, "case").parse_args()
     start = time.time()
     cells = rows(args.trials, args.sd, 2043)
     split = by_point(args.trials, args.sd, 2043)
@@ -323,16 +316,13 @@ def main() -> None:
             "|---|---|---|---|---|---|---|---|",
             *(c["line"] for c in cells),
             "",
-            f"Run {time.strftime('%Y-%m-%d', time.gmtime())}, `benchmarks/gate_probes.py --trials {args.trials}`, "
-            f"{time.time() - start:.0f} s on a shared 2-core machine.",
+            run_line(f"benchmarks/gate_probes.py --trials {args.trials}", start),
             "",
             *reading(cells, split, args.trials),
             *note_section(aa, unshared, ranges, args.trials, args.sd),
         ]
     )
-    print(text)
-    if args.out:
-        write_section(args.out, text)
+    emit(text, args.out)
 
 
 if __name__ == "__main__":

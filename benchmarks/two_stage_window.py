@@ -22,7 +22,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from mdsection import write_section  # noqa: E402
+from mdsection import emit, run_line  # noqa: E402
 
 from distbench.core.workload import Measurement  # noqa: E402
 from distbench.results import split, stats  # noqa: E402
@@ -458,16 +458,16 @@ def main() -> None:
             "|---|---|---|---|---|---|---|---|---|---|---|",
             *sweep,
             "",
-            f"Run {time.strftime('%Y-%m-%d', time.gmtime())}, `benchmarks/two_stage_window.py --trials {args.trials} "
-            f"--regime-trials {args.regime_trials} --diagnose-trials {args.diagnose_trials} --sweep-trials {args.sweep_trials}`, "
-            f"{time.time() - start:.0f} s on a shared 2-core machine.",
+            run_line(
+                f"benchmarks/two_stage_window.py --trials {args.trials} --regime-trials {args.regime_trials} "
+                f"--diagnose-trials {args.diagnose_trials} --sweep-trials {args.sweep_trials}",
+                start,
+            ),
             "",
             *conclusions(found, how, biases),
         ]
     )
-    print(text)
-    if args.out:
-        write_section(args.out, text)
+    emit(text, args.out)
 
 
 if __name__ == "__main__":
