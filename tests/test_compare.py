@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -761,3 +762,16 @@ def test_latest_for_a_flag_is_the_newest_sweep_of_the_kind_it_reads(tmp_path, ca
     code, _, err = _run(capsys, ["predict", "latest", "--results", str(tmp_path / "none.db"), "--comm", "latest"])
     assert code == 2 and "\nError: --comm latest: none of the 1 newest sweep(s) in " in err
     assert err.rstrip().endswith("has `distbench comm` points: give a sweep id (`distbench results list`)")
+
+
+def test_the_floor_false_alarm_quoted_is_the_benchmark_table_s_highest():
+    """compare.FLOOR_FALSE_ALARM_MAX (quoted in MODERATION_CAVEAT) is the highest family false alarm of the noise-floor
+    rows benchmarks/gate_power.py last wrote into docs/benchmarks.md."""
+    from distbench.analysis.compare import FLOOR_FALSE_ALARM_MAX
+
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "benchmarks.md").read_text()
+    section = doc[doc.index("## The regression gate's false alarm and power") :]
+    section = section[: section.index("\n## ")]
+    rows = [line for line in section.splitlines() if line.startswith("|") and "| 1 and a noise floor |" in line]
+    alarms = [float(line.split("|")[5].split("%")[0]) / 100 for line in rows]
+    assert len(rows) >= 12 and max(alarms) == pytest.approx(FLOOR_FALSE_ALARM_MAX, abs=5e-4), alarms

@@ -45,9 +45,13 @@ VERDICT_STYLE = {
 }
 NOT_ENOUGH = "not enough repeats to say"
 CODE_VERDICT = {0: "within noise", -1: "regression", 1: "improvement", 2: "below threshold"}
+FLOOR_FALSE_ALARM_MAX = 0.093
+"""The highest family false alarm on a noise floor in benchmarks/gate_power.py's table (docs/benchmarks.md; a test
+checks the two agree)."""
 MODERATION_CAVEAT = (
     "judged at {how}: the run-to-run variances are moderated across the points, which assumes the points of a "
-    "sweep share a noise level; on a noise floor the simulated family false alarm exceeds 5% (up to 9%) where "
+    "sweep share a noise level; on a noise floor the simulated family false alarm exceeds 5% "
+    f"(up to {FLOOR_FALSE_ALARM_MAX:.0%}) where "
     "one point is much noisier than the rest or the run-to-run noise is skewed, and at R = 2 a 10% regression at "
     "3% run-to-run noise is caught in only a "
     "quarter to a half of comparisons (docs/benchmarks.md), so confirm a flagged point with --repeats 3 or more"
