@@ -50,6 +50,38 @@ def test_points_with_unequal_df_or_a_zero_ratio_are_left_out():
     assert m == 6 and p == pytest.approx(2 / 64)
 
 
+def test_the_interval_is_the_set_of_centres_the_test_keeps():
+    """The interval inverts the test: every centre strictly between its ends (the Walsh averages of ranks c + 1
+    and M - c) keeps p > 5% for the log ratios less that centre, every centre just outside rejects; the law of
+    T+ is the enumeration of all 2^m signs (m = 6 to 9)."""
+    rng = np.random.default_rng(11)
+    for m in range(6, 10):
+        ranks = np.arange(1, m + 1)
+        signs = (np.arange(2**m)[:, None] >> np.arange(m)) & 1
+        counts = np.bincount(signs @ ranks, minlength=m * (m + 1) // 2 + 1)
+        assert gatestats.signed_rank_cdf(m) == pytest.approx(np.cumsum(counts) / 2**m)
+        x = rng.standard_t(3, m) + 0.4
+        got = gatestats.noise_ratio(np.ones(m), 2, np.exp(x), 2)
+        low, high = 2 * math.log(got["low"]), 2 * math.log(got["high"])
+        walsh = np.sort([(x[i] + x[j]) / 2 for i in range(m) for j in range(i, m)])
+        gap = np.diff(walsh).min() / 4
+        for centre, kept in ((low + gap, True), (high - gap, True), (low - gap, False), (high + gap, False)):
+            p, _ = gatestats.noise_ratio_p(np.ones(m), 2, np.exp(x - centre), 2)
+            assert (p > 0.05) == kept, (m, centre)
+
+
+def test_a_point_without_spread_on_a_side_is_left_out():
+    """Identical throughputs on a side (variance 0, or at most NOISE_RATIO_VAR_MIN) make the ratio 0 or infinite:
+    the point is left out, whichever side it is, as are NaN variances."""
+    va = np.array([1.0, 2.0, 0.5, 3.0, 1.5, 0.7, 0.0, 1.0, 1e-13, np.nan]) * 1e-4
+    vb = va * 4
+    vb[7] = 0.0
+    p, m = gatestats.noise_ratio_p(va, 2, vb, 2)
+    assert m == 6 and p == pytest.approx(2 / 64)
+    got = gatestats.noise_ratio(va, 2, vb, 2)
+    assert got["points"] == 6 and got["ratio"] == pytest.approx(2.0)
+
+
 @pytest.mark.parametrize("law", ["normal", "t4", "lognormal"])
 def test_the_note_fires_in_about_5_percent_of_a_a_comparisons_whatever_the_noise(law):
     """A and B share each point's variance (any law, variances spread 10x): the note's false alarm is the exact
@@ -170,3 +202,41 @@ def test_compare_says_nothing_where_the_noise_is_shared(tmp_path):
     [line] = [x for x in summary_lines(result) if x.startswith("run-to-run noise:")]
     assert line.endswith("at a family-wise 5%")
     assert re.search(r"Holm over 8 tested point\(s\)", line)
+
+
+def _spread_sweep(store: Store, sds, *, ones=(), nan_at=()) -> str:
+    """R = 3 per point (one where i in `ones`), log throughputs 40 x exp(-s, 0, +s) at s = sds[i]; a NaN first
+    repeat where i in `nan_at`."""
+    recs = []
+    for i, ((strategy, n), s) in enumerate(zip(POINTS, sds)):
+        reps = [{"status": "ok", "throughput": 4 * n / 0.1 * math.exp(v)} for v in (-s, 0.0, s)]
+        if i in nan_at:
+            reps[0]["throughput"] = math.nan
+        recs.append(point(strategy, n, 0.1, repeats=reps[:1] if i in ones else reps))
+    return add_sweep(store, recs)
+
+
+@pytest.mark.parametrize(
+    ("case", "a", "b", "counted"),
+    [
+        ("A deterministic, B noisy", {"sds": [0.0] * 8}, {"sds": [0.03] * 8}, 0),
+        ("both deterministic", {"sds": [0.0] * 8}, {"sds": [0.0] * 8}, 0),
+        ("half of A deterministic", {"sds": [0.0] * 4 + [0.01] * 4}, {"sds": [0.03] * 8}, 4),
+        ("fewer than 6 points", {"sds": [0.01] * 5}, {"sds": [0.03] * 5}, 5),
+        ("repeats in A at 3 points", {"sds": [0.01] * 8, "ones": range(3, 8)}, {"sds": [0.03] * 8}, 3),
+        ("a NaN repeat in B at 3 points", {"sds": [0.01] * 8}, {"sds": [0.03] * 8, "nan_at": range(3)}, 5),
+    ],
+)
+def test_compare_says_nothing_it_cannot_back(tmp_path, case, a, b, counted):
+    """Points left out of the noise test (no spread on a side, R unequal after a failed repeat, R = 1) leave
+    fewer than 6: no note, the plain 5% line, the JSON's counts right, no traceback (B's sd 3x A's where both
+    have spread, so a note from the zeros' made-up ratios or from too few points would be wrong)."""
+    with Store(tmp_path / "r.db") as store:
+        sa, sb = load_sweep(store, _spread_sweep(store, **a)), load_sweep(store, _spread_sweep(store, **b))
+    result = compare_sweeps(sa, sb)
+    assert not [n for n in result.notes if "run-to-run noise is about" in n], case
+    assert result.noise_ratio["points"] == counted and result.noise_ratio["differs"] is False
+    assert (result.noise_ratio["sd_ratio"] is None) == (counted == 0)
+    assert result.noise_ratio["ci_low"] is None and result.noise_ratio["ci_high"] is None
+    [line] = [x for x in summary_lines(result) if x.startswith("run-to-run noise:")]
+    assert line.endswith("at a family-wise 5%")

@@ -356,14 +356,24 @@ def signed_rank_cdf(m: int) -> np.ndarray:
     return np.minimum(np.cumsum(p), 1.0)
 
 
+NOISE_RATIO_VAR_MIN = 1e-12
+"""A point's variance of log throughput at or below this on either side (an sd of 1e-6: identical throughputs,
+a deterministic run) leaves the point out of the noise test: its variance ratio is 0 or infinite, not a measure
+of how much noisier one side is. Whether a point is left out does not depend on which side is which, so the
+test's level stays exact."""
+
+
 def _log_variance_ratios(var_a, df_a, var_b, df_b):
-    """(log var_b - log var_a, the points it counts): points with equal df >= 1 on both sides, finite, nonzero."""
-    va, vb = (np.maximum(np.asarray(v, dtype=float), 1e-12) for v in (var_a, var_b))
+    """(log var_b - log var_a, the points it counts): points with equal df >= 1 on both sides, both variances
+    above NOISE_RATIO_VAR_MIN, the ratio finite and not 1."""
+    raw_a, raw_b = np.asarray(var_a, dtype=float), np.asarray(var_b, dtype=float)
+    va, vb = np.maximum(raw_a, NOISE_RATIO_VAR_MIN), np.maximum(raw_b, NOISE_RATIO_VAR_MIN)
     dfa = np.broadcast_to(np.asarray(df_a, dtype=float), va.shape)
     dfb = np.broadcast_to(np.asarray(df_b, dtype=float), vb.shape)
     with np.errstate(invalid="ignore"):
         x = np.log(vb) - np.log(va)
-        ok = (dfa == dfb) & (dfa >= 1) & np.isfinite(x) & (x != 0)
+        spread = np.minimum(raw_a, raw_b) > NOISE_RATIO_VAR_MIN
+        ok = (dfa == dfb) & (dfa >= 1) & spread & np.isfinite(x) & (x != 0)
     return np.where(ok, x, 0.0), ok
 
 
@@ -373,9 +383,9 @@ def noise_ratio_p(var_a, df_a, var_b, df_b):
     has equal df (>= 1) on both sides; there, under the null (A and B share the point's variance, whatever it
     is), log var_b - log var_a is symmetric about 0 for any noise law, since A's and B's runs can be swapped,
     and independent from point to point: the test's level is exact (at most alpha, discretely) for Gaussian,
-    heavy-tailed or skewed noise, points as noisy as they like. A log ratio of exactly 0 is left out; ties
-    among the others are ranked in order (continuous data makes none). Fewer than NOISE_RATIO_MIN_POINTS: p
-    cannot reach 5%."""
+    heavy-tailed or skewed noise, points as noisy as they like. A log ratio of exactly 0, or a variance at most
+    NOISE_RATIO_VAR_MIN on a side, is left out; ties among the others are ranked in order (continuous data makes
+    none). Fewer than NOISE_RATIO_MIN_POINTS: p cannot reach 5%."""
     x, ok = _log_variance_ratios(var_a, df_a, var_b, df_b)
     m = ok.sum(axis=-1)
     mag = np.where(ok, np.abs(x), -1.0)  # left-out points rank below every counted one
