@@ -302,6 +302,10 @@ def test_below_r3_the_moderation_caveat_is_said_beside_the_verdict(tmp_path, cap
     )  # tests/test_ci_coverage.py: on a floor skewed noise alone takes it above 5%
     main(["compare", sa, sb, "--results", str(path)])
     assert "note: judged at R = 2: the run-to-run variances are moderated" in capsys.readouterr().out.replace("\n", " ")
+    # at R = 2 the caveat alone does not call the 5% the design level (the floor's, or the note on B's noise, do)
+    r2 = compare_sweeps(a, b)
+    assert not [n for n in r2.notes if "run-to-run noise is about" in n]
+    assert [x for x in summary_lines(r2) if x.startswith("run-to-run noise:")][0].endswith("at a family-wise 5%")
     _, _, _, a3, b3 = _pair(tmp_path / "r3", r=3)
     assert not [n for n in compare_sweeps(a3, b3).notes if n.startswith("judged at")]
 
@@ -329,6 +333,8 @@ def test_noise_floor_from_an_a_a_sweep_judges_single_runs(tmp_path):
     assert reg.ci_method.startswith("t on log throughput, one noise floor for both, R=1 (noise floor) vs R=1")
     assert result.to_json()["noise_floor"] == c.id
     assert MODERATION_CAVEAT.format(how="R = 1 with a noise floor") in result.to_json()["notes"]
+    [line] = [x for x in summary_lines(result) if x.startswith("run-to-run noise:")]
+    assert "at a family-wise 5% (the design level; see the notes), noise floor from" in line
     # the A/A pair alone: nothing flagged
     assert not compare_sweeps(a, c, floor=c).regressions
 
