@@ -156,10 +156,10 @@ def test_compare_says_when_bs_noise_is_not_as(tmp_path, capsys):
     path, sa, sb, a, b = _three_times(tmp_path)
     result = compare_sweeps(a, b)
     note = (
-        "B's run-to-run noise is about 3.0x A's (sd) across the 8 points with as many repeats in A as in B (95% "
-        "CI 2.6-3.5x; Wilcoxon signed-rank on their log variance ratios, p = 0.0078): the gate pools A's and B's "
-        "variances, which assumes they share each point's, and with B's sd 1.5-3x A's on every point its simulated "
-        "family false alarm was 2.1%-8.4% against the design's 5% (docs/benchmarks.md)"
+        "B's run-to-run noise is about 3.0x A's (sd) across the 8 points with as many repeats in A as in B and some "
+        "spread on both (95% CI 2.6-3.5x; Wilcoxon signed-rank on their log variance ratios, p = 0.0078): the gate "
+        "pools A's and B's variances, which assumes they share each point's, and with B's sd 1.5-3x A's on every "
+        "point its simulated family false alarm was 2.1%-8.4% against the design's 5% (docs/benchmarks.md)"
     )
     assert note in result.notes
     assert result.noise_ratio["sd_ratio"] == pytest.approx(3.0)

@@ -17,9 +17,10 @@ family false alarm of the gate over the cells of docs/benchmarks.md, "The regres
 its table of B's noise (benchmarks/gate_probes.py; tests/test_gate_noise.py holds these to that table)."""
 UNSHARED_NOISE_NOTE = (
     "B's run-to-run noise is about {ratio}x A's (sd) across the {points} points with as many repeats in A as in B "
-    "(95% CI {low}-{high}x; Wilcoxon signed-rank on their log variance ratios, p = {p:.2g}): the gate pools A's "
-    "and B's variances, which assumes they share each point's, and with B's sd {sim}x A's on every point its "
-    "simulated family false alarm was {fa_low:.1%}-{fa_high:.1%} against the design's 5% (docs/benchmarks.md)"
+    "and some spread on both (95% CI {low}-{high}x; Wilcoxon signed-rank on their log variance ratios, "
+    "p = {p:.2g}): the gate pools A's and B's variances, which assumes they share each point's, and with B's sd "
+    "{sim}x A's on every point its simulated family false alarm was {fa_low:.1%}-{fa_high:.1%} against the "
+    "design's 5% (docs/benchmarks.md)"
 )
 """Said when B's noise differs from A's (gatestats.noise_ratio), with the figures of UNSHARED_NOISE_FALSE_ALARM."""
 
