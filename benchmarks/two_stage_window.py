@@ -360,9 +360,10 @@ def sweep_reading(biases: dict, k: int) -> list[str]:
         f"phases of {phase} steps, but at most {closing[0]:+.2%} ± {closing[2]:.2%} (slow phases of {closing[1]} "
         + (
             "steps): it moves the bias to longer phases and does not lower its worst, so the first A stays the "
-            "headline. "
+            "headline (it is also the run a later variant's failure leaves standing). "
             if abs(closing[0]) >= abs(first[0])
-            else "steps): a lower worst than the first A's, at the price of a headline four windows late. "
+            else "steps): a lower worst than the first A's, at the price of a headline four windows late that a later "
+            "variant's failure would take with it. "
         )
         + f"Pilot and first window end at most {late[1]:+.0%} past --max-time at the 99th percentile (slow phases "
         f"of {late[0]} steps). "
