@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
-
 from distbench.results import gatestats
 
 UNSHARED_NOISE_FALSE_ALARM = {"noisier": ((1.5, 3.0), (0.021, 0.084)), "quieter": ((0.5, 0.5), (0.011, 0.052))}
@@ -33,12 +31,10 @@ def unshared_noise(logs_a: dict, logs_b: dict) -> tuple[dict | None, str | None]
     """Whether B's run-to-run noise differs from A's over the points with repeats on both sides (log throughputs
     per point): (gatestats.noise_ratio as JSON, None where no point has repeats on both sides; the note where it
     differs, else None)."""
-    keys = [k for k in logs_a if len(logs_a[k]) >= 2 and len(logs_b.get(k, ())) >= 2]
+    keys, *sides = gatestats.both_sides(logs_a, logs_b)
     if not keys:
         return None, None
-    var_a, df_a = [np.var(logs_a[k], ddof=1) for k in keys], [len(logs_a[k]) - 1 for k in keys]
-    var_b, df_b = [np.var(logs_b[k], ddof=1) for k in keys], [len(logs_b[k]) - 1 for k in keys]
-    got = gatestats.noise_ratio(var_a, df_a, var_b, df_b)
+    got = gatestats.noise_ratio(*sides)
     summary = {
         "sd_ratio": got["ratio"] if got["points"] else None,
         "ci_low": got["low"] if got["low"] > 0 else None,

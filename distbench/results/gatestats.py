@@ -324,14 +324,21 @@ def verdict_codes(d, se, df, threshold: float, alpha: float = ALPHA):
     return p, adj, np.where(np.isnan(p_slower), np.nan, code)
 
 
+def both_sides(logs_a: dict, logs_b: dict) -> tuple[list, list, list, list, list]:
+    """(keys, var_a, df_a, var_b, df_b): the points with R >= 2 on both sides, each side's sample variance of log
+    throughput and its df."""
+    keys = [k for k in logs_a if len(logs_a[k]) >= 2 and len(logs_b.get(k, ())) >= 2]
+    var_a, df_a = [np.var(logs_a[k], ddof=1) for k in keys], [len(logs_a[k]) - 1 for k in keys]
+    var_b, df_b = [np.var(logs_b[k], ddof=1) for k in keys], [len(logs_b[k]) - 1 for k in keys]
+    return keys, var_a, df_a, var_b, df_b
+
+
 def pooled_variances(logs_a: dict, logs_b: dict) -> dict[tuple, tuple[float, float]]:
     """Per point with R >= 2 on both sides: (run-to-run variance of log throughput pooled over A's and B's
     repeats, moderated across those points; its df)."""
-    keys = [k for k in logs_a if len(logs_a[k]) >= 2 and len(logs_b.get(k, ())) >= 2]
+    keys, var_a, df_a, var_b, df_b = both_sides(logs_a, logs_b)
     if not keys:
         return {}
-    var_a, df_a = [np.var(logs_a[k], ddof=1) for k in keys], [len(logs_a[k]) - 1 for k in keys]
-    var_b, df_b = [np.var(logs_b[k], ddof=1) for k in keys], [len(logs_b[k]) - 1 for k in keys]
     var, df = pooled(var_a, df_a, var_b, df_b)
     post, df_post, _, _ = moderate(var, df, spread_excess(var_a, df_a, var_b, df_b))
     return {k: (float(v), float(d)) for k, v, d in zip(keys, post, df_post)}
