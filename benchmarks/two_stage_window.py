@@ -251,12 +251,13 @@ SWEEP_COLUMNS = (
 
 def phase_sweep(
     rng: np.random.Generator, trials: int, max_time_s: float, min_steps: int
-) -> tuple[list[str], dict[tuple[int, str, str], tuple[float, float]]]:
+) -> tuple[list[str], dict[tuple[int, str, str], tuple[float, float]], dict[int, dict]]:
     """The regime-switching clock at each of PHASE_LENGTHS: the bias of the first A's window mean, of the A's mean
     and of the communication term (A - T, over the true mean step), with the rule's pilot and K
     (stats.two_stage_pilot_steps, stats.two_stage_steps) and with both fixed at the rule's medians (the check).
-    Returns the table's rows and {(slow phase length, design, figure): (bias, its standard error)}."""
-    out, biases = [], {}
+    Returns the table's rows, {(slow phase length, design, figure): (bias, its standard error)} and, per slow
+    phase length, {'sd': one run's first A's sd over the runs, 'end': the budget's end, median and 99th}."""
+    out, biases, per_length = [], {}, {}
     for slow_len in PHASE_LENGTHS:
         found: dict[tuple[str, str], list[np.ndarray]] = {}
         medians, ends = None, []
@@ -278,23 +279,21 @@ def phase_sweep(
                 rel = np.concatenate(found[(design, name)])
                 se = rel.std(ddof=1) / math.sqrt(len(rel))
                 biases[(slow_len, design, name)] = (float(rel.mean()), float(se))
-                if (design, name) == ("rule", "first A"):
-                    biases[(slow_len, "spread", name)] = (float(rel.std(ddof=1)), 0.0)
                 cells.append(f"{rel.mean():+.3%} ± {se:.3%} ({rel.mean() / se:+.1f} SE)")
-        spread = biases[(slow_len, "spread", "first A")][0]
+        spread = float(np.concatenate(found[("rule", "first A")]).std(ddof=1))
         end = np.percentile(np.concatenate(ends), [50, 99])
-        biases[(slow_len, "end", "first A")] = (float(end[0]), float(end[1]))
+        per_length[slow_len] = {"sd": spread, "end": (float(end[0]), float(end[1]))}
         head = f"| {slow_len} and {3 * slow_len} | {trials} | {end[0]:+.1%} ({end[1]:+.1%}) | {spread:.1%} | "
         out.append(head + " | ".join(cells) + " |")
         print(out[-1], file=sys.stderr, flush=True)
-    return out, biases
+    return out, biases, per_length
 
 
 def within(found: tuple) -> str:
     return "within" if abs(found[0]) <= 2 * found[1] else "not within"
 
 
-def conclusions(clocks: dict, how: dict, biases: dict) -> list[str]:
+def conclusions(clocks: dict, how: dict, biases: dict, per_length: dict) -> list[str]:
     """The section's reading, its figures taken from this run's tables."""
     steady = [r for name, r in clocks.items() if not name.startswith("regime")]
     regime = next(r for name, r in clocks.items() if name.startswith("regime"))
@@ -326,11 +325,11 @@ def conclusions(clocks: dict, how: dict, biases: dict) -> list[str]:
         "batches, a few tens of steps each, cannot see phases that outlast them; there only repeats (run to run) "
         "give an honest CI.",
         "",
-        *sweep_reading(biases, int(regime["k"][1])),
+        *sweep_reading(biases, per_length, int(regime["k"][1])),
     ]
 
 
-def sweep_reading(biases: dict, k: int) -> list[str]:
+def sweep_reading(biases: dict, per_length: dict, k: int) -> list[str]:
     """The phase sweep's reading and the decision it supports, its figures taken from this run's table."""
 
     def worst(design: str, name: str) -> tuple[float, int, float]:
@@ -343,8 +342,8 @@ def sweep_reading(biases: dict, k: int) -> list[str]:
     step = worst("rule", "A's mean")
     checks = [abs(b / se) for (_, design, _), (b, se) in biases.items() if design == "fixed"]
     shortest = biases[(min(PHASE_LENGTHS), "rule", "first A")]
-    spread = biases[(first[1], "spread", "first A")][0]
-    late = max(((key[0], v[1]) for key, v in biases.items() if key[1] == "end"), key=lambda lv: lv[1])
+    spread = per_length[first[1]]["sd"]
+    late = max(((length, v["end"][1]) for length, v in per_length.items()), key=lambda lv: lv[1])
     closing, phase = worst("rule", "closing A"), first[1]
     near = biases[(phase, "rule", "closing A")]
     return [
@@ -410,7 +409,7 @@ def main() -> None:
         found[name] = r
         print(lines[-1], file=sys.stderr, flush=True)
     designs, how = diagnose(rng, args.diagnose_trials, args.max_time, args.steps)
-    sweep, biases = phase_sweep(rng, args.sweep_trials, args.max_time, args.steps)
+    sweep, biases, per_length = phase_sweep(rng, args.sweep_trials, args.max_time, args.steps)
     text = "\n".join(
         [
             "## The two-stage window (`benchmarks/two_stage_window.py`)",
@@ -465,7 +464,7 @@ def main() -> None:
                 start,
             ),
             "",
-            *conclusions(found, how, biases),
+            *conclusions(found, how, biases, per_length),
         ]
     )
     emit(text, args.out)
